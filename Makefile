@@ -1,0 +1,191 @@
+# kvfs - a FUSE-mounted KV-cache filesystem.
+#
+#   make            build/libkvfs.a, build/libkvfs.so, build/kvfsctl,
+#                   build/kvfs-mount
+#   make test       installs missing packages, builds under ASan + UBSan in
+#                   build/asan and runs every test (unit, mount, python)
+#   make demo       mounts kvfs on a temporary directory and runs a workload
+#   make bench      benchmarks against tmpfs in the same run
+#   make deps       apt-get the Debian packages the build and tests need
+#   make install    PREFIX=/usr/local DESTDIR=
+#
+# Switches: SANITIZE=1 (address + undefined into build/asan),
+#           SANITIZER=address|undefined|thread, CUDA=0|1 (default: auto),
+#           V=1 (show commands), BUILD=dir.
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= gcc
+PKG_CONFIG ?= pkg-config
+
+comma := ,
+ifeq ($(SANITIZE),1)
+SANITIZER := address,undefined
+BUILD := build/asan
+endif
+BUILD ?= $(if $(SANITIZER),build/san,build)
+SANFLAGS := $(if $(SANITIZER),-fsanitize=$(SANITIZER) -fno-omit-frame-pointer \
+	$(if $(findstring undefined,$(SANITIZER)),-fno-sanitize-recover=undefined))
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-8s %s\n' $(1) $(2)
+endif
+
+# ---------------------------------------------------------------- CUDA
+# Auto-detected: nvcc, or the CUDA headers under CUDA_HOME. CUDA=0 forces
+# the host-only build. The runtime is loaded with dlopen, so no binary
+# links libcudart.
+CUDA_HOME ?= $(or $(patsubst %/bin/nvcc,%,$(shell command -v nvcc 2>/dev/null)),/usr/local/cuda)
+ifeq ($(origin CUDA),undefined)
+CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1,0)
+endif
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+
+# ---------------------------------------------------------------- flags
+DEPS_PKGS := fuse3 liburing libzstd libxxhash
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS_PKGS) 2>/dev/null)
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+	-Wmissing-prototypes -Wstrict-prototypes
+ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) \
+	$(SANFLAGS) -Iinclude -I. $(PKG_CFLAGS) -MMD -MP
+LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
+LIBS := -luring -lzstd -ldl -lm
+FUSE_LIBS := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null || echo -lfuse3)
+
+# ---------------------------------------------------------------- sources
+GPU_SRC := gpu/gpu.c gpu/gpu_host.c
+ifeq ($(CUDA),1)
+GPU_SRC += $(if $(wildcard gpu/gpu_cuda.c),gpu/gpu_cuda.c,gpu/gpu_nocuda.c)
+CUDA_CFLAGS := -I$(CUDA_HOME)/include
+else
+GPU_SRC += gpu/gpu_nocuda.c
+CUDA_CFLAGS :=
+endif
+
+LIB_SRC := $(wildcard hash/*.c) $(wildcard tier/*.c) $(GPU_SRC) \
+	$(wildcard fs/client*.c)
+FS_SRC := $(filter-out $(wildcard fs/client*.c),$(wildcard fs/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+FS_OBJ := $(FS_SRC:%.c=$(BUILD)/%.o)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+INTEG_SRC := $(wildcard tests/integ/test_*.c)
+TEST_COMMON_SRC := $(wildcard tests/common/*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+INTEG_BIN := $(INTEG_SRC:tests/integ/%.c=$(BUILD)/tests/integ/%)
+TEST_COMMON_OBJ := $(TEST_COMMON_SRC:%.c=$(BUILD)/%.o)
+GPU_TEST_SRC := $(wildcard tests/gpu/*.c)
+GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+PROGS := $(BUILD)/kvfsctl $(BUILD)/kvfs-mount
+LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
+
+.PHONY: all tests test unit integ pytest deps check-deps demo bench install \
+	clean gpu-tests
+
+all: $(LIBKVFS) $(PROGS)
+
+tests: all $(UNIT_BIN) $(INTEG_BIN) $(BENCH_BIN) $(GPU_TEST_BIN)
+
+$(BUILD)/%.o: %.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter gpu/%,$<),$(CUDA_CFLAGS)) -c $< -o $@
+
+$(BUILD)/libkvfs.a: $(LIB_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libkvfs.so: $(LIB_OBJ)
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libkvfs.so.0 $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+$(BUILD)/kvfs.pc: Makefile
+	@mkdir -p $(dir $@)
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
+	  'includedir=$${prefix}/include' '' 'Name: kvfs' \
+	  'Description: client library of kvfs, the KV-cache filesystem' \
+	  'Version: 0.1.0' 'Libs: -L$${libdir} -lkvfs' \
+	  'Libs.private: $(LIBS) -pthread' 'Cflags: -I$${includedir}' > $@
+
+CTL_SRC := mount/kvfsctl.c $(wildcard mount/ctl_*.c)
+$(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(FS_OBJ) $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(LIBS)
+
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
+
+$(BUILD)/tests/integ/%: $(BUILD)/tests/integ/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
+
+$(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+# ---------------------------------------------------------------- deps
+APT_PKGS := build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
+	libzstd-dev libxxhash-dev libcmocka-dev attr python3 python3-numpy \
+	util-linux
+deps:
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
+
+# Installs packages only when something is missing.
+check-deps:
+	@$(PKG_CONFIG) --exists $(DEPS_PKGS) cmocka 2>/dev/null && \
+	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
+	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
+
+# ---------------------------------------------------------------- test
+test: check-deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory SANITIZE=1 tests
+	$(Q)BUILD=build/asan PLAIN_BUILD=build bash tests/run.sh
+
+demo: check-deps all
+	$(Q)bash tests/demo.sh build
+
+bench: check-deps
+	$(Q)$(MAKE) --no-print-directory all tests
+	$(Q)bash bench/run.sh build
+
+# ---------------------------------------------------------------- install
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7 \
+	  $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)/sbin
+	install -m 755 $(BUILD)/kvfs-mount $(BUILD)/kvfsctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(BUILD)/libkvfs.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libkvfs.so $(DESTDIR)$(PREFIX)/lib/libkvfs.so.0
+	ln -sf libkvfs.so.0 $(DESTDIR)$(PREFIX)/lib/libkvfs.so
+	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(BUILD)/kvfs.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvfs.pc
+	install -m 644 include/kvfs.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 man/kvfsctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 man/kvfs.7 $(DESTDIR)$(PREFIX)/share/man/man7/
+	install -m 644 man/kvfs-mount.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	ln -sf $(PREFIX)/bin/kvfs-mount $(DESTDIR)/sbin/mount.kvfs
+	ln -sf $(PREFIX)/bin/kvfs-mount $(DESTDIR)/sbin/mount.fuse.kvfs
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,18 @@
+/* ctl.h - kvfsctl subcommands, one file each (mount/ctl_*.c). Each takes
+ * argc/argv starting at the subcommand name and returns the exit status. */
+#ifndef KVFS_CTL_H
+#define KVFS_CTL_H
+
+int ctl_hash(int argc, char **argv);     /* ctl_hash.c */
+int ctl_replay(int argc, char **argv);   /* ctl_replay.c */
+int ctl_stats(int argc, char **argv);    /* ctl_stats.c */
+int ctl_lookup(int argc, char **argv);   /* ctl_lookup.c: lookup */
+int ctl_pin(int argc, char **argv);      /* ctl_lookup.c: pin */
+int ctl_unpin(int argc, char **argv);    /* ctl_lookup.c: unpin */
+int ctl_prefetch(int argc, char **argv); /* ctl_lookup.c: prefetch */
+
+/* Parses a size with an optional K/M/G/T suffix (powers of 1024) or a
+ * trailing '%'. Returns 0 or -EINVAL. */
+int ctl_parse_u64(const char *s, unsigned long long *out);
+
+#endif

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# tests/run.sh - runs every kvfs test program; called by `make test`.
+#   BUILD        the sanitizer build holding tests/ and kvfs-mount
+#   PLAIN_BUILD  the plain build (its libkvfs.so is what Python loads)
+# Each program runs with a deadline; the summary lists failures. Exit 77
+# from a program means "skipped" (it prints why).
+set -u
+BUILD=${BUILD:-build/asan}
+PLAIN_BUILD=${PLAIN_BUILD:-build}
+export KVFS_BUILD=$BUILD KVFS_PLAIN_BUILD=$PLAIN_BUILD
+export KVFS_MOUNT_BIN=$PWD/$BUILD/kvfs-mount KVFS_CTL_BIN=$PWD/$BUILD/kvfsctl
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+failed=() skipped=() passed=0
+
+run() { # name timeout cmd...
+	local name=$1 limit=$2; shift 2
+	printf '=== %s\n' "$name"
+	timeout -k 10 "$limit" "$@"
+	local rc=$?
+	case $rc in
+	0) passed=$((passed + 1)) ;;
+	77) skipped+=("$name") ;;
+	*) failed+=("$name (exit $rc)") ;;
+	esac
+}
+
+for t in "$BUILD"/tests/unit/test_*; do
+	[ -x "$t" ] && run "unit/$(basename "$t")" 300 "$t"
+done
+for t in "$BUILD"/tests/integ/test_*; do
+	[ -x "$t" ] && run "integ/$(basename "$t")" 300 "$t"
+done
+for t in "$BUILD"/tests/gpu/test_*; do
+	[ -x "$t" ] && run "gpu/$(basename "$t")" 300 "$t"
+done
+for t in tests/python/test_*.py; do
+	[ -f "$t" ] && run "python/$(basename "$t")" 300 /usr/bin/python3 "$t" -v
+done
+for t in tests/sh/test_*.sh; do
+	[ -f "$t" ] && run "sh/$(basename "$t")" 300 bash "$t"
+done
+
+# No test may leave a kvfs mount behind.
+if grep -q 'fuse.kvfs' /proc/mounts; then
+	failed+=("stale kvfs mounts: $(grep fuse.kvfs /proc/mounts | cut -d' ' -f2 | tr '\n' ' ')")
+fi
+
+printf '\n=== summary: %d passed, %d skipped, %d failed\n' \
+	"$passed" "${#skipped[@]}" "${#failed[@]}"
+for s in "${skipped[@]}"; do printf '  skipped: %s\n' "$s"; done
+for f in "${failed[@]}"; do printf '  FAILED: %s\n' "$f"; done
+[ ${#failed[@]} -eq 0 ]

@@ -1,0 +1,317 @@
+/*
+ * tier.h - the kvfs cache engine: chunk index, namespaces, publication,
+ * pins, the L1 arena and its eviction policy, and (with l2_dir) the L2 log.
+ * No FUSE in here: fs/ translates FUSE requests into these calls, and tests
+ * and `kvfsctl replay` drive it directly.
+ *
+ * Conventions: every function returns 0 (or a count) or a negative errno and
+ * never sets errno. All functions are thread-safe; a struct tier has one
+ * mutex (tier.lock) that protects the index, the namespaces, the policy and
+ * the allocator; chunk bytes are copied outside it while the chunk is pinned
+ * (readers) or owned by its writer (struct tier_wr). Callbacks given in the
+ * config are called WITHOUT tier.lock held.
+ *
+ * Lock order: fs locks (inode table) -> tier.lock -> l2 locks. Nothing takes
+ * an fs lock while holding tier.lock.
+ */
+#ifndef KVFS_TIER_H
+#define KVFS_TIER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvfs.h"
+
+struct tier;
+struct tier_wr;    /* a chunk being written; owned by one writer */
+struct tier_chunk; /* a published chunk, pinned while the caller holds it */
+
+enum tier_ingest {
+	TIER_INGEST_EVICTED = 0, /* L1 victims go to L2 (default) */
+	TIER_INGEST_ALL,         /* every published chunk also goes to L2 */
+	TIER_INGEST_HOT,         /* chunks with >= hot_hits hits go to L2 */
+};
+
+enum tier_where {
+	TIER_NONE = 0,
+	TIER_L1 = 1,
+	TIER_L2 = 2,
+};
+
+/* Why a chunk left the namespace (for fs to invalidate kernel caches). */
+enum tier_gone_reason {
+	TIER_GONE_EVICTED = 1, /* evicted with no lower tier to keep it */
+	TIER_GONE_DROPPED,     /* L2 reclaimed it, or a corrupt record */
+};
+
+struct tier_config {
+	uint64_t l1_size;   /* bytes of arena; must hold at least one chunk */
+	uint64_t max_chunk; /* largest chunk, bytes (default 64 MiB) */
+	const char *policy; /* "lru" | "fifo" | "s3fifo" | "prefix" */
+	const char *l1;     /* gpu backend spec: "host" | "pinned" | "cuda[:N]" */
+
+	/* L2: disabled when l2_dir is NULL. */
+	const char *l2_dir;
+	uint64_t l2_size;       /* bytes on disk */
+	int compress_level;     /* 0 = none, else the zstd level */
+	int shuffle;            /* default byte-plane shuffle: 0, 2 or 4 */
+	enum tier_ingest ingest;
+	uint32_t hot_hits;      /* threshold for TIER_INGEST_HOT */
+	bool flush_on_exit;     /* write L1 to L2 on tier_destroy */
+
+	/*
+	 * Called (without tier.lock) after a published chunk left the engine
+	 * entirely, so fs can invalidate the kernel's dentry and pages. May be
+	 * called from any thread, including inside tier_* calls of the caller
+	 * (so it must not call back into fs locks held by that caller: queue
+	 * the work instead).
+	 */
+	void (*on_gone)(void *arg, uint32_t ns, const struct kvfs_key *key,
+			enum tier_gone_reason why);
+	void *on_gone_arg;
+
+	/* Error messages (e.g. "l2_dir: Permission denied") go here. */
+	void (*log)(void *arg, const char *msg);
+	void *log_arg;
+};
+
+/* Fills cfg with defaults (l1_size 1 GiB, max_chunk 64 MiB, s3fifo, host,
+ * no L2, zstd level 1, ingest evicted, hot_hits 2). */
+void tier_config_default(struct tier_config *cfg);
+
+/*
+ * tier_create - allocates the L1 arena (through gpu/) and, with l2_dir,
+ * opens and recovers L2 (namespaces and chunks found there are listed
+ * before this returns). On failure writes a one-line reason to err.
+ * Errors: -EINVAL (bad policy name, l1_size < 4096, max_chunk > l1_size...),
+ * -ENOMEM, -ENODEV (no usable GPU for pinned/cuda), -EBUSY (l2_dir locked by
+ * another daemon), and whatever the L2 directory gives.
+ */
+int tier_create(const struct tier_config *cfg, struct tier **out,
+		char *err, size_t errlen);
+
+/* tier_destroy - frees everything. With flush_on_exit, writes L1 chunks to
+ * L2 first. Chunks still pinned are freed anyway: call it last. */
+void tier_destroy(struct tier *t);
+
+/* ---------------------------------------------------------------- names */
+
+/*
+ * Namespaces have small integer ids (never reused within one struct tier).
+ * Names follow KVFS_NS_NAME_MAX and kvfs.h's rules.
+ * tier_ns_create: -EEXIST, -EINVAL (bad name), -ENAMETOOLONG.
+ * tier_ns_find:   -ENOENT.
+ * tier_ns_remove: -ENOTEMPTY while it holds chunks or writers, -ENOENT.
+ */
+int tier_ns_create(struct tier *t, const char *name, uint32_t *id);
+int tier_ns_find(struct tier *t, const char *name, uint32_t *id);
+int tier_ns_remove(struct tier *t, uint32_t id);
+
+/* Namespace attributes. chunk_bytes 0 = any size. shuffle 0, 2 or 4 (set
+ * by fs from user.kvfs.dtype). */
+struct tier_ns_info {
+	uint32_t id;
+	char name[KVFS_NS_NAME_MAX + 1];
+	uint64_t chunk_bytes;
+	int shuffle;
+	uint64_t chunks; /* published, any tier */
+	uint64_t bytes;  /* raw bytes of those chunks */
+	uint64_t hits;
+};
+int tier_ns_info(struct tier *t, uint32_t id, struct tier_ns_info *info);
+int tier_ns_set_chunk_bytes(struct tier *t, uint32_t id, uint64_t bytes);
+int tier_ns_set_shuffle(struct tier *t, uint32_t id, int shuffle);
+
+/* tier_ns_list - fills ids with up to max namespace ids; returns the total
+ * number of namespaces (may exceed max). */
+long tier_ns_list(struct tier *t, uint32_t *ids, size_t max);
+
+/* --------------------------------------------------------------- writes */
+
+/*
+ * tier_wr_begin - starts writing a chunk.
+ * key != NULL: the chunk will be published under key; the key is reserved
+ *   now: a published chunk or another writer of the same key gives -EEXIST.
+ * key == NULL: a temporary, published later by tier_wr_publish(key).
+ * size_hint: expected size (0 = unknown; the namespace's chunk_bytes or the
+ *   size of its last published chunk is used).
+ * Errors: -ENOENT (namespace), -EEXIST, -ENOSPC (no arena space even after
+ * eviction), -EFBIG (size_hint > max_chunk).
+ */
+int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		  uint64_t size_hint, struct tier_wr **out);
+
+/*
+ * tier_wr_pwrite - copies len bytes at off into the chunk being written;
+ * the chunk's size becomes max(size, off + len); holes read as zeros.
+ * Concurrent calls on the same tier_wr are serialized.
+ * Errors: -EFBIG (off + len > max_chunk), -ENOSPC (arena full of pinned
+ * chunks and writers; the chunk's earlier bytes are unharmed).
+ */
+int tier_wr_pwrite(struct tier *t, struct tier_wr *w, const void *buf,
+		   size_t len, uint64_t off);
+
+/* tier_wr_pread - reads back bytes of a chunk being written (for O_RDWR
+ * writers). Returns bytes read (0 past the end). */
+long tier_wr_pread(struct tier *t, struct tier_wr *w, void *buf, size_t len,
+		   uint64_t off);
+
+/* tier_wr_truncate - sets the size of a chunk being written. -EFBIG. */
+int tier_wr_truncate(struct tier *t, struct tier_wr *w, uint64_t size);
+
+uint64_t tier_wr_size(const struct tier_wr *w);
+
+/* tier_wr_set_parent - records the chunk's parent key and depth (from the
+ * user.kvfs.parent / user.kvfs.depth xattrs) for the prefix policy. parent
+ * may be NULL to set only depth. */
+int tier_wr_set_parent(struct tier *t, struct tier_wr *w,
+		       const struct kvfs_key *parent, uint32_t depth);
+
+/*
+ * tier_wr_publish - makes the chunk visible, atomically, and consumes w
+ * (on success and on failure: w is freed either way).
+ * key: NULL to publish under the key given to tier_wr_begin; for a
+ *   temporary, the key to publish under (rename of a temporary onto a key).
+ * Checks the namespace's chunk_bytes (when not 0).
+ * Errors (the chunk is discarded): -EEXIST (key published meanwhile, or
+ * reserved by another writer), -EMSGSIZE (size != the namespace's
+ * chunk_bytes: a short chunk is never published), -EINVAL (temporary
+ * without key, or a key that differs from a keyed writer's), -ENOENT
+ * (namespace removed).
+ */
+int tier_wr_publish(struct tier *t, struct tier_wr *w,
+		    const struct kvfs_key *key);
+
+/* tier_wr_abort - discards the chunk being written and frees w. */
+void tier_wr_abort(struct tier *t, struct tier_wr *w);
+
+/* ---------------------------------------------------------------- reads */
+
+/* Info on a published chunk, without pinning it. */
+struct tier_info {
+	uint64_t size;         /* raw bytes */
+	uint64_t stored_bytes; /* on L2 after compression, else size */
+	uint64_t checksum;     /* XXH3-64 of the raw bytes, seed 0 */
+	uint64_t atime_ns;     /* CLOCK_REALTIME of the last access */
+	uint64_t hits;
+	uint64_t gen;          /* publication number, unique per tier */
+	uint32_t refs;         /* pins: opens, leases, handles, user pin */
+	uint32_t depth;        /* 0 = unknown */
+	enum tier_where where;
+	bool has_parent;
+	bool user_pin;         /* user.kvfs.pin = 1 */
+	struct kvfs_key parent;
+};
+
+/* tier_stat - -ENOENT when the key is not published (writers are
+ * invisible). Does not count as an access. */
+int tier_stat(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+	      struct tier_info *info);
+
+/*
+ * tier_get - pins a published chunk for reading and counts a hit (or a
+ * miss on -ENOENT). If it lives only in L2 it is read, verified and
+ * promoted into L1 first (evicting by policy); if L1 is full of pinned
+ * chunks it is served from a temporary buffer instead. Never blocks on the
+ * disk longer than a bounded wait.
+ * Errors: -ENOENT (not published, or an L2 record failed verification: a
+ * miss, so the engine recomputes), -ENOMEM.
+ */
+int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+	     struct tier_chunk **out);
+
+/* tier_chunk_ptr - host address of a pinned chunk's bytes, or NULL when the
+ * arena is device memory (then use tier_chunk_read). Valid until tier_put. */
+const void *tier_chunk_ptr(const struct tier_chunk *c);
+uint64_t tier_chunk_size(const struct tier_chunk *c);
+uint64_t tier_chunk_gen(const struct tier_chunk *c);
+
+/* tier_chunk_read - copies bytes of a pinned chunk; returns bytes copied,
+ * 0 at or past the end. */
+long tier_chunk_read(struct tier *t, const struct tier_chunk *c, void *buf,
+		     size_t len, uint64_t off);
+
+/* tier_put - unpins what tier_get pinned. */
+void tier_put(struct tier *t, struct tier_chunk *c);
+
+/* tier_unlink - removes a published chunk from every tier. Pinned readers
+ * keep their bytes until they tier_put. -ENOENT. */
+int tier_unlink(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+
+/* tier_set_user_pin - user.kvfs.pin: on = true keeps the chunk in L1
+ * (promoting it first if needed). -ENOENT. */
+int tier_set_user_pin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		      bool on);
+
+/* tier_set_parent - records parent/depth of a published chunk (from
+ * lookups); only fills what is unknown. -ENOENT. */
+int tier_set_parent(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    const struct kvfs_key *parent, uint32_t depth);
+
+/* -------------------------------------------------------- batched lookup */
+
+/*
+ * tier_lookup - the leading run of keys present in ns, touching each found
+ * chunk (an access for the policy), recording depth_base + i as the depth
+ * and keys[i-1] as the parent of keys[i].
+ * With pin: each chunk of the run is pinned (refs + 1); release each with
+ * tier_unpin_key. With prefetch: the L2 part of the run is promoted into L1
+ * in the background.
+ * Out: *found, *in_l1, *in_l2. Returns 0 or -ENOENT (namespace).
+ */
+int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		uint32_t nkeys, uint32_t depth_base, bool pin, bool prefetch,
+		uint32_t *found, uint32_t *in_l1, uint32_t *in_l2);
+
+/* tier_pin_key / tier_unpin_key - refs + 1 / - 1 on a published chunk
+ * (leases and handles). tier_pin_key: -ENOENT. */
+int tier_pin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+
+/* ------------------------------------------------------------- listing */
+
+struct tier_dirent {
+	struct kvfs_key key;
+	uint64_t size;
+	uint64_t gen;
+};
+
+/* tier_ns_snapshot - a malloc'd array of the published chunks of ns (caller
+ * frees). -ENOENT, -ENOMEM. */
+int tier_ns_snapshot(struct tier *t, uint32_t ns, struct tier_dirent **out,
+		     size_t *n);
+
+/* ---------------------------------------------------------------- stats */
+
+struct tier_stats {
+	/* L1 */
+	uint64_t l1_capacity, l1_bytes, l1_chunks;
+	/* L2 (zero without l2_dir) */
+	uint64_t l2_capacity, l2_bytes, l2_raw_bytes, l2_chunks;
+	uint64_t l2_reads, l2_writes, l2_reclaims, l2_corrupt, l2_errors;
+	/* events */
+	uint64_t hits, misses, evictions, publishes, discards;
+	uint64_t promotions, demotions;
+	/* writers in flight and their arena bytes */
+	uint64_t writers, writer_bytes;
+	/* engine metadata: bytes of index + chunk records + policy state */
+	uint64_t meta_bytes;
+};
+void tier_get_stats(struct tier *t, struct tier_stats *st);
+
+/* Description of the L1 arena (for handles and mmap). */
+struct tier_arena_info {
+	int memfd;       /* host memfd backing, or -1 */
+	int kind;        /* KVFS_HANDLE_HOST_MMAP or KVFS_HANDLE_CUDA_IPC */
+	int device;
+	uint64_t size;
+	const char *backend; /* "host" | "pinned" | "cuda" */
+};
+void tier_arena_info(struct tier *t, struct tier_arena_info *info);
+
+/* tier_chunk_offset - the chunk's offset in the L1 arena, or -ENODATA when
+ * it is served from a temporary buffer. */
+long long tier_chunk_offset(const struct tier_chunk *c);
+
+#endif /* KVFS_TIER_H */
