@@ -161,7 +161,7 @@ test: check-deps
 	$(Q)BUILD=build/asan PLAIN_BUILD=build bash tests/run.sh
 
 demo: check-deps all
-	$(Q)bash tests/demo.sh build
+	$(Q)bash bench/demo.sh build
 
 bench: check-deps
 	$(Q)$(MAKE) --no-print-directory all tests

@@ -314,4 +314,11 @@ void tier_arena_info(struct tier *t, struct tier_arena_info *info);
  * it is served from a temporary buffer. */
 long long tier_chunk_offset(const struct tier_chunk *c);
 
+/* tier_arena_export - an IPC handle (64 bytes, e.g. cudaIpcMemHandle_t) for
+ * the device memory holding the pinned chunk c, and the chunk's offset in
+ * it. The gpu backend decides what the handle covers (see gpu/gpu.h).
+ * -ENOTSUP for host arenas (mmap the chunk fd instead). */
+int tier_arena_export(struct tier *t, const struct tier_chunk *c,
+		      uint8_t ipc[64], uint64_t *offset);
+
 #endif /* KVFS_TIER_H */
