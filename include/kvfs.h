@@ -145,10 +145,13 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  *      that holds every chunk of the run pinned until KVFS_IOC_UNPIN, the
  *      lease expires, or this fd is closed. A run of length 0 takes no lease
  *      (lease_id = 0). Each found key's depth and parent are recorded for
- *      the prefix eviction policy.
+ *      the prefix eviction policy. Only the fields before keys[] are
+ *      written back. "Closed" means the open file's last close: dup'd and
+ *      inherited fds share it, and a killed process's fds are closed by
+ *      the kernel, which releases its leases.
  * Errors: EINVAL (version/size/nkeys/flags), EACCES (caller may not read the
  *      namespace), ENOTTY (not a namespace directory), ENOSPC (too many
- *      leases).
+ *      leases), ENOENT (the namespace was removed).
  */
 struct kvfs_lookup {
 	uint32_t version;
@@ -171,11 +174,13 @@ struct kvfs_lookup {
  *
  * In:  nns namespace names (1..KVFS_GROUP_MAX; NUL-terminated, relative to
  *      the mount root), one chain of nkeys keys looked up in each of them,
- *      flags and lease_ms as for KVFS_IOC_LOOKUP.
+ *      flags, lease_ms and depth_base as for KVFS_IOC_LOOKUP.
  * Out: found = the longest leading run that every namespace has; with PIN,
  *      that run is pinned in every namespace under one lease.
- * Errors: as KVFS_IOC_LOOKUP, plus ENOENT when a named namespace does not
- *      exist (missing[i] = 1 says which).
+ * Errors: as KVFS_IOC_LOOKUP (EACCES when any named namespace is not
+ *      readable), plus ENOENT when a named namespace does not exist:
+ *      the struct is still copied back, with missing[i] = 1 for each
+ *      namespace i that is missing (and found = 0, lease_id = 0).
  */
 struct kvfs_group_lookup {
 	uint32_t version;
@@ -186,7 +191,7 @@ struct kvfs_group_lookup {
 	uint32_t lease_ms;
 	/* out */
 	uint32_t found;
-	uint32_t reserved;
+	uint32_t depth_base; /* in: as in kvfs_lookup (was reserved, 0) */
 	uint64_t lease_id;
 	uint8_t missing[KVFS_GROUP_MAX];
 	char ns[KVFS_GROUP_MAX][KVFS_NS_NAME_MAX + 1];
@@ -194,8 +199,11 @@ struct kvfs_group_lookup {
 };
 
 /*
- * KVFS_IOC_UNPIN, on any directory fd of the mount.
- * Releases a lease. Errors: ENOENT for an unknown or expired lease id.
+ * KVFS_IOC_UNPIN, on any directory fd of the mount (the root or a
+ * namespace; not only the fd that took the lease).
+ * Releases a lease. Errors: ENOENT for an unknown, expired or already
+ * released lease id (and for 0), EPERM for a lease another uid took (root
+ * may release any), ENOTTY on a non-directory fd.
  */
 struct kvfs_unpin {
 	uint32_t version;
@@ -212,10 +220,14 @@ struct kvfs_unpin {
  * Pins the chunk until KVFS_IOC_HANDLE_RELEASE or the fd is closed, and says
  * how to reach its bytes without a copy through FUSE:
  *   HOST_MMAP: mmap(fd, length, PROT_READ, MAP_PRIVATE) maps the chunk;
- *   CUDA_IPC:  ipc is a cudaIpcMemHandle_t of the arena holding the chunk on
+ *   CUDA_IPC:  ipc is a cudaIpcMemHandle_t of a device buffer holding only
+ *              this chunk (never the whole arena: see kvfs_cuda_open) on
  *              device `device`; the chunk is at [offset, offset + length).
  * Errors: ENOTTY (not a chunk fd), EBUSY (a handle is already taken on this
- * fd), ENOENT (chunk vanished).
+ * fd), ENOENT (chunk vanished, or unlinked and published again since the
+ * fd was opened), EACCES (the caller may not read the namespace: checked
+ * for the caller of the ioctl, not the opener of the fd), EOPNOTSUPP (the
+ * arena cannot export the chunk).
  */
 struct kvfs_handle {
 	uint32_t version;
@@ -230,7 +242,8 @@ struct kvfs_handle {
 };
 
 /* KVFS_IOC_HANDLE_RELEASE, on the chunk fd: unpins what KVFS_IOC_HANDLE
- * pinned. Errors: ENOENT when no handle is held on this fd. */
+ * pinned (handle_id 0 = the handle this fd holds). Errors: ENOENT when no
+ * such handle is held on this fd. */
 struct kvfs_handle_release {
 	uint32_t version;
 	uint32_t size;
@@ -243,8 +256,219 @@ struct kvfs_handle_release {
 #define KVFS_IOC_HANDLE _IOWR(KVFS_IOC_MAGIC, 4, struct kvfs_handle)
 #define KVFS_IOC_HANDLE_RELEASE _IOWR(KVFS_IOC_MAGIC, 5, struct kvfs_handle_release)
 
-_Static_assert(sizeof(struct kvfs_lookup) < 16384, "restricted ioctl");
-_Static_assert(sizeof(struct kvfs_group_lookup) < 16384, "restricted ioctl");
+/* C++ (and CUDA .cu) engines include this header too. */
+#ifdef __cplusplus
+#define KVFS_STATIC_ASSERT static_assert
+#else
+#define KVFS_STATIC_ASSERT _Static_assert
+#endif
+KVFS_STATIC_ASSERT(sizeof(struct kvfs_lookup) < 16384, "restricted ioctl");
+KVFS_STATIC_ASSERT(sizeof(struct kvfs_group_lookup) < 16384,
+		   "restricted ioctl");
+
+/* ======================================================================
+ * 4. Client library (libkvfs)
+ *
+ * Thin wrappers over open/read/write/ioctl on a mounted kvfs; link with
+ * -lkvfs (pkg-config kvfs). They keep no state between calls: every
+ * function is thread-safe, and any number of threads may share one
+ * namespace fd. Functions return 0 (or a count) or a negative errno and
+ * never set errno. File descriptors they return belong to the caller
+ * (close them with close(2)); they are opened O_CLOEXEC.
+ * ====================================================================== */
+
+/* kvfs_ns_open flags */
+#define KVFS_NS_CREATE 0x1u /* mkdir the namespace first (EEXIST is fine) */
+
+/*
+ * kvfs_mount_open - an fd of the mount root (for group lookups and unpin).
+ * Returns the fd, or -errno of open(2) (-ENOENT, -ENOTDIR, -EACCES...).
+ */
+int kvfs_mount_open(const char *mountpoint);
+
+/*
+ * kvfs_ns_open - an fd of namespace ns under the mount (a directory fd:
+ * the target of kvfs_lookup, kvfs_put, kvfs_get).
+ * flags: 0 or KVFS_NS_CREATE (then mode, e.g. 0755, is the new
+ * directory's mode before the umask).
+ * Returns the fd, or -EINVAL (NULL or bad name: empty, '/' in it, a
+ * leading '.', longer than KVFS_NS_NAME_MAX), -ENOENT (no such namespace
+ * and no KVFS_NS_CREATE), or another -errno of mkdir(2)/open(2).
+ */
+int kvfs_ns_open(const char *mountpoint, const char *ns, unsigned flags,
+		 unsigned mode);
+
+/*
+ * kvfs_chunk_open - opens the chunk key of namespace fd nsfd for reading.
+ * The open pins the chunk (it is never evicted under the reader) until the
+ * fd is closed. Returns the fd, or -ENOENT (not cached: a miss),
+ * -EACCES, another -errno of openat(2).
+ */
+int kvfs_chunk_open(int nsfd, const struct kvfs_key *key);
+
+/* kvfs_exists - 1 when key is published in nsfd's namespace, 0 when not,
+ * or -errno (-EACCES...). Not an access for the eviction policy. */
+int kvfs_exists(int nsfd, const struct kvfs_key *key);
+
+/*
+ * kvfs_put - writes and publishes a chunk: writes all len bytes to a
+ * temporary name in the namespace (".put.<pid>.<random>"), closes it, and
+ * renames it onto key, which publishes it atomically.
+ * Returns 0; -EEXIST when the key is already published (not an error for
+ * a cache: the bytes are there); -EFBIG (len > the mount's max_chunk),
+ * -ENOSPC (L1 full of pinned chunks), -EMSGSIZE (len differs from the
+ * namespace's chunk_bytes), or another -errno of openat/write/close/
+ * renameat. On any failure the temporary is unlinked: a partial chunk is
+ * never published.
+ */
+int kvfs_put(int nsfd, const struct kvfs_key *key, const void *buf,
+	     size_t len);
+
+/*
+ * kvfs_get - reads a whole chunk into buf (len bytes of room).
+ * Returns the chunk's size in bytes (>= 0), -ENOENT (a miss), -ENOBUFS
+ * (the chunk is larger than len; nothing useful in buf), or another -errno
+ * of openat/fstat/read.
+ */
+long kvfs_get(int nsfd, const struct kvfs_key *key, void *buf, size_t len);
+
+/* Most leases one kvfs_lookup / kvfs_group_lookup call takes: a chain
+ * longer than one ioctl is looked up in several, each with its own lease. */
+#define KVFS_RESULT_LEASES 16
+
+/*
+ * The result of a (group) lookup. found: the leading run present (in
+ * every namespace for a group); in_l1 + in_l2 == found (for a group, the
+ * tiers in the first namespace). With KVFS_LOOKUP_PIN, leases[0..nleases)
+ * hold the run pinned: give them back with kvfs_release (or kvfs_unpin
+ * each), or they expire after lease_ms, or when the fd used is closed.
+ * missing[i] = 1 when group namespace i does not exist (-ENOENT).
+ */
+struct kvfs_result {
+	uint32_t found;
+	uint32_t in_l1;
+	uint32_t in_l2;
+	uint32_t nleases;
+	uint64_t leases[KVFS_RESULT_LEASES];
+	uint8_t missing[KVFS_GROUP_MAX];
+};
+
+/*
+ * kvfs_lookup - the leading run of the chain keys[0..nkeys) cached in
+ * nsfd's namespace, in as few KVFS_IOC_LOOKUP calls as possible (one per
+ * KVFS_LOOKUP_MAX keys; it stops at the first call that finds less than it
+ * asked for). depth_base is the depth of keys[0] in the whole prompt
+ * (0 when keys start at the first chunk).
+ * flags: KVFS_LOOKUP_PIN, KVFS_LOOKUP_PREFETCH. lease_ms: 0 = the mount's.
+ * res: filled (zeroed first); may be NULL without PIN.
+ * Returns found (>= 0), or -EINVAL (nkeys 0, unknown flags, PIN with more
+ * than KVFS_RESULT_LEASES * KVFS_LOOKUP_MAX keys or res NULL), -EACCES,
+ * -ENOTTY (nsfd is not a namespace directory of a kvfs mount), -ENOSPC
+ * (too many leases). On error no lease is left held.
+ */
+long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
+		 uint32_t depth_base, unsigned flags, uint32_t lease_ms,
+		 struct kvfs_result *res);
+
+/*
+ * kvfs_group_lookup - the leading run that every one of nns namespaces
+ * (tensor-parallel ranks, 1..KVFS_GROUP_MAX names relative to the mount
+ * root) holds for the same chain; with KVFS_LOOKUP_PIN that run is pinned
+ * in every namespace. fd: the mount root or any namespace fd. Chains
+ * longer than KVFS_GROUP_KEYS_MAX take several calls (and leases).
+ * Returns found (>= 0), -ENOENT with res->missing[] set when a namespace
+ * does not exist, or the errors of kvfs_lookup.
+ */
+long kvfs_group_lookup(int fd, const char *const *ns, size_t nns,
+		       const struct kvfs_key *keys, size_t nkeys,
+		       unsigned flags, uint32_t lease_ms,
+		       struct kvfs_result *res);
+
+/* kvfs_unpin - releases one lease (fd: any directory fd of the mount).
+ * Returns 0, -ENOENT (unknown, expired or already released), -EPERM
+ * (another user's lease). */
+int kvfs_unpin(int fd, uint64_t lease_id);
+
+/* kvfs_release - releases every lease in res and sets nleases to 0.
+ * Returns 0 or the first error (-ENOENT for a lease that expired). */
+int kvfs_release(int fd, struct kvfs_result *res);
+
+/*
+ * kvfs_handle_get - takes a zero-copy handle on chunk fd (from
+ * kvfs_chunk_open): pins the chunk until kvfs_handle_put or close(fd).
+ * h->kind says how to reach the bytes (KVFS_HANDLE_HOST_MMAP: use
+ * kvfs_handle_map; KVFS_HANDLE_CUDA_IPC: cudaIpcOpenMemHandle(h->ipc) on
+ * h->device, the chunk at h->offset, h->length bytes).
+ * Returns 0, -ENOTTY (not a chunk fd), -EBUSY (a handle is already held on
+ * this fd), -ENOENT (the chunk vanished), -EACCES.
+ */
+int kvfs_handle_get(int fd, struct kvfs_handle *h);
+
+/* kvfs_handle_put - releases the handle taken on fd. 0 or -ENOENT. */
+int kvfs_handle_put(int fd, const struct kvfs_handle *h);
+
+/*
+ * kvfs_handle_map - maps a HOST_MMAP handle's chunk read-only
+ * (MAP_PRIVATE): *addr points at h->length bytes until kvfs_handle_unmap.
+ * The mapping stays valid after close(fd). Returns 0, -EINVAL (not a
+ * HOST_MMAP handle, or length 0), or -errno of mmap(2).
+ */
+int kvfs_handle_map(int fd, const struct kvfs_handle *h, const void **addr);
+void kvfs_handle_unmap(const void *addr, const struct kvfs_handle *h);
+
+/* ----------------------------------------------------------------------
+ * 4b. CUDA handles (fs/client_cuda.c)
+ *
+ * Opening a KVFS_HANDLE_CUDA_IPC handle in the engine's process. libkvfs
+ * does not link the CUDA runtime: it loads libcudart at run time ($KVFS_CUDART,
+ * a copy already loaded in the process, $CUDA_HOME/lib64, the loader path,
+ * /usr/local/cuda/lib64), so it builds and runs where CUDA is absent.
+ *
+ * Isolation: the daemon never exports its L1 arena. Each handle is a device
+ * buffer of its own holding one chunk (sized in 2 MiB units, the tail
+ * zeroed), copied device to device from the arena when the handle is taken
+ * and freed when it is released. So a handle reaches exactly one chunk the
+ * caller could open, and writes through it cannot change the cache.
+ * ---------------------------------------------------------------------- */
+
+/* An opened CUDA handle. */
+struct kvfs_cuda_map {
+	void *dptr;      /* device address of the chunk's first byte */
+	uint64_t length; /* bytes of the chunk */
+	int device;      /* device it is mapped on (this process's numbering) */
+	void *priv;      /* the library's; do not touch */
+};
+
+/*
+ * kvfs_cuda_probe - whether this process can use CUDA: loads the runtime
+ * and counts devices. Returns the device count (> 0), or -ENODEV with a
+ * one-line reason in err (when err is not NULL), e.g. "no CUDA driver
+ * (cudaErrorInsufficientDriver: ...)" or "no CUDA runtime (libcudart: ...)".
+ */
+int kvfs_cuda_probe(char *err, size_t errlen);
+
+/*
+ * kvfs_cuda_open - maps the chunk of a KVFS_HANDLE_CUDA_IPC handle (from
+ * KVFS_IOC_HANDLE / kvfs_handle_get) into this process:
+ * m->dptr = cudaIpcOpenMemHandle(h->ipc) + h->offset, m->length =
+ * h->length. device: where to map it, in this process's device numbering,
+ * or -1 for h->device (right when the daemon and this process see the same
+ * devices, e.g. the same CUDA_VISIBLE_DEVICES). The calling thread's
+ * current device is left as it was.
+ * Close it with kvfs_cuda_close BEFORE releasing the handle (kvfs_handle_put
+ * or close of the chunk fd): the daemon then frees the buffer, and CUDA
+ * leaves freeing memory another process still maps undefined.
+ * Returns 0; -EINVAL (h or m NULL, wrong version/size, no device);
+ * -ENOTSUP (not a CUDA_IPC handle: mmap the chunk fd instead); -ENODEV (no
+ * CUDA runtime, driver or such device here); -EIO (cudaIpcOpenMemHandle
+ * failed, e.g. the handle was already released); -ENOMEM.
+ */
+int kvfs_cuda_open(const struct kvfs_handle *h, int device,
+		   struct kvfs_cuda_map *m);
+
+/* kvfs_cuda_close - unmaps what kvfs_cuda_open mapped and clears m.
+ * Returns 0, -EINVAL (m not open), or -EIO (cudaIpcCloseMemHandle). */
+int kvfs_cuda_close(struct kvfs_cuda_map *m);
 
 #ifdef __cplusplus
 }

@@ -3,9 +3,3 @@
 #include <stdio.h>
 #include "mount/ctl.h"
 #define TODO(fn) int fn(int argc, char **argv) { (void)argc; fprintf(stderr, "kvfsctl %s: not built yet\n", argv[0]); return 2; }
-TODO(ctl_replay)
-TODO(ctl_stats)
-TODO(ctl_lookup)
-TODO(ctl_pin)
-TODO(ctl_unpin)
-TODO(ctl_prefetch)

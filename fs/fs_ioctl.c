@@ -1,0 +1,496 @@
+/*
+ * fs_ioctl.c - the daemon side of the ioctls of include/kvfs.h: batched
+ * lookup, group lookup, unpin, chunk handles. fs.c forwards the FUSE ioctl
+ * callback here (restricted ioctls: the kernel copies _IOC_SIZE(cmd) bytes
+ * in and out, so in_buf holds the caller's struct).
+ *
+ * Leases live in tier/lease.c; this file checks the arguments, the fd kind
+ * and the caller's right to read each namespace, calls the engine, and
+ * replies once. Errors come back as the ioctl's errno (fuse_reply_err), or
+ * for a group with missing namespaces as a negative ioctl result WITH the
+ * struct copied out, so the caller sees missing[].
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/fs_i.h"
+#include "tier/lease.h"
+
+struct fs_ioctl_state {
+	struct lease_table *leases;
+	/* counters, updated with atomics (no lock) */
+	uint64_t lookups, group_lookups, keys, prefetches, handles, errors;
+};
+
+static void count(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+static int reply_err(struct fs *fs, fuse_req_t req, const char *what, int err)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	count(&st->errors, 1);
+	/* A miss or an expired lease is routine; bad input is worth a line. */
+	if (err != ENOENT)
+		fprintf(stderr, "kvfs: ioctl %s from pid %d: %s\n", what,
+			ctx ? (int)ctx->pid : -1, strerror(err));
+	fuse_reply_err(req, err);
+	return 0;
+}
+
+/* The argument header every ioctl struct starts with. */
+struct ioc_head {
+	uint32_t version;
+	uint32_t size;
+};
+
+/* Version and size of the struct in in_buf; -EINVAL on any mismatch. */
+static int check_head(const void *in_buf, size_t in_bufsz, size_t out_bufsz,
+		      size_t want)
+{
+	struct ioc_head h;
+
+	if (!in_buf || in_bufsz != want || out_bufsz != want)
+		return -EINVAL;
+	memcpy(&h, in_buf, sizeof(h));
+	if (h.version != KVFS_ABI_VERSION || h.size != want)
+		return -EINVAL;
+	return 0;
+}
+
+/* ----------------------------------------------------------- lookup */
+
+static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+		     uint64_t owner, const void *in_buf)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct kvfs_lookup *lk;
+	struct lease_pin *pins = NULL;
+	uint32_t found = 0, in_l1 = 0, in_l2 = 0;
+	bool pin;
+	int rc;
+
+	if (fh->kind != FS_FH_NS)
+		return reply_err(fs, req, "LOOKUP", ENOTTY);
+	lk = malloc(sizeof(*lk));
+	if (!lk)
+		return reply_err(fs, req, "LOOKUP", ENOMEM);
+	memcpy(lk, in_buf, sizeof(*lk));
+	if (lk->nkeys == 0 || lk->nkeys > KVFS_LOOKUP_MAX ||
+	    (lk->flags & ~(KVFS_LOOKUP_PIN | KVFS_LOOKUP_PREFETCH))) {
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = fs_ns_access(fs, req, fh->ns, R_OK);
+	if (rc)
+		goto out;
+	pin = lk->flags & KVFS_LOOKUP_PIN;
+	rc = tier_lookup(fs->tier, fh->ns, lk->keys, lk->nkeys, lk->depth_base,
+			 pin, lk->flags & KVFS_LOOKUP_PREFETCH, &found, &in_l1,
+			 &in_l2);
+	if (rc)
+		goto out;
+	count(&st->lookups, 1);
+	count(&st->keys, lk->nkeys);
+	if (lk->flags & KVFS_LOOKUP_PREFETCH)
+		count(&st->prefetches, 1);
+	lk->lease_id = 0;
+	if (pin && found) {
+		pins = malloc(found * sizeof(*pins));
+		rc = pins ? 0 : -ENOMEM;
+		for (uint32_t i = 0; pins && i < found; i++) {
+			pins[i].ns = fh->ns;
+			pins[i].key = lk->keys[i];
+		}
+		if (!rc)
+			rc = lease_add(st->leases, owner, ctx->uid, lk->lease_ms,
+				       pins, found, &lk->lease_id);
+		if (rc) {
+			/* Nobody owns the pins: give them back now. */
+			for (uint32_t i = 0; i < found; i++)
+				tier_unpin_key(fs->tier, fh->ns, &lk->keys[i]);
+			goto out;
+		}
+	}
+	lk->found = found;
+	lk->in_l1 = in_l1;
+	lk->in_l2 = in_l2;
+	/* The keys did not change: copy back only the header. */
+	fuse_reply_ioctl(req, 0, lk, offsetof(struct kvfs_lookup, keys));
+out:
+	free(pins);
+	free(lk);
+	return rc ? reply_err(fs, req, "LOOKUP", -rc) : 0;
+}
+
+/* ------------------------------------------------------ group lookup */
+
+static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+		    uint64_t owner, const void *in_buf)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct kvfs_group_lookup *g;
+	uint32_t ids[KVFS_GROUP_MAX], got[KVFS_GROUP_MAX] = { 0 };
+	uint32_t n, l1, l2, i, k, npinned = 0;
+	struct lease_pin *pins = NULL;
+	bool pin, any_missing = false;
+	int rc = 0;
+
+	if (fh->kind != FS_FH_NS && fh->kind != FS_FH_ROOT)
+		return reply_err(fs, req, "GROUP_LOOKUP", ENOTTY);
+	g = malloc(sizeof(*g));
+	if (!g)
+		return reply_err(fs, req, "GROUP_LOOKUP", ENOMEM);
+	memcpy(g, in_buf, sizeof(*g));
+	if (g->nkeys == 0 || g->nkeys > KVFS_GROUP_KEYS_MAX || g->nns == 0 ||
+	    g->nns > KVFS_GROUP_MAX ||
+	    (g->flags & ~(KVFS_LOOKUP_PIN | KVFS_LOOKUP_PREFETCH))) {
+		rc = -EINVAL;
+		goto out;
+	}
+	memset(g->missing, 0, sizeof(g->missing));
+	for (i = 0; i < g->nns; i++) {
+		size_t len = strnlen(g->ns[i], sizeof(g->ns[i]));
+
+		if (len == 0 || len == sizeof(g->ns[i]) || g->ns[i][0] == '.' ||
+		    memchr(g->ns[i], '/', len)) {
+			rc = -EINVAL;
+			goto out;
+		}
+		rc = tier_ns_find(fs->tier, g->ns[i], &ids[i]);
+		if (rc == -ENOENT) {
+			g->missing[i] = 1;
+			any_missing = true;
+			rc = 0;
+		} else if (rc) {
+			goto out;
+		}
+	}
+	if (any_missing) {
+		g->found = 0;
+		g->lease_id = 0;
+		/* Negative result + data: the caller gets ENOENT and missing[]. */
+		fuse_reply_ioctl(req, -ENOENT, g,
+				 offsetof(struct kvfs_group_lookup, ns));
+		count(&st->errors, 1);
+		goto out;
+	}
+	for (i = 0; i < g->nns; i++) {
+		rc = fs_ns_access(fs, req, ids[i], R_OK);
+		if (rc)
+			goto out;
+	}
+
+	/*
+	 * Pin then trim: each rank is looked up (and with PIN pinned) only as
+	 * far as the shortest run seen so far, then every rank drops the pins
+	 * past the final common run. A chunk of the common run is pinned from
+	 * the moment it is found, so nothing of it can be evicted between the
+	 * ranks' lookups.
+	 */
+	pin = g->flags & KVFS_LOOKUP_PIN;
+	n = g->nkeys;
+	for (i = 0; i < g->nns && n; i++) {
+		rc = tier_lookup(fs->tier, ids[i], g->keys, n, g->depth_base,
+				 pin, g->flags & KVFS_LOOKUP_PREFETCH, &got[i],
+				 &l1, &l2);
+		if (rc) {
+			got[i] = 0;
+			break;
+		}
+		if (got[i] < n)
+			n = got[i];
+	}
+	if (rc) {
+		for (uint32_t j = 0; pin && j < i; j++)
+			for (k = 0; k < got[j]; k++)
+				tier_unpin_key(fs->tier, ids[j], &g->keys[k]);
+		if (rc == -ENOENT) { /* removed since tier_ns_find */
+			g->missing[i] = 1;
+			any_missing = true;
+		}
+		goto out;
+	}
+	count(&st->group_lookups, 1);
+	count(&st->keys, (uint64_t)g->nkeys * g->nns);
+	g->lease_id = 0;
+	if (pin) {
+		for (i = 0; i < g->nns; i++)
+			for (k = n; k < got[i]; k++)
+				tier_unpin_key(fs->tier, ids[i], &g->keys[k]);
+		if (n) {
+			pins = malloc((size_t)n * g->nns * sizeof(*pins));
+			rc = pins ? 0 : -ENOMEM;
+			for (i = 0; pins && i < g->nns; i++)
+				for (k = 0; k < n; k++) {
+					pins[npinned].ns = ids[i];
+					pins[npinned++].key = g->keys[k];
+				}
+			if (!rc)
+				rc = lease_add(st->leases, owner, ctx->uid,
+					       g->lease_ms, pins, npinned,
+					       &g->lease_id);
+			if (rc) {
+				for (i = 0; i < g->nns; i++)
+					for (k = 0; k < n; k++)
+						tier_unpin_key(fs->tier, ids[i],
+							       &g->keys[k]);
+				goto out;
+			}
+		}
+	}
+	g->found = n;
+	fuse_reply_ioctl(req, 0, g, offsetof(struct kvfs_group_lookup, ns));
+out:
+	if (rc == -ENOENT && any_missing) {
+		g->found = 0;
+		g->lease_id = 0;
+		fuse_reply_ioctl(req, -ENOENT, g,
+				 offsetof(struct kvfs_group_lookup, ns));
+		count(&st->errors, 1);
+		rc = 0;
+	}
+	free(pins);
+	free(g);
+	return rc ? reply_err(fs, req, "GROUP_LOOKUP", -rc) : 0;
+}
+
+/* ------------------------------------------------------------ unpin */
+
+static int do_unpin(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+		    uint64_t owner, const void *in_buf)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+	struct kvfs_unpin u;
+	int rc;
+
+	if (fh->kind != FS_FH_NS && fh->kind != FS_FH_ROOT)
+		return reply_err(fs, req, "UNPIN", ENOTTY);
+	memcpy(&u, in_buf, sizeof(u));
+	rc = u.lease_id ? lease_release(st->leases, u.lease_id, owner,
+					fuse_req_ctx(req)->uid, 0) : -ENOENT;
+	if (rc)
+		return reply_err(fs, req, "UNPIN", -rc);
+	fuse_reply_ioctl(req, 0, &u, sizeof(u));
+	return 0;
+}
+
+/* ---------------------------------------------------------- handles */
+
+static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+		     uint64_t owner, struct fuse_file_info *fi,
+		     const void *in_buf)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+	struct tier_arena_info ai;
+	struct tier_chunk *c;
+	struct kvfs_handle h;
+	void *cookie = NULL;
+	int rc;
+
+	if (fh->kind != FS_FH_CHUNK || !fh->chunk)
+		return reply_err(fs, req, "HANDLE", ENOTTY);
+	if ((fi->flags & O_ACCMODE) == O_WRONLY)
+		return reply_err(fs, req, "HANDLE", EBADF);
+	/* The fd may have been passed to a process that cannot read the
+	 * namespace: check the caller, not the opener. */
+	rc = fs_ns_access(fs, req, fh->ns, R_OK);
+	if (rc)
+		return reply_err(fs, req, "HANDLE", -rc);
+	if (lease_owner_handle(st->leases, owner))
+		return reply_err(fs, req, "HANDLE", EBUSY);
+
+	memcpy(&h, in_buf, sizeof(h));
+	rc = tier_get(fs->tier, fh->ns, &fh->key, &c);
+	if (rc)
+		return reply_err(fs, req, "HANDLE", -rc);
+	/* Unlinked and published again since this fd was opened: the handle
+	 * would describe other bytes than the fd reads. */
+	if (tier_chunk_gen(c) != tier_chunk_gen(fh->chunk)) {
+		rc = -ENOENT;
+		goto err_put;
+	}
+	memset((char *)&h + sizeof(struct ioc_head), 0,
+	       sizeof(h) - sizeof(struct ioc_head));
+	tier_arena_info(fs->tier, &ai);
+	h.length = tier_chunk_size(c);
+	h.device = -1;
+	if (ai.kind == KVFS_HANDLE_CUDA_IPC) {
+		rc = tier_arena_export(fs->tier, c, h.ipc, &h.offset,
+				       &cookie);
+		if (rc)
+			goto err_put;
+		h.kind = KVFS_HANDLE_CUDA_IPC;
+		h.device = ai.device;
+	} else {
+		/* Host L1: the chunk fd itself is mmap-able from offset 0. */
+		h.kind = KVFS_HANDLE_HOST_MMAP;
+		h.offset = 0;
+	}
+	rc = lease_add_handle(st->leases, owner, fuse_req_ctx(req)->uid, c,
+			      cookie, &h.handle_id);
+	if (rc)
+		goto err_put;
+	count(&st->handles, 1);
+	fuse_reply_ioctl(req, 0, &h, sizeof(h));
+	return 0;
+
+err_put:
+	tier_arena_unexport(fs->tier, cookie);
+	tier_put(fs->tier, c);
+	return reply_err(fs, req, "HANDLE", rc == -ENOTSUP ? EOPNOTSUPP : -rc);
+}
+
+static int do_handle_release(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			     uint64_t owner, const void *in_buf)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+	struct kvfs_handle_release r;
+	int rc;
+
+	if (fh->kind != FS_FH_CHUNK)
+		return reply_err(fs, req, "HANDLE_RELEASE", ENOTTY);
+	memcpy(&r, in_buf, sizeof(r));
+	/* handle_id 0: whatever handle this fd holds. */
+	if (!r.handle_id)
+		r.handle_id = lease_owner_handle(st->leases, owner);
+	/* The fd is the capability: only its owner matches, any uid. */
+	rc = r.handle_id ? lease_release(st->leases, r.handle_id, owner, 0, 1)
+			 : -ENOENT;
+	if (rc)
+		return reply_err(fs, req, "HANDLE_RELEASE", -rc);
+	fuse_reply_ioctl(req, 0, &r, sizeof(r));
+	return 0;
+}
+
+/* ------------------------------------------------------------ entry */
+
+static size_t ioc_size(unsigned int nr)
+{
+	switch (nr) {
+	case _IOC_NR(KVFS_IOC_LOOKUP):
+		return sizeof(struct kvfs_lookup);
+	case _IOC_NR(KVFS_IOC_GROUP_LOOKUP):
+		return sizeof(struct kvfs_group_lookup);
+	case _IOC_NR(KVFS_IOC_UNPIN):
+		return sizeof(struct kvfs_unpin);
+	case _IOC_NR(KVFS_IOC_HANDLE):
+		return sizeof(struct kvfs_handle);
+	case _IOC_NR(KVFS_IOC_HANDLE_RELEASE):
+		return sizeof(struct kvfs_handle_release);
+	default:
+		return 0;
+	}
+}
+
+int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+	     void *arg, struct fuse_file_info *fi, unsigned flags,
+	     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	struct fs_fh *fh = fi ? fs_fh_of(fi) : NULL;
+	size_t want;
+
+	if (_IOC_TYPE(cmd) != KVFS_IOC_MAGIC || !fh)
+		return reply_err(fs, req, "(unknown)", ENOTTY);
+	want = ioc_size(_IOC_NR(cmd));
+	if (!want)
+		return reply_err(fs, req, "(unknown)", ENOTTY);
+	/*
+	 * Same number, other size or direction: a caller built against
+	 * another version of kvfs.h. Restricted ioctls copy _IOC_SIZE(cmd)
+	 * bytes, so that is what arrives; report the mismatch as EINVAL.
+	 */
+	if (_IOC_DIR(cmd) != (_IOC_READ | _IOC_WRITE) ||
+	    _IOC_SIZE(cmd) != want ||
+	    check_head(in_buf, in_bufsz, out_bufsz, want))
+		return reply_err(fs, req, "(version/size)", EINVAL);
+
+	switch (_IOC_NR(cmd)) {
+	case _IOC_NR(KVFS_IOC_LOOKUP):
+		return do_lookup(fs, req, fh, fi->fh, in_buf);
+	case _IOC_NR(KVFS_IOC_GROUP_LOOKUP):
+		return do_group(fs, req, fh, fi->fh, in_buf);
+	case _IOC_NR(KVFS_IOC_UNPIN):
+		return do_unpin(fs, req, fh, fi->fh, in_buf);
+	case _IOC_NR(KVFS_IOC_HANDLE):
+		return do_handle(fs, req, fh, fi->fh, fi, in_buf);
+	default:
+		return do_handle_release(fs, req, fh, fi->fh, in_buf);
+	}
+}
+
+void fs_ioctl_release(struct fs *fs, uint64_t fh)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+	struct fs_fh *f = (struct fs_fh *)(uintptr_t)fh;
+
+	if (st)
+		lease_release_owner(st->leases, fh);
+	/* ioctl_priv is unused: leases and handles are found by owner. */
+	if (f)
+		f->ioctl_priv = NULL;
+}
+
+int fs_ioctl_init(struct fs *fs)
+{
+	struct fs_ioctl_state *st;
+	int rc;
+
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	rc = lease_table_create(fs->tier, fs->cfg.lease_ms, &st->leases);
+	if (rc) {
+		free(st);
+		return rc;
+	}
+	fs->ioctl_state = st;
+	return 0;
+}
+
+void fs_ioctl_destroy(struct fs *fs)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+
+	if (!st)
+		return;
+	lease_table_destroy(st->leases);
+	free(st);
+	fs->ioctl_state = NULL;
+}
+
+size_t fs_ioctl_stats_json(struct fs *fs, char *buf, size_t size)
+{
+	struct fs_ioctl_state *st = fs->ioctl_state;
+	char leases[512];
+	int n;
+
+	if (!st)
+		n = snprintf(buf, size, "{}");
+	else {
+		lease_stats_json(st->leases, leases, sizeof(leases));
+		n = snprintf(buf, size,
+			     "{\"lookups\":%llu,\"group_lookups\":%llu,"
+			     "\"keys\":%llu,\"prefetches\":%llu,"
+			     "\"handles\":%llu,\"errors\":%llu,%s}",
+			     (unsigned long long)__atomic_load_n(&st->lookups, __ATOMIC_RELAXED),
+			     (unsigned long long)__atomic_load_n(&st->group_lookups, __ATOMIC_RELAXED),
+			     (unsigned long long)__atomic_load_n(&st->keys, __ATOMIC_RELAXED),
+			     (unsigned long long)__atomic_load_n(&st->prefetches, __ATOMIC_RELAXED),
+			     (unsigned long long)__atomic_load_n(&st->handles, __ATOMIC_RELAXED),
+			     (unsigned long long)__atomic_load_n(&st->errors, __ATOMIC_RELAXED),
+			     leases);
+	}
+	if (n < 0)
+		return 0;
+	return (size_t)n < size ? (size_t)n : size ? size - 1 : 0;
+}

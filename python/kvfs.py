@@ -1,0 +1,723 @@
+"""kvfs - Python binding for kvfs, the FUSE-mounted KV-cache filesystem.
+
+Standard library only. Prefix keys are computed by libkvfs.so through
+ctypes (found via $KVFS_LIB, then the repository's build/ directories next
+to this file, then the system's library path); everything else is plain
+os / fcntl / mmap on the mount, with the ioctl argument structs mirrored
+by ctypes.Structure so they are laid out exactly like include/kvfs.h.
+
+    import kvfs
+    conn = kvfs.Connector("/mnt/kvfs", "llama3-8b.bf16.tp1.r0",
+                          chunk_tokens=256)
+    keys = conn.keys(token_ids)               # one key per full chunk
+    res = conn.lookup(keys, pin=True)         # leading run cached
+    for k in keys[:res.found]:
+        conn.get(k, out=buffer_for(k))        # readinto the engine's buffer
+    conn.release(res)
+    for k in keys[res.found:]:
+        conn.put(k, kv_bytes_for(k))          # bytes / memoryview / numpy
+    conn.close()
+
+Keys are 16-byte `bytes` (the canonical form); every function that takes
+a key also accepts its 32-digit lowercase hex name. Errors from the mount
+are OSError with the errno the daemon gave; bad arguments raise ValueError
+or TypeError before anything reaches the mount.
+"""
+
+import ctypes
+import ctypes.util
+import errno as _errno
+import fcntl
+import mmap
+import os
+import stat as _stat
+import threading
+
+__all__ = [
+    "ABI_VERSION", "LOOKUP_MAX", "GROUP_MAX", "GROUP_KEYS_MAX",
+    "LOOKUP_PIN", "LOOKUP_PREFETCH", "HANDLE_HOST_MMAP", "HANDLE_CUDA_IPC",
+    "Key", "LookupArg", "GroupLookupArg", "UnpinArg", "HandleArg",
+    "HandleReleaseArg", "IOC_LOOKUP", "IOC_GROUP_LOOKUP", "IOC_UNPIN",
+    "IOC_HANDLE", "IOC_HANDLE_RELEASE", "LookupResult",
+    "MissingNamespaceError", "Handle", "Connector", "keys", "key_chunk",
+    "key_hex", "parse_key", "load_library",
+]
+
+# ---------------------------------------------------------------- ABI
+ABI_VERSION = 1
+IOC_MAGIC = 0xCF
+LOOKUP_MAX = 512
+GROUP_MAX = 16
+GROUP_KEYS_MAX = 384
+NS_NAME_MAX = 127
+LOOKUP_PIN = 0x1
+LOOKUP_PREFETCH = 0x2
+HANDLE_HOST_MMAP = 1
+HANDLE_CUDA_IPC = 2
+
+
+class Key(ctypes.Structure):
+    _fields_ = [("b", ctypes.c_uint8 * 16)]
+
+
+class LookupArg(ctypes.Structure):
+    """struct kvfs_lookup"""
+    _fields_ = [
+        ("version", ctypes.c_uint32), ("size", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32), ("nkeys", ctypes.c_uint32),
+        ("lease_ms", ctypes.c_uint32), ("depth_base", ctypes.c_uint32),
+        ("found", ctypes.c_uint32), ("in_l1", ctypes.c_uint32),
+        ("in_l2", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+        ("lease_id", ctypes.c_uint64),
+        ("keys", Key * LOOKUP_MAX),
+    ]
+
+
+class GroupLookupArg(ctypes.Structure):
+    """struct kvfs_group_lookup"""
+    _fields_ = [
+        ("version", ctypes.c_uint32), ("size", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32), ("nkeys", ctypes.c_uint32),
+        ("nns", ctypes.c_uint32), ("lease_ms", ctypes.c_uint32),
+        ("found", ctypes.c_uint32), ("depth_base", ctypes.c_uint32),
+        ("lease_id", ctypes.c_uint64),
+        ("missing", ctypes.c_uint8 * GROUP_MAX),
+        ("ns", (ctypes.c_char * (NS_NAME_MAX + 1)) * GROUP_MAX),
+        ("keys", Key * GROUP_KEYS_MAX),
+    ]
+
+
+class UnpinArg(ctypes.Structure):
+    """struct kvfs_unpin"""
+    _fields_ = [("version", ctypes.c_uint32), ("size", ctypes.c_uint32),
+                ("lease_id", ctypes.c_uint64)]
+
+
+class HandleArg(ctypes.Structure):
+    """struct kvfs_handle"""
+    _fields_ = [
+        ("version", ctypes.c_uint32), ("size", ctypes.c_uint32),
+        ("kind", ctypes.c_uint32), ("device", ctypes.c_int32),
+        ("offset", ctypes.c_uint64), ("length", ctypes.c_uint64),
+        ("handle_id", ctypes.c_uint64), ("ipc", ctypes.c_uint8 * 64),
+    ]
+
+
+class HandleReleaseArg(ctypes.Structure):
+    """struct kvfs_handle_release"""
+    _fields_ = [("version", ctypes.c_uint32), ("size", ctypes.c_uint32),
+                ("handle_id", ctypes.c_uint64)]
+
+
+def _iowr(nr, size):
+    # Linux generic _IOC layout: dir(2) << 30 | size(14) << 16 | type << 8 | nr
+    return (3 << 30) | (size << 16) | (IOC_MAGIC << 8) | nr
+
+
+IOC_LOOKUP = _iowr(1, ctypes.sizeof(LookupArg))
+IOC_GROUP_LOOKUP = _iowr(2, ctypes.sizeof(GroupLookupArg))
+IOC_UNPIN = _iowr(3, ctypes.sizeof(UnpinArg))
+IOC_HANDLE = _iowr(4, ctypes.sizeof(HandleArg))
+IOC_HANDLE_RELEASE = _iowr(5, ctypes.sizeof(HandleReleaseArg))
+
+
+def _ioctl(fd, req, arg):
+    """ioctl with arg (a ctypes struct) updated in place; retries EINTR."""
+    while True:
+        try:
+            return fcntl.ioctl(fd, req, arg, True)
+        except InterruptedError:
+            continue
+
+
+# ------------------------------------------------------------ libkvfs
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def _candidates():
+    env = os.environ.get("KVFS_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(here)
+    plain = os.environ.get("KVFS_PLAIN_BUILD")
+    if plain:
+        yield os.path.join(plain if os.path.isabs(plain)
+                           else os.path.join(repo, plain), "libkvfs.so")
+    yield os.path.join(repo, "build", "libkvfs.so")
+    found = ctypes.util.find_library("kvfs")
+    if found:
+        yield found
+    yield "libkvfs.so.0"
+    yield "libkvfs.so"
+
+
+def load_library():
+    """Loads libkvfs.so (once) and returns the ctypes handle.
+
+    Raises OSError naming the places it looked when none loads. When
+    KVFS_LIB is set only that path is tried.
+    """
+    global _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in _candidates():
+            if os.sep in path and not os.path.exists(path):
+                tried.append(path + " (missing)")
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append("%s (%s)" % (path, e))
+                continue
+            lib.kvfs_key_chunk.argtypes = [
+                ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p,
+                ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t,
+                ctypes.c_void_p]
+            lib.kvfs_key_chunk.restype = ctypes.c_int
+            lib.kvfs_keys.argtypes = [
+                ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint32,
+                ctypes.c_void_p, ctypes.c_size_t]
+            lib.kvfs_keys.restype = ctypes.c_long
+            _lib = lib
+            return lib
+        raise OSError(_errno.ENOENT,
+                      "libkvfs.so not found (set KVFS_LIB); tried: " +
+                      "; ".join(tried))
+
+
+def _token_array(tokens):
+    """tokens as a contiguous array of uint32 (list, range, array.array,
+    bytes-like of uint32, or a numpy integer array)."""
+    if hasattr(tokens, "dtype") and hasattr(tokens, "astype"):  # numpy
+        import numpy as np
+        a = np.ascontiguousarray(tokens)
+        if a.ndim != 1:
+            raise ValueError("tokens must be one-dimensional")
+        if a.size and (a.min() < 0 or a.max() > 0xFFFFFFFF):
+            raise ValueError("token ids must be in 0..4294967295")
+        a = np.ascontiguousarray(a.astype("<u4", copy=False))
+        return (ctypes.c_uint32 * a.size).from_buffer_copy(a), int(a.size)
+    seq = list(tokens)
+    for t in seq:
+        if not isinstance(t, int) or isinstance(t, bool):
+            raise TypeError("token ids must be ints, got %r" % (t,))
+        if t < 0 or t > 0xFFFFFFFF:
+            raise ValueError("token id %d out of range 0..4294967295" % t)
+    return (ctypes.c_uint32 * len(seq))(*seq), len(seq)
+
+
+def _extra_bytes(extra):
+    if extra is None:
+        return b""
+    if isinstance(extra, str):
+        return extra.encode()
+    return bytes(extra)
+
+
+def keys(tokens, chunk_tokens, seed=0, extra=b""):
+    """The chained keys (16-byte bytes each) of every complete chunk of
+    chunk_tokens tokens; a trailing partial chunk gets no key."""
+    if not isinstance(chunk_tokens, int) or chunk_tokens <= 0:
+        raise ValueError("chunk_tokens must be a positive int")
+    if not isinstance(seed, int) or seed < 0 or seed >= 1 << 64:
+        raise ValueError("seed must be in 0..2**64-1")
+    arr, n = _token_array(tokens)
+    e = _extra_bytes(extra)
+    nk = n // chunk_tokens
+    if nk == 0:
+        return []
+    out = (Key * nk)()
+    ebuf = ctypes.create_string_buffer(e, len(e)) if e else None
+    rc = load_library().kvfs_keys(arr, n, chunk_tokens, seed, ebuf, len(e),
+                                  out, nk)
+    if rc < 0:
+        raise OSError(-rc, os.strerror(-rc))
+    return [bytes(out[i].b) for i in range(rc)]
+
+
+def key_chunk(prev, tokens, seed=0, extra=b""):
+    """The key of one chunk chained on prev (None for the first chunk)."""
+    arr, n = _token_array(tokens)
+    e = _extra_bytes(extra)
+    out = Key()
+    p = None
+    if prev is not None:
+        p = Key()
+        p.b[:] = parse_key(prev)
+    ebuf = ctypes.create_string_buffer(e, len(e)) if e else None
+    rc = load_library().kvfs_key_chunk(
+        ctypes.byref(p) if p is not None else None, seed, ebuf, len(e),
+        arr, n, ctypes.byref(out))
+    if rc < 0:
+        raise OSError(-rc, os.strerror(-rc))
+    return bytes(out.b)
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def parse_key(k):
+    """A key as 16 bytes, from 16 bytes or a 32-digit lowercase hex name."""
+    if isinstance(k, str):
+        if len(k) != 32 or not set(k) <= _HEX:
+            raise ValueError("a key name is 32 lowercase hex digits: %r" % k)
+        return bytes.fromhex(k)
+    if isinstance(k, (bytes, bytearray, memoryview)):
+        b = bytes(k)
+        if len(b) != 16:
+            raise ValueError("a key is 16 bytes, got %d" % len(b))
+        return b
+    raise TypeError("a key is 16 bytes or 32 hex digits, got %s"
+                    % type(k).__name__)
+
+
+def key_hex(k):
+    """The file name of a key: 32 lowercase hex digits."""
+    return parse_key(k).hex()
+
+
+def _check_ns(name):
+    if not isinstance(name, str):
+        raise TypeError("a namespace name is a str")
+    b = name.encode()
+    if not b or len(b) > NS_NAME_MAX or "/" in name or name.startswith(".") \
+            or "\0" in name:
+        raise ValueError("bad namespace name %r" % name)
+    return b
+
+
+def _byte_view(buf, writable=False):
+    """A flat unsigned-byte memoryview over a buffer object (bytes,
+    bytearray, memoryview, array.array, mmap, numpy array...)."""
+    try:
+        mv = memoryview(buf)
+    except TypeError:
+        raise TypeError("expected a buffer object, got %s"
+                        % type(buf).__name__) from None
+    if writable and mv.readonly:
+        raise TypeError("the output buffer is read-only")
+    if not mv.c_contiguous:
+        raise ValueError("the buffer must be C-contiguous")
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B")
+    return mv
+
+
+# ------------------------------------------------------------ results
+class LookupResult:
+    """found: leading run cached (in every namespace for a group);
+    in_l1 / in_l2: of those, in which tier (group: not reported, 0);
+    leases: lease ids holding the run pinned (PIN only)."""
+    __slots__ = ("found", "in_l1", "in_l2", "leases")
+
+    def __init__(self, found=0, in_l1=0, in_l2=0, leases=None):
+        self.found = found
+        self.in_l1 = in_l1
+        self.in_l2 = in_l2
+        self.leases = leases if leases is not None else []
+
+    def __repr__(self):
+        return "LookupResult(found=%d, in_l1=%d, in_l2=%d, leases=%r)" % (
+            self.found, self.in_l1, self.in_l2, self.leases)
+
+
+class MissingNamespaceError(FileNotFoundError):
+    """A group lookup named namespaces that do not exist (.missing)."""
+
+    def __init__(self, missing):
+        super().__init__(_errno.ENOENT, "missing namespaces: " +
+                         ", ".join(missing))
+        self.missing = missing
+
+
+class Handle:
+    """A zero-copy handle on one chunk (pins it until close()).
+
+    kind HANDLE_HOST_MMAP: mmap() maps the chunk read-only.
+    kind HANDLE_CUDA_IPC: ipc (64 bytes) is a cudaIpcMemHandle_t for
+    device `device`; the chunk is at [offset, offset + length)."""
+
+    def __init__(self, fd, arg):
+        self.fd = fd
+        self.kind = arg.kind
+        self.device = arg.device
+        self.offset = arg.offset
+        self.length = arg.length
+        self.handle_id = arg.handle_id
+        self.ipc = bytes(arg.ipc)
+
+    def mmap(self):
+        """An mmap object of the chunk (read-only, MAP_PRIVATE); it stays
+        valid after close()."""
+        if self.kind != HANDLE_HOST_MMAP:
+            raise ValueError("not a host-mmap handle (kind %d)" % self.kind)
+        if self.fd < 0:
+            raise ValueError("handle is closed")
+        return mmap.mmap(self.fd, self.length, flags=mmap.MAP_PRIVATE,
+                         prot=mmap.PROT_READ)
+
+    def release(self):
+        """Releases the pin but keeps the fd open."""
+        if self.fd < 0 or not self.handle_id:
+            return
+        arg = HandleReleaseArg(ABI_VERSION, ctypes.sizeof(HandleReleaseArg),
+                               self.handle_id)
+        self.handle_id = 0
+        _ioctl(self.fd, IOC_HANDLE_RELEASE, arg)
+
+    def close(self):
+        """Releases the handle and closes its fd (either releases it)."""
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            self.handle_id = 0
+            os.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------- connector
+class Connector:
+    """One namespace of a kvfs mount, shaped like an engine's KV offload
+    connector: get, put, exists, prefetch, lookup, close.
+
+    mountpoint: the kvfs mount; namespace: its directory (created with
+    `mode` when create=True). chunk_tokens / seed / extra: how keys() cuts
+    and hashes token lists (must match what other users of the namespace
+    use). lease_ms: default lease for pinned lookups (0 = the mount's).
+    Thread-safe: methods only issue independent syscalls on a shared fd.
+    """
+
+    def __init__(self, mountpoint, namespace, create=True, mode=0o755,
+                 chunk_tokens=None, seed=0, extra=b"", lease_ms=0):
+        _check_ns(namespace)
+        self.mountpoint = os.fspath(mountpoint)
+        self.namespace = namespace
+        self.chunk_tokens = chunk_tokens
+        self.seed = seed
+        self.extra = _extra_bytes(extra)
+        self.lease_ms = int(lease_ms)
+        self._fd = -1
+        self._root = -1
+        root = os.open(self.mountpoint, os.O_RDONLY | os.O_DIRECTORY |
+                       os.O_CLOEXEC)
+        try:
+            if create:
+                try:
+                    os.mkdir(namespace, mode, dir_fd=root)
+                except FileExistsError:
+                    pass
+            self._fd = os.open(namespace, os.O_RDONLY | os.O_DIRECTORY |
+                               os.O_CLOEXEC, dir_fd=root)
+        except BaseException:
+            os.close(root)
+            raise
+        self._root = root
+
+    # -- plumbing
+    @property
+    def fd(self):
+        if self._fd < 0:
+            raise ValueError("connector is closed")
+        return self._fd
+
+    def close(self):
+        """Closes the namespace fd: every lease taken through it is
+        released by the daemon."""
+        for attr in ("_fd", "_root"):
+            fd = getattr(self, attr)
+            if fd >= 0:
+                setattr(self, attr, -1)
+                os.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except (OSError, AttributeError):
+            pass
+
+    def keys(self, tokens):
+        """Keys of the complete chunks of a token list (chunk_tokens,
+        seed and extra as given to the constructor)."""
+        if not self.chunk_tokens:
+            raise ValueError("Connector(chunk_tokens=N) is needed for keys()")
+        return keys(tokens, self.chunk_tokens, self.seed, self.extra)
+
+    # -- connector API
+    def exists(self, key):
+        """True when the chunk is published (not counted as an access)."""
+        try:
+            os.stat(key_hex(key), dir_fd=self.fd, follow_symlinks=False)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def put(self, key, data):
+        """Writes and publishes one chunk from a buffer object (bytes,
+        bytearray, memoryview, array, numpy array). Returns True when
+        written, False when the key was already there (EEXIST: someone
+        else cached it). Other errors raise OSError. Like kvfs_put, it
+        writes a temporary and renames it onto the key, so a failed write
+        never publishes a partial chunk."""
+        name = key_hex(key)
+        try:
+            mv = _byte_view(data)
+        except ValueError:
+            if hasattr(data, "tobytes"):  # non-contiguous numpy array
+                mv = memoryview(data.tobytes())
+            else:
+                raise
+        nsfd = self.fd
+        tmp = ".put.%d.%s" % (os.getpid(), os.urandom(8).hex())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                     os.O_CLOEXEC, 0o644, dir_fd=nsfd)
+        try:
+            try:
+                done, n = 0, len(mv)
+                while done < n:
+                    done += os.write(fd, mv[done:])
+            finally:
+                os.close(fd)
+            os.rename(tmp, name, src_dir_fd=nsfd, dst_dir_fd=nsfd)
+        except FileExistsError:
+            self._unlink_quiet(tmp)
+            return False
+        except BaseException:
+            self._unlink_quiet(tmp)
+            raise
+        return True
+
+    def _unlink_quiet(self, name):
+        try:
+            os.unlink(name, dir_fd=self._fd)
+        except OSError:
+            pass
+
+    def get(self, key, out=None):
+        """Reads one chunk. With out (a writable buffer: bytearray,
+        memoryview, numpy array...), reads into it and returns the number
+        of bytes; without, returns the bytes. Returns None on a miss.
+        Raises ValueError when out is smaller than the chunk."""
+        try:
+            fd = os.open(key_hex(key), os.O_RDONLY | os.O_CLOEXEC,
+                         dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if out is None:
+                # One allocation, filled by the kernel: no second copy.
+                parts = []
+                done = 0
+                while done < size:
+                    b = os.read(fd, size - done)
+                    if not b:
+                        break
+                    parts.append(b)
+                    done += len(b)
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+            mv = _byte_view(out, writable=True)
+            if len(mv) < size:
+                raise ValueError("chunk is %d bytes, buffer %d"
+                                 % (size, len(mv)))
+            done = 0
+            while done < size:
+                n = os.readv(fd, [mv[done:size]])
+                if n == 0:
+                    break
+                done += n
+            return done
+        finally:
+            os.close(fd)
+
+    def get_mmap(self, key):
+        """The chunk as a read-only mmap (MAP_PRIVATE), or None on a miss.
+        The chunk stays pinned while the mapping exists."""
+        try:
+            fd = os.open(key_hex(key), os.O_RDONLY | os.O_CLOEXEC,
+                         dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                raise ValueError("cannot mmap an empty chunk")
+            return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE,
+                             prot=mmap.PROT_READ)
+        finally:
+            os.close(fd)
+
+    def lookup(self, keys, pin=False, prefetch=False, lease_ms=None,
+               depth_base=0):
+        """Batched lookup of a key chain: the leading run cached. pin=True
+        pins the run under leases (release() them, or they expire after
+        lease_ms, or when close() is called)."""
+        kl = [parse_key(k) for k in keys]
+        if not kl:
+            raise ValueError("lookup needs at least one key")
+        flags = (LOOKUP_PIN if pin else 0) | (LOOKUP_PREFETCH if prefetch
+                                              else 0)
+        ms = self.lease_ms if lease_ms is None else int(lease_ms)
+        res = LookupResult()
+        arg = LookupArg()
+        try:
+            for off in range(0, len(kl), LOOKUP_MAX):
+                part = kl[off:off + LOOKUP_MAX]
+                ctypes.memset(ctypes.addressof(arg), 0,
+                              LookupArg.keys.offset)
+                arg.version = ABI_VERSION
+                arg.size = ctypes.sizeof(LookupArg)
+                arg.flags = flags
+                arg.nkeys = len(part)
+                arg.lease_ms = ms
+                arg.depth_base = depth_base + off
+                ctypes.memmove(arg.keys, b"".join(part), 16 * len(part))
+                _ioctl(self.fd, IOC_LOOKUP, arg)
+                res.found += arg.found
+                res.in_l1 += arg.in_l1
+                res.in_l2 += arg.in_l2
+                if arg.lease_id:
+                    res.leases.append(arg.lease_id)
+                if arg.found < len(part):
+                    break
+        except BaseException:
+            self._drop(res)
+            raise
+        return res
+
+    def prefetch(self, keys):
+        """Starts promoting the L2 part of the cached run into L1; returns
+        the LookupResult."""
+        return self.lookup(keys, prefetch=True)
+
+    def group_lookup(self, namespaces, keys, pin=False, prefetch=False,
+                     lease_ms=None, depth_base=0):
+        """The leading run that every namespace (tensor-parallel ranks)
+        holds; pin=True pins it in all of them. Raises
+        MissingNamespaceError (.missing) when a namespace does not exist."""
+        names = [_check_ns(n) for n in namespaces]
+        if not names or len(names) > GROUP_MAX:
+            raise ValueError("1..%d namespaces" % GROUP_MAX)
+        kl = [parse_key(k) for k in keys]
+        if not kl:
+            raise ValueError("group_lookup needs at least one key")
+        flags = (LOOKUP_PIN if pin else 0) | (LOOKUP_PREFETCH if prefetch
+                                              else 0)
+        ms = self.lease_ms if lease_ms is None else int(lease_ms)
+        res = LookupResult()
+        arg = GroupLookupArg()
+        for i, n in enumerate(names):
+            arg.ns[i].value = n
+        try:
+            for off in range(0, len(kl), GROUP_KEYS_MAX):
+                part = kl[off:off + GROUP_KEYS_MAX]
+                arg.version = ABI_VERSION
+                arg.size = ctypes.sizeof(GroupLookupArg)
+                arg.flags = flags
+                arg.nkeys = len(part)
+                arg.nns = len(names)
+                arg.lease_ms = ms
+                arg.found = 0
+                arg.depth_base = depth_base + off
+                arg.lease_id = 0
+                ctypes.memset(arg.missing, 0, GROUP_MAX)
+                ctypes.memmove(arg.keys, b"".join(part), 16 * len(part))
+                try:
+                    _ioctl(self._root, IOC_GROUP_LOOKUP, arg)
+                except FileNotFoundError:
+                    missing = [namespaces[i] for i in range(len(names))
+                               if arg.missing[i]]
+                    if missing:
+                        raise MissingNamespaceError(missing) from None
+                    raise
+                res.found += arg.found
+                if arg.lease_id:
+                    res.leases.append(arg.lease_id)
+                if arg.found < len(part):
+                    break
+        except BaseException:
+            self._drop(res, self._root)
+            raise
+        return res
+
+    def unpin(self, lease_id):
+        """Releases one lease (OSError ENOENT when unknown or expired)."""
+        arg = UnpinArg(ABI_VERSION, ctypes.sizeof(UnpinArg), int(lease_id))
+        _ioctl(self.fd, IOC_UNPIN, arg)
+
+    def release(self, result):
+        """Releases every lease of a LookupResult. Leases that already
+        expired are ignored; returns how many were released."""
+        n = 0
+        leases, result.leases = result.leases, []
+        for lid in leases:
+            try:
+                self.unpin(lid)
+                n += 1
+            except FileNotFoundError:
+                pass
+        return n
+
+    def _drop(self, res, fd=None):
+        for lid in res.leases:
+            try:
+                _ioctl(self._fd if fd is None else fd, IOC_UNPIN,
+                       UnpinArg(ABI_VERSION, ctypes.sizeof(UnpinArg), lid))
+            except OSError:
+                pass
+        res.leases = []
+
+    def handle(self, key):
+        """A zero-copy Handle on a chunk (None on a miss)."""
+        try:
+            fd = os.open(key_hex(key), os.O_RDONLY | os.O_CLOEXEC,
+                         dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        try:
+            arg = HandleArg()
+            arg.version = ABI_VERSION
+            arg.size = ctypes.sizeof(HandleArg)
+            _ioctl(fd, IOC_HANDLE, arg)
+        except BaseException:
+            os.close(fd)
+            raise
+        return Handle(fd, arg)
+
+    def list(self):
+        """Key names published in the namespace."""
+        # A fresh directory fd: a listing is a snapshot taken at opendir.
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC,
+                     dir_fd=self.fd)
+        try:
+            return [n for n in os.listdir(fd) if not n.startswith(".")]
+        finally:
+            os.close(fd)
+
+    def stat(self, key):
+        """os.stat_result of a chunk (FileNotFoundError on a miss)."""
+        st = os.stat(key_hex(key), dir_fd=self.fd, follow_symlinks=False)
+        if not _stat.S_ISREG(st.st_mode):
+            raise OSError(_errno.EINVAL, "not a chunk")
+        return st

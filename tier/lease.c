@@ -1,0 +1,441 @@
+/*
+ * lease.c - the lease table (see lease.h).
+ *
+ * Leases live in two hash tables (by id, for UNPIN; by owner, because every
+ * close of every file of the mount asks "does this fd own leases?") and,
+ * when they can expire, on one list sorted by deadline. Most leases use the
+ * mount's default lease_ms, so a new lease almost always goes at the tail
+ * and insertion is O(1) in practice; the expiry thread only looks at the
+ * head.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tier/lease.h"
+#include "tier/tier.h"
+
+#define LEASE_BUCKETS 4096u /* power of two */
+#define LEASE_DEFAULT_MS 30000u
+
+struct lease {
+	struct lease *id_next;    /* chain in lt->by_id */
+	struct lease *own_next;   /* chain in lt->by_owner */
+	struct lease *prev, *next; /* lt->expiry list (deadline != 0) */
+	struct lease *gone_next;  /* private list of leases being released */
+	uint64_t id;
+	uint64_t owner;
+	uint64_t deadline_ns;     /* CLOCK_MONOTONIC; 0 = never (handles) */
+	uid_t uid;
+	bool is_handle;
+	struct tier_chunk *chunk; /* handles: released with tier_put */
+	void *cookie;             /* handles: tier_arena_export's, or NULL */
+	size_t npins;
+	struct lease_pin pins[];
+};
+
+struct lease_table {
+	struct tier *tier;
+	uint32_t default_ms;
+	pthread_t thread;
+	pthread_cond_t cond;      /* the thread waits on it */
+
+	pthread_mutex_t lock;     /* protects every field below */
+	bool stop;
+	uint64_t next_id;
+	struct lease *by_id[LEASE_BUCKETS];
+	struct lease *by_owner[LEASE_BUCKETS];
+	struct lease *head, *tail; /* expiry list, ascending deadline */
+	struct lease_stats st;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned bucket(uint64_t v)
+{
+	v ^= v >> 33;
+	v *= 0xff51afd7ed558ccdull;
+	v ^= v >> 33;
+	return (unsigned)(v & (LEASE_BUCKETS - 1));
+}
+
+/* Unlinks l from every index and updates the counters. Caller holds
+ * lt->lock; the pins are released later by release_list. */
+static void unlink_lease(struct lease_table *lt, struct lease *l,
+			 uint64_t *counter)
+{
+	struct lease **pp;
+
+	for (pp = &lt->by_id[bucket(l->id)]; *pp; pp = &(*pp)->id_next)
+		if (*pp == l) {
+			*pp = l->id_next;
+			break;
+		}
+	for (pp = &lt->by_owner[bucket(l->owner)]; *pp; pp = &(*pp)->own_next)
+		if (*pp == l) {
+			*pp = l->own_next;
+			break;
+		}
+	if (l->deadline_ns) {
+		if (l->prev)
+			l->prev->next = l->next;
+		else
+			lt->head = l->next;
+		if (l->next)
+			l->next->prev = l->prev;
+		else
+			lt->tail = l->prev;
+	}
+	lt->st.active--;
+	if (l->is_handle)
+		lt->st.handles--;
+	lt->st.pinned -= l->is_handle ? 1 : l->npins;
+	(*counter)++;
+}
+
+/* Gives back the pins of unlinked leases and frees them. Called WITHOUT
+ * lt->lock (tier calls take tier.lock). */
+static void release_list(struct lease_table *lt, struct lease *l)
+{
+	while (l) {
+		struct lease *next = l->gone_next;
+
+		if (l->cookie)
+			tier_arena_unexport(lt->tier, l->cookie);
+		if (l->chunk)
+			tier_put(lt->tier, l->chunk);
+		for (size_t i = 0; i < l->npins; i++)
+			tier_unpin_key(lt->tier, l->pins[i].ns, &l->pins[i].key);
+		free(l);
+		l = next;
+	}
+}
+
+/* Unlinks every lease past its deadline; returns them as a gone list.
+ * Caller holds lt->lock. */
+static struct lease *collect_expired(struct lease_table *lt, uint64_t now,
+				     long *n)
+{
+	struct lease *gone = NULL;
+
+	while (lt->head && lt->head->deadline_ns <= now) {
+		struct lease *l = lt->head;
+
+		unlink_lease(lt, l, &lt->st.expired);
+		l->gone_next = gone;
+		gone = l;
+		(*n)++;
+	}
+	return gone;
+}
+
+static void *lease_thread(void *arg)
+{
+	struct lease_table *lt = arg;
+
+	pthread_mutex_lock(&lt->lock);
+	while (!lt->stop) {
+		long n = 0;
+		struct lease *gone = collect_expired(lt, now_ns(), &n);
+
+		if (gone) {
+			pthread_mutex_unlock(&lt->lock);
+			release_list(lt, gone);
+			pthread_mutex_lock(&lt->lock);
+			continue;
+		}
+		if (lt->head) {
+			struct timespec ts;
+			uint64_t d = lt->head->deadline_ns;
+
+			ts.tv_sec = (time_t)(d / 1000000000ull);
+			ts.tv_nsec = (long)(d % 1000000000ull);
+			pthread_cond_timedwait(&lt->cond, &lt->lock, &ts);
+		} else {
+			pthread_cond_wait(&lt->cond, &lt->lock);
+		}
+	}
+	pthread_mutex_unlock(&lt->lock);
+	return NULL;
+}
+
+int lease_table_create(struct tier *t, uint32_t default_ms,
+		       struct lease_table **out)
+{
+	struct lease_table *lt;
+	pthread_condattr_t ca;
+	int rc;
+
+	lt = calloc(1, sizeof(*lt));
+	if (!lt)
+		return -ENOMEM;
+	lt->tier = t;
+	lt->default_ms = default_ms ? default_ms : LEASE_DEFAULT_MS;
+	lt->next_id = 1;
+	pthread_mutex_init(&lt->lock, NULL);
+	pthread_condattr_init(&ca);
+	/* Deadlines are monotonic: a clock step must not expire leases. */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&lt->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = pthread_create(&lt->thread, NULL, lease_thread, lt);
+	if (rc) {
+		pthread_cond_destroy(&lt->cond);
+		pthread_mutex_destroy(&lt->lock);
+		free(lt);
+		return -rc;
+	}
+	*out = lt;
+	return 0;
+}
+
+void lease_table_destroy(struct lease_table *lt)
+{
+	struct lease *gone = NULL;
+
+	if (!lt)
+		return;
+	pthread_mutex_lock(&lt->lock);
+	lt->stop = true;
+	pthread_cond_signal(&lt->cond);
+	pthread_mutex_unlock(&lt->lock);
+	pthread_join(lt->thread, NULL);
+
+	for (unsigned b = 0; b < LEASE_BUCKETS; b++)
+		while (lt->by_id[b]) {
+			struct lease *l = lt->by_id[b];
+
+			unlink_lease(lt, l, &lt->st.closed);
+			l->gone_next = gone;
+			gone = l;
+		}
+	release_list(lt, gone);
+	pthread_cond_destroy(&lt->cond);
+	pthread_mutex_destroy(&lt->lock);
+	free(lt);
+}
+
+/* Links a filled lease into the table. Caller holds lt->lock. */
+static void link_lease(struct lease_table *lt, struct lease *l)
+{
+	unsigned b;
+
+	l->id = lt->next_id++;
+	b = bucket(l->id);
+	l->id_next = lt->by_id[b];
+	lt->by_id[b] = l;
+	b = bucket(l->owner);
+	l->own_next = lt->by_owner[b];
+	lt->by_owner[b] = l;
+	if (l->deadline_ns) {
+		struct lease *p = lt->tail;
+
+		while (p && p->deadline_ns > l->deadline_ns)
+			p = p->prev;
+		l->prev = p;
+		l->next = p ? p->next : lt->head;
+		if (l->next)
+			l->next->prev = l;
+		else
+			lt->tail = l;
+		if (p)
+			p->next = l;
+		else
+			lt->head = l;
+		/* A new earliest deadline: the thread sleeps too long. */
+		if (lt->head == l)
+			pthread_cond_signal(&lt->cond);
+	}
+	lt->st.active++;
+	lt->st.taken++;
+}
+
+int lease_add(struct lease_table *lt, uint64_t owner, uid_t uid, uint32_t ms,
+	      const struct lease_pin *pins, size_t npins, uint64_t *id)
+{
+	struct lease *l;
+
+	if (!npins || !pins || !id)
+		return -EINVAL;
+	l = calloc(1, sizeof(*l) + npins * sizeof(l->pins[0]));
+	if (!l)
+		return -ENOMEM;
+	memcpy(l->pins, pins, npins * sizeof(pins[0]));
+	l->npins = npins;
+	l->owner = owner;
+	l->uid = uid;
+	l->deadline_ns = now_ns() +
+		(uint64_t)(ms ? ms : lt->default_ms) * 1000000ull;
+
+	pthread_mutex_lock(&lt->lock);
+	if (lt->st.active >= LEASE_MAX) {
+		pthread_mutex_unlock(&lt->lock);
+		free(l);
+		return -ENOSPC;
+	}
+	link_lease(lt, l);
+	lt->st.pinned += npins;
+	*id = l->id;
+	pthread_mutex_unlock(&lt->lock);
+	return 0;
+}
+
+static struct lease *find_owner_handle(struct lease_table *lt, uint64_t owner)
+{
+	for (struct lease *l = lt->by_owner[bucket(owner)]; l; l = l->own_next)
+		if (l->owner == owner && l->is_handle)
+			return l;
+	return NULL;
+}
+
+int lease_add_handle(struct lease_table *lt, uint64_t owner, uid_t uid,
+		     struct tier_chunk *c, void *cookie, uint64_t *id)
+{
+	struct lease *l;
+
+	if (!c || !id)
+		return -EINVAL;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->owner = owner;
+	l->uid = uid;
+	l->is_handle = true;
+	l->chunk = c;
+	l->cookie = cookie;
+
+	pthread_mutex_lock(&lt->lock);
+	if (find_owner_handle(lt, owner)) {
+		pthread_mutex_unlock(&lt->lock);
+		free(l);
+		return -EBUSY;
+	}
+	if (lt->st.active >= LEASE_MAX) {
+		pthread_mutex_unlock(&lt->lock);
+		free(l);
+		return -ENOSPC;
+	}
+	link_lease(lt, l);
+	lt->st.handles++;
+	lt->st.pinned++;
+	*id = l->id;
+	pthread_mutex_unlock(&lt->lock);
+	return 0;
+}
+
+int lease_release(struct lease_table *lt, uint64_t id, uint64_t owner,
+		  uid_t uid, int handle)
+{
+	struct lease *l;
+
+	pthread_mutex_lock(&lt->lock);
+	for (l = lt->by_id[bucket(id)]; l; l = l->id_next)
+		if (l->id == id)
+			break;
+	if (!l || l->is_handle != !!handle ||
+	    (l->is_handle && l->owner != owner)) {
+		pthread_mutex_unlock(&lt->lock);
+		return -ENOENT;
+	}
+	if (l->deadline_ns && l->deadline_ns <= now_ns()) {
+		/* Expired but the thread has not run yet: still a miss. */
+		unlink_lease(lt, l, &lt->st.expired);
+		pthread_mutex_unlock(&lt->lock);
+		l->gone_next = NULL;
+		release_list(lt, l);
+		return -ENOENT;
+	}
+	if (uid != 0 && uid != l->uid) {
+		pthread_mutex_unlock(&lt->lock);
+		return -EPERM;
+	}
+	unlink_lease(lt, l, &lt->st.unpinned);
+	pthread_mutex_unlock(&lt->lock);
+	l->gone_next = NULL;
+	release_list(lt, l);
+	return 0;
+}
+
+long lease_release_owner(struct lease_table *lt, uint64_t owner)
+{
+	struct lease *gone = NULL, *l, *next;
+	long n = 0;
+
+	pthread_mutex_lock(&lt->lock);
+	if (!lt->st.active) {
+		pthread_mutex_unlock(&lt->lock);
+		return 0;
+	}
+	for (l = lt->by_owner[bucket(owner)]; l; l = next) {
+		next = l->own_next;
+		if (l->owner != owner)
+			continue;
+		unlink_lease(lt, l, &lt->st.closed);
+		l->gone_next = gone;
+		gone = l;
+		n++;
+	}
+	pthread_mutex_unlock(&lt->lock);
+	release_list(lt, gone);
+	return n;
+}
+
+uint64_t lease_owner_handle(struct lease_table *lt, uint64_t owner)
+{
+	struct lease *l;
+	uint64_t id;
+
+	pthread_mutex_lock(&lt->lock);
+	l = find_owner_handle(lt, owner);
+	id = l ? l->id : 0;
+	pthread_mutex_unlock(&lt->lock);
+	return id;
+}
+
+long lease_expire_now(struct lease_table *lt)
+{
+	struct lease *gone;
+	long n = 0;
+
+	pthread_mutex_lock(&lt->lock);
+	gone = collect_expired(lt, now_ns(), &n);
+	pthread_mutex_unlock(&lt->lock);
+	release_list(lt, gone);
+	return n;
+}
+
+void lease_get_stats(struct lease_table *lt, struct lease_stats *st)
+{
+	pthread_mutex_lock(&lt->lock);
+	*st = lt->st;
+	pthread_mutex_unlock(&lt->lock);
+}
+
+int lease_stats_json(struct lease_table *lt, char *buf, size_t len)
+{
+	struct lease_stats st;
+
+	lease_get_stats(lt, &st);
+	return snprintf(buf, len,
+			"\"leases\":{\"active\":%llu,\"handles\":%llu,"
+			"\"pinned_chunks\":%llu,\"taken\":%llu,"
+			"\"unpinned\":%llu,\"expired\":%llu,\"closed\":%llu,"
+			"\"lease_ms\":%u}",
+			(unsigned long long)st.active,
+			(unsigned long long)st.handles,
+			(unsigned long long)st.pinned,
+			(unsigned long long)st.taken,
+			(unsigned long long)st.unpinned,
+			(unsigned long long)st.expired,
+			(unsigned long long)st.closed, lt->default_ms);
+}
