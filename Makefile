@@ -44,6 +44,9 @@ ifeq ($(origin CUDA),undefined)
 CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1,0)
 endif
 NVCC ?= $(CUDA_HOME)/bin/nvcc
+# No .cu sources today: gpu/gpu_cuda.c is C, compiled by $(CC) against the
+# CUDA headers (static asserts there check gpu/gpu_rt.h's constants), and
+# libcudart is dlopen'ed, so nvcc is not needed to build.
 
 # ---------------------------------------------------------------- flags
 DEPS_PKGS := fuse3 liburing libzstd libxxhash
@@ -58,7 +61,9 @@ LIBS := -luring -lzstd -ldl -lm
 FUSE_LIBS := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null || echo -lfuse3)
 
 # ---------------------------------------------------------------- sources
-GPU_SRC := gpu/gpu.c gpu/gpu_host.c
+# gpu_rt.c (the dlopen loader, no CUDA headers) is always built: the client
+# side opens CUDA IPC handles wherever the engine has CUDA.
+GPU_SRC := gpu/gpu.c gpu/gpu_host.c gpu/gpu_rt.c
 ifeq ($(CUDA),1)
 GPU_SRC += $(if $(wildcard gpu/gpu_cuda.c),gpu/gpu_cuda.c,gpu/gpu_nocuda.c)
 CUDA_CFLAGS := -I$(CUDA_HOME)/include
@@ -88,7 +93,7 @@ PROGS := $(BUILD)/kvfsctl $(BUILD)/kvfs-mount
 LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
 
 .PHONY: all tests test unit integ pytest deps check-deps demo bench install \
-	clean gpu-tests
+	clean gpu-tests gpu-test
 
 all: $(LIBKVFS) $(PROGS)
 
@@ -140,6 +145,44 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
+# ---------------------------------------------------------------- gpu
+# libfakecudart.so stands in for libcudart (KVFS_CUDART=...) so the pinned
+# and cuda backends and CUDA handles are tested on machines without a GPU;
+# built plain (no sanitizer, no CUDA headers) and never installed.
+FAKECUDART := $(BUILD)/tests/gpu/libfakecudart.so
+$(FAKECUDART): tests/gpu/fake/fakecudart.c
+	$(call msg,LD,$@)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=gnu11 -O1 -g -fPIC -shared -pthread -Wall -Wextra -Werror \
+	  -o $@ $<
+tests: $(FAKECUDART)
+
+# kvfs_devcheck: a CUDA C++ engine-side check (a kernel compares chunk bytes
+# on the device), built with nvcc where CUDA=1 and nvcc exists, linked with
+# $(CC) so sanitizer builds link too. It links libcudart itself (it is a
+# test program); libkvfs still does not.
+NVCC_OK := $(and $(filter 1,$(CUDA)),$(wildcard $(NVCC)))
+DEVCHECK := $(if $(NVCC_OK),$(BUILD)/tests/gpu/kvfs_devcheck)
+$(BUILD)/tests/gpu/kvfs_devcheck.o: tests/gpu/cuda/kvfs_devcheck.cu include/kvfs.h
+	$(call msg,NVCC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(NVCC) -O2 -std=c++17 -Iinclude -I. -c $< -o $@
+$(BUILD)/tests/gpu/kvfs_devcheck: $(BUILD)/tests/gpu/kvfs_devcheck.o $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS) -L$(CUDA_HOME)/lib64 \
+	  -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+tests: $(DEVCHECK)
+
+# The GPU tests, then the GPU benchmark, on this build (each skips with 77,
+# saying why, without a GPU): `make gpu-test` on a GPU machine.
+GPU_BENCH := $(BUILD)/bench/kvfs_gpubench
+gpu-test gpu-tests: all $(GPU_TEST_BIN) $(FAKECUDART) $(BUILD)/tests/unit/test_gpu \
+		$(GPU_BENCH) $(DEVCHECK)
+	$(Q)for t in $(BUILD)/tests/unit/test_gpu $(GPU_TEST_BIN) $(GPU_BENCH); do \
+	  echo "=== $$t"; KVFS_BUILD=$(BUILD) KVFS_MOUNT_BIN=$$PWD/$(BUILD)/kvfs-mount \
+	  timeout -k 10 300 $$t; rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ] || exit $$rc; \
+	done
+
 # ---------------------------------------------------------------- deps
 APT_PKGS := build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	libzstd-dev libxxhash-dev libcmocka-dev attr python3 python3-numpy \
@@ -161,11 +204,11 @@ test: check-deps
 	$(Q)BUILD=build/asan PLAIN_BUILD=build bash tests/run.sh
 
 demo: check-deps all
-	$(Q)bash bench/demo.sh build
+	$(Q)bash bench/demo.sh $(BUILD)
 
 bench: check-deps
 	$(Q)$(MAKE) --no-print-directory all tests
-	$(Q)bash bench/run.sh build
+	$(Q)bash bench/run.sh $(BUILD)
 
 # ---------------------------------------------------------------- install
 install: all

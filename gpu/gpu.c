@@ -6,6 +6,7 @@
 
 #include "gpu/gpu.h"
 #include "gpu/gpu_i.h"
+#include "gpu/gpu_rt.h"
 
 int gpu_arena_open(const char *spec, uint64_t size, struct gpu_arena *a,
 		   char *err, size_t errlen)
@@ -13,6 +14,14 @@ int gpu_arena_open(const char *spec, uint64_t size, struct gpu_arena *a,
 	const struct gpu_ops *ops;
 	int device = 0, rc;
 
+	/* "auto": pinned where a GPU is usable, else (or if pinning fails,
+	 * e.g. RLIMIT_MEMLOCK) host; a->ops->name says which it became. */
+	if (spec && strcmp(spec, "auto") == 0) {
+		if (strcmp(gpu_default_spec(), "pinned") == 0 &&
+		    gpu_arena_open("pinned", size, a, err, errlen) == 0)
+			return 0;
+		spec = "host";
+	}
 	memset(a, 0, sizeof(*a));
 	a->memfd = -1;
 	a->device = -1;
@@ -40,8 +49,8 @@ int gpu_arena_open(const char *spec, uint64_t size, struct gpu_arena *a,
 		if (!ops)
 			return -ENODEV;
 	} else {
-		snprintf(err, errlen, "l1=%s: expected host, pinned or cuda[:N]",
-			 spec);
+		snprintf(err, errlen,
+			 "l1=%s: expected host, pinned, cuda[:N] or auto", spec);
 		return -EINVAL;
 	}
 	a->ops = ops;
@@ -56,4 +65,32 @@ void gpu_arena_close(struct gpu_arena *a)
 	if (a->ops)
 		a->ops->free(a);
 	a->ops = NULL;
+}
+
+int gpu_arena_describe(const struct gpu_arena *a, char *buf, size_t len)
+{
+	const char *name = a->ops ? a->ops->name : "closed";
+
+	if (a->device >= 0)
+		return snprintf(buf, len, "%s:%d %llu bytes (%s memory)", name,
+				a->device, (unsigned long long)a->size,
+				a->host ? "pinned host" : "device");
+	return snprintf(buf, len, "%s %llu bytes (host memory)", name,
+			(unsigned long long)a->size);
+}
+
+const char *gpu_default_spec(void)
+{
+	struct gpu_rt rt;
+	char err[256];
+	int n = 0;
+
+	if (!gpu_cuda_backend("pinned", err, sizeof(err)))
+		return "host";
+	if (gpu_rt_load(&rt, err, sizeof(err)) < 0)
+		return "host";
+	if (rt.GetDeviceCount(&n) != GPU_RT_SUCCESS)
+		n = 0;
+	gpu_rt_unload(&rt);
+	return n > 0 ? "pinned" : "host";
 }

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct gpu_export;
+
 struct gpu_arena {
 	const struct gpu_ops *ops;
 	uint64_t size;
@@ -34,19 +36,71 @@ struct gpu_ops {
 		       size_t len);
 	int (*copy_out)(struct gpu_arena *a, uint64_t off, void *dst,
 			size_t len);
-	/* Fills ipc (64 bytes) with a handle to the whole arena. -ENOTSUP
-	 * for host arenas. */
-	int (*export_handle)(struct gpu_arena *a, uint8_t ipc[64]);
+	/*
+	 * Exports [off, off + len) of the arena to another process: fills
+	 * ex (ipc, offset, length, device, cookie). The handle never covers
+	 * more than that range (see struct gpu_export). May block for a
+	 * device copy: call it without engine locks held. -ENOTSUP for
+	 * host and pinned arenas (mmap the chunk instead), -EINVAL for a
+	 * range outside the arena, -ENOMEM, -EIO (CUDA error).
+	 */
+	int (*export_handle)(struct gpu_arena *a, uint64_t off, uint64_t len,
+			     struct gpu_export *ex);
+	/* Releases what export_handle made (ex->cookie); NULL is a no-op. */
+	void (*unexport)(struct gpu_arena *a, void *cookie);
+	/* Zeroes [off, off + len) (holes of a chunk being written). */
+	int (*zero)(struct gpu_arena *a, uint64_t off, size_t len);
+	/* Copies len bytes from src to dst inside the arena (a growing
+	 * writer's extent): device to device for cuda. The ranges must not
+	 * overlap. -EINVAL for ranges outside the arena or overlapping. */
+	int (*move)(struct gpu_arena *a, uint64_t dst, uint64_t src,
+		    size_t len);
 };
 
 /*
- * gpu_arena_open - parses spec ("host", "pinned", "cuda", "cuda:N") and
- * allocates size bytes. On failure writes a one-line reason to err:
+ * An exported range. Isolation: a CUDA IPC handle maps a whole cudaMalloc
+ * allocation, so the cuda backend never exports the arena itself (that
+ * would hand one namespace's reader every namespace's chunks). Each export
+ * gets its own device buffer, sized up to a multiple of 2 MiB (CUDA may
+ * sub-allocate smaller cudaMalloc blocks from a shared page, and IPC would
+ * then share the neighbours too) with the tail zeroed, filled by a
+ * device-to-device copy from the arena; unexport frees it. The importer
+ * must cudaIpcCloseMemHandle before the handle is released.
+ */
+struct gpu_export {
+	uint8_t ipc[64];  /* cudaIpcMemHandle_t of the per-export buffer */
+	uint64_t offset;  /* where the range starts in that buffer */
+	uint64_t length;  /* bytes of the range */
+	int device;       /* CUDA device of the buffer */
+	void *cookie;     /* backend state; NULL once released */
+};
+
+/*
+ * gpu_arena_open - parses spec ("host", "pinned", "cuda", "cuda:N", or
+ * "auto": pinned where gpu_default_spec says so and it opens, else host)
+ * and allocates size bytes. On failure writes a one-line reason to err:
  * -EINVAL (bad spec), -ENODEV (no usable GPU or CUDA runtime), -ENOMEM.
+ * CUDA does not survive fork(): open pinned/cuda arenas (and call
+ * gpu_default_spec) in the process that will use them, after daemonizing.
  */
 int gpu_arena_open(const char *spec, uint64_t size, struct gpu_arena *a,
 		   char *err, size_t errlen);
 void gpu_arena_close(struct gpu_arena *a);
+
+/*
+ * gpu_default_spec - the l1 spec to use when the user gave none: "pinned"
+ * where this build has CUDA and the driver reports a device, else "host".
+ * Loads the runtime and counts devices (creates no CUDA context). A caller
+ * using it should fall back to "host", with a log line, if opening the
+ * pinned arena then fails (e.g. RLIMIT_MEMLOCK).
+ */
+const char *gpu_default_spec(void);
+
+/*
+ * gpu_arena_describe - one line for logs and .kvfs/config, e.g.
+ * "cuda:0 1073741824 bytes (device memory)". Returns the snprintf length.
+ */
+int gpu_arena_describe(const struct gpu_arena *a, char *buf, size_t len);
 
 static inline int gpu_copy_in(struct gpu_arena *a, uint64_t off,
 			      const void *src, size_t len)
@@ -58,6 +112,28 @@ static inline int gpu_copy_out(struct gpu_arena *a, uint64_t off, void *dst,
 			       size_t len)
 {
 	return a->ops->copy_out(a, off, dst, len);
+}
+
+static inline int gpu_zero(struct gpu_arena *a, uint64_t off, size_t len)
+{
+	return a->ops->zero(a, off, len);
+}
+
+static inline int gpu_move(struct gpu_arena *a, uint64_t dst, uint64_t src,
+			   size_t len)
+{
+	return a->ops->move(a, dst, src, len);
+}
+
+static inline int gpu_export_range(struct gpu_arena *a, uint64_t off,
+				   uint64_t len, struct gpu_export *ex)
+{
+	return a->ops->export_handle(a, off, len, ex);
+}
+
+static inline void gpu_unexport(struct gpu_arena *a, void *cookie)
+{
+	a->ops->unexport(a, cookie);
 }
 
 #endif /* KVFS_GPU_H */

@@ -1,6 +1,6 @@
 /*
  * gpu_host.c - the host backend: the arena is a memfd mapped MAP_SHARED and
- * pre-faulted (MAP_POPULATE), with transparent huge pages requested. A memfd
+ * pre-faulted at start, with transparent huge pages requested. A memfd
  * lets later work hand the arena to engines (mmap) and splice from it.
  * Pre-faulting matters: touching a fresh 4 KiB page costs microseconds,
  * more than copying it.
@@ -33,8 +33,7 @@ int gpu_host_map(struct gpu_arena *a, uint64_t size, const char *tag,
 			 (unsigned long long)size, strerror(saved));
 		goto err_close;
 	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_POPULATE, fd, 0);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		saved = errno;
 		snprintf(err, errlen, "mmap l1 arena of %llu bytes: %s",
@@ -43,6 +42,23 @@ int gpu_host_map(struct gpu_arena *a, uint64_t size, const char *tag,
 	}
 	/* Best effort: shmem THP depends on the kernel's shmem_enabled. */
 	(void)madvise(p, size, MADV_HUGEPAGE);
+	/*
+	 * Pre-fault the arena: MADV_POPULATE_WRITE, then a write of one
+	 * byte per page from user space. Measured on this VM (2 MiB chunk
+	 * writes through the mount, same run): with MAP_POPULATE or
+	 * MADV_POPULATE_WRITE alone the first write to each page stayed
+	 * slow (0.25-0.43 GB/s into untouched arena against 2.3 GB/s into
+	 * arena written before): the hypervisor fills its own page tables
+	 * on the first user access, which only a user-space touch does ahead
+	 * of time. Per GiB: populate 0.28 s + touch 0.32 s, against 2.9 s
+	 * for the touch alone (/tmp micro-benchmark, 1 GiB memfd).
+	 */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels: EINVAL */
+#endif
+	(void)madvise(p, size, MADV_POPULATE_WRITE);
+	for (uint64_t o = 0; o < size; o += 4096)
+		((volatile char *)p)[o] = 0;
 	a->size = size;
 	a->host = p;
 	a->memfd = fd;
@@ -72,8 +88,8 @@ static int host_alloc(struct gpu_arena *a, uint64_t size, int device,
 	return gpu_host_map(a, size, "kvfs-l1", err, errlen);
 }
 
-static int host_copy_in(struct gpu_arena *a, uint64_t off, const void *src,
-			size_t len)
+int gpu_host_copy_in(struct gpu_arena *a, uint64_t off, const void *src,
+		     size_t len)
 {
 	if (off > a->size || len > a->size - off)
 		return -EINVAL;
@@ -81,8 +97,8 @@ static int host_copy_in(struct gpu_arena *a, uint64_t off, const void *src,
 	return 0;
 }
 
-static int host_copy_out(struct gpu_arena *a, uint64_t off, void *dst,
-			 size_t len)
+int gpu_host_copy_out(struct gpu_arena *a, uint64_t off, void *dst,
+		      size_t len)
 {
 	if (off > a->size || len > a->size - off)
 		return -EINVAL;
@@ -90,18 +106,57 @@ static int host_copy_out(struct gpu_arena *a, uint64_t off, void *dst,
 	return 0;
 }
 
-static int host_export(struct gpu_arena *a, uint8_t ipc[64])
+int gpu_host_zero(struct gpu_arena *a, uint64_t off, size_t len)
+{
+	if (off > a->size || len > a->size - off)
+		return -EINVAL;
+	memset((char *)a->host + off, 0, len);
+	return 0;
+}
+
+int gpu_move_ok(const struct gpu_arena *a, uint64_t dst, uint64_t src,
+		size_t len)
+{
+	if (dst > a->size || src > a->size || len > a->size - dst ||
+	    len > a->size - src)
+		return 0;
+	return dst + len <= src || src + len <= dst;
+}
+
+int gpu_host_move(struct gpu_arena *a, uint64_t dst, uint64_t src,
+		  size_t len)
+{
+	if (!gpu_move_ok(a, dst, src, len))
+		return -EINVAL;
+	memcpy((char *)a->host + dst, (const char *)a->host + src, len);
+	return 0;
+}
+
+/* Host arenas are reached by mmap of the chunk fd, not by a handle. */
+int gpu_host_export(struct gpu_arena *a, uint64_t off, uint64_t len,
+		    struct gpu_export *ex)
 {
 	(void)a;
-	(void)ipc;
+	(void)off;
+	(void)len;
+	memset(ex, 0, sizeof(*ex));
 	return -ENOTSUP;
+}
+
+void gpu_host_unexport(struct gpu_arena *a, void *cookie)
+{
+	(void)a;
+	(void)cookie;
 }
 
 const struct gpu_ops gpu_host_ops = {
 	.name = "host",
 	.alloc = host_alloc,
 	.free = gpu_host_unmap,
-	.copy_in = host_copy_in,
-	.copy_out = host_copy_out,
-	.export_handle = host_export,
+	.copy_in = gpu_host_copy_in,
+	.copy_out = gpu_host_copy_out,
+	.export_handle = gpu_host_export,
+	.unexport = gpu_host_unexport,
+	.zero = gpu_host_zero,
+	.move = gpu_host_move,
 };

@@ -11,6 +11,22 @@ int gpu_host_map(struct gpu_arena *a, uint64_t size, const char *tag,
 		 char *err, size_t errlen);
 void gpu_host_unmap(struct gpu_arena *a);
 
+/* The host backend's ops on a->host, shared with the pinned backend. */
+int gpu_host_copy_in(struct gpu_arena *a, uint64_t off, const void *src,
+		     size_t len);
+int gpu_host_copy_out(struct gpu_arena *a, uint64_t off, void *dst,
+		      size_t len);
+int gpu_host_zero(struct gpu_arena *a, uint64_t off, size_t len);
+int gpu_host_move(struct gpu_arena *a, uint64_t dst, uint64_t src,
+		  size_t len);
+/* 1 when [dst, dst + len) and [src, src + len) lie in the arena and do not
+ * overlap (the contract of ops->move). */
+int gpu_move_ok(const struct gpu_arena *a, uint64_t dst, uint64_t src,
+		size_t len);
+int gpu_host_export(struct gpu_arena *a, uint64_t off, uint64_t len,
+		    struct gpu_export *ex);
+void gpu_host_unexport(struct gpu_arena *a, void *cookie);
+
 /*
  * gpu_cuda_backend - the ops for "pinned" or "cuda", or NULL with a reason
  * in err when this build has no CUDA support (gpu_nocuda.c) .

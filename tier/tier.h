@@ -316,9 +316,15 @@ long long tier_chunk_offset(const struct tier_chunk *c);
 
 /* tier_arena_export - an IPC handle (64 bytes, e.g. cudaIpcMemHandle_t) for
  * the device memory holding the pinned chunk c, and the chunk's offset in
- * it. The gpu backend decides what the handle covers (see gpu/gpu.h).
- * -ENOTSUP for host arenas (mmap the chunk fd instead). */
+ * it. The gpu backend decides what the handle covers (see gpu/gpu.h: the
+ * cuda backend copies the chunk into a buffer of its own, so the handle
+ * reaches this chunk only). *cookie must be passed to tier_arena_unexport
+ * when the handle is released (before or after tier_put). May block for a
+ * device copy: call without fs locks. -ENOTSUP for host and pinned arenas
+ * (mmap the chunk fd instead), -ENODATA when c is not in the arena. */
 int tier_arena_export(struct tier *t, const struct tier_chunk *c,
-		      uint8_t ipc[64], uint64_t *offset);
+		      uint8_t ipc[64], uint64_t *offset, void **cookie);
+/* tier_arena_unexport - frees what tier_arena_export made; NULL is a no-op. */
+void tier_arena_unexport(struct tier *t, void *cookie);
 
 #endif /* KVFS_TIER_H */
