@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# bench/run.sh BUILD - what `make bench` runs, after building everything
+# into BUILD (build/ by default).
+#
+# Runs each benchmark that exists, in this order, and says which are
+# missing:
+#   BUILD/bench/kvfs_bench     mount vs tmpfs: 2 MiB / 256 KiB chunks
+#   BUILD/bench/kvfs_meta      metadata bytes per chunk, replay
+#   BUILD/bench/kvfs_l2bench   compression, L2 promotion vs O_DIRECT
+#   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
+#   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
+#   bench/py_bench.py          the Python binding vs os.read/os.write
+#
+# Contract for a benchmark program: it takes no arguments (extra ones come
+# from KVFS_BENCH_ARGS_<name>, e.g. KVFS_BENCH_ARGS_kvfs_bench="--mib 64"),
+# finds the programs in these variables, puts every temporary file and mount
+# under $TMPDIR (a directory this script owns and cleans up, unmounting
+# anything left mounted in it), prints its own table, and exits 0, 77 to
+# say "skipped" (with the reason printed), or anything else for a failure:
+#   KVFS_BUILD        the build directory (absolute)
+#   KVFS_MOUNT_BIN    BUILD/kvfs-mount
+#   KVFS_CTL_BIN      BUILD/kvfsctl
+#   KVFS_LIB          BUILD/libkvfs.so (for Python's ctypes)
+#   TMPDIR            a fresh directory for this run
+# Each program has a deadline (KVFS_BENCH_TIMEOUT seconds, default 180).
+set -u
+BUILD=${1:-build}
+cd "$(dirname "$0")/.." || exit 1
+BUILD_ABS=$(cd "$BUILD" 2>/dev/null && pwd) || {
+	echo "bench/run.sh: no build directory '$BUILD' (run make first)" >&2
+	exit 1
+}
+LIMIT=${KVFS_BENCH_TIMEOUT:-180}
+WORK=$(mktemp -d /tmp/kvfs-bench.XXXXXX) || exit 1
+
+export KVFS_BUILD=$BUILD_ABS KVFS_MOUNT_BIN=$BUILD_ABS/kvfs-mount \
+	KVFS_CTL_BIN=$BUILD_ABS/kvfsctl KVFS_LIB=$BUILD_ABS/libkvfs.so \
+	TMPDIR=$WORK
+
+# Unmount whatever a benchmark left mounted under WORK (deepest first), then
+# remove WORK without ever crossing into a mount.
+cleanup() {
+	local m left
+	for m in $(awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts | sort -r); do
+		fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+	done
+	left=$(awk -v w="$WORK/" 'index($2, w) == 1 { print $2 }' /proc/mounts)
+	if [ -n "$left" ]; then
+		echo "bench/run.sh: could not unmount: $left" >&2
+		return
+	fi
+	rm -rf --one-file-system "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+failed=() skipped=() ran=0
+
+run() { # name cmd...
+	local name=$1 rc extra_var extra
+	shift
+	extra_var=KVFS_BENCH_ARGS_${name//[^A-Za-z0-9_]/_}
+	extra=${!extra_var:-}
+	printf '\n=== %s\n' "$name"
+	# shellcheck disable=SC2086 # extra args are meant to be split
+	timeout -k 10 "$LIMIT" "$@" $extra
+	rc=$?
+	case $rc in
+	0) ran=$((ran + 1)) ;;
+	77) skipped+=("$name") ;;
+	124 | 137) failed+=("$name (ran past ${LIMIT} s)") ;;
+	*) failed+=("$name (exit $rc)") ;;
+	esac
+}
+
+echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
+for b in kvfs_bench kvfs_meta kvfs_l2bench kvfs_ibench kvfs_gpubench; do
+	if [ -x "$BUILD/bench/$b" ]; then
+		run "$b" "$BUILD/bench/$b"
+	else
+		printf '\n=== %s\n(not built: bench/%s.c does not exist yet)\n' "$b" "$b"
+	fi
+done
+if [ -f bench/py_bench.py ]; then
+	run py_bench.py /usr/bin/python3 bench/py_bench.py
+else
+	printf '\n=== py_bench.py\n(missing: bench/py_bench.py does not exist yet)\n'
+fi
+
+printf '\n=== bench summary: %d ran, %d skipped, %d failed\n' \
+	"$ran" "${#skipped[@]}" "${#failed[@]}"
+for s in "${skipped[@]}"; do printf '  skipped: %s\n' "$s"; done
+for f in "${failed[@]}"; do printf '  FAILED: %s\n' "$f"; done
+[ ${#failed[@]} -eq 0 ]
