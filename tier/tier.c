@@ -727,6 +727,7 @@ int tier_ns_create(struct tier *t, const char *name, uint32_t *id)
 	if (!ns)
 		return -ENOMEM;
 	strcpy(ns->name, name);
+	ns->shuffle = t->cfg.shuffle; /* until user.kvfs.dtype says */
 	tier_lock(t);
 	if (ns_by_name(t, name)) {
 		rc = -EEXIST;
@@ -1059,6 +1060,8 @@ int tier_set_user_pin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	if (r && on && !(r->flags & TREC_USER_PIN)) {
 		r->flags |= TREC_USER_PIN;
 		tier_ref(t, r);
+		if (r->where == TIER_L2)
+			tier_l2_pin_promote(t, r); /* "keeps it in L1" */
 	} else if (r && !on && (r->flags & TREC_USER_PIN)) {
 		r->flags &= (uint8_t)~TREC_USER_PIN;
 		tier_unref(t, r);

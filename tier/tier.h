@@ -53,7 +53,9 @@ struct tier_config {
 
 	/* L2: disabled when l2_dir is NULL. */
 	const char *l2_dir;
-	uint64_t l2_size;       /* bytes on disk */
+	uint64_t l2_size;       /* bytes on disk; 0 = half the free space of
+				 * l2_dir's filesystem (>= 256 MiB); must hold
+				 * 4 chunks of max_chunk (else -EINVAL) */
 	int compress_level;     /* 0 = none, else the zstd level */
 	int shuffle;            /* default byte-plane shuffle: 0, 2 or 4 */
 	enum tier_ingest ingest;
@@ -77,7 +79,7 @@ struct tier_config {
 };
 
 /* Fills cfg with defaults (l1_size 1 GiB, max_chunk 64 MiB, s3fifo, host,
- * no L2, zstd level 1, ingest evicted, hot_hits 2). */
+ * no L2, zstd level 1, shuffle 2, ingest evicted, hot_hits 2). */
 void tier_config_default(struct tier_config *cfg);
 
 /*

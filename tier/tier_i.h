@@ -217,6 +217,8 @@ void tier_l2_on_hit(struct tier *t, struct tier_rec *r);
 /* r is being unlinked: frees its L2 record. */
 void tier_l2_forget(struct tier *t, struct tier_rec *r);
 void tier_l2_prefetch(struct tier *t, struct tier_rec *r);
+/* r (L2, just user-pinned) is promoted into L1 if there is room. */
+void tier_l2_pin_promote(struct tier *t, struct tier_rec *r);
 uint64_t tier_l2_stored(const struct tier_rec *r);
 void tier_l2_stats(struct tier *t, struct tier_stats *st);
 

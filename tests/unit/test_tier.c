@@ -191,10 +191,13 @@ static void test_config(void **state)
 	assert_int_equal(tier_create(&cfg, &t, err, sizeof(err)), -EINVAL);
 
 	cfg.policy = "lru";
+	/* L2 config errors (tier_l2.c; the L2 tests are in test_l2.c) */
 	cfg.l2_dir = "/tmp";
+	cfg.l2_size = 4096;
 	err[0] = 0;
-	assert_int_equal(tier_create(&cfg, &t, err, sizeof(err)), -ENOTSUP);
-	assert_non_null(strstr(err, "L2"));
+	assert_int_equal(tier_create(&cfg, &t, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "l2_size"));
+	cfg.l2_size = 0;
 
 	cfg.l2_dir = NULL;
 	cfg.l1 = "bogus";

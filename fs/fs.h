@@ -1,0 +1,57 @@
+/*
+ * fs.h - the kvfs filesystem as libfuse low-level operations, for
+ * mount/kvfs_mount.c. One struct fs per mount; no globals, so two mounts can
+ * live in one process.
+ */
+#ifndef KVFS_FS_H
+#define KVFS_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fs;
+struct fuse_session;
+struct fuse_lowlevel_ops;
+struct tier_config;
+
+enum fs_cache {
+	FS_CACHE_DIRECT = 0, /* direct_io: reads reply from the arena */
+	FS_CACHE_PAGE,       /* page cache + keep_cache for published chunks */
+};
+
+struct fs_config {
+	enum fs_cache cache;
+	uint32_t lease_ms;       /* default lease of KVFS_LOOKUP_PIN */
+	uint64_t seed;           /* key seed engines should use (shown) */
+	uint32_t tmp_timeout_ms; /* closed, unrenamed temporaries are dropped */
+	char config_text[4096];  /* the effective options, for .kvfs/config */
+};
+
+/*
+ * fs_create - creates the engine (tier_create with tc; fs installs its own
+ * on_gone callback) and the filesystem state around it. On failure writes a
+ * one-line reason to err and returns -errno; nothing is left allocated.
+ */
+int fs_create(const struct fs_config *fc, struct tier_config *tc,
+	      struct fs **out, char *err, size_t errlen);
+
+/* fs_ops - the operations table to give fuse_session_new with fs as
+ * userdata. */
+const struct fuse_lowlevel_ops *fs_ops(void);
+
+/*
+ * fs_start - records the session (for kernel cache invalidation) and starts
+ * the background thread (evictions -> invalidations, expiry of abandoned
+ * temporaries). Call after fuse_session_mount, before the loop. 0 or -errno.
+ */
+int fs_start(struct fs *fs, struct fuse_session *se);
+
+/* fs_stop - stops the background thread; call after the loop returned and
+ * before fuse_session_unmount/destroy. Idempotent. */
+void fs_stop(struct fs *fs);
+
+/* fs_destroy - frees every inode, handle and writer, then the engine. */
+void fs_destroy(struct fs *fs);
+
+#endif /* KVFS_FS_H */

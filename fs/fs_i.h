@@ -1,0 +1,165 @@
+/*
+ * fs_i.h - private interface of fs/ (the FUSE low-level operations), shared
+ * between fs.c (namespaces, inodes, publication, xattrs, control files) and
+ * fs_ioctl.c (the ioctls of include/kvfs.h, owned by the engine-interface
+ * work). Nothing outside fs/ includes this; mount/ uses fs/fs.h.
+ *
+ * ---------------------------------------------------------------- contract
+ * Per-open state. Every open(2) and opendir(2) on the mount gets one
+ * struct fs_fh; fuse_file_info.fh is (uint64_t)(uintptr_t) of it, for files
+ * and directories alike. fs_ioctl() receives that fi, so fs_fh_of(fi) is
+ * the fd's state. Fields are set at open and never change afterwards,
+ * except ioctl_priv (see below); so fs_ioctl may read them without a lock.
+ *
+ *   kind    FS_FH_ROOT (mount root dir), FS_FH_NS (namespace dir),
+ *           FS_FH_CHUNK (published chunk opened for reading),
+ *           FS_FH_WRITER (chunk or temporary being written),
+ *           FS_FH_CTL (.kvfs or a file in it).
+ *   ns      namespace id (FS_FH_NS, FS_FH_CHUNK, FS_FH_WRITER), else 0.
+ *   key     the chunk's key (FS_FH_CHUNK; FS_FH_WRITER when has_key).
+ *   chunk   FS_FH_CHUNK only: the chunk, pinned by fs (tier_get at open,
+ *           tier_put at release, AFTER fs_ioctl_release). Never NULL for
+ *           FS_FH_CHUNK. Do not tier_put it yourself; a handle needs its own
+ *           pin (tier_pin_key) only if it must survive the fd, which the
+ *           ABI says it does not.
+ *   uid, gid, pid   fuse_req_ctx() of the open/opendir request (the
+ *           opener's credentials). For the caller of an ioctl use
+ *           fuse_req_ctx(req) there; fs_ns_access() checks a namespace's
+ *           mode for a request's caller.
+ *   ioctl_priv  owned by fs_ioctl.c: NULL at open; fs_ioctl may set it
+ *           (protected by ioctl_lock); fs_ioctl_release() must free it.
+ *
+ * Life: fs_ioctl_release(fs, fh) is called exactly once per fh, from
+ * release/releasedir, before fs drops the chunk pin and frees the fh, so
+ * leases and handles held by that fd can be dropped there. fs_ioctl_init()
+ * runs once at fs_create (after the tier exists, before any request);
+ * fs_ioctl_destroy() once at fs_destroy (after the last request, before
+ * tier_destroy). fs->ioctl_state is theirs to use.
+ */
+#ifndef KVFS_FS_I_H
+#define KVFS_FS_I_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kvfs.h"
+#include "tier/tier.h"
+#include "fs/fs.h"
+
+enum fs_fh_kind {
+	FS_FH_ROOT = 1,
+	FS_FH_NS,
+	FS_FH_CHUNK,
+	FS_FH_WRITER,
+	FS_FH_CTL,
+};
+
+struct fs_wr;    /* fs.c: a chunk being written (keyed or temporary) */
+struct fs_dirsnap; /* fs.c: readdir snapshot */
+
+struct fs_fh {
+	enum fs_fh_kind kind;
+	uint32_t ns;
+	bool has_key;
+	struct kvfs_key key;
+	struct tier_chunk *chunk; /* FS_FH_CHUNK: pinned until release */
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+
+	pthread_mutex_t ioctl_lock; /* protects ioctl_priv */
+	void *ioctl_priv;           /* fs_ioctl.c's per-fd state */
+
+	/* fs.c private below */
+	uint64_t ino;
+	struct fs_wr *wr;          /* FS_FH_WRITER */
+	struct fs_dirsnap *snap;   /* directories */
+	char *ctl_buf;             /* FS_FH_CTL: rendered file */
+	size_t ctl_len;
+	struct fs_fh *prev, *next; /* fs_priv.lock: open handles, freed at
+				    * unmount if the kernel never released */
+};
+
+static inline struct fs_fh *fs_fh_of(const struct fuse_file_info *fi)
+{
+	return (struct fs_fh *)(uintptr_t)fi->fh;
+}
+
+/* The filesystem of one mount. Fields above "private" are read-only after
+ * fs_create and may be used by fs_ioctl.c. */
+struct fs {
+	struct tier *tier;
+	struct fuse_session *se;  /* set by fs_set_session before requests */
+	struct fs_config cfg;     /* copy of the mount's fs options */
+	void *ioctl_state;        /* owned by fs_ioctl.c */
+
+	struct fs_priv *priv;     /* fs.c: inode tables, threads, counters */
+};
+
+/*
+ * fs_ns_access - may the caller of req access namespace ns with mask
+ * (R_OK | W_OK | X_OK, as access(2))? Uses the namespace's mode, uid and gid
+ * as kvfs stores them and the caller's uid, gid and supplementary groups
+ * (root may do anything). Returns 0, -EACCES, or -ENOENT (no such
+ * namespace).
+ */
+int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask);
+
+/* ------------------------------------------------------ fs.c <-> fs_ctl.c */
+
+/* The files of /.kvfs, in inode order. */
+enum fs_ctl_file {
+	FS_CTL_STATS = 0, /* JSON */
+	FS_CTL_METRICS,   /* Prometheus text */
+	FS_CTL_CONFIG,    /* the mount's effective options */
+	FS_CTL_VERSION,
+	FS_CTL_NFILES
+};
+
+/* fs_ctl_render - malloc'd contents of a control file. 0 or -errno. */
+int fs_ctl_render(struct fs *fs, int file, char **buf, size_t *len);
+
+struct fs_counters {
+	uint64_t inodes, temporaries, tmp_expired, opens;
+	uint64_t writers_killed; /* discarded: the writer died by a signal */
+	uint64_t late_publishes; /* published at the last close, not a flush */
+	uint64_t invalidations, stale;
+};
+void fs_counters(struct fs *fs, struct fs_counters *c);
+
+/* fs_ns_attrs - dtype ("" when unset) and mode of a namespace. -ENOENT. */
+int fs_ns_attrs(struct fs *fs, uint32_t ns, char dtype[8], mode_t *mode);
+
+/* ------------------------------------------------ implemented in fs_ioctl.c */
+
+/*
+ * fs_ioctl - the FUSE ioctl callback, forwarded unchanged (fi is the fd's
+ * fuse_file_info; flags carry FUSE_IOCTL_DIR for directory fds). Must reply
+ * to req exactly once (fuse_reply_ioctl / fuse_reply_err) and return 0.
+ */
+int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+	     void *arg, struct fuse_file_info *fi, unsigned flags,
+	     const void *in_buf, size_t in_bufsz, size_t out_bufsz);
+
+/* fs_ioctl_release - the fd fh is closing: drop what fs_ioctl attached to
+ * it (leases, handles) and free ioctl_priv. Called once per fh. */
+void fs_ioctl_release(struct fs *fs, uint64_t fh);
+
+/* fs_ioctl_init / fs_ioctl_destroy - per-mount state (fs->ioctl_state).
+ * init returns 0 or -errno (the mount fails). */
+int fs_ioctl_init(struct fs *fs);
+void fs_ioctl_destroy(struct fs *fs);
+
+/*
+ * fs_ioctl_stats_json - writes one JSON value (an object, e.g.
+ * {"leases_active":1,...}) describing ioctl state into buf (NUL-terminated,
+ * at most size bytes); fs embeds it in .kvfs/stats as "ioctl". Returns the
+ * length written.
+ */
+size_t fs_ioctl_stats_json(struct fs *fs, char *buf, size_t size);
+
+#endif /* KVFS_FS_I_H */

@@ -1,0 +1,715 @@
+/*
+ * kvfs_mount.c - kvfs-mount: parses options, creates the engine and the
+ * filesystem, mounts, daemonizes (unless -f) and serves until unmounted
+ * (fusermount3 -u, umount) or told to stop (SIGTERM, SIGINT, SIGHUP).
+ *
+ *   kvfs-mount [-f] [-d] [-o opt[,opt...]] MOUNTPOINT
+ *   mount.kvfs SOURCE MOUNTPOINT [-o opts]     (mount(8) and fstab)
+ *
+ * Without -f the parent forks, the child creates the engine, mounts and
+ * reports through a pipe; the parent exits 0 only once the mount is ready,
+ * and with the child's failure status otherwise (its error went to
+ * stderr, and nothing is left mounted).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+#include <fuse_opt.h>
+
+#include "kvfs.h"
+#include "fs/fs.h"
+#include "tier/tier.h"
+
+#define MAX_CHUNK_DEFAULT (64ULL << 20)
+#define L1_CAP_DEFAULT (16ULL << 30)
+
+struct mopts {
+	char *l1_size, *policy, *max_chunk, *seed, *cache, *lease_ms, *l1;
+	char *l2_dir, *l2_size, *compress, *shuffle, *ingest, *hot_hits;
+	char *l2_policy, *flush_on_exit, *tmp_timeout;
+	int foreground, debug, help, version;
+	int mount_form;          /* invoked as mount.kvfs / with SOURCE */
+	int fake;                /* mount(8) -f */
+	char *args[2];           /* non-options: [SOURCE] MOUNTPOINT */
+	int nargs;
+	int bad;
+	char fuse_opts[1024];    /* options passed through to libfuse */
+};
+
+enum {
+	KEY_DROP,      /* fstab noise */
+	KEY_FUSE,      /* libfuse's own, passed through */
+	KEY_FOREGROUND,
+	KEY_DEBUG,
+	KEY_HELP,
+	KEY_VERSION,
+	KEY_MOUNT_IGN, /* mount(8) flags: -n -s -v */
+	KEY_MOUNT_F,   /* mount(8) -f (fake) or our -f */
+	KEY_FLUSH,     /* bare flush_on_exit */
+};
+
+#define MOPT(t, f) { t, offsetof(struct mopts, f), 0 }
+
+static const struct fuse_opt opt_spec[] = {
+	MOPT("l1_size=%s", l1_size),
+	MOPT("policy=%s", policy),
+	MOPT("max_chunk=%s", max_chunk),
+	MOPT("seed=%s", seed),
+	MOPT("cache=%s", cache),
+	MOPT("lease_ms=%s", lease_ms),
+	MOPT("l1=%s", l1),
+	MOPT("l2_dir=%s", l2_dir),
+	MOPT("l2_size=%s", l2_size),
+	MOPT("compress=%s", compress),
+	MOPT("shuffle=%s", shuffle),
+	MOPT("ingest=%s", ingest),
+	MOPT("hot_hits=%s", hot_hits),
+	MOPT("l2_policy=%s", l2_policy),
+	MOPT("flush_on_exit=%s", flush_on_exit),
+	MOPT("tmp_timeout=%s", tmp_timeout),
+	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
+
+	/* libfuse's own mount options */
+	FUSE_OPT_KEY("allow_other", KEY_FUSE),
+	FUSE_OPT_KEY("allow_root", KEY_FUSE),
+	FUSE_OPT_KEY("auto_unmount", KEY_FUSE),
+	FUSE_OPT_KEY("default_permissions", KEY_DROP), /* always on */
+	FUSE_OPT_KEY("ro", KEY_FUSE),
+	FUSE_OPT_KEY("noexec", KEY_FUSE),
+	FUSE_OPT_KEY("exec", KEY_FUSE),
+	FUSE_OPT_KEY("noatime", KEY_FUSE),
+	FUSE_OPT_KEY("atime", KEY_FUSE),
+	FUSE_OPT_KEY("fsname=", KEY_FUSE),
+	FUSE_OPT_KEY("max_read=", KEY_FUSE),
+
+	/* fstab / mount(8) noise */
+	FUSE_OPT_KEY("rw", KEY_DROP),
+	FUSE_OPT_KEY("defaults", KEY_DROP),
+	FUSE_OPT_KEY("auto", KEY_DROP),
+	FUSE_OPT_KEY("noauto", KEY_DROP),
+	FUSE_OPT_KEY("user", KEY_DROP),
+	FUSE_OPT_KEY("nouser", KEY_DROP),
+	FUSE_OPT_KEY("users", KEY_DROP),
+	FUSE_OPT_KEY("owner", KEY_DROP),
+	FUSE_OPT_KEY("group", KEY_DROP),
+	FUSE_OPT_KEY("_netdev", KEY_DROP),
+	FUSE_OPT_KEY("nofail", KEY_DROP),
+	FUSE_OPT_KEY("nosuid", KEY_DROP),
+	FUSE_OPT_KEY("nodev", KEY_DROP),
+	FUSE_OPT_KEY("suid", KEY_DROP),
+	FUSE_OPT_KEY("dev", KEY_DROP),
+	FUSE_OPT_KEY("async", KEY_DROP),
+	FUSE_OPT_KEY("relatime", KEY_DROP),
+	FUSE_OPT_KEY("x-", KEY_DROP),
+	FUSE_OPT_KEY("comment=", KEY_DROP),
+	FUSE_OPT_KEY("subtype=", KEY_DROP),
+
+	FUSE_OPT_KEY("-f", KEY_MOUNT_F),
+	FUSE_OPT_KEY("-d", KEY_DEBUG),
+	FUSE_OPT_KEY("debug", KEY_DEBUG),
+	FUSE_OPT_KEY("-h", KEY_HELP),
+	FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION),
+	FUSE_OPT_KEY("--version", KEY_VERSION),
+	FUSE_OPT_KEY("-n", KEY_MOUNT_IGN),
+	FUSE_OPT_KEY("-s", KEY_MOUNT_IGN),
+	FUSE_OPT_KEY("-v", KEY_MOUNT_IGN),
+	FUSE_OPT_END
+};
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+"usage: %s [-f] [-d] [-o opt[,opt...]] MOUNTPOINT\n"
+"       mount.kvfs SOURCE MOUNTPOINT [-o opts]\n"
+"\n"
+"  -f                 stay in the foreground\n"
+"  -d                 FUSE debug output (implies -f)\n"
+"  -o l1_size=SIZE    L1 arena bytes, K/M/G/T suffixes\n"
+"                     (default 25%% of MemTotal, at most 16G)\n"
+"  -o policy=NAME     lru|fifo|s3fifo|prefix (default s3fifo)\n"
+"  -o max_chunk=SIZE  largest chunk (default 64M, at most l1_size)\n"
+"  -o seed=N          key seed engines should use (shown in .kvfs/config)\n"
+"  -o cache=MODE      direct (default: reads served from the arena) or\n"
+"                     page (kernel page cache, keep_cache)\n"
+"  -o lease_ms=MS     default lease of pinned lookups (30000)\n"
+"  -o l1=SPEC         host|pinned|cuda[:N] (default host)\n"
+"  -o l2_dir=PATH     enable L2 in PATH;  l2_size=SIZE\n"
+"  -o compress=zstd[:LEVEL]|none   shuffle=0|2|4\n"
+"  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
+"  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
+"  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
+"  -o allow_other,allow_root,auto_unmount,ro,noexec,noatime,fsname=NAME\n"
+"                     passed to FUSE; default_permissions is always on\n",
+		prog);
+}
+
+static void add_fuse_opt(struct mopts *o, const char *arg)
+{
+	size_t len = strlen(o->fuse_opts);
+
+	if (len + strlen(arg) + 2 >= sizeof(o->fuse_opts)) {
+		fprintf(stderr, "kvfs-mount: too many options\n");
+		o->bad = 1;
+		return;
+	}
+	snprintf(o->fuse_opts + len, sizeof(o->fuse_opts) - len, "%s%s",
+		 len ? "," : "", arg);
+}
+
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct mopts *o = data;
+
+	switch (key) {
+	case KEY_DROP:
+	case KEY_MOUNT_IGN:
+		return 0;
+	case KEY_FUSE:
+		add_fuse_opt(o, arg);
+		return 0;
+	case KEY_FLUSH:
+		o->flush_on_exit = strdup("1");
+		return 0;
+	case KEY_MOUNT_F:
+		if (o->mount_form)
+			o->fake = 1;
+		else
+			o->foreground = 1;
+		return 0;
+	case KEY_DEBUG:
+		o->debug = 1;
+		o->foreground = 1;
+		return 0;
+	case KEY_HELP:
+		o->help = 1;
+		return 0;
+	case KEY_VERSION:
+		o->version = 1;
+		return 0;
+	case FUSE_OPT_KEY_NONOPT:
+		if (o->nargs >= 2) {
+			fprintf(stderr, "kvfs-mount: unexpected argument "
+				"'%s'\n", arg);
+			o->bad = 1;
+			return -1;
+		}
+		o->args[o->nargs++] = strdup(arg);
+		return 0;
+	case FUSE_OPT_KEY_OPT:
+	default:
+		if (!strcmp(arg, "-t") || !strncmp(arg, "-t", 2))
+			return 0; /* mount(8) passes the type; ignore */
+		fprintf(stderr, "kvfs-mount: unknown option '%s'\n", arg);
+		o->bad = 1;
+		return -1;
+	}
+}
+
+/* A size with an optional K/M/G/T suffix (powers of 1024). */
+static int parse_size(const char *name, const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v, mul = 1;
+
+	if (!s || !*s || *s == '-' || *s == ' ')
+		goto bad;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		goto bad;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ULL << 10; end++; break;
+	case 'm': case 'M': mul = 1ULL << 20; end++; break;
+	case 'g': case 'G': mul = 1ULL << 30; end++; break;
+	case 't': case 'T': mul = 1ULL << 40; end++; break;
+	default: break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || (mul > 1 && v > ~0ULL / mul))
+		goto bad;
+	*out = v * mul;
+	return 0;
+bad:
+	fprintf(stderr, "kvfs-mount: bad %s '%s' (a size such as 512M or 4G)\n",
+		name, s ? s : "");
+	return -1;
+}
+
+static int parse_num(const char *name, const char *s, uint64_t max,
+		     uint64_t *out)
+{
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == ' ')
+		goto bad;
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	if (errno || *end || *out > max)
+		goto bad;
+	return 0;
+bad:
+	fprintf(stderr, "kvfs-mount: bad %s '%s' (a number up to %" PRIu64
+		")\n", name, s ? s : "", max);
+	return -1;
+}
+
+static uint64_t mem_total(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb << 10;
+}
+
+static int one_of(const char *name, const char *v, const char *const *ok)
+{
+	for (int i = 0; ok[i]; i++)
+		if (!strcmp(v, ok[i]))
+			return i;
+	fprintf(stderr, "kvfs-mount: bad %s '%s' (one of:", name, v);
+	for (int i = 0; ok[i]; i++)
+		fprintf(stderr, " %s", ok[i]);
+	fprintf(stderr, ")\n");
+	return -1;
+}
+
+/* Turns the option strings into engine and fs configurations. */
+static int build_config(struct mopts *o, struct tier_config *tc,
+			struct fs_config *fc)
+{
+	static const char *const policies[] = { "lru", "fifo", "s3fifo",
+						"prefix", NULL };
+	static const char *const caches[] = { "direct", "page", NULL };
+	static const char *const ingests[] = { "evicted", "all", "hot", NULL };
+	static const char *const l2pols[] = { "fifo", NULL };
+	uint64_t v;
+	char *cfg = fc->config_text;
+	size_t cl = sizeof(fc->config_text);
+	int n = 0;
+
+	memset(tc, 0, sizeof(*tc));
+	tier_config_default(tc);
+	memset(fc, 0, sizeof(*fc));
+	fc->cache = FS_CACHE_DIRECT;
+	fc->lease_ms = 30000;
+	fc->tmp_timeout_ms = 60000;
+
+	if (o->l1_size) {
+		if (parse_size("l1_size", o->l1_size, &tc->l1_size))
+			return -1;
+	} else {
+		/* a quarter of RAM: the rest stays for the engine and the
+		 * page cache; capped because the arena is pre-faulted */
+		uint64_t m = mem_total() / 4;
+
+		tc->l1_size = m ? m : 1ULL << 30;
+		if (tc->l1_size > L1_CAP_DEFAULT)
+			tc->l1_size = L1_CAP_DEFAULT;
+		tc->l1_size &= ~((1ULL << 20) - 1);
+	}
+	if (o->max_chunk) {
+		if (parse_size("max_chunk", o->max_chunk, &tc->max_chunk))
+			return -1;
+		if (!tc->max_chunk || tc->max_chunk > tc->l1_size) {
+			fprintf(stderr, "kvfs-mount: max_chunk %s must be "
+				"between 1 and l1_size\n", o->max_chunk);
+			return -1;
+		}
+	} else {
+		tc->max_chunk = MAX_CHUNK_DEFAULT < tc->l1_size ?
+				MAX_CHUNK_DEFAULT : tc->l1_size;
+	}
+	if (o->policy) {
+		if (one_of("policy", o->policy, policies) < 0)
+			return -1;
+		tc->policy = o->policy;
+	}
+	if (o->cache) {
+		int c = one_of("cache", o->cache, caches);
+
+		if (c < 0)
+			return -1;
+		fc->cache = c ? FS_CACHE_PAGE : FS_CACHE_DIRECT;
+	}
+	if (o->seed && parse_num("seed", o->seed, UINT64_MAX, &fc->seed))
+		return -1;
+	if (o->lease_ms) {
+		if (parse_num("lease_ms", o->lease_ms, 86400000, &v) || !v) {
+			if (!v)
+				fprintf(stderr, "kvfs-mount: lease_ms must be "
+					"at least 1\n");
+			return -1;
+		}
+		fc->lease_ms = (uint32_t)v;
+	}
+	if (o->tmp_timeout) {
+		if (parse_num("tmp_timeout", o->tmp_timeout, 86400, &v))
+			return -1;
+		fc->tmp_timeout_ms = (uint32_t)(v * 1000);
+	}
+	if (o->l1) {
+		if (strcmp(o->l1, "host") && strcmp(o->l1, "pinned") &&
+		    strcmp(o->l1, "cuda") && strncmp(o->l1, "cuda:", 5)) {
+			fprintf(stderr, "kvfs-mount: bad l1 '%s' (host, "
+				"pinned, cuda or cuda:N)\n", o->l1);
+			return -1;
+		}
+		tc->l1 = o->l1;
+	}
+	if (o->l2_dir) {
+		if (!*o->l2_dir) {
+			fprintf(stderr, "kvfs-mount: empty l2_dir\n");
+			return -1;
+		}
+		tc->l2_dir = o->l2_dir;
+	}
+	if (o->l2_size && parse_size("l2_size", o->l2_size, &tc->l2_size))
+		return -1;
+	if (o->compress) {
+		if (!strcmp(o->compress, "none")) {
+			tc->compress_level = 0;
+		} else if (!strcmp(o->compress, "zstd")) {
+			if (!tc->compress_level)
+				tc->compress_level = 1;
+		} else if (!strncmp(o->compress, "zstd:", 5)) {
+			char *end;
+			long l;
+
+			errno = 0;
+			l = strtol(o->compress + 5, &end, 10);
+			if (errno || end == o->compress + 5 || *end ||
+			    l < 1 || l > 22) {
+				fprintf(stderr, "kvfs-mount: bad compress "
+					"'%s' (zstd:1..22)\n", o->compress);
+				return -1;
+			}
+			tc->compress_level = (int)l;
+		} else {
+			fprintf(stderr, "kvfs-mount: bad compress '%s' "
+				"(zstd, zstd:LEVEL or none)\n", o->compress);
+			return -1;
+		}
+	}
+	if (o->shuffle) {
+		if (parse_num("shuffle", o->shuffle, 4, &v) || v == 1 ||
+		    v == 3) {
+			if (v == 1 || v == 3)
+				fprintf(stderr, "kvfs-mount: bad shuffle '%s' "
+					"(0, 2 or 4)\n", o->shuffle);
+			return -1;
+		}
+		tc->shuffle = (int)v;
+	}
+	if (o->ingest) {
+		int i = one_of("ingest", o->ingest, ingests);
+
+		if (i < 0)
+			return -1;
+		tc->ingest = i == 0 ? TIER_INGEST_EVICTED :
+			     i == 1 ? TIER_INGEST_ALL : TIER_INGEST_HOT;
+	}
+	if (o->hot_hits) {
+		if (parse_num("hot_hits", o->hot_hits, UINT32_MAX, &v))
+			return -1;
+		tc->hot_hits = (uint32_t)v;
+	}
+	/* L2 reclaims whole segments oldest first (re-inserting hot
+	 * records): that is the only L2 order the engine has. */
+	if (o->l2_policy && one_of("l2_policy", o->l2_policy, l2pols) < 0)
+		return -1;
+	if (o->flush_on_exit) {
+		if (parse_num("flush_on_exit", o->flush_on_exit, 1, &v))
+			return -1;
+		tc->flush_on_exit = v;
+	}
+	if (!tc->l2_dir && (o->l2_size || o->compress || o->shuffle ||
+			    o->ingest || o->hot_hits || o->l2_policy ||
+			    (o->flush_on_exit && tc->flush_on_exit)))
+		fprintf(stderr, "kvfs-mount: note: L2 options have no effect "
+			"without l2_dir\n");
+
+#define CFG(...) do { \
+	if ((size_t)n < cl) \
+		n += snprintf(cfg + n, cl - (size_t)n, __VA_ARGS__); \
+} while (0)
+	CFG("l1_size=%" PRIu64 "\n", tc->l1_size);
+	CFG("max_chunk=%" PRIu64 "\n", tc->max_chunk);
+	CFG("policy=%s\n", tc->policy ? tc->policy : "s3fifo");
+	CFG("l1=%s\n", tc->l1 ? tc->l1 : "host");
+	CFG("cache=%s\n", fc->cache == FS_CACHE_PAGE ? "page" : "direct");
+	CFG("seed=%" PRIu64 "\n", fc->seed);
+	CFG("lease_ms=%u\n", fc->lease_ms);
+	CFG("tmp_timeout=%u\n", fc->tmp_timeout_ms / 1000);
+	CFG("l2_dir=%s\n", tc->l2_dir ? tc->l2_dir : "");
+	CFG("l2_size=%" PRIu64 "\n", tc->l2_size);
+	if (tc->compress_level)
+		CFG("compress=zstd:%d\n", tc->compress_level);
+	else
+		CFG("compress=none\n");
+	CFG("shuffle=%d\n", tc->shuffle);
+	CFG("ingest=%s\n", tc->ingest == TIER_INGEST_ALL ? "all" :
+	    tc->ingest == TIER_INGEST_HOT ? "hot" : "evicted");
+	CFG("hot_hits=%u\n", tc->hot_hits);
+	CFG("l2_policy=fifo\n");
+	CFG("flush_on_exit=%d\n", tc->flush_on_exit ? 1 : 0);
+	CFG("max_write=1048576\n");
+#undef CFG
+	return 0;
+}
+
+static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	vsyslog((int)level, fmt, ap);
+}
+
+/* Tells the waiting parent how it went (daemon mode); -1 = foreground. */
+static void report(int fd, unsigned char status)
+{
+	if (fd >= 0) {
+		ssize_t r = write(fd, &status, 1);
+
+		(void)r;
+		close(fd);
+	}
+}
+
+/*
+ * Serves one mount until it goes away. ready_fd: where to report success
+ * (daemon mode) or -1. Returns the exit status.
+ */
+static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
+		 struct fs_config *fc, int ready_fd)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se;
+	struct fuse_loop_config *lc;
+	struct fs *fs = NULL;
+	char err[512] = "", opts[1400];
+	sigset_t block, old;
+	int ret = 1, r;
+
+	/*
+	 * Threads the engine starts (L2 I/O, reclaim) must not take SIGTERM
+	 * away from the thread that waits in the FUSE loop, or the loop would
+	 * never notice: block the stop signals while they are created.
+	 */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+
+	r = fs_create(fc, tc, &fs, err, sizeof(err));
+	if (r) {
+		fprintf(stderr, "kvfs-mount: %s\n", err[0] ? err :
+			strerror(-r));
+		goto out_mask;
+	}
+	/* /proc/mounts shows SOURCE (mount(8) form) or "kvfs" as fsname */
+	if (strstr(o->fuse_opts, "fsname="))
+		snprintf(opts, sizeof(opts), "default_permissions,subtype=kvfs,%s",
+			 o->fuse_opts);
+	else
+		snprintf(opts, sizeof(opts),
+			 "default_permissions,subtype=kvfs,fsname=%s%s%s",
+			 o->mount_form && o->nargs == 2 &&
+			 !strchr(o->args[0], ',') ? o->args[0] : "kvfs",
+			 o->fuse_opts[0] ? "," : "", o->fuse_opts);
+	if (fuse_opt_add_arg(&args, "kvfs-mount") ||
+	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, opts) ||
+	    (o->debug && fuse_opt_add_arg(&args, "-d"))) {
+		fprintf(stderr, "kvfs-mount: out of memory\n");
+		goto out_fs;
+	}
+	se = fuse_session_new(&args, fs_ops(), sizeof(struct fuse_lowlevel_ops),
+			      fs);
+	if (!se) {
+		fprintf(stderr, "kvfs-mount: cannot start a FUSE session\n");
+		goto out_args;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		fprintf(stderr, "kvfs-mount: cannot install signal handlers\n");
+		goto out_se;
+	}
+	if (fuse_session_mount(se, mnt)) {
+		fprintf(stderr, "kvfs-mount: cannot mount on %s\n", mnt);
+		goto out_sig;
+	}
+	r = fs_start(fs, se);
+	if (r) {
+		fprintf(stderr, "kvfs-mount: %s\n", strerror(-r));
+		goto out_unmount;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+	if (ready_fd >= 0) {
+		int nul = open("/dev/null", O_RDWR);
+
+		fuse_set_log_func(log_syslog);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			dup2(nul, 2);
+			if (nul > 2)
+				close(nul);
+		}
+		report(ready_fd, 0);
+		ready_fd = -1;
+	}
+
+	lc = fuse_loop_cfg_create();
+	if (!lc) {
+		fuse_log(FUSE_LOG_ERR, "kvfs-mount: out of memory\n");
+		ret = 1;
+	} else {
+		fuse_loop_cfg_set_clone_fd(lc, getenv("KVFS_CLONE_FD") ? 1 : 0);
+		fuse_loop_cfg_set_max_threads(lc, 16);
+		fuse_loop_cfg_set_idle_threads(lc, 8);
+		/* > 0: the signal that stopped it (a clean stop) */
+		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
+		fuse_loop_cfg_destroy(lc);
+	}
+	fs_stop(fs);
+out_unmount:
+	fuse_session_unmount(se);
+out_sig:
+	fuse_remove_signal_handlers(se);
+out_se:
+	fuse_session_destroy(se);
+out_args:
+	fuse_opt_free_args(&args);
+out_fs:
+	fs_destroy(fs);
+out_mask:
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ready_fd >= 0)
+		report(ready_fd, 1);
+	return ret;
+}
+
+static void free_opts(struct mopts *o)
+{
+	char **s[] = { &o->l1_size, &o->policy, &o->max_chunk, &o->seed,
+		       &o->cache, &o->lease_ms, &o->l1, &o->l2_dir,
+		       &o->l2_size, &o->compress, &o->shuffle, &o->ingest,
+		       &o->hot_hits, &o->l2_policy, &o->flush_on_exit,
+		       &o->tmp_timeout, &o->args[0], &o->args[1] };
+
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+		free(*s[i]);
+		*s[i] = NULL;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct mopts o;
+	struct tier_config tc;
+	struct fs_config fc;
+	const char *prog = strrchr(argv[0], '/');
+	char mnt[PATH_MAX];
+	struct stat st;
+	int ret = 1, pfd[2];
+	pid_t pid;
+
+	prog = prog ? prog + 1 : argv[0];
+	memset(&o, 0, sizeof(o));
+	o.mount_form = !strncmp(prog, "mount.", 6);
+	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) == -1 || o.bad) {
+		fprintf(stderr, "Try '%s --help'.\n", prog);
+		goto out;
+	}
+	if (o.help) {
+		usage(stdout, prog);
+		ret = 0;
+		goto out;
+	}
+	if (o.version) {
+		printf("kvfs-mount %s (libfuse %s)\n", KVFS_VERSION_STRING,
+		       fuse_pkgversion());
+		ret = 0;
+		goto out;
+	}
+	/* mount(8) form: SOURCE MOUNTPOINT */
+	if (o.nargs == 2)
+		o.mount_form = 1;
+	if (o.nargs == 0 || (o.mount_form && o.nargs == 1 &&
+			     !strncmp(prog, "mount.", 6))) {
+		fprintf(stderr, "%s: no mount point given\n", prog);
+		usage(stderr, prog);
+		goto out;
+	}
+	if (o.fake) {
+		ret = 0;
+		goto out;
+	}
+	if (!realpath(o.args[o.nargs - 1], mnt) || stat(mnt, &st)) {
+		fprintf(stderr, "%s: mount point %s: %s\n", prog,
+			o.args[o.nargs - 1], strerror(errno));
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "%s: mount point %s: %s\n", prog, mnt,
+			strerror(ENOTDIR));
+		goto out;
+	}
+	if (build_config(&o, &tc, &fc))
+		goto out;
+
+	if (o.foreground) {
+		ret = serve(&o, mnt, &tc, &fc, -1);
+		goto out;
+	}
+	if (pipe2(pfd, O_CLOEXEC)) {
+		perror("kvfs-mount: pipe");
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("kvfs-mount: fork");
+		goto out;
+	}
+	if (pid > 0) {
+		unsigned char status = 1;
+
+		close(pfd[1]);
+		/* EOF without a byte: the child died before reporting */
+		ret = read(pfd[0], &status, 1) == 1 && status == 0 ? 0 : 1;
+		close(pfd[0]);
+		goto out;
+	}
+	close(pfd[0]);
+	setsid();
+	if (chdir("/")) {
+		/* not fatal: the mount point was resolved to a full path */
+	}
+	ret = serve(&o, mnt, &tc, &fc, pfd[1]);
+out:
+	fuse_opt_free_args(&args);
+	free_opts(&o);
+	return ret;
+}

@@ -1,0 +1,203 @@
+/*
+ * l2_i.h - internals shared by l2.c (open, recovery, records, reads),
+ * l2_io.c (the I/O thread) and l2_reclaim.c (the reclaim thread).
+ */
+#ifndef KVFS_L2_I_H
+#define KVFS_L2_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <liburing.h>
+
+#include "tier/codec.h"
+#include "tier/l2.h"
+
+enum l2_ent_state {
+	ENT_PENDING = 0, /* placed, write in flight */
+	ENT_LIVE,        /* on disk, the engine may point at it */
+	ENT_DEAD,        /* freed, failed, superseded or reclaimed */
+};
+
+/* One record of a segment; segments keep them sorted by blk. */
+struct l2_ent {
+	struct kvfs_key key;
+	uint64_t seq, raw_len, stored_len, raw_sum;
+	uint32_t blk, nblk;
+	uint32_t ns;     /* index into l2.ns_names */
+	uint8_t codec, shuffle;
+	uint8_t state;   /* enum l2_ent_state */
+};
+
+enum l2_seg_state {
+	SEG_ACTIVE = 0, /* appends go here */
+	SEG_SEALED,
+	SEG_RECLAIM,    /* being reclaimed: no punching, reads still work */
+};
+
+struct l2_seg {
+	uint32_t id;
+	int fd;
+	int refs;          /* l2.lock: 1 for the table + each request using fd */
+	int state;         /* l2.lock: enum l2_seg_state */
+	uint64_t tail;     /* l2.lock: bytes placed so far */
+	uint64_t pending;  /* l2.lock: writes in flight into it */
+	struct l2_ent *ents; /* l2.lock: sorted by blk */
+	size_t nents, cap;
+};
+
+/* A built record: one aligned buffer, header + payload + padding. */
+struct l2_rec {
+	struct l2_rec_hdr *hdr; /* the buffer (4096-aligned) */
+	size_t cap;             /* its allocated bytes */
+	uint32_t nblk;          /* bytes to write / L2_ALIGN */
+	struct l2_loc loc;      /* set when written */
+};
+
+enum l2_req_op {
+	REQ_WRITE = 1,
+	REQ_READ,
+	REQ_PUNCH,
+};
+
+struct l2_req {
+	struct l2_req *next;
+	int op;
+	int res;           /* 0 or -errno once finished */
+	struct l2_seg *seg; /* a ref is held while the request lives */
+	uint64_t off;      /* bytes in the segment */
+	size_t len, pos;   /* bytes to transfer, bytes done */
+	void *buf;
+	size_t buf_cap;
+	/* REQ_WRITE */
+	struct l2_rec *rec;
+	l2_done_fn done;
+	void *arg;
+	bool reserve;      /* a reclaim move: may use the last segment */
+	/* REQ_READ: l2.lock */
+	bool finished, abandoned;
+	pthread_cond_t cond;
+};
+
+struct l2_buf {
+	struct l2_buf *next;
+	void *p;
+	size_t cap;
+};
+
+struct l2_ws_item {
+	struct l2_ws_item *next;
+	struct codec_ws *ws;
+};
+
+/* One chunk being decoded by several threads, a frame at a time. */
+struct l2_mt {
+	struct l2_mt *next;
+	const uint8_t *src;
+	uint8_t *out;
+	const struct codec_frame *f;
+	size_t n;          /* frames */
+	size_t next_frame; /* l2.mt_lock: the next frame to take */
+	size_t done;       /* l2.mt_lock: frames decoded */
+	int err;           /* l2.mt_lock */
+};
+
+#define L2_MT_MAX 3
+
+struct l2 {
+	struct l2_config cfg;
+	char *dir;
+	int dir_fd;
+	int lock_fd;
+	uint64_t salt;      /* seed of header checksums (l2.id) */
+	uint64_t seg_size;
+	uint32_t max_segs;  /* size / seg_size; normal appends use max_segs-1 */
+	bool direct;        /* O_DIRECT works here (set once at open) */
+	bool direct_logged;
+
+	pthread_mutex_t lock; /* protects everything marked l2.lock */
+
+	/* segments, sorted by id: l2.lock */
+	struct l2_seg **segs;
+	size_t nsegs, segs_cap;
+	struct l2_seg *active;
+	uint32_t next_seg;
+
+	/* namespace names, interned: l2.lock */
+	char **ns_names;
+	size_t nns, ns_cap;
+
+	_Atomic uint64_t next_seq;
+
+	/* requests for the I/O thread: l2.lock */
+	struct l2_req *sub_head, *sub_tail;
+	struct l2_req *move_head, *move_tail; /* reclaim moves, placed first */
+	uint64_t queued_bytes;  /* appends accepted, not completed */
+	uint64_t queued_count;
+	bool closing;           /* no new appends */
+	bool io_stop;           /* I/O thread: exit when idle */
+	bool rc_stop;           /* reclaim thread: exit */
+	bool parked;            /* an append waits for space */
+	pthread_cond_t idle_cond;   /* queued_count reached 0 */
+	pthread_cond_t rc_cond;     /* reclaim thread wake-up */
+	pthread_cond_t move_cond;   /* moves of the current reclaim done */
+	uint64_t moves_pending;
+
+	struct io_uring ring; /* the I/O thread's */
+	int efd;              /* eventfd: wakes the I/O thread */
+	uint64_t efd_val;
+	pthread_t io_thread, rc_thread;
+	bool io_started, rc_started;
+
+	/* pools: l2.lock */
+	struct l2_buf *bufs;
+	size_t nbufs;
+	struct l2_ws_item *wss;
+	void *zero;           /* L2_ALIGN zero bytes (punch fallback) */
+	bool punch_ok;        /* I/O thread only */
+
+	/* decode helpers (mt_*: l2.mt_lock, a leaf) */
+	pthread_mutex_t mt_lock;
+	pthread_cond_t mt_cv, mt_done;
+	struct l2_mt *mt_head;
+	bool mt_stop;
+	int mt_n;
+	pthread_t mt_th[L2_MT_MAX];
+
+	/* stats: l2.lock */
+	struct l2_stats st;
+	int last_err_logged;
+	uint64_t errs_since_log;
+};
+
+/* l2.c */
+void l2_logf(struct l2 *l2, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void l2_log_err(struct l2 *l2, int err, const char *what, uint32_t seg);
+void *l2_buf_get(struct l2 *l2, size_t len, size_t *cap);
+void l2_buf_put(struct l2 *l2, void *p, size_t cap);
+struct l2_seg *l2_seg_find(struct l2 *l2, uint32_t id);
+struct l2_ent *l2_ent_find(struct l2_seg *seg, uint32_t blk);
+void l2_ent_kill(struct l2 *l2, struct l2_ent *e);
+void l2_ent_live(struct l2 *l2, struct l2_ent *e);
+void l2_seg_unref(struct l2 *l2, struct l2_seg *seg);
+int l2_seg_create(struct l2 *l2, struct l2_seg **out);
+int l2_hdr_check(const struct l2 *l2, const struct l2_rec_hdr *h);
+uint64_t l2_sum(const void *p, size_t len, uint64_t seed);
+void l2_info_from_ent(const struct l2 *l2, const struct l2_seg *seg,
+		      const struct l2_ent *e, struct l2_rec_info *info);
+
+/* l2_io.c */
+int l2_io_start(struct l2 *l2);
+void l2_io_stop(struct l2 *l2);
+void l2_io_submit(struct l2 *l2, struct l2_req *r);
+void l2_io_wake(struct l2 *l2);
+
+/* l2_reclaim.c */
+int l2_reclaim_start(struct l2 *l2);
+void l2_reclaim_stop(struct l2 *l2);
+bool l2_need_reclaim(const struct l2 *l2);
+
+#endif /* KVFS_L2_I_H */
