@@ -15,6 +15,29 @@
  * the top bit set. Records follow the kernel's lookup count (forget and
  * forget_multi); namespaces live as long as they exist or are looked up.
  *
+ * Publication: a keyed chunk (created under its key) is published by the
+ * first FLUSH (close) from its writer's process after bytes arrived, so
+ * close() reports EEXIST, EMSGSIZE (chunk_bytes), ENOSPC or EFBIG (a write
+ * failed: the chunk is never published with a hole); otherwise at its last
+ * close. A temporary ('.' name) is published by rename(2) onto a key. A
+ * writer killed by a signal publishes nothing (op_flush). Limitation: a
+ * writer that dup()s its fd, writes, closes one copy and writes through
+ * the other gets EPERM for the late writes (the first close published).
+ *
+ * Caching: chunk reads use direct_io (cache=direct, the default): each
+ * read is answered from the pinned arena bytes with one copy, and the
+ * arena is not duplicated in the page cache. Then mmap(MAP_PRIVATE,
+ * PROT_READ) works (the kernel reads through the daemon) and
+ * mmap(MAP_SHARED) fails with ENODEV, as for any direct_io file.
+ * cache=page uses the kernel page cache with keep_cache (repeated reads at
+ * memory speed, MAP_SHARED works); safe because chunks are immutable and a
+ * new publication is a new inode.
+ *
+ * Permissions: default_permissions is always on, so the kernel checks
+ * modes: a published chunk is 0444, so a non-root caller opening one for
+ * writing (or truncating, or setting an xattr on it) gets EACCES from the
+ * kernel; root reaches kvfs and gets EPERM.
+ *
  * Locks: fs_priv.lock protects both inode tables, the temporary table and
  * list, the namespace records and every fs_inode field; fs_wr.lock
  * (rwlock: writes and reads of the chunk being written share it, publish

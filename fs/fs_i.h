@@ -30,7 +30,8 @@
  *           (protected by ioctl_lock); fs_ioctl_release() must free it.
  *
  * Life: fs_ioctl_release(fs, fh) is called exactly once per fh, from
- * release/releasedir, before fs drops the chunk pin and frees the fh, so
+ * release/releasedir (or at unmount, before fs_ioctl_destroy, for fds the
+ * kernel never released), before fs drops the chunk pin and frees the fh, so
  * leases and handles held by that fd can be dropped there. fs_ioctl_init()
  * runs once at fs_create (after the tier exists, before any request);
  * fs_ioctl_destroy() once at fs_destroy (after the last request, before

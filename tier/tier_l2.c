@@ -38,6 +38,9 @@
  * this an evicted chunk is dropped instead (the disk is not keeping up). */
 #define TL2_MAX_QUEUED (512ull << 20)
 #define TL2_MAX_PREFETCH 4096
+/* Promotions ahead of readers run two at a time: one reads the disk while
+ * the other decodes. */
+#define TL2_PREFETCHERS 2
 
 struct tl2_job {
 	struct tl2_job *next;
@@ -71,7 +74,7 @@ struct tier_l2 {
 	bool stop;             /* tier.lock */
 	bool rescan;           /* tier.lock: ingest=all skipped a chunk */
 	bool threads;
-	pthread_t demoter, prefetcher;
+	pthread_t demoter, prefetcher[TL2_PREFETCHERS];
 	int level;
 	uint32_t hot_hits;
 };
@@ -196,6 +199,8 @@ static void write_done(void *arg, struct l2_rec *rec, int err,
 		t2->raw_queued -= job->size;
 	else
 		t2->l1_queued -= job->size;
+	if (t2->rescan && !t2->l1_queued)
+		pthread_cond_broadcast(&t2->cond); /* the demoter's rescan */
 	tier_unref(t, r);
 	free_job = job->readers == 0;
 	tier_unlock(t);
@@ -279,7 +284,10 @@ static void *demoter_main(void *arg)
 		void *bounce = NULL;
 		int rc;
 
-		if (!job && t2->rescan && !t2->stop) {
+		/* only once the earlier ingest writes are done (write_done
+		 * wakes us): otherwise the bound stops the walk at once and
+		 * we would spin here holding tier.lock */
+		if (!job && t2->rescan && !t2->stop && !t2->l1_queued) {
 			rescan(t);
 			continue;
 		}
@@ -609,8 +617,14 @@ static void *prefetcher_main(void *arg)
 			struct tier_chunk c = { 0 };
 
 			tier_ref(t, r);
-			if (tier_l2_fill(t, r, &c) == 0)
+			if (tier_l2_fill(t, r, &c) == 0) {
 				free(c.tmp);
+				/* asked for: an access, so a scan-resistant
+				 * policy (s3fifo) does not evict it before
+				 * the read that the lookup announced */
+				if (r->where == TIER_L1 && !(r->flags & TREC_ZOMBIE))
+					t->pops->access(t->pol, &r->pi);
+			}
 			tier_unref(t, r);
 		}
 		free(p);
@@ -837,13 +851,17 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	}
 	if (pthread_create(&t2->demoter, NULL, demoter_main, t))
 		goto no_threads;
-	if (pthread_create(&t2->prefetcher, NULL, prefetcher_main, t)) {
-		tier_lock(t);
-		t2->stop = true;
-		pthread_cond_broadcast(&t2->cond);
-		tier_unlock(t);
-		pthread_join(t2->demoter, NULL);
-		goto no_threads;
+	for (int i = 0; i < TL2_PREFETCHERS; i++) {
+		if (pthread_create(&t2->prefetcher[i], NULL, prefetcher_main, t)) {
+			tier_lock(t);
+			t2->stop = true;
+			pthread_cond_broadcast(&t2->cond);
+			tier_unlock(t);
+			pthread_join(t2->demoter, NULL);
+			while (i-- > 0)
+				pthread_join(t2->prefetcher[i], NULL);
+			goto no_threads;
+		}
 	}
 	t2->threads = true;
 	return 0;
@@ -878,7 +896,8 @@ void tier_l2_close(struct tier *t)
 		pthread_cond_broadcast(&t2->cond);
 		tier_unlock(t);
 		pthread_join(t2->demoter, NULL);
-		pthread_join(t2->prefetcher, NULL);
+		for (int i = 0; i < TL2_PREFETCHERS; i++)
+			pthread_join(t2->prefetcher[i], NULL);
 	}
 	/* waits for the appends in flight; their callbacks still run */
 	l2_close(t2->l2);

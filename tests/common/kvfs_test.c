@@ -311,7 +311,7 @@ int kvfs_test_run(const char *const *argv, char *out, size_t outlen)
 	if (pid == 0) {
 		dup2(p[1], 1);
 		dup2(p[1], 2);
-		execv(argv[0], (char *const *)argv);
+		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	close(p[1]);

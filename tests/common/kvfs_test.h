@@ -61,7 +61,8 @@ int kvfs_test_wait_exit(struct kvfs_mnt *m);
 int kvfs_test_is_mounted(const char *dir);
 
 /*
- * kvfs_test_run - runs argv (argv[0] a path) to completion with the deadline,
+ * kvfs_test_run - runs argv (argv[0] a path, or a name looked up in PATH)
+ * to completion with the deadline,
  * capturing stdout and stderr together into out (NUL-terminated, truncated
  * to outlen). Returns the exit status, 128 + signal, or -1.
  */

@@ -122,7 +122,9 @@ static void test_mount_umount(void **state)
 	struct stat st;
 
 	assert_int_equal(kvfs_test_mount(&m, "l1_size=32M,rw,nosuid,nodev,"
-					 "noauto,_netdev,defaults,user"), 0);
+					 "noauto,_netdev,defaults,user,nofail,"
+					 "x-systemd.automount,comment=kvfs"),
+			 0);
 	assert_true(kvfs_test_is_mounted(m.dir));
 	assert_int_equal(statvfs(m.dir, &sv), 0);
 	assert_int_equal((uint64_t)sv.f_blocks * sv.f_frsize, 32ULL << 20);
@@ -265,7 +267,7 @@ static void test_daemon_mode(void **state)
 {
 	char dir[] = "/tmp/kvfs-daemon.XXXXXX", out[4096], p[PATH_MAX];
 	const char *argv[] = { kvfs_test_bin(), "-o", "l1_size=16M", dir, NULL };
-	const char *um[] = { "/bin/fusermount3", "-u", dir, NULL };
+	const char *um[] = { "fusermount3", "-u", dir, NULL };
 	pid_t pid;
 
 	assert_non_null(mkdtemp(dir));
@@ -344,7 +346,7 @@ static void test_mount_helper_form(void **state)
 	char tdir[] = "/tmp/kvfs-helper.XXXXXX", link[PATH_MAX];
 	char dir[] = "/tmp/kvfs-helper-mnt.XXXXXX";
 	char bin[PATH_MAX], out[4096], line[8192];
-	const char *um[] = { "/bin/fusermount3", "-u", dir, NULL };
+	const char *um[] = { "fusermount3", "-u", dir, NULL };
 	FILE *f;
 	pid_t pid;
 	int found = 0;
