@@ -12,6 +12,8 @@ export KVFS_MOUNT_BIN=$PWD/$BUILD/kvfs-mount KVFS_CTL_BIN=$PWD/$BUILD/kvfsctl
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=() skipped=() passed=0
+kvfs_mounts() { awk '$3 == "fuse.kvfs" { print $2 }' /proc/mounts | sort; }
+mounts_before=$(kvfs_mounts) # the user's own mounts are not ours to judge
 
 run() { # name timeout cmd...
 	local name=$1 limit=$2; shift 2
@@ -42,8 +44,9 @@ for t in tests/sh/test_*.sh; do
 done
 
 # No test may leave a kvfs mount behind.
-if grep -q 'fuse.kvfs' /proc/mounts; then
-	failed+=("stale kvfs mounts: $(grep fuse.kvfs /proc/mounts | cut -d' ' -f2 | tr '\n' ' ')")
+left=$(comm -13 <(echo "$mounts_before") <(kvfs_mounts) | tr '\n' ' ')
+if [ -n "${left// /}" ]; then
+	failed+=("stale kvfs mounts: $left")
 fi
 
 printf '\n=== summary: %d passed, %d skipped, %d failed\n' \
