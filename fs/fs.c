@@ -156,6 +156,7 @@ struct fs_inode {
 
 struct fs_gone {
 	uint32_t ns;
+	bool published; /* a new publication: only the name's dentry */
 	struct kvfs_key key;
 };
 
@@ -528,6 +529,9 @@ static void wr_discard(struct fs *fs, struct fs_wr *w)
  * discarded either way, except -EPERM/-EINVAL which report a writer that
  * was already finished.
  */
+static void queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+			bool published);
+
 static int wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key)
 {
 	struct tier_info info;
@@ -557,6 +561,13 @@ static int wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key
 			w->final_gen = info.gen;
 		if (w->want_pin)
 			tier_set_user_pin(fs->tier, w->ns, k, true);
+		/*
+		 * The kernel's dentry for the name still points at the
+		 * writer's inode, so a reader's first lookup would find a
+		 * new inode, drop the dentry and look up again: drop it now,
+		 * off the writer's path, to save readers that round trip.
+		 */
+		queue_inval(fs, w->ns, k, true);
 	}
 	pthread_rwlock_unlock(&w->lock);
 	return err;
@@ -1477,7 +1488,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	memset(&e, 0, sizeof(e));
 	e.ino = w->ino;
 	writer_attr(fs, w, &e.attr);
-	e.attr_timeout = 0;
+	/* the kernel keeps the size current for its writer's own writes;
+	 * attributes that expire at once cost a GETATTR before the first
+	 * write */
+	e.attr_timeout = FS_TTL;
 	e.entry_timeout = 0;
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	fi->direct_io = 1;
@@ -2141,6 +2155,18 @@ static int snap_ctl(struct fs_dirsnap **out)
 	return 0;
 }
 
+/* The listing of directory fh->ino as of now (root, .kvfs or a
+ * namespace). */
+static int snap_take(struct fs *fs, struct fs_fh *fh,
+		     struct fs_dirsnap **out)
+{
+	if (fh->ino == FUSE_ROOT_ID)
+		return snap_root(fs, out);
+	if (fh->ino == FS_INO_KVFS)
+		return snap_ctl(out);
+	return snap_ns(fs, fh->ino, fh->ns, out);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
@@ -2189,7 +2215,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct fs_fh *fh = fs_fh_of(fi);
-	struct fs_dirsnap *s = fh->snap;
+	struct fs_dirsnap *s;
 	char *buf = malloc(size);
 	size_t used = 0;
 
@@ -2197,6 +2223,26 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	/*
+	 * opendir took the snapshot; offset 0 again (rewinddir, or a reader
+	 * polling a namespace through one fd) takes a fresh one, so chunks
+	 * published or evicted since show up or vanish. The kernel does
+	 * not run two readdirs of one open directory at once.
+	 */
+	if (off <= 0 && fh->snap_read) {
+		struct fs_dirsnap *fresh = NULL;
+		int err = snap_take(req_fs(req), fh, &fresh);
+
+		if (err) {
+			free(buf);
+			fuse_reply_err(req, -err);
+			return;
+		}
+		free(fh->snap);
+		fh->snap = fresh;
+	}
+	fh->snap_read = true;
+	s = fh->snap;
 	for (size_t i = off < 0 ? 0 : (size_t)off; s && i < s->n; i++) {
 		struct stat st = { .st_ino = s->e[i].ino,
 				   .st_mode = s->e[i].type };
@@ -2404,7 +2450,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		else if (!strcmp(name, KVFS_XATTR_STORED_BYTES))
 			n = snprintf(val, sizeof(val), "%" PRIu64,
 				     info.stored_bytes);
-		else if (!strcmp(name, KVFS_XATTR_CHECKSUM))
+		else if (!strcmp(name, KVFS_XATTR_CHECKSUM) &&
+			 (info.checksum_known ||
+			  tier_checksum(fs->tier, t.ns, &t.key, t.gen,
+					&info.checksum) == 0))
 			n = snprintf(val, sizeof(val), "%016" PRIx64,
 				     info.checksum);
 		else if (!strcmp(name, KVFS_XATTR_PARENT) && info.has_parent) {
@@ -2727,10 +2776,10 @@ const struct fuse_lowlevel_ops *fs_ops(void)
 }
 
 /* Called by the engine, maybe inside one of our tier_* calls: queue only. */
-static void on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
-		    enum tier_gone_reason why)
+/* Queues a kernel invalidation of (ns, key) for the background thread. */
+static void queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+			bool published)
 {
-	struct fs *fs = arg;
 	struct fs_priv *p = fs->priv;
 
 	pthread_mutex_lock(&p->qlock);
@@ -2747,12 +2796,19 @@ static void on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
 		/* without memory the entry just times out (FS_TTL) */
 		if (p->qlen < p->qcap) {
 			p->q[p->qlen].ns = ns;
+			p->q[p->qlen].published = published;
 			p->q[p->qlen].key = *key;
 			p->qlen++;
 			pthread_cond_signal(&p->qcond);
 		}
 	}
 	pthread_mutex_unlock(&p->qlock);
+}
+
+static void on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
+		    enum tier_gone_reason why)
+{
+	queue_inval(arg, ns, key, false);
 }
 
 static void invalidate(struct fs *fs, const struct fs_gone *g)
@@ -2766,7 +2822,7 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 	nsi = ns_find(p, g->ns);
 	if (nsi)
 		nsino = nsi->ino;
-	in = chunk_find(p, g->ns, &g->key);
+	in = g->published ? NULL : chunk_find(p, g->ns, &g->key);
 	if (in)
 		ino = in->ino;
 	pthread_mutex_unlock(&p->lock);

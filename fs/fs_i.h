@@ -79,6 +79,7 @@ struct fs_fh {
 	uint64_t ino;
 	struct fs_wr *wr;          /* FS_FH_WRITER */
 	struct fs_dirsnap *snap;   /* directories */
+	bool snap_read;            /* readdir used snap: offset 0 retakes it */
 	char *ctl_buf;             /* FS_FH_CTL: rendered file */
 	size_t ctl_len;
 	struct fs_fh *prev, *next; /* fs_priv.lock: open handles, freed at

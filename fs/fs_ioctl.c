@@ -75,6 +75,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	struct kvfs_lookup *lk;
 	struct lease_pin *pins = NULL;
 	uint32_t found = 0, in_l1 = 0, in_l2 = 0;
+	uint64_t *gens = NULL;
 	bool pin;
 	int rc;
 
@@ -93,9 +94,23 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	if (rc)
 		goto out;
 	pin = lk->flags & KVFS_LOOKUP_PIN;
-	rc = tier_lookup(fs->tier, fh->ns, lk->keys, lk->nkeys, lk->depth_base,
-			 pin, lk->flags & KVFS_LOOKUP_PREFETCH, &found, &in_l1,
-			 &in_l2);
+	if (pin) {
+		/* each pin remembers its generation (see tier_unpin_gen) */
+		gens = malloc(lk->nkeys * sizeof(*gens));
+		if (!gens) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		rc = tier_lookup_pinned(fs->tier, fh->ns, lk->keys, lk->nkeys,
+					lk->depth_base,
+					lk->flags & KVFS_LOOKUP_PREFETCH, gens,
+					&found, &in_l1, &in_l2);
+	} else {
+		rc = tier_lookup(fs->tier, fh->ns, lk->keys, lk->nkeys,
+				 lk->depth_base, false,
+				 lk->flags & KVFS_LOOKUP_PREFETCH, &found,
+				 &in_l1, &in_l2);
+	}
 	if (rc)
 		goto out;
 	count(&st->lookups, 1);
@@ -109,14 +124,19 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		for (uint32_t i = 0; pins && i < found; i++) {
 			pins[i].ns = fh->ns;
 			pins[i].key = lk->keys[i];
+			pins[i].gen = gens[i];
 		}
+		/* non-root callers get at most the mount's lease_ms */
+		lk->lease_ms = lease_grant_ms(st->leases, ctx->uid,
+					      lk->lease_ms);
 		if (!rc)
 			rc = lease_add(st->leases, owner, ctx->uid, lk->lease_ms,
 				       pins, found, &lk->lease_id);
 		if (rc) {
 			/* Nobody owns the pins: give them back now. */
 			for (uint32_t i = 0; i < found; i++)
-				tier_unpin_key(fs->tier, fh->ns, &lk->keys[i]);
+				tier_unpin_gen(fs->tier, fh->ns, &lk->keys[i],
+					       gens[i]);
 			goto out;
 		}
 	}
@@ -126,6 +146,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	/* The keys did not change: copy back only the header. */
 	fuse_reply_ioctl(req, 0, lk, offsetof(struct kvfs_lookup, keys));
 out:
+	free(gens);
 	free(pins);
 	free(lk);
 	return rc ? reply_err(fs, req, "LOOKUP", -rc) : 0;
@@ -142,6 +163,7 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	uint32_t ids[KVFS_GROUP_MAX], got[KVFS_GROUP_MAX] = { 0 };
 	uint32_t n, l1, l2, i, k, npinned = 0;
 	struct lease_pin *pins = NULL;
+	uint64_t *gens = NULL; /* with PIN: [rank * nkeys + k] */
 	bool pin, any_missing = false;
 	int rc = 0;
 
@@ -198,11 +220,26 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	 * ranks' lookups.
 	 */
 	pin = g->flags & KVFS_LOOKUP_PIN;
+	if (pin) {
+		gens = malloc((size_t)g->nns * g->nkeys * sizeof(*gens));
+		if (!gens) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
 	n = g->nkeys;
 	for (i = 0; i < g->nns && n; i++) {
-		rc = tier_lookup(fs->tier, ids[i], g->keys, n, g->depth_base,
-				 pin, g->flags & KVFS_LOOKUP_PREFETCH, &got[i],
-				 &l1, &l2);
+		if (pin)
+			rc = tier_lookup_pinned(fs->tier, ids[i], g->keys, n,
+						g->depth_base,
+						g->flags & KVFS_LOOKUP_PREFETCH,
+						&gens[(size_t)i * g->nkeys],
+						&got[i], &l1, &l2);
+		else
+			rc = tier_lookup(fs->tier, ids[i], g->keys, n,
+					 g->depth_base, false,
+					 g->flags & KVFS_LOOKUP_PREFETCH,
+					 &got[i], &l1, &l2);
 		if (rc) {
 			got[i] = 0;
 			break;
@@ -213,7 +250,8 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	if (rc) {
 		for (uint32_t j = 0; pin && j < i; j++)
 			for (k = 0; k < got[j]; k++)
-				tier_unpin_key(fs->tier, ids[j], &g->keys[k]);
+				tier_unpin_gen(fs->tier, ids[j], &g->keys[k],
+					       gens[(size_t)j * g->nkeys + k]);
 		if (rc == -ENOENT) { /* removed since tier_ns_find */
 			g->missing[i] = 1;
 			any_missing = true;
@@ -226,15 +264,22 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	if (pin) {
 		for (i = 0; i < g->nns; i++)
 			for (k = n; k < got[i]; k++)
-				tier_unpin_key(fs->tier, ids[i], &g->keys[k]);
+				tier_unpin_gen(fs->tier, ids[i], &g->keys[k],
+					       gens[(size_t)i * g->nkeys + k]);
 		if (n) {
 			pins = malloc((size_t)n * g->nns * sizeof(*pins));
 			rc = pins ? 0 : -ENOMEM;
 			for (i = 0; pins && i < g->nns; i++)
 				for (k = 0; k < n; k++) {
 					pins[npinned].ns = ids[i];
-					pins[npinned++].key = g->keys[k];
+					pins[npinned].key = g->keys[k];
+					pins[npinned++].gen =
+						gens[(size_t)i * g->nkeys + k];
 				}
+			/* non-root callers get at most the mount's
+			 * lease_ms */
+			g->lease_ms = lease_grant_ms(st->leases, ctx->uid,
+						     g->lease_ms);
 			if (!rc)
 				rc = lease_add(st->leases, owner, ctx->uid,
 					       g->lease_ms, pins, npinned,
@@ -242,8 +287,10 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 			if (rc) {
 				for (i = 0; i < g->nns; i++)
 					for (k = 0; k < n; k++)
-						tier_unpin_key(fs->tier, ids[i],
-							       &g->keys[k]);
+						tier_unpin_gen(fs->tier, ids[i],
+							&g->keys[k],
+							gens[(size_t)i *
+							     g->nkeys + k]);
 				goto out;
 			}
 		}
@@ -259,6 +306,7 @@ out:
 		count(&st->errors, 1);
 		rc = 0;
 	}
+	free(gens);
 	free(pins);
 	free(g);
 	return rc ? reply_err(fs, req, "GROUP_LOOKUP", -rc) : 0;

@@ -137,7 +137,10 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  * KVFS_IOC_LOOKUP, on a namespace directory fd.
  *
  * In:  keys[0..nkeys) a chain (key i is the child of key i-1), 1 <= nkeys <=
- *      KVFS_LOOKUP_MAX; flags; lease_ms (0 = the mount's lease_ms) with PIN.
+ *      KVFS_LOOKUP_MAX; flags; lease_ms (0 = the mount's lease_ms) with PIN:
+ *      a caller other than root gets at most the mount's lease_ms, root at
+ *      most 86400000 (24 h); with PIN the lease time granted is written
+ *      back to lease_ms.
  *      depth_base: the depth of keys[0] (its index in the whole chain, for
  *      callers that split a long chain into several calls).
  * Out: found = length of the leading run present (stops at the first
@@ -158,7 +161,8 @@ struct kvfs_lookup {
 	uint32_t size;
 	uint32_t flags;
 	uint32_t nkeys;
-	uint32_t lease_ms;
+	uint32_t lease_ms;   /* in/out: 0 = the mount's; non-root capped at the
+			      * mount's lease_ms, root at 86400000 */
 	uint32_t depth_base;
 	/* out */
 	uint32_t found;
@@ -174,7 +178,8 @@ struct kvfs_lookup {
  *
  * In:  nns namespace names (1..KVFS_GROUP_MAX; NUL-terminated, relative to
  *      the mount root), one chain of nkeys keys looked up in each of them,
- *      flags, lease_ms and depth_base as for KVFS_IOC_LOOKUP.
+ *      flags, lease_ms (capped and written back) and depth_base as for
+ *      KVFS_IOC_LOOKUP.
  * Out: found = the longest leading run that every namespace has; with PIN,
  *      that run is pinned in every namespace under one lease.
  * Errors: as KVFS_IOC_LOOKUP (EACCES when any named namespace is not
@@ -188,7 +193,7 @@ struct kvfs_group_lookup {
 	uint32_t flags;
 	uint32_t nkeys;
 	uint32_t nns;
-	uint32_t lease_ms;
+	uint32_t lease_ms;   /* as in kvfs_lookup (capped, written back) */
 	/* out */
 	uint32_t found;
 	uint32_t depth_base; /* in: as in kvfs_lookup (was reserved, 0) */

@@ -630,7 +630,8 @@ int l2_build(struct l2 *l2, const char *ns, const struct kvfs_key *key,
 		h->codec = CODEC_ZSTD;
 		h->shuffle = (uint8_t)shuffle;
 	} else {
-		memcpy(payload, raw, len);
+		if (len) /* an empty chunk may come with raw == NULL */
+			memcpy(payload, raw, len);
 		stored = (long)len;
 		h->codec = CODEC_NONE;
 		h->shuffle = 0;

@@ -115,7 +115,8 @@ static void release_list(struct lease_table *lt, struct lease *l)
 		if (l->chunk)
 			tier_put(lt->tier, l->chunk);
 		for (size_t i = 0; i < l->npins; i++)
-			tier_unpin_key(lt->tier, l->pins[i].ns, &l->pins[i].key);
+			tier_unpin_gen(lt->tier, l->pins[i].ns, &l->pins[i].key,
+				       l->pins[i].gen);
 		free(l);
 		l = next;
 	}
@@ -260,6 +261,15 @@ static void link_lease(struct lease_table *lt, struct lease *l)
 	lt->st.taken++;
 }
 
+uint32_t lease_grant_ms(struct lease_table *lt, uid_t uid, uint32_t ms)
+{
+	if (!ms)
+		return lt->default_ms;
+	if (uid != 0)
+		return ms < lt->default_ms ? ms : lt->default_ms;
+	return ms < LEASE_MAX_MS ? ms : LEASE_MAX_MS;
+}
+
 int lease_add(struct lease_table *lt, uint64_t owner, uid_t uid, uint32_t ms,
 	      const struct lease_pin *pins, size_t npins, uint64_t *id)
 {
@@ -275,7 +285,7 @@ int lease_add(struct lease_table *lt, uint64_t owner, uid_t uid, uint32_t ms,
 	l->owner = owner;
 	l->uid = uid;
 	l->deadline_ns = now_ns() +
-		(uint64_t)(ms ? ms : lt->default_ms) * 1000000ull;
+		(uint64_t)lease_grant_ms(lt, uid, ms) * 1000000ull;
 
 	pthread_mutex_lock(&lt->lock);
 	if (lt->st.active >= LEASE_MAX) {

@@ -30,16 +30,23 @@ struct tier;
 struct tier_chunk;
 struct lease_table;
 
-/* One pinned chunk of a lease: refs + 1 taken with tier_lookup(pin) or
- * tier_pin_key, given back with tier_unpin_key. */
+/* One pinned chunk of a lease: refs + 1 taken with tier_lookup_pinned
+ * (or tier_lookup(pin) / tier_pin_key), given back with tier_unpin_gen. */
 struct lease_pin {
 	uint32_t ns;
 	struct kvfs_key key;
+	uint64_t gen;   /* the generation pinned (tier_lookup_pinned), so the
+			 * release never lands on a re-published copy of the
+			 * key; 0 = unknown (released like tier_unpin_key) */
 };
 
 /* Most leases a table holds at once (KVFS_IOC_LOOKUP then fails with
  * ENOSPC): a bound on what a runaway engine can pin and on daemon memory. */
 #define LEASE_MAX 65536
+
+/* The longest lease root may ask for (24 h, also the largest lease_ms mount
+ * option); other users get at most the table's default_ms. */
+#define LEASE_MAX_MS 86400000u
 
 /* Counters for /.kvfs/stats (all under lease_table.lock). */
 struct lease_stats {
@@ -66,11 +73,21 @@ int lease_table_create(struct tier *t, uint32_t default_ms,
 void lease_table_destroy(struct lease_table *lt);
 
 /*
+ * lease_grant_ms - the lease time a caller of uid asking for ms gets:
+ * ms 0 = the table's default (the mount's lease_ms); a non-root caller is
+ * capped at that default, so it cannot hold pins (and L1 space) longer
+ * than the administrator chose; root (uid 0) may ask for longer, up to
+ * LEASE_MAX_MS.
+ */
+uint32_t lease_grant_ms(struct lease_table *lt, uid_t uid, uint32_t ms);
+
+/*
  * lease_add - records pins the caller already took and returns a new lease
  * id (> 0, never reused by this table) owning them.
  * owner: an opaque token for the open file that took it (the FUSE fh);
  * uid: the caller's uid (only that uid or root may unpin it);
- * ms: lease time in milliseconds, 0 = the table's default.
+ * ms: lease time in milliseconds, 0 = the table's default; capped as
+ * lease_grant_ms says.
  * pins: npins (>= 1) entries, copied. On success the table owns the pins;
  * on failure the caller still does (and must unpin them).
  * Errors: -EINVAL (npins 0), -ENOSPC (LEASE_MAX leases held), -ENOMEM.

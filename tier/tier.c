@@ -280,11 +280,20 @@ static void idx_grow(struct tier *t)
 	t->nbuckets = n;
 }
 
+static bool orphan_add(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		       uint32_t n);
+static uint32_t orphan_take(struct tier *t, uint32_t ns,
+			    const struct kvfs_key *key, uint64_t h);
+
 /* Inserts r (r->pi.hkey set) into the index and its namespace list. */
 void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r)
 {
 	struct tier_rec **b = &t->buckets[r->pi.hkey & (t->nbuckets - 1)];
 
+	/* Children already in L1 (published before it, or counted against
+	 * an earlier record of this key) are its children now. */
+	if (t->norphans)
+		r->pi.nchildren += orphan_take(t, r->ns, &r->key, r->pi.hkey);
 	r->hnext = *b;
 	*b = r;
 	r->ns_prev = NULL;
@@ -318,6 +327,12 @@ static void idx_remove(struct tier *t, struct tier_rec *r)
 	ns->chunks--;
 	ns->bytes -= r->size;
 	t->nrecs--;
+	/* Its children stay counted under its key (see parent counts). */
+	if (r->pi.nchildren &&
+	    !orphan_add(t, r->ns, &r->key, r->pi.nchildren))
+		log_locked(t, "tier: out of memory keeping a parent's child "
+			   "count; prefix eviction order may be off");
+	r->pi.nchildren = 0;
 }
 
 void tier_idx_remove(struct tier *t, struct tier_rec *r)
@@ -335,30 +350,169 @@ struct tier_ns *tier_ns_get(struct tier *t, uint32_t id)
 /* ------------------------------------------------------ parent counts */
 
 /*
- * Counts r in its parent's nchildren when both are in L1 (tier.lock held).
- * parent_gen remembers which incarnation of the parent was counted, so a
- * parent evicted and published again is never decremented for a child it
- * did not count.
+ * The invariant: for every key K of a namespace, the number of L1 records
+ * with TREC_COUNTED whose parent is K equals the nchildren of the record
+ * indexed under K, or, when none is indexed, the count of K's orphan entry.
+ * The parent's own tier does not matter (a parent demoted to L2 keeps its
+ * count and brings it back when promoted); a parent leaving the index
+ * leaves its count behind as an orphan entry, which the next record
+ * published (or recovered) under that key takes over. So a child counted
+ * once is always decremented exactly once, from whichever record holds
+ * its key's count, and no generation check is needed.
+ */
+struct tier_orphan {
+	struct tier_orphan *next;
+	uint64_t hkey;               /* hashkey_index(ns, key) */
+	struct kvfs_key key;
+	uint32_t ns;
+	uint32_t nchildren;
+};
+
+#define TIER_ORPHAN_MIN_BUCKETS 64
+
+static struct tier_orphan **orphan_slot(struct tier *t, uint32_t ns,
+					const struct kvfs_key *key,
+					uint64_t h)
+{
+	struct tier_orphan **pp;
+
+	if (!t->orphans)
+		return NULL;
+	pp = &t->orphans[h & (t->norphan_buckets - 1)];
+	for (; *pp; pp = &(*pp)->next)
+		if ((*pp)->hkey == h && (*pp)->ns == ns &&
+		    key_eq(&(*pp)->key, key))
+			return pp;
+	return pp; /* the end of the chain: *pp == NULL */
+}
+
+static void orphan_grow(struct tier *t)
+{
+	uint64_t n = t->norphan_buckets ? t->norphan_buckets * 2
+					: TIER_ORPHAN_MIN_BUCKETS;
+	struct tier_orphan **b = calloc(n, sizeof(*b)), *o, *next;
+
+	if (!b)
+		return; /* longer chains (or, with none yet, a lost count) */
+	for (uint64_t i = 0; i < t->norphan_buckets; i++)
+		for (o = t->orphans[i]; o; o = next) {
+			next = o->next;
+			o->next = b[o->hkey & (n - 1)];
+			b[o->hkey & (n - 1)] = o;
+		}
+	free(t->orphans);
+	t->orphans = b;
+	t->norphan_buckets = n;
+}
+
+/* Adds n children to the orphan count of (ns, key). false when out of
+ * memory (the count is lost: the parent, if it comes back, undercounts). */
+static bool orphan_add(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		       uint32_t n)
+{
+	uint64_t h = hashkey_index(ns, key);
+	struct tier_orphan **pp, *o;
+
+	if (!n)
+		return true;
+	if (t->norphans >= t->norphan_buckets)
+		orphan_grow(t);
+	pp = orphan_slot(t, ns, key, h);
+	if (!pp)
+		return false;
+	if (*pp) {
+		(*pp)->nchildren += n;
+		return true;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return false;
+	o->hkey = h;
+	o->key = *key;
+	o->ns = ns;
+	o->nchildren = n;
+	*pp = o;
+	t->norphans++;
+	return true;
+}
+
+/* Removes the orphan entry of (ns, key); returns its count (0 if none). */
+static uint32_t orphan_take(struct tier *t, uint32_t ns,
+			    const struct kvfs_key *key, uint64_t h)
+{
+	struct tier_orphan **pp = orphan_slot(t, ns, key, h), *o;
+	uint32_t n;
+
+	if (!pp || !*pp)
+		return 0;
+	o = *pp;
+	*pp = o->next;
+	n = o->nchildren;
+	free(o);
+	t->norphans--;
+	return n;
+}
+
+static void orphan_dec(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	uint64_t h = hashkey_index(ns, key);
+	struct tier_orphan **pp = orphan_slot(t, ns, key, h);
+
+	if (!pp || !*pp)
+		return; /* lost to an allocation failure */
+	if (--(*pp)->nchildren == 0)
+		orphan_take(t, ns, key, h);
+}
+
+static void orphans_free(struct tier *t)
+{
+	struct tier_orphan *o, *next;
+
+	for (uint64_t i = 0; i < t->norphan_buckets; i++)
+		for (o = t->orphans[i]; o; o = next) {
+			next = o->next;
+			free(o);
+		}
+	free(t->orphans);
+	t->orphans = NULL;
+	t->norphan_buckets = t->norphans = 0;
+}
+
+/* p's nchildren changed: tell the policy if it tracks p (only L1). */
+static void nchildren_changed(struct tier *t, struct tier_rec *p)
+{
+	if (p->where == TIER_L1 && t->pops->update)
+		t->pops->update(t->pol, &p->pi);
+}
+
+/*
+ * Counts r, an L1 chunk with a known parent, in its parent key's count:
+ * the indexed parent's nchildren whatever tier the parent is in, else the
+ * key's orphan entry (tier.lock held). Idempotent.
  */
 void tier_count_parent(struct tier *t, struct tier_rec *r)
 {
 	struct tier_rec *p;
 
-	if (!(r->flags & TREC_HAS_PARENT) || r->where != TIER_L1)
+	if (!(r->flags & TREC_HAS_PARENT) || r->where != TIER_L1 ||
+	    (r->flags & (TREC_COUNTED | TREC_ZOMBIE)))
 		return;
 	p = tier_idx_find(t, r->ns, &r->parent);
-	if (!p || p->where != TIER_L1 || p == r)
+	if (p == r)
 		return;
-	if ((r->flags & TREC_COUNTED) && r->parent_gen == (uint32_t)p->gen)
+	if (p) {
+		p->pi.nchildren++;
+		nchildren_changed(t, p);
+	} else if (!orphan_add(t, r->ns, &r->parent, 1)) {
+		log_locked(t, "tier: out of memory counting a chunk's parent; "
+			   "prefix eviction order may be off");
 		return;
-	p->pi.nchildren++;
-	r->parent_gen = (uint32_t)p->gen;
+	}
 	r->flags |= TREC_COUNTED;
-	if (t->pops->update)
-		t->pops->update(t->pol, &p->pi);
 }
 
-/* Undoes tier_count_parent when r leaves L1 (tier.lock held). */
+/* Undoes tier_count_parent when r leaves L1 or the index (tier.lock
+ * held). */
 static void uncount_parent(struct tier *t, struct tier_rec *r)
 {
 	struct tier_rec *p;
@@ -367,12 +521,14 @@ static void uncount_parent(struct tier *t, struct tier_rec *r)
 		return;
 	r->flags &= (uint8_t)~TREC_COUNTED;
 	p = tier_idx_find(t, r->ns, &r->parent);
-	if (!p || p->where != TIER_L1 || r->parent_gen != (uint32_t)p->gen ||
-	    !p->pi.nchildren)
+	if (!p) {
+		orphan_dec(t, r->ns, &r->parent);
 		return;
+	}
+	if (!p->pi.nchildren)
+		return; /* a count lost to an allocation failure */
 	p->pi.nchildren--;
-	if (t->pops->update)
-		t->pops->update(t->pol, &p->pi);
+	nchildren_changed(t, p);
 }
 
 /* -------------------------------------------------------------- pins */
@@ -684,6 +840,7 @@ void tier_destroy(struct tier *t)
 		free(t->ns[i]);
 	free(t->ns);
 	free(t->buckets);
+	orphans_free(t);
 	free(t->gone);
 	l1_alloc_destroy(t->alloc);
 	gpu_arena_close(&t->arena);
@@ -876,6 +1033,7 @@ static void fill_info(const struct tier_rec *r, struct tier_info *info)
 	info->size = r->size;
 	info->stored_bytes = tier_l2_stored(r);
 	info->checksum = r->checksum;
+	info->checksum_known = !(r->flags & TREC_NOSUM);
 	info->atime_ns = r->atime_ns;
 	info->hits = r->hits;
 	info->gen = r->gen;
@@ -899,6 +1057,42 @@ int tier_stat(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		fill_info(r, info);
 	tier_unlock(t);
 	return r ? 0 : -ENOENT;
+}
+
+int tier_checksum(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		  uint64_t gen, uint64_t *sum)
+{
+	struct tier_rec *r;
+	uint64_t off, len, s;
+	int rc;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (!r || (gen && r->gen != gen)) {
+		tier_unlock(t);
+		return r ? -ESTALE : -ENOENT;
+	}
+	if (!(r->flags & TREC_NOSUM) || r->where != TIER_L1) {
+		*sum = r->checksum;
+		tier_unlock(t);
+		return 0;
+	}
+	/* Only published L1 chunks lack a sum (an L2 copy brings its own):
+	 * hold a reference so the extent stays while we read it unlocked. */
+	tier_ref(t, r);
+	off = r->l1_off;
+	len = r->size;
+	tier_unlock(t);
+	rc = tier_arena_checksum(t, off, len, &s);
+	tier_lock(t);
+	if (rc == 0) {
+		r->checksum = s;
+		r->flags &= (uint8_t)~TREC_NOSUM;
+		*sum = s;
+	}
+	tier_unref(t, r);
+	tier_unlock(t);
+	return rc;
 }
 
 /* An access: logical clock for the policy, wall clock for the xattr. */
@@ -1104,9 +1298,12 @@ int tier_set_parent(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 
 /* ------------------------------------------------------ batched lookup */
 
-int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
-		uint32_t nkeys, uint32_t depth_base, bool pin, bool prefetch,
-		uint32_t *found, uint32_t *in_l1, uint32_t *in_l2)
+/* tier_lookup and tier_lookup_pinned; gens (with pin) may be NULL. */
+static int lookup_run(struct tier *t, uint32_t ns,
+		      const struct kvfs_key *keys, uint32_t nkeys,
+		      uint32_t depth_base, bool pin, bool prefetch,
+		      uint64_t *gens, uint32_t *found, uint32_t *in_l1,
+		      uint32_t *in_l2)
 {
 	uint32_t i, l1 = 0, l2 = 0;
 	struct tier_rec *r;
@@ -1131,6 +1328,8 @@ int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 		if (pin) {
 			tier_ref(t, r);
 			r->kpins++;
+			if (gens)
+				gens[i] = r->gen;
 		}
 	}
 	tier_unlock(t);
@@ -1141,6 +1340,25 @@ int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 	if (in_l2)
 		*in_l2 = l2;
 	return 0;
+}
+
+int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		uint32_t nkeys, uint32_t depth_base, bool pin, bool prefetch,
+		uint32_t *found, uint32_t *in_l1, uint32_t *in_l2)
+{
+	return lookup_run(t, ns, keys, nkeys, depth_base, pin, prefetch, NULL,
+			  found, in_l1, in_l2);
+}
+
+int tier_lookup_pinned(struct tier *t, uint32_t ns,
+		       const struct kvfs_key *keys, uint32_t nkeys,
+		       uint32_t depth_base, bool prefetch, uint64_t *gens,
+		       uint32_t *found, uint32_t *in_l1, uint32_t *in_l2)
+{
+	if (!gens)
+		return -EINVAL;
+	return lookup_run(t, ns, keys, nkeys, depth_base, true, prefetch, gens,
+			  found, in_l1, in_l2);
 }
 
 int tier_pin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
@@ -1176,6 +1394,37 @@ void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	if (r) {
 		r->kpins--;
 		tier_unref(t, r);
+	}
+	tier_unlock(t);
+}
+
+/*
+ * A pin remembers the generation it was taken on: the chunk released is the
+ * one of that publication, indexed or unlinked, never a later copy of the
+ * same key that someone else may have pinned meanwhile.
+ */
+void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    uint64_t gen)
+{
+	struct tier_rec *r;
+
+	if (!gen) {
+		tier_unpin_key(t, ns, key);
+		return;
+	}
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (!r || r->gen != gen || !r->kpins)
+		for (r = t->zombies; r; r = r->ns_next)
+			if (r->gen == gen && r->ns == ns && r->kpins &&
+			    key_eq(&r->key, key))
+				break;
+	if (r) {
+		r->kpins--;
+		tier_unref(t, r);
+	} else {
+		log_locked(t, "tier: unpin of a chunk (gen %llu) that holds no "
+			   "key pin", (unsigned long long)gen);
 	}
 	tier_unlock(t);
 }
@@ -1240,6 +1489,8 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	meta += t->nchunks_handed * sizeof(struct tier_chunk);
 	meta += t->ns_cap * sizeof(*t->ns) + t->ns_count * sizeof(struct tier_ns);
 	meta += t->gone_cap * sizeof(struct tier_gone);
+	meta += t->norphan_buckets * sizeof(*t->orphans) +
+		t->norphans * sizeof(struct tier_orphan);
 	meta += l1_alloc_meta_bytes(t->alloc);
 	if (t->pops->meta_bytes)
 		meta += t->pops->meta_bytes(t->pol);

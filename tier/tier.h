@@ -55,7 +55,9 @@ struct tier_config {
 	const char *l2_dir;
 	uint64_t l2_size;       /* bytes on disk; 0 = half the free space of
 				 * l2_dir's filesystem (>= 256 MiB); must hold
-				 * 4 chunks of max_chunk (else -EINVAL) */
+				 * 4 chunks of max_chunk (else -EINVAL; when
+				 * the default is too small L2 is disabled,
+				 * logged, and L1 serves alone) */
 	int compress_level;     /* 0 = none, else the zstd level */
 	int shuffle;            /* default byte-plane shuffle: 0, 2 or 4 */
 	enum tier_ingest ingest;
@@ -194,7 +196,8 @@ void tier_wr_abort(struct tier *t, struct tier_wr *w);
 struct tier_info {
 	uint64_t size;         /* raw bytes */
 	uint64_t stored_bytes; /* on L2 after compression, else size */
-	uint64_t checksum;     /* XXH3-64 of the raw bytes, seed 0 */
+	uint64_t checksum;     /* XXH3-64 of the raw bytes, seed 0; valid
+				* only with checksum_known (tier_checksum) */
 	uint64_t atime_ns;     /* CLOCK_REALTIME of the last access */
 	uint64_t hits;
 	uint64_t gen;          /* publication number, unique per tier */
@@ -202,6 +205,7 @@ struct tier_info {
 	uint32_t depth;        /* 0 = unknown */
 	enum tier_where where;
 	bool has_parent;
+	bool checksum_known;  /* else see tier_checksum */
 	bool user_pin;         /* user.kvfs.pin = 1 */
 	struct kvfs_key parent;
 };
@@ -210,6 +214,18 @@ struct tier_info {
  * invisible). Does not count as an access. */
 int tier_stat(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	      struct tier_info *info);
+
+/*
+ * tier_checksum - the XXH3-64 (seed 0) of a published chunk's raw bytes.
+ * Publication does not compute it (it would cost the writer's close a
+ * pass over the bytes): it is computed here on first request, or by the
+ * L2 write of the chunk, and then kept. Does not count as an access.
+ * gen: the publication asked about (tier_info.gen), or 0 for any.
+ * Errors: -ENOENT (not published), -ESTALE (published again since gen),
+ * -ENOMEM.
+ */
+int tier_checksum(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		  uint64_t gen, uint64_t *sum);
 
 /*
  * tier_get - pins a published chunk for reading and counts a hit (or a
@@ -270,6 +286,26 @@ int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
  * (leases and handles). tier_pin_key: -ENOENT. */
 int tier_pin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+
+/*
+ * tier_lookup_pinned - tier_lookup with pin that also writes the
+ * publication number (gen) of each pinned chunk to gens[0..*found-1]
+ * (gens holds nkeys entries). Give each pin back with tier_unpin_gen.
+ * Returns 0, -EINVAL (gens NULL) or -ENOENT (namespace).
+ */
+int tier_lookup_pinned(struct tier *t, uint32_t ns,
+		       const struct kvfs_key *keys, uint32_t nkeys,
+		       uint32_t depth_base, bool prefetch, uint64_t *gens,
+		       uint32_t *found, uint32_t *in_l1, uint32_t *in_l2);
+
+/*
+ * tier_unpin_gen - gives back one key pin taken on generation gen of key:
+ * the indexed chunk if it is that generation, else the unlinked chunk of
+ * that generation still held by pins. Unlike tier_unpin_key it never
+ * releases a pin of a re-published copy of the key. gen 0: tier_unpin_key.
+ */
+void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    uint64_t gen);
 
 /* ------------------------------------------------------------- listing */
 

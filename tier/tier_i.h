@@ -35,10 +35,12 @@ struct tier_l2loc {
 #define TREC_USER_PIN 0x01   /* user.kvfs.pin = 1 (holds one ref) */
 #define TREC_HAS_PARENT 0x02 /* parent is known */
 #define TREC_ZOMBIE 0x04     /* unlinked while pinned: not in the index */
-#define TREC_COUNTED 0x08    /* counted in its parent's nchildren */
+#define TREC_COUNTED 0x08    /* counted in its parent's nchildren (or in
+			      * the orphan count of its parent's key) */
 #define TREC_L2 0x10         /* r->l2 is a valid L2 copy (tier_l2.c) */
 #define TREC_L2W 0x20        /* an L2 write is in flight (tier_l2.c) */
 #define TREC_PROMO 0x40      /* a promotion from L2 is reading it */
+#define TREC_NOSUM 0x80      /* checksum not computed yet (tier_checksum) */
 
 /*
  * One published chunk. Compact on purpose: a million chunks cost a million
@@ -63,9 +65,6 @@ struct tier_rec {
 	uint32_t ns;
 	uint32_t hits;
 	uint32_t kpins;              /* of refs: key pins (lookup, pin_key) */
-	uint32_t parent_gen;         /* low bits of the parent's gen when
-				      * TREC_COUNTED (guards a re-published
-				      * parent against a stale decrement) */
 	uint8_t where;               /* enum tier_where */
 	uint8_t flags;               /* TREC_* */
 };
@@ -144,6 +143,11 @@ struct tier {
 	uint64_t nwriters, writer_bytes;
 	struct tier_rec *zombies;    /* unlinked while pinned */
 	uint64_t nzombies;
+	/* Children counts of parent keys that are not indexed (the parent
+	 * was never published, or was unlinked / dropped): an indexed
+	 * record takes its count over when it is inserted (tier.c). */
+	struct tier_orphan **orphans;
+	uint64_t norphan_buckets, norphans; /* buckets: a power of two */
 
 	uint64_t clock;              /* logical time for the policy */
 	uint64_t gen;                /* last publication number */

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,11 @@ static void write_done(void *arg, struct l2_rec *rec, int err,
 		if (!err) {
 			loc_set(r, loc, info.stored_len);
 			r->flags |= TREC_L2;
+			if (r->flags & TREC_NOSUM) {
+				/* the L2 write hashed the same bytes */
+				r->checksum = info.raw_sum;
+				r->flags &= (uint8_t)~TREC_NOSUM;
+			}
 		} else if (r->where != TIER_L1) {
 			/* the demoted bytes are lost: a miss from now on */
 			t2->errors++;
@@ -486,14 +492,18 @@ int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
 	} else {
 		return -ENOENT;
 	}
-	if (len && tier_alloc_evict(t, len, &off) == 0) {
+	if (!len) {
+		/* an empty chunk needs no extent: it goes back to L1 as one
+		 * with l1_pages 0, like a freshly published empty chunk */
+		have_extent = true;
+	} else if (tier_alloc_evict(t, len, &off) == 0) {
 		have_extent = true;
 		t->writer_bytes += len; /* held like a writer's until done */
 	}
 	r->flags |= TREC_PROMO;
 	tier_unlock(t);
 
-	if (have_extent && t->arena.host) {
+	if (have_extent && t->arena.host && len) {
 		dst = (char *)t->arena.host + off;
 	} else {
 		tmp = malloc(r->size ? r->size : 1);
@@ -501,11 +511,13 @@ int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
 	}
 	if (!dst)
 		rc = -ENOMEM;
-	else if (job)
-		memcpy(dst, job->raw, r->size);
-	else
+	else if (job) {
+		if (r->size) /* job->raw may be NULL for an empty chunk */
+			memcpy(dst, job->raw, r->size);
+	} else {
 		rc = l2_read(t2->l2, &l.loc, ns, &r->key, dst, r->size);
-	if (rc == 0 && have_extent && !t->arena.host) {
+	}
+	if (rc == 0 && have_extent && (!t->arena.host || !len)) {
 		rc = tier_arena_write(t, off, tmp, r->size);
 		free(tmp);
 		tmp = NULL;
@@ -521,7 +533,7 @@ int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
 	if (have_extent)
 		t->writer_bytes -= len;
 	if (rc || (r->flags & TREC_ZOMBIE)) {
-		if (have_extent)
+		if (have_extent && len)
 			l1_alloc_put(t->alloc, off, len);
 		free(tmp);
 		if (rc == -EBADMSG && !(r->flags & TREC_ZOMBIE) &&
@@ -760,6 +772,32 @@ static uint64_t default_size(const char *dir)
 	return v;
 }
 
+/* Leaves L2 disabled (t->l2 set, t->l2->l2 NULL) with the reason logged
+ * and counted in l2_errors: kvfs keeps serving from L1. */
+static int l2_disable(struct tier *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int l2_disable(struct tier *t, const char *fmt, ...)
+{
+	struct tier_l2 *t2 = calloc(1, sizeof(*t2));
+	pthread_condattr_t ca;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	tier_log(t, "%s; L2 disabled, serving from L1 only", msg);
+	if (!t2)
+		return 0; /* no error counter, but still serving */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t2->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	t2->errors = 1;
+	t->l2 = t2;
+	return 0;
+}
+
 int tier_l2_open(struct tier *t, char *err, size_t errlen)
 {
 	const struct tier_config *cfg = &t->cfg;
@@ -791,13 +829,23 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	/* a segment holds at least one chunk of max_chunk, and l2 keeps at
 	 * least four segments */
 	need = l2_record_bytes(cfg->max_chunk);
-	if (lc.size / 4 < need) {
+	if (lc.size / 4 < need && cfg->l2_size) {
+		/* the user's own l2_size: a clear error is the right answer */
 		snprintf(err, errlen, "l2_size %" PRIu64 " is too small for "
 			 "chunks of max_chunk %" PRIu64 ": it must hold 4 of "
 			 "them (l2_size >= %" PRIu64 "), or lower max_chunk",
 			 lc.size, cfg->max_chunk, 4 * need);
 		return -EINVAL;
 	}
+	if (lc.size / 4 < need)
+		/* The default (half the free space) is too small: an L2
+		 * problem, not a reason to refuse the mount. */
+		return l2_disable(t, "l2_dir %s: the default l2_size %" PRIu64
+				  " (half the free space, at least 256 MiB) "
+				  "cannot hold 4 chunks of max_chunk %" PRIu64
+				  " (needs %" PRIu64 "); give l2_size= or lower "
+				  "max_chunk", cfg->l2_dir, lc.size,
+				  cfg->max_chunk, 4 * need);
 	lc.seg_size = need > L2_SEG_SIZE_DEFAULT ? need : L2_SEG_SIZE_DEFAULT;
 	lc.log = on_log;
 	lc.log_arg = t;

@@ -278,8 +278,8 @@ int tier_wr_publish(struct tier *t, struct tier_wr *w,
 	const struct kvfs_key *pkey;
 	struct tier_rec *r;
 	struct tier_ns *ns;
-	uint64_t sum = 0, keep;
-	int rc;
+	uint64_t keep;
+	int rc = 0;
 
 	/* No pwrite can still be copying once we hold and drop mu; the
 	 * caller gave w up, so its bytes are final from here. */
@@ -290,10 +290,6 @@ int tier_wr_publish(struct tier *t, struct tier_wr *w,
 		rc = -ENOMEM;
 		goto discard;
 	}
-	rc = tier_arena_checksum(t, w->off, w->size, &sum);
-	if (rc < 0)
-		goto discard;
-
 	tier_lock(t);
 	ns = tier_ns_get(t, w->ns);
 	if (w->keyed) {
@@ -328,7 +324,7 @@ int tier_wr_publish(struct tier *t, struct tier_wr *w,
 	r->key = *pkey;
 	r->ns = w->ns;
 	r->size = w->size;
-	r->checksum = sum;
+	r->flags |= TREC_NOSUM; /* tier_checksum computes it if asked */
 	r->gen = ++t->gen;
 	r->l1_off = keep ? w->off : 0;
 	r->l1_pages = (uint32_t)(keep / L1_ALIGN);

@@ -642,6 +642,67 @@ static void test_eacces(void **state)
 	close(pfd);
 }
 
+/*
+ * A user's lease lasts at most the mount's lease_ms (400 ms here) whatever
+ * lease_ms it asks for, so it cannot keep L1 pinned for long; the granted
+ * time comes back in lease_ms. Root may ask for longer.
+ */
+static void test_lease_cap(void **state)
+{
+	struct kvfs_key keys[3];
+	struct kvfs_lookup *lk;
+	struct kvfs_unpin u = { KVFS_ABI_VERSION, sizeof(u), 0 };
+	int fd, status;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "skip test_lease_cap: needs root to setuid\n");
+		skip();
+	}
+	chain(keys, 3, 12);
+	fd = ns_create("cap", 0755);
+	put_range(fd, keys, 0, 3);
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kvfs_lookup *c = lookup_arg(keys, 2, KVFS_LOOKUP_PIN);
+		int fails = 0;
+
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 ||
+		    setuid(65534) < 0)
+			_exit(100);
+		c->lease_ms = LONG_LEASE;
+		if (raw_ioctl(fd, KVFS_IOC_LOOKUP, c) || c->found != 2 ||
+		    !c->lease_id)
+			fails |= 1;
+		if (c->lease_ms != 400)
+			fails |= 2;
+		free(c);
+		_exit(fails); /* fd stays open in the parent: the lease lives */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status))
+		fprintf(stderr, "child failures mask 0x%x\n", WEXITSTATUS(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* root asks for a minute and gets it */
+	lk = lookup_arg(&keys[2], 1, KVFS_LOOKUP_PIN);
+	lk->lease_ms = LONG_LEASE;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), 0);
+	assert_int_equal(lk->found, 1);
+	assert_int_equal(lk->lease_ms, LONG_LEASE);
+	/* the user's lease expired after ~400 ms, not a minute */
+	assert_int_equal(wait_refs("cap", keys, 2, 0, 3000), 0);
+	sleep_ms(500);
+	assert_int_equal(refs("cap", &keys[2]), 1);
+	u.lease_id = lk->lease_id;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_UNPIN, &u), 0);
+	assert_int_equal(wait_refs("cap", &keys[2], 1, 0, 1000), 0);
+	free(lk);
+	close(fd);
+}
+
 static void test_put_get(void **state)
 {
 	struct kvfs_key keys[3];
@@ -774,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_group),
 		cmocka_unit_test(test_handle),
 		cmocka_unit_test(test_eacces),
+		cmocka_unit_test(test_lease_cap),
 		cmocka_unit_test(test_put_get),
 		cmocka_unit_test(test_kvfsctl),
 		cmocka_unit_test(test_stats),

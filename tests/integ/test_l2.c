@@ -3,7 +3,8 @@
  * from the compressed log with their bytes; a warm restart lists and serves
  * them again with their namespaces; a damaged record is never served; a
  * daemon killed with SIGKILL during heavy writes serves nothing wrong after
- * a remount; a missing, read-only or full l2_dir leaves L1 serving; a
+ * a remount; a missing, read-only, full or too small l2_dir leaves L1
+ * serving (with the error in /.kvfs/stats); a
  * second daemon on the same l2_dir is refused.
  */
 #include <dirent.h>
@@ -501,6 +502,49 @@ static void test_bad_l2_dirs(void **state)
 	tmpfs_dir[0] = 0;
 }
 
+/*
+ * l2_dir without l2_size on a filesystem too small for the default (half
+ * its free space, at least 256 MiB) to hold 4 chunks of max_chunk=64M:
+ * an L2 problem, so the mount comes up serving from L1 alone and
+ * /.kvfs/stats shows the error (it used to refuse the mount).
+ */
+static void test_default_l2_size_too_small(void **state)
+{
+	char dir[PATH_MAX], opts[PATH_MAX + 256];
+	struct stats_text st;
+	struct kvfs_mnt m;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/var/tmp/kvfs-integ-l2small-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=16m")) {
+		fprintf(stderr, "# skip small l2_dir: %s\n", strerror(errno));
+		rmdir(dir);
+		return;
+	}
+	snprintf(tmpfs_dir, sizeof(tmpfs_dir), "%s", dir);
+	snprintf(opts, sizeof(opts), "l1_size=72M,max_chunk=64M,l2_dir=%s",
+		 dir);
+	assert_int_equal(kvfs_test_mount(&m, opts), 0);
+	mkns(&m, "ns");
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(put(&m, "ns", i, MIB), 0);
+	for (uint64_t i = 0; i < 4; i++)
+		assert_int_equal(check(&m, "ns", i, MIB), 0);
+	assert_int_equal(stats_read(&m, &st), 0);
+	assert_true(stat_num(&st, true, "errors") >= 1);
+	assert_int_equal(stat_num(&st, true, "capacity"), 0);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+	/* an explicit l2_size below 4 chunks is still refused clearly */
+	snprintf(opts, sizeof(opts), "l1_size=72M,max_chunk=64M,l2_dir=%s,"
+		 "l2_size=8M", dir);
+	assert_int_equal(kvfs_test_mount(&m, opts), -1);
+	rm_files(dir);
+	umount2(dir, MNT_DETACH);
+	rmdir(dir);
+	tmpfs_dir[0] = 0;
+}
+
 static void test_second_daemon_refused(void **state)
 {
 	struct kvfs_mnt a, b;
@@ -523,6 +567,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_record_is_enoent),
 		cmocka_unit_test(test_sigkill_during_writes),
 		cmocka_unit_test(test_bad_l2_dirs),
+		cmocka_unit_test(test_default_l2_size_too_small),
 		cmocka_unit_test(test_second_daemon_refused),
 	};
 

@@ -3,7 +3,7 @@
  * from several threads and processes: names, publication at close and by
  * rename, invisibility before publication, immutability, EEXIST races,
  * EFBIG, reads past the end, chunk_bytes, a writer killed mid-chunk,
- * mmap, unlink under a reader, a reused key, rmdir, xattrs.
+ * mmap, unlink under a reader, a reused key, rmdir, rewinddir, xattrs.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -636,6 +636,41 @@ static void test_rmdir(void **state)
 	assert_int_equal(rmdir(ns), 0);
 }
 
+/* Whether the open directory d lists name, read from its start. */
+static int dir_lists(DIR *d, const char *name)
+{
+	struct dirent *de;
+	int found = 0;
+
+	rewinddir(d);
+	while ((de = readdir(d)))
+		if (!strcmp(de->d_name, name))
+			found = 1;
+	return found;
+}
+
+/* One open directory, read again from the start after each change (as a
+ * process polling a namespace does): rewinddir sees the change. */
+static void test_rewinddir(void **state)
+{
+	char ns[PATH_MAX], p[PATH_MAX], key[33];
+	uint64_t n = next_key++;
+	DIR *d;
+
+	new_ns(ns, "rewind");
+	kvfs_test_key_name(n, key);
+	key_path(p, ns, n);
+	d = opendir(ns);
+	assert_non_null(d);
+	assert_false(dir_lists(d, key));
+	assert_int_equal(kvfs_test_write_file(p, 4096, 5, 0), 0);
+	assert_true(dir_lists(d, key));
+	assert_int_equal(unlink(p), 0);
+	assert_false(dir_lists(d, key));
+	closedir(d);
+	assert_int_equal(rmdir(ns), 0);
+}
+
 static void test_xattrs(void **state)
 {
 	char ns[PATH_MAX], p[PATH_MAX], parent[33], val[256], list[1024];
@@ -883,6 +918,7 @@ int main(void)
 		cmocka_unit_test(test_mmap),
 		cmocka_unit_test(test_unlink_under_reader),
 		cmocka_unit_test(test_rmdir),
+		cmocka_unit_test(test_rewinddir),
 		cmocka_unit_test(test_xattrs),
 		cmocka_unit_test(test_threads_and_processes),
 	};

@@ -27,6 +27,7 @@
 #include "tier/codec.h"
 #include "tier/l2.h"
 #include "tier/tier.h"
+#include "tier/tier_i.h" /* nchildren and where of a record (white box) */
 
 /* ------------------------------------------------------------ data */
 
@@ -1498,6 +1499,241 @@ static void test_engine_bad_l2_dir(void **state)
 	}
 }
 
+/* ---------------------------------------------- empty chunks in L2 */
+
+/* Publishes an empty (0-byte) chunk under key i. */
+static int eput_empty(struct tier *t, uint32_t ns, uint64_t i)
+{
+	struct kvfs_key k = mkkey(i);
+	struct tier_wr *w;
+	int rc = tier_wr_begin(t, ns, &k, 0, &w);
+
+	return rc ? rc : tier_wr_publish(t, w, NULL);
+}
+
+static enum tier_where ewhere(struct tier *t, uint32_t ns, uint64_t i)
+{
+	struct kvfs_key k = mkkey(i);
+	struct tier_info info;
+
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	return info.where;
+}
+
+/*
+ * A 0-byte chunk goes through every L2 path (ingest=all, a demotion, the
+ * flush on exit, a warm restart) and always comes back as a 0-byte chunk
+ * (it once reached l2_build as src NULL, len 0: memcpy(NULL), a UBSan
+ * abort).
+ */
+static void test_engine_empty_chunk(void **state)
+{
+	struct env *e = env_new();
+	const size_t len = 512 * 1024;
+	static const enum tier_ingest modes[] = {
+		TIER_INGEST_ALL, TIER_INGEST_HOT, TIER_INGEST_EVICTED,
+	};
+	struct tier_config c;
+	struct tier_stats st;
+	struct tier *t;
+	char err[256];
+	uint32_t ns;
+
+	(void)state;
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		ecfg(&c, e->dir);
+		c.ingest = modes[m];
+		c.hot_hits = 1;
+		c.flush_on_exit = true;
+		assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+		if (tier_ns_find(t, "empty", &ns))
+			assert_int_equal(tier_ns_create(t, "empty", &ns), 0);
+		/* keys 100 + m: empty; a hit makes it hot for ingest=hot */
+		assert_int_equal(eput_empty(t, ns, 100 + m), 0);
+		assert_int_equal(echeck(t, ns, 100 + m, 0, NULL), 0);
+		if (modes[m] == TIER_INGEST_EVICTED) {
+			/* push it out of the 4 MiB L1: demoted */
+			for (uint64_t i = 0; i < 12; i++)
+				assert_int_equal(eput(t, ns, 1000 + i, len), 0);
+			assert_int_equal(ewhere(t, ns, 100 + m), TIER_L2);
+			/* read back from L2 (or the pending copy), promoted */
+			assert_int_equal(echeck(t, ns, 100 + m, 0, NULL), 0);
+			ewait_writes(t, 1);
+			assert_int_equal(ewhere(t, ns, 100 + m), TIER_L1);
+			for (uint64_t i = 0; i < 12; i++) {
+				struct kvfs_key k = mkkey(1000 + i);
+
+				tier_unlink(t, ns, &k);
+			}
+		} else {
+			ewait_writes(t, 1);
+		}
+		tier_get_stats(t, &st);
+		assert_int_equal(st.l2_errors, 0);
+		tier_destroy(t); /* flush_on_exit writes what is left */
+
+		/* warm restart: every empty chunk so far is an L2 record */
+		assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+		assert_int_equal(tier_ns_find(t, "empty", &ns), 0);
+		for (size_t j = 0; j <= m; j++) {
+			bool tmp = true;
+
+			assert_int_equal(ewhere(t, ns, 100 + j), TIER_L2);
+			assert_int_equal(echeck(t, ns, 100 + j, 0, &tmp), 0);
+			/* promoted as an empty L1 chunk, not a temp buffer */
+			assert_false(tmp);
+			assert_int_equal(ewhere(t, ns, 100 + j), TIER_L1);
+			assert_int_equal(echeck(t, ns, 100 + j, 0, NULL), 0);
+		}
+		tier_get_stats(t, &st);
+		assert_int_equal(st.l2_corrupt, 0);
+		assert_int_equal(st.l2_errors, 0);
+		tier_destroy(t);
+	}
+	env_free(e);
+}
+
+/* -------------------------------------- parent counts across tiers */
+
+static int eput_child(struct tier *t, uint32_t ns, uint64_t i,
+		      const struct kvfs_key *parent)
+{
+	struct kvfs_key k = mkkey(i);
+	uint8_t buf[4096];
+	struct tier_wr *w;
+	int rc;
+
+	chunk_bytes(buf, sizeof(buf), i);
+	rc = tier_wr_begin(t, ns, &k, sizeof(buf), &w);
+	if (rc)
+		return rc;
+	if (parent)
+		assert_int_equal(tier_wr_set_parent(t, w, parent, 0), 0);
+	rc = tier_wr_pwrite(t, w, buf, sizeof(buf), 0);
+	if (rc) {
+		tier_wr_abort(t, w);
+		return rc;
+	}
+	return tier_wr_publish(t, w, NULL);
+}
+
+/* Waits until chunk i has no pins (an L2 write in flight holds one). */
+static void eidle(struct tier *t, uint32_t ns, uint64_t i)
+{
+	struct kvfs_key k = mkkey(i);
+	struct tier_info info;
+
+	for (int n = 0; n < 5000; n++) {
+		assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+		if (!info.refs)
+			return;
+		usleep(1000);
+	}
+	fail_msg("chunk %" PRIu64 " stays pinned", i);
+}
+
+static struct tier_rec *erec(struct tier *t, uint32_t ns, uint64_t i)
+{
+	struct kvfs_key k = mkkey(i);
+	struct tier_rec *r;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, &k);
+	tier_unlock(t);
+	assert_non_null(r);
+	return r;
+}
+
+static uint32_t enchildren(struct tier *t, uint32_t ns, uint64_t i)
+{
+	struct tier_rec *r = erec(t, ns, i);
+	uint32_t n;
+
+	tier_lock(t);
+	n = r->pi.nchildren;
+	tier_unlock(t);
+	return n;
+}
+
+/*
+ * A parent's nchildren counts its children in L1 whatever tier the parent
+ * is in: a child leaving L1 while the parent sits in L2 is uncounted, so
+ * the promoted parent is a leaf again and prefix evicts it before newer
+ * leaves (it once kept a stale count and stayed "interior").
+ */
+static void test_engine_prefix_parent_in_l2(void **state)
+{
+	struct env *e = env_new();
+	struct kvfs_key P = mkkey(1);
+	struct tier_chunk *hc, *hx, *ch;
+	struct tier_config c;
+	struct tier *t;
+	char err[256];
+	uint32_t ns;
+
+	(void)state;
+	ecfg(&c, e->dir);
+	c.l1_size = 3 * 4096;
+	c.max_chunk = 4096;
+	c.policy = "prefix";
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+	assert_int_equal(tier_ns_create(t, "pfx", &ns), 0);
+	assert_int_equal(eput_child(t, ns, 1, NULL), 0);   /* P */
+	assert_int_equal(eput_child(t, ns, 2, &P), 0);     /* C, child of P */
+	assert_int_equal(enchildren(t, ns, 1), 1);
+	{
+		struct kvfs_key C = mkkey(2), X = mkkey(3);
+
+		assert_int_equal(tier_get(t, ns, &C, &hc), 0);
+		assert_int_equal(eput_child(t, ns, 3, NULL), 0); /* X */
+		assert_int_equal(tier_get(t, ns, &X, &hx), 0);
+	}
+	/* Y: P is the only unpinned chunk, so P goes to L2 */
+	assert_int_equal(eput_child(t, ns, 4, NULL), 0);
+	assert_int_equal(ewhere(t, ns, 1), TIER_L2);
+	assert_int_equal(enchildren(t, ns, 1), 1); /* C still in L1 */
+	tier_put(t, hc);
+	tier_put(t, hx);
+	/* Z: C (the oldest leaf) leaves L1 while P is in L2 */
+	assert_int_equal(eput_child(t, ns, 5, NULL), 0);
+	assert_int_equal(ewhere(t, ns, 2), TIER_L2);
+	assert_int_equal(enchildren(t, ns, 1), 0);
+	/* P comes back: a leaf */
+	assert_int_equal(tier_get(t, ns, &P, &ch), 0);
+	tier_put(t, ch);
+	assert_int_equal(ewhere(t, ns, 1), TIER_L1);
+	assert_int_equal(enchildren(t, ns, 1), 0);
+	/* every other L1 chunk is touched after P: P is the oldest leaf */
+	for (uint64_t i = 1; i <= 5; i++)
+		eidle(t, ns, i); /* no L2 write holds a pin any more */
+	for (uint64_t i = 3; i <= 5; i++)
+		if (ewhere(t, ns, i) == TIER_L1)
+			assert_int_equal(echeck(t, ns, i, 4096, NULL), 0);
+	assert_int_equal(eput_child(t, ns, 6, NULL), 0);
+	assert_int_equal(ewhere(t, ns, 1), TIER_L2);
+
+	/* C promoted while P is in L2: counted again */
+	assert_int_equal(echeck(t, ns, 2, 4096, NULL), 0);
+	assert_int_equal(ewhere(t, ns, 2), TIER_L1);
+	assert_int_equal(ewhere(t, ns, 1), TIER_L2);
+	assert_int_equal(enchildren(t, ns, 1), 1);
+	/* and P promoted now is interior: the next victim is not P */
+	assert_int_equal(tier_get(t, ns, &P, &ch), 0);
+	tier_put(t, ch);
+	assert_int_equal(enchildren(t, ns, 1), 1);
+	assert_int_equal(eput_child(t, ns, 7, NULL), 0);
+	assert_int_equal(ewhere(t, ns, 1), TIER_L1);
+	/* unlinking the child while P is in L1 uncounts it */
+	{
+		struct kvfs_key C = mkkey(2);
+
+		assert_int_equal(tier_unlink(t, ns, &C), 0);
+	}
+	assert_int_equal(enchildren(t, ns, 1), 0);
+	tier_destroy(t);
+	env_free(e);
+}
+
 struct ethr {
 	struct tier *t;
 	uint32_t ns;
@@ -1571,6 +1807,8 @@ int main(void)
 		cmocka_unit_test(test_engine_ingest_all_and_prefetch),
 		cmocka_unit_test(test_engine_ingest_hot_and_pin),
 		cmocka_unit_test(test_engine_bad_l2_dir),
+		cmocka_unit_test(test_engine_empty_chunk),
+		cmocka_unit_test(test_engine_prefix_parent_in_l2),
 		cmocka_unit_test(test_engine_threads),
 	};
 

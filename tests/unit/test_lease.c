@@ -96,14 +96,15 @@ static uint64_t take(struct fx *f, uint64_t owner, uid_t uid, uint32_t ms,
 {
 	struct lease_pin pins[N];
 	uint32_t found, l1, l2;
-	uint64_t id = 0;
+	uint64_t id = 0, gens[N];
 
-	assert_int_equal(tier_lookup(f->t, f->ns, f->keys, n, 0, true, false,
-				     &found, &l1, &l2), 0);
+	assert_int_equal(tier_lookup_pinned(f->t, f->ns, f->keys, n, 0, false,
+					    gens, &found, &l1, &l2), 0);
 	assert_int_equal(found, n);
 	for (uint32_t i = 0; i < n; i++) {
 		pins[i].ns = f->ns;
 		pins[i].key = f->keys[i];
+		pins[i].gen = gens[i];
 	}
 	assert_int_equal(lease_add(f->lt, owner, uid, ms, pins, n, &id), 0);
 	assert_true(id > 0);
@@ -114,7 +115,13 @@ static void test_unpin(void **state)
 {
 	struct fx *f = *state;
 	struct lease_stats st;
-	uint64_t a = take(f, 1, 1000, 60000, N), b;
+	uint64_t a, b;
+
+	/* a user's leases last at most the table's default: make it long
+	 * enough that nothing expires during this test */
+	lease_table_destroy(f->lt);
+	assert_int_equal(lease_table_create(f->t, 60000, &f->lt), 0);
+	a = take(f, 1, 1000, 60000, N);
 
 	for (int i = 0; i < N; i++)
 		assert_int_equal(refs(f, i), 1);
@@ -230,16 +237,17 @@ static void *churn_main(void *arg)
 	for (int i = 0; i < 300; i++) {
 		struct lease_pin pins[N];
 		uint32_t n = 1 + (uint32_t)(i % N), found, l1, l2;
-		uint64_t id;
+		uint64_t id, gens[N];
 
-		if (tier_lookup(f->t, f->ns, f->keys, n, 0, true, false, &found,
-				&l1, &l2) || found != n) {
+		if (tier_lookup_pinned(f->t, f->ns, f->keys, n, 0, false, gens,
+				       &found, &l1, &l2) || found != n) {
 			c->bad = 1;
 			return NULL;
 		}
 		for (uint32_t k = 0; k < n; k++) {
 			pins[k].ns = f->ns;
 			pins[k].key = f->keys[k];
+			pins[k].gen = gens[k];
 		}
 		if (lease_add(f->lt, c->owner, 0, i % 3 ? 60000 : 1 + i % 5,
 			      pins, n, &id)) {
@@ -281,6 +289,80 @@ static void test_threads(void **state)
 		assert_int_equal(refs(f, i), 0);
 }
 
+/*
+ * A non-root caller cannot hold pins longer than the mount's lease_ms
+ * (the table's default): asking for a minute gets 200 ms. Root may ask for
+ * more, up to LEASE_MAX_MS.
+ */
+static void test_lease_cap(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a, b;
+
+	assert_int_equal(lease_grant_ms(f->lt, 1000, 0), 200);
+	assert_int_equal(lease_grant_ms(f->lt, 1000, 60000), 200);
+	assert_int_equal(lease_grant_ms(f->lt, 1000, 50), 50);
+	assert_int_equal(lease_grant_ms(f->lt, 0, 0), 200);
+	assert_int_equal(lease_grant_ms(f->lt, 0, 60000), 60000);
+	assert_int_equal(lease_grant_ms(f->lt, 0, UINT32_MAX), LEASE_MAX_MS);
+	a = take(f, 30, 1000, 60000, 1); /* a user asks for a minute */
+	b = take(f, 31, 0, 60000, 2);    /* root asks for a minute */
+	assert_int_equal(refs(f, 0), 2);
+	sleep_ms(350);
+	lease_expire_now(f->lt);
+	assert_int_equal(refs(f, 0), 1);  /* the user's lease is gone */
+	assert_int_equal(refs(f, 1), 1);
+	assert_int_equal(lease_release(f->lt, a, 30, 1000, 0), -ENOENT);
+	assert_int_equal(lease_release(f->lt, b, 31, 0, 0), 0);
+	assert_int_equal(refs(f, 0), 0);
+	assert_int_equal(refs(f, 1), 0);
+}
+
+/* Publishes keys[i] again (new bytes, a new generation). */
+static void republish(struct fx *f, int i)
+{
+	char buf[100];
+	struct tier_wr *w;
+
+	memset(buf, 9, sizeof(buf));
+	assert_int_equal(tier_unlink(f->t, f->ns, &f->keys[i]), 0);
+	assert_int_equal(tier_wr_begin(f->t, f->ns, &f->keys[i], sizeof(buf),
+				       &w), 0);
+	assert_int_equal(tier_wr_pwrite(f->t, w, buf, sizeof(buf), 0), 0);
+	assert_int_equal(tier_wr_publish(f->t, w, NULL), 0);
+}
+
+/*
+ * A lease releases exactly the chunks it pinned: a key unlinked and
+ * published again while the lease holds the old copy keeps the new copy's
+ * pins (another lease's) when the old lease goes.
+ */
+static void test_release_own_generation(void **state)
+{
+	struct fx *f = *state;
+	struct tier_stats st0, st;
+	uint64_t a, b;
+
+	tier_get_stats(f->t, &st0);
+	a = take(f, 40, 0, 60000, 2);
+	republish(f, 1);
+	assert_int_equal(refs(f, 1), 0);
+	b = take(f, 41, 0, 60000, 2);
+	assert_int_equal(refs(f, 0), 2);
+	assert_int_equal(refs(f, 1), 1);
+	assert_int_equal(lease_release(f->lt, a, 40, 0, 0), 0);
+	assert_int_equal(refs(f, 0), 1);
+	assert_int_equal(refs(f, 1), 1);  /* still b's */
+	/* b expiring by close releases the new copy, once */
+	assert_int_equal(lease_release_owner(f->lt, 41), 1);
+	assert_int_equal(refs(f, 0), 0);
+	assert_int_equal(refs(f, 1), 0);
+	(void)b;
+	/* no chunk left over */
+	tier_get_stats(f->t, &st);
+	assert_int_equal(st.l1_chunks, st0.l1_chunks);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -290,6 +372,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_owner_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lease_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_own_generation,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -272,7 +272,9 @@ static void *worker(void *arg)
 		} else {
 			struct tier_info info;
 
-			if (tier_stat(sh->t, ns, &k, &info) == 0) {
+			if (tier_stat(sh->t, ns, &k, &info) == 0 &&
+			    tier_checksum(sh->t, ns, &k, info.gen,
+					  &info.checksum) == 0) {
 				size_t size = size_of(i);
 
 				for (size_t j = 0; j < size; j++)

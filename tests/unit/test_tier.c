@@ -20,6 +20,7 @@
 #include "kvfs.h"
 #include "tier/policy.h"
 #include "tier/tier.h"
+#include "tier/tier_i.h" /* nchildren of a record (white box) */
 
 #define PAGE 4096u
 
@@ -285,6 +286,7 @@ static void test_publish_invisible(void **state)
 	struct tier_info info;
 	struct tier_wr *w;
 	uint8_t buf[10000], back[10000];
+	uint64_t sum;
 	size_t n;
 
 	(void)state;
@@ -312,7 +314,14 @@ static void test_publish_invisible(void **state)
 	assert_int_equal(info.stored_bytes, 10000);
 	assert_int_equal(info.where, TIER_L1);
 	assert_int_equal(info.refs, 0);
-	assert_int_equal(info.checksum, hashkey_checksum(buf, sizeof(buf)));
+	/* computed on first request, not at publication */
+	assert_false(info.checksum_known);
+	assert_int_equal(tier_checksum(t, ns, &k, info.gen + 1, &sum), -ESTALE);
+	assert_int_equal(tier_checksum(t, ns, &k, info.gen, &sum), 0);
+	assert_int_equal(sum, hashkey_checksum(buf, sizeof(buf)));
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	assert_true(info.checksum_known);
+	assert_int_equal(info.checksum, sum);
 	assert_true(info.gen > 0);
 	assert_true(info.atime_ns > 0);
 	assert_int_equal(tier_ns_snapshot(t, ns, &d, &n), 0);
@@ -815,6 +824,140 @@ static void test_evict_prefix_leaves_first(void **state)
 	tier_destroy(t);
 }
 
+/* Publishes a 2-byte chunk k with parent (may be NULL). */
+static void put_child(struct tier *t, uint32_t ns, const struct kvfs_key *k,
+		      const struct kvfs_key *parent)
+{
+	struct tier_wr *w;
+
+	assert_int_equal(tier_wr_begin(t, ns, k, 0, &w), 0);
+	assert_int_equal(tier_wr_pwrite(t, w, "kv", 2, 0), 0);
+	if (parent)
+		assert_int_equal(tier_wr_set_parent(t, w, parent, 0), 0);
+	assert_int_equal(tier_wr_publish(t, w, NULL), 0);
+}
+
+static uint32_t nchildren(struct tier *t, uint32_t ns,
+			  const struct kvfs_key *k)
+{
+	struct tier_rec *r;
+	uint32_t n;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, k);
+	assert_non_null(r);
+	n = r->pi.nchildren;
+	tier_unlock(t);
+	return n;
+}
+
+static void test_parent_count_republish(void **state)
+{
+	/* Children counts belong to the parent's key: a child published
+	 * before its parent, or a parent unlinked and published again,
+	 * still counts its children in L1 (it used to start at 0 and stay
+	 * a "leaf" until some lookup re-counted it). */
+	struct gone_log g;
+	struct tier *t = mk(3 * PAGE, PAGE, "prefix", &g);
+	uint32_t ns = mkns(t, "ns");
+	struct kvfs_key P = mkkey(1), C = mkkey(2), X = mkkey(3),
+			Y = mkkey(4), C2 = mkkey(5);
+	struct tier_chunk *old;
+	struct tier_stats st;
+
+	(void)state;
+	put_child(t, ns, &C, &P);          /* the child first */
+	put_child(t, ns, &P, NULL);
+	assert_int_equal(nchildren(t, ns, &P), 1);
+	/* C is used after P: P is the least recently used, but interior */
+	assert_int_equal(tier_get(t, ns, &C, &old), 0);
+	tier_put(t, old);
+	put_child(t, ns, &X, NULL);
+	put_child(t, ns, &Y, NULL);        /* one eviction: a leaf, C */
+	assert_int_equal(g.n, 1);
+	assert_memory_equal(&g.keys[0], &C, sizeof(C));
+	assert_int_equal(nchildren(t, ns, &P), 0);
+
+	/* unlink the parent (pinned: a zombie) while its child is in L1,
+	 * then publish it again */
+	assert_int_equal(tier_unlink(t, ns, &X), 0);
+	put_child(t, ns, &C, &P);
+	assert_int_equal(nchildren(t, ns, &P), 1);
+	assert_int_equal(tier_get(t, ns, &P, &old), 0);
+	assert_int_equal(tier_unlink(t, ns, &P), 0);
+	put_child(t, ns, &P, NULL);
+	assert_int_equal(nchildren(t, ns, &P), 1);
+	tier_put(t, old);                  /* the zombie goes */
+	assert_int_equal(nchildren(t, ns, &P), 1);
+	/* the old child goes, a new one comes: never below 0, never stale */
+	assert_int_equal(tier_unlink(t, ns, &C), 0);
+	assert_int_equal(nchildren(t, ns, &P), 0);
+	assert_int_equal(tier_unlink(t, ns, &P), 0);
+	tier_unlink(t, ns, &Y); /* (may have been evicted by P's return) */
+	put_child(t, ns, &C2, &P);
+	put_child(t, ns, &P, NULL);
+	assert_int_equal(nchildren(t, ns, &P), 1);
+	assert_int_equal(tier_unlink(t, ns, &C2), 0);
+	assert_int_equal(nchildren(t, ns, &P), 0);
+	assert_int_equal(tier_unlink(t, ns, &P), 0);
+	/* nothing left behind for keys without children */
+	tier_lock(t);
+	assert_int_equal(t->norphans, 0);
+	tier_unlock(t);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l1_chunks, 0);
+	tier_destroy(t);
+}
+
+/*
+ * A key pin is released on the generation it was taken on: with the
+ * key unlinked and published again, and both generations pinned, the old
+ * lease's release must not unpin the new copy (it once did, leaving the
+ * new chunk evictable under its lease and the old bytes pinned forever).
+ */
+static void test_unpin_generation(void **state)
+{
+	struct tier *t = mk(8 * PAGE, 4 * PAGE, "lru", NULL);
+	uint32_t ns = mkns(t, "ns"), found, l1, l2;
+	struct kvfs_key k = mkkey(7), k8 = mkkey(8);
+	uint64_t g1, g2, gx;
+	struct tier_info info;
+	struct tier_wr *w;
+
+	(void)state;
+	assert_int_equal(put_chunk(t, ns, &k, 4 * PAGE, 0), 0);
+	assert_int_equal(tier_lookup_pinned(t, ns, &k, 1, 0, false, NULL,
+					    &found, &l1, &l2), -EINVAL);
+	assert_int_equal(tier_lookup_pinned(t, ns, &k, 1, 0, false, &g1,
+					    &found, &l1, &l2), 0);
+	assert_int_equal(found, 1);
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	assert_int_equal(info.gen, g1);
+	assert_int_equal(tier_unlink(t, ns, &k), 0);
+	assert_int_equal(put_chunk(t, ns, &k, PAGE, 0), 0);
+	assert_int_equal(tier_lookup_pinned(t, ns, &k, 1, 0, false, &g2,
+					    &found, &l1, &l2), 0);
+	assert_true(g2 > g1);
+	/* the old lease lets go: the new copy keeps its pin */
+	tier_unpin_gen(t, ns, &k, g1);
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	assert_int_equal(info.refs, 1);
+	/* and the old bytes are free again: 4 pages fit beside the new
+	 * pinned page and the rest */
+	assert_int_equal(tier_wr_begin(t, ns, &k8, 4 * PAGE, &w), 0);
+	assert_int_equal(tier_wr_pwrite(t, w, "x", 1, 4 * PAGE - 1), 0);
+	tier_wr_abort(t, w);
+	/* a stray release of a generation nobody pins changes nothing */
+	gx = g2 + 1000;
+	tier_unpin_gen(t, ns, &k, gx);
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	assert_int_equal(info.refs, 1);
+	tier_unpin_gen(t, ns, &k, g2);
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	assert_int_equal(info.refs, 0);
+	tier_destroy(t);
+}
+
 static void test_lookup_pin_parent(void **state)
 {
 	struct gone_log g;
@@ -1079,6 +1222,7 @@ static void test_device_arena(void **state)
 	assert_memory_equal(back, buf + 2 * PAGE + 10, 50);
 	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
 	memset(buf + 100, 0, 2 * PAGE - 100);
+	assert_int_equal(tier_checksum(t, ns, &k, 0, &info.checksum), 0);
 	assert_int_equal(info.checksum, hashkey_checksum(buf, 3 * PAGE + 100));
 	rc = tier_arena_export(t, c, ipc, &off, &cookie);
 	assert_true(rc == 0 || rc == -ENOTSUP);
@@ -1113,6 +1257,8 @@ int main(void)
 		cmocka_unit_test(test_unlink_pinned),
 		cmocka_unit_test(test_evict_lru_order),
 		cmocka_unit_test(test_evict_prefix_leaves_first),
+		cmocka_unit_test(test_parent_count_republish),
+		cmocka_unit_test(test_unpin_generation),
 		cmocka_unit_test(test_lookup_pin_parent),
 		cmocka_unit_test(test_user_pin),
 		cmocka_unit_test(test_stats_two_engines),
