@@ -7,7 +7,7 @@
 #   make demo       mounts kvfs on a temporary directory and runs a workload
 #   make bench      benchmarks against tmpfs in the same run
 #   make deps       apt-get the Debian packages the build and tests need
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= SBINDIR=/sbin
 #
 # Switches: SANITIZE=1 (address + undefined into build/asan),
 #           SANITIZER=address|undefined|thread, CUDA=0|1 (default: auto),
@@ -15,6 +15,8 @@
 
 PREFIX ?= /usr/local
 DESTDIR ?=
+# mount(8) looks for mount.<type> helpers in /sbin only, whatever PREFIX
+SBINDIR ?= /sbin
 CC ?= gcc
 PKG_CONFIG ?= pkg-config
 
@@ -212,10 +214,10 @@ bench: check-deps
 
 # ---------------------------------------------------------------- install
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7 \
-	  $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)/sbin
+	  $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 755 $(BUILD)/kvfs-mount $(BUILD)/kvfsctl $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(BUILD)/libkvfs.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libkvfs.so $(DESTDIR)$(PREFIX)/lib/libkvfs.so.0
@@ -225,8 +227,8 @@ install: all
 	install -m 644 man/kvfsctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/kvfs.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 	install -m 644 man/kvfs-mount.8 $(DESTDIR)$(PREFIX)/share/man/man8/
-	ln -sf $(PREFIX)/bin/kvfs-mount $(DESTDIR)/sbin/mount.kvfs
-	ln -sf $(PREFIX)/bin/kvfs-mount $(DESTDIR)/sbin/mount.fuse.kvfs
+	ln -sf $(PREFIX)/bin/kvfs-mount $(DESTDIR)$(SBINDIR)/mount.kvfs
+	ln -sf $(PREFIX)/bin/kvfs-mount $(DESTDIR)$(SBINDIR)/mount.fuse.kvfs
 
 clean:
 	rm -rf build

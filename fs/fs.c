@@ -724,8 +724,12 @@ static void ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 	}
 	st->st_mode = S_IFREG | 0444;
 	st->st_nlink = 1;
-	/* Reads are direct_io, so the size only informs tools like ls. */
-	st->st_size = 4096;
+	/*
+	 * Size 0, as /proc does: the content is rendered at open and its
+	 * length is not known before; tools then read to EOF (a made-up
+	 * size made cp(1) stop there).
+	 */
+	st->st_size = 0;
 	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
 }
 
@@ -816,8 +820,11 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 		return 0;
 	}
 	r = tier_stat(fs->tier, ns, &key, &info);
-	if (r)
+	if (r) {
+		if (r == -ENOENT)
+			tier_count_misses(fs->tier, 1);
 		return r;
+	}
 	pthread_mutex_lock(&p->lock);
 	nsi = ns_get(fs, ns);
 	in = ino_find(p, FS_INO_CHUNK + info.gen);
@@ -1189,6 +1196,22 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 /* Drops the closed temporaries of namespace ns (lock held). Returns how
  * many are still open. */
+/*
+ * Forgets a closed temporary (p->lock held, w->opens == 0): it leaves the
+ * name table, and its bytes go back to the arena now, not when the kernel
+ * forgets the inode it may still cache. A writer lock held elsewhere (a
+ * lookup racing us) only delays the discard to the last reference.
+ */
+static void tmp_drop(struct fs *fs, struct fs_wr *w)
+{
+	tmp_unlist(fs->priv, w);
+	if (pthread_rwlock_trywrlock(&w->lock) == 0) {
+		wr_discard(fs, w);
+		pthread_rwlock_unlock(&w->lock);
+	}
+	wr_unref_locked(fs, w); /* the name table's ref */
+}
+
 static unsigned drop_closed_temps(struct fs *fs, uint32_t ns)
 {
 	struct fs_priv *p = fs->priv;
@@ -1203,8 +1226,7 @@ static unsigned drop_closed_temps(struct fs *fs, uint32_t ns)
 			open++;
 			continue;
 		}
-		tmp_unlist(p, w);
-		wr_unref_locked(fs, w);
+		tmp_drop(fs, w);
 	}
 	return open;
 }
@@ -1443,6 +1465,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -err);
 		return;
 	}
+	if (r == 0) /* the kernel's lookup before a create is no miss */
+		tier_count_misses(fs->tier, -1);
 	fh = fh_new(req, FS_FH_WRITER, 0);
 	pthread_mutex_lock(&p->lock);
 	w = fh ? wr_new(p) : NULL;
@@ -2029,6 +2053,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		w->has_key = true;
 		w->key = tkey;
 		pthread_mutex_unlock(&p->lock);
+		/* the kernel looked the new name up first: not a miss */
+		tier_count_misses(fs->tier, -1);
 	}
 	wr_unref(fs, w);
 	fuse_reply_err(req, -err);
@@ -2718,6 +2744,11 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct fs *fs = userdata;
+
+	/* libfuse refuses an init() that disagrees with the mount option */
+	if (fs->cfg.max_read)
+		conn->max_read = fs->cfg.max_read;
 	/* ioctls on namespace directories (batched lookups) */
 	if (conn->capable & FUSE_CAP_IOCTL_DIR)
 		conn->want |= FUSE_CAP_IOCTL_DIR;
@@ -2846,8 +2877,7 @@ static void expire_temps(struct fs *fs)
 		next = w->tnext;
 		if (w->opens || now - w->closed_ms < fs->cfg.tmp_timeout_ms)
 			continue;
-		tmp_unlist(p, w);
-		wr_unref_locked(fs, w);
+		tmp_drop(fs, w);
 		p->tmp_expired++;
 	}
 	pthread_mutex_unlock(&p->lock);

@@ -25,6 +25,7 @@ struct fs_config {
 	uint32_t lease_ms;       /* default lease of KVFS_LOOKUP_PIN */
 	uint64_t seed;           /* key seed engines should use (shown) */
 	uint32_t tmp_timeout_ms; /* closed, unrenamed temporaries are dropped */
+	uint32_t max_read;       /* the max_read mount option, or 0 */
 	char config_text[4096];  /* the effective options, for .kvfs/config */
 };
 

@@ -112,6 +112,13 @@ static long ns_all(struct fs *fs, struct tier_ns_info **out)
 	return k;
 }
 
+/* Raw bytes per byte on disk in L2: 1 when L2 holds nothing. */
+static double l2_ratio(const struct tier_stats *st)
+{
+	return st->l2_bytes ? (double)st->l2_raw_bytes / (double)st->l2_bytes
+			    : 1.0;
+}
+
 static void render_stats(struct fs *fs, struct sbuf *b)
 {
 	struct tier_stats st;
@@ -130,10 +137,10 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 		  ", \"raw_bytes\": %" PRIu64 ", \"chunks\": %" PRIu64
 		  ", \"reads\": %" PRIu64 ", \"writes\": %" PRIu64
 		  ", \"reclaims\": %" PRIu64 ", \"corrupt\": %" PRIu64
-		  ", \"errors\": %" PRIu64 "},\n",
+		  ", \"errors\": %" PRIu64 ", \"compression_ratio\": %.3f},\n",
 		  st.l2_capacity, st.l2_bytes, st.l2_raw_bytes, st.l2_chunks,
 		  st.l2_reads, st.l2_writes, st.l2_reclaims, st.l2_corrupt,
-		  st.l2_errors);
+		  st.l2_errors, l2_ratio(&st));
 	sb_printf(b, "  \"hits\": %" PRIu64 ",\n  \"misses\": %" PRIu64
 		  ",\n  \"evictions\": %" PRIu64 ",\n  \"publishes\": %" PRIu64
 		  ",\n  \"discards\": %" PRIu64 ",\n  \"promotions\": %" PRIu64
@@ -195,6 +202,9 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	prom(b, "l2_raw_bytes", "gauge", "L2 bytes before compression",
 	     st.l2_raw_bytes);
 	prom(b, "l2_chunks", "gauge", "chunks in L2", st.l2_chunks);
+	sb_printf(b, "# HELP kvfs_l2_compression_ratio L2 raw bytes / bytes "
+		  "on disk (1 when empty)\n# TYPE kvfs_l2_compression_ratio "
+		  "gauge\nkvfs_l2_compression_ratio %.3f\n", l2_ratio(&st));
 	prom(b, "hits_total", "counter", "chunk reads that found it", st.hits);
 	prom(b, "misses_total", "counter", "chunk reads that missed",
 	     st.misses);

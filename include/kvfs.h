@@ -107,7 +107,8 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 #define KVFS_CTL_DIR ".kvfs"
 #define KVFS_CTL_STATS ".kvfs/stats" /* JSON */
 
-/* Namespace names: 1..KVFS_NS_NAME_MAX bytes, no '/', not starting with '.' */
+/* Namespace names: 1..KVFS_NS_NAME_MAX bytes of UTF-8, no '/', not starting
+ * with '.' (mkdir of any other name fails with EINVAL) */
 #define KVFS_NS_NAME_MAX 127
 
 /* ======================================================================
@@ -115,8 +116,10 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  *
  * Every argument struct starts with `version` (KVFS_ABI_VERSION) and `size`
  * (sizeof the struct as the caller compiled it); a mismatch fails with
- * -EINVAL before anything else is looked at. Unused fields must be zero.
- * Ioctls on the wrong kind of fd fail with ENOTTY.
+ * -EINVAL before anything else is looked at. Fields marked "out" are
+ * ignored on input (a struct can be reused from an earlier call); reserved
+ * fields are written as zero. Ioctls on the wrong kind of fd fail with
+ * ENOTTY.
  * ====================================================================== */
 
 #define KVFS_ABI_VERSION 1

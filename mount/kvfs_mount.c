@@ -15,8 +15,10 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,7 @@
 struct mopts {
 	char *l1_size, *policy, *max_chunk, *seed, *cache, *lease_ms, *l1;
 	char *l2_dir, *l2_size, *compress, *shuffle, *ingest, *hot_hits;
-	char *l2_policy, *flush_on_exit, *tmp_timeout;
+	char *l2_policy, *flush_on_exit, *tmp_timeout, *max_read;
 	int foreground, debug, help, version;
 	int mount_form;          /* invoked as mount.kvfs / with SOURCE */
 	int fake;                /* mount(8) -f */
@@ -94,6 +96,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("atime", KEY_FUSE),
 	FUSE_OPT_KEY("fsname=", KEY_FUSE),
 	FUSE_OPT_KEY("max_read=", KEY_FUSE),
+	MOPT("max_read=%s", max_read), /* also ours: init() must agree */
 
 	/* fstab / mount(8) noise */
 	FUSE_OPT_KEY("rw", KEY_DROP),
@@ -358,10 +361,11 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	if (o->seed && parse_num("seed", o->seed, UINT64_MAX, &fc->seed))
 		return -1;
 	if (o->lease_ms) {
-		if (parse_num("lease_ms", o->lease_ms, 86400000, &v) || !v) {
-			if (!v)
-				fprintf(stderr, "kvfs-mount: lease_ms must be "
-					"at least 1\n");
+		if (parse_num("lease_ms", o->lease_ms, 86400000, &v))
+			return -1;
+		if (!v) {
+			fprintf(stderr, "kvfs-mount: lease_ms must be at least "
+				"1\n");
 			return -1;
 		}
 		fc->lease_ms = (uint32_t)v;
@@ -370,6 +374,11 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 		if (parse_num("tmp_timeout", o->tmp_timeout, 86400, &v))
 			return -1;
 		fc->tmp_timeout_ms = (uint32_t)(v * 1000);
+	}
+	if (o->max_read) {
+		if (parse_num("max_read", o->max_read, UINT32_MAX, &v))
+			return -1;
+		fc->max_read = (uint32_t)v;
 	}
 	if (o->l1) {
 		if (strcmp(o->l1, "host") && strcmp(o->l1, "pinned") &&
@@ -384,6 +393,19 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 		if (!*o->l2_dir) {
 			fprintf(stderr, "kvfs-mount: empty l2_dir\n");
 			return -1;
+		}
+		if (o->l2_dir[0] != '/') {
+			/* the daemon leaves the working directory */
+			char cwd[PATH_MAX], *abs;
+
+			if (!getcwd(cwd, sizeof(cwd)) ||
+			    asprintf(&abs, "%s/%s", cwd, o->l2_dir) < 0) {
+				fprintf(stderr, "kvfs-mount: l2_dir %s: %s\n",
+					o->l2_dir, strerror(errno));
+				return -1;
+			}
+			free(o->l2_dir);
+			o->l2_dir = abs;
 		}
 		tc->l2_dir = o->l2_dir;
 	}
@@ -497,6 +519,46 @@ static void report(int fd, unsigned char status)
 	}
 }
 
+/* Daemon mode: says "ready" once the kernel has the mount working. */
+struct ready {
+	char path[PATH_MAX + 32];
+	int fd;                  /* the parent's pipe; taken by exchange */
+	struct fuse_session *se;
+	pthread_t thread;
+};
+
+/*
+ * The kernel answers nothing on a new mount before FUSE INIT succeeded, so
+ * a stat through it tells a working mount from one whose INIT libfuse
+ * refused (the loop then ends and serve reports the failure).
+ */
+static void *ready_main(void *arg)
+{
+	struct ready *rd = arg;
+	struct stat st;
+	int fd;
+
+	if (stat(rd->path, &st)) {
+		fuse_session_exit(rd->se);
+		return NULL;
+	}
+	fd = __atomic_exchange_n(&rd->fd, -1, __ATOMIC_ACQ_REL);
+	if (fd >= 0) {
+		int nul = open("/dev/null", O_RDWR);
+
+		fuse_set_log_func(log_syslog);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			dup2(nul, 2);
+			if (nul > 2)
+				close(nul);
+		}
+		report(fd, 0);
+	}
+	return NULL;
+}
+
 /*
  * Serves one mount until it goes away. ready_fd: where to report success
  * (daemon mode) or -1. Returns the exit status.
@@ -510,6 +572,8 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	struct fs *fs = NULL;
 	char err[512] = "", opts[1400];
 	sigset_t block, old;
+	struct ready rd = { .fd = ready_fd };
+	bool ready_started = false;
 	int ret = 1, r;
 
 	/*
@@ -564,22 +628,19 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		fprintf(stderr, "kvfs-mount: %s\n", strerror(-r));
 		goto out_unmount;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-
 	if (ready_fd >= 0) {
-		int nul = open("/dev/null", O_RDWR);
-
-		fuse_set_log_func(log_syslog);
-		if (nul >= 0) {
-			dup2(nul, 0);
-			dup2(nul, 1);
-			dup2(nul, 2);
-			if (nul > 2)
-				close(nul);
+		/* started with the stop signals still blocked: they stay
+		 * with the loop's thread */
+		snprintf(rd.path, sizeof(rd.path), "%s/" KVFS_CTL_DIR "/version",
+			 mnt);
+		rd.se = se;
+		if (pthread_create(&rd.thread, NULL, ready_main, &rd)) {
+			fprintf(stderr, "kvfs-mount: cannot start a thread\n");
+			goto out_stop;
 		}
-		report(ready_fd, 0);
-		ready_fd = -1;
+		ready_started = true;
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
 	lc = fuse_loop_cfg_create();
 	if (!lc) {
@@ -593,9 +654,13 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(lc);
 	}
+out_stop:
 	fs_stop(fs);
 out_unmount:
 	fuse_session_unmount(se);
+	/* the unmount fails a stat still waiting on the mount */
+	if (ready_started)
+		pthread_join(rd.thread, NULL);
 out_sig:
 	fuse_remove_signal_handlers(se);
 out_se:
@@ -606,8 +671,8 @@ out_fs:
 	fs_destroy(fs);
 out_mask:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ready_fd >= 0)
-		report(ready_fd, 1);
+	/* the mount never worked: the parent says so and exits non-zero */
+	report(__atomic_exchange_n(&rd.fd, -1, __ATOMIC_ACQ_REL), 1);
 	return ret;
 }
 
@@ -617,7 +682,8 @@ static void free_opts(struct mopts *o)
 		       &o->cache, &o->lease_ms, &o->l1, &o->l2_dir,
 		       &o->l2_size, &o->compress, &o->shuffle, &o->ingest,
 		       &o->hot_hits, &o->l2_policy, &o->flush_on_exit,
-		       &o->tmp_timeout, &o->args[0], &o->args[1] };
+		       &o->tmp_timeout, &o->max_read, &o->args[0],
+		       &o->args[1] };
 
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);

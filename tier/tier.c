@@ -853,6 +853,38 @@ void tier_destroy(struct tier *t)
 
 /* ---------------------------------------------------------- namespaces */
 
+/* Well-formed UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF): names are shown in JSON stats and metrics. */
+static bool utf8_valid(const unsigned char *s)
+{
+	while (*s) {
+		uint32_t c = *s, min;
+		int n;
+
+		if (c < 0x80) {
+			s++;
+			continue;
+		}
+		if ((c & 0xE0) == 0xC0)
+			n = 1, min = 0x80, c &= 0x1F;
+		else if ((c & 0xF0) == 0xE0)
+			n = 2, min = 0x800, c &= 0x0F;
+		else if ((c & 0xF8) == 0xF0)
+			n = 3, min = 0x10000, c &= 0x07;
+		else
+			return false;
+		for (int i = 1; i <= n; i++) {
+			if ((s[i] & 0xC0) != 0x80)
+				return false;
+			c = c << 6 | (s[i] & 0x3F);
+		}
+		if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+			return false;
+		s += n + 1;
+	}
+	return true;
+}
+
 static int check_ns_name(const char *name)
 {
 	size_t n;
@@ -862,6 +894,8 @@ static int check_ns_name(const char *name)
 	n = strlen(name);
 	if (n > KVFS_NS_NAME_MAX)
 		return -ENAMETOOLONG;
+	if (!utf8_valid((const unsigned char *)name))
+		return -EINVAL;
 	return 0;
 }
 
@@ -1093,6 +1127,16 @@ int tier_checksum(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	tier_unref(t, r);
 	tier_unlock(t);
 	return rc;
+}
+
+void tier_count_misses(struct tier *t, int64_t n)
+{
+	tier_lock(t);
+	if (n >= 0)
+		t->misses += (uint64_t)n;
+	else
+		t->misses -= t->misses < (uint64_t)-n ? t->misses : (uint64_t)-n;
+	tier_unlock(t);
 }
 
 /* An access: logical clock for the policy, wall clock for the xattr. */
@@ -1332,6 +1376,8 @@ static int lookup_run(struct tier *t, uint32_t ns,
 				gens[i] = r->gen;
 		}
 	}
+	/* the keys past the cached run: the engine recomputes them */
+	t->misses += nkeys - i;
 	tier_unlock(t);
 	if (found)
 		*found = i;

@@ -228,6 +228,16 @@ int tier_checksum(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t gen, uint64_t *sum);
 
 /*
+ * tier_count_misses - adds n (may be negative; the count never goes below
+ * zero) to the misses counter, for lookups the engine does not see: a
+ * name looked up through the filesystem and not found (+1), and the
+ * lookup the kernel makes before it creates or renames onto a new key,
+ * which is not a reader's miss (-1 at the create). tier_get and the
+ * batched lookups count their own.
+ */
+void tier_count_misses(struct tier *t, int64_t n);
+
+/*
  * tier_get - pins a published chunk for reading and counts a hit (or a
  * miss on -ENOENT). If it lives only in L2 it is read, verified and
  * promoted into L1 first (evicting by policy); if L1 is full of pinned

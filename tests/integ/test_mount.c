@@ -151,9 +151,18 @@ static void test_control_files(void **state)
 			 "model.bf16/%s", key), 100000, 1, 0), 0);
 	assert_int_equal(kvfs_test_read_check(p, 100000, 1), 0);
 
+	/* rendered at open: size 0 as in /proc, so tools read to EOF */
+	{
+		struct stat st;
+
+		assert_int_equal(stat(kvfs_test_path(&m, p, ".kvfs/stats"),
+				      &st), 0);
+		assert_int_equal(st.st_size, 0);
+	}
 	s = slurp(kvfs_test_path(&m, p, ".kvfs/stats"), NULL);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "\"capacity\": 33554432"));
+	assert_non_null(strstr(s, "\"compression_ratio\": 1.000"));
 	assert_non_null(strstr(s, "\"publishes\": 1"));
 	assert_non_null(strstr(s, "\"hits\": 1"));
 	assert_non_null(strstr(s, "\"model.bf16\": {\"chunks\": 1, "
@@ -265,23 +274,36 @@ static int wait_gone(pid_t pid)
 
 static void test_daemon_mode(void **state)
 {
-	char dir[] = "/tmp/kvfs-daemon.XXXXXX", out[4096], p[PATH_MAX];
-	const char *argv[] = { kvfs_test_bin(), "-o", "l1_size=16M", dir, NULL };
-	const char *um[] = { "fusermount3", "-u", dir, NULL };
-	pid_t pid;
+	/* max_read: a libfuse option that FUSE INIT must agree with */
+	static const char *const opts[] = { "l1_size=16M",
+					    "l1_size=16M,max_read=131072" };
 
-	assert_non_null(mkdtemp(dir));
-	/* returns only once the mount is usable */
-	assert_int_equal(kvfs_test_run(argv, out, sizeof(out)), 0);
-	assert_true(kvfs_test_is_mounted(dir));
-	pid = find_daemon(dir);
-	assert_true(pid > 0);
-	snprintf(p, sizeof(p), "%s/ns", dir);
-	assert_int_equal(mkdir(p, 0700), 0);
-	assert_int_equal(kvfs_test_run(um, out, sizeof(out)), 0);
-	assert_false(kvfs_test_is_mounted(dir));
-	assert_int_equal(wait_gone(pid), 0);
-	assert_int_equal(rmdir(dir), 0);
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		char dir[] = "/tmp/kvfs-daemon.XXXXXX", out[4096], p[PATH_MAX];
+		char key[33];
+		const char *argv[] = { kvfs_test_bin(), "-o", opts[i], dir,
+				       NULL };
+		const char *um[] = { "fusermount3", "-u", dir, NULL };
+		pid_t pid;
+
+		assert_non_null(mkdtemp(dir));
+		/* returns only once the mount is usable */
+		assert_int_equal(kvfs_test_run(argv, out, sizeof(out)), 0);
+		assert_true(kvfs_test_is_mounted(dir));
+		pid = find_daemon(dir);
+		assert_true(pid > 0);
+		snprintf(p, sizeof(p), "%s/ns", dir);
+		assert_int_equal(mkdir(p, 0700), 0);
+		/* 300000 bytes: several reads of max_read */
+		kvfs_test_key_name(3, key);
+		snprintf(p, sizeof(p), "%s/ns/%s", dir, key);
+		assert_int_equal(kvfs_test_write_file(p, 300000, 9, 0), 0);
+		assert_int_equal(kvfs_test_read_check(p, 300000, 9), 0);
+		assert_int_equal(kvfs_test_run(um, out, sizeof(out)), 0);
+		assert_false(kvfs_test_is_mounted(dir));
+		assert_int_equal(wait_gone(pid), 0);
+		assert_int_equal(rmdir(dir), 0);
+	}
 }
 
 static void test_sigterm(void **state)

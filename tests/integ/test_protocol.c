@@ -131,6 +131,23 @@ static void test_names(void **state)
 	snprintf(p, sizeof(p), "%s/.hidden", mnt.dir);
 	assert_int_equal(mkdir(p, 0755), -1);
 	assert_int_equal(errno, EINVAL);
+	/* well-formed UTF-8 only (they appear in the JSON stats) */
+	{
+		static const char *const bad_utf8[] = {
+			"u\xff", "\xc0\xaf", "a\xe2\x82", "\xed\xa0\x80",
+		};
+
+		for (size_t i = 0; i < sizeof(bad_utf8) / sizeof(*bad_utf8);
+		     i++) {
+			snprintf(p, sizeof(p), "%s/%s", mnt.dir, bad_utf8[i]);
+			assert_int_equal(mkdir(p, 0755), -1);
+			assert_int_equal(errno, EINVAL);
+		}
+		snprintf(p, sizeof(p), "%s/caf\xc3\xa9-\xf0\x9f\x98\x80",
+			 mnt.dir);
+		assert_int_equal(mkdir(p, 0755), 0);
+		assert_int_equal(rmdir(p), 0);
+	}
 	snprintf(p, sizeof(p), "%s/%0128d", mnt.dir, 0);
 	assert_int_equal(mkdir(p, 0755), -1);
 	assert_int_equal(errno, ENAMETOOLONG);
@@ -634,6 +651,72 @@ static void test_rmdir(void **state)
 	assert_int_equal(st.st_uid, 1234);
 	assert_int_equal(st.st_gid, 5678);
 	assert_int_equal(rmdir(ns), 0);
+
+	/* a closed temporary never renamed does not keep it busy, even
+	 * while the kernel still caches its dentry; an open one does */
+	assert_int_equal(mkdir(ns, 0755), 0);
+	snprintf(p, sizeof(p), "%s/.tmp", ns);
+	assert_int_equal(kvfs_test_write_file(p, 3, 72, 0), 0);
+	assert_int_equal(stat(p, &st), 0);
+	{
+		int fd;
+		char t2[PATH_MAX];
+
+		snprintf(t2, sizeof(t2), "%s/.open", ns);
+		fd = open(t2, O_CREAT | O_WRONLY, 0644);
+		assert_true(fd >= 0);
+		assert_int_equal(rmdir(ns), -1);
+		assert_int_equal(errno, ENOTEMPTY);
+		close(fd);
+	}
+	assert_int_equal(rmdir(ns), 0);
+}
+
+/* The "misses" counter of /.kvfs/stats. */
+static uint64_t stats_misses(void)
+{
+	char p[PATH_MAX], buf[65536];
+	const char *m;
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/.kvfs/stats", mnt.dir);
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = 0;
+	m = strstr(buf, "\"misses\": ");
+	assert_non_null(m);
+	return strtoull(m + 10, NULL, 10);
+}
+
+/* A reader's lookup of an absent key is a miss; the lookup the kernel
+ * makes before creating or renaming onto a new key is not. */
+static void test_misses(void **state)
+{
+	char ns[PATH_MAX], p[PATH_MAX], tmp[PATH_MAX];
+	uint64_t m0;
+	struct stat st;
+
+	new_ns(ns, "misses");
+	key_path(p, ns, next_key++);
+	m0 = stats_misses();
+	assert_int_equal(open(p, O_RDONLY), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(stats_misses(), m0 + 1);
+	assert_int_equal(stat(p, &st), -1);
+	assert_int_equal(stats_misses(), m0 + 2);
+	assert_int_equal(kvfs_test_write_file(p, 100, 3, 0), 0);
+	assert_int_equal(stats_misses(), m0 + 2);
+	key_path(p, ns, next_key++);
+	snprintf(tmp, sizeof(tmp), "%s/.t", ns);
+	assert_int_equal(kvfs_test_write_file(tmp, 100, 3, 0), 0);
+	assert_int_equal(rename(tmp, p), 0);
+	assert_int_equal(stats_misses(), m0 + 2);
+	assert_int_equal(kvfs_test_read_check(p, 100, 3), 0);
+	assert_int_equal(stats_misses(), m0 + 2);
 }
 
 /* Whether the open directory d lists name, read from its start. */
@@ -919,6 +1002,7 @@ int main(void)
 		cmocka_unit_test(test_unlink_under_reader),
 		cmocka_unit_test(test_rmdir),
 		cmocka_unit_test(test_rewinddir),
+		cmocka_unit_test(test_misses),
 		cmocka_unit_test(test_xattrs),
 		cmocka_unit_test(test_threads_and_processes),
 	};
