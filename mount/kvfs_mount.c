@@ -539,7 +539,10 @@ static void *ready_main(void *arg)
 	int fd;
 
 	if (stat(rd->path, &st)) {
+		/* the stop signal wakes the loop (a session exit alone would
+		 * wait for the next request); serve then reports failure */
 		fuse_session_exit(rd->se);
+		kill(getpid(), SIGTERM);
 		return NULL;
 	}
 	fd = __atomic_exchange_n(&rd->fd, -1, __ATOMIC_ACQ_REL);

@@ -965,6 +965,7 @@ static void test_lookup_pin_parent(void **state)
 	uint32_t ns = mkns(t, "ns"), found, l1, l2;
 	struct kvfs_key k[5];
 	struct tier_info info;
+	struct tier_stats st;
 
 	(void)state;
 	for (int i = 0; i < 5; i++)
@@ -975,6 +976,12 @@ static void test_lookup_pin_parent(void **state)
 	assert_int_equal(tier_lookup(t, ns, k, 5, 10, true, true, &found, &l1,
 				     &l2), 0);
 	assert_int_equal(found, 3);
+	/* the two keys past the run are the engine's misses */
+	tier_get_stats(t, &st);
+	assert_int_equal(st.misses, 2);
+	tier_count_misses(t, -5); /* never below zero */
+	tier_get_stats(t, &st);
+	assert_int_equal(st.misses, 0);
 	assert_int_equal(l1, 3);
 	assert_int_equal(l2, 0);
 	for (int i = 0; i < 3; i++) {
