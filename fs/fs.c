@@ -419,7 +419,9 @@ static void inode_free(struct fs *fs, struct fs_inode *in)
 }
 
 /* Namespace record for id, created with defaults when the engine has a
- * namespace fs has not seen (recovered from L2 at start). lock held. */
+ * namespace fs has not seen (recovered from L2 at start, attributes not
+ * restored by fs_nsmeta.c): fail closed, only the daemon's user may read
+ * its chunks. lock held. */
 static struct fs_inode *ns_get(struct fs *fs, uint32_t id)
 {
 	struct fs_priv *p = fs->priv;
@@ -431,9 +433,9 @@ static struct fs_inode *ns_get(struct fs *fs, uint32_t id)
 	if (!in)
 		return NULL;
 	in->ns = id;
-	in->mode = S_IFDIR | 0755;
-	in->uid = p->root_uid;
-	in->gid = p->root_gid;
+	in->mode = S_IFDIR | 0700;
+	in->uid = getuid();
+	in->gid = getgid();
 	in->mtime = in->ctime = p->mount_time;
 	if (htab_add(&p->ntab, &in->nnode, hash_ns(id))) {
 		inode_free(fs, in);
@@ -1121,6 +1123,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		w->refs++;
 	}
 	pthread_mutex_unlock(&p->lock);
+	/* the root or a namespace changed mode or owner: keep it for L2 */
+	if (!err && !w && (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+				     FUSE_SET_ATTR_GID)))
+		fs_nsmeta_save(fs);
 	if (w) {
 		/* a chunk being written: only its size can change */
 		if (to_set & FUSE_SET_ATTR_SIZE) {
@@ -1190,6 +1196,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ns_attr(in, &e.attr);
 	e.ino = in->ino;
 	pthread_mutex_unlock(&p->lock);
+	fs_nsmeta_save(fs); /* on disk before mkdir returns */
 	e.attr_timeout = e.entry_timeout = FS_TTL;
 	reply_entry_counted(fs, req, &e);
 }
@@ -1275,6 +1282,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	if (!err)
+		fs_nsmeta_save(fs);
 	fuse_reply_err(req, -err);
 }
 
@@ -2622,6 +2631,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		} else {
 			err = -ENOTSUP;
 		}
+		if (!err)
+			fs_nsmeta_save(fs);
 		break;
 	case FS_K_WRITER: {
 		struct fs_wr *w = t.wr;
@@ -2980,6 +2991,8 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 		tier_destroy(fs->tier);
 		goto fail;
 	}
+	/* before the mount is ready: the first stat sees them */
+	fs_nsmeta_load(fs, tc->l2_dir);
 	*out = fs;
 	return 0;
 fail:
@@ -3039,6 +3052,7 @@ void fs_destroy(struct fs *fs)
 		fh_free(fs, fh);
 	}
 	fs_ioctl_destroy(fs);
+	fs_nsmeta_destroy(fs); /* while the namespace records exist */
 	pthread_mutex_lock(&p->lock);
 	/* temporaries first (they hold writer references), then inodes */
 	while (p->tmp_head.tnext != &p->tmp_head) {
@@ -3086,6 +3100,59 @@ void fs_counters(struct fs *fs, struct fs_counters *c)
 	c->invalidations = __atomic_load_n(&p->invalidations,
 					   __ATOMIC_RELAXED);
 	c->stale = __atomic_load_n(&p->stale, __ATOMIC_RELAXED);
+}
+
+int fs_nsattr_get(struct fs *fs, uint32_t ns, struct fs_nsattr *a)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_inode *in = NULL;
+	int err = 0;
+
+	memset(a, 0, sizeof(*a));
+	pthread_mutex_lock(&p->lock);
+	if (!ns) {
+		a->mode = p->root_mode;
+		a->uid = p->root_uid;
+		a->gid = p->root_gid;
+		a->mtime = a->ctime = p->mount_time;
+	} else if ((in = ns_find(p, ns)) && !in->removed) {
+		a->mode = in->mode;
+		a->uid = in->uid;
+		a->gid = in->gid;
+		memcpy(a->dtype, in->dtype, sizeof(a->dtype));
+		a->mtime = in->mtime;
+		a->ctime = in->ctime;
+	} else {
+		err = -ENOENT;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return err;
+}
+
+int fs_nsattr_set(struct fs *fs, uint32_t ns, const struct fs_nsattr *a)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_inode *in = NULL;
+	int err = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if (!ns) {
+		p->root_mode = S_IFDIR | (a->mode & 07777);
+		p->root_uid = a->uid;
+		p->root_gid = a->gid;
+	} else if ((in = ns_get(fs, ns))) {
+		in->mode = S_IFDIR | (a->mode & 07777);
+		in->uid = a->uid;
+		in->gid = a->gid;
+		memcpy(in->dtype, a->dtype, sizeof(in->dtype));
+		in->dtype[sizeof(in->dtype) - 1] = '\0';
+		in->mtime = a->mtime;
+		in->ctime = a->ctime;
+	} else {
+		err = -ENOMEM;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return err;
 }
 
 /* Namespace attributes fs keeps (for .kvfs/stats). -ENOENT. */

@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "kvfs.h"
 #include "tier/tier.h"
@@ -98,6 +99,7 @@ struct fs {
 	struct fuse_session *se;  /* set by fs_set_session before requests */
 	struct fs_config cfg;     /* copy of the mount's fs options */
 	void *ioctl_state;        /* owned by fs_ioctl.c */
+	struct fs_nsmeta *nsmeta; /* fs_nsmeta.c; NULL while L2 is off */
 
 	struct fs_priv *priv;     /* fs.c: inode tables, threads, counters */
 };
@@ -135,6 +137,76 @@ void fs_counters(struct fs *fs, struct fs_counters *c);
 
 /* fs_ns_attrs - dtype ("" when unset) and mode of a namespace. -ENOENT. */
 int fs_ns_attrs(struct fs *fs, uint32_t ns, char dtype[8], mode_t *mode);
+
+/* ------------------------------------ namespace attributes across restarts */
+
+/* Attributes of a namespace, or of the root directory, as fs keeps them. */
+struct fs_nsattr {
+	mode_t mode;       /* S_IFDIR | permission bits */
+	uid_t uid;
+	gid_t gid;
+	char dtype[8];     /* user.kvfs.dtype, "" when unset (namespaces) */
+	struct timespec mtime, ctime; /* namespaces */
+};
+
+/*
+ * fs_nsattr_get / fs_nsattr_set (fs.c) - a namespace's attributes (ns 0:
+ * the root's mode, uid and gid). get: -ENOENT when fs has no live record.
+ * set creates the record when the engine has the namespace but fs has not
+ * seen it yet; -ENOMEM. Both take fs_priv.lock: call with it not held.
+ */
+int fs_nsattr_get(struct fs *fs, uint32_t ns, struct fs_nsattr *a);
+int fs_nsattr_set(struct fs *fs, uint32_t ns, const struct fs_nsattr *a);
+
+/*
+ * fs_nsmeta.c - keeps the attributes of namespaces and of the root in
+ * l2_dir/namespaces while L2 is on, so a warm restart brings them back.
+ * fs_nsmeta_load: at fs_create, after the engine recovered L2 and before
+ * any request: applies the file (creating its empty namespaces), logs a
+ * missing or damaged file; namespaces it does not describe keep fs's
+ * fail-closed default (0700, owned by the daemon's user). Never fails the
+ * mount. fs_nsmeta_save: after every change of a namespace's existence,
+ * mode, owner, chunk_bytes or dtype, or of the root's mode or owner;
+ * rewrites the file atomically and synchronously (failures are logged and
+ * retried at the next save or at unmount). Call with no fs lock held.
+ * fs_nsmeta_destroy: at fs_destroy, while the namespace records exist.
+ * All three do nothing while L2 is off.
+ */
+struct fs_nsmeta;
+void fs_nsmeta_load(struct fs *fs, const char *l2_dir);
+void fs_nsmeta_save(struct fs *fs);
+void fs_nsmeta_destroy(struct fs *fs);
+
+/* fs_nsfile.c - the format of l2_dir/namespaces (described there). */
+#define FS_NSFILE_NAME "namespaces"
+#define FS_NSFILE_VERSION 1
+
+struct fs_nsfile_ent {
+	char name[KVFS_NS_NAME_MAX + 1];
+	struct fs_nsattr a;
+	uint64_t chunk_bytes;
+	int shuffle;           /* the engine's; applied when a.dtype is set */
+};
+
+struct fs_nsfile {
+	struct fs_nsattr root; /* mode, uid, gid */
+	size_t n;
+	struct fs_nsfile_ent *ent; /* malloc'd; parse sorts it by name */
+};
+
+/* fs_nsfile_format - the file's bytes (malloc'd) for f. 0 or -ENOMEM. */
+int fs_nsfile_format(const struct fs_nsfile *f, char **buf, size_t *len);
+/* fs_nsfile_parse - fills f (free with fs_nsfile_free) from the file's
+ * bytes. -EBADMSG (checksum, syntax, a duplicate name), -ENOTSUP (another
+ * format version), -ENOMEM; on error f holds nothing. */
+int fs_nsfile_parse(const char *buf, size_t len, struct fs_nsfile *f);
+void fs_nsfile_free(struct fs_nsfile *f);
+/* fs_nsfile_write - replaces dirfd/namespaces by buf atomically: a
+ * temporary, fsync, rename, fsync of the directory. 0 or -errno. */
+int fs_nsfile_write(int dirfd, const char *buf, size_t len);
+/* fs_nsfile_read - the whole file, malloc'd and NUL-terminated. -ENOENT
+ * when missing, -EFBIG past 64 MiB, or another -errno. */
+int fs_nsfile_read(int dirfd, char **buf, size_t *len);
 
 /* ------------------------------------------------ implemented in fs_ioctl.c */
 

@@ -3,13 +3,16 @@
  * from the compressed log with their bytes; a warm restart lists and serves
  * them again with their namespaces; a damaged record is never served; a
  * daemon killed with SIGKILL during heavy writes serves nothing wrong after
- * a remount; a missing, read-only, full or too small l2_dir leaves L1
+ * a remount, and namespaces come back with their mode, owner, chunk_bytes
+ * and dtype (or fail closed, 0700, when l2_dir/namespaces is damaged or
+ * missing); a missing, read-only, full or too small l2_dir leaves L1
  * serving (with the error in /.kvfs/stats); a
  * second daemon on the same l2_dir is refused.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -312,6 +315,217 @@ static void test_warm_restart(void **state)
 	rm_files(l2dir);
 }
 
+/* ------------------------------------ namespace attributes across restarts */
+
+#define NS_CHUNK 65536
+
+/*
+ * In a child with uid and gid id (no supplementary groups): open path with
+ * flags; with O_CREAT, write NS_CHUNK bytes of seed n and close. Returns 0,
+ * the errno that failed, or -1. _exit: the child must not run the parent's
+ * atexit safety net (it would unmount the test's mount).
+ */
+static int as_user(uid_t id, const char *path, int flags, uint64_t n)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd;
+
+		if (setgroups(0, NULL) || setresgid(id, id, id) ||
+		    setresuid(id, id, id))
+			_exit(100);
+		if (flags & O_CREAT)
+			_exit(-kvfs_test_write_file(path, NS_CHUNK, n, 0));
+		fd = open(path, flags | O_CLOEXEC);
+		if (fd < 0)
+			_exit(errno);
+		close(fd);
+		_exit(0);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+static void expect_dir(const struct kvfs_mnt *m, const char *ns, mode_t mode,
+		       uid_t uid, gid_t gid)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	assert_int_equal(stat(kvfs_test_path(m, p, "%s", ns), &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 07777, mode);
+	assert_int_equal(st.st_uid, uid);
+	assert_int_equal(st.st_gid, gid);
+}
+
+static void expect_xattr(const struct kvfs_mnt *m, const char *ns,
+			 const char *name, const char *want)
+{
+	char p[PATH_MAX], v[64];
+	ssize_t r;
+
+	r = getxattr(kvfs_test_path(m, p, "%s", ns), name, v, sizeof(v) - 1);
+	assert_true(r > 0);
+	v[r] = 0;
+	assert_string_equal(v, want);
+}
+
+/* The "shuffle" of namespace ns in /.kvfs/stats. */
+static long long ns_shuffle(const struct kvfs_mnt *m, const char *ns)
+{
+	struct stats_text st;
+	char pat[160];
+	const char *s;
+
+	assert_int_equal(stats_read(m, &st), 0);
+	snprintf(pat, sizeof(pat), "\"%s\": {", ns);
+	s = strstr(st.buf, pat);
+	assert_non_null(s);
+	s = strstr(s, "\"shuffle\": ");
+	assert_non_null(s);
+	return strtoll(s + 11, NULL, 10);
+}
+
+/* A chunk shorter than chunk_bytes: close() must fail with EMSGSIZE. */
+static void expect_short_rejected(const struct kvfs_mnt *m, const char *ns,
+				  uint64_t n)
+{
+	char p[PATH_MAX], buf[100];
+	int fd;
+
+	fd = open(chunk_path(m, p, ns, n), O_CREAT | O_EXCL | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	memset(buf, 7, sizeof(buf));
+	assert_int_equal(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	assert_int_equal(close(fd), -1);
+	assert_int_equal(errno, EMSGSIZE);
+	assert_int_equal(access(p, F_OK), -1);
+}
+
+/*
+ * A warm restart brings namespaces back with mode, owner, chunk_bytes and
+ * dtype (and its shuffle), the root with its mode, and an empty namespace
+ * too: a private namespace must not come back readable by everyone.
+ */
+static void test_ns_attrs_survive_restart(void **state)
+{
+	struct kvfs_mnt m;
+	char p[PATH_MAX];
+
+	(void)state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "skip test_ns_attrs_survive_restart: needs root "
+			"(chown, setuid)\n");
+		skip();
+	}
+	assert_int_equal(do_mount(&m, "flush_on_exit,allow_other,shuffle=0"),
+			 0);
+	assert_int_equal(mkdir(kvfs_test_path(&m, p, "private"), 0700), 0);
+	assert_int_equal(chown(p, 1000, 1000), 0);
+	assert_int_equal(setxattr(p, KVFS_XATTR_CHUNK_BYTES, "65536", 5, 0), 0);
+	assert_int_equal(setxattr(p, KVFS_XATTR_DTYPE, "bf16", 4, 0), 0);
+	assert_int_equal(put(&m, "private", 1, NS_CHUNK), 0);
+	assert_int_equal(mkdir(kvfs_test_path(&m, p, "empty"), 0755), 0);
+	assert_int_equal(chmod(p, 0750), 0);
+	assert_int_equal(chmod(m.dir, 0751), 0);
+	assert_int_equal(ns_shuffle(&m, "private"), 2);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+
+	assert_int_equal(do_mount(&m, "allow_other,shuffle=0"), 0);
+	expect_dir(&m, "private", 0700, 1000, 1000);
+	expect_xattr(&m, "private", KVFS_XATTR_CHUNK_BYTES, "65536");
+	expect_xattr(&m, "private", KVFS_XATTR_DTYPE, "bf16");
+	assert_int_equal(ns_shuffle(&m, "private"), 2);
+	expect_dir(&m, "empty", 0750, 0, 0);
+	expect_dir(&m, ".", 0751, getuid(), getgid());
+	assert_int_equal(check(&m, "private", 1, NS_CHUNK), 0);
+	expect_short_rejected(&m, "private", 2);
+	/* others are kept out; the owner still reads and writes */
+	assert_int_equal(as_user(65534, chunk_path(&m, p, "private", 1),
+				 O_RDONLY, 0), EACCES);
+	assert_int_equal(as_user(1000, chunk_path(&m, p, "private", 1),
+				 O_RDONLY, 0), 0);
+	assert_int_equal(as_user(1000, chunk_path(&m, p, "private", 3),
+				 O_CREAT, 3), 0);
+	assert_int_equal(check(&m, "private", 3, NS_CHUNK), 0);
+	/* rmdir is kept too */
+	assert_int_equal(rmdir(kvfs_test_path(&m, p, "empty")), 0);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+
+	assert_int_equal(do_mount(&m, "allow_other"), 0);
+	assert_int_equal(access(kvfs_test_path(&m, p, "empty"), F_OK), -1);
+	assert_int_equal(errno, ENOENT);
+	expect_dir(&m, "private", 0700, 1000, 1000);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+	rm_files(l2dir);
+}
+
+/*
+ * A damaged or missing namespaces file fails closed: namespaces that L2
+ * brings back are 0700, owned by the daemon's user (root here), whose
+ * chunks stay readable by that user only.
+ */
+static void test_ns_attrs_fail_closed(void **state)
+{
+	struct kvfs_mnt m;
+	char p[PATH_MAX], f[PATH_MAX + 32], buf[4096], *s;
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "skip test_ns_attrs_fail_closed: needs root "
+			"(setuid)\n");
+		skip();
+	}
+	assert_int_equal(do_mount(&m, "flush_on_exit,allow_other"), 0);
+	mkns(&m, "pub");
+	assert_int_equal(put(&m, "pub", 1, NS_CHUNK), 0);
+	assert_int_equal(as_user(65534, chunk_path(&m, p, "pub", 1), O_RDONLY,
+				 0), 0);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+
+	/* one byte of the file changed: the checksum does not verify */
+	snprintf(f, sizeof(f), "%s/namespaces", l2dir);
+	fd = open(f, O_RDWR);
+	assert_true(fd >= 0);
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+	assert_true(n > 0);
+	buf[n] = 0;
+	s = strstr(buf, "ns pub 0755 ");
+	assert_non_null(s);
+	assert_int_equal(pwrite(fd, "7", 1, s - buf + 9), 1);
+	close(fd);
+
+	assert_int_equal(do_mount(&m, "allow_other"), 0);
+	expect_dir(&m, "pub", 0700, getuid(), getgid());
+	assert_int_equal(check(&m, "pub", 1, NS_CHUNK), 0);
+	assert_int_equal(as_user(65534, chunk_path(&m, p, "pub", 1), O_RDONLY,
+				 0), EACCES);
+	/* kept for inspection */
+	snprintf(f, sizeof(f), "%s/namespaces.bad", l2dir);
+	assert_int_equal(access(f, F_OK), 0);
+	/* an operator opens it again; then the file goes missing */
+	assert_int_equal(chmod(kvfs_test_path(&m, p, "pub"), 0755), 0);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+	snprintf(f, sizeof(f), "%s/namespaces", l2dir);
+	assert_int_equal(unlink(f), 0);
+
+	assert_int_equal(do_mount(&m, "allow_other"), 0);
+	expect_dir(&m, "pub", 0700, getuid(), getgid());
+	assert_int_equal(check(&m, "pub", 1, NS_CHUNK), 0);
+	assert_int_equal(as_user(65534, chunk_path(&m, p, "pub", 1), O_RDONLY,
+				 0), EACCES);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+	rm_files(l2dir);
+}
+
 /*
  * A damaged record reads as ENOENT: a miss, so the engine recomputes the
  * prefill, exactly as when the chunk was never cached. EIO would make a
@@ -564,6 +778,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_evicted_come_back),
 		cmocka_unit_test(test_warm_restart),
+		cmocka_unit_test(test_ns_attrs_survive_restart),
+		cmocka_unit_test(test_ns_attrs_fail_closed),
 		cmocka_unit_test(test_corrupt_record_is_enoent),
 		cmocka_unit_test(test_sigkill_during_writes),
 		cmocka_unit_test(test_bad_l2_dirs),
