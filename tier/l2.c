@@ -16,6 +16,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -315,9 +316,69 @@ int l2_seg_create(struct l2 *l2, struct l2_seg **out)
 		return rc;
 	}
 	l2->st.segments = l2->nsegs;
-	l2->st.disk_bytes = (uint64_t)l2->nsegs * l2->seg_size;
 	*out = seg;
 	return 0;
+}
+
+/* ------------------------------------------------------------- space */
+
+/*
+ * l2.lock held (or l2_open). Sizes the log for cap bytes on a filesystem
+ * expected to hold about est of them: segments are sealed at a quarter of
+ * that (at most seg_size), so an older segment is there to reclaim well
+ * before the disk or cap is reached, and half a segment is kept for the
+ * moves of a reclaim (its budget). With est = cap and a seg_size of
+ * l2_size/4 or less this is seg_size, as before.
+ */
+void l2_set_space(struct l2 *l2, uint64_t cap, uint64_t est)
+{
+	uint64_t t = est < cap ? est : cap;
+
+	t = (t / 4) & ~(uint64_t)(L2_ALIGN - 1);
+	if (t > l2->seg_size)
+		t = l2->seg_size;
+	if (t < 2 * L2_ALIGN)
+		t = 2 * L2_ALIGN;
+	l2->cap = cap;
+	l2->st.capacity = cap;
+	l2->seg_target = t;
+	l2->reserve = (t / 2) & ~(uint64_t)(L2_ALIGN - 1);
+}
+
+/* l2.lock held. The bytes normal appends may fill (moves: cap). */
+uint64_t l2_room(const struct l2 *l2)
+{
+	return l2->cap > l2->reserve ? l2->cap - l2->reserve : 0;
+}
+
+/*
+ * l2.lock held. An append or a segment creation failed with ENOSPC or
+ * EDQUOT: the filesystem filled up before cap. What the log has written
+ * (placed less in flight) becomes the capacity, so reclaim starts making
+ * room for new records instead of every later write failing. It stays
+ * there until the next l2_open even if space comes back (a daemon that
+ * shares its disk should not chase it up and down). Returns the new
+ * capacity, or 0 when it was not lowered.
+ */
+uint64_t l2_disk_full(struct l2 *l2)
+{
+	uint64_t now = l2->used > l2->inflight ? l2->used - l2->inflight : 0;
+
+	now &= ~(uint64_t)(L2_ALIGN - 1);
+	if (now < 8 * L2_ALIGN)
+		now = 8 * L2_ALIGN; /* l2_open's minimum; nothing big fits */
+	if (now >= l2->cap)
+		return 0;
+	l2_set_space(l2, now, now);
+	return now;
+}
+
+/* Without l2.lock: the log line for a capacity l2_disk_full lowered. */
+void l2_log_disk_full(struct l2 *l2, uint64_t cap, int err)
+{
+	l2_logf(l2, "l2: disk full (%s, %s) at %" PRIu64 " bytes, below "
+		"l2_size %" PRIu64 ": using that as capacity until restart",
+		l2->dir, strerror(-err), cap, l2->cfg.size);
 }
 
 /* ----------------------------------------------------------- headers */
@@ -875,7 +936,8 @@ void l2_get_stats(struct l2 *l2, struct l2_stats *st)
 	*st = l2->st;
 	st->queued_bytes = l2->queued_bytes;
 	st->segments = l2->nsegs;
-	st->disk_bytes = (uint64_t)l2->nsegs * l2->seg_size;
+	st->capacity = l2->cap;
+	st->disk_bytes = l2->used;
 	st->direct = l2->direct;
 	pthread_mutex_unlock(&l2->lock);
 }
@@ -1087,7 +1149,7 @@ static int recover(struct l2 *l2, char *err, size_t errlen)
 	struct scan s = { 0 };
 	uint32_t *ids = NULL;
 	size_t nids = 0, cap = 0, i, first = 0, keep;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), room;
 	struct dirent *de;
 	DIR *d;
 	int rc = 0, dfd;
@@ -1128,7 +1190,18 @@ static int recover(struct l2 *l2, char *err, size_t errlen)
 	}
 
 	/* l2_size shrank since the last run: drop the oldest segments */
-	keep = l2->max_segs - 1;
+	for (keep = 0, room = 0; keep < nids; keep++) {
+		char name[64];
+		struct stat sb;
+		uint64_t sz = 0;
+
+		seg_name(name, sizeof(name), ids[nids - 1 - keep]);
+		if (fstatat(l2->dir_fd, name, &sb, 0) == 0)
+			sz = align_up((uint64_t)sb.st_size);
+		if (room + sz > l2_room(l2))
+			break;
+		room += sz;
+	}
 	if (nids > keep) {
 		first = nids - keep;
 		for (i = 0; i < first; i++) {
@@ -1157,6 +1230,7 @@ static int recover(struct l2 *l2, char *err, size_t errlen)
 			goto out;
 		}
 		rc = scan_segment(l2, seg, &s);
+		l2->used += seg->tail;
 		if (rc == 0) {
 			rc = seg_open_fd(l2, seg->id, 0);
 			if (rc >= 0) {
@@ -1349,7 +1423,7 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 	if (l2->seg_size > (uint64_t)UINT32_MAX * L2_ALIGN / 2)
 		l2->seg_size = (uint64_t)UINT32_MAX * L2_ALIGN / 2;
 	l2->max_segs = (uint32_t)(cfg->size / l2->seg_size);
-	l2->st.capacity = cfg->size;
+	l2_set_space(l2, cfg->size, cfg->size);
 
 	l2->dir_fd = open(cfg->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (l2->dir_fd < 0) {
@@ -1390,6 +1464,21 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 	rc = recover(l2, err, errlen);
 	if (rc)
 		goto fail;
+	{
+		/* l2_size beyond what the filesystem can give (the default's
+		 * 256 MiB floor on a small disk, a disk shared with others):
+		 * smaller segments now, so that when it fills up (see
+		 * l2_disk_full) reclaim frees a part of the log, not all */
+		struct statvfs sv;
+
+		if (fstatvfs(l2->dir_fd, &sv) == 0) {
+			uint64_t est = (uint64_t)sv.f_bavail * sv.f_frsize +
+				       l2->used;
+
+			if (est < cfg->size)
+				l2_set_space(l2, cfg->size, est);
+		}
+	}
 	rc = l2_io_start(l2);
 	if (rc) {
 		snprintf(err, errlen, "l2: io_uring: %s", strerror(-rc));

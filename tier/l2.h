@@ -100,7 +100,10 @@ enum l2_reclaim_verdict {
 struct l2_config {
 	const char *dir;     /* must exist; created files are 0600 */
 	uint64_t size;       /* bytes on disk, all segments together */
-	uint64_t seg_size;   /* 0 = min(64 MiB, size / 4), rounded to 4 KiB */
+	uint64_t seg_size;   /* 0 = min(64 MiB, size / 4), rounded to 4 KiB;
+			      * the largest record. Segments are sealed
+			      * smaller on a filesystem with less free space
+			      * than size (a quarter of what fits) */
 	uint64_t max_queue;  /* bytes of appends waiting; 0 = 256 MiB */
 	int read_timeout_ms; /* bound of a synchronous read; 0 = 5000 */
 
@@ -139,8 +142,8 @@ struct l2_config {
 };
 
 struct l2_stats {
-	uint64_t capacity;   /* l2_size */
-	uint64_t disk_bytes; /* segment space in use (what l2_size bounds) */
+	uint64_t capacity;   /* l2_size, or less: see l2_append (disk full) */
+	uint64_t disk_bytes; /* segment bytes placed (what capacity bounds) */
 	uint64_t bytes;      /* live records, bytes on disk */
 	uint64_t raw_bytes;  /* live records, raw bytes */
 	uint64_t records;    /* live records */
@@ -207,6 +210,11 @@ void l2_rec_free(struct l2 *l2, struct l2_rec *rec);
  * -EIO, ... also counted in errors and logged). done receives rec back and
  * owns it again (it may read it, then must l2_rec_free it). Until done,
  * the caller may read rec (l2_rec_decode) but not free it.
+ * A filesystem that fills up before l2_size (ENOSPC, EDQUOT) lowers the
+ * capacity to what the log holds, until the next l2_open: the append is
+ * placed again (up to 3 tries) after reclaim made room, and later ones
+ * reclaim the oldest segments as at l2_size. Each failed try is counted
+ * in errors; done gets -ENOSPC only when every try failed.
  * Errors (done is not called, the caller still owns rec): -EAGAIN (more
  * than max_queue bytes waiting), -ESHUTDOWN (closing).
  */

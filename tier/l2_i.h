@@ -75,7 +75,8 @@ struct l2_req {
 	struct l2_rec *rec;
 	l2_done_fn done;
 	void *arg;
-	bool reserve;      /* a reclaim move: may use the last segment */
+	bool reserve;      /* a reclaim move: may use l2.reserve */
+	uint8_t tries;     /* placements that failed with ENOSPC */
 	/* REQ_READ: l2.lock */
 	bool finished, abandoned;
 	pthread_cond_t cond;
@@ -112,8 +113,8 @@ struct l2 {
 	int dir_fd;
 	int lock_fd;
 	uint64_t salt;      /* seed of header checksums (l2.id) */
-	uint64_t seg_size;
-	uint32_t max_segs;  /* size / seg_size; normal appends use max_segs-1 */
+	uint64_t seg_size;  /* the largest record (and segment) */
+	uint32_t max_segs;  /* size / seg_size (sizes the fd limit) */
 	bool direct;        /* O_DIRECT works here (set once at open) */
 	bool direct_logged;
 
@@ -124,6 +125,20 @@ struct l2 {
 	size_t nsegs, segs_cap;
 	struct l2_seg *active;
 	uint32_t next_seg;
+
+	/*
+	 * Space, l2.lock. used is the sum of the segments' tails: the most
+	 * the log can occupy on disk (punched holes still count, slack after
+	 * a sealed segment's last record does not). Normal appends keep used
+	 * <= cap - reserve, reclaim moves <= cap, and cap <= l2_size, so the
+	 * log never takes more than l2_size. cap starts at l2_size and is
+	 * lowered (until the next open) when the filesystem fills up first.
+	 */
+	uint64_t cap;
+	uint64_t used;
+	uint64_t inflight;   /* bytes placed whose write has not completed */
+	uint64_t seg_target; /* seal the active segment past this (<= seg_size) */
+	uint64_t reserve;    /* room kept for moves: the reclaim budget */
 
 	/* namespace names, interned: l2.lock */
 	char **ns_names;
@@ -184,6 +199,10 @@ void l2_ent_kill(struct l2 *l2, struct l2_ent *e);
 void l2_ent_live(struct l2 *l2, struct l2_ent *e);
 void l2_seg_unref(struct l2 *l2, struct l2_seg *seg);
 int l2_seg_create(struct l2 *l2, struct l2_seg **out);
+void l2_set_space(struct l2 *l2, uint64_t cap, uint64_t est);
+uint64_t l2_room(const struct l2 *l2);
+uint64_t l2_disk_full(struct l2 *l2);
+void l2_log_disk_full(struct l2 *l2, uint64_t cap, int err);
 int l2_hdr_check(const struct l2 *l2, const struct l2_rec_hdr *h);
 uint64_t l2_sum(const void *p, size_t len, uint64_t seed);
 void l2_info_from_ent(const struct l2 *l2, const struct l2_seg *seg,

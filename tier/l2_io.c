@@ -21,6 +21,7 @@
 
 #define L2_RING_ENTRIES 256
 #define L2_MAX_INFLIGHT 128
+#define L2_NOSPC_TRIES 3 /* placements of an append that hit a full disk */
 
 struct l2_ent *l2_ent_add_rec(struct l2 *l2, struct l2_seg *seg,
 			      const struct l2_rec *rec, uint32_t blk);
@@ -102,21 +103,52 @@ static void submit_req(struct l2 *l2, struct io_state *s, struct l2_req *r)
 	s->inflight++;
 }
 
-/* l2.lock held. Chooses the record's place at the head of the log. */
-static int place(struct l2 *l2, struct l2_req *r)
+static bool no_space(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT;
+}
+
+/* l2.lock held. Appends go to a new segment from now on. */
+static void seal_active(struct l2 *l2)
+{
+	if (l2->active)
+		l2->active->state = SEG_SEALED;
+	l2->active = NULL;
+}
+
+/*
+ * l2.lock held. Chooses the record's place at the head of the log.
+ * -EAGAIN: no room until a reclaim; -ENOSPC: no room for this record at
+ * all (moves never wait: the reclaim that queued them waits for them).
+ * *lowered: the capacity l2_disk_full set, to log.
+ */
+static int place(struct l2 *l2, struct l2_req *r, uint64_t *lowered)
 {
 	struct l2_seg *seg = l2->active;
-	uint32_t limit = r->reserve ? l2->max_segs : l2->max_segs - 1;
+	uint64_t room = r->reserve ? l2->cap : l2_room(l2);
 	struct l2_ent *e;
 	int rc;
 
-	if (!seg || seg->tail + r->len > l2->seg_size) {
-		if (l2->nsegs >= limit)
-			return -EAGAIN;
-		if (seg)
-			seg->state = SEG_SEALED;
-		l2->active = NULL;
+	if (l2->used + r->len > room) {
+		if (r->reserve || r->len > room)
+			return -ENOSPC;
+		/* only the active segment is left to reclaim: seal it */
+		if (!l2->nsegs || l2->segs[0] == seg) {
+			if (!seg || !seg->tail)
+				return -ENOSPC;
+			seal_active(l2);
+		}
+		return -EAGAIN;
+	}
+	if (!seg || (seg->tail && seg->tail + r->len > l2->seg_target)) {
+		seal_active(l2);
 		rc = l2_seg_create(l2, &seg);
+		if (no_space(rc) && !r->reserve) {
+			/* not even an empty file: the disk is full */
+			*lowered = l2_disk_full(l2);
+			if (l2->nsegs)
+				return -EAGAIN;
+		}
 		if (rc)
 			return rc;
 		l2->active = seg;
@@ -129,6 +161,8 @@ static int place(struct l2 *l2, struct l2_req *r)
 	seg->pending++;
 	r->off = seg->tail;
 	seg->tail += r->len;
+	l2->used += r->len;
+	l2->inflight += r->len;
 	return 0;
 }
 
@@ -149,6 +183,7 @@ static void write_done(struct l2 *l2, struct l2_req *r, int res)
 			l2_ent_kill(l2, e);
 		if (--seg->pending == 0)
 			pthread_cond_broadcast(&l2->rc_cond);
+		l2->inflight -= r->len;
 		loc.seg = seg->id;
 		loc.blk = (uint32_t)(r->off / L2_ALIGN);
 		loc.nblk = r->rec->nblk;
@@ -210,6 +245,74 @@ static void punch_done(struct l2 *l2, struct io_state *s, struct l2_req *r,
 	free(r);
 }
 
+/*
+ * A write hit a full filesystem (ENOSPC, EDQUOT) before the log reached
+ * its capacity: lower the capacity to what is on disk (l2_disk_full),
+ * seal the segment, and place the append again once a reclaim has made
+ * room, up to L2_NOSPC_TRIES times. Records already written are not
+ * touched: only this record's own place is given up (killed, and what
+ * part of it reached the disk punched out, so that it frees its space
+ * and recovery finds nothing there to count as torn). Returns
+ * true when the append was queued again; false: the caller fails it (a
+ * move, which its reclaim waits for, or the last try).
+ */
+static bool write_nospace(struct l2 *l2, struct io_state *s,
+			  struct l2_req *r, int res)
+{
+	struct l2_req *punch = calloc(1, sizeof(*punch));
+	struct l2_seg *seg = r->seg;
+	uint32_t seg_id = seg->id;
+	struct l2_ent *e;
+	uint64_t lowered;
+	bool retry;
+
+	pthread_mutex_lock(&l2->lock);
+	if (punch) {
+		seg->refs++;
+		punch->op = REQ_PUNCH;
+		punch->seg = seg;
+		punch->off = r->off;
+		punch->len = r->len;
+	}
+	lowered = l2_disk_full(l2);
+	if (l2->active == seg)
+		seal_active(l2);
+	retry = !r->reserve && r->tries + 1 < L2_NOSPC_TRIES;
+	if (retry) {
+		e = l2_ent_find(seg, (uint32_t)(r->off / L2_ALIGN));
+		if (e)
+			l2_ent_kill(l2, e);
+		if (--seg->pending == 0)
+			pthread_cond_broadcast(&l2->rc_cond);
+		l2->inflight -= r->len;
+		l2_seg_unref(l2, seg);
+		r->seg = NULL;
+		r->off = 0;
+		r->pos = 0;
+		r->res = 0;
+		r->tries++;
+	}
+	pthread_mutex_unlock(&l2->lock);
+	if (punch) {
+		submit_req(l2, s, punch);
+		if (punch->res) {
+			s->inflight--;
+			punch_done(l2, s, punch, punch->res);
+		}
+	}
+	if (lowered)
+		l2_log_disk_full(l2, lowered, res);
+	if (!retry)
+		return false;
+	/* counted, and logged as the first of its kind */
+	l2_log_err(l2, res, "write failed, placing it again", seg_id);
+	r->next = s->wait_head;
+	s->wait_head = r;
+	if (!s->wait_tail)
+		s->wait_tail = r;
+	return true;
+}
+
 static void complete(struct l2 *l2, struct io_state *s, struct l2_req *r,
 		     int res)
 {
@@ -232,6 +335,8 @@ static void complete(struct l2 *l2, struct io_state *s, struct l2_req *r,
 		}
 		res = 0;
 	}
+	if (r->op == REQ_WRITE && no_space(res) && write_nospace(l2, s, r, res))
+		return;
 	if (r->op == REQ_WRITE)
 		write_done(l2, r, res);
 	else
@@ -245,20 +350,25 @@ static void place_queue(struct l2 *l2, struct io_state *s,
 {
 	while (*head && s->inflight < L2_MAX_INFLIGHT) {
 		struct l2_req *r = *head;
+		uint64_t lowered = 0;
 		int rc;
 
 		pthread_mutex_lock(&l2->lock);
-		rc = place(l2, r);
+		rc = place(l2, r, &lowered);
 		if (rc == -EAGAIN) {
 			l2->parked = true;
 			pthread_cond_broadcast(&l2->rc_cond);
 			pthread_mutex_unlock(&l2->lock);
+			if (lowered)
+				l2_log_disk_full(l2, lowered, -ENOSPC);
 			return;
 		}
 		l2->parked = false;
 		if (l2_need_reclaim(l2))
 			pthread_cond_broadcast(&l2->rc_cond);
 		pthread_mutex_unlock(&l2->lock);
+		if (lowered)
+			l2_log_disk_full(l2, lowered, rc);
 		*head = r->next;
 		if (!*head)
 			*tail = NULL;

@@ -2,15 +2,19 @@
  * l2_reclaim.c - frees log space a segment at a time, oldest first.
  *
  * For each live record of the oldest segment the engine is asked whether
- * to keep it (hot) or drop it; kept records (at most half a segment's
- * worth per reclaim, so the moves always fit in the one segment of space
- * held in reserve for them) are read back, verified, and appended again
- * verbatim; the engine then moves its entry with remove-if-match semantics
- * (l2.h: moved). When all moves are done the segment file is deleted.
+ * to keep it (hot) or drop it; kept records are read back, verified, and
+ * appended again verbatim; the engine then moves its entry with
+ * remove-if-match semantics (l2.h: moved). When all moves are done the
+ * segment file is deleted.
  *
- * Space: normal appends may use max_segs - 1 segments; moves may use the
- * last one. A reclaim starts before appends run out of room (the newest
- * allowed segment is half full) or when one is waiting for room.
+ * Space is counted in bytes (l2.used, the segments' tails), not in whole
+ * segments: normal appends may fill cap - reserve, moves the reserve
+ * (half a segment). A reclaim keeps at most the reserve and at most half
+ * of the segment's bytes, so the moves always fit and every reclaim frees
+ * space. It starts when appends come within a quarter segment of their
+ * limit, or when one is waiting for room. (Counting whole segments, with
+ * a whole segment held back for moves and reclaim starting 1.5 segments
+ * early, left a small L2 - four segments - about half empty.)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,12 +34,11 @@ struct move_ctx {
 /* l2.lock held. */
 bool l2_need_reclaim(const struct l2 *l2)
 {
-	if (l2->rc_stop || l2->nsegs < 2 || l2->segs[0] == l2->active)
+	if (l2->rc_stop || !l2->nsegs || l2->segs[0] == l2->active)
 		return false;
-	if (l2->parked || l2->nsegs >= l2->max_segs)
+	if (l2->parked)
 		return true;
-	return l2->nsegs + 1 >= l2->max_segs && l2->active &&
-	       l2->active->tail * 2 > l2->seg_size;
+	return l2->used + l2->seg_target / 4 > l2_room(l2);
 }
 
 static void move_done(void *arg, struct l2_rec *rec, int err,
@@ -108,7 +111,7 @@ static int read_back(struct l2 *l2, struct l2_seg *seg,
 static bool reclaim_one(struct l2 *l2)
 {
 	struct l2_req *moves = NULL, *mtail = NULL;
-	uint64_t budget = l2->seg_size / 2, mbytes = 0, nmoves = 0;
+	uint64_t budget, mbytes = 0, nmoves = 0;
 	struct l2_seg *seg;
 	char name[64];
 	size_t i, n;
@@ -128,6 +131,13 @@ static bool reclaim_one(struct l2 *l2)
 	seg->state = SEG_RECLAIM;
 	seg->refs++;
 	n = seg->nents; /* no entries are added to a sealed segment */
+	/* moves fit in cap (after a disk-full lowering, maybe nothing
+	 * does), and free half the segment at least */
+	budget = l2->cap > l2->used ? l2->cap - l2->used : 0;
+	if (budget > l2->reserve)
+		budget = l2->reserve;
+	if (budget > seg->tail / 2)
+		budget = seg->tail / 2;
 	pthread_mutex_unlock(&l2->lock);
 
 	for (i = 0; i < n; i++) {
@@ -226,12 +236,13 @@ static bool reclaim_one(struct l2 *l2)
 		memmove(&l2->segs[i], &l2->segs[i + 1],
 			(l2->nsegs - i - 1) * sizeof(*l2->segs));
 		l2->nsegs--;
+		l2->used -= seg->tail;
 	}
 	for (i = 0; i < seg->nents; i++)
 		l2_ent_kill(l2, &seg->ents[i]);
 	l2->st.reclaims++;
 	l2->st.segments = l2->nsegs;
-	l2->st.disk_bytes = (uint64_t)l2->nsegs * l2->seg_size;
+	l2->st.disk_bytes = l2->used;
 	snprintf(name, sizeof(name), "seg-%016" PRIx32 ".kvl2", seg->id);
 	/* the fd lives on while reads of it are in flight */
 	unlinkat(l2->dir_fd, name, 0);
