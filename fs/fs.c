@@ -219,9 +219,7 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void fs_log(struct fs *fs, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void fs_log(struct fs *fs, const char *fmt, ...)
+void fs_log(struct fs *fs, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;

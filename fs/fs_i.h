@@ -158,6 +158,11 @@ struct fs_nsattr {
 int fs_nsattr_get(struct fs *fs, uint32_t ns, struct fs_nsattr *a);
 int fs_nsattr_set(struct fs *fs, uint32_t ns, const struct fs_nsattr *a);
 
+/* fs_log (fs.c) - one line to the daemon's log (stderr in the foreground,
+ * syslog once daemonized), prefixed "kvfs: ". */
+void fs_log(struct fs *fs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /*
  * fs_nsmeta.c - keeps the attributes of namespaces and of the root in
  * l2_dir/namespaces while L2 is on, so a warm restart brings them back.

@@ -44,18 +44,6 @@ struct fs_nsmeta {
 	bool dirty;  /* lock: the last save failed */
 };
 
-static void nsm_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void nsm_log(const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fuse_log(FUSE_LOG_ERR, "kvfs: %s\n", msg);
-}
-
 /* The engine's namespace ids, malloc'd. -ENOMEM. */
 static long ns_ids(struct fs *fs, uint32_t **out)
 {
@@ -131,7 +119,7 @@ static int save_locked(struct fs *fs, struct fs_nsmeta *nm)
 		rc = fs_nsfile_write(nm->dirfd, buf, len);
 	free(buf);
 	if (rc)
-		nsm_log("l2_dir %s: cannot save namespace attributes to %s: %s "
+		fs_log(fs, "l2_dir %s: cannot save namespace attributes to %s: %s "
 			"(retried at the next change and at unmount)", nm->dir,
 			FS_NSFILE_NAME, strerror(-rc));
 	nm->dirty = rc != 0;
@@ -164,7 +152,7 @@ static void apply(struct fs *fs, struct fs_nsmeta *nm,
 		if (rc == -ENOENT) /* no chunks in L2: the operator made it */
 			rc = tier_ns_create(fs->tier, e->name, &id);
 		if (rc) {
-			nsm_log("l2_dir %s: namespace %s: %s", nm->dir,
+			fs_log(fs, "l2_dir %s: namespace %s: %s", nm->dir,
 				e->name, strerror(-rc));
 			continue;
 		}
@@ -172,7 +160,7 @@ static void apply(struct fs *fs, struct fs_nsmeta *nm,
 			rc = tier_ns_set_chunk_bytes(fs->tier, id,
 						     e->chunk_bytes);
 			if (rc)
-				nsm_log("l2_dir %s: namespace %s: chunk_bytes "
+				fs_log(fs, "l2_dir %s: namespace %s: chunk_bytes "
 					"%llu not restored: %s (max_chunk is "
 					"smaller now?)", nm->dir, e->name,
 					(unsigned long long)e->chunk_bytes,
@@ -181,7 +169,7 @@ static void apply(struct fs *fs, struct fs_nsmeta *nm,
 		if (e->a.dtype[0]) {
 			rc = tier_ns_set_shuffle(fs->tier, id, e->shuffle);
 			if (rc)
-				nsm_log("l2_dir %s: namespace %s: shuffle %d "
+				fs_log(fs, "l2_dir %s: namespace %s: shuffle %d "
 					"not restored: %s", nm->dir, e->name,
 					e->shuffle, strerror(-rc));
 		}
@@ -247,13 +235,13 @@ void fs_nsmeta_load(struct fs *fs, const char *l2_dir)
 	nm = calloc(1, sizeof(*nm));
 	if (!nm || !(nm->dir = strdup(l2_dir))) {
 		free(nm);
-		nsm_log("l2_dir %s: namespace attributes are not kept: out of "
+		fs_log(fs, "l2_dir %s: namespace attributes are not kept: out of "
 			"memory", l2_dir);
 		return;
 	}
 	nm->dirfd = open(l2_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (nm->dirfd < 0) {
-		nsm_log("l2_dir %s: namespace attributes are not kept: %s",
+		fs_log(fs, "l2_dir %s: namespace attributes are not kept: %s",
 			l2_dir, strerror(errno));
 		free(nm->dir);
 		free(nm);
@@ -266,10 +254,10 @@ void fs_nsmeta_load(struct fs *fs, const char *l2_dir)
 	if (!rc) {
 		rc = fs_nsfile_parse(buf, len, &f);
 		if (rc == -ENOMEM) {
-			nsm_log("l2_dir %s: cannot load %s: %s", l2_dir,
+			fs_log(fs, "l2_dir %s: cannot load %s: %s", l2_dir,
 				FS_NSFILE_NAME, strerror(-rc));
 		} else if (rc) {
-			nsm_log("l2_dir %s: %s is damaged (%s); kept as %s.bad",
+			fs_log(fs, "l2_dir %s: %s is damaged (%s); kept as %s.bad",
 				l2_dir, FS_NSFILE_NAME, rc == -ENOTSUP ?
 				"unknown format version" : strerror(-rc),
 				FS_NSFILE_NAME);
@@ -277,7 +265,7 @@ void fs_nsmeta_load(struct fs *fs, const char *l2_dir)
 				 FS_NSFILE_NAME ".bad");
 		}
 	} else if (rc != -ENOENT) {
-		nsm_log("l2_dir %s: cannot read %s: %s", l2_dir,
+		fs_log(fs, "l2_dir %s: cannot read %s: %s", l2_dir,
 			FS_NSFILE_NAME, strerror(-rc));
 	}
 	free(buf);
@@ -292,7 +280,7 @@ void fs_nsmeta_load(struct fs *fs, const char *l2_dir)
 	nfc = fail_closed(fs, done, ndone);
 	free(done);
 	if (nfc > 0)
-		nsm_log("l2_dir %s: %ld namespace(s) recovered from L2 have no "
+		fs_log(fs, "l2_dir %s: %ld namespace(s) recovered from L2 have no "
 			"saved attributes (%s %s); failing closed: mode 0700, "
 			"owner uid %u gid %u, until an operator sets them",
 			l2_dir, nfc, FS_NSFILE_NAME, rc == -ENOENT ?
@@ -300,7 +288,7 @@ void fs_nsmeta_load(struct fs *fs, const char *l2_dir)
 			"does not list them", (unsigned)getuid(),
 			(unsigned)getgid());
 	else if (nfc < 0)
-		nsm_log("l2_dir %s: %s; namespaces keep fs's fail-closed "
+		fs_log(fs, "l2_dir %s: %s; namespaces keep fs's fail-closed "
 			"default", l2_dir, strerror((int)-nfc));
 	/* the file describes what is served from now on */
 	if (rc || nfc)
