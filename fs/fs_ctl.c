@@ -122,6 +122,7 @@ static double l2_ratio(const struct tier_stats *st)
 static void render_stats(struct fs *fs, struct sbuf *b)
 {
 	struct tier_stats st;
+	struct tier_arena_info ai;
 	struct fs_counters c;
 	struct tier_ns_info *ns = NULL;
 	char ioc[4096];
@@ -130,9 +131,10 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 	tier_get_stats(fs->tier, &st);
 	fs_counters(fs, &c);
 	sb_printf(b, "{\n  \"version\": \"%s\",\n", KVFS_VERSION_STRING);
-	sb_printf(b, "  \"l1\": {\"capacity\": %" PRIu64 ", \"bytes\": %" PRIu64
-		  ", \"chunks\": %" PRIu64 "},\n",
-		  st.l1_capacity, st.l1_bytes, st.l1_chunks);
+	tier_arena_info(fs->tier, &ai);
+	sb_printf(b, "  \"l1\": {\"backend\": \"%s\", \"capacity\": %" PRIu64
+		  ", \"bytes\": %" PRIu64 ", \"chunks\": %" PRIu64 "},\n",
+		  ai.backend, st.l1_capacity, st.l1_bytes, st.l1_chunks);
 	sb_printf(b, "  \"l2\": {\"capacity\": %" PRIu64 ", \"bytes\": %" PRIu64
 		  ", \"raw_bytes\": %" PRIu64 ", \"chunks\": %" PRIu64
 		  ", \"reads\": %" PRIu64 ", \"writes\": %" PRIu64

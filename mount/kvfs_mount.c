@@ -148,7 +148,8 @@ static void usage(FILE *f, const char *prog)
 "  -o cache=MODE      direct (default: reads served from the arena) or\n"
 "                     page (kernel page cache, keep_cache)\n"
 "  -o lease_ms=MS     default lease of pinned lookups (30000)\n"
-"  -o l1=SPEC         host|pinned|cuda[:N] (default host)\n"
+"  -o l1=SPEC         host|pinned|cuda[:N]|auto (default auto: pinned\n"
+"                     where CUDA and a GPU are usable, else host)\n"
 "  -o l2_dir=PATH     enable L2 in PATH;  l2_size=SIZE\n"
 "  -o compress=zstd[:LEVEL]|none   shuffle=0|2|4\n"
 "  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
@@ -380,11 +381,14 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			return -1;
 		fc->max_read = (uint32_t)v;
 	}
+	/* auto: pinned where CUDA and a GPU are usable, else host */
+	tc->l1 = "auto";
 	if (o->l1) {
 		if (strcmp(o->l1, "host") && strcmp(o->l1, "pinned") &&
-		    strcmp(o->l1, "cuda") && strncmp(o->l1, "cuda:", 5)) {
+		    strcmp(o->l1, "cuda") && strncmp(o->l1, "cuda:", 5) &&
+		    strcmp(o->l1, "auto")) {
 			fprintf(stderr, "kvfs-mount: bad l1 '%s' (host, "
-				"pinned, cuda or cuda:N)\n", o->l1);
+				"pinned, cuda, cuda:N or auto)\n", o->l1);
 			return -1;
 		}
 		tc->l1 = o->l1;
@@ -481,7 +485,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("l1_size=%" PRIu64 "\n", tc->l1_size);
 	CFG("max_chunk=%" PRIu64 "\n", tc->max_chunk);
 	CFG("policy=%s\n", tc->policy ? tc->policy : "s3fifo");
-	CFG("l1=%s\n", tc->l1 ? tc->l1 : "host");
+	CFG("l1=%s\n", tc->l1);
 	CFG("cache=%s\n", fc->cache == FS_CACHE_PAGE ? "page" : "direct");
 	CFG("seed=%" PRIu64 "\n", fc->seed);
 	CFG("lease_ms=%u\n", fc->lease_ms);

@@ -9,11 +9,14 @@
  * It cannot say anything about real DMA or the real driver: that is
  * test_gpu_ipc's job on a GPU.
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -32,11 +35,33 @@ static void test_sim_pinned(void **state)
 	assert_int_equal(gt_scenario("pinned"), 0);
 }
 
+/* No l1= given: pinned where a CUDA runtime sees a GPU (here the stand-in
+ * one), and .kvfs/stats says which backend L1 became. */
+static void test_sim_default_pinned(void **state)
+{
+	struct kvfs_mnt m;
+	char p[PATH_MAX], buf[8192];
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	assert_int_equal(kvfs_test_mount(&m, "l1_size=16M"), 0);
+	fd = open(kvfs_test_path(&m, p, ".kvfs/stats"), O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = 0;
+	assert_non_null(strstr(buf, "\"backend\": \"pinned\""));
+	assert_int_equal(kvfs_test_umount(&m), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sim_cuda),
 		cmocka_unit_test(test_sim_pinned),
+		cmocka_unit_test(test_sim_default_pinned),
 	};
 	char fake[PATH_MAX], why[256];
 

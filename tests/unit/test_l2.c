@@ -224,6 +224,31 @@ static struct env *env_new(void)
 	return e;
 }
 
+/*
+ * tmpfs mounts the tests make, unmounted at exit as well: a failed
+ * assertion jumps out of the test before its own umount.
+ */
+static char tmpfs_dirs[4][64];
+
+static void tmpfs_umount_all(void)
+{
+	for (size_t i = 0; i < sizeof(tmpfs_dirs) / sizeof(tmpfs_dirs[0]); i++)
+		if (tmpfs_dirs[i][0] && umount2(tmpfs_dirs[i], MNT_DETACH) == 0)
+			rmdir(tmpfs_dirs[i]);
+}
+
+static int tmpfs_mount(const char *dir, unsigned long flags, const char *opts)
+{
+	if (mount("tmpfs", dir, "tmpfs", flags, opts))
+		return -1;
+	for (size_t i = 0; i < sizeof(tmpfs_dirs) / sizeof(tmpfs_dirs[0]); i++)
+		if (!tmpfs_dirs[i][0]) {
+			snprintf(tmpfs_dirs[i], sizeof(tmpfs_dirs[i]), "%s", dir);
+			break;
+		}
+	return 0;
+}
+
 static void rm_dir_files(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -721,7 +746,7 @@ static void test_full_filesystem(void **state)
 	char err[256];
 
 	(void)state;
-	if (mount("tmpfs", e->dir, "tmpfs", 0, "size=4m")) {
+	if (tmpfs_mount(e->dir, 0, "size=4m")) {
 		fprintf(stderr, "skip: cannot mount a 4 MiB tmpfs on %s: %s\n",
 			e->dir, strerror(errno));
 		free(buf);
@@ -1503,7 +1528,7 @@ static void test_engine_bad_l2_dir(void **state)
 	{
 		struct env *e = env_new();
 
-		if (mount("tmpfs", e->dir, "tmpfs", MS_RDONLY, "size=1m") == 0) {
+		if (tmpfs_mount(e->dir, MS_RDONLY, "size=1m") == 0) {
 			ecfg(&c, e->dir);
 			elog.n = 0;
 			assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
@@ -1883,5 +1908,6 @@ int main(void)
 		cmocka_unit_test(test_small_l2_fills_up),
 	};
 
+	atexit(tmpfs_umount_all);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
