@@ -103,6 +103,14 @@ class HandleArg(ctypes.Structure):
     ]
 
 
+class CudaMapArg(ctypes.Structure):
+    """struct kvfs_cuda_map"""
+    _fields_ = [
+        ("dptr", ctypes.c_void_p), ("length", ctypes.c_uint64),
+        ("device", ctypes.c_int), ("priv", ctypes.c_void_p),
+    ]
+
+
 class HandleReleaseArg(ctypes.Structure):
     """struct kvfs_handle_release"""
     _fields_ = [("version", ctypes.c_uint32), ("size", ctypes.c_uint32),
@@ -184,6 +192,14 @@ def load_library():
                 ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint32,
                 ctypes.c_void_p, ctypes.c_size_t]
             lib.kvfs_keys.restype = ctypes.c_long
+            lib.kvfs_cuda_probe.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+            lib.kvfs_cuda_probe.restype = ctypes.c_int
+            lib.kvfs_cuda_open.argtypes = [
+                ctypes.POINTER(HandleArg), ctypes.c_int,
+                ctypes.POINTER(CudaMapArg)]
+            lib.kvfs_cuda_open.restype = ctypes.c_int
+            lib.kvfs_cuda_close.argtypes = [ctypes.POINTER(CudaMapArg)]
+            lib.kvfs_cuda_close.restype = ctypes.c_int
             _lib = lib
             return lib
         raise OSError(_errno.ENOENT,
@@ -336,12 +352,51 @@ class MissingNamespaceError(FileNotFoundError):
         self.missing = missing
 
 
+def cuda_probe():
+    """(device count, None) when this process can use CUDA (the runtime
+    is loaded at run time, as libkvfs does), else (0, the reason)."""
+    err = ctypes.create_string_buffer(256)
+    n = load_library().kvfs_cuda_probe(err, len(err))
+    if n > 0:
+        return n, None
+    return 0, err.value.decode("utf-8", "replace")
+
+
+class CudaMapping:
+    """A chunk of a HANDLE_CUDA_IPC handle mapped into this process
+    (Handle.cuda_open): dptr is its device address (an int, for
+    cudaMemcpy, torch's or cupy's pointer wrappers), length its bytes,
+    device the device it is mapped on. close() unmaps it; the Handle
+    closes its mappings before it releases the chunk."""
+
+    def __init__(self, lib, m):
+        self._lib = lib
+        self._m = m
+        self.dptr = m.dptr or 0
+        self.length = m.length
+        self.device = m.device
+
+    def close(self):
+        if self._m is not None:
+            m, self._m = self._m, None
+            rc = self._lib.kvfs_cuda_close(ctypes.byref(m))
+            if rc < 0:
+                raise OSError(-rc, os.strerror(-rc))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class Handle:
     """A zero-copy handle on one chunk (pins it until close()).
 
     kind HANDLE_HOST_MMAP: mmap() maps the chunk read-only.
     kind HANDLE_CUDA_IPC: ipc (64 bytes) is a cudaIpcMemHandle_t for
-    device `device`; the chunk is at [offset, offset + length)."""
+    device `device`; the chunk is at [offset, offset + length);
+    cuda_open() maps it."""
 
     def __init__(self, fd, arg):
         self.fd = fd
@@ -351,6 +406,35 @@ class Handle:
         self.length = arg.length
         self.handle_id = arg.handle_id
         self.ipc = bytes(arg.ipc)
+        self._arg = arg
+        self._maps = []
+
+    def cuda_open(self, device=-1):
+        """Maps a HANDLE_CUDA_IPC chunk into this process (kvfs_cuda_open:
+        cudaIpcOpenMemHandle through the CUDA runtime loaded at run time)
+        and returns a CudaMapping. device: this process's device number,
+        or -1 for the handle's. OSError: ENOTSUP for a host handle (use
+        mmap()), ENODEV without CUDA or that device, EIO when CUDA refuses
+        the handle."""
+        if self.fd < 0:
+            raise ValueError("handle is closed")
+        lib = load_library()
+        m = CudaMapArg()
+        rc = lib.kvfs_cuda_open(ctypes.byref(self._arg), int(device),
+                                ctypes.byref(m))
+        if rc < 0:
+            raise OSError(-rc, os.strerror(-rc))
+        cm = CudaMapping(lib, m)
+        self._maps.append(cm)
+        return cm
+
+    def _close_maps(self):
+        maps, self._maps = self._maps, []
+        for cm in maps:
+            try:
+                cm.close()
+            except OSError:
+                pass
 
     def mmap(self):
         """An mmap object of the chunk (read-only, MAP_PRIVATE); it stays
@@ -366,6 +450,7 @@ class Handle:
         """Releases the pin but keeps the fd open."""
         if self.fd < 0 or not self.handle_id:
             return
+        self._close_maps()  # before the daemon frees the buffer
         arg = HandleReleaseArg(ABI_VERSION, ctypes.sizeof(HandleReleaseArg),
                                self.handle_id)
         self.handle_id = 0
@@ -374,6 +459,7 @@ class Handle:
     def close(self):
         """Releases the handle and closes its fd (either releases it)."""
         if self.fd >= 0:
+            self._close_maps()  # before the daemon frees the buffer
             fd, self.fd = self.fd, -1
             self.handle_id = 0
             os.close(fd)

@@ -395,6 +395,72 @@ class MountTest(unittest.TestCase):
         h.close()
         self.assertEqual(wait_refs(c.namespace, ks[:1], 0), [0])
 
+    def test_cuda_open_host_handle(self):
+        c = self.conn
+        ks = c.keys(range(8))
+        c.put(ks[0], payload(4, 4096))
+        with c.handle(ks[0]) as h:
+            with self.assertRaises(OSError) as cm:  # mmap() it instead
+                h.cuda_open()
+            self.assertEqual(cm.exception.errno, errno.ENOTSUP)
+        n, why = kvfs.cuda_probe()
+        self.assertTrue((n > 0 and why is None) or (n == 0 and why))
+
+    def test_cuda_ipc_fake_runtime(self):
+        """l1=cuda end to end with the stand-in CUDA runtime (device
+        memory is shared memory there, so the mapped chunk can be read
+        back on the host): put, handle, cuda_open, compare, close."""
+        build = os.environ.get("KVFS_BUILD", "build")
+        fake = os.environ.get("KVFS_FAKECUDART") or os.path.join(
+            build if os.path.isabs(build) else os.path.join(REPO, build),
+            "tests", "gpu", "libfakecudart.so")
+        if not os.path.exists(fake):
+            self.skipTest("no stand-in CUDA runtime at %s" % fake)
+        env = dict(os.environ, KVFS_CUDART=fake)
+        env.pop("FAKECUDA_DEVICES", None)
+        mnt = tempfile.mkdtemp(prefix="kvfs-pytest-cuda.")
+        before = os.stat(mnt).st_dev
+        d = subprocess.Popen([MOUNT_BIN, "-f", "-o", "l1=cuda,l1_size=32M",
+                              mnt], env=env)
+        try:
+            deadline = time.monotonic() + 30
+            while os.stat(mnt).st_dev == before:
+                if d.poll() is not None:
+                    self.skipTest("l1=cuda with the stand-in runtime did "
+                                  "not mount (exit %d)" % d.returncode)
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.01)
+            script = (
+                "import ctypes, sys, kvfs\n"
+                "c = kvfs.Connector(sys.argv[1], 'gpu', chunk_tokens=4)\n"
+                "k = c.keys(range(4))[0]\n"
+                "data = bytes((i * 7 + 3) % 251 for i in range(300000))\n"
+                "c.put(k, data)\n"
+                "h = c.handle(k)\n"
+                "assert h.kind == kvfs.HANDLE_CUDA_IPC, h.kind\n"
+                "m = h.cuda_open()\n"
+                "assert m.length == len(data), m.length\n"
+                "assert ctypes.string_at(m.dptr, m.length) == data\n"
+                "h.close()\n"
+                "assert m._m is None\n"
+                "c.close()\n"
+                "print('ok')\n")
+            out = subprocess.run(
+                [sys.executable, "-c", script, mnt], env=dict(
+                    env, PYTHONPATH=os.path.join(REPO, "python")),
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.strip(), "ok")
+        finally:
+            subprocess.call(["fusermount3", "-u", mnt],
+                            stderr=subprocess.DEVNULL)
+            try:
+                d.wait(30)
+            except subprocess.TimeoutExpired:
+                d.kill()
+                d.wait()
+            os.rmdir(mnt)
+
     def test_raw_bad_ioctls(self):
         c = self.conn
         ks = c.keys(range(8))
