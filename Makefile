@@ -113,6 +113,7 @@ $(BUILD)/libkvfs.a: $(LIB_OBJ)
 $(BUILD)/libkvfs.so: $(LIB_OBJ)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -shared -Wl,-soname,libkvfs.so.0 $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+	$(Q)ln -sf libkvfs.so $(BUILD)/libkvfs.so.0
 
 $(BUILD)/kvfs.pc: Makefile
 	@mkdir -p $(dir $@)
@@ -121,6 +122,9 @@ $(BUILD)/kvfs.pc: Makefile
 	  'Description: client library of kvfs, the KV-cache filesystem' \
 	  'Version: 0.1.0' 'Libs: -L$${libdir} -lkvfs' \
 	  'Libs.private: $(LIBS) -pthread' 'Cflags: -I$${includedir}' > $@
+	$(Q)sed -e 's|^libdir=.*|libdir=$(abspath $(BUILD))|' \
+	  -e 's|^includedir=.*|includedir=$(abspath include)|' $@ \
+	  > $(BUILD)/kvfs-uninstalled.pc
 
 CTL_SRC := mount/kvfsctl.c $(wildcard mount/ctl_*.c)
 $(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libkvfs.a

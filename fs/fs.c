@@ -1199,8 +1199,6 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	reply_entry_counted(fs, req, &e);
 }
 
-/* Drops the closed temporaries of namespace ns (lock held). Returns how
- * many are still open. */
 /*
  * Forgets a closed temporary (p->lock held, w->opens == 0): it leaves the
  * name table, and its bytes go back to the arena now, not when the kernel
@@ -1217,6 +1215,11 @@ static void tmp_drop(struct fs *fs, struct fs_wr *w)
 	wr_unref_locked(fs, w); /* the name table's ref */
 }
 
+/* How long rmdir waits for the release of a just-closed temporary. */
+#define FS_RMDIR_WAIT_MS 200
+
+/* Drops the closed temporaries of namespace ns (lock held). Returns how
+ * many are still open. */
 static unsigned drop_closed_temps(struct fs *fs, uint32_t ns)
 {
 	struct fs_priv *p = fs->priv;
@@ -1262,13 +1265,21 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/*
 	 * Closed, unrenamed temporaries are invisible in readdir, so an empty
 	 * looking namespace must not fail with ENOTEMPTY because of them:
-	 * drop them first. Temporaries still open keep it busy.
+	 * drop them first. Temporaries still open keep it busy. The kernel
+	 * sends RELEASE after close(2) returns, asynchronously, so `close;
+	 * rmdir` can arrive first: a temporary that looks open is given up to
+	 * FS_RMDIR_WAIT_MS for its release before rmdir says ENOTEMPTY.
 	 */
 	pthread_mutex_lock(&p->lock);
-	if (drop_closed_temps(fs, id)) {
+	for (unsigned waited = 0; drop_closed_temps(fs, id); waited++) {
+		if (waited >= FS_RMDIR_WAIT_MS) {
+			pthread_mutex_unlock(&p->lock);
+			fuse_reply_err(req, ENOTEMPTY);
+			return;
+		}
 		pthread_mutex_unlock(&p->lock);
-		fuse_reply_err(req, ENOTEMPTY);
-		return;
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+		pthread_mutex_lock(&p->lock);
 	}
 	err = tier_ns_remove(fs->tier, id);
 	if (!err) {

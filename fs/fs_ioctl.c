@@ -197,6 +197,13 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 			goto out;
 		}
 	}
+	/* the ranks that exist must be readable before anything is said of
+	 * the others (missing[] would tell which names exist) */
+	for (i = 0; i < g->nns; i++) {
+		rc = g->missing[i] ? 0 : fs_ns_access(fs, req, ids[i], R_OK);
+		if (rc)
+			goto out;
+	}
 	if (any_missing) {
 		g->found = 0;
 		g->lease_id = 0;
@@ -205,11 +212,6 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 				 offsetof(struct kvfs_group_lookup, ns));
 		count(&st->errors, 1);
 		goto out;
-	}
-	for (i = 0; i < g->nns; i++) {
-		rc = fs_ns_access(fs, req, ids[i], R_OK);
-		if (rc)
-			goto out;
 	}
 
 	/*

@@ -42,7 +42,8 @@ struct gpu_ops {
 	 * more than that range (see struct gpu_export). May block for a
 	 * device copy: call it without engine locks held. -ENOTSUP for
 	 * host and pinned arenas (mmap the chunk instead), -EINVAL for a
-	 * range outside the arena, -ENOMEM, -EIO (CUDA error).
+	 * range outside the arena, -ENOSPC (the exports held already use as
+	 * much device memory as the arena), -ENOMEM, -EIO (CUDA error).
 	 */
 	int (*export_handle)(struct gpu_arena *a, uint64_t off, uint64_t len,
 			     struct gpu_export *ex);

@@ -93,6 +93,13 @@ struct cuda_priv {
 	pthread_cond_t freed; /* a slot became free */
 	struct cuda_slot slot[CUDA_NBOUNCE]; /* busy: lock */
 	unsigned long exports; /* outstanding exports: lock */
+	uint64_t export_bytes; /* their device bytes: lock */
+};
+
+/* One export: its device buffer and what it counts against the budget. */
+struct cuda_export {
+	void *buf;
+	uint64_t cap;
 };
 
 static struct cuda_priv *cuda_priv(const struct gpu_arena *a)
@@ -461,6 +468,7 @@ static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
 		       struct gpu_export *ex)
 {
 	struct cuda_priv *p = cuda_priv(a);
+	struct cuda_export *e = NULL;
 	struct gpu_rt_ipc ipc;
 	struct cuda_slot *s;
 	uint64_t cap;
@@ -474,12 +482,30 @@ static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
 	      CUDA_EXPORT_ALIGN;
 	if (cap == 0)
 		cap = CUDA_EXPORT_ALIGN; /* an empty chunk still has a buffer */
+	/*
+	 * Handle buffers are device memory outside the arena: together they
+	 * may take at most as much as the arena (l1_size) plus one buffer,
+	 * so readers holding handles cannot exhaust the GPU. Past it: -ENOSPC
+	 * until handles are released.
+	 */
+	pthread_mutex_lock(&p->lock);
+	if (p->export_bytes + cap > a->size + CUDA_EXPORT_ALIGN &&
+	    p->export_bytes) {
+		pthread_mutex_unlock(&p->lock);
+		return -ENOSPC;
+	}
+	p->export_bytes += cap;
+	pthread_mutex_unlock(&p->lock);
+	e = malloc(sizeof(*e));
+	if (!e) {
+		cr = GPU_RT_SUCCESS;
+		goto err_budget;
+	}
 	cr = p->rt.SetDevice(a->device);
+	if (cr == GPU_RT_SUCCESS)
+		cr = p->rt.Malloc(&buf, cap);
 	if (cr != GPU_RT_SUCCESS)
-		return gpu_rt_errno(cr);
-	cr = p->rt.Malloc(&buf, cap);
-	if (cr != GPU_RT_SUCCESS)
-		return gpu_rt_errno(cr);
+		goto err_budget;
 	s = slot_get(p);
 	cr = GPU_RT_SUCCESS;
 	if (len)
@@ -496,30 +522,42 @@ static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
 		cr = p->rt.IpcGetMemHandle(&ipc, buf);
 	if (cr != GPU_RT_SUCCESS) {
 		p->rt.Free(buf);
-		return gpu_rt_errno(cr);
+		goto err_budget;
 	}
 	memcpy(ex->ipc, ipc.reserved, sizeof(ex->ipc));
 	ex->offset = 0;
 	ex->length = len;
 	ex->device = a->device;
-	ex->cookie = buf;
+	e->buf = buf;
+	e->cap = cap;
+	ex->cookie = e;
 	pthread_mutex_lock(&p->lock);
 	p->exports++;
 	pthread_mutex_unlock(&p->lock);
 	return 0;
+
+err_budget:
+	free(e);
+	pthread_mutex_lock(&p->lock);
+	p->export_bytes -= cap;
+	pthread_mutex_unlock(&p->lock);
+	return cr == GPU_RT_SUCCESS ? -ENOMEM : gpu_rt_errno(cr);
 }
 
 static void cuda_unexport(struct gpu_arena *a, void *cookie)
 {
 	struct cuda_priv *p = cuda_priv(a);
+	struct cuda_export *e = cookie;
 
-	if (!cookie)
+	if (!e)
 		return;
 	p->rt.SetDevice(a->device);
-	p->rt.Free(cookie);
+	p->rt.Free(e->buf);
 	pthread_mutex_lock(&p->lock);
 	p->exports--;
+	p->export_bytes -= e->cap;
 	pthread_mutex_unlock(&p->lock);
+	free(e);
 }
 
 static const struct gpu_ops gpu_cuda_ops = {

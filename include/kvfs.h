@@ -157,7 +157,8 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  *      the kernel, which releases its leases.
  * Errors: EINVAL (version/size/nkeys/flags), EACCES (caller may not read the
  *      namespace), ENOTTY (not a namespace directory), ENOSPC (too many
- *      leases), ENOENT (the namespace was removed).
+ *      leases: 65536 per mount, of which one user other than root may
+ *      hold 16384), ENOENT (the namespace was removed).
  */
 struct kvfs_lookup {
 	uint32_t version;
@@ -235,7 +236,9 @@ struct kvfs_unpin {
  * fd), ENOENT (chunk vanished, or unlinked and published again since the
  * fd was opened), EACCES (the caller may not read the namespace: checked
  * for the caller of the ioctl, not the opener of the fd), EOPNOTSUPP (the
- * arena cannot export the chunk).
+ * arena cannot export the chunk), ENOSPC (cuda L1: the handles held already
+ * take as much device memory as the arena; release some), ENOMEM or EIO
+ * (the device could not allocate or copy the handle's buffer).
  */
 struct kvfs_handle {
 	uint32_t version;
@@ -346,9 +349,9 @@ long kvfs_get(int nsfd, const struct kvfs_key *key, void *buf, size_t len);
 
 /*
  * The result of a (group) lookup. found: the leading run present (in
- * every namespace for a group); in_l1 + in_l2 == found (for a group, the
- * tiers in the first namespace). With KVFS_LOOKUP_PIN, leases[0..nleases)
- * hold the run pinned: give them back with kvfs_release (or kvfs_unpin
+ * every namespace for a group); in_l1 + in_l2 == found for kvfs_lookup
+ * (a group lookup does not report tiers: both are 0). With
+ * KVFS_LOOKUP_PIN, leases[0..nleases) hold the run pinned: give them back with kvfs_release (or kvfs_unpin
  * each), or they expire after lease_ms, or when the fd used is closed.
  * missing[i] = 1 when group namespace i does not exist (-ENOENT).
  */

@@ -298,6 +298,14 @@ def key_hex(k):
     return parse_key(k).hex()
 
 
+def _lease_ms(ms):
+    """A lease time in ms for the ioctl's uint32 (0 = the mount's)."""
+    ms = int(ms)
+    if not 0 <= ms <= 0xFFFFFFFF:
+        raise ValueError("lease_ms must be 0..2**32-1, got %d" % ms)
+    return ms
+
+
 def _check_ns(name):
     if not isinstance(name, str):
         raise TypeError("a namespace name is a str")
@@ -497,7 +505,7 @@ class Connector:
         self.chunk_tokens = chunk_tokens
         self.seed = seed
         self.extra = _extra_bytes(extra)
-        self.lease_ms = int(lease_ms)
+        self.lease_ms = _lease_ms(lease_ms)
         self._fd = -1
         self._root = -1
         root = os.open(self.mountpoint, os.O_RDONLY | os.O_DIRECTORY |
@@ -664,7 +672,7 @@ class Connector:
             raise ValueError("lookup needs at least one key")
         flags = (LOOKUP_PIN if pin else 0) | (LOOKUP_PREFETCH if prefetch
                                               else 0)
-        ms = self.lease_ms if lease_ms is None else int(lease_ms)
+        ms = self.lease_ms if lease_ms is None else _lease_ms(lease_ms)
         res = LookupResult()
         arg = LookupArg()
         try:
@@ -710,7 +718,7 @@ class Connector:
             raise ValueError("group_lookup needs at least one key")
         flags = (LOOKUP_PIN if pin else 0) | (LOOKUP_PREFETCH if prefetch
                                               else 0)
-        ms = self.lease_ms if lease_ms is None else int(lease_ms)
+        ms = self.lease_ms if lease_ms is None else _lease_ms(lease_ms)
         res = LookupResult()
         arg = GroupLookupArg()
         for i, n in enumerate(names):

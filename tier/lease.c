@@ -20,6 +20,14 @@
 #include "tier/tier.h"
 
 #define LEASE_BUCKETS 4096u /* power of two */
+#define LEASE_UID_BUCKETS 64u /* power of two */
+
+/* How many leases one non-root uid holds (LEASE_MAX_PER_UID). */
+struct lease_uid {
+	struct lease_uid *next;
+	uid_t uid;
+	uint32_t n;
+};
 #define LEASE_DEFAULT_MS 30000u
 
 struct lease {
@@ -50,6 +58,8 @@ struct lease_table {
 	struct lease *by_id[LEASE_BUCKETS];
 	struct lease *by_owner[LEASE_BUCKETS];
 	struct lease *head, *tail; /* expiry list, ascending deadline */
+	struct lease_uid *by_uid[LEASE_UID_BUCKETS]; /* non-root users */
+	uint64_t nonroot;         /* leases held by non-root users */
 	struct lease_stats st;
 };
 
@@ -67,6 +77,61 @@ static unsigned bucket(uint64_t v)
 	v *= 0xff51afd7ed558ccdull;
 	v ^= v >> 33;
 	return (unsigned)(v & (LEASE_BUCKETS - 1));
+}
+
+static struct lease_uid **uid_slot(struct lease_table *lt, uid_t uid)
+{
+	struct lease_uid **pp = &lt->by_uid[bucket(uid) &
+					     (LEASE_UID_BUCKETS - 1)];
+
+	while (*pp && (*pp)->uid != uid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+/* Room for one more lease of uid? Counts it if so. Caller holds lt->lock;
+ * unlink_lease gives the count back. */
+static int admit(struct lease_table *lt, uid_t uid)
+{
+	struct lease_uid **pp, *u;
+
+	if (lt->st.active >= LEASE_MAX)
+		return -ENOSPC;
+	if (uid == 0)
+		return 0;
+	if (lt->nonroot >= LEASE_MAX_NONROOT)
+		return -ENOSPC;
+	pp = uid_slot(lt, uid);
+	u = *pp;
+	if (u && u->n >= LEASE_MAX_PER_UID)
+		return -ENOSPC;
+	if (!u) {
+		u = calloc(1, sizeof(*u));
+		if (!u)
+			return -ENOMEM;
+		u->uid = uid;
+		*pp = u;
+	}
+	u->n++;
+	lt->nonroot++;
+	return 0;
+}
+
+static void unadmit(struct lease_table *lt, uid_t uid)
+{
+	struct lease_uid **pp, *u;
+
+	if (uid == 0)
+		return;
+	pp = uid_slot(lt, uid);
+	u = *pp;
+	if (!u)
+		return;
+	lt->nonroot--;
+	if (!--u->n) {
+		*pp = u->next;
+		free(u);
+	}
 }
 
 /* Unlinks l from every index and updates the counters. Caller holds
@@ -96,6 +161,7 @@ static void unlink_lease(struct lease_table *lt, struct lease *l,
 		else
 			lt->tail = l->prev;
 	}
+	unadmit(lt, l->uid);
 	lt->st.active--;
 	if (l->is_handle)
 		lt->st.handles--;
@@ -274,6 +340,7 @@ int lease_add(struct lease_table *lt, uint64_t owner, uid_t uid, uint32_t ms,
 	      const struct lease_pin *pins, size_t npins, uint64_t *id)
 {
 	struct lease *l;
+	int rc;
 
 	if (!npins || !pins || !id)
 		return -EINVAL;
@@ -288,10 +355,11 @@ int lease_add(struct lease_table *lt, uint64_t owner, uid_t uid, uint32_t ms,
 		(uint64_t)lease_grant_ms(lt, uid, ms) * 1000000ull;
 
 	pthread_mutex_lock(&lt->lock);
-	if (lt->st.active >= LEASE_MAX) {
+	rc = admit(lt, uid);
+	if (rc) {
 		pthread_mutex_unlock(&lt->lock);
 		free(l);
-		return -ENOSPC;
+		return rc;
 	}
 	link_lease(lt, l);
 	lt->st.pinned += npins;
@@ -312,6 +380,7 @@ int lease_add_handle(struct lease_table *lt, uint64_t owner, uid_t uid,
 		     struct tier_chunk *c, void *cookie, uint64_t *id)
 {
 	struct lease *l;
+	int rc;
 
 	if (!c || !id)
 		return -EINVAL;
@@ -330,10 +399,11 @@ int lease_add_handle(struct lease_table *lt, uint64_t owner, uid_t uid,
 		free(l);
 		return -EBUSY;
 	}
-	if (lt->st.active >= LEASE_MAX) {
+	rc = admit(lt, uid);
+	if (rc) {
 		pthread_mutex_unlock(&lt->lock);
 		free(l);
-		return -ENOSPC;
+		return rc;
 	}
 	link_lease(lt, l);
 	lt->st.handles++;

@@ -44,6 +44,14 @@ struct lease_pin {
  * ENOSPC): a bound on what a runaway engine can pin and on daemon memory. */
 #define LEASE_MAX 65536
 
+/* Of those, what users other than root may hold: each user at most
+ * LEASE_MAX_PER_UID (one user's runaway engine, or a hostile reader of one
+ * namespace, cannot take every other engine's leases), and all of them
+ * together at most LEASE_MAX_NONROOT, so root (kvfsctl pin, an
+ * administrator) always finds room. Past either: -ENOSPC. */
+#define LEASE_MAX_PER_UID (LEASE_MAX / 4)
+#define LEASE_MAX_NONROOT (LEASE_MAX - LEASE_MAX / 8)
+
 /* The longest lease root may ask for (24 h, also the largest lease_ms mount
  * option); other users get at most the table's default_ms. */
 #define LEASE_MAX_MS 86400000u
@@ -90,7 +98,8 @@ uint32_t lease_grant_ms(struct lease_table *lt, uid_t uid, uint32_t ms);
  * lease_grant_ms says.
  * pins: npins (>= 1) entries, copied. On success the table owns the pins;
  * on failure the caller still does (and must unpin them).
- * Errors: -EINVAL (npins 0), -ENOSPC (LEASE_MAX leases held), -ENOMEM.
+ * Errors: -EINVAL (npins 0), -ENOSPC (LEASE_MAX leases held, or uid over
+ * its share: LEASE_MAX_PER_UID, LEASE_MAX_NONROOT), -ENOMEM.
  */
 int lease_add(struct lease_table *lt, uint64_t owner, uid_t uid, uint32_t ms,
 	      const struct lease_pin *pins, size_t npins, uint64_t *id);

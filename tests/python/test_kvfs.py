@@ -498,6 +498,15 @@ class MountTest(unittest.TestCase):
             kvfs.Connector(MNT, "py.absent", create=False)
         with self.assertRaises(ValueError):
             kvfs.Connector(MNT, "py.nochunk").keys(range(8))
+        with self.assertRaises(ValueError):
+            kvfs.Connector(MNT, "py.nochunk", lease_ms=-1)
+        with kvfs.Connector(MNT, "py.nochunk") as c:
+            key = kvfs.keys(range(4), chunk_tokens=4)[0]
+            with self.assertRaises(ValueError):
+                c.lookup([key], pin=True, lease_ms=-1)
+            with self.assertRaises(ValueError):
+                c.group_lookup(["py.nochunk"], [key], pin=True,
+                               lease_ms=2**32)
 
 
 if __name__ == "__main__":

@@ -672,6 +672,24 @@ static void test_sim_backends(void **state)
 
 	gpu_unexport(&a, ex.cookie);
 	gpu_unexport(&a, ex2.cookie);
+
+	/* Handle buffers together take at most the arena (32 MiB) plus one
+	 * 2 MiB unit: then ENOSPC, until one is released. */
+	{
+		struct gpu_export many[17];
+
+		for (int i = 0; i < 17; i++)
+			assert_int_equal(gpu_export_range(&a, 0, MIB + 1,
+							  &many[i]),
+					 0);
+		assert_int_equal(gpu_export_range(&a, 0, 1, &ex), -ENOSPC);
+		assert_null(ex.cookie);
+		gpu_unexport(&a, many[16].cookie);
+		assert_int_equal(gpu_export_range(&a, 0, 1, &ex), 0);
+		gpu_unexport(&a, ex.cookie);
+		for (int i = 0; i < 16; i++)
+			gpu_unexport(&a, many[i].cookie);
+	}
 	gpu_arena_close(&a);
 	free(chunk);
 	free(other);

@@ -318,6 +318,41 @@ static void test_lease_cap(void **state)
 	assert_int_equal(refs(f, 1), 0);
 }
 
+/*
+ * One non-root user cannot fill the table: past LEASE_MAX_PER_UID its
+ * lookups get -ENOSPC while another user and root still get leases, and
+ * releasing one lease gives the user room again.
+ */
+static void test_uid_share(void **state)
+{
+	struct fx *f = *state;
+	struct lease_pin pin = { .ns = f->ns, .key = f->keys[0] };
+	uint32_t found, l1, l2;
+	uint64_t id = 0, first = 0;
+
+	for (int i = 0; i < LEASE_MAX_PER_UID; i++) {
+		assert_int_equal(tier_lookup_pinned(f->t, f->ns, f->keys, 1, 0,
+						    false, &pin.gen, &found,
+						    &l1, &l2), 0);
+		assert_int_equal(lease_add(f->lt, 40, 1000, 0, &pin, 1, &id), 0);
+		if (!first)
+			first = id;
+	}
+	assert_int_equal(refs(f, 0), LEASE_MAX_PER_UID);
+	assert_int_equal(tier_lookup_pinned(f->t, f->ns, f->keys, 1, 0, false,
+					    &pin.gen, &found, &l1, &l2), 0);
+	assert_int_equal(lease_add(f->lt, 40, 1000, 0, &pin, 1, &id), -ENOSPC);
+	/* the caller still owns the pin of a refused lease */
+	assert_int_equal(lease_add(f->lt, 41, 1001, 0, &pin, 1, &id), 0);
+	take(f, 42, 0, 0, 1);
+	assert_int_equal(lease_release(f->lt, first, 40, 1000, 0), 0);
+	take(f, 40, 1000, 0, 1);
+	assert_int_equal(lease_release_owner(f->lt, 40), LEASE_MAX_PER_UID);
+	assert_int_equal(lease_release_owner(f->lt, 41), 1);
+	assert_int_equal(lease_release_owner(f->lt, 42), 1);
+	assert_int_equal(refs(f, 0), 0);
+}
+
 /* Publishes keys[i] again (new bytes, a new generation). */
 static void republish(struct fx *f, int i)
 {
@@ -373,6 +408,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stats_json, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lease_cap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_uid_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_own_generation,
 						setup, teardown),
 	};
