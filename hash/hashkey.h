@@ -18,7 +18,9 @@ void hashkey_sum_init(struct hashkey_sum *s);
 void hashkey_sum_update(struct hashkey_sum *s, const void *buf, size_t len);
 uint64_t hashkey_sum_final(struct hashkey_sum *s);
 
-/* A well-mixed 64-bit hash of (namespace id, key), for hash tables. */
+/* A well-mixed 64-bit hash of (namespace id, key), for hash tables: keyed
+ * with a random per-process seed, so writers cannot aim keys at one bucket
+ * (the value differs between processes: never store it). */
 uint64_t hashkey_index(uint32_t ns, const struct kvfs_key *key);
 
 #endif

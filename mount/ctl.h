@@ -11,8 +11,11 @@ int ctl_pin(int argc, char **argv);      /* ctl_lookup.c: pin */
 int ctl_unpin(int argc, char **argv);    /* ctl_lookup.c: unpin */
 int ctl_prefetch(int argc, char **argv); /* ctl_lookup.c: prefetch */
 
-/* Parses a size with an optional K/M/G/T suffix (powers of 1024) or a
- * trailing '%'. Returns 0 or -EINVAL. */
+/* Parses a size: decimal (or hex after 0x) with an optional K/M/G/T
+ * suffix (powers of 1024). Returns 0 or -EINVAL. */
 int ctl_parse_u64(const char *s, unsigned long long *out);
+/* Parses a plain number (seeds, counts, ids): decimal, or hex after 0x;
+ * no suffix. Returns 0 or -EINVAL. */
+int ctl_parse_count(const char *s, unsigned long long *out);
 
 #endif

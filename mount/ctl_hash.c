@@ -8,16 +8,37 @@
 #include "kvfs.h"
 #include "mount/ctl.h"
 
+/* Decimal, or hex after 0x; never octal (a seed typed as 010 is ten). */
+static int parse_base(const char *s, unsigned long long *v, char **end)
+{
+	int base = s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ? 16 : 10;
+
+	if (!*s || *s == '-' || *s == '+' || isspace((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, end, base);
+	if (errno || *end == s)
+		return -EINVAL;
+	return 0;
+}
+
+int ctl_parse_count(const char *s, unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || parse_base(s, &v, &end) || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
 int ctl_parse_u64(const char *s, unsigned long long *out)
 {
 	char *end;
 	unsigned long long v, mul = 1;
 
-	if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
+	if (!s || parse_base(s, &v, &end))
 		return -EINVAL;
 	switch (*end) {
 	case 'k': case 'K': mul = 1ull << 10; end++; break;
@@ -46,13 +67,13 @@ int ctl_hash(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--chunk-tokens") && i + 1 < argc) {
-			if (ctl_parse_u64(argv[++i], &chunk) || chunk == 0 ||
+			if (ctl_parse_count(argv[++i], &chunk) || chunk == 0 ||
 			    chunk > (1u << 24)) {
 				fprintf(stderr, "kvfsctl hash: bad --chunk-tokens '%s'\n", argv[i]);
 				return 2;
 			}
 		} else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-			if (ctl_parse_u64(argv[++i], &seed)) {
+			if (ctl_parse_count(argv[++i], &seed)) {
 				fprintf(stderr, "kvfsctl hash: bad --seed '%s'\n", argv[i]);
 				return 2;
 			}
@@ -74,6 +95,11 @@ int ctl_hash(int argc, char **argv)
 	}
 	do {
 		c = getchar();
+		if (c == '\0') {
+			fprintf(stderr, "kvfsctl hash: line %llu: NUL byte in the input\n", line);
+			free(buf);
+			return 1;
+		}
 		if (c != EOF && !isspace(c)) {
 			if (wl + 1 >= sizeof(word)) {
 				fprintf(stderr, "kvfsctl hash: line %llu: token too long\n", line);

@@ -143,7 +143,7 @@ static int run_lookup(const char *cmd, int argc, char **argv, unsigned flags)
 
 	for (int i = 1; i < argc; i++) {
 		if (hold && !strcmp(argv[i], "--lease-ms") && i + 1 < argc) {
-			if (ctl_parse_u64(argv[++i], &lease_ms) ||
+			if (ctl_parse_count(argv[++i], &lease_ms) ||
 			    lease_ms > UINT32_MAX) {
 				fprintf(stderr, "kvfsctl %s: bad --lease-ms '%s'\n",
 					cmd, argv[i]);
@@ -239,7 +239,7 @@ int ctl_unpin(int argc, char **argv)
 	unsigned long long id;
 	int fd, rc;
 
-	if (argc != 3 || ctl_parse_u64(argv[2], &id) || id == 0) {
+	if (argc != 3 || ctl_parse_count(argv[2], &id) || id == 0) {
 		fprintf(stderr, "usage: kvfsctl unpin NSDIR LEASE_ID\n");
 		return 2;
 	}

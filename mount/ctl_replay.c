@@ -30,6 +30,7 @@
 
 #include "kvfs.h"
 #include "mount/ctl.h"
+#include "tier/l1_alloc.h"
 #include "tier/policy.h"
 #include "tier/tier.h"
 
@@ -430,7 +431,9 @@ static int replay_one(const struct replay_trace *tr, const char *policy,
 	}
 
 	tier_config_default(&cfg);
-	cfg.l1_size = capacity * chunk;
+	/* the arena rounds each chunk up to whole pages: room for exactly
+	 * capacity chunks whatever --chunk-bytes is */
+	cfg.l1_size = capacity * ((chunk + L1_ALIGN - 1) / L1_ALIGN * L1_ALIGN);
 	cfg.max_chunk = chunk;
 	cfg.policy = policy;
 	cfg.l1 = "host";

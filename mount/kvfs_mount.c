@@ -33,6 +33,7 @@
 
 #include "kvfs.h"
 #include "fs/fs.h"
+#include "tier/policy.h"
 #include "tier/tier.h"
 
 #define MAX_CHUNK_DEFAULT (64ULL << 20)
@@ -264,8 +265,10 @@ static int parse_num(const char *name, const char *s, uint64_t max,
 	if (!s || !*s || *s == '-' || *s == ' ')
 		goto bad;
 	errno = 0;
-	*out = strtoull(s, &end, 0);
-	if (errno || *end || *out > max)
+	/* decimal, or hex after 0x; never octal (seed=010 is ten) */
+	*out = strtoull(s, &end, s[0] == '0' && (s[1] == 'x' || s[1] == 'X') ?
+			16 : 10);
+	if (errno || end == s || *end || *out > max)
 		goto bad;
 	return 0;
 bad:
@@ -305,8 +308,6 @@ static int one_of(const char *name, const char *v, const char *const *ok)
 static int build_config(struct mopts *o, struct tier_config *tc,
 			struct fs_config *fc)
 {
-	static const char *const policies[] = { "lru", "fifo", "s3fifo",
-						"prefix", NULL };
 	static const char *const caches[] = { "direct", "page", NULL };
 	static const char *const ingests[] = { "evicted", "all", "hot", NULL };
 	static const char *const l2pols[] = { "fifo", NULL };
@@ -348,7 +349,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 				MAX_CHUNK_DEFAULT : tc->l1_size;
 	}
 	if (o->policy) {
-		if (one_of("policy", o->policy, policies) < 0)
+		/* every policy of tier/policy.c's table, by name */
+		if (one_of("policy", o->policy, policy_names()) < 0)
 			return -1;
 		tc->policy = o->policy;
 	}

@@ -1139,13 +1139,19 @@ void tier_count_misses(struct tier *t, int64_t n)
 	tier_unlock(t);
 }
 
-/* An access: logical clock for the policy, wall clock for the xattr. */
-static void touch(struct tier *t, struct tier_rec *r)
+/* An access at logical time tick (for the policy), wall clock for the
+ * xattr. */
+static void touch_at(struct tier *t, struct tier_rec *r, uint64_t tick)
 {
-	r->pi.atime = ++t->clock;
+	r->pi.atime = tick;
 	r->atime_ns = tier_now_ns();
 	if (r->where == TIER_L1)
 		t->pops->access(t->pol, &r->pi);
+}
+
+static void touch(struct tier *t, struct tier_rec *r)
+{
+	touch_at(t, r, ++t->clock);
 }
 
 int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
@@ -1351,18 +1357,23 @@ static int lookup_run(struct tier *t, uint32_t ns,
 {
 	uint32_t i, l1 = 0, l2 = 0;
 	struct tier_rec *r;
+	uint64_t tick;
 
 	tier_lock(t);
 	if (!tier_ns_get(t, ns)) {
 		tier_unlock(t);
 		return -ENOENT;
 	}
+	/* The chunks of one request's chain are used together: one logical
+	 * time for all of them, so the prefix policy's tie rule (the deeper
+	 * chunk first) orders them. */
+	tick = ++t->clock;
 	for (i = 0; i < nkeys; i++) {
 		r = tier_idx_find(t, ns, &keys[i]);
 		if (!r)
 			break;
 		set_parent(t, r, i ? &keys[i - 1] : NULL, depth_base + i);
-		touch(t, r);
+		touch_at(t, r, tick);
 		if (r->where == TIER_L1)
 			l1++;
 		else

@@ -158,6 +158,28 @@ class KeysTest(unittest.TestCase):
         self.assertEqual(out, [kvfs.key_hex(k) for k in
                                kvfs.keys(toks, 3, seed=5, extra=b"x")])
 
+        def ctl_hash(data, *args):
+            return subprocess.run([CTL_BIN, "hash", "--chunk-tokens", "4"] +
+                                  list(args), input=data,
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        want = kvfs.key_hex(kvfs.keys(range(4), 4, seed=10)[0])
+        # a seed is decimal (never octal) or 0x hex, without suffixes
+        for seed in ("10", "010", "0xa", "0XA"):
+            r = ctl_hash(b"0 1 2 3", "--seed", seed)
+            self.assertEqual(r.returncode, 0, seed)
+            self.assertEqual(r.stdout.decode().split(), [want], seed)
+        for seed in ("1k", "-1", "", "ten", "18446744073709551616"):
+            self.assertEqual(ctl_hash(b"0 1 2 3", "--seed", seed).returncode,
+                             2, seed)
+        # bad token ids and NUL bytes are errors, not silently parsed
+        for data in (b"0 1 2 \0", b"0 1 2 3\0junk", b"0 1 -2 3",
+                     b"0 1 2 4294967296", b"0 1 0x2 3", b"0 1 2.5 3"):
+            r = ctl_hash(data)
+            self.assertEqual(r.returncode, 1, data)
+            self.assertEqual(r.stdout, b"", data)
+            self.assertIn(b"line 1", r.stderr, data)
+
     def test_numpy_tokens(self):
         if np is None:
             self.skipTest("numpy not installed")

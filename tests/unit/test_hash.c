@@ -236,6 +236,31 @@ static void test_index_hash(void **state)
 	assert_true(hashkey_index(1, &k) != h1);
 }
 
+/*
+ * Keys chosen so that their two 8-byte halves XOR to one value (what an
+ * unkeyed a ^ b mix sends to one bucket) still spread over the buckets of
+ * a 4096-bucket table: at least half the buckets used by 4096 such keys.
+ */
+static void test_index_flood(void **state)
+{
+	static uint8_t used[4096];
+	struct kvfs_key k;
+	unsigned distinct = 0;
+
+	(void)state;
+	for (uint64_t i = 0; i < 4096; i++) {
+		uint64_t a = i * 0x10001ull, b = a ^ 0x5555aaaa5555aaaaull;
+		uint64_t h;
+
+		memcpy(k.b, &a, 8);
+		memcpy(k.b + 8, &b, 8);
+		h = hashkey_index(7, &k) & 4095;
+		distinct += !used[h];
+		used[h] = 1;
+	}
+	assert_true(distinct > 2048);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -244,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_hex),
 		cmocka_unit_test(test_checksum),
 		cmocka_unit_test(test_index_hash),
+		cmocka_unit_test(test_index_flood),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
