@@ -2322,9 +2322,11 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bfree = st.l1_capacity > st.l1_bytes ?
 		     (st.l1_capacity - st.l1_bytes) / 4096 : 0;
 	sv.f_bavail = sv.f_bfree;
-	sv.f_files = st.l1_chunks + st.l2_chunks;
+	/* chunks are inodes; there is no inode table to run out of, so
+	 * report a large free count and keep used = files - free sane */
 	sv.f_ffree = UINT32_MAX;
 	sv.f_favail = sv.f_ffree;
+	sv.f_files = sv.f_ffree + st.l1_chunks + st.l2_chunks;
 	sv.f_namemax = 255;
 	fuse_reply_statfs(req, &sv);
 }

@@ -449,8 +449,13 @@ int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 	struct fs_fh *fh = fi ? fs_fh_of(fi) : NULL;
 	size_t want;
 
-	if (_IOC_TYPE(cmd) != KVFS_IOC_MAGIC || !fh)
-		return reply_err(fs, req, "(unknown)", ENOTTY);
+	if (_IOC_TYPE(cmd) != KVFS_IOC_MAGIC || !fh) {
+		/* Not ours (isatty()'s TCGETS on every Python open, say):
+		 * the answer any filesystem gives, neither counted as an
+		 * error nor logged. */
+		fuse_reply_err(req, ENOTTY);
+		return 0;
+	}
 	want = ioc_size(_IOC_NR(cmd));
 	if (!want)
 		return reply_err(fs, req, "(unknown)", ENOTTY);

@@ -15,12 +15,41 @@
 #include "gpu/gpu_i.h"
 #include "kvfs.h"
 
+/* MemAvailable of /proc/meminfo in bytes, or 0 when unknown. */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	unsigned long long kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	fclose(f);
+	return (uint64_t)kb << 10;
+}
+
 int gpu_host_map(struct gpu_arena *a, uint64_t size, const char *tag,
 		 char *err, size_t errlen)
 {
+	uint64_t avail = mem_available();
 	int fd, saved;
 	void *p;
 
+	/*
+	 * The arena is pre-faulted below: past the memory the machine has,
+	 * that ends in the kernel's OOM killer (which may pick another
+	 * process), not in an error. Refuse it up front instead.
+	 */
+	if (avail && size > avail) {
+		snprintf(err, errlen, "l1 arena of %llu MiB is more than the "
+			 "memory available (%llu MiB, MemAvailable): lower "
+			 "l1_size", (unsigned long long)(size >> 20),
+			 (unsigned long long)(avail >> 20));
+		return -ENOMEM;
+	}
 	fd = memfd_create(tag, MFD_CLOEXEC);
 	if (fd < 0) {
 		saved = errno;

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -774,7 +775,23 @@ int main(int argc, char **argv)
 
 		close(pfd[1]);
 		/* EOF without a byte: the child died before reporting */
-		ret = read(pfd[0], &status, 1) == 1 && status == 0 ? 0 : 1;
+		if (read(pfd[0], &status, 1) == 1) {
+			ret = status == 0 ? 0 : 1; /* it said why itself */
+		} else {
+			int ws = 0;
+
+			ret = 1;
+			if (waitpid(pid, &ws, 0) == pid && WIFSIGNALED(ws))
+				fprintf(stderr, "kvfs-mount: the daemon was "
+					"killed by signal %d (%s) before the "
+					"mount was ready%s\n", WTERMSIG(ws),
+					strsignal(WTERMSIG(ws)),
+					WTERMSIG(ws) == SIGKILL ?
+					"; out of memory? see dmesg" : "");
+			else
+				fprintf(stderr, "kvfs-mount: the daemon exited "
+					"before the mount was ready\n");
+		}
 		close(pfd[0]);
 		goto out;
 	}

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -803,23 +804,61 @@ static void test_kvfsctl(void **state)
 	close(fd);
 }
 
-static void test_stats(void **state)
+/* .kvfs/stats, read whole into buf. */
+static void read_stats(char *buf, size_t len)
 {
-	char path[PATH_MAX], buf[65536];
+	char path[PATH_MAX];
 	ssize_t n;
 	int fd = open(kvfs_test_path(&mnt, path, KVFS_CTL_STATS), O_RDONLY);
 
 	assert_true(fd >= 0);
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, len - 1);
 	close(fd);
 	assert_true(n > 0);
 	buf[n] = '\0';
-	if (!strstr(buf, "\"leases\"")) {
-		fprintf(stderr, "note: .kvfs/stats has no lease counters yet\n");
-		return;
-	}
+}
+
+/* The "errors" counter of the ioctl section of .kvfs/stats. */
+static unsigned long long ioctl_errors(void)
+{
+	char buf[65536];
+	const char *p;
+
+	read_stats(buf, sizeof(buf));
+	p = strstr(buf, "\"ioctl\":");
+	assert_non_null(p);
+	p = strstr(p, "\"errors\":");
+	assert_non_null(p);
+	return strtoull(p + 9, NULL, 10);
+}
+
+static void test_stats(void **state)
+{
+	char buf[65536];
+	struct termios tio;
+	struct kvfs_handle h;
+	unsigned long long e0;
+	int fd;
+
+	read_stats(buf, sizeof(buf));
+	assert_non_null(strstr(buf, "\"leases\""));
 	assert_non_null(strstr(buf, "\"lease_ms\":400"));
 	assert_non_null(strstr(buf, "\"expired\":"));
+
+	/* isatty() (TCGETS, another magic) is ENOTTY but not an error of
+	 * ours; a bad kvfs ioctl is */
+	fd = open(mnt.dir, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	e0 = ioctl_errors();
+	assert_int_equal(isatty(fd), 0);
+	assert_int_equal(errno, ENOTTY);
+	assert_int_equal(ioctl(fd, TCGETS, &tio), -1);
+	assert_int_equal(errno, ENOTTY);
+	assert_int_equal(ioctl_errors(), e0);
+	memset(&h, 0, sizeof(h)); /* version 0 */
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_HANDLE, &h), -EINVAL);
+	assert_int_equal(ioctl_errors(), e0 + 1);
+	close(fd);
 }
 
 int main(void)

@@ -100,6 +100,12 @@ static void test_bad_options(void **state)
 					 NULL }, "lease_ms");
 	expect_refused((const char *[]){ "-f", "--frobnicate", "@DIR@", NULL },
 		       "unknown option");
+	/* an arena larger than the machine's memory is refused up front
+	 * (pre-faulting it would call the OOM killer), in both modes */
+	expect_refused((const char *[]){ "-f", "-o", "l1_size=1000000T",
+					 "@DIR@", NULL }, "memory available");
+	expect_refused((const char *[]){ "-o", "l1_size=1000000T", "@DIR@",
+					 NULL }, "memory available");
 	/* daemon mode reports option errors the same way */
 	expect_refused((const char *[]){ "-o", "bogus", "@DIR@", NULL },
 		       "unknown option");
@@ -150,6 +156,14 @@ static void test_control_files(void **state)
 	assert_int_equal(kvfs_test_write_file(kvfs_test_path(&m, p,
 			 "model.bf16/%s", key), 100000, 1, 0), 0);
 	assert_int_equal(kvfs_test_read_check(p, 100000, 1), 0);
+	{
+		/* inodes: one chunk used, plenty free (df -i) */
+		struct statvfs sv;
+
+		assert_int_equal(statvfs(m.dir, &sv), 0);
+		assert_int_equal(sv.f_files - sv.f_ffree, 1);
+		assert_true(sv.f_ffree > 1000000);
+	}
 
 	/* rendered at open: size 0 as in /proc, so tools read to EOF */
 	{
