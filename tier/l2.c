@@ -521,8 +521,14 @@ static int rec_decode(struct l2 *l2, const struct l2_rec_hdr *h, void *dst,
 		return -ENOMEM;
 	if (h->codec == CODEC_ZSTD && l2->mt_n > 0 &&
 	    len >= 2 * (size_t)CODEC_FRAME_BYTES) {
-		struct codec_frame f[160];
-		long n = codec_frames(payload, h->stored_len, len, f, 160);
+		/* one frame per CODEC_FRAME_BYTES of input: 128 for a 64 MiB
+		 * chunk, more for larger max_chunk */
+		size_t maxf = (len + CODEC_FRAME_BYTES - 1) / CODEC_FRAME_BYTES;
+		struct codec_frame fbuf[160];
+		struct codec_frame *f = maxf <= 160 ? fbuf :
+					malloc(maxf * sizeof(*f));
+		long n = f ? codec_frames(payload, h->stored_len, len, f, maxf)
+			   : -ENOMEM;
 		uint8_t *out = dst;
 
 		if (n < 0) {
@@ -535,6 +541,8 @@ static int rec_decode(struct l2 *l2, const struct l2_rec_hdr *h, void *dst,
 			if (rc == 0 && h->shuffle)
 				codec_unshuffle(dst, out, len, h->shuffle);
 		}
+		if (f != fbuf)
+			free(f);
 	} else {
 		rc = codec_decompress(ws, h->codec, h->shuffle, payload,
 				      h->stored_len, dst, len);
@@ -1189,7 +1197,11 @@ static int recover(struct l2 *l2, char *err, size_t errlen)
 		l2->next_seg = ids[nids - 1] + 1;
 	}
 
-	/* l2_size shrank since the last run: drop the oldest segments */
+	/* l2_size shrank since the last run: drop the oldest segments.
+	 * Everything up to cap is kept, reserve included: a crash between a
+	 * reclaim's moves (which use the reserve) and the deletion of its
+	 * segment leaves that much with l2_size unchanged, and reclaim
+	 * brings it back under cap - reserve as soon as the log runs. */
 	for (keep = 0, room = 0; keep < nids; keep++) {
 		char name[64];
 		struct stat sb;
@@ -1198,7 +1210,7 @@ static int recover(struct l2 *l2, char *err, size_t errlen)
 		seg_name(name, sizeof(name), ids[nids - 1 - keep]);
 		if (fstatat(l2->dir_fd, name, &sb, 0) == 0)
 			sz = align_up((uint64_t)sb.st_size);
-		if (room + sz > l2_room(l2))
+		if (room + sz > l2->cap)
 			break;
 		room += sz;
 	}

@@ -130,6 +130,15 @@ struct l2_config {
 					   bool may_keep);
 
 	/*
+	 * pinned - optional: true when rec is the engine's entry for its key
+	 * and must not be lost (a lease or a reader holds it and L1 has no
+	 * copy). A reclaim offers such records its move budget before any
+	 * merely hot one, so a pinned chunk is dropped only when pinned
+	 * records alone exceed the budget. No side effects.
+	 */
+	bool (*pinned)(void *arg, const struct l2_rec_info *rec);
+
+	/*
 	 * moved - the outcome of an L2_KEEP: the record now lives at *to, or
 	 * was lost (to == NULL: read or write failed, no space). The engine
 	 * replaces its entry's location (remove it, when to == NULL) only if

@@ -113,6 +113,7 @@ static bool reclaim_one(struct l2 *l2)
 	struct l2_req *moves = NULL, *mtail = NULL;
 	uint64_t budget, mbytes = 0, nmoves = 0;
 	struct l2_seg *seg;
+	uint8_t *done;
 	char name[64];
 	size_t i, n;
 
@@ -140,13 +141,24 @@ static bool reclaim_one(struct l2 *l2)
 		budget = seg->tail / 2;
 	pthread_mutex_unlock(&l2->lock);
 
-	for (i = 0; i < n; i++) {
+	/*
+	 * Two passes when the engine says what is pinned: pinned records get
+	 * the move budget first (pass 0), everything else after (pass 1),
+	 * so hot records met earlier in the segment cannot spend the budget
+	 * a pinned one needs. done[i] marks what pass 0 handled. (Without
+	 * memory for done[], one pass, as without the callback.)
+	 */
+	done = l2->cfg.pinned ? calloc(n ? n : 1, 1) : NULL;
+	for (size_t k = 0; k < (done ? 2 * n : n); k++) {
 		enum l2_reclaim_verdict v = L2_DROP;
 		struct l2_rec_info info;
 		struct l2_rec *rec = NULL;
 		bool may_keep;
 		int rc;
 
+		i = k % n;
+		if (done && done[i])
+			continue;
 		pthread_mutex_lock(&l2->lock);
 		if (seg->ents[i].state != ENT_LIVE) {
 			pthread_mutex_unlock(&l2->lock);
@@ -154,6 +166,11 @@ static bool reclaim_one(struct l2 *l2)
 		}
 		l2_info_from_ent(l2, seg, &seg->ents[i], &info);
 		pthread_mutex_unlock(&l2->lock);
+		if (done) {
+			if (k < n && !l2->cfg.pinned(l2->cfg.cb_arg, &info))
+				continue; /* pass 1 */
+			done[i] = 1;
+		}
 
 		may_keep = l2->cfg.moved &&
 			   (uint64_t)info.loc.nblk * L2_ALIGN <= budget;
@@ -208,6 +225,8 @@ static bool reclaim_one(struct l2 *l2)
 				l2->cfg.moved(l2->cfg.cb_arg, &info, NULL);
 		}
 	}
+
+	free(done);
 
 	/* all moves at once, ahead of every other append: they fit in the
 	 * reserved segment together */

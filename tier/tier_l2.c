@@ -469,10 +469,17 @@ int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
 	struct tl2_loc l = { 0 };
 	bool have_extent = false;
 	void *tmp = NULL, *dst;
+	bool retried = false;
 	int rc;
 
 	if (!t2 || !t2->l2)
 		return -ENOENT;
+again:
+	off = 0;
+	job = NULL;
+	memset(&l, 0, sizeof(l));
+	have_extent = false;
+	tmp = NULL;
 	rc = wait_promo(t, r);
 	if (rc)
 		return rc;
@@ -536,6 +543,14 @@ int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
 		if (have_extent && len)
 			l1_alloc_put(t->alloc, off, len);
 		free(tmp);
+		if (rc == -ENOENT && !job && !retried &&
+		    !(r->flags & TREC_ZOMBIE) && r->where == TIER_L2 &&
+		    (r->flags & TREC_L2) && !rec_loc_is(r, &l.loc)) {
+			/* a reclaim moved the record while we read the old
+			 * place (gone now): read it where it is */
+			retried = true;
+			goto again;
+		}
 		if (rc == -EBADMSG && !(r->flags & TREC_ZOMBIE) &&
 		    rec_loc_is(r, &l.loc)) {
 			/* never served: the engine recomputes (a miss) */
@@ -721,6 +736,25 @@ static enum l2_reclaim_verdict on_reclaim(void *arg,
 	return L2_DROP;
 }
 
+/* Pinned and only in L2 (see l2_config.pinned): a lease or a reader needs
+ * these bytes and there is no other copy. */
+static bool on_pinned(void *arg, const struct l2_rec_info *ri)
+{
+	struct tier *t = arg;
+	struct tier_rec *r;
+	bool pinned = false;
+	uint32_t id;
+
+	if (tier_ns_find(t, ri->ns, &id))
+		return false;
+	tier_lock(t);
+	r = tier_idx_find(t, id, &ri->key);
+	if (r && rec_loc_is(r, &ri->loc) && r->where == TIER_L2)
+		pinned = r->pi.refs > 0 || (r->flags & TREC_PROMO);
+	tier_unlock(t);
+	return pinned;
+}
+
 static bool on_moved(void *arg, const struct l2_rec_info *ri,
 		     const struct l2_loc *to)
 {
@@ -851,6 +885,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	lc.log_arg = t;
 	lc.recover = on_recover;
 	lc.reclaim = on_reclaim;
+	lc.pinned = on_pinned;
 	lc.moved = on_moved;
 	lc.cb_arg = t;
 

@@ -87,6 +87,7 @@ struct ment {
 	uint64_t raw_len;
 	bool present;
 	bool hot;
+	bool pinned; /* on_pinned says so */
 };
 
 struct env {
@@ -173,6 +174,19 @@ static enum l2_reclaim_verdict on_reclaim(void *arg,
 	return v;
 }
 
+static bool on_pinned(void *arg, const struct l2_rec_info *r)
+{
+	struct env *e = arg;
+	struct ment *m;
+	bool pinned;
+
+	pthread_mutex_lock(&e->mu);
+	m = find(e, r->ns, &r->key);
+	pinned = m && m->present && m->pinned && l2_loc_eq(&m->loc, &r->loc);
+	pthread_mutex_unlock(&e->mu);
+	return pinned;
+}
+
 static bool on_moved(void *arg, const struct l2_rec_info *r,
 		     const struct l2_loc *to)
 {
@@ -201,7 +215,7 @@ static int env_open(struct env *e, uint64_t size, char *err, size_t errlen)
 	struct l2_config c = {
 		.dir = e->dir, .size = size, .log = on_log, .log_arg = e,
 		.recover = on_recover, .reclaim = on_reclaim,
-		.moved = on_moved, .cb_arg = e,
+		.pinned = on_pinned, .moved = on_moved, .cb_arg = e,
 	};
 
 	return l2_open(&c, &e->l2, err, errlen);
@@ -443,6 +457,51 @@ static void test_roundtrip(void **state)
 	/* each wrong-size read above counted as a mismatch */
 	assert_int_equal(st.corrupt, sizeof(sizes) / sizeof(sizes[0]) * 3);
 	assert_int_equal(st.errors, 0);
+	free(buf);
+	free(back);
+	env_free(e);
+}
+
+/*
+ * A chunk of more than 160 zstd frames (80 MiB; max_chunk may be up to
+ * l1_size) decodes on the multi-threaded path like a small one: it used
+ * to be reported corrupt and dropped.
+ */
+static void test_big_chunk(void **state)
+{
+	struct env *e = env_new();
+	size_t len = (100u << 20) + 12345;
+	uint8_t *buf = malloc(len), *back = malloc(len);
+	struct kvfs_key k = mkkey(4242);
+	struct l2_stats st;
+	char err[256];
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(back);
+	{
+		/* segments sized for the chunk, as the engine does */
+		struct l2_config c = {
+			.dir = e->dir, .size = 1ull << 30,
+			.seg_size = 128ull << 20, .log = on_log, .log_arg = e,
+			.recover = on_recover, .reclaim = on_reclaim,
+			.moved = on_moved, .cb_arg = e,
+		};
+
+		assert_int_equal(l2_open(&c, &e->l2, err, sizeof(err)), 0);
+	}
+	/* compressible enough to fit a segment, varied enough that every
+	 * frame differs */
+	memset(buf, 0, len);
+	for (size_t i = 0; i < len; i += 4093)
+		buf[i] = (uint8_t)(i / 4093);
+	assert_int_equal(put(e, "big.bf16", &k, buf, len, 1, 2, true, NULL),
+			 0);
+	memset(back, 0xee, len);
+	assert_int_equal(get(e, "big.bf16", &k, back, len), 0);
+	assert_memory_equal(buf, back, len);
+	l2_get_stats(e->l2, &st);
+	assert_int_equal(st.corrupt, 0);
 	free(buf);
 	free(back);
 	env_free(e);
@@ -946,6 +1005,50 @@ static void test_reclaim_all_hot(void **state)
 	assert_int_equal(readable, st.records);
 	assert_true(readable >= 8);
 	assert_true(st.moves > 0);
+	free(buf);
+	free(back);
+	env_free(e);
+}
+
+/*
+ * Everything hot, and two records pinned (a reclaim moves at most half a
+ * segment: two of these records): hot records ahead of them in a segment
+ * must not spend the move budget they need. Both survive many reclaims.
+ */
+static void test_reclaim_pinned_first(void **state)
+{
+	struct env *e = env_new();
+	const uint64_t size = 1 << 20;
+	size_t len = 60 * 1024;
+	uint8_t *buf = malloc(len), *back = malloc(len);
+	static const uint64_t pinned[] = { 3, 23 };
+	struct l2_stats st;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(env_open(e, size, err, sizeof(err)), 0);
+	for (uint64_t i = 0; i < 120; i++) {
+		struct kvfs_key k = mkkey(i);
+		struct ment *m;
+
+		fill_random(buf, len, i);
+		assert_int_equal(put(e, "ns", &k, buf, len, 1, 0, true, NULL), 0);
+		pthread_mutex_lock(&e->mu);
+		m = find(e, "ns", &k);
+		m->hot = true;
+		m->pinned = i == 3 || i == 23;
+		pthread_mutex_unlock(&e->mu);
+		assert_true(dir_bytes(e->dir) <= size);
+	}
+	for (size_t j = 0; j < sizeof(pinned) / sizeof(pinned[0]); j++) {
+		struct kvfs_key k = mkkey(pinned[j]);
+
+		fill_random(buf, len, pinned[j]);
+		assert_int_equal(get(e, "ns", &k, back, len), 0);
+		assert_memory_equal(buf, back, len);
+	}
+	l2_get_stats(e->l2, &st);
+	assert_true(st.reclaims >= 10);
 	free(buf);
 	free(back);
 	env_free(e);
@@ -1883,6 +1986,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_big_chunk),
+		cmocka_unit_test(test_reclaim_pinned_first),
 		cmocka_unit_test(test_zeros_and_random),
 		cmocka_unit_test(test_reopen_recovers),
 		cmocka_unit_test(test_corrupt_payload),
