@@ -125,6 +125,7 @@ struct fs_wr {
 	struct kvfs_key parent;
 	uint32_t depth;
 	bool want_pin;
+	bool excl;              /* created with O_EXCL (see op_flush) */
 	pid_t creator_tid;
 	uid_t uid;
 	gid_t gid;
@@ -1516,6 +1517,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	} else {
 		w->has_key = true;
 		w->key = key;
+		w->excl = fi->flags & O_EXCL;
 		fh->has_key = true;
 		fh->key = key;
 	}
@@ -1841,7 +1843,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
  * EMSGSIZE, ENOSPC or EFBIG. Flushes that publish nothing:
  *  - from another process (a forked child closing an inherited fd);
  *  - before any write: a shell's `cmd > key` opens, dup2()s and closes
- *    the original fd before cmd writes a byte;
+ *    the original fd before cmd writes a byte (an O_EXCL writer in a
+ *    namespace with chunk_bytes still gets EMSGSIZE from that close);
  *  - from a writer being killed by a signal: its chunk may be half
  *    written, so it is discarded (see task_killed_by_signal).
  * What was not published by a flush is published at release (the last
@@ -1895,7 +1898,19 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	if (w->temp || !__atomic_load_n(&w->nwrites, __ATOMIC_RELAXED)) {
-		fuse_reply_err(req, 0); /* rename publishes; or nothing yet */
+		struct tier_ns_info ni;
+
+		/* Nothing written yet. An O_EXCL writer (the protocol's way)
+		 * closing an empty chunk in a namespace with chunk_bytes is
+		 * told so (EMSGSIZE); release discards the chunk. Nothing is
+		 * discarded here: if a dup of the fd lives on (a shell's `cmd
+		 * > key` closes its first fd before writing; that is O_TRUNC
+		 * without O_EXCL, so it is not even told), its writes still
+		 * publish. */
+		err = !w->temp && w->excl &&
+		      !tier_ns_info(fs->tier, w->ns, &ni) &&
+		      ni.chunk_bytes > 0 ? EMSGSIZE : 0;
+		fuse_reply_err(req, err); /* rename publishes; or nothing yet */
 		return;
 	}
 	err = wr_publish(fs, w, NULL);

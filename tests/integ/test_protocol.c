@@ -403,6 +403,16 @@ static void test_chunk_bytes(void **state)
 	/* long: the same */
 	assert_int_equal(kvfs_test_write_file(p, 70000, 21, 0), -EMSGSIZE);
 	assert_int_equal(stat(p, &st), -1);
+	/* empty (O_EXCL, closed without a write): close reports it too */
+	{
+		int fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
+
+		assert_true(fd >= 0);
+		assert_int_equal(close(fd), -1);
+		assert_int_equal(errno, EMSGSIZE);
+		assert_int_equal(stat(p, &st), -1);
+		assert_int_equal(errno, ENOENT);
+	}
 	/* exact: published */
 	assert_int_equal(kvfs_test_write_file(p, 65536, 22, 0), 0);
 	assert_int_equal(kvfs_test_read_check(p, 65536, 22), 0);
