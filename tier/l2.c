@@ -934,8 +934,31 @@ void l2_free(struct l2 *l2, const struct l2_loc *loc)
 	r->seg = seg;
 	r->off = (uint64_t)loc->blk * L2_ALIGN;
 	r->len = (size_t)loc->nblk * L2_ALIGN;
+	r->counted_free = true;
+	l2->frees_queued++;
 	pthread_mutex_unlock(&l2->lock);
 	l2_io_submit(l2, r);
+}
+
+int l2_sync_frees(struct l2 *l2, int timeout_ms)
+{
+	struct timespec dl;
+	uint64_t target;
+	int rc = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&l2->lock);
+	target = l2->frees_queued;
+	while (l2->frees_done < target && !rc)
+		rc = pthread_cond_timedwait(&l2->free_cond, &l2->lock, &dl);
+	pthread_mutex_unlock(&l2->lock);
+	return rc ? -ETIMEDOUT : 0;
 }
 
 void l2_get_stats(struct l2 *l2, struct l2_stats *st)
@@ -1403,6 +1426,15 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 	l2->next_seg = 1;
 	pthread_mutex_init(&l2->lock, NULL);
 	pthread_cond_init(&l2->idle_cond, NULL);
+	{
+		pthread_condattr_t ca;
+
+		/* l2_sync_frees waits with a CLOCK_MONOTONIC deadline */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&l2->free_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_cond_init(&l2->rc_cond, NULL);
 	pthread_cond_init(&l2->move_cond, NULL);
 	pthread_mutex_init(&l2->mt_lock, NULL);
@@ -1552,6 +1584,7 @@ void l2_close(struct l2 *l2)
 	if (l2->dir_fd >= 0)
 		close(l2->dir_fd);
 	pthread_cond_destroy(&l2->idle_cond);
+	pthread_cond_destroy(&l2->free_cond);
 	pthread_cond_destroy(&l2->rc_cond);
 	pthread_cond_destroy(&l2->move_cond);
 	pthread_cond_destroy(&l2->mt_cv);

@@ -250,6 +250,13 @@ int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
  * ignored. */
 void l2_free(struct l2 *l2, const struct l2_loc *loc);
 
+/* l2_sync_frees - waits until the records of every l2_free called before
+ * it are erased on disk (punched, or their header zeroed), so that a
+ * daemon killed afterwards does not recover them; at most timeout_ms.
+ * Returns 0 or -ETIMEDOUT. (Not fsync: a power loss may still bring a
+ * record back, with its own bytes, checksummed.) */
+int l2_sync_frees(struct l2 *l2, int timeout_ms);
+
 /* l2_flush - waits until every append queued before the call has
  * completed (its done callback returned). Do not call from a callback. */
 void l2_flush(struct l2 *l2);

@@ -76,6 +76,7 @@ struct l2_req {
 	l2_done_fn done;
 	void *arg;
 	bool reserve;      /* a reclaim move: may use l2.reserve */
+	bool counted_free; /* an l2_free punch: counts in frees_done */
 	uint8_t tries;     /* placements that failed with ENOSPC */
 	/* REQ_READ: l2.lock */
 	bool finished, abandoned;
@@ -156,6 +157,9 @@ struct l2 {
 	bool rc_stop;           /* reclaim thread: exit */
 	bool parked;            /* an append waits for space */
 	pthread_cond_t idle_cond;   /* queued_count reached 0 */
+	pthread_cond_t free_cond;   /* frees_done moved */
+	uint64_t frees_queued;      /* punches of l2_free queued, ever */
+	uint64_t frees_done;        /* ... and completed */
 	pthread_cond_t rc_cond;     /* reclaim thread wake-up */
 	pthread_cond_t move_cond;   /* moves of the current reclaim done */
 	uint64_t moves_pending;

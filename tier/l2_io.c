@@ -241,6 +241,10 @@ static void punch_done(struct l2 *l2, struct io_state *s, struct l2_req *r,
 		l2_log_err(l2, res, "cannot erase a freed record", r->seg->id);
 	pthread_mutex_lock(&l2->lock);
 	l2_seg_unref(l2, r->seg);
+	if (r->counted_free) {
+		l2->frees_done++;
+		pthread_cond_broadcast(&l2->free_cond);
+	}
 	pthread_mutex_unlock(&l2->lock);
 	free(r);
 }

@@ -1255,15 +1255,26 @@ void tier_put(struct tier *t, struct tier_chunk *c)
 int tier_unlink(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	struct tier_rec *r;
+	bool waited = false, sync;
 
 	tier_lock(t);
+again:
 	r = tier_idx_find(t, ns, key);
 	if (!r) {
 		tier_unlock(t);
+		if (waited)
+			tier_l2_sync_frees(t);
 		return -ENOENT;
 	}
+	/* An L2 write of the chunk in flight: let it land, then erase it
+	 * with the rest, so a daemon killed after the unlink returns does
+	 * not bring the chunk back from L2. */
+	if (!waited && tier_l2_wait_write(t, r)) {
+		waited = true;
+		goto again;
+	}
 	idx_remove(t, r);
-	tier_l2_forget(t, r);
+	sync = tier_l2_forget(t, r) || waited;
 	if (r->where == TIER_L1) {
 		t->pops->remove(t->pol, &r->pi);
 		/* Keep the extent while pinned: only the bookkeeping goes. */
@@ -1291,6 +1302,8 @@ int tier_unlink(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		free(r);
 	}
 	tier_unlock(t);
+	if (sync)
+		tier_l2_sync_frees(t);
 	return 0;
 }
 

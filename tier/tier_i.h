@@ -218,8 +218,16 @@ bool tier_l2_evicting(struct tier *t, struct tier_rec *r);
 int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c);
 void tier_l2_on_publish(struct tier *t, struct tier_rec *r);
 void tier_l2_on_hit(struct tier *t, struct tier_rec *r);
-/* r is being unlinked: frees its L2 record. */
-void tier_l2_forget(struct tier *t, struct tier_rec *r);
+/* r is being unlinked: frees its L2 record; true when there was one (then
+ * call tier_l2_sync_frees after dropping tier.lock). */
+bool tier_l2_forget(struct tier *t, struct tier_rec *r);
+/* Waits (bounded, dropping tier.lock) while an L2 write of r is in flight,
+ * so an unlink can erase what it wrote; true when it waited (r may have
+ * changed or gone: look it up again). */
+bool tier_l2_wait_write(struct tier *t, struct tier_rec *r);
+/* tier.lock NOT held: waits until the L2 records freed so far are erased
+ * on disk (bounded), so a daemon killed next does not recover them. */
+void tier_l2_sync_frees(struct tier *t);
 void tier_l2_prefetch(struct tier *t, struct tier_rec *r);
 /* r (L2, just user-pinned) is promoted into L1 if there is room. */
 void tier_l2_pin_promote(struct tier *t, struct tier_rec *r);

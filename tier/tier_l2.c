@@ -205,8 +205,8 @@ static void write_done(void *arg, struct l2_rec *rec, int err,
 		t2->raw_queued -= job->size;
 	else
 		t2->l1_queued -= job->size;
-	if (t2->rescan && !t2->l1_queued)
-		pthread_cond_broadcast(&t2->cond); /* the demoter's rescan */
+	/* the demoter's rescan, and an unlink waiting for this write */
+	pthread_cond_broadcast(&t2->cond);
 	tier_unref(t, r);
 	free_job = job->readers == 0;
 	tier_unlock(t);
@@ -412,17 +412,45 @@ void tier_l2_on_hit(struct tier *t, struct tier_rec *r)
 	queue_write(t, r, NULL);
 }
 
-void tier_l2_forget(struct tier *t, struct tier_rec *r)
+bool tier_l2_forget(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 	struct tl2_loc l;
 
 	if (!t2 || !(r->flags & TREC_L2))
-		return;
+		return false;
 	loc_get(r, &l);
 	if (t2->l2)
 		l2_free(t2->l2, &l.loc);
 	r->flags &= (uint8_t)~TREC_L2;
+	return t2->l2 != NULL;
+}
+
+/* How long an unlink waits for an L2 write of its chunk, and for the
+ * erasure of its record. */
+#define TL2_UNLINK_WAIT_MS 2000
+
+bool tier_l2_wait_write(struct tier *t, struct tier_rec *r)
+{
+	struct tier_l2 *t2 = t->l2;
+	struct timespec dl;
+
+	if (!t2 || !(r->flags & TREC_L2W))
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += TL2_UNLINK_WAIT_MS / 1000;
+	tier_ref(t, r);
+	while ((r->flags & TREC_L2W) &&
+	       pthread_cond_timedwait(&t2->cond, &t->lock, &dl) != ETIMEDOUT)
+		;
+	tier_unref(t, r);
+	return true;
+}
+
+void tier_l2_sync_frees(struct tier *t)
+{
+	if (t->l2 && t->l2->l2)
+		l2_sync_frees(t->l2->l2, TL2_UNLINK_WAIT_MS);
 }
 
 uint64_t tier_l2_stored(const struct tier_rec *r)

@@ -655,6 +655,55 @@ static void test_sigkill_during_writes(void **state)
 	rm_files(l2dir);
 }
 
+/*
+ * An unlink is not undone by a crash: with ingest=all every chunk has (or
+ * is getting) an L2 copy; unlinked ones, some right after their write
+ * (the L2 write still in flight), some after it landed, stay gone when
+ * the daemon is killed with SIGKILL right after the unlinks and the same
+ * l2_dir is mounted again. The chunks not unlinked come back.
+ */
+static void test_unlink_survives_sigkill(void **state)
+{
+	struct kvfs_mnt m;
+	char p[PATH_MAX], name[33];
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(do_mount_sz(&m, "256M", "ingest=all"), 0);
+	mkns(&m, "ns");
+	for (uint64_t i = 0; i < 40; i++)
+		assert_int_equal(put(&m, "ns", i, 256 * 1024), 0);
+	sleep_ms(300); /* most of the background L2 writes land */
+	for (uint64_t i = 40; i < 60; i++) {
+		assert_int_equal(put(&m, "ns", i, 256 * 1024), 0);
+		kvfs_test_key_name(i, name);
+		/* right after the write: its L2 copy is being written */
+		assert_int_equal(unlink(kvfs_test_path(&m, p, "ns/%s", name)),
+				 0);
+	}
+	for (uint64_t i = 0; i < 40; i += 2) {
+		kvfs_test_key_name(i, name);
+		assert_int_equal(unlink(kvfs_test_path(&m, p, "ns/%s", name)),
+				 0);
+	}
+	kill(m.pid, SIGKILL);
+	kvfs_test_umount(&m); /* reaps the killed daemon, unmounts */
+
+	assert_int_equal(do_mount_sz(&m, "256M", NULL), 0);
+	for (uint64_t i = 0; i < 60; i++) {
+		kvfs_test_key_name(i, name);
+		if (i >= 40 || i % 2 == 0) {
+			assert_int_equal(stat(kvfs_test_path(&m, p, "ns/%s",
+							     name), &st), -1);
+			assert_int_equal(errno, ENOENT);
+		} else {
+			assert_int_equal(check(&m, "ns", i, 256 * 1024), 0);
+		}
+	}
+	assert_int_equal(kvfs_test_umount(&m), 0);
+	rm_files(l2dir);
+}
+
 static void l1_keeps_serving(const char *opts_dir, bool expect_errors)
 {
 	struct kvfs_mnt m;
@@ -782,6 +831,7 @@ int main(void)
 		cmocka_unit_test(test_ns_attrs_fail_closed),
 		cmocka_unit_test(test_corrupt_record_is_enoent),
 		cmocka_unit_test(test_sigkill_during_writes),
+		cmocka_unit_test(test_unlink_survives_sigkill),
 		cmocka_unit_test(test_bad_l2_dirs),
 		cmocka_unit_test(test_default_l2_size_too_small),
 		cmocka_unit_test(test_second_daemon_refused),
