@@ -367,17 +367,23 @@ int kvfs_release(int fd, struct kvfs_result *res)
 
 /* ------------------------------------------------------------- handles */
 
-int kvfs_handle_get(int fd, struct kvfs_handle *h)
+int kvfs_handle_get_kind(int fd, uint32_t kind, struct kvfs_handle *h)
 {
 	int rc;
 
-	if (!h)
+	if (!h || kind > KVFS_HANDLE_CUDA_IPC)
 		return -EINVAL;
 	memset(h, 0, sizeof(*h));
 	h->version = KVFS_ABI_VERSION;
 	h->size = sizeof(*h);
+	h->kind = kind;
 	rc = do_ioctl(fd, KVFS_IOC_HANDLE, h);
 	return rc < 0 ? rc : 0;
+}
+
+int kvfs_handle_get(int fd, struct kvfs_handle *h)
+{
+	return kvfs_handle_get_kind(fd, 0, h);
 }
 
 int kvfs_handle_put(int fd, const struct kvfs_handle *h)

@@ -345,6 +345,7 @@ static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	struct tier_chunk *c;
 	struct kvfs_handle h;
 	void *cookie = NULL;
+	uint32_t want;
 	int rc;
 
 	if (fh->kind != FS_FH_CHUNK || !fh->chunk)
@@ -360,6 +361,9 @@ static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		return reply_err(fs, req, "HANDLE", EBUSY);
 
 	memcpy(&h, in_buf, sizeof(h));
+	want = h.kind; /* in: 0 = the arena's own kind */
+	if (want > KVFS_HANDLE_CUDA_IPC)
+		return reply_err(fs, req, "HANDLE", EINVAL);
 	rc = tier_get(fs->tier, fh->ns, &fh->key, &c);
 	if (rc)
 		return reply_err(fs, req, "HANDLE", -rc);
@@ -374,7 +378,12 @@ static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	tier_arena_info(fs->tier, &ai);
 	h.length = tier_chunk_size(c);
 	h.device = -1;
-	if (ai.kind == KVFS_HANDLE_CUDA_IPC) {
+	if (!want)
+		want = (uint32_t)ai.kind;
+	if (want == KVFS_HANDLE_CUDA_IPC) {
+		/* cuda L1, or pinned L1 on request: a device buffer of this
+		 * chunk alone (gpu/gpu.h, struct gpu_export); host L1 has no
+		 * device to export from (EOPNOTSUPP) */
 		rc = tier_arena_export(fs->tier, c, h.ipc, &h.offset,
 				       &cookie);
 		if (rc)
@@ -382,7 +391,9 @@ static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		h.kind = KVFS_HANDLE_CUDA_IPC;
 		h.device = ai.device;
 	} else {
-		/* Host L1: the chunk fd itself is mmap-able from offset 0. */
+		/* Any L1: the chunk fd itself is mmap-able from offset 0
+		 * (for cuda L1 its pages are read through the bounce
+		 * buffers). */
 		h.kind = KVFS_HANDLE_HOST_MMAP;
 		h.offset = 0;
 	}

@@ -40,8 +40,9 @@ struct gpu_ops {
 	 * Exports [off, off + len) of the arena to another process: fills
 	 * ex (ipc, offset, length, device, cookie). The handle never covers
 	 * more than that range (see struct gpu_export). May block for a
-	 * device copy: call it without engine locks held. -ENOTSUP for
-	 * host and pinned arenas (mmap the chunk instead), -EINVAL for a
+	 * device copy: call it without engine locks held (pinned: a DMA
+	 * from the page-locked arena into the buffer). -ENOTSUP for host
+	 * arenas (mmap the chunk instead), -EINVAL for a
 	 * range outside the arena, -ENOSPC (the exports held already use as
 	 * much device memory as the arena), -ENOMEM, -EIO (CUDA error).
 	 */

@@ -224,18 +224,6 @@ static void pinned_free(struct gpu_arena *a)
 	cuda_priv_free(a);
 }
 
-static const struct gpu_ops gpu_pinned_ops = {
-	.name = "pinned",
-	.alloc = pinned_alloc,
-	.free = pinned_free,
-	.copy_in = gpu_host_copy_in,
-	.copy_out = gpu_host_copy_out,
-	.export_handle = gpu_host_export,
-	.unexport = gpu_host_unexport,
-	.zero = gpu_host_zero,
-	.move = gpu_host_move,
-};
-
 /* -------------------------------------------------------------- cuda */
 
 static struct cuda_slot *slot_get(struct cuda_priv *p)
@@ -464,8 +452,14 @@ static int cuda_move(struct gpu_arena *a, uint64_t dst, uint64_t src,
 	return gpu_rt_errno(cr);
 }
 
-static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
-		       struct gpu_export *ex)
+/*
+ * One export (see struct gpu_export): a device buffer of its own, counted
+ * against the budget, filled from src (kind GPU_RT_D2D: the device arena,
+ * on a slot's stream; GPU_RT_H2D: the registered host arena, a DMA on the
+ * legacy stream), its tail zeroed, and its IPC handle.
+ */
+static int export_new(struct gpu_arena *a, const void *src, uint64_t len,
+		      int kind, struct gpu_export *ex)
 {
 	struct cuda_priv *p = cuda_priv(a);
 	struct cuda_export *e = NULL;
@@ -475,9 +469,6 @@ static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
 	void *buf = NULL;
 	int cr;
 
-	memset(ex, 0, sizeof(*ex));
-	if (!cuda_range_ok(a, off, len))
-		return -EINVAL;
 	cap = (len + CUDA_EXPORT_ALIGN - 1) / CUDA_EXPORT_ALIGN *
 	      CUDA_EXPORT_ALIGN;
 	if (cap == 0)
@@ -506,18 +497,30 @@ static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
 		cr = p->rt.Malloc(&buf, cap);
 	if (cr != GPU_RT_SUCCESS)
 		goto err_budget;
-	s = slot_get(p);
-	cr = GPU_RT_SUCCESS;
-	if (len)
-		cr = p->rt.MemcpyAsync(buf, (char *)p->dev + off, len,
-				       GPU_RT_D2D, s->stream);
-	/* The tail is readable through the handle: no stale bytes in it. */
-	if (cr == GPU_RT_SUCCESS && cap > len)
-		cr = p->rt.MemsetAsync((char *)buf + len, 0, cap - len,
-				       s->stream);
-	if (cr == GPU_RT_SUCCESS)
-		cr = p->rt.StreamSynchronize(s->stream);
-	slot_put(p, s);
+	if (kind == GPU_RT_D2D) {
+		s = slot_get(p);
+		cr = GPU_RT_SUCCESS;
+		if (len)
+			cr = p->rt.MemcpyAsync(buf, src, len, GPU_RT_D2D,
+					       s->stream);
+		/* The tail is readable through the handle: no stale bytes
+		 * in it. */
+		if (cr == GPU_RT_SUCCESS && cap > len)
+			cr = p->rt.MemsetAsync((char *)buf + len, 0, cap - len,
+					       s->stream);
+		if (cr == GPU_RT_SUCCESS)
+			cr = p->rt.StreamSynchronize(s->stream);
+		slot_put(p, s);
+	} else {
+		/* from page-locked memory: a DMA at PCIe speed */
+		cr = GPU_RT_SUCCESS;
+		if (len)
+			cr = p->rt.Memcpy(buf, src, len, GPU_RT_H2D);
+		if (cr == GPU_RT_SUCCESS && cap > len)
+			cr = p->rt.Memset((char *)buf + len, 0, cap - len);
+		if (cr == GPU_RT_SUCCESS)
+			cr = p->rt.DeviceSynchronize();
+	}
 	if (cr == GPU_RT_SUCCESS)
 		cr = p->rt.IpcGetMemHandle(&ipc, buf);
 	if (cr != GPU_RT_SUCCESS) {
@@ -544,6 +547,28 @@ err_budget:
 	return cr == GPU_RT_SUCCESS ? -ENOMEM : gpu_rt_errno(cr);
 }
 
+static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
+		       struct gpu_export *ex)
+{
+	struct cuda_priv *p = cuda_priv(a);
+
+	memset(ex, 0, sizeof(*ex));
+	if (!cuda_range_ok(a, off, len))
+		return -EINVAL;
+	return export_new(a, (const char *)p->dev + off, len, GPU_RT_D2D, ex);
+}
+
+/* pinned L1 on request (KVFS_IOC_HANDLE with kind CUDA_IPC): the chunk
+ * DMA'd from the page-locked arena into a device buffer of its own. */
+static int pinned_export(struct gpu_arena *a, uint64_t off, uint64_t len,
+			 struct gpu_export *ex)
+{
+	memset(ex, 0, sizeof(*ex));
+	if (!cuda_range_ok(a, off, len))
+		return -EINVAL;
+	return export_new(a, (const char *)a->host + off, len, GPU_RT_H2D, ex);
+}
+
 static void cuda_unexport(struct gpu_arena *a, void *cookie)
 {
 	struct cuda_priv *p = cuda_priv(a);
@@ -559,6 +584,18 @@ static void cuda_unexport(struct gpu_arena *a, void *cookie)
 	pthread_mutex_unlock(&p->lock);
 	free(e);
 }
+
+static const struct gpu_ops gpu_pinned_ops = {
+	.name = "pinned",
+	.alloc = pinned_alloc,
+	.free = pinned_free,
+	.copy_in = gpu_host_copy_in,
+	.copy_out = gpu_host_copy_out,
+	.export_handle = pinned_export,
+	.unexport = cuda_unexport,
+	.zero = gpu_host_zero,
+	.move = gpu_host_move,
+};
 
 static const struct gpu_ops gpu_cuda_ops = {
 	.name = "cuda",

@@ -226,6 +226,9 @@ struct kvfs_unpin {
 
 /*
  * KVFS_IOC_HANDLE, on a chunk fd opened for reading.
+ * In: kind 0 (the arena's own: CUDA_IPC for cuda L1, else HOST_MMAP) or
+ * the kind wanted (CUDA_IPC also from pinned L1: the daemon DMAs the chunk
+ * into the handle's device buffer; HOST_MMAP from any L1).
  * Pins the chunk until KVFS_IOC_HANDLE_RELEASE or the fd is closed, and says
  * how to reach its bytes without a copy through FUSE:
  *   HOST_MMAP: mmap(fd, length, PROT_READ, MAP_PRIVATE) maps the chunk;
@@ -235,16 +238,19 @@ struct kvfs_unpin {
  * Errors: ENOTTY (not a chunk fd), EBUSY (a handle is already taken on this
  * fd), ENOENT (chunk vanished, or unlinked and published again since the
  * fd was opened), EACCES (the caller may not read the namespace: checked
- * for the caller of the ioctl, not the opener of the fd), EOPNOTSUPP (the
- * arena cannot export the chunk), ENOSPC (cuda L1: the handles held already
+ * for the caller of the ioctl, not the opener of the fd), EINVAL (unknown
+ * kind), EOPNOTSUPP (CUDA_IPC from a host arena), ENODATA (CUDA_IPC of a
+ * chunk served from a temporary buffer), ENOSPC (the handles held already
  * take as much device memory as the arena; release some), ENOMEM or EIO
  * (the device could not allocate or copy the handle's buffer).
  */
 struct kvfs_handle {
 	uint32_t version;
 	uint32_t size;
-	/* out */
+	/* in: 0 (the arena's own kind) or the kind wanted (see
+	 * kvfs_handle_get_kind); out: the kind given */
 	uint32_t kind;
+	/* out */
 	int32_t device;
 	uint64_t offset;
 	uint64_t length;
@@ -414,6 +420,20 @@ int kvfs_release(int fd, struct kvfs_result *res);
  * this fd), -ENOENT (the chunk vanished), -EACCES.
  */
 int kvfs_handle_get(int fd, struct kvfs_handle *h);
+
+/*
+ * kvfs_handle_get_kind - kvfs_handle_get asking for a kind: 0 = the
+ * arena's own (as kvfs_handle_get); KVFS_HANDLE_HOST_MMAP on any L1 (the
+ * fd is mmap-able everywhere); KVFS_HANDLE_CUDA_IPC on cuda L1, and on
+ * pinned L1, where the daemon DMAs the chunk from its page-locked arena
+ * into a device buffer of its own, so the engine gets the bytes on the
+ * GPU at PCIe speed without staging them itself. Errors: as
+ * kvfs_handle_get, -EINVAL (unknown kind), -EOPNOTSUPP (CUDA_IPC from a
+ * host L1), -ENOSPC (handle buffers already use as much device memory as
+ * the arena), -ENODATA (the chunk is served from a temporary buffer: L1
+ * is full of pinned chunks).
+ */
+int kvfs_handle_get_kind(int fd, uint32_t kind, struct kvfs_handle *h);
 
 /* kvfs_handle_put - releases the handle taken on fd. 0 or -ENOENT. */
 int kvfs_handle_put(int fd, const struct kvfs_handle *h);

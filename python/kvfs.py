@@ -782,8 +782,15 @@ class Connector:
                 pass
         res.leases = []
 
-    def handle(self, key):
-        """A zero-copy Handle on a chunk (None on a miss)."""
+    def handle(self, key, kind=0):
+        """A zero-copy Handle on a chunk (None on a miss). kind: 0 = the
+        L1's own (HANDLE_HOST_MMAP for host and pinned L1,
+        HANDLE_CUDA_IPC for cuda L1), or HANDLE_CUDA_IPC to get the chunk
+        on the GPU from a pinned L1 (the daemon DMAs it into a device
+        buffer of its own), or HANDLE_HOST_MMAP."""
+        if kind not in (0, HANDLE_HOST_MMAP, HANDLE_CUDA_IPC):
+            raise ValueError("kind must be 0, HANDLE_HOST_MMAP or "
+                             "HANDLE_CUDA_IPC")
         try:
             fd = os.open(key_hex(key), os.O_RDONLY | os.O_CLOEXEC,
                          dir_fd=self.fd)
@@ -793,6 +800,7 @@ class Connector:
             arg = HandleArg()
             arg.version = ABI_VERSION
             arg.size = ctypes.sizeof(HandleArg)
+            arg.kind = kind
             _ioctl(fd, IOC_HANDLE, arg)
         except BaseException:
             os.close(fd)

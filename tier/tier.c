@@ -1593,7 +1593,9 @@ int tier_arena_export(struct tier *t, const struct tier_chunk *c,
 	*cookie = NULL;
 	if (c->tmp)
 		return -ENODATA;
-	if (t->arena.host || !t->arena.ops->export_handle)
+	/* host: -ENOTSUP from the backend; pinned: a DMA into a buffer of
+	 * its own; cuda: a device-to-device copy into one */
+	if (!t->arena.ops->export_handle)
 		return -ENOTSUP;
 	/* c is pinned: its extent cannot move or be freed meanwhile. */
 	memset(&ex, 0, sizeof(ex));

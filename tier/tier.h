@@ -368,8 +368,10 @@ long long tier_chunk_offset(const struct tier_chunk *c);
  * cuda backend copies the chunk into a buffer of its own, so the handle
  * reaches this chunk only). *cookie must be passed to tier_arena_unexport
  * when the handle is released (before or after tier_put). May block for a
- * device copy: call without fs locks. -ENOTSUP for host and pinned arenas
- * (mmap the chunk fd instead), -ENODATA when c is not in the arena. */
+ * device copy: call without fs locks. The pinned backend DMAs the chunk
+ * from its page-locked arena into such a buffer. -ENOTSUP for host arenas
+ * (mmap the chunk fd instead), -ENODATA when c is not in the arena,
+ * -ENOSPC (export budget), -ENOMEM, -EIO. */
 int tier_arena_export(struct tier *t, const struct tier_chunk *c,
 		      uint8_t ipc[64], uint64_t *offset, void **cookie);
 /* tier_arena_unexport - frees what tier_arena_export made; NULL is a no-op. */

@@ -254,14 +254,15 @@ static inline int gt_check_device(struct gpu_rt *rt, const void *dptr,
 }
 
 /*
- * The engine, l1=cuda: per chunk, open, take a handle, map it on the
+ * The engine with CUDA IPC handles (kind: 0 for the arena's own, or
+ * KVFS_HANDLE_CUDA_IPC): per chunk, open, take a handle, map it on the
  * device, compare, copy into an own device buffer and compare that, check
  * the mapping is this chunk's buffer only (2 MiB-rounded, zero tail), close
- * the mapping, release, and read the chunk through FUSE too (the cuda
- * arena's bounce path).
+ * the mapping, release, and read the chunk through FUSE too (for l1=cuda,
+ * the arena's bounce path).
  */
-static inline int gt_engine_cuda(const struct kvfs_mnt *m, const char *ns,
-				 uint64_t base)
+static inline int gt_engine_ipc(const struct kvfs_mnt *m, const char *ns,
+				uint64_t base, uint32_t kind)
 {
 	struct gpu_rt rt;
 	char err[256], path[PATH_MAX];
@@ -282,10 +283,10 @@ static inline int gt_engine_cuda(const struct kvfs_mnt *m, const char *ns,
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return gt_fail("open %s: %s", path, strerror(errno));
-		rc = kvfs_handle_get(fd, &h);
+		rc = kvfs_handle_get_kind(fd, kind, &h);
 		if (rc < 0)
-			return gt_fail("KVFS_IOC_HANDLE on %s: %s", path,
-				       strerror(-rc));
+			return gt_fail("KVFS_IOC_HANDLE (kind %u) on %s: %s",
+				       kind, path, strerror(-rc));
 		if (h.kind != KVFS_HANDLE_CUDA_IPC || h.length != len ||
 		    h.device < 0)
 			return gt_fail("handle: kind %u length %llu device %d,"
@@ -341,11 +342,26 @@ static inline int gt_engine_cuda(const struct kvfs_mnt *m, const char *ns,
 		close(fd);
 		rc = kvfs_test_read_check(path, len, base + i);
 		if (rc < 0)
-			return gt_fail("read() of %s with l1=cuda: %s", path,
+			return gt_fail("read() of %s: %s", path,
 				       strerror(-rc));
 	}
 	gpu_rt_unload(&rt);
 	return 0;
+}
+
+/* The engine, l1=cuda: the arena's own handles (CUDA IPC). */
+static inline int gt_engine_cuda(const struct kvfs_mnt *m, const char *ns,
+				 uint64_t base)
+{
+	return gt_engine_ipc(m, ns, base, 0);
+}
+
+/* The engine, l1=pinned, asking for CUDA IPC handles: the daemon DMAs each
+ * chunk from its page-locked arena into a device buffer of its own. */
+static inline int gt_engine_pinned_ipc(const struct kvfs_mnt *m,
+				       const char *ns, uint64_t base)
+{
+	return gt_engine_ipc(m, ns, base, KVFS_HANDLE_CUDA_IPC);
 }
 
 /*
@@ -508,6 +524,11 @@ static inline int gt_scenario(const char *l1)
 	if (rc == 0)
 		rc = gt_in_child(cuda ? gt_engine_cuda : gt_engine_pinned, &m,
 				 "other.tp1.r0", 200);
+	/* pinned L1 also hands out device copies on request */
+	if (rc == 0 && !cuda)
+		rc = gt_in_child(gt_engine_pinned_ipc, &m, "llama.tp1.r0", 100);
+	if (rc == 0 && !cuda)
+		rc = gt_in_child(gt_engine_pinned_ipc, &m, "other.tp1.r0", 200);
 	if (rc == 0)
 		rc = gt_devcheck(&m, "llama.tp1.r0");
 	st = kvfs_test_umount(&m);

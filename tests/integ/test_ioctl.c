@@ -569,6 +569,23 @@ static void test_handle(void **state)
 	assert_int_equal(kvfs_handle_put(cfd, &h), 0);
 	assert_int_equal(refs("handle", &keys[1]), 1);
 	assert_int_equal(kvfs_handle_put(cfd, &h), -ENOENT);
+	/* Kinds on request: HOST_MMAP is what host L1 has anyway; a CUDA
+	 * IPC handle needs a GPU-backed L1 (EOPNOTSUPP, nothing held);
+	 * unknown kinds are EINVAL (also straight through the ioctl). */
+	assert_int_equal(kvfs_handle_get_kind(cfd, KVFS_HANDLE_HOST_MMAP, &h),
+			 0);
+	assert_int_equal(h.kind, KVFS_HANDLE_HOST_MMAP);
+	assert_int_equal(kvfs_handle_put(cfd, &h), 0);
+	assert_int_equal(kvfs_handle_get_kind(cfd, KVFS_HANDLE_CUDA_IPC, &h),
+			 -EOPNOTSUPP);
+	assert_int_equal(refs("handle", &keys[1]), 1);
+	assert_int_equal(kvfs_handle_get_kind(cfd, 3, &h), -EINVAL);
+	memset(&h, 0, sizeof(h));
+	h.version = KVFS_ABI_VERSION;
+	h.size = sizeof(h);
+	h.kind = 77;
+	assert_int_equal(raw_ioctl(cfd, KVFS_IOC_HANDLE, &h), -EINVAL);
+	assert_int_equal(refs("handle", &keys[1]), 1);
 	/* Closing the fd releases a handle still held. */
 	assert_int_equal(kvfs_handle_get(cfd, &h), 0);
 	assert_int_equal(refs("handle", &keys[1]), 2);

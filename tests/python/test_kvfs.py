@@ -427,11 +427,27 @@ class MountTest(unittest.TestCase):
             self.assertEqual(cm.exception.errno, errno.ENOTSUP)
         n, why = kvfs.cuda_probe()
         self.assertTrue((n > 0 and why is None) or (n == 0 and why))
+        # a device copy needs a GPU-backed L1; unknown kinds are refused
+        with self.assertRaises(OSError) as cm:
+            c.handle(ks[0], kind=kvfs.HANDLE_CUDA_IPC)
+        self.assertEqual(cm.exception.errno, errno.EOPNOTSUPP)
+        with self.assertRaises(ValueError):
+            c.handle(ks[0], kind=5)
+        with c.handle(ks[0], kind=kvfs.HANDLE_HOST_MMAP) as h:
+            self.assertEqual(h.kind, kvfs.HANDLE_HOST_MMAP)
 
     def test_cuda_ipc_fake_runtime(self):
         """l1=cuda end to end with the stand-in CUDA runtime (device
         memory is shared memory there, so the mapped chunk can be read
         back on the host): put, handle, cuda_open, compare, close."""
+        self._fake_gpu_handle("cuda", 0)
+
+    def test_pinned_ipc_fake_runtime(self):
+        """l1=pinned, a handle asked for as HANDLE_CUDA_IPC: the daemon
+        DMAs the chunk into a device buffer; the same checks."""
+        self._fake_gpu_handle("pinned", kvfs.HANDLE_CUDA_IPC)
+
+    def _fake_gpu_handle(self, l1, kind):
         build = os.environ.get("KVFS_BUILD", "build")
         fake = os.environ.get("KVFS_FAKECUDART") or os.path.join(
             build if os.path.isabs(build) else os.path.join(REPO, build),
@@ -440,16 +456,16 @@ class MountTest(unittest.TestCase):
             self.skipTest("no stand-in CUDA runtime at %s" % fake)
         env = dict(os.environ, KVFS_CUDART=fake)
         env.pop("FAKECUDA_DEVICES", None)
-        mnt = tempfile.mkdtemp(prefix="kvfs-pytest-cuda.")
+        mnt = tempfile.mkdtemp(prefix="kvfs-pytest-%s." % l1)
         before = os.stat(mnt).st_dev
-        d = subprocess.Popen([MOUNT_BIN, "-f", "-o", "l1=cuda,l1_size=32M",
-                              mnt], env=env)
+        d = subprocess.Popen([MOUNT_BIN, "-f", "-o",
+                              "l1=%s,l1_size=32M" % l1, mnt], env=env)
         try:
             deadline = time.monotonic() + 30
             while os.stat(mnt).st_dev == before:
                 if d.poll() is not None:
-                    self.skipTest("l1=cuda with the stand-in runtime did "
-                                  "not mount (exit %d)" % d.returncode)
+                    self.skipTest("l1=%s with the stand-in runtime did "
+                                  "not mount (exit %d)" % (l1, d.returncode))
                 self.assertLess(time.monotonic(), deadline)
                 time.sleep(0.01)
             script = (
@@ -458,7 +474,7 @@ class MountTest(unittest.TestCase):
                 "k = c.keys(range(4))[0]\n"
                 "data = bytes((i * 7 + 3) % 251 for i in range(300000))\n"
                 "c.put(k, data)\n"
-                "h = c.handle(k)\n"
+                "h = c.handle(k, kind=int(sys.argv[2]))\n"
                 "assert h.kind == kvfs.HANDLE_CUDA_IPC, h.kind\n"
                 "m = h.cuda_open()\n"
                 "assert m.length == len(data), m.length\n"
@@ -468,7 +484,7 @@ class MountTest(unittest.TestCase):
                 "c.close()\n"
                 "print('ok')\n")
             out = subprocess.run(
-                [sys.executable, "-c", script, mnt], env=dict(
+                [sys.executable, "-c", script, mnt, str(kind)], env=dict(
                     env, PYTHONPATH=os.path.join(REPO, "python")),
                 capture_output=True, text=True, timeout=60)
             self.assertEqual(out.returncode, 0, out.stderr)
