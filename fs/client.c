@@ -378,7 +378,15 @@ int kvfs_handle_get_kind(int fd, uint32_t kind, struct kvfs_handle *h)
 	h->size = sizeof(*h);
 	h->kind = kind;
 	rc = do_ioctl(fd, KVFS_IOC_HANDLE, h);
-	return rc < 0 ? rc : 0;
+	if (rc < 0)
+		return rc;
+	if (kind && h->kind != kind) {
+		/* a daemon from before kinds could be asked for */
+		kvfs_handle_put(fd, h);
+		memset(h, 0, sizeof(*h));
+		return -EOPNOTSUPP;
+	}
+	return 0;
 }
 
 int kvfs_handle_get(int fd, struct kvfs_handle *h)

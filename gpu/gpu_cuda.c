@@ -94,6 +94,7 @@ struct cuda_priv {
 	struct cuda_slot slot[CUDA_NBOUNCE]; /* busy: lock */
 	unsigned long exports; /* outstanding exports: lock */
 	uint64_t export_bytes; /* their device bytes: lock */
+	uint64_t export_cap;   /* what exports may take (set at alloc) */
 };
 
 /* One export: its device buffer and what it counts against the budget. */
@@ -199,6 +200,17 @@ static int pinned_alloc(struct gpu_arena *a, uint64_t size, int device,
 		goto err_unmap;
 	}
 	p->registered = true;
+	{
+		/* Exports of a pinned arena are device memory the engines'
+		 * GPU shares: at most a quarter of it, nor more than the
+		 * arena. */
+		size_t fr = 0, tot = 0;
+
+		p->export_cap = size;
+		if (p->rt.MemGetInfo(&fr, &tot) == GPU_RT_SUCCESS && tot &&
+		    tot / 4 < p->export_cap)
+			p->export_cap = tot / 4;
+	}
 	a->device = device;
 	a->handle_kind = KVFS_HANDLE_HOST_MMAP;
 	return 0;
@@ -326,6 +338,7 @@ static int cuda_alloc(struct gpu_arena *a, uint64_t size, int device,
 	a->memfd = -1;
 	a->device = device;
 	a->handle_kind = KVFS_HANDLE_CUDA_IPC;
+	p->export_cap = size; /* handles: at most the arena again */
 	return 0;
 
 err_slots:
@@ -475,12 +488,13 @@ static int export_new(struct gpu_arena *a, const void *src, uint64_t len,
 		cap = CUDA_EXPORT_ALIGN; /* an empty chunk still has a buffer */
 	/*
 	 * Handle buffers are device memory outside the arena: together they
-	 * may take at most as much as the arena (l1_size) plus one buffer,
-	 * so readers holding handles cannot exhaust the GPU. Past it: -ENOSPC
-	 * until handles are released.
+	 * may take at most export_cap (cuda: the arena's size; pinned: also
+	 * at most a quarter of the GPU) plus one buffer, so readers holding
+	 * handles cannot exhaust the GPU. Past it: -ENOSPC until handles are
+	 * released.
 	 */
 	pthread_mutex_lock(&p->lock);
-	if (p->export_bytes + cap > a->size + CUDA_EXPORT_ALIGN &&
+	if (p->export_bytes + cap > p->export_cap + CUDA_EXPORT_ALIGN &&
 	    p->export_bytes) {
 		pthread_mutex_unlock(&p->lock);
 		return -ENOSPC;

@@ -802,6 +802,16 @@ class Connector:
             arg.size = ctypes.sizeof(HandleArg)
             arg.kind = kind
             _ioctl(fd, IOC_HANDLE, arg)
+            if kind and arg.kind != kind:
+                # a daemon from before kinds could be asked for
+                rel = HandleReleaseArg()
+                rel.version = ABI_VERSION
+                rel.size = ctypes.sizeof(HandleReleaseArg)
+                rel.handle_id = arg.handle_id
+                _ioctl(fd, IOC_HANDLE_RELEASE, rel)
+                raise OSError(_errno.EOPNOTSUPP,
+                              "the mount gave handle kind %d, not %d" %
+                              (arg.kind, kind))
         except BaseException:
             os.close(fd)
             raise

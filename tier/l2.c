@@ -923,8 +923,10 @@ void l2_free(struct l2 *l2, const struct l2_loc *loc)
 		return;
 	}
 	l2_ent_kill(l2, e);
-	/* a segment being reclaimed is deleted soon anyway */
-	if (!r || seg->state == SEG_RECLAIM || l2->io_stop) {
+	/* Erased even in a segment being reclaimed (deleted soon, but a
+	 * crash before that would recover the record); its fd stays open
+	 * while the punch holds a reference. */
+	if (!r || l2->io_stop) {
 		pthread_mutex_unlock(&l2->lock);
 		free(r);
 		return;
@@ -954,6 +956,10 @@ int l2_sync_frees(struct l2 *l2, int timeout_ms)
 		dl.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&l2->lock);
+	/* A reclaim move of a freed record writes a copy that move_done
+	 * frees (before moves_pending drops): wait for the moves first. */
+	while (l2->moves_pending && !rc)
+		rc = pthread_cond_timedwait(&l2->free_cond, &l2->lock, &dl);
 	target = l2->frees_queued;
 	while (l2->frees_done < target && !rc)
 		rc = pthread_cond_timedwait(&l2->free_cond, &l2->lock, &dl);

@@ -251,8 +251,9 @@ int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
 void l2_free(struct l2 *l2, const struct l2_loc *loc);
 
 /* l2_sync_frees - waits until the records of every l2_free called before
- * it are erased on disk (punched, or their header zeroed), so that a
- * daemon killed afterwards does not recover them; at most timeout_ms.
+ * it are erased on disk (punched, or their header zeroed), and copies a
+ * reclaim was moving meanwhile too, so that a daemon killed afterwards
+ * does not recover them; at most timeout_ms.
  * Returns 0 or -ETIMEDOUT. (Not fsync: a power loss may still bring a
  * record back, with its own bytes, checksummed.) */
 int l2_sync_frees(struct l2 *l2, int timeout_ms);

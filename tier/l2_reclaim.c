@@ -59,6 +59,7 @@ static void move_done(void *arg, struct l2_rec *rec, int err,
 		l2->st.moves++;
 	l2->moves_pending--;
 	pthread_cond_broadcast(&l2->move_cond);
+	pthread_cond_broadcast(&l2->free_cond); /* l2_sync_frees */
 	pthread_mutex_unlock(&l2->lock);
 	free(m);
 }
@@ -214,7 +215,9 @@ static bool reclaim_one(struct l2 *l2)
 		}
 		if (rc) {
 			pthread_mutex_lock(&l2->lock);
-			if (rc == -EBADMSG)
+			/* (not when an l2_free erased it while we read) */
+			if (rc == -EBADMSG &&
+			    seg->ents[i].state != ENT_DEAD)
 				l2->st.corrupt++;
 			l2_ent_kill(l2, &seg->ents[i]);
 			pthread_mutex_unlock(&l2->lock);

@@ -1256,6 +1256,7 @@ int tier_unlink(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	struct tier_rec *r;
 	bool waited = false, sync;
+	int waits = 0;
 
 	tier_lock(t);
 again:
@@ -1269,8 +1270,9 @@ again:
 	/* An L2 write of the chunk in flight: let it land, then erase it
 	 * with the rest, so a daemon killed after the unlink returns does
 	 * not bring the chunk back from L2. */
-	if (!waited && tier_l2_wait_write(t, r)) {
+	if (waits < 3 && tier_l2_wait_write(t, r)) {
 		waited = true;
+		waits++; /* republished meanwhile and written again: a few */
 		goto again;
 	}
 	idx_remove(t, r);

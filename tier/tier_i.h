@@ -221,9 +221,10 @@ void tier_l2_on_hit(struct tier *t, struct tier_rec *r);
 /* r is being unlinked: frees its L2 record; true when there was one (then
  * call tier_l2_sync_frees after dropping tier.lock). */
 bool tier_l2_forget(struct tier *t, struct tier_rec *r);
-/* Waits (bounded, dropping tier.lock) while an L2 write of r is in flight,
- * so an unlink can erase what it wrote; true when it waited (r may have
- * changed or gone: look it up again). */
+/* An unlink of r: an L2 write of r still queued is cancelled (false);
+ * one being written is waited for (bounded, dropping tier.lock) so the
+ * unlink can erase what it wrote: true (r may have changed or gone: look
+ * it up again). */
 bool tier_l2_wait_write(struct tier *t, struct tier_rec *r);
 /* tier.lock NOT held: waits until the L2 records freed so far are erased
  * on disk (bounded), so a daemon killed next does not recover them. */

@@ -430,17 +430,52 @@ bool tier_l2_forget(struct tier *t, struct tier_rec *r)
  * erasure of its record. */
 #define TL2_UNLINK_WAIT_MS 2000
 
+/* Takes r's L2 write job off the demoter's queue if it has not started:
+ * nothing was written, nothing needs erasing. True when it did. */
+static bool cancel_queued(struct tier *t, struct tier_rec *r)
+{
+	struct tier_l2 *t2 = t->l2;
+	struct tl2_job *job = job_of(r), *prev = NULL, *j;
+
+	for (j = t2->head; j && j != job; j = j->next)
+		prev = j;
+	if (!j)
+		return false; /* the demoter has it: being written */
+	if (prev)
+		prev->next = j->next;
+	else
+		t2->head = j->next;
+	if (t2->tail == j)
+		t2->tail = prev;
+	r->flags &= (uint8_t)~TREC_L2W;
+	memset(r->l2.b, 0, sizeof(r->l2.b));
+	job->finished = true;
+	if (job->raw)
+		t2->raw_queued -= job->size;
+	else
+		t2->l1_queued -= job->size;
+	if (!job->readers) { /* else the last promotion copying frees it */
+		free(job->raw);
+		free(job);
+	}
+	tier_unref(t, r); /* the job's pin; r stays indexed */
+	pthread_cond_broadcast(&t2->cond); /* the demoter's rescan */
+	return true;
+}
+
 bool tier_l2_wait_write(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 	struct timespec dl;
 
-	if (!t2 || !(r->flags & TREC_L2W))
+	if (!t2 || !(r->flags & TREC_L2W) || (r->flags & TREC_ZOMBIE))
+		return false;
+	if (cancel_queued(t, r))
 		return false;
 	clock_gettime(CLOCK_MONOTONIC, &dl);
 	dl.tv_sec += TL2_UNLINK_WAIT_MS / 1000;
 	tier_ref(t, r);
-	while ((r->flags & TREC_L2W) &&
+	while ((r->flags & TREC_L2W) && !(r->flags & TREC_ZOMBIE) &&
 	       pthread_cond_timedwait(&t2->cond, &t->lock, &dl) != ETIMEDOUT)
 		;
 	tier_unref(t, r);

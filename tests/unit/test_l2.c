@@ -1566,6 +1566,56 @@ static void test_engine_ingest_all_and_prefetch(void **state)
 	env_free(e);
 }
 
+/*
+ * Unlinks while ingest=all writes are queued or in flight: queued writes
+ * are cancelled, written ones erased; when the unlinks return nothing of
+ * them is left in L2 and the queue counters are back to zero.
+ */
+static void test_engine_unlink_during_ingest(void **state)
+{
+	struct env *e = env_new();
+	const size_t len = 256 * 1024;
+	struct tier_config c;
+	struct tier_stats st;
+	struct kvfs_key k;
+	struct tier *t;
+	char err[256];
+	uint32_t ns;
+
+	(void)state;
+	ecfg(&c, e->dir);
+	c.ingest = TIER_INGEST_ALL;
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+	assert_int_equal(tier_ns_create(t, "ns", &ns), 0);
+	/* each unlinked right after its publication: its write is queued
+	 * (cancelled) or being written (waited for, then erased) */
+	for (uint64_t i = 0; i < 24; i++) {
+		assert_int_equal(eput(t, ns, i, len), 0);
+		k = mkkey(i);
+		assert_int_equal(tier_unlink(t, ns, &k), 0);
+	}
+	/* a batch, then its unlinks: mostly written by then */
+	for (uint64_t i = 24; i < 48; i++)
+		assert_int_equal(eput(t, ns, i, len), 0);
+	for (uint64_t i = 24; i < 48; i++) {
+		k = mkkey(i);
+		assert_int_equal(tier_unlink(t, ns, &k), 0);
+	}
+	tier_get_stats(t, &st);
+	print_message("# %llu of 48 L2 writes happened before their unlink\n",
+		      (unsigned long long)st.l2_writes);
+	assert_int_equal(st.l2_bytes, 0);
+	assert_int_equal(st.l2_chunks, 0);
+	assert_int_equal(st.l2_errors, 0);
+	/* nothing lands later either */
+	usleep(300 * 1000);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l2_bytes, 0);
+	assert_int_equal(st.l2_chunks, 0);
+	tier_destroy(t);
+	env_free(e);
+}
+
 static void test_engine_ingest_hot_and_pin(void **state)
 {
 	struct env *e = env_new();
@@ -2023,6 +2073,7 @@ int main(void)
 		cmocka_unit_test(test_engine_corrupt_live),
 		cmocka_unit_test(test_engine_pinned_l1_tmp_buffer),
 		cmocka_unit_test(test_engine_ingest_all_and_prefetch),
+		cmocka_unit_test(test_engine_unlink_during_ingest),
 		cmocka_unit_test(test_engine_ingest_hot_and_pin),
 		cmocka_unit_test(test_engine_bad_l2_dir),
 		cmocka_unit_test(test_engine_empty_chunk),
