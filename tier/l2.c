@@ -888,6 +888,15 @@ int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
 	rc = rec_decode(l2, h, dst, len);
 count:
 	pthread_mutex_lock(&l2->lock);
+	if (rc == -EBADMSG) {
+		/* freed meanwhile (an unlink erased it under the read): a
+		 * miss, not a corrupt record */
+		struct l2_seg *s2 = l2_seg_find(l2, loc->seg);
+		struct l2_ent *e = s2 ? l2_ent_find(s2, loc->blk) : NULL;
+
+		if (!e || e->nblk != loc->nblk || e->state == ENT_DEAD)
+			rc = -ENOENT;
+	}
 	if (rc == 0)
 		l2->st.reads++;
 	else if (rc == -EBADMSG)
