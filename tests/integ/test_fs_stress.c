@@ -4,7 +4,8 @@
  * read and verify, unlink, readdir, xattrs and stat, while the kernel is
  * told to drop its dentries (forget). Every byte read must be one that was
  * written for that key, and the daemon (under ASan in make test) must exit
- * cleanly.
+ * cleanly. Then the same with a small L2 behind L1, in both ingestion
+ * modes.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -119,7 +120,30 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static void test_stress(void **state)
+/* The number after "key": in the l2 section of .kvfs/stats. */
+static unsigned long long l2_stat(const struct kvfs_mnt *m, const char *key)
+{
+	char p[PATH_MAX], buf[16384], want[64];
+	const char *l2, *v;
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/.kvfs/stats", m->dir);
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	l2 = strstr(buf, "\"l2\": {");
+	assert_non_null(l2);
+	snprintf(want, sizeof(want), "\"%s\": ", key);
+	v = strstr(l2, want);
+	assert_non_null(v);
+	return strtoull(v + strlen(want), NULL, 10);
+}
+
+static void stress(const char *opts)
 {
 	struct kvfs_mnt m;
 	struct ctx c;
@@ -127,7 +151,7 @@ static void test_stress(void **state)
 	pthread_t tid[NTHREADS];
 	int fd;
 
-	assert_int_equal(kvfs_test_mount(&m, "l1_size=1M,max_chunk=128K"), 0);
+	assert_int_equal(kvfs_test_mount(&m, opts), 0);
 	memset(&c, 0, sizeof(c));
 	snprintf(c.dir, sizeof(c.dir), "%s/s", m.dir);
 	assert_int_equal(mkdir(c.dir, 0755), 0);
@@ -155,13 +179,62 @@ static void test_stress(void **state)
 	assert_int_equal(c.bad, 0);
 	assert_true(c.writes > 20);
 	assert_true(c.reads > 20);
+	if (strstr(opts, "l2_dir=")) {
+		unsigned long long rd = l2_stat(&m, "reads"),
+				   rc = l2_stat(&m, "reclaims"),
+				   bad = l2_stat(&m, "corrupt");
+
+		fprintf(stderr, "# L2: %llu reads, %llu reclaims, %llu "
+			"corrupt\n", rd, rc, bad);
+		/* the L2 was really in play, and nothing read from it
+		 * failed its checks */
+		assert_true(rd > 0);
+		assert_true(rc > 0);
+		assert_int_equal(bad, 0);
+	}
 	assert_int_equal(kvfs_test_umount(&m), 0);
+}
+
+static void test_stress(void **state)
+{
+	stress("l1_size=1M,max_chunk=128K");
+}
+
+/*
+ * The same with an L2 small enough to reclaim all the time, in both
+ * ingestion modes: promotions, demotions, background writes, reclaim
+ * moves and unlinks (which cancel, wait for and erase L2 records) race
+ * with the readers, who must still see only bytes written for their key.
+ */
+static void stress_l2(const char *ingest)
+{
+	char dir[] = "/var/tmp/kvfs-stress-l2.XXXXXX", opts[PATH_MAX + 128];
+	char cmd[PATH_MAX + 32];
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(opts, sizeof(opts), "l1_size=1M,max_chunk=128K,l2_dir=%s,"
+		 "l2_size=2M,ingest=%s", dir, ingest);
+	stress(opts);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_stress_l2_evicted(void **state)
+{
+	stress_l2("evicted");
+}
+
+static void test_stress_l2_all(void **state)
+{
+	stress_l2("all");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stress),
+		cmocka_unit_test(test_stress_l2_evicted),
+		cmocka_unit_test(test_stress_l2_all),
 	};
 
 	if (access("/dev/fuse", R_OK | W_OK)) {
