@@ -36,7 +36,7 @@
 
 struct ctx {
 	char dir[PATH_MAX];
-	volatile int stop;
+	int stop; /* atomic */
 	long bad, reads, writes;
 };
 
@@ -54,7 +54,7 @@ static void *worker(void *arg)
 	uint8_t *buf = malloc(MAXLEN);
 
 	snprintf(tmp, sizeof(tmp), "%s/.tmp%d", c->dir, t->id);
-	while (!c->stop) {
+	while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {
 		int k = (int)(rand_r(&t->seed) % NKEYS);
 		int op = (int)(rand_r(&t->seed) % 7);
 		size_t n = 1000 + rand_r(&t->seed) % (MAXLEN - 1000);
@@ -171,7 +171,7 @@ static void stress(const char *opts)
 			close(fd);
 		}
 	}
-	c.stop = 1;
+	__atomic_store_n(&c.stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_join(tid[i], NULL);
 	fprintf(stderr, "# %ld writes, %ld reads verified\n", c.writes,

@@ -347,11 +347,20 @@ static int put(struct env *e, const char *ns, const struct kvfs_key *key,
 static int get(struct env *e, const char *ns, const struct kvfs_key *key,
 	       void *buf, size_t len)
 {
-	struct ment *m = find(e, ns, key);
+	struct l2_loc loc;
+	struct ment *m;
+	bool present;
 
-	if (!m || !m->present)
+	/* the reclaim thread's callbacks change entries under e->mu */
+	pthread_mutex_lock(&e->mu);
+	m = find(e, ns, key);
+	present = m && m->present;
+	if (present)
+		loc = m->loc;
+	pthread_mutex_unlock(&e->mu);
+	if (!present)
 		return -ENOENT;
-	return l2_read(e->l2, &m->loc, ns, key, buf, len);
+	return l2_read(e->l2, &loc, ns, key, buf, len);
 }
 
 static void seg_path(struct env *e, uint32_t seg, char *p, size_t len)
