@@ -1174,6 +1174,8 @@ int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	}
 	touch(t, r);
 	r->hits++;
+	if (r->l2_heat < UINT16_MAX)
+		r->l2_heat++;
 	n->hits++;
 	t->hits++;
 	tier_ref(t, r);

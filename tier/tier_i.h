@@ -67,6 +67,9 @@ struct tier_rec {
 	uint32_t kpins;              /* of refs: key pins (lookup, pin_key) */
 	uint8_t where;               /* enum tier_where */
 	uint8_t flags;               /* TREC_* */
+	uint16_t l2_heat;            /* hits since its L2 copy was written
+				      * or moved (saturating): what a reclaim
+				      * calls hot */
 };
 
 /* 184 bytes: with malloc's 8-byte header, one 192-byte heap chunk. */

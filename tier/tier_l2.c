@@ -241,6 +241,7 @@ static int queue_write(struct tier *t, struct tier_rec *r, void *raw)
 	job->shuffle = ns_shuffle(t, r);
 	tier_ref(t, r);
 	r->flags |= TREC_L2W;
+	r->l2_heat = 0; /* reads from now on make the new copy hot */
 	job_set(r, job);
 	if (raw)
 		t2->raw_queued += r->size;
@@ -785,8 +786,10 @@ static enum l2_reclaim_verdict on_reclaim(void *arg,
 		tier_unlock(t);
 		return L2_DROP; /* not our entry (a newer copy, or gone) */
 	}
-	hot = r->pi.refs > 0 || (r->flags & TREC_PROMO) ||
-	      r->hits >= (t->l2->hot_hits ? t->l2->hot_hits : 1);
+	/* hot: in use, or read since this copy was written or last moved
+	 * (hotness decays: a chunk read long ago is not carried forward
+	 * at every reclaim) */
+	hot = r->pi.refs > 0 || (r->flags & TREC_PROMO) || r->l2_heat > 0;
 	if (hot && may_keep) {
 		tier_unlock(t);
 		return L2_KEEP;
@@ -832,8 +835,10 @@ static bool on_moved(void *arg, const struct l2_rec_info *ri,
 	r = tier_idx_find(t, id, &ri->key);
 	if (r && rec_loc_is(r, &ri->loc)) {
 		matched = true;
-		if (to)
+		if (to) {
 			loc_set(r, to, ri->stored_len);
+			r->l2_heat = 0; /* kept once: must be read again */
+		}
 		else if (r->where == TIER_L1)
 			r->flags &= (uint8_t)~TREC_L2;
 		else

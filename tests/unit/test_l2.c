@@ -1576,6 +1576,57 @@ static void test_engine_ingest_all_and_prefetch(void **state)
 }
 
 /*
+ * Reclaim keeps what was read since it was written or last kept, and
+ * lets it go once it cools: chunk 0, read once after its L2 write,
+ * survives the reclaim of its segment while its cold neighbours go; not
+ * read again, it goes at the next reclaim of the segment it was moved to.
+ */
+static void test_engine_reclaim_heat(void **state)
+{
+	struct env *e = env_new();
+	const size_t len = 256 * 1024;
+	struct tier_config c;
+	struct kvfs_key k0 = mkkey(0), k1 = mkkey(1);
+	struct tier_stats st;
+	struct tier_info info;
+	struct tier *t;
+	char err[256];
+	uint32_t ns;
+	uint64_t n = 0;
+
+	(void)state;
+	ecfg(&c, e->dir);
+	c.ingest = TIER_INGEST_ALL;
+	c.l2_size = 8 << 20;
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+	assert_int_equal(tier_ns_create(t, "ns", &ns), 0);
+	for (; n < 10; n++)
+		assert_int_equal(eput(t, ns, n, len), 0);
+	ewait_writes(t, n);
+	assert_int_equal(echeck(t, ns, 0, len, NULL), 0); /* a read */
+	/* until the first reclaim (of the oldest segment, 0's and 1's) */
+	do {
+		assert_true(n < 400);
+		assert_int_equal(eput(t, ns, n, len), 0);
+		ewait_writes(t, ++n);
+		tier_get_stats(t, &st);
+	} while (st.l2_reclaims == 0);
+	/* both evicted from L1 long ago; chunk 1 was never read */
+	assert_int_equal(tier_stat(t, ns, &k1, &info), -ENOENT);
+	assert_int_equal(tier_stat(t, ns, &k0, &info), 0);
+	assert_int_equal(info.where, TIER_L2); /* kept, in L2 only */
+	/* not read again: its moved copy goes with its new segment */
+	while (tier_stat(t, ns, &k0, &info) == 0) {
+		assert_true(n < 1000);
+		assert_int_equal(eput(t, ns, n, len), 0);
+		ewait_writes(t, ++n);
+	}
+	assert_int_equal(echeck(t, ns, 0, len, NULL), -ENOENT);
+	tier_destroy(t);
+	env_free(e);
+}
+
+/*
  * Unlinks while ingest=all writes are queued or in flight: queued writes
  * are cancelled, written ones erased; when the unlinks return nothing of
  * them is left in L2 and the queue counters are back to zero.
@@ -2082,6 +2133,7 @@ int main(void)
 		cmocka_unit_test(test_engine_corrupt_live),
 		cmocka_unit_test(test_engine_pinned_l1_tmp_buffer),
 		cmocka_unit_test(test_engine_ingest_all_and_prefetch),
+		cmocka_unit_test(test_engine_reclaim_heat),
 		cmocka_unit_test(test_engine_unlink_during_ingest),
 		cmocka_unit_test(test_engine_ingest_hot_and_pin),
 		cmocka_unit_test(test_engine_bad_l2_dir),
