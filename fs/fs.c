@@ -528,12 +528,14 @@ static void wr_discard(struct fs *fs, struct fs_wr *w)
  * Publishes the chunk under key (NULL: the key given at create). Takes
  * w->lock exclusively. Returns 0 or -errno; the chunk is published or
  * discarded either way, except -EPERM/-EINVAL which report a writer that
- * was already finished.
+ * was already finished, and, with keep_refused (a rename), -EEXIST and
+ * -EMSGSIZE, which leave the writer open as it was.
  */
 static void queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			bool published);
 
-static int wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key)
+static int wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
+		      bool keep_refused)
 {
 	struct tier_info info;
 	int err;
@@ -552,7 +554,15 @@ static int wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key
 		return err;
 	}
 	w->final_size = tier_wr_size(w->w);
-	err = tier_wr_publish(fs->tier, w->w, key);
+	if (keep_refused) {
+		err = tier_wr_publish_or_keep(fs->tier, w->w, key);
+		if (err == -EEXIST || err == -EMSGSIZE) {
+			pthread_rwlock_unlock(&w->lock);
+			return err; /* still open, still ours */
+		}
+	} else {
+		err = tier_wr_publish(fs->tier, w->w, key);
+	}
 	w->w = NULL;
 	w->state = err ? FS_WR_DISCARDED : FS_WR_PUBLISHED;
 	if (!err) {
@@ -1913,7 +1923,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, err); /* rename publishes; or nothing yet */
 		return;
 	}
-	err = wr_publish(fs, w, NULL);
+	err = wr_publish(fs, w, NULL, false);
 	fuse_reply_err(req, -err);
 }
 
@@ -1930,7 +1940,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		/* the last close, and no flush published it: e.g. `touch
 		 * key` (no bytes), or the writer's process closed early and
 		 * a child wrote the bytes */
-		err = wr_publish(fs, w, NULL);
+		err = wr_publish(fs, w, NULL, false);
 		if (!err)
 			__atomic_add_fetch(&fs->priv->late_publishes, 1,
 					   __ATOMIC_RELAXED);
@@ -2002,6 +2012,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs_priv *p = fs->priv;
 	struct kvfs_key key, tkey;
 	struct fs_wr *w;
+	bool gone;
 	uint32_t ns, ns2;
 	int err, r;
 
@@ -2074,21 +2085,32 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, 0);
 		return;
 	}
-	/* temporary -> key: publication. The name goes either way: a
-	 * failed publish discards the chunk. */
+	/*
+	 * temporary -> key: publication. The temporary's name goes with a
+	 * publication or a discard (bytes missing, namespace gone); a
+	 * refusal (EEXIST: the key exists or is being written; EMSGSIZE:
+	 * not chunk_bytes long) leaves the temporary as it was, as rename(2)
+	 * leaves its source: the writer may unlink it, or write the rest
+	 * and rename it again.
+	 */
 	w->refs++;
-	tmp_unlist(p, w);
-	wr_unref_locked(fs, w); /* the name table's ref */
 	pthread_mutex_unlock(&p->lock);
-	err = wr_publish(fs, w, &tkey);
+	err = wr_publish(fs, w, &tkey, true);
+	pthread_rwlock_rdlock(&w->lock);
+	gone = w->state != FS_WR_OPEN;
+	pthread_rwlock_unlock(&w->lock);
+	pthread_mutex_lock(&p->lock);
+	if (gone && w->in_tmptab) {
+		tmp_unlist(p, w);
+		wr_unref_locked(fs, w); /* the name table's ref */
+	}
 	if (!err) {
-		pthread_mutex_lock(&p->lock);
 		w->has_key = true;
 		w->key = tkey;
-		pthread_mutex_unlock(&p->lock);
-		/* the kernel looked the new name up first: not a miss */
-		tier_count_misses(fs->tier, -1);
 	}
+	pthread_mutex_unlock(&p->lock);
+	if (!err) /* the kernel looked the new name up first: not a miss */
+		tier_count_misses(fs->tier, -1);
 	wr_unref(fs, w);
 	fuse_reply_err(req, -err);
 }

@@ -187,6 +187,15 @@ int tier_wr_set_parent(struct tier *t, struct tier_wr *w,
 int tier_wr_publish(struct tier *t, struct tier_wr *w,
 		    const struct kvfs_key *key);
 
+/*
+ * tier_wr_publish_or_keep - tier_wr_publish, except that a refusal,
+ * -EEXIST or -EMSGSIZE, leaves w as it was (still the caller's, still
+ * writable): rename(2) of a temporary leaves its source in place when it
+ * fails. Other errors consume w as tier_wr_publish does.
+ */
+int tier_wr_publish_or_keep(struct tier *t, struct tier_wr *w,
+			    const struct kvfs_key *key);
+
 /* tier_wr_abort - discards the chunk being written and frees w. */
 void tier_wr_abort(struct tier *t, struct tier_wr *w);
 

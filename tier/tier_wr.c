@@ -272,8 +272,8 @@ void tier_wr_abort(struct tier *t, struct tier_wr *w)
 	wr_free(w);
 }
 
-int tier_wr_publish(struct tier *t, struct tier_wr *w,
-		    const struct kvfs_key *key)
+static int publish(struct tier *t, struct tier_wr *w,
+		   const struct kvfs_key *key, bool keep_refused)
 {
 	const struct kvfs_key *pkey;
 	struct tier_rec *r;
@@ -308,6 +308,12 @@ int tier_wr_publish(struct tier *t, struct tier_wr *w,
 		rc = -EEXIST;
 	if (rc == 0 && ns->chunk_bytes && w->size != ns->chunk_bytes)
 		rc = -EMSGSIZE;
+	if (rc < 0 && keep_refused && (rc == -EEXIST || rc == -EMSGSIZE)) {
+		/* refused, not failed: w is left as it was */
+		tier_unlock(t);
+		free(r);
+		return rc;
+	}
 	if (rc < 0) {
 		writer_drop(t, w);
 		t->discards++;
@@ -360,4 +366,16 @@ out_free:
 	free(r);
 	wr_free(w);
 	return rc;
+}
+
+int tier_wr_publish(struct tier *t, struct tier_wr *w,
+		    const struct kvfs_key *key)
+{
+	return publish(t, w, key, false);
+}
+
+int tier_wr_publish_or_keep(struct tier *t, struct tier_wr *w,
+			    const struct kvfs_key *key)
+{
+	return publish(t, w, key, true);
 }

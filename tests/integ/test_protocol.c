@@ -358,12 +358,17 @@ static void test_rename_publish(void **state)
 	assert_int_equal(close(fd), 0);
 	assert_int_equal(kvfs_test_read_check(q, 8192, 12), 0);
 
-	/* onto an existing key: EEXIST, the temporary is consumed, the
-	 * existing chunk is untouched */
+	/* onto an existing key: EEXIST, the existing chunk is untouched and
+	 * the temporary is left as it was (as rename(2) leaves its source:
+	 * the write-then-rename idiom unlinks it next) */
 	assert_int_equal(kvfs_test_write_file(tmp, 100, 13, 0), 0);
 	assert_int_equal(rename(tmp, q), -1);
 	assert_int_equal(errno, EEXIST);
 	assert_int_equal(kvfs_test_read_check(q, 8192, 12), 0);
+	assert_int_equal(stat(tmp, &st), 0);
+	assert_int_equal(st.st_size, 100);
+	assert_int_equal(kvfs_test_read_check(tmp, 100, 13), 0);
+	assert_int_equal(unlink(tmp), 0);
 
 	/* temporary to temporary, then unlink */
 	assert_int_equal(kvfs_test_write_file(tmp, 100, 14, 0), 0);
@@ -416,13 +421,28 @@ static void test_chunk_bytes(void **state)
 	/* exact: published */
 	assert_int_equal(kvfs_test_write_file(p, 65536, 22, 0), 0);
 	assert_int_equal(kvfs_test_read_check(p, 65536, 22), 0);
-	/* by rename: the rename reports it */
+	/* by rename: the rename reports it, nothing is published, and the
+	 * temporary stays: the rest can be written and the rename retried */
 	snprintf(tmp, sizeof(tmp), "%s/.t", ns);
 	key_path(p, ns, next_key++);
 	assert_int_equal(kvfs_test_write_file(tmp, 1000, 23, 0), 0);
 	assert_int_equal(rename(tmp, p), -1);
 	assert_int_equal(errno, EMSGSIZE);
 	assert_int_equal(stat(p, &st), -1);
+	assert_int_equal(stat(tmp, &st), 0);
+	assert_int_equal(st.st_size, 1000);
+	{
+		static char rest[65536 - 1000];
+		int fd = open(tmp, O_WRONLY);
+
+		assert_true(fd >= 0);
+		kvfs_test_fill(rest, sizeof(rest), 23, 1000);
+		assert_int_equal(pwrite(fd, rest, sizeof(rest), 1000),
+				 (ssize_t)sizeof(rest));
+		assert_int_equal(close(fd), 0);
+	}
+	assert_int_equal(rename(tmp, p), 0);
+	assert_int_equal(kvfs_test_read_check(p, 65536, 23), 0);
 	assert_int_equal(stat(tmp, &st), -1);
 	assert_int_equal(setxattr(ns, "user.kvfs.chunk_bytes", "abc", 3, 0),
 			 -1);
