@@ -61,6 +61,7 @@ struct tl2_pf {
 	struct tl2_pf *next;
 	uint32_t ns;
 	struct kvfs_key key;
+	uint64_t size;
 };
 
 struct tier_l2 {
@@ -69,6 +70,7 @@ struct tier_l2 {
 	struct tl2_job *head, *tail;  /* tier.lock: demoter queue */
 	struct tl2_pf *pf_head, *pf_tail; /* tier.lock: prefetch queue */
 	uint64_t npf;          /* tier.lock */
+	uint64_t pf_bytes;     /* tier.lock: bytes of the queued prefetches */
 	uint64_t raw_queued;   /* tier.lock: bytes of job copies */
 	uint64_t l1_queued;    /* tier.lock: L1 bytes pinned by ingest jobs */
 	uint64_t errors;       /* tier.lock: open failure, dropped demotions */
@@ -668,12 +670,19 @@ void tier_l2_prefetch(struct tier *t, struct tier_rec *r)
 
 	if (!t2 || !t2->l2 || r->where != TIER_L2 || t2->npf >= TL2_MAX_PREFETCH)
 		return;
+	/* A run larger than L1 would evict its own head (what the engine
+	 * reads first) to make room for its tail: prefetch at most three
+	 * quarters of L1 ahead; the rest is promoted when it is read. */
+	if (t2->pf_bytes + r->size > t->l1_cap / 4 * 3)
+		return;
 	p = malloc(sizeof(*p));
 	if (!p)
 		return;
 	p->next = NULL;
 	p->ns = r->ns;
 	p->key = r->key;
+	p->size = r->size;
+	t2->pf_bytes += r->size;
 	if (t2->pf_tail)
 		t2->pf_tail->next = p;
 	else
@@ -703,6 +712,7 @@ static void *prefetcher_main(void *arg)
 		if (!t2->pf_head)
 			t2->pf_tail = NULL;
 		t2->npf--;
+		t2->pf_bytes -= p->size;
 		r = tier_idx_find(t, p->ns, &p->key);
 		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
 			struct tier_chunk c = { 0 };

@@ -1576,6 +1576,56 @@ static void test_engine_ingest_all_and_prefetch(void **state)
 }
 
 /*
+ * A prefetch of a run larger than L1 promotes only three quarters of L1's
+ * worth, from the head of the run (what the engine reads first), instead
+ * of evicting the head to make room for the tail.
+ */
+static void test_engine_prefetch_bounded(void **state)
+{
+	struct env *e = env_new();
+	const size_t len = 256 * 1024;
+	struct kvfs_key keys[40];
+	struct tier_config c;
+	struct tier_stats st;
+	struct tier_info info;
+	struct tier *t;
+	char err[256];
+	uint32_t ns, found = 0, in1 = 0, in2 = 0;
+
+	(void)state;
+	ecfg(&c, e->dir); /* L1: 4 MiB, 16 chunks */
+	c.ingest = TIER_INGEST_ALL;
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+	assert_int_equal(tier_ns_create(t, "ns", &ns), 0);
+	for (uint64_t i = 0; i < 40; i++) {
+		assert_int_equal(eput(t, ns, i, len), 0);
+		keys[i] = mkkey(i);
+	}
+	ewait_writes(t, 40);
+	assert_int_equal(tier_lookup(t, ns, keys, 40, 0, false, true, &found,
+				     &in1, &in2), 0);
+	assert_int_equal(found, 40);
+	assert_true(in2 >= 20);
+	for (int i = 0; i < 3000; i++) {
+		tier_get_stats(t, &st);
+		if (st.promotions >= 12)
+			break;
+		usleep(1000);
+	}
+	usleep(200 * 1000); /* nothing more comes */
+	tier_get_stats(t, &st);
+	assert_int_equal(st.promotions, 12); /* 3 MiB of the 4 MiB L1 */
+	for (int i = 0; i < 12; i++) {
+		assert_int_equal(tier_stat(t, ns, &keys[i], &info), 0);
+		assert_int_equal(info.where, TIER_L1);
+	}
+	for (uint64_t i = 0; i < 40; i++)
+		assert_int_equal(echeck(t, ns, i, len, NULL), 0);
+	tier_destroy(t);
+	env_free(e);
+}
+
+/*
  * Reclaim keeps what was read since it was written or last kept, and
  * lets it go once it cools: chunk 0, read once after its L2 write,
  * survives the reclaim of its segment while its cold neighbours go; not
@@ -2133,6 +2183,7 @@ int main(void)
 		cmocka_unit_test(test_engine_corrupt_live),
 		cmocka_unit_test(test_engine_pinned_l1_tmp_buffer),
 		cmocka_unit_test(test_engine_ingest_all_and_prefetch),
+		cmocka_unit_test(test_engine_prefetch_bounded),
 		cmocka_unit_test(test_engine_reclaim_heat),
 		cmocka_unit_test(test_engine_unlink_during_ingest),
 		cmocka_unit_test(test_engine_ingest_hot_and_pin),
