@@ -188,9 +188,14 @@ static int run_lookup(const char *cmd, int argc, char **argv, unsigned flags)
 		/* The lease dies with this fd: hold it until it expires, or
 		 * until SIGINT/SIGTERM (then give it back at once). */
 		struct sigaction sa = { .sa_handler = on_signal };
-		unsigned ms = lease_ms ? (unsigned)lease_ms : mount_lease_ms(dir);
+		unsigned mount_ms = mount_lease_ms(dir);
+		unsigned ms = lease_ms ? (unsigned)lease_ms : mount_ms;
 		struct timespec end, now;
 
+		/* the mount grants users other than root at most its
+		 * lease_ms: hold no longer than the lease lives */
+		if (geteuid() != 0 && mount_ms && ms > mount_ms)
+			ms = mount_ms;
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGHUP, &sa, NULL);
