@@ -280,6 +280,15 @@ long kvfs_group_lookup(int fd, const char *const *ns, size_t nns,
 		       unsigned flags, uint32_t lease_ms,
 		       struct kvfs_result *res)
 {
+	return kvfs_group_lookup_at(fd, ns, nns, keys, nkeys, 0, flags,
+				    lease_ms, res);
+}
+
+long kvfs_group_lookup_at(int fd, const char *const *ns, size_t nns,
+			  const struct kvfs_key *keys, size_t nkeys,
+			  uint32_t depth_base, unsigned flags,
+			  uint32_t lease_ms, struct kvfs_result *res)
+{
 	struct kvfs_result local;
 	struct kvfs_group_lookup *g;
 	size_t off = 0;
@@ -312,7 +321,7 @@ long kvfs_group_lookup(int fd, const char *const *ns, size_t nns,
 		g->nns = (uint32_t)nns;
 		g->lease_ms = lease_ms;
 		g->found = 0;
-		g->depth_base = (uint32_t)off;
+		g->depth_base = depth_base + (uint32_t)off;
 		g->lease_id = 0;
 		memset(g->missing, 0, sizeof(g->missing));
 		memcpy(g->keys, keys + off, n * sizeof(keys[0]));

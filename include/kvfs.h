@@ -404,6 +404,14 @@ long kvfs_group_lookup(int fd, const char *const *ns, size_t nns,
 		       unsigned flags, uint32_t lease_ms,
 		       struct kvfs_result *res);
 
+/* kvfs_group_lookup_at - kvfs_group_lookup of a chain whose first key is
+ * at depth depth_base of the prompt (as kvfs_lookup's depth_base; 0 when
+ * keys start at the first chunk, which is what kvfs_group_lookup does). */
+long kvfs_group_lookup_at(int fd, const char *const *ns, size_t nns,
+			  const struct kvfs_key *keys, size_t nkeys,
+			  uint32_t depth_base, unsigned flags,
+			  uint32_t lease_ms, struct kvfs_result *res);
+
 /* kvfs_unpin - releases one lease (fd: any directory fd of the mount).
  * Returns 0, -ENOENT (unknown, expired or already released), -EPERM
  * (another user's lease). */

@@ -534,6 +534,24 @@ static void test_group(void **state)
 						   0, &res), 395);
 		xattr_of("g.r1", &lk[390], KVFS_XATTR_DEPTH, val, sizeof(val));
 		assert_string_equal(val, "390");
+		/* a chain that starts mid-prompt: depths from depth_base */
+		{
+			const char *h[] = { "h.r0", "h.r1" };
+			int h0 = ns_create("h.r0", 0755);
+			int h1 = ns_create("h.r1", 0755);
+
+			put_range(h0, lk, 0, 10);
+			put_range(h1, lk, 0, 10);
+			assert_int_equal(kvfs_group_lookup_at(rootfd, h, 2, lk,
+							      10, 1000, 0, 0,
+							      &res),
+					 10);
+			xattr_of("h.r1", &lk[5], KVFS_XATTR_DEPTH, val,
+				 sizeof(val));
+			assert_string_equal(val, "1005");
+			close(h0);
+			close(h1);
+		}
 		free(lk);
 		close(f0);
 		close(f1);
