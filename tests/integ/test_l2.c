@@ -673,7 +673,17 @@ static void test_unlink_survives_sigkill(void **state)
 	mkns(&m, "ns");
 	for (uint64_t i = 0; i < 40; i++)
 		assert_int_equal(put(&m, "ns", i, 256 * 1024), 0);
-	sleep_ms(300); /* most of the background L2 writes land */
+	/* the background L2 writes of these 40 land (so the odd ones, not
+	 * unlinked, must come back) */
+	for (int tries = 0;; tries++) {
+		struct stats_text sx;
+
+		assert_int_equal(stats_read(&m, &sx), 0);
+		if (stat_num(&sx, true, "writes") >= 40)
+			break;
+		assert_true(tries < 2000);
+		sleep_ms(10);
+	}
 	for (uint64_t i = 40; i < 60; i++) {
 		assert_int_equal(put(&m, "ns", i, 256 * 1024), 0);
 		kvfs_test_key_name(i, name);
