@@ -803,6 +803,29 @@ void l2_flush(struct l2 *l2)
 
 /* ------------------------------------------------------------- reads */
 
+/* A condition variable timed against CLOCK_MONOTONIC (see deadline). */
+static void cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/* *dl = now + ms on CLOCK_MONOTONIC. */
+static void deadline(struct timespec *dl, int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, dl);
+	dl->tv_sec += ms / 1000;
+	dl->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (dl->tv_nsec >= 1000000000L) {
+		dl->tv_sec++;
+		dl->tv_nsec -= 1000000000L;
+	}
+}
+
 int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
 	    const struct kvfs_key *key, void *dst, size_t len)
 {
@@ -826,14 +849,7 @@ int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
 		free(r);
 		return -ENOMEM;
 	}
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&r->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	cond_init_monotonic(&r->cond);
 
 	pthread_mutex_lock(&l2->lock);
 	seg = l2_seg_find(l2, loc->seg);
@@ -848,13 +864,7 @@ int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
 
 	l2_io_submit(l2, r);
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += l2->cfg.read_timeout_ms / 1000;
-	dl.tv_nsec += (long)(l2->cfg.read_timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	deadline(&dl, l2->cfg.read_timeout_ms);
 	pthread_mutex_lock(&l2->lock);
 	while (!r->finished) {
 		if (pthread_cond_timedwait(&r->cond, &l2->lock, &dl) ==
@@ -957,13 +967,7 @@ int l2_sync_frees(struct l2 *l2, int timeout_ms)
 	uint64_t target;
 	int rc = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += timeout_ms / 1000;
-	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	deadline(&dl, timeout_ms);
 	pthread_mutex_lock(&l2->lock);
 	/* A reclaim move of a freed record writes a copy that move_done
 	 * frees (before moves_pending drops): wait for the moves first. */
@@ -1441,15 +1445,7 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 	l2->next_seg = 1;
 	pthread_mutex_init(&l2->lock, NULL);
 	pthread_cond_init(&l2->idle_cond, NULL);
-	{
-		pthread_condattr_t ca;
-
-		/* l2_sync_frees waits with a CLOCK_MONOTONIC deadline */
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&l2->free_cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	cond_init_monotonic(&l2->free_cond); /* l2_sync_frees */
 	pthread_cond_init(&l2->rc_cond, NULL);
 	pthread_cond_init(&l2->move_cond, NULL);
 	pthread_mutex_init(&l2->mt_lock, NULL);

@@ -779,22 +779,32 @@ static int on_recover(void *arg, const struct l2_rec_info *ri)
 	return 0;
 }
 
+/* Takes tier.lock and returns the record whose L2 copy is ri, or NULL
+ * (not our entry: a newer copy, or gone); the lock is held either way. */
+static struct tier_rec *lock_entry(struct tier *t,
+				   const struct l2_rec_info *ri)
+{
+	struct tier_rec *r = NULL;
+	uint32_t id;
+	bool known = tier_ns_find(t, ri->ns, &id) == 0;
+
+	tier_lock(t);
+	if (known)
+		r = tier_idx_find(t, id, &ri->key);
+	return r && rec_loc_is(r, &ri->loc) ? r : NULL;
+}
+
 static enum l2_reclaim_verdict on_reclaim(void *arg,
 					  const struct l2_rec_info *ri,
 					  bool may_keep)
 {
 	struct tier *t = arg;
-	struct tier_rec *r;
-	uint32_t id;
+	struct tier_rec *r = lock_entry(t, ri);
 	bool hot;
 
-	if (tier_ns_find(t, ri->ns, &id))
-		return L2_DROP;
-	tier_lock(t);
-	r = tier_idx_find(t, id, &ri->key);
-	if (!r || !rec_loc_is(r, &ri->loc)) {
+	if (!r) {
 		tier_unlock(t);
-		return L2_DROP; /* not our entry (a newer copy, or gone) */
+		return L2_DROP;
 	}
 	/* hot: in use, or read since this copy was written or last moved
 	 * (hotness decays: a chunk read long ago is not carried forward
@@ -817,15 +827,10 @@ static enum l2_reclaim_verdict on_reclaim(void *arg,
 static bool on_pinned(void *arg, const struct l2_rec_info *ri)
 {
 	struct tier *t = arg;
-	struct tier_rec *r;
+	struct tier_rec *r = lock_entry(t, ri);
 	bool pinned = false;
-	uint32_t id;
 
-	if (tier_ns_find(t, ri->ns, &id))
-		return false;
-	tier_lock(t);
-	r = tier_idx_find(t, id, &ri->key);
-	if (r && rec_loc_is(r, &ri->loc) && r->where == TIER_L2)
+	if (r && r->where == TIER_L2)
 		pinned = r->pi.refs > 0 || (r->flags & TREC_PROMO);
 	tier_unlock(t);
 	return pinned;
@@ -835,21 +840,15 @@ static bool on_moved(void *arg, const struct l2_rec_info *ri,
 		     const struct l2_loc *to)
 {
 	struct tier *t = arg;
-	struct tier_rec *r;
+	struct tier_rec *r = lock_entry(t, ri);
 	bool matched = false;
-	uint32_t id;
 
-	if (tier_ns_find(t, ri->ns, &id))
-		return false;
-	tier_lock(t);
-	r = tier_idx_find(t, id, &ri->key);
-	if (r && rec_loc_is(r, &ri->loc)) {
+	if (r) {
 		matched = true;
 		if (to) {
 			loc_set(r, to, ri->stored_len);
 			r->l2_heat = 0; /* kept once: must be read again */
-		}
-		else if (r->where == TIER_L1)
+		} else if (r->where == TIER_L1)
 			r->flags &= (uint8_t)~TREC_L2;
 		else
 			drop_l2_only(t, r, TIER_GONE_DROPPED);
