@@ -5,17 +5,14 @@
  * faster here than calls into the shared libxxhash.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include "hash/hashkey.h"
+#include "hash/htab.h"
 #include "kvfs.h"
 
 _Static_assert(sizeof(XXH3_state_t) <= sizeof(((struct hashkey_sum *)0)->state),
@@ -153,38 +150,13 @@ uint64_t hashkey_sum_final(struct hashkey_sum *s)
 	return XXH3_64bits_digest((XXH3_state_t *)(void *)s->state);
 }
 
-/*
- * File names are chosen by whoever writes to the mount, so they cannot be
- * trusted to be uniform: a writer could pick many keys that one unkeyed mix
- * sends to one bucket and make every lookup walk a long chain under the
- * engine's lock. The index hash is therefore XXH3 keyed with a seed drawn
- * at random once per process (it is never stored: L2 recovery recomputes
- * it), which a writer cannot learn.
- */
-static uint64_t index_seed;
-static pthread_once_t index_once = PTHREAD_ONCE_INIT;
-
-static void index_seed_init(void)
-{
-	uint64_t s = 0;
-
-	if (getrandom(&s, sizeof(s), GRND_NONBLOCK) != (ssize_t)sizeof(s)) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		s = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^
-		    (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 32) ^
-		    (uint64_t)(uintptr_t)&s;
-	}
-	index_seed = s;
-}
-
+/* The index hash is htab_hash (hash/htab.h): XXH3 keyed with a seed drawn
+ * at random once per process, so writers cannot aim keys at one bucket. */
 uint64_t hashkey_index(uint32_t ns, const struct kvfs_key *key)
 {
 	unsigned char b[sizeof(key->b) + 4];
 
-	pthread_once(&index_once, index_seed_init);
 	memcpy(b, key->b, sizeof(key->b));
 	memcpy(b + sizeof(key->b), &ns, 4);
-	return XXH3_64bits_withSeed(b, sizeof(b), index_seed);
+	return htab_hash(0, b, sizeof(b));
 }
