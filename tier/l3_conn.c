@@ -288,14 +288,32 @@ static int conn_read(redisContext *c)
 		       : -errno;
 }
 
-static int conn_wait(redisContext *c, short events, uint64_t deadline,
+/* A wait's deadline: hard, or sooner when idle_ns pass without progress. */
+struct l3_dl {
+	uint64_t hard, idle, last;
+};
+
+static uint64_t dl_now(const struct l3_dl *dl)
+{
+	uint64_t soft = dl->last + dl->idle;
+
+	return dl->idle && soft < dl->hard ? soft : dl->hard;
+}
+
+static void dl_progress(struct l3_dl *dl)
+{
+	if (dl->idle)
+		dl->last = l3_now_ns();
+}
+
+static int conn_wait(redisContext *c, short events, struct l3_dl *dl,
 		     short *revents)
 {
 	struct pollfd p = { .fd = c->fd, .events = events };
 	struct timespec ts;
 	int k, err;
 
-	err = remaining_ts(deadline, &ts);
+	err = remaining_ts(dl_now(dl), &ts);
 	if (err)
 		return err;
 	k = ppoll(&p, 1, &ts, NULL);
@@ -313,7 +331,7 @@ static int conn_wait(redisContext *c, short events, uint64_t deadline,
 /* Sends every command (reading replies that arrive meanwhile into the
  * reader, so neither side's buffers can fill up and stall the other). */
 static int conn_send(redisContext *c, const struct l3_cmd *cmds, size_t n,
-		     uint64_t deadline)
+		     struct l3_dl *dl)
 {
 	size_t i = 0, off = 0; /* the next byte: cmds[i].buf + off */
 
@@ -339,7 +357,7 @@ static int conn_send(redisContext *c, const struct l3_cmd *cmds, size_t n,
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				return -errno;
-			err = conn_wait(c, POLLOUT | POLLIN, deadline, &rev);
+			err = conn_wait(c, POLLOUT | POLLIN, dl, &rev);
 			if (err)
 				return err;
 			if (rev & POLLIN) {
@@ -349,6 +367,7 @@ static int conn_send(redisContext *c, const struct l3_cmd *cmds, size_t n,
 			}
 			continue;
 		}
+		dl_progress(dl);
 		while (k > 0) {
 			size_t left = cmds[i].len - off;
 
@@ -366,7 +385,7 @@ static int conn_send(redisContext *c, const struct l3_cmd *cmds, size_t n,
 }
 
 static int conn_recv(redisContext *c, redisReply **replies, size_t n,
-		     uint64_t deadline)
+		     struct l3_dl *dl)
 {
 	size_t got = 0;
 
@@ -382,11 +401,13 @@ static int conn_recv(redisContext *c, redisReply **replies, size_t n,
 			continue;
 		}
 		err = conn_read(c);
-		if (!err)
+		if (!err) {
+			dl_progress(dl);
 			continue;
+		}
 		if (err != -EAGAIN)
 			return err;
-		err = conn_wait(c, POLLIN, deadline, &rev);
+		err = conn_wait(c, POLLIN, dl, &rev);
 		if (err)
 			return err;
 	}
@@ -417,11 +438,13 @@ static int conn_auth(struct l3_node *n, redisContext *c, uint64_t deadline)
 		return -ENOMEM;
 	cmd.buf = buf;
 	cmd.len = (size_t)len;
-	err = conn_send(c, &cmd, 1, deadline);
+	struct l3_dl dl = { .hard = deadline };
+
+	err = conn_send(c, &cmd, 1, &dl);
 	explicit_bzero(buf, (size_t)len);
 	redisFreeCommand(buf);
 	if (!err)
-		err = conn_recv(c, &r, 1, deadline);
+		err = conn_recv(c, &r, 1, &dl);
 	if (!err && r->type == REDIS_REPLY_ERROR) {
 		node_logf(n, "AUTH refused: %.*s", (int)r->len, r->str);
 		err = -EACCES;
@@ -458,11 +481,13 @@ static bool pipe_fail(struct l3_pipe *p, int err)
 }
 
 int l3_pipe_send(struct l3_pipe *p, struct l3_node *n,
-		 const struct l3_cmd *cmds, size_t ncmd, uint64_t deadline_ns)
+		 const struct l3_cmd *cmds, size_t ncmd, uint64_t deadline_ns,
+		 uint64_t idle_ns)
 {
 	redisContext *c;
 	int err;
 
+	p->idle_ns = idle_ns;
 	p->n = n;
 	p->cmds = cmds;
 	p->ncmd = ncmd;
@@ -493,7 +518,10 @@ again:
 		}
 	}
 	atomic_fetch_add(&n->st.roundtrips, 1);
-	err = conn_send(c, cmds, ncmd, deadline_ns);
+	struct l3_dl dl = { .hard = deadline_ns, .idle = idle_ns,
+			    .last = l3_now_ns() };
+
+	err = conn_send(c, cmds, ncmd, &dl);
 	if (!err)
 		return 0;
 fail:
@@ -514,8 +542,10 @@ int l3_pipe_recv(struct l3_pipe *p, struct redisReply **replies,
 	for (;;) {
 		if (p->err)
 			return p->err;
-		err = conn_recv(p->n->pc[p->slot].c, replies, p->ncmd,
-				deadline_ns);
+		struct l3_dl dl = { .hard = deadline_ns, .idle = p->idle_ns,
+				    .last = l3_now_ns() };
+
+		err = conn_recv(p->n->pc[p->slot].c, replies, p->ncmd, &dl);
 		if (!err) {
 			pool_give(p->n, p->slot, 0);
 			p->slot = -1;
@@ -525,7 +555,8 @@ int l3_pipe_recv(struct l3_pipe *p, struct redisReply **replies,
 		if (!pipe_fail(p, err))
 			return err;
 		/* the retry: a fresh connection, the same commands */
-		l3_pipe_send(p, p->n, p->cmds, p->ncmd, deadline_ns);
+		l3_pipe_send(p, p->n, p->cmds, p->ncmd, deadline_ns,
+			     p->idle_ns);
 		p->tries = 1;
 	}
 }
@@ -536,6 +567,6 @@ int l3_node_pipeline(struct l3_node *n, const struct l3_cmd *cmds,
 {
 	struct l3_pipe p;
 
-	l3_pipe_send(&p, n, cmds, ncmd, deadline_ns);
+	l3_pipe_send(&p, n, cmds, ncmd, deadline_ns, 0);
 	return l3_pipe_recv(&p, replies, deadline_ns);
 }

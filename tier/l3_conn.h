@@ -89,16 +89,21 @@ int l3_node_pipeline(struct l3_node *n, const struct l3_cmd *cmds,
  * takes a connection and sends (its error is also returned by
  * l3_pipe_recv), l3_pipe_recv MUST follow every l3_pipe_send (it gives
  * the connection back). cmds must stay valid until l3_pipe_recv returns.
+ * idle_ns (0 = none): the pipe also fails once idle_ns pass with no byte
+ * sent or received, so deadline_ns can allow for the transfer of large
+ * values while a server that stopped answering is given up on sooner.
  */
 struct l3_pipe {
 	struct l3_node *n;
 	const struct l3_cmd *cmds;
 	size_t ncmd;
+	uint64_t idle_ns;
 	int slot, err, tries;
 	bool fresh;
 };
 int l3_pipe_send(struct l3_pipe *p, struct l3_node *n,
-		 const struct l3_cmd *cmds, size_t ncmd, uint64_t deadline_ns);
+		 const struct l3_cmd *cmds, size_t ncmd, uint64_t deadline_ns,
+		 uint64_t idle_ns);
 int l3_pipe_recv(struct l3_pipe *p, struct redisReply **replies,
 		 uint64_t deadline_ns);
 

@@ -503,7 +503,8 @@ long l3r_batch(struct l3r *r, struct l3r_op *ops, size_t n,
 		for (int k = 0; k < nn; k++)
 			if (cnt[k])
 				l3_pipe_send(&pipes[k], nodes[k], cmds + start[k],
-					     cnt[k], deadline_ns);
+					     cnt[k], deadline_ns,
+					     (uint64_t)r->timeout_ms * 1000000);
 		for (int k = 0; k < nn; k++) {
 			int err;
 

@@ -95,7 +95,10 @@ void l3r_close(struct l3r *r);
 
 /*
  * l3r_batch - runs ops (each on its key's node, redirections followed)
- * before deadline_ns (CLOCK_MONOTONIC, l3_now_ns()). Each op gets its own
+ * before deadline_ns (CLOCK_MONOTONIC, l3_now_ns()), and gives up on a
+ * node sooner when timeout_ms pass without a byte moving (so a deadline
+ * may allow for large values without waiting as long on a server that
+ * stopped answering). Each op gets its own
  * err: -EHOSTDOWN (node backing off or slot not served), -ETIMEDOUT,
  * -ECONNREFUSED..., -EREMOTEIO (an error reply: the reply is kept),
  * -ELOOP (too many redirections). Returns the number of ops with err 0.

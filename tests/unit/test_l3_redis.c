@@ -366,11 +366,12 @@ static void test_cluster_failures(void **state)
 	}
 	assert_int_equal(hit, 300);
 
-	/* a paused master (a hung server): time-outs within the bound */
+	/* a paused master (a hung server): given up on once TIMEOUT_MS
+	 * pass without a byte, however far the deadline */
 	rt_pause(&cl.node[0]);
 	batch_make(&b, 300, "EXISTS", NULL);
 	t0 = l3_now_ns();
-	hit = (size_t)batch_run(r, &b, TIMEOUT_MS);
+	hit = (size_t)batch_run(r, &b, 5000);
 	dt = l3_now_ns() - t0;
 	assert_true(hit > 100 && hit < 300);
 	assert_true(dt < (TIMEOUT_MS + 100) * 1000000ull);
