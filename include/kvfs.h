@@ -150,7 +150,10 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  *      depth_base: the depth of keys[0] (its index in the whole chain, for
  *      callers that split a long chain into several calls).
  * Out: found = length of the leading run present (stops at the first
- *      missing key), in_l1 + in_l2 == found, and with PIN a lease id (> 0)
+ *      missing key), in_l1 + in_l2 + in_l3 == found (in_l3: the part of
+ *      the run found only in the shared L3 tier, asked in one pipelined
+ *      round trip per L3 node; a daemon without L3 writes 0 there), and
+ *      with PIN a lease id (> 0)
  *      that holds every chunk of the run pinned until KVFS_IOC_UNPIN, the
  *      lease expires, or this fd is closed. A run of length 0 takes no lease
  *      (lease_id = 0). Each found key's depth and parent are recorded for
@@ -175,7 +178,7 @@ struct kvfs_lookup {
 	uint32_t found;
 	uint32_t in_l1;
 	uint32_t in_l2;
-	uint32_t reserved;
+	uint32_t in_l3;      /* was reserved (0) before L3 */
 	uint64_t lease_id;
 	struct kvfs_key keys[KVFS_LOOKUP_MAX];
 };
@@ -358,8 +361,9 @@ long kvfs_get(int nsfd, const struct kvfs_key *key, void *buf, size_t len);
 
 /*
  * The result of a (group) lookup. found: the leading run present (in
- * every namespace for a group); in_l1 + in_l2 == found for kvfs_lookup
- * (a group lookup does not report tiers: both are 0). With
+ * every namespace for a group); in_l1 + in_l2 + in_l3 == found for
+ * kvfs_lookup (a group lookup does not report tiers: all are 0; in_l3 is
+ * last so the struct's earlier layout is unchanged). With
  * KVFS_LOOKUP_PIN, leases[0..nleases) hold the run pinned: give them back with kvfs_release (or kvfs_unpin
  * each), or they expire after lease_ms, or when the fd used is closed.
  * missing[i] = 1 when group namespace i does not exist (-ENOENT).
@@ -371,6 +375,7 @@ struct kvfs_result {
 	uint32_t nleases;
 	uint64_t leases[KVFS_RESULT_LEASES];
 	uint8_t missing[KVFS_GROUP_MAX];
+	uint32_t in_l3;
 };
 
 /*

@@ -67,7 +67,7 @@ class LookupArg(ctypes.Structure):
         ("flags", ctypes.c_uint32), ("nkeys", ctypes.c_uint32),
         ("lease_ms", ctypes.c_uint32), ("depth_base", ctypes.c_uint32),
         ("found", ctypes.c_uint32), ("in_l1", ctypes.c_uint32),
-        ("in_l2", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+        ("in_l2", ctypes.c_uint32), ("in_l3", ctypes.c_uint32),
         ("lease_id", ctypes.c_uint64),
         ("keys", Key * LOOKUP_MAX),
     ]
