@@ -24,10 +24,7 @@ struct l3_item {
 	bool del;
 	size_t klen;
 	char key[L3_KEY_MAX];
-	void *data;            /* put: what was queued (owned) */
-	size_t len;
-	l3_encode_fn encode;
-	void *encode_arg;
+	struct l3_src src;     /* put */
 };
 
 /* One writer thread and its queue (a chunk always goes to the same one,
@@ -372,36 +369,27 @@ static int enqueue(struct l3 *l3, const struct kvfs_key *key,
 }
 
 int l3_put(struct l3 *l3, const char *ns, const struct kvfs_key *key,
-	   void *data, size_t len, l3_encode_fn encode, void *encode_arg)
+	   const struct l3_src *src)
 {
-	struct l3_item *it;
-	uint64_t q = atomic_fetch_add(&l3->queued_bytes, len);
-	int err;
+	struct l3_item *it = NULL;
+	uint64_t q = atomic_fetch_add(&l3->queued_bytes, src->bytes);
+	int err = 0;
 
-	if (q + len > l3->queue_cap) {
-		atomic_fetch_sub(&l3->queued_bytes, len);
-		atomic_fetch_add(&l3->drops, 1);
-		free(data);
-		return -EAGAIN;
+	if (q + src->bytes > l3->queue_cap)
+		err = -EAGAIN;
+	else if (!(it = malloc(sizeof(*it))))
+		err = -ENOMEM;
+	if (!err) {
+		it->del = false;
+		it->klen = l3_key(l3, ns, key, it->key);
+		it->src = *src;
+		err = enqueue(l3, key, it);
 	}
-	it = malloc(sizeof(*it));
-	if (!it) {
-		atomic_fetch_sub(&l3->queued_bytes, len);
-		atomic_fetch_add(&l3->drops, 1);
-		free(data);
-		return -ENOMEM;
-	}
-	it->del = false;
-	it->klen = l3_key(l3, ns, key, it->key);
-	it->data = data;
-	it->len = len;
-	it->encode = encode;
-	it->encode_arg = encode_arg;
-	err = enqueue(l3, key, it);
 	if (err) {
-		atomic_fetch_sub(&l3->queued_bytes, len);
-		free(data);
+		atomic_fetch_sub(&l3->queued_bytes, src->bytes);
+		atomic_fetch_add(&l3->drops, 1);
 		free(it);
+		src->release(src->arg, err);
 	}
 	return err;
 }
@@ -421,25 +409,25 @@ int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key)
 	return err;
 }
 
-/* Sends one batch of items; frees them. */
+/* Sends one batch of items; releases and frees them. */
 static void send_batch(struct l3 *l3, struct l3_item **items, size_t n)
 {
 	struct l3r_op ops[L3_BATCH_ITEMS];
 	void *vals[L3_BATCH_ITEMS];
 	size_t vlens[L3_BATCH_ITEMS];
+	int errs[L3_BATCH_ITEMS];
 	size_t nops = 0, bytes = 0;
-	struct l3_item *idx[L3_BATCH_ITEMS];
 
 	for (size_t i = 0; i < n; i++) {
 		struct l3_item *it = items[i];
-		void *val = it->data;
-		size_t vlen = it->len;
+		void *val = NULL;
+		size_t vlen = 0;
 		int err = 0;
 
 		vals[i] = NULL;
-		if (!it->del && it->encode) {
-			err = it->encode(it->encode_arg, it->data, it->len,
-					 &val, &vlen);
+		errs[i] = 0;
+		if (!it->del) {
+			err = it->src.encode(it->src.arg, &val, &vlen);
 			if (!err)
 				vals[i] = val;
 		}
@@ -450,19 +438,22 @@ static void send_batch(struct l3 *l3, struct l3_item **items, size_t n)
 				      : op_cmd(&ops[nops], "SET", it->key,
 					       it->klen, val ? val : "", vlen);
 		if (err) {
+			errs[i] = err;
 			atomic_fetch_add(&l3->drops, 1);
 			continue;
 		}
 		if (!it->del)
 			bytes += vlen;
-		vlens[nops] = vlen;
-		idx[nops++] = it;
+		vlens[nops++] = vlen;
 	}
 	l3r_batch(l3->r, ops, nops, deadline(l3, bytes));
-	for (size_t i = 0; i < nops; i++) {
-		struct l3_item *it = idx[i];
+	for (size_t i = 0, j = 0; i < n; i++) {
+		struct l3_item *it = items[i];
 
-		if (ops[i].err) {
+		if (errs[i])
+			continue;
+		errs[i] = ops[j].err;
+		if (ops[j].err) {
 			atomic_fetch_add(&l3->errors, 1);
 			if (!it->del)
 				atomic_fetch_add(&l3->drops, 1);
@@ -470,16 +461,21 @@ static void send_batch(struct l3 *l3, struct l3_item **items, size_t n)
 			atomic_fetch_add(&l3->dels, 1);
 		} else {
 			atomic_fetch_add(&l3->puts, 1);
-			atomic_fetch_add(&l3->bytes_out, vlens[i]);
+			atomic_fetch_add(&l3->bytes_out, vlens[j]);
 		}
-		op_done(&ops[i]);
+		op_done(&ops[j]);
+		j++;
 	}
 	for (size_t i = 0; i < n; i++) {
-		atomic_fetch_sub(&l3->queued_bytes, items[i]->len);
+		struct l3_item *it = items[i];
+
+		if (!it->del) {
+			atomic_fetch_sub(&l3->queued_bytes, it->src.bytes);
+			it->src.release(it->src.arg, errs[i]);
+		}
 		atomic_fetch_sub(&l3->queued, 1);
 		free(vals[i]);
-		free(items[i]->data);
-		free(items[i]);
+		free(it);
 	}
 }
 
@@ -498,9 +494,10 @@ static void *writer_main(void *arg)
 		if (!q->head)
 			break; /* stopping, and nothing left */
 		while (q->head && n < L3_BATCH_ITEMS &&
-		       (n == 0 || bytes + q->head->len <= L3_BATCH_BYTES)) {
+		       (n == 0 || bytes + (q->head->del ? 0 : q->head->src.bytes) <=
+					  L3_BATCH_BYTES)) {
 			items[n] = q->head;
-			bytes += q->head->len;
+			bytes += q->head->del ? 0 : q->head->src.bytes;
 			q->head = q->head->next;
 			n++;
 		}

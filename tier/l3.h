@@ -75,12 +75,20 @@ struct l3_val {
 };
 
 /*
- * l3_encode_fn - called by a writer thread to turn what was queued into
- * the value to store (the engine builds its record there, off the caller's
- * thread): *out (malloc'd, freed by l3) and *out_len. Non-zero = drop.
+ * What a queued write stores, built late: encode is called by a writer
+ * thread to produce the value (the engine builds its record there, off the
+ * caller's thread): *out (malloc'd, freed by l3) and *out_len; non-zero =
+ * the write is dropped. release is called exactly once, last, from any
+ * thread: with 0 when the value was stored, else a negative errno (queue
+ * full, shutting down, encode or server failure). bytes: what the item
+ * counts against queue_bytes.
  */
-typedef int (*l3_encode_fn)(void *arg, const void *data, size_t len,
-			    void **out, size_t *out_len);
+struct l3_src {
+	int (*encode)(void *arg, void **out, size_t *out_len);
+	void (*release)(void *arg, int err);
+	void *arg;
+	size_t bytes;
+};
 
 struct l3;
 
@@ -118,14 +126,13 @@ long l3_exists(struct l3 *l3, const char *ns, const struct kvfs_key *keys,
 	       size_t n, uint8_t *present);
 
 /*
- * l3_put - queues a write of (ns, key): data (len bytes, which the queue
- * now owns: it is free()d) goes through encode (if not NULL) on a writer
- * thread and is stored with SET. Returns 0, or -EAGAIN when the queue
- * holds queue_bytes already (dropped, freed, counted in queue_drops), or
- * -ESHUTDOWN.
+ * l3_put - queues a write of (ns, key) whose value src builds (SET).
+ * Returns 0, or -EAGAIN when the queue holds queue_bytes already (dropped,
+ * counted in queue_drops), -ENOMEM, -ESHUTDOWN; on an error src->release
+ * has been called already.
  */
 int l3_put(struct l3 *l3, const char *ns, const struct kvfs_key *key,
-	   void *data, size_t len, l3_encode_fn encode, void *encode_arg);
+	   const struct l3_src *src);
 
 /* l3_del - queues the deletion (UNLINK) of (ns, key), after any write of
  * it queued before. Never dropped for space. 0 or -ENOMEM, -ESHUTDOWN. */

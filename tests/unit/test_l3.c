@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,20 +58,57 @@ static void *val_of(unsigned i, size_t *len)
 	return v;
 }
 
-/* an encoder that prefixes "E:" (the engine builds its record here) */
-static int enc(void *arg, const void *data, size_t len, void **out,
-	       size_t *olen)
+/* A queued value: a malloc'd buffer, encoded with an "E:" prefix when
+ * prefix (the engine builds its record there), freed by release. */
+struct val {
+	void *data;
+	size_t len;
+	bool prefix;
+	int *encoded, *released, last_err;
+};
+
+static int enc(void *arg, void **out, size_t *olen)
 {
-	char *o = malloc(len + 2);
+	struct val *v = arg;
+	size_t extra = v->prefix ? 2 : 0;
+	char *o = malloc(v->len + extra);
 
 	if (!o)
 		return -ENOMEM;
-	memcpy(o, "E:", 2);
-	memcpy(o + 2, data, len);
+	memcpy(o, "E:", extra);
+	memcpy(o + extra, v->data, v->len);
 	*out = o;
-	*olen = len + 2;
-	(*(int *)arg)++;
+	*olen = v->len + extra;
+	if (v->encoded)
+		(*v->encoded)++;
 	return 0;
+}
+
+static int released_errs;
+
+static void rel(void *arg, int err)
+{
+	struct val *v = arg;
+
+	if (v->released)
+		(*v->released)++;
+	if (err)
+		released_errs++;
+	free(v->data);
+	free(v);
+}
+
+static int put(struct l3 *l3, const char *ns, const struct kvfs_key *k,
+	       void *data, size_t len, bool prefix, int *encoded)
+{
+	struct val *v = calloc(1, sizeof(*v));
+	struct l3_src src = { enc, rel, v, len };
+
+	v->data = data;
+	v->len = len;
+	v->prefix = prefix;
+	v->encoded = encoded;
+	return l3_put(l3, ns, k, &src);
 }
 
 static void test_key_layout(void **state)
@@ -100,8 +138,8 @@ static void test_put_get_exists_del(void **state)
 		size_t len;
 		void *v = val_of(i, &len);
 
-		assert_int_equal(l3_put(l3, "ns1", &keys[i], v, len, enc,
-					&encoded), 0);
+		assert_int_equal(put(l3, "ns1", &keys[i], v, len, true,
+				     &encoded), 0);
 	}
 	assert_int_equal(l3_flush(l3, 5000), 0);
 	assert_int_equal(encoded, N);
@@ -126,7 +164,7 @@ static void test_put_get_exists_del(void **state)
 	/* a deletion follows the write queued before it */
 	size_t len;
 	void *x = val_of(99, &len);
-	assert_int_equal(l3_put(l3, "ns1", &keys[N], x, len, NULL, NULL), 0);
+	assert_int_equal(put(l3, "ns1", &keys[N], x, len, false, NULL), 0);
 	assert_int_equal(l3_del(l3, "ns1", &keys[N]), 0);
 	assert_int_equal(l3_del(l3, "ns1", &keys[0]), 0);
 	assert_int_equal(l3_flush(l3, 5000), 0);
@@ -191,8 +229,8 @@ static void test_drop_ns(void **state)
 		for (unsigned i = 0; i < 300; i++) {
 			char *v = strdup("v");
 
-			assert_int_equal(l3_put(l3, nss[n], &keys[i], v, 1, NULL,
-						NULL), 0);
+			assert_int_equal(put(l3, nss[n], &keys[i], v, 1, false,
+					     NULL), 0);
 		}
 	assert_int_equal(l3_flush(l3, 5000), 0);
 	assert_int_equal(l3_drop_ns(l3, "drop*"), 300);
@@ -216,7 +254,7 @@ static void test_queue_full(void **state)
 		size_t len = 32 << 10;
 		void *v = calloc(1, len);
 		struct kvfs_key k = key_of(i + 5000);
-		int rc = l3_put(l3, "q", &k, v, len, NULL, NULL);
+		int rc = put(l3, "q", &k, v, len, false, NULL);
 
 		assert_true(rc == 0 || rc == -EAGAIN);
 		dropped += rc == -EAGAIN;
@@ -227,6 +265,8 @@ static void test_queue_full(void **state)
 	assert_int_equal(st.queue_drops, dropped);
 	assert_int_equal(st.puts + st.queue_drops, 200);
 	assert_int_equal(st.queued_bytes, 0);
+	assert_int_equal(released_errs, dropped); /* release said so */
+	released_errs = 0;
 	l3_close(l3);
 }
 
@@ -258,12 +298,14 @@ static void test_server_down(void **state)
 	assert_int_not_equal(l3_get(l3, "ns1", &k, &v), 0);
 	assert_true(l3_now_ns() - t0 < 500000000ull);
 	char *x = strdup("x");
-	assert_int_equal(l3_put(l3, "ns1", &k, x, 1, NULL, NULL), 0);
+	assert_int_equal(put(l3, "ns1", &k, x, 1, false, NULL), 0);
 	assert_int_equal(l3_flush(l3, 5000), 0);
 	l3_get_stats(l3, &st);
 	assert_int_equal(st.misses, 2);
 	assert_true(st.errors >= 3);
 	assert_int_equal(st.queue_drops, 1);
+	assert_int_equal(released_errs, 1); /* the server failure, reported */
+	released_errs = 0;
 	assert_int_equal(rt_restart(&srv), 0);
 	for (int i = 0; i < 50 && l3_get(l3, "ns1", &k, &v) == -EHOSTDOWN; i++) {
 		struct timespec ts = { 0, 50000000 };
