@@ -389,7 +389,6 @@ int l3_put(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 		atomic_fetch_sub(&l3->queued_bytes, src->bytes);
 		atomic_fetch_add(&l3->drops, 1);
 		free(it);
-		src->release(src->arg, err);
 	}
 	return err;
 }

@@ -129,7 +129,8 @@ long l3_exists(struct l3 *l3, const char *ns, const struct kvfs_key *keys,
  * l3_put - queues a write of (ns, key) whose value src builds (SET).
  * Returns 0, or -EAGAIN when the queue holds queue_bytes already (dropped,
  * counted in queue_drops), -ENOMEM, -ESHUTDOWN; on an error src->release
- * has been called already.
+ * is NOT called: what src holds is still the caller's (so a caller may
+ * hold its own lock across l3_put even when release takes it).
  */
 int l3_put(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	   const struct l3_src *src);

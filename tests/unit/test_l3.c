@@ -108,7 +108,14 @@ static int put(struct l3 *l3, const char *ns, const struct kvfs_key *k,
 	v->len = len;
 	v->prefix = prefix;
 	v->encoded = encoded;
-	return l3_put(l3, ns, k, &src);
+	int rc = l3_put(l3, ns, k, &src);
+
+	if (rc) { /* still ours */
+		released_errs++;
+		free(data);
+		free(v);
+	}
+	return rc;
 }
 
 static void test_key_layout(void **state)
