@@ -78,10 +78,10 @@ struct l3_val {
  * What a queued write stores, built late: encode is called by a writer
  * thread to produce the value (the engine builds its record there, off the
  * caller's thread): *out (malloc'd, freed by l3) and *out_len; non-zero =
- * the write is dropped. release is called exactly once, last, from any
- * thread: with 0 when the value was stored, else a negative errno (queue
- * full, shutting down, encode or server failure). bytes: what the item
- * counts against queue_bytes.
+ * the write is dropped. release is called exactly once for an item
+ * l3_put accepted, last, from a writer thread: with 0 when the value was
+ * stored, else a negative errno (encode or server failure, shutdown).
+ * bytes: what the item counts against queue_bytes.
  */
 struct l3_src {
 	int (*encode)(void *arg, void **out, size_t *out_len);
