@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "kvfs.h"
+#include "tier/l3.h"
 
 struct tier;
 struct tier_wr;    /* a chunk being written; owned by one writer */
@@ -63,6 +64,16 @@ struct tier_config {
 	enum tier_ingest ingest;
 	uint32_t hot_hits;      /* threshold for TIER_INGEST_HOT */
 	bool flush_on_exit;     /* write L1 to L2 on tier_destroy */
+
+	/* L3 (tier/l3.h, tier_l3.c): disabled when l3 is NULL. The strings
+	 * are used by tier_create only (copied where kept). */
+	const char *l3;             /* redis://HOST:PORT[,HOST:PORT...] */
+	enum l3r_mode l3_cluster;   /* auto (default), cluster, standalone */
+	const char *l3_password;    /* AUTH; NULL = none */
+	enum tier_ingest l3_ingest; /* what goes to L3 (default evicted:
+				     * chunks leaving L1) */
+	int l3_timeout_ms;          /* 0 = L3_TIMEOUT_MS_DEFAULT */
+	const char *l3_prefix;      /* NULL = L3_PREFIX_DEFAULT */
 
 	/*
 	 * Called (without tier.lock) after a published chunk left the engine
@@ -354,6 +365,12 @@ struct tier_stats {
 	uint64_t writers, writer_bytes;
 	/* engine metadata: bytes of index + chunk records + policy state */
 	uint64_t meta_bytes;
+	/* L3 (all zero without l3): the store's counters, and the engine's
+	 * promotions from L3, writes skipped because a quarter of L1 was
+	 * pinned for L3 writes already, and the bytes pinned so now */
+	bool l3_on;
+	struct l3_stats l3;
+	uint64_t l3_promotions, l3_skipped, l3_pinned_bytes;
 };
 void tier_get_stats(struct tier *t, struct tier_stats *st);
 
