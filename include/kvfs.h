@@ -279,6 +279,29 @@ struct kvfs_handle_release {
 #define KVFS_IOC_HANDLE _IOWR(KVFS_IOC_MAGIC, 4, struct kvfs_handle)
 #define KVFS_IOC_HANDLE_RELEASE _IOWR(KVFS_IOC_MAGIC, 5, struct kvfs_handle_release)
 
+/*
+ * KVFS_IOC_L3_DROP, on the mount root fd (`kvfsctl l3 drop NS`).
+ * In:  ns, a namespace name (NUL-terminated; it need not exist on this
+ *      node: L3 is shared, and rmdir of a namespace never touches it).
+ * Deletes every chunk of namespace ns from the shared L3 tier (SCAN +
+ * UNLINK on every Redis master): every node loses them from L3; copies in
+ * this or any node's L1 and L2 stay. Synchronous; each round trip is
+ * bounded (by l3_timeout_ms, at least 2 s).
+ * Out: deleted, the number of chunks deleted from L3.
+ * Errors: EINVAL (version, size, empty or bad name), EPERM (the caller is
+ *      neither root nor the user who mounted), EOPNOTSUPP (no l3= on this
+ *      mount), ENOTTY (not the mount root), EHOSTDOWN, ETIMEDOUT,
+ *      ECONNREFUSED, EPROTO (a server could not finish: keys of the
+ *      masters asked before it are deleted).
+ */
+struct kvfs_l3_drop {
+	uint32_t version;
+	uint32_t size;
+	char ns[KVFS_NS_NAME_MAX + 1];
+	uint64_t deleted;    /* out */
+};
+#define KVFS_IOC_L3_DROP _IOWR(KVFS_IOC_MAGIC, 16, struct kvfs_l3_drop)
+
 /* C++ (and CUDA .cu) engines include this header too. */
 #ifdef __cplusplus
 #define KVFS_STATIC_ASSERT static_assert

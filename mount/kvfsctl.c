@@ -19,6 +19,7 @@ static const struct {
 	{ "pin", ctl_pin, "pin [--lease-ms MS] NSDIR < keys" },
 	{ "unpin", ctl_unpin, "unpin NSDIR LEASE_ID" },
 	{ "prefetch", ctl_prefetch, "prefetch NSDIR < keys" },
+	{ "l3", ctl_l3, "l3 drop NAMESPACE MOUNTPOINT" },
 };
 
 static void usage(FILE *f)
