@@ -17,7 +17,9 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gpu/gpu.h"
 #include "kvfs.h"
@@ -75,11 +77,30 @@ struct tier_rec {
 /* 184 bytes: with malloc's 8-byte header, one 192-byte heap chunk. */
 _Static_assert(sizeof(struct tier_rec) <= 184, "tier_rec grew");
 
+/* The record holding policy item it. */
+#define rec_of(it) \
+	((struct tier_rec *)((char *)(it) - offsetof(struct tier_rec, pi)))
+
+static inline bool tier_key_eq(const struct kvfs_key *a,
+			       const struct kvfs_key *b)
+{
+	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
+}
+
 /* Bytes of r's L1 extent. */
 static inline uint64_t rec_l1_len(const struct tier_rec *r)
 {
 	return (uint64_t)r->l1_pages * L1_ALIGN;
 }
+
+/* The children count of a parent key that is not indexed (tier_index.c). */
+struct tier_orphan {
+	struct tier_orphan *next;
+	uint64_t hkey;               /* hashkey_index(ns, key) */
+	struct kvfs_key key;
+	uint32_t ns;
+	uint32_t nchildren;
+};
 
 struct tier_ns {
 	uint32_t id;
@@ -168,16 +189,25 @@ struct tier {
 	char logbuf[256];            /* a log line waiting for tier_unlock */
 };
 
-/* ------------------------------------------- shared inside tier/ (tier.c) */
+/* ------------------------------------------- tier.c: logging, locking */
 
 /* Logs through cfg.log; call WITHOUT tier.lock (callbacks never run under
  * it; tier.c queues messages made under the lock until tier_unlock). */
 void tier_log(struct tier *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The same with tier.lock held: the message waits in t->logbuf (only the
+ * first one if several come) until tier_unlock. */
+void tier_log_locked(struct tier *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 uint64_t tier_now_ns(void);
 void tier_lock(struct tier *t);
 /* Unlocks, then makes the queued on_gone calls. */
 void tier_unlock(struct tier *t);
+/* Queues an on_gone call for r, made at tier_unlock (tier.lock held). */
+void tier_queue_gone(struct tier *t, const struct tier_rec *r,
+		     enum tier_gone_reason why);
+
+/* ------------------------------------------- tier_arena.c */
 
 /* Arena byte access (no lock needed: callers own or pin the extent). */
 int tier_arena_write(struct tier *t, uint64_t off, const void *src,
@@ -188,22 +218,41 @@ int tier_arena_move(struct tier *t, uint64_t dst, uint64_t src, uint64_t len);
 int tier_arena_checksum(struct tier *t, uint64_t off, uint64_t len,
 			uint64_t *sum);
 
-/* The rest: tier.lock held. */
+/* The rest of this header: tier.lock held. */
+
+/* ------------------------------------------- tier_ns.c */
 struct tier_ns *tier_ns_get(struct tier *t, uint32_t id);
+
+/* ------------------------------------------- tier_index.c */
 struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 			       const struct kvfs_key *key);
+/* Inserts r (r->pi.hkey set) into the index and its namespace list. */
 void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r);
+/* Takes r out of the index and its namespace list; its children's count
+ * stays behind as an orphan entry. */
+void tier_idx_remove(struct tier *t, struct tier_rec *r);
 void tier_count_parent(struct tier *t, struct tier_rec *r);
+void tier_uncount_parent(struct tier *t, struct tier_rec *r);
+void tier_orphans_free(struct tier *t);
+
+/* ------------------------------------------- tier_read.c */
 void tier_ref(struct tier *t, struct tier_rec *r);
 void tier_unref(struct tier *t, struct tier_rec *r);
+/* Frees r's L1 extent (if any). */
+void tier_free_extent(struct tier *t, struct tier_rec *r);
+/* An access at logical time tick (for the policy), wall clock for the
+ * xattr; tier_touch ticks the clock. */
+void tier_touch_at(struct tier *t, struct tier_rec *r, uint64_t tick);
+void tier_touch(struct tier *t, struct tier_rec *r);
+void tier_fill_info(const struct tier_rec *r, struct tier_info *info);
+/* Records r's parent key and depth (a chunk learns them once). */
+void tier_rec_set_parent(struct tier *t, struct tier_rec *r,
+			 const struct kvfs_key *parent, uint32_t depth);
+
+/* ------------------------------------------- tier_evict.c */
 void tier_policy_capacity(struct tier *t);
 int tier_evict_one(struct tier *t);
 int tier_alloc_evict(struct tier *t, uint64_t len, uint64_t *off);
-
-/* Exported for tier_l2.c (tier.lock held). */
-void tier_idx_remove(struct tier *t, struct tier_rec *r);
-void tier_queue_gone(struct tier *t, const struct tier_rec *r,
-		     enum tier_gone_reason why);
 
 /* ------------------------------------------- L2 hooks (tier_l2.c) */
 

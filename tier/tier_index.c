@@ -1,0 +1,273 @@
+/*
+ * tier_index.c - the chunk index (one struct htab for every namespace,
+ * keyed by hashkey_index(ns, key)) and the parent counts that prefix
+ * eviction needs: each indexed record's nchildren, and the orphan table
+ * holding the counts of parent keys that are not indexed.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash/hashkey.h"
+#include "tier/tier_i.h"
+
+struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
+			       const struct kvfs_key *key)
+{
+	uint64_t h = hashkey_index(ns, key);
+	struct tier_rec *r = t->buckets[h & (t->nbuckets - 1)];
+
+	for (; r; r = r->hnext)
+		if (r->pi.hkey == h && r->ns == ns && tier_key_eq(&r->key, key))
+			return r;
+	return NULL;
+}
+
+static void idx_grow(struct tier *t)
+{
+	uint64_t n = t->nbuckets * 2;
+	struct tier_rec **b = calloc(n, sizeof(*b)), *r, *next;
+
+	if (!b)
+		return; /* longer chains, still correct */
+	for (uint64_t i = 0; i < t->nbuckets; i++)
+		for (r = t->buckets[i]; r; r = next) {
+			next = r->hnext;
+			r->hnext = b[r->pi.hkey & (n - 1)];
+			b[r->pi.hkey & (n - 1)] = r;
+		}
+	free(t->buckets);
+	t->buckets = b;
+	t->nbuckets = n;
+}
+
+static bool orphan_add(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		       uint32_t n);
+static uint32_t orphan_take(struct tier *t, uint32_t ns,
+			    const struct kvfs_key *key, uint64_t h);
+
+/* Inserts r (r->pi.hkey set) into the index and its namespace list. */
+void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r)
+{
+	struct tier_rec **b = &t->buckets[r->pi.hkey & (t->nbuckets - 1)];
+
+	/* Children already in L1 (published before it, or counted against
+	 * an earlier record of this key) are its children now. */
+	if (t->norphans)
+		r->pi.nchildren += orphan_take(t, r->ns, &r->key, r->pi.hkey);
+	r->hnext = *b;
+	*b = r;
+	r->ns_prev = NULL;
+	r->ns_next = ns->head;
+	if (ns->head)
+		ns->head->ns_prev = r;
+	ns->head = r;
+	ns->chunks++;
+	ns->bytes += r->size;
+	t->nrecs++;
+	if (t->nrecs > t->nbuckets)
+		idx_grow(t);
+}
+
+void tier_idx_remove(struct tier *t, struct tier_rec *r)
+{
+	struct tier_rec **pp = &t->buckets[r->pi.hkey & (t->nbuckets - 1)];
+	struct tier_ns *ns = t->ns[r->ns];
+
+	while (*pp != r)
+		pp = &(*pp)->hnext;
+	*pp = r->hnext;
+	r->hnext = NULL;
+	if (r->ns_prev)
+		r->ns_prev->ns_next = r->ns_next;
+	else
+		ns->head = r->ns_next;
+	if (r->ns_next)
+		r->ns_next->ns_prev = r->ns_prev;
+	r->ns_prev = r->ns_next = NULL;
+	ns->chunks--;
+	ns->bytes -= r->size;
+	t->nrecs--;
+	/* Its children stay counted under its key (see parent counts). */
+	if (r->pi.nchildren &&
+	    !orphan_add(t, r->ns, &r->key, r->pi.nchildren))
+		tier_log_locked(t, "tier: out of memory keeping a parent's child "
+			   "count; prefix eviction order may be off");
+	r->pi.nchildren = 0;
+}
+
+/*
+ * The invariant: for every key K of a namespace, the number of L1 records
+ * with TREC_COUNTED whose parent is K equals the nchildren of the record
+ * indexed under K, or, when none is indexed, the count of K's orphan entry.
+ * The parent's own tier does not matter (a parent demoted to L2 keeps its
+ * count and brings it back when promoted); a parent leaving the index
+ * leaves its count behind as an orphan entry, which the next record
+ * published (or recovered) under that key takes over. So a child counted
+ * once is always decremented exactly once, from whichever record holds
+ * its key's count, and no generation check is needed.
+ */
+#define TIER_ORPHAN_MIN_BUCKETS 64
+
+static struct tier_orphan **orphan_slot(struct tier *t, uint32_t ns,
+					const struct kvfs_key *key,
+					uint64_t h)
+{
+	struct tier_orphan **pp;
+
+	if (!t->orphans)
+		return NULL;
+	pp = &t->orphans[h & (t->norphan_buckets - 1)];
+	for (; *pp; pp = &(*pp)->next)
+		if ((*pp)->hkey == h && (*pp)->ns == ns &&
+		    tier_key_eq(&(*pp)->key, key))
+			return pp;
+	return pp; /* the end of the chain: *pp == NULL */
+}
+
+static void orphan_grow(struct tier *t)
+{
+	uint64_t n = t->norphan_buckets ? t->norphan_buckets * 2
+					: TIER_ORPHAN_MIN_BUCKETS;
+	struct tier_orphan **b = calloc(n, sizeof(*b)), *o, *next;
+
+	if (!b)
+		return; /* longer chains (or, with none yet, a lost count) */
+	for (uint64_t i = 0; i < t->norphan_buckets; i++)
+		for (o = t->orphans[i]; o; o = next) {
+			next = o->next;
+			o->next = b[o->hkey & (n - 1)];
+			b[o->hkey & (n - 1)] = o;
+		}
+	free(t->orphans);
+	t->orphans = b;
+	t->norphan_buckets = n;
+}
+
+/* Adds n children to the orphan count of (ns, key). false when out of
+ * memory (the count is lost: the parent, if it comes back, undercounts). */
+static bool orphan_add(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		       uint32_t n)
+{
+	uint64_t h = hashkey_index(ns, key);
+	struct tier_orphan **pp, *o;
+
+	if (!n)
+		return true;
+	if (t->norphans >= t->norphan_buckets)
+		orphan_grow(t);
+	pp = orphan_slot(t, ns, key, h);
+	if (!pp)
+		return false;
+	if (*pp) {
+		(*pp)->nchildren += n;
+		return true;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return false;
+	o->hkey = h;
+	o->key = *key;
+	o->ns = ns;
+	o->nchildren = n;
+	*pp = o;
+	t->norphans++;
+	return true;
+}
+
+/* Removes the orphan entry of (ns, key); returns its count (0 if none). */
+static uint32_t orphan_take(struct tier *t, uint32_t ns,
+			    const struct kvfs_key *key, uint64_t h)
+{
+	struct tier_orphan **pp = orphan_slot(t, ns, key, h), *o;
+	uint32_t n;
+
+	if (!pp || !*pp)
+		return 0;
+	o = *pp;
+	*pp = o->next;
+	n = o->nchildren;
+	free(o);
+	t->norphans--;
+	return n;
+}
+
+static void orphan_dec(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	uint64_t h = hashkey_index(ns, key);
+	struct tier_orphan **pp = orphan_slot(t, ns, key, h);
+
+	if (!pp || !*pp)
+		return; /* lost to an allocation failure */
+	if (--(*pp)->nchildren == 0)
+		orphan_take(t, ns, key, h);
+}
+
+void tier_orphans_free(struct tier *t)
+{
+	struct tier_orphan *o, *next;
+
+	for (uint64_t i = 0; i < t->norphan_buckets; i++)
+		for (o = t->orphans[i]; o; o = next) {
+			next = o->next;
+			free(o);
+		}
+	free(t->orphans);
+	t->orphans = NULL;
+	t->norphan_buckets = t->norphans = 0;
+}
+
+/* p's nchildren changed: tell the policy if it tracks p (only L1). */
+static void nchildren_changed(struct tier *t, struct tier_rec *p)
+{
+	if (p->where == TIER_L1 && t->pops->update)
+		t->pops->update(t->pol, &p->pi);
+}
+
+/*
+ * Counts r, an L1 chunk with a known parent, in its parent key's count:
+ * the indexed parent's nchildren whatever tier the parent is in, else the
+ * key's orphan entry (tier.lock held). Idempotent.
+ */
+void tier_count_parent(struct tier *t, struct tier_rec *r)
+{
+	struct tier_rec *p;
+
+	if (!(r->flags & TREC_HAS_PARENT) || r->where != TIER_L1 ||
+	    (r->flags & (TREC_COUNTED | TREC_ZOMBIE)))
+		return;
+	p = tier_idx_find(t, r->ns, &r->parent);
+	if (p == r)
+		return;
+	if (p) {
+		p->pi.nchildren++;
+		nchildren_changed(t, p);
+	} else if (!orphan_add(t, r->ns, &r->parent, 1)) {
+		tier_log_locked(t, "tier: out of memory counting a chunk's parent; "
+			   "prefix eviction order may be off");
+		return;
+	}
+	r->flags |= TREC_COUNTED;
+}
+
+/* Undoes tier_count_parent when r leaves L1 or the index (tier.lock
+ * held). */
+void tier_uncount_parent(struct tier *t, struct tier_rec *r)
+{
+	struct tier_rec *p;
+
+	if (!(r->flags & TREC_COUNTED))
+		return;
+	r->flags &= (uint8_t)~TREC_COUNTED;
+	p = tier_idx_find(t, r->ns, &r->parent);
+	if (!p) {
+		orphan_dec(t, r->ns, &r->parent);
+		return;
+	}
+	if (!p->pi.nchildren)
+		return; /* a count lost to an allocation failure */
+	p->pi.nchildren--;
+	nchildren_changed(t, p);
+}
