@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <liburing.h>
 
@@ -50,7 +51,7 @@ struct l2_seg {
 
 /* A built record: one aligned buffer, header + payload + padding. */
 struct l2_rec {
-	struct l2_rec_hdr *hdr; /* the buffer (4096-aligned) */
+	struct kvrec_hdr *hdr; /* the buffer (4096-aligned) */
 	size_t cap;             /* its allocated bytes */
 	uint32_t nblk;          /* bytes to write / L2_ALIGN */
 	struct l2_loc loc;      /* set when written */
@@ -191,12 +192,47 @@ struct l2 {
 	uint64_t errs_since_log;
 };
 
-/* l2.c */
+static inline uint64_t l2_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t l2_align_up(uint64_t v)
+{
+	return (v + L2_ALIGN - 1) & ~(uint64_t)(L2_ALIGN - 1);
+}
+
+/* ------------------------------------------- l2.c: helpers, open/close */
 void l2_logf(struct l2 *l2, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void l2_log_err(struct l2 *l2, int err, const char *what, uint32_t seg);
 void *l2_buf_get(struct l2 *l2, size_t len, size_t *cap);
 void l2_buf_put(struct l2 *l2, void *p, size_t cap);
+/* A pooled codec workspace (NULL when out of memory); l2.lock taken. */
+struct codec_ws *l2_ws_get(struct l2 *l2);
+void l2_ws_put(struct l2 *l2, struct codec_ws *ws);
+/* A condition variable timed against CLOCK_MONOTONIC (see l2_deadline). */
+void l2_cond_init_monotonic(pthread_cond_t *c);
+/* *dl = now + ms on CLOCK_MONOTONIC. */
+void l2_deadline(struct timespec *dl, int ms);
+
+/* ------------------------------------------- l2_seg.c: segments, space */
+/* seg-<16 hex>.kvl2 of segment id. */
+void l2_seg_name(char *buf, size_t len, uint32_t id);
+int l2_seg_open_fd(struct l2 *l2, uint32_t id, int flags);
+/* Adds seg to the sorted table (l2.lock held or before threads run). */
+int l2_seg_insert(struct l2 *l2, struct l2_seg *seg);
+/* Appends an entry for header h at blk to seg (callers keep blk order;
+ * l2.lock held). NULL when out of memory. */
+struct l2_ent *l2_ent_add(struct l2 *l2, struct l2_seg *seg,
+			  const struct kvrec_hdr *h, uint32_t blk,
+			  uint32_t nblk);
+/* The same for a built record (the I/O thread placing a write). */
+struct l2_ent *l2_ent_add_rec(struct l2 *l2, struct l2_seg *seg,
+			      const struct l2_rec *rec, uint32_t blk);
 struct l2_seg *l2_seg_find(struct l2 *l2, uint32_t id);
 struct l2_ent *l2_ent_find(struct l2_seg *seg, uint32_t blk);
 void l2_ent_kill(struct l2 *l2, struct l2_ent *e);
@@ -207,10 +243,26 @@ void l2_set_space(struct l2 *l2, uint64_t cap, uint64_t est);
 uint64_t l2_room(const struct l2 *l2);
 uint64_t l2_disk_full(struct l2 *l2);
 void l2_log_disk_full(struct l2 *l2, uint64_t cap, int err);
-int l2_hdr_check(const struct l2 *l2, const struct l2_rec_hdr *h);
-uint64_t l2_sum(const void *p, size_t len, uint64_t seed);
 void l2_info_from_ent(const struct l2 *l2, const struct l2_seg *seg,
 		      const struct l2_ent *e, struct l2_rec_info *info);
+
+/* ------------------------------------------- l2_decode.c */
+void l2_mt_start(struct l2 *l2);
+void l2_mt_stop(struct l2 *l2);
+/* Decodes the payload following the checked header h into len bytes at
+ * dst and checks raw_sum: 0, -EBADMSG or -ENOMEM. */
+int l2_decode(struct l2 *l2, const struct kvrec_hdr *h, void *dst,
+	      size_t len);
+
+/* ------------------------------------------- l2_recover.c */
+/* The recovery scan of l2_open (before the threads start). */
+int l2_recover(struct l2 *l2, char *err, size_t errlen);
+
+/* record.h's header check with this store's salt and size limit. */
+static inline int l2_hdr_check(const struct l2 *l2, const struct kvrec_hdr *h)
+{
+	return kvrec_hdr_check(h, l2->salt, l2->seg_size);
+}
 
 /* l2_io.c */
 int l2_io_start(struct l2 *l2);
