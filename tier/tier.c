@@ -227,12 +227,12 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 	t->cfg.l1 = t->l1_spec;
 	t->cfg.l2_dir = t->l2_dir;
 	t->l1_cap = cfg->l1_size & ~(uint64_t)(L1_ALIGN - 1);
-	t->nbuckets = TIER_MIN_BUCKETS;
-	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	if (htab_init(&t->idx, TIER_MIN_BUCKETS))
+		fail = true;
 	t->ns_cap = 16;
 	t->ns_next = 1; /* id 0 is never a namespace */
 	t->ns = calloc(t->ns_cap, sizeof(*t->ns));
-	if (fail || !t->buckets || !t->ns) {
+	if (fail || !t->ns) {
 		errf(err, errlen, "tier_create: out of memory");
 		rc = -ENOMEM;
 		goto err_free;
@@ -271,7 +271,7 @@ err_arena:
 err_mutex:
 	pthread_mutex_destroy(&t->lock);
 err_free:
-	free(t->buckets);
+	htab_free(&t->idx);
 	free(t->ns);
 	free(t->policy_name);
 	free(t->l1_spec);
@@ -284,17 +284,16 @@ void tier_destroy(struct tier *t)
 {
 	struct tier_rec *r, *next;
 	struct tier_wr *w, *wnext;
+	struct htab_node *e, *nx;
+	uint64_t i;
 
 	if (!t)
 		return;
 	tier_l2_close(t); /* flush_on_exit; callbacks still see the index */
 	/* The policy only links records; drop it before freeing them. */
 	t->pops->destroy(t->pol);
-	for (uint64_t i = 0; i < t->nbuckets; i++)
-		for (r = t->buckets[i]; r; r = next) {
-			next = r->hnext;
-			free(r);
-		}
+	htab_for_each_safe(&t->idx, i, e, nx)
+		free(idx_rec(e));
 	for (r = t->zombies; r; r = next) {
 		next = r->ns_next;
 		free(r);
@@ -304,10 +303,10 @@ void tier_destroy(struct tier *t)
 		pthread_mutex_destroy(&w->mu);
 		free(w);
 	}
-	for (uint32_t i = 0; i < t->ns_next; i++)
+	for (i = 0; i < t->ns_next; i++)
 		free(t->ns[i]);
 	free(t->ns);
-	free(t->buckets);
+	htab_free(&t->idx);
 	tier_orphans_free(t);
 	free(t->gone);
 	l1_alloc_destroy(t->alloc);

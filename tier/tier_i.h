@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
+#include "hash/htab.h"
 #include "kvfs.h"
 #include "tier/l1_alloc.h"
 #include "tier/policy.h"
@@ -51,8 +52,8 @@ struct tier_l2loc {
 struct tier_rec {
 	struct policy_item pi;       /* pi.refs is THE pin count; pi.hkey is
 				      * hashkey_index(ns, key), also the
-				      * index hash */
-	struct tier_rec *hnext;      /* index chain */
+				      * index hash: pi.node is the record's
+				      * link in tier.idx */
 	struct tier_rec *ns_prev, *ns_next; /* namespace list (or zombies) */
 	struct kvfs_key key;
 	struct kvfs_key parent;      /* valid with TREC_HAS_PARENT */
@@ -77,6 +78,9 @@ struct tier_rec {
 /* 184 bytes: with malloc's 8-byte header, one 192-byte heap chunk. */
 _Static_assert(sizeof(struct tier_rec) <= 184, "tier_rec grew");
 
+/* The record of an index node (tier.idx). */
+#define idx_rec(e) container_of((e), struct tier_rec, pi.node)
+
 /* The record holding policy item it. */
 #define rec_of(it) \
 	((struct tier_rec *)((char *)(it) - offsetof(struct tier_rec, pi)))
@@ -95,8 +99,8 @@ static inline uint64_t rec_l1_len(const struct tier_rec *r)
 
 /* The children count of a parent key that is not indexed (tier_index.c). */
 struct tier_orphan {
-	struct tier_orphan *next;
-	uint64_t hkey;               /* hashkey_index(ns, key) */
+	struct htab_node node;       /* in tier.orphans; node.h is
+				      * hashkey_index(ns, key) */
 	struct kvfs_key key;
 	uint32_t ns;
 	uint32_t nchildren;
@@ -157,8 +161,10 @@ struct tier {
 	struct policy *pol;
 	uint64_t cap_items;          /* last capacity given to the policy */
 
-	struct tier_rec **buckets;   /* the index */
-	uint64_t nbuckets, nrecs;    /* nbuckets a power of two */
+	struct htab idx;             /* the index: every indexed record (L1
+				      * and L2, all namespaces) by pi.node,
+				      * hashed by hashkey_index(ns, key);
+				      * idx.n records */
 
 	struct tier_ns **ns;         /* by id; NULL once removed */
 	uint32_t ns_cap, ns_next, ns_count;
@@ -170,8 +176,7 @@ struct tier {
 	/* Children counts of parent keys that are not indexed (the parent
 	 * was never published, or was unlinked / dropped): an indexed
 	 * record takes its count over when it is inserted (tier.c). */
-	struct tier_orphan **orphans;
-	uint64_t norphan_buckets, norphans; /* buckets: a power of two */
+	struct htab orphans;         /* struct tier_orphan by node */
 
 	uint64_t clock;              /* logical time for the policy */
 	uint64_t gen;                /* last publication number */

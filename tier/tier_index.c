@@ -17,30 +17,15 @@ struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 			       const struct kvfs_key *key)
 {
 	uint64_t h = hashkey_index(ns, key);
-	struct tier_rec *r = t->buckets[h & (t->nbuckets - 1)];
+	struct htab_node *e;
 
-	for (; r; r = r->hnext)
-		if (r->pi.hkey == h && r->ns == ns && tier_key_eq(&r->key, key))
+	htab_for_each_hash(&t->idx, h, e) {
+		struct tier_rec *r = idx_rec(e);
+
+		if (r->ns == ns && tier_key_eq(&r->key, key))
 			return r;
+	}
 	return NULL;
-}
-
-static void idx_grow(struct tier *t)
-{
-	uint64_t n = t->nbuckets * 2;
-	struct tier_rec **b = calloc(n, sizeof(*b)), *r, *next;
-
-	if (!b)
-		return; /* longer chains, still correct */
-	for (uint64_t i = 0; i < t->nbuckets; i++)
-		for (r = t->buckets[i]; r; r = next) {
-			next = r->hnext;
-			r->hnext = b[r->pi.hkey & (n - 1)];
-			b[r->pi.hkey & (n - 1)] = r;
-		}
-	free(t->buckets);
-	t->buckets = b;
-	t->nbuckets = n;
 }
 
 static bool orphan_add(struct tier *t, uint32_t ns, const struct kvfs_key *key,
@@ -51,14 +36,13 @@ static uint32_t orphan_take(struct tier *t, uint32_t ns,
 /* Inserts r (r->pi.hkey set) into the index and its namespace list. */
 void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r)
 {
-	struct tier_rec **b = &t->buckets[r->pi.hkey & (t->nbuckets - 1)];
-
 	/* Children already in L1 (published before it, or counted against
 	 * an earlier record of this key) are its children now. */
-	if (t->norphans)
+	if (t->orphans.n)
 		r->pi.nchildren += orphan_take(t, r->ns, &r->key, r->pi.hkey);
-	r->hnext = *b;
-	*b = r;
+	/* Cannot fail: tier_create gave the index its buckets (a failed
+	 * doubling keeps them: longer chains, still correct). */
+	(void)htab_add(&t->idx, &r->pi.node, r->pi.hkey);
 	r->ns_prev = NULL;
 	r->ns_next = ns->head;
 	if (ns->head)
@@ -66,20 +50,13 @@ void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r)
 	ns->head = r;
 	ns->chunks++;
 	ns->bytes += r->size;
-	t->nrecs++;
-	if (t->nrecs > t->nbuckets)
-		idx_grow(t);
 }
 
 void tier_idx_remove(struct tier *t, struct tier_rec *r)
 {
-	struct tier_rec **pp = &t->buckets[r->pi.hkey & (t->nbuckets - 1)];
 	struct tier_ns *ns = t->ns[r->ns];
 
-	while (*pp != r)
-		pp = &(*pp)->hnext;
-	*pp = r->hnext;
-	r->hnext = NULL;
+	htab_del(&t->idx, &r->pi.node);
 	if (r->ns_prev)
 		r->ns_prev->ns_next = r->ns_next;
 	else
@@ -89,7 +66,6 @@ void tier_idx_remove(struct tier *t, struct tier_rec *r)
 	r->ns_prev = r->ns_next = NULL;
 	ns->chunks--;
 	ns->bytes -= r->size;
-	t->nrecs--;
 	/* Its children stay counted under its key (see parent counts). */
 	if (r->pi.nchildren &&
 	    !orphan_add(t, r->ns, &r->key, r->pi.nchildren))
@@ -109,41 +85,20 @@ void tier_idx_remove(struct tier *t, struct tier_rec *r)
  * once is always decremented exactly once, from whichever record holds
  * its key's count, and no generation check is needed.
  */
-#define TIER_ORPHAN_MIN_BUCKETS 64
-
-static struct tier_orphan **orphan_slot(struct tier *t, uint32_t ns,
-					const struct kvfs_key *key,
-					uint64_t h)
+/* The orphan entry of (ns, key) with hash h, or NULL. */
+static struct tier_orphan *orphan_find(struct tier *t, uint32_t ns,
+				       const struct kvfs_key *key, uint64_t h)
 {
-	struct tier_orphan **pp;
+	struct htab_node *e;
 
-	if (!t->orphans)
-		return NULL;
-	pp = &t->orphans[h & (t->norphan_buckets - 1)];
-	for (; *pp; pp = &(*pp)->next)
-		if ((*pp)->hkey == h && (*pp)->ns == ns &&
-		    tier_key_eq(&(*pp)->key, key))
-			return pp;
-	return pp; /* the end of the chain: *pp == NULL */
-}
+	htab_for_each_hash(&t->orphans, h, e) {
+		struct tier_orphan *o = container_of(e, struct tier_orphan,
+						     node);
 
-static void orphan_grow(struct tier *t)
-{
-	uint64_t n = t->norphan_buckets ? t->norphan_buckets * 2
-					: TIER_ORPHAN_MIN_BUCKETS;
-	struct tier_orphan **b = calloc(n, sizeof(*b)), *o, *next;
-
-	if (!b)
-		return; /* longer chains (or, with none yet, a lost count) */
-	for (uint64_t i = 0; i < t->norphan_buckets; i++)
-		for (o = t->orphans[i]; o; o = next) {
-			next = o->next;
-			o->next = b[o->hkey & (n - 1)];
-			b[o->hkey & (n - 1)] = o;
-		}
-	free(t->orphans);
-	t->orphans = b;
-	t->norphan_buckets = n;
+		if (o->ns == ns && tier_key_eq(&o->key, key))
+			return o;
+	}
+	return NULL;
 }
 
 /* Adds n children to the orphan count of (ns, key). false when out of
@@ -152,28 +107,25 @@ static bool orphan_add(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		       uint32_t n)
 {
 	uint64_t h = hashkey_index(ns, key);
-	struct tier_orphan **pp, *o;
+	struct tier_orphan *o;
 
 	if (!n)
 		return true;
-	if (t->norphans >= t->norphan_buckets)
-		orphan_grow(t);
-	pp = orphan_slot(t, ns, key, h);
-	if (!pp)
-		return false;
-	if (*pp) {
-		(*pp)->nchildren += n;
+	o = orphan_find(t, ns, key, h);
+	if (o) {
+		o->nchildren += n;
 		return true;
 	}
 	o = calloc(1, sizeof(*o));
 	if (!o)
 		return false;
-	o->hkey = h;
 	o->key = *key;
 	o->ns = ns;
 	o->nchildren = n;
-	*pp = o;
-	t->norphans++;
+	if (htab_add(&t->orphans, &o->node, h)) {
+		free(o);
+		return false;
+	}
 	return true;
 }
 
@@ -181,42 +133,36 @@ static bool orphan_add(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 static uint32_t orphan_take(struct tier *t, uint32_t ns,
 			    const struct kvfs_key *key, uint64_t h)
 {
-	struct tier_orphan **pp = orphan_slot(t, ns, key, h), *o;
+	struct tier_orphan *o = orphan_find(t, ns, key, h);
 	uint32_t n;
 
-	if (!pp || !*pp)
+	if (!o)
 		return 0;
-	o = *pp;
-	*pp = o->next;
+	htab_del(&t->orphans, &o->node);
 	n = o->nchildren;
 	free(o);
-	t->norphans--;
 	return n;
 }
 
 static void orphan_dec(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	uint64_t h = hashkey_index(ns, key);
-	struct tier_orphan **pp = orphan_slot(t, ns, key, h);
+	struct tier_orphan *o = orphan_find(t, ns, key, h);
 
-	if (!pp || !*pp)
+	if (!o)
 		return; /* lost to an allocation failure */
-	if (--(*pp)->nchildren == 0)
+	if (--o->nchildren == 0)
 		orphan_take(t, ns, key, h);
 }
 
 void tier_orphans_free(struct tier *t)
 {
-	struct tier_orphan *o, *next;
+	struct htab_node *e, *nx;
+	uint64_t i;
 
-	for (uint64_t i = 0; i < t->norphan_buckets; i++)
-		for (o = t->orphans[i]; o; o = next) {
-			next = o->next;
-			free(o);
-		}
-	free(t->orphans);
-	t->orphans = NULL;
-	t->norphan_buckets = t->norphans = 0;
+	htab_for_each_safe(&t->orphans, i, e, nx)
+		free(container_of(e, struct tier_orphan, node));
+	htab_free(&t->orphans);
 }
 
 /* p's nchildren changed: tell the policy if it tracks p (only L1). */

@@ -264,20 +264,23 @@ static int queue_write(struct tier *t, struct tier_rec *r, void *raw)
 static void rescan(struct tier *t)
 {
 	struct tier_l2 *t2 = t->l2;
+	struct htab_node *e, *nx;
+	uint64_t i;
 
 	t2->rescan = false;
-	for (uint64_t i = 0; i < t->nbuckets; i++)
-		for (struct tier_rec *r = t->buckets[i]; r; r = r->hnext) {
-			if (r->where != TIER_L1 ||
-			    (r->flags & (TREC_L2 | TREC_L2W)))
-				continue;
-			if (t2->l1_queued + r->size > t->l1_cap / 4 &&
-			    t2->l1_queued) {
-				t2->rescan = true; /* more after these */
-				return;
-			}
-			queue_write(t, r, NULL);
+	htab_for_each_safe(&t->idx, i, e, nx) {
+		struct tier_rec *r = idx_rec(e);
+
+		if (r->where != TIER_L1 ||
+		    (r->flags & (TREC_L2 | TREC_L2W)))
+			continue;
+		if (t2->l1_queued + r->size > t->l1_cap / 4 &&
+		    t2->l1_queued) {
+			t2->rescan = true; /* more after these */
+			return;
 		}
+		queue_write(t, r, NULL);
+	}
 }
 
 static void *demoter_main(void *arg)
@@ -990,16 +993,16 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 		/* kvfs keeps serving from L1; stats count the error. Chunks
 		 * recovered before the failure (io_uring or threads failed
 		 * after the scan) cannot be read: forget them. */
-		tier_lock(t);
-		for (uint64_t i = 0; i < t->nbuckets; i++) {
-			struct tier_rec *r = t->buckets[i], *next;
+		struct htab_node *e, *nx;
+		uint64_t bkt;
 
-			for (; r; r = next) {
-				next = r->hnext;
-				if (r->where == TIER_L2) {
-					tier_idx_remove(t, r);
-					free(r);
-				}
+		tier_lock(t);
+		htab_for_each_safe(&t->idx, bkt, e, nx) {
+			struct tier_rec *r = idx_rec(e);
+
+			if (r->where == TIER_L2) {
+				tier_idx_remove(t, r);
+				free(r);
 			}
 		}
 		tier_unlock(t);
@@ -1042,12 +1045,17 @@ void tier_l2_close(struct tier *t)
 		return;
 	if (t2->l2 && t2->threads && t->cfg.flush_on_exit) {
 		/* every L1 chunk without an L2 copy is written before exit */
+		struct htab_node *e, *nx;
+		uint64_t bkt;
+
 		tier_lock(t);
-		for (uint64_t i = 0; i < t->nbuckets; i++)
-			for (struct tier_rec *r = t->buckets[i]; r; r = r->hnext)
-				if (r->where == TIER_L1 &&
-				    !(r->flags & (TREC_L2 | TREC_L2W)))
-					queue_write(t, r, NULL);
+		htab_for_each_safe(&t->idx, bkt, e, nx) {
+			struct tier_rec *r = idx_rec(e);
+
+			if (r->where == TIER_L1 &&
+			    !(r->flags & (TREC_L2 | TREC_L2W)))
+				queue_write(t, r, NULL);
+		}
 		tier_unlock(t);
 	}
 	if (t2->threads) {

@@ -31,14 +31,14 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->writers = t->nwriters;
 	st->writer_bytes = t->writer_bytes;
 	meta = sizeof(*t);
-	meta += (t->nrecs + t->nzombies) * sizeof(struct tier_rec);
-	meta += t->nbuckets * sizeof(*t->buckets);
+	meta += (t->idx.n + t->nzombies) * sizeof(struct tier_rec);
+	meta += t->idx.nb * sizeof(*t->idx.b);
 	meta += t->nwriters * sizeof(struct tier_wr);
 	meta += t->nchunks_handed * sizeof(struct tier_chunk);
 	meta += t->ns_cap * sizeof(*t->ns) + t->ns_count * sizeof(struct tier_ns);
 	meta += t->gone_cap * sizeof(struct tier_gone);
-	meta += t->norphan_buckets * sizeof(*t->orphans) +
-		t->norphans * sizeof(struct tier_orphan);
+	meta += t->orphans.nb * sizeof(*t->orphans.b) +
+		t->orphans.n * sizeof(struct tier_orphan);
 	meta += l1_alloc_meta_bytes(t->alloc);
 	if (t->pops->meta_bytes)
 		meta += t->pops->meta_bytes(t->pol);
