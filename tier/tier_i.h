@@ -91,6 +91,27 @@ static inline bool tier_key_eq(const struct kvfs_key *a,
 	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
 }
 
+/* Namespace lists and the zombie list (ns_prev/ns_next, newest first). */
+static inline void rec_list_push(struct tier_rec **head, struct tier_rec *r)
+{
+	r->ns_prev = NULL;
+	r->ns_next = *head;
+	if (*head)
+		(*head)->ns_prev = r;
+	*head = r;
+}
+
+static inline void rec_list_del(struct tier_rec **head, struct tier_rec *r)
+{
+	if (r->ns_prev)
+		r->ns_prev->ns_next = r->ns_next;
+	else
+		*head = r->ns_next;
+	if (r->ns_next)
+		r->ns_next->ns_prev = r->ns_prev;
+	r->ns_prev = r->ns_next = NULL;
+}
+
 /* Bytes of r's L1 extent. */
 static inline uint64_t rec_l1_len(const struct tier_rec *r)
 {
@@ -243,6 +264,9 @@ void tier_orphans_free(struct tier *t);
 /* ------------------------------------------- tier_read.c */
 void tier_ref(struct tier *t, struct tier_rec *r);
 void tier_unref(struct tier *t, struct tier_rec *r);
+/* r, unlinked from the index but pinned, waits on tier.zombies for its
+ * last tier_unref, which frees it. */
+void tier_zombie(struct tier *t, struct tier_rec *r);
 /* Frees r's L1 extent (if any). */
 void tier_free_extent(struct tier *t, struct tier_rec *r);
 /* An access at logical time tick (for the policy), wall clock for the

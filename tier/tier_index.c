@@ -43,11 +43,7 @@ void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r)
 	/* Cannot fail: tier_create gave the index its buckets (a failed
 	 * doubling keeps them: longer chains, still correct). */
 	(void)htab_add(&t->idx, &r->pi.node, r->pi.hkey);
-	r->ns_prev = NULL;
-	r->ns_next = ns->head;
-	if (ns->head)
-		ns->head->ns_prev = r;
-	ns->head = r;
+	rec_list_push(&ns->head, r);
 	ns->chunks++;
 	ns->bytes += r->size;
 }
@@ -57,13 +53,7 @@ void tier_idx_remove(struct tier *t, struct tier_rec *r)
 	struct tier_ns *ns = t->ns[r->ns];
 
 	htab_del(&t->idx, &r->pi.node);
-	if (r->ns_prev)
-		r->ns_prev->ns_next = r->ns_next;
-	else
-		ns->head = r->ns_next;
-	if (r->ns_next)
-		r->ns_next->ns_prev = r->ns_prev;
-	r->ns_prev = r->ns_next = NULL;
+	rec_list_del(&ns->head, r);
 	ns->chunks--;
 	ns->bytes -= r->size;
 	/* Its children stay counted under its key (see parent counts). */

@@ -155,13 +155,7 @@ static void drop_l2_only(struct tier *t, struct tier_rec *r,
 	}
 	tier_queue_gone(t, r, why);
 	if (r->pi.refs) {
-		r->flags |= TREC_ZOMBIE;
-		r->ns_prev = NULL;
-		r->ns_next = t->zombies;
-		if (t->zombies)
-			t->zombies->ns_prev = r;
-		t->zombies = r;
-		t->nzombies++;
+		tier_zombie(t, r);
 	} else {
 		free(r);
 	}

@@ -25,6 +25,15 @@ void tier_free_extent(struct tier *t, struct tier_rec *r)
 	r->l1_pages = 0;
 }
 
+/* r, out of the index but pinned, waits on the zombie list for its last
+ * tier_unref (tier.lock held). */
+void tier_zombie(struct tier *t, struct tier_rec *r)
+{
+	r->flags |= TREC_ZOMBIE;
+	rec_list_push(&t->zombies, r);
+	t->nzombies++;
+}
+
 void tier_unref(struct tier *t, struct tier_rec *r)
 {
 	if (!r->pi.refs || --r->pi.refs)
@@ -33,12 +42,7 @@ void tier_unref(struct tier *t, struct tier_rec *r)
 	if (!(r->flags & TREC_ZOMBIE))
 		return;
 	/* The last pin of an unlinked chunk: now its bytes can go. */
-	if (r->ns_prev)
-		r->ns_prev->ns_next = r->ns_next;
-	else
-		t->zombies = r->ns_next;
-	if (r->ns_next)
-		r->ns_next->ns_prev = r->ns_prev;
+	rec_list_del(&t->zombies, r);
 	t->nzombies--;
 	tier_free_extent(t, r);
 	free(r);
@@ -277,13 +281,7 @@ again:
 	}
 	if (r->pi.refs) {
 		/* Readers and key pins keep the bytes until they let go. */
-		r->flags |= TREC_ZOMBIE;
-		r->ns_prev = NULL;
-		r->ns_next = t->zombies;
-		if (t->zombies)
-			t->zombies->ns_prev = r;
-		t->zombies = r;
-		t->nzombies++;
+		tier_zombie(t, r);
 	} else {
 		tier_free_extent(t, r);
 		free(r);
