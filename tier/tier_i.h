@@ -1,16 +1,49 @@
 /*
- * tier_i.h - private to tier/: the engine's structures. fs/ and tests use
- * tier.h only.
+ * tier_i.h - private to tier/: the engine's structures, its lock order and
+ * who owns what. fs/ and tests use tier.h only.
  *
- * Locking: every field of struct tier, struct tier_ns and struct tier_rec is
- * protected by tier.lock unless its comment says otherwise. The bytes of a
- * chunk in the arena are not: they are written only by the writer that owns
- * the extent (serialized by tier_wr.mu) and are immutable once published;
- * readers copy them without tier.lock while they hold a pin (refs > 0), and
- * an extent is freed only when refs drops to 0.
+ * Where things are (one concern per file):
+ *   tier.c         life cycle (config, create/destroy), tier.lock, logging,
+ *                  the on_gone calls queued under the lock
+ *   tier_arena.c   bytes in the L1 arena (write/read/zero/move/checksum,
+ *                  export for zero-copy maps)
+ *   tier_index.c   the chunk index (struct htab) and parent/orphan counts
+ *   tier_ns.c      namespaces, and the snapshot readdir lists
+ *   tier_wr.c      writers: a chunk being written, then published
+ *   tier_read.c    pins, and reads/changes of one chunk (stat, checksum,
+ *                  get/put, unlink, user pin, parent)
+ *   tier_lookup.c  batched lookup of prefix chains, key pins
+ *   tier_evict.c   victim choice (through the policy) and eviction driving
+ *   tier_stats.c   counters and memory use
+ *   tier_l2.c      the engine's side of L2: demotion, promotion, prefetch,
+ *                  recovery into the index (the L2 log itself: l2_i.h)
+ *   l1_alloc.c     extents of the arena; policy_*.c victim order;
+ *                  lease.c leases; codec.c compression; record.h/.c the
+ *                  on-disk record format
  *
- * Lock order: tier_wr.mu -> tier.lock -> (L2 locks). tier.lock is never held
- * while waiting for a tier_wr.mu.
+ * Locks, in the order they are taken (never the other way):
+ *
+ *   tier_wr.mu -> tier.lock -> l2.lock -> l2.mt_lock
+ *
+ *   tier_wr.mu    one writer's bytes and size (pwrite/pread/truncate of a
+ *                 chunk being written); tier.lock is never held while
+ *                 waiting for a tier_wr.mu.
+ *   tier.lock     everything in struct tier, struct tier_ns, struct
+ *                 tier_rec (with the policy's state inside pi), struct
+ *                 tier_orphan, struct tier_l2 and its jobs, the L1
+ *                 allocator and the policy instance. No callback of
+ *                 tier_config (log, on_gone) runs under it: they are
+ *                 queued and made by tier_unlock. tier_l2.c waits on
+ *                 tier_l2.cond with it.
+ *   l2.lock, l2.mt_lock: the L2 log's (see l2_i.h); the log's callbacks
+ *                 run without them and take tier.lock.
+ *   lease_table.lock (lease.c) is a leaf: leases are released into the
+ *                 engine only after it is dropped.
+ *
+ * Not under any lock: the bytes of a chunk in the arena. They are written
+ * only by the writer that owns the extent (serialized by tier_wr.mu) and are
+ * immutable once published; readers copy them without tier.lock while they
+ * hold a pin (refs > 0), and an extent is freed only when refs drops to 0.
  */
 #ifndef KVFS_TIER_I_H
 #define KVFS_TIER_I_H
@@ -47,7 +80,7 @@ struct tier_l2loc {
 
 /*
  * One published chunk. Compact on purpose: a million chunks cost a million
- * of these (see tier_get_stats().meta_bytes).
+ * of these (see tier_get_stats().meta_bytes). Every field: tier.lock.
  */
 struct tier_rec {
 	struct policy_item pi;       /* pi.refs is THE pin count; pi.hkey is
@@ -118,7 +151,8 @@ static inline uint64_t rec_l1_len(const struct tier_rec *r)
 	return (uint64_t)r->l1_pages * L1_ALIGN;
 }
 
-/* The children count of a parent key that is not indexed (tier_index.c). */
+/* The children count of a parent key that is not indexed (tier_index.c).
+ * Every field: tier.lock. */
 struct tier_orphan {
 	struct htab_node node;       /* in tier.orphans; node.h is
 				      * hashkey_index(ns, key) */
@@ -127,6 +161,7 @@ struct tier_orphan {
 	uint32_t nchildren;
 };
 
+/* A namespace. Every field: tier.lock (id and name never change). */
 struct tier_ns {
 	uint32_t id;
 	char name[KVFS_NS_NAME_MAX + 1];
@@ -139,16 +174,16 @@ struct tier_ns {
 };
 
 /* A chunk being written. Fields marked (mu) are protected by w->mu; the
- * extent fields change under both mu and tier.lock. */
+ * extent fields change under both mu and tier.lock; the rest: tier.lock. */
 struct tier_wr {
-	struct tier_wr *prev, *next; /* tier.writers */
+	struct tier_wr *prev, *next; /* tier.lock: tier.writers */
 	pthread_mutex_t mu;          /* serializes pwrite/pread/truncate */
-	uint32_t ns;
-	bool keyed;
-	bool has_parent;
-	struct kvfs_key key;         /* valid when keyed */
-	struct kvfs_key parent;
-	uint32_t depth;
+	uint32_t ns;                 /* tier.lock */
+	bool keyed;                  /* tier.lock */
+	bool has_parent;             /* tier.lock */
+	struct kvfs_key key;         /* tier.lock; valid when keyed */
+	struct kvfs_key parent;      /* tier.lock */
+	uint32_t depth;              /* tier.lock */
 	uint64_t size;               /* (mu) bytes written so far */
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
 };
@@ -169,50 +204,58 @@ struct tier_gone {
 	enum tier_gone_reason why;
 };
 
+/* The engine. (imm) = set by tier_create, read without a lock after it;
+ * every other field: tier.lock. */
 struct tier {
-	pthread_mutex_t lock;
-	struct tier_config cfg;      /* strings point into the copies below
-				      * (immutable after create) */
-	char *policy_name, *l1_spec, *l2_dir;
-	uint64_t l1_cap;             /* l1_size rounded down to L1_ALIGN */
+	pthread_mutex_t lock;        /* tier.lock */
+	struct tier_config cfg;      /* (imm) strings point into the copies
+				      * below */
+	char *policy_name, *l1_spec, *l2_dir; /* (imm) */
+	uint64_t l1_cap;             /* (imm) l1_size rounded down to
+				      * L1_ALIGN */
 
-	struct gpu_arena arena;      /* immutable after create */
-	struct l1_alloc *alloc;
-	const struct policy_ops *pops;
-	struct policy *pol;
-	uint64_t cap_items;          /* last capacity given to the policy */
+	struct gpu_arena arena;      /* (imm); its bytes: see above */
+	struct l1_alloc *alloc;      /* tier.lock: free extents */
+	const struct policy_ops *pops; /* (imm) */
+	struct policy *pol;          /* tier.lock: the policy's state */
+	uint64_t cap_items;          /* tier.lock: last capacity given to the
+				      * policy */
 
-	struct htab idx;             /* the index: every indexed record (L1
-				      * and L2, all namespaces) by pi.node,
-				      * hashed by hashkey_index(ns, key);
-				      * idx.n records */
+	struct htab idx;             /* tier.lock: the index, every indexed
+				      * record (L1 and L2, all namespaces)
+				      * by pi.node, hashed by
+				      * hashkey_index(ns, key); idx.n
+				      * records */
 
-	struct tier_ns **ns;         /* by id; NULL once removed */
-	uint32_t ns_cap, ns_next, ns_count;
+	struct tier_ns **ns;         /* tier.lock: by id; NULL once removed */
+	uint32_t ns_cap, ns_next, ns_count; /* tier.lock */
 
-	struct tier_wr *writers;     /* in flight */
-	uint64_t nwriters, writer_bytes;
-	struct tier_rec *zombies;    /* unlinked while pinned */
-	uint64_t nzombies;
+	struct tier_wr *writers;     /* tier.lock: in flight */
+	uint64_t nwriters, writer_bytes; /* tier.lock */
+	struct tier_rec *zombies;    /* tier.lock: unlinked while pinned */
+	uint64_t nzombies;           /* tier.lock */
 	/* Children counts of parent keys that are not indexed (the parent
 	 * was never published, or was unlinked / dropped): an indexed
-	 * record takes its count over when it is inserted (tier.c). */
-	struct htab orphans;         /* struct tier_orphan by node */
+	 * record takes its count over when it is inserted (tier_index.c). */
+	struct htab orphans;         /* tier.lock: struct tier_orphan by node */
 
-	uint64_t clock;              /* logical time for the policy */
-	uint64_t gen;                /* last publication number */
-	uint64_t pinned_bytes;       /* extents of records with refs > 0 */
-	uint64_t l1_bytes, l1_chunks;/* extents / count of indexed L1 records */
-	uint64_t nchunks_handed;     /* struct tier_chunk outstanding */
+	uint64_t clock;              /* tier.lock: logical time (policy) */
+	uint64_t gen;                /* tier.lock: last publication number */
+	uint64_t pinned_bytes;       /* tier.lock: extents of records with
+				      * refs > 0 */
+	uint64_t l1_bytes, l1_chunks;/* tier.lock: extents / count of indexed
+				      * L1 records */
+	uint64_t nchunks_handed;     /* tier.lock: struct tier_chunk out */
 
-	uint64_t hits, misses, evictions, publishes, discards;
-	uint64_t promotions, demotions;
+	uint64_t hits, misses, evictions, publishes, discards; /* tier.lock */
+	uint64_t promotions, demotions; /* tier.lock */
 
-	struct tier_gone *gone;      /* queued on_gone calls */
-	size_t ngone, gone_cap;
-	struct tier_l2 *l2;          /* the L2 engine (tier_l2.c), NULL without
-				      * l2_dir; set at create */
-	char logbuf[256];            /* a log line waiting for tier_unlock */
+	struct tier_gone *gone;      /* tier.lock: queued on_gone calls */
+	size_t ngone, gone_cap;      /* tier.lock */
+	struct tier_l2 *l2;          /* (imm) the L2 engine (tier_l2.c), NULL
+				      * without l2_dir; its fields: tier.lock */
+	char logbuf[256];            /* tier.lock: a log line waiting for
+				      * tier_unlock */
 };
 
 /* ------------------------------------------- tier.c: logging, locking */
