@@ -2,22 +2,11 @@
  * l2_free.c - freeing records: l2_free marks an entry dead and queues
  * the punch that erases it on disk; l2_sync_frees waits for those punches.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdio.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "tier/l2_i.h"
 

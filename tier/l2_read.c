@@ -2,22 +2,13 @@
  * l2_read.c - l2_read: one synchronous, bounded read of a record,
  * checked against the caller's namespace and key, then decoded.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdio.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "tier/l2_i.h"
 

@@ -6,14 +6,15 @@
  * protects).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
-#include <stddef.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "hash/hashkey.h"
 #include "tier/tier_i.h"
 
 #define TIER_MIN_BUCKETS 1024
@@ -129,7 +130,6 @@ void tier_queue_gone(struct tier *t, const struct tier_rec *r,
 	t->gone[t->ngone].why = why;
 	t->ngone++;
 }
-
 
 /* ------------------------------------------------------ create/destroy */
 

@@ -4,7 +4,6 @@
  * the arena (info, a chunk's offset, export for a zero-copy map).
  */
 #include <errno.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

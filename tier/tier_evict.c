@@ -4,12 +4,9 @@
  * or dropped), and tier_alloc_evict, which evicts until an extent fits.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "hash/hashkey.h"
 #include "tier/tier_i.h"
 
 /* Tells the policy about a new L1 capacity estimate when the average chunk

@@ -4,11 +4,9 @@
  * eviction needs: each indexed record's nchildren, and the orphan table
  * holding the counts of parent keys that are not indexed.
  */
-#include <errno.h>
-#include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "hash/hashkey.h"
 #include "tier/tier_i.h"

@@ -4,12 +4,9 @@
  * unpin_key, unpin_gen) that hold a chunk for a later open.
  */
 #include <errno.h>
-#include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "hash/hashkey.h"
 #include "tier/tier_i.h"
 
 /* tier_lookup and tier_lookup_pinned; gens (with pin) may be NULL. */

@@ -4,12 +4,11 @@
  * namespace's chunks that readdir lists.
  */
 #include <errno.h>
-#include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash/hashkey.h"
 #include "tier/tier_i.h"
 
 struct tier_ns *tier_ns_get(struct tier *t, uint32_t id)

@@ -4,12 +4,11 @@
  * to fs/), unlink, the user pin and the parent key.
  */
 #include <errno.h>
-#include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash/hashkey.h"
 #include "tier/tier_i.h"
 
 void tier_ref(struct tier *t, struct tier_rec *r)

@@ -2,13 +2,9 @@
  * tier_stats.c - tier_get_stats: the engine's counters and memory use,
  * summed under tier.lock (L2's through tier_l2_stats).
  */
-#include <errno.h>
-#include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "hash/hashkey.h"
 #include "tier/tier_i.h"
 
 void tier_get_stats(struct tier *t, struct tier_stats *st)
