@@ -15,8 +15,9 @@
  *   tier_lookup.c  batched lookup of prefix chains, key pins
  *   tier_evict.c   victim choice (through the policy) and eviction driving
  *   tier_stats.c   counters and memory use
- *   tier_l2.c      the engine's side of L2: demotion, promotion, prefetch,
- *                  recovery into the index (the L2 log itself: l2_i.h)
+ *   tier_l2*.c     the engine's side of L2 (tier_l2_i.h): hooks, recovery
+ *                  into the index, demotion (tier_l2_demote.c), promotion
+ *                  and prefetch (tier_l2_promote.c); the L2 log: l2_i.h
  *   l1_alloc.c     extents of the arena; policy_*.c victim order;
  *                  lease.c leases; codec.c compression; record.h/.c the
  *                  on-disk record format
@@ -31,7 +32,8 @@
  *   tier.lock     everything in struct tier, struct tier_ns, struct
  *                 tier_rec (with the policy's state inside pi), struct
  *                 tier_orphan, struct tier_l2 and its jobs, the L1
- *                 allocator and the policy instance. No callback of
+ *                 allocator and the policy instance (and so the
+ *                 fields of tier_l2_i.h). No callback of
  *                 tier_config (log, on_gone) runs under it: they are
  *                 queued and made by tier_unlock. tier_l2.c waits on
  *                 tier_l2.cond with it.
