@@ -15,15 +15,16 @@
  *
  * Locks, in the order they are taken (never the other way):
  *
- *   (the engine's tier.lock) -> l2.lock -> l2.mt_lock
+ *   (the engine's tier.lock) -> l2.lock
+ *   l2.mt_lock: a leaf, never held together with l2.lock
  *
  *   l2.lock     every field marked l2.lock: segments and their entries,
  *               space, interned names, the request queues, pools, stats;
  *               read requests wait on their cond with it. A leaf for the
  *               engine: l2 never calls out (callbacks, logging) while
  *               holding it.
- *   l2.mt_lock  the decode jobs (fields marked mt_lock); taken alone, or
- *               under nothing else of l2's.
+ *   l2.mt_lock  the decode jobs (fields marked mt_lock); nothing is taken
+ *               under it.
  *   (imm)       set in l2_open before any thread starts, then only read.
  *   (io)        the I/O thread's own, no lock.
  */

@@ -24,7 +24,7 @@
  *
  * Locks, in the order they are taken (never the other way):
  *
- *   tier_wr.mu -> tier.lock -> l2.lock -> l2.mt_lock
+ *   tier_wr.mu -> tier.lock -> l2.lock      (l2.mt_lock: a leaf)
  *
  *   tier_wr.mu    one writer's bytes and size (pwrite/pread/truncate of a
  *                 chunk being written); tier.lock is never held while
@@ -37,8 +37,9 @@
  *                 tier_config (log, on_gone) runs under it: they are
  *                 queued and made by tier_unlock. tier_l2.c waits on
  *                 tier_l2.cond with it.
- *   l2.lock, l2.mt_lock: the L2 log's (see l2_i.h); the log's callbacks
- *                 run without them and take tier.lock.
+ *   l2.lock, l2.mt_lock: the L2 log's (see l2_i.h), leaves for the
+ *                 engine; the log's callbacks run without them and take
+ *                 tier.lock.
  *   lease_table.lock (lease.c) is a leaf: leases are released into the
  *                 engine only after it is dropped.
  *
