@@ -64,6 +64,7 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "hash/htab.h"
 
 #define FS_INO_KVFS 2       /* /.kvfs */
 #define FS_INO_CTL_FIRST 3  /* /.kvfs/<file>, one per enum fs_ctl_file */
@@ -87,16 +88,6 @@ enum fs_wr_state {
 	FS_WR_DISCARDED,
 };
 
-struct fs_hnode {
-	struct fs_hnode *next;
-	uint64_t h;
-};
-
-struct fs_htab {
-	struct fs_hnode **b;
-	size_t nb, n;
-};
-
 /* A chunk being written (keyed) or a temporary. Refcounted: the inode
  * record, each open fh, and for temporaries the name table. */
 struct fs_wr {
@@ -118,7 +109,7 @@ struct fs_wr {
 	bool temp;
 	bool in_tmptab;
 	char *name;             /* temporaries */
-	struct fs_hnode tnode;  /* tmptab */
+	struct htab_node tnode;  /* tmptab */
 	struct fs_wr *tprev, *tnext; /* temporary list (expiry) */
 	uint64_t closed_ms;
 	bool has_parent;
@@ -132,8 +123,8 @@ struct fs_wr {
 };
 
 struct fs_inode {
-	struct fs_hnode inode;  /* ino table */
-	struct fs_hnode nnode;  /* name table (chunks by key, namespaces) */
+	struct htab_node inode;  /* ino table */
+	struct htab_node nnode;  /* name table (chunks by key, namespaces) */
 	bool named;
 	enum fs_kind kind;
 	uint64_t ino;
@@ -163,9 +154,9 @@ struct fs_gone {
 
 struct fs_priv {
 	pthread_mutex_t lock;
-	struct fs_htab itab;   /* ino -> fs_inode */
-	struct fs_htab ntab;   /* (kind, ns, key) -> fs_inode */
-	struct fs_htab tmptab; /* (ns, name) -> fs_wr */
+	struct htab itab;   /* ino -> fs_inode */
+	struct htab ntab;   /* (kind, ns, key) -> fs_inode */
+	struct htab tmptab; /* (ns, name) -> fs_wr */
 	struct fs_wr tmp_head; /* list of temporaries */
 	struct fs_fh fh_head;  /* list of open handles */
 	uint64_t next_obj;
@@ -238,107 +229,45 @@ static void tier_log_cb(void *arg, const char *msg)
 
 /* ------------------------------------------------------------ hash tables */
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
+/* Salts of the fs tables' hashes (hash/htab.h): one per kind of name, with
+ * the namespace id in the low 32 bits, so equal bytes in different tables or
+ * namespaces land in different chains. */
+#define FS_SALT_INO   (UINT64_C(0x6673) << 48)
+#define FS_SALT_CHUNK (UINT64_C(0x6663) << 48)
+#define FS_SALT_NS    (UINT64_C(0x666e) << 48)
+#define FS_SALT_TMP   (UINT64_C(0x6674) << 48)
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+static uint64_t hash_ino(uint64_t ino)
 {
-	const unsigned char *s = p;
-
-	h ^= 0xcbf29ce484222325ULL;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ULL;
-	return mix64(h);
+	return htab_hash_u64(FS_SALT_INO, ino);
 }
 
 static uint64_t hash_chunk(uint32_t ns, const struct kvfs_key *key)
 {
-	return hash_bytes(((uint64_t)FS_K_CHUNK << 32) | ns, key->b, 16);
+	return htab_hash(FS_SALT_CHUNK | ns, key->b, sizeof(key->b));
 }
 
 static uint64_t hash_ns(uint32_t ns)
 {
-	return mix64(((uint64_t)FS_K_NS << 32) | ns);
+	return htab_hash_u64(FS_SALT_NS, ns);
 }
 
 static uint64_t hash_tmp(uint32_t ns, const char *name)
 {
-	return hash_bytes(ns, name, strlen(name));
+	return htab_hash(FS_SALT_TMP | ns, name, strlen(name));
 }
-
-static int htab_grow(struct fs_htab *t)
-{
-	size_t nb = t->nb ? t->nb * 2 : 64;
-	struct fs_hnode **b = calloc(nb, sizeof(*b));
-
-	if (!b)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->nb; i++) {
-		struct fs_hnode *e = t->b[i], *next;
-
-		for (; e; e = next) {
-			next = e->next;
-			e->next = b[e->h & (nb - 1)];
-			b[e->h & (nb - 1)] = e;
-		}
-	}
-	free(t->b);
-	t->b = b;
-	t->nb = nb;
-	return 0;
-}
-
-/* Inserting never fails once the table has buckets: growth failure only
- * makes chains longer. */
-static int htab_add(struct fs_htab *t, struct fs_hnode *e, uint64_t h)
-{
-	if ((t->n >= t->nb || !t->nb) && htab_grow(t) && !t->nb)
-		return -ENOMEM;
-	e->h = h;
-	e->next = t->b[h & (t->nb - 1)];
-	t->b[h & (t->nb - 1)] = e;
-	t->n++;
-	return 0;
-}
-
-static void htab_del(struct fs_htab *t, struct fs_hnode *e)
-{
-	struct fs_hnode **pp = &t->b[e->h & (t->nb - 1)];
-
-	for (; *pp; pp = &(*pp)->next) {
-		if (*pp == e) {
-			*pp = e->next;
-			t->n--;
-			return;
-		}
-	}
-}
-
-static struct fs_hnode *htab_first(struct fs_htab *t, uint64_t h)
-{
-	return t->nb ? t->b[h & (t->nb - 1)] : NULL;
-}
-
-#define container_of(p, type, member) \
-	((type *)((char *)(p) - offsetof(type, member)))
 
 /* ----------------------------------------------------------------- inodes */
 
 static struct fs_inode *ino_find(struct fs_priv *p, uint64_t ino)
 {
-	uint64_t h = mix64(ino);
+	uint64_t h = hash_ino(ino);
+	struct htab_node *e;
 
-	for (struct fs_hnode *e = htab_first(&p->itab, h); e; e = e->next) {
+	htab_for_each_hash(&p->itab, h, e) {
 		struct fs_inode *in = container_of(e, struct fs_inode, inode);
 
-		if (e->h == h && in->ino == ino)
+		if (in->ino == ino)
 			return in;
 	}
 	return NULL;
@@ -348,11 +277,12 @@ static struct fs_inode *chunk_find(struct fs_priv *p, uint32_t ns,
 				   const struct kvfs_key *key)
 {
 	uint64_t h = hash_chunk(ns, key);
+	struct htab_node *e;
 
-	for (struct fs_hnode *e = htab_first(&p->ntab, h); e; e = e->next) {
+	htab_for_each_hash(&p->ntab, h, e) {
 		struct fs_inode *in = container_of(e, struct fs_inode, nnode);
 
-		if (e->h == h && in->kind == FS_K_CHUNK && in->ns == ns &&
+		if (in->kind == FS_K_CHUNK && in->ns == ns &&
 		    !memcmp(&in->key, key, sizeof(*key)))
 			return in;
 	}
@@ -362,11 +292,12 @@ static struct fs_inode *chunk_find(struct fs_priv *p, uint32_t ns,
 static struct fs_inode *ns_find(struct fs_priv *p, uint32_t ns)
 {
 	uint64_t h = hash_ns(ns);
+	struct htab_node *e;
 
-	for (struct fs_hnode *e = htab_first(&p->ntab, h); e; e = e->next) {
+	htab_for_each_hash(&p->ntab, h, e) {
 		struct fs_inode *in = container_of(e, struct fs_inode, nnode);
 
-		if (e->h == h && in->kind == FS_K_NS && in->ns == ns)
+		if (in->kind == FS_K_NS && in->ns == ns)
 			return in;
 	}
 	return NULL;
@@ -375,11 +306,12 @@ static struct fs_inode *ns_find(struct fs_priv *p, uint32_t ns)
 static struct fs_wr *tmp_find(struct fs_priv *p, uint32_t ns, const char *name)
 {
 	uint64_t h = hash_tmp(ns, name);
+	struct htab_node *e;
 
-	for (struct fs_hnode *e = htab_first(&p->tmptab, h); e; e = e->next) {
+	htab_for_each_hash(&p->tmptab, h, e) {
 		struct fs_wr *w = container_of(e, struct fs_wr, tnode);
 
-		if (e->h == h && w->ns == ns && !strcmp(w->name, name))
+		if (w->ns == ns && !strcmp(w->name, name))
 			return w;
 	}
 	return NULL;
@@ -394,7 +326,7 @@ static struct fs_inode *inode_new(struct fs_priv *p, enum fs_kind kind,
 		return NULL;
 	in->kind = kind;
 	in->ino = ino;
-	if (htab_add(&p->itab, &in->inode, mix64(ino))) {
+	if (htab_add(&p->itab, &in->inode, hash_ino(ino))) {
 		free(in);
 		return NULL;
 	}
@@ -3081,7 +3013,9 @@ void fs_stop(struct fs *fs)
 
 void fs_destroy(struct fs *fs)
 {
+	struct htab_node *e, *nx;
 	struct fs_priv *p;
+	uint64_t i;
 
 	if (!fs)
 		return;
@@ -3109,19 +3043,13 @@ void fs_destroy(struct fs *fs)
 		tmp_unlist(p, w);
 		wr_unref_locked(fs, w);
 	}
-	for (size_t i = 0; i < p->itab.nb; i++) {
-		while (p->itab.b[i]) {
-			struct fs_inode *in = container_of(p->itab.b[i],
-							   struct fs_inode,
-							   inode);
-			inode_free(fs, in);
-		}
-	}
+	htab_for_each_safe(&p->itab, i, e, nx)
+		inode_free(fs, container_of(e, struct fs_inode, inode));
 	pthread_mutex_unlock(&p->lock);
 	tier_destroy(fs->tier);
-	free(p->itab.b);
-	free(p->ntab.b);
-	free(p->tmptab.b);
+	htab_free(&p->itab);
+	htab_free(&p->ntab);
+	htab_free(&p->tmptab);
 	free(p->q);
 	pthread_cond_destroy(&p->qcond);
 	pthread_mutex_destroy(&p->qlock);
