@@ -20,7 +20,7 @@
  * close() reports EEXIST, EMSGSIZE (chunk_bytes), ENOSPC or EFBIG (a write
  * failed: the chunk is never published with a hole); otherwise at its last
  * close. A temporary ('.' name) is published by rename(2) onto a key. A
- * writer killed by a signal publishes nothing (op_flush). Limitation: a
+ * writer killed by a signal publishes nothing (fs_op_flush). Limitation: a
  * writer that dup()s its fd, writes, closes one copy and writes through
  * the other gets EPERM for the late writes (the first close published).
  *
@@ -43,7 +43,7 @@
  * (rwlock: writes and reads of the chunk being written share it, publish
  * and abort take it exclusively) protects fs_wr.w and fs_wr.state;
  * fs_priv.qlock protects the invalidation queue only (a leaf: taken inside
- * the engine's on_gone callback). Order: fs_wr.lock -> fs_priv.lock ->
+ * the engine's fs_on_gone callback). Order: fs_wr.lock -> fs_priv.lock ->
  * tier.lock; fs_priv.qlock is taken with nothing else held, or on its own
  * inside tier calls. Kernel notifications are sent only from the
  * background thread, never from a request handler (the kernel would wait
@@ -66,122 +66,6 @@
 #include "fs/fs_i.h"
 #include "hash/htab.h"
 
-#define FS_INO_KVFS 2       /* /.kvfs */
-#define FS_INO_CTL_FIRST 3  /* /.kvfs/<file>, one per enum fs_ctl_file */
-#define FS_INO_CHUNK 16ULL  /* + gen */
-#define FS_INO_OBJ (1ULL << 63)
-
-/* Attribute and entry cache times (seconds). Chunks are immutable and
- * evictions are invalidated explicitly, so a second is safe; writers and
- * temporaries are never cached (other processes must not see them). */
-#define FS_TTL 1.0
-
-enum fs_kind {
-	FS_K_CHUNK = 1,
-	FS_K_NS,
-	FS_K_WRITER, /* keyed writer or temporary */
-};
-
-enum fs_wr_state {
-	FS_WR_OPEN = 0,
-	FS_WR_PUBLISHED,
-	FS_WR_DISCARDED,
-};
-
-/* A chunk being written (keyed) or a temporary. Refcounted: the inode
- * record, each open fh, and for temporaries the name table. */
-struct fs_wr {
-	pthread_rwlock_t lock;
-	struct tier_wr *w;      /* lock; NULL once published or discarded */
-	enum fs_wr_state state; /* lock */
-	uint64_t final_size;    /* lock; size at publication */
-	uint64_t final_gen;     /* lock; gen at publication (0 unknown) */
-	int write_err;          /* first failed write (atomic): never publish */
-	uint64_t nwrites;       /* writes and truncates that landed (atomic) */
-
-	/* fs_priv.lock protects the fields below */
-	unsigned refs;
-	unsigned opens;
-	uint64_t ino;
-	uint32_t ns;
-	bool has_key;
-	struct kvfs_key key;
-	bool temp;
-	bool in_tmptab;
-	char *name;             /* temporaries */
-	struct htab_node tnode;  /* tmptab */
-	struct fs_wr *tprev, *tnext; /* temporary list (expiry) */
-	uint64_t closed_ms;
-	bool has_parent;
-	struct kvfs_key parent;
-	uint32_t depth;
-	bool want_pin;
-	bool excl;              /* created with O_EXCL (see op_flush) */
-	pid_t creator_tid;
-	uid_t uid;
-	gid_t gid;
-};
-
-struct fs_inode {
-	struct htab_node inode;  /* ino table */
-	struct htab_node nnode;  /* name table (chunks by key, namespaces) */
-	bool named;
-	enum fs_kind kind;
-	uint64_t ino;
-	uint64_t nlookup;
-	uint32_t ns;
-	/* chunks */
-	struct kvfs_key key;
-	uint64_t gen;
-	bool unlinked;          /* by unlink(2): fstat of open fds still works */
-	struct tier_info info;  /* as of the last lookup or getattr */
-	/* namespaces */
-	mode_t mode;
-	uid_t uid;
-	gid_t gid;
-	bool removed;
-	char dtype[8];
-	struct timespec mtime, ctime;
-	/* writers */
-	struct fs_wr *wr;
-};
-
-struct fs_gone {
-	uint32_t ns;
-	bool published; /* a new publication: only the name's dentry */
-	struct kvfs_key key;
-};
-
-struct fs_priv {
-	pthread_mutex_t lock;
-	struct htab itab;   /* ino -> fs_inode */
-	struct htab ntab;   /* (kind, ns, key) -> fs_inode */
-	struct htab tmptab; /* (ns, name) -> fs_wr */
-	struct fs_wr tmp_head; /* list of temporaries */
-	struct fs_fh fh_head;  /* list of open handles */
-	uint64_t next_obj;
-	uint64_t ninodes, ntemps;
-
-	/* root attributes (lock) */
-	mode_t root_mode;
-	uid_t root_uid;
-	gid_t root_gid;
-	struct timespec mount_time;
-
-	/* invalidation queue (qlock) */
-	pthread_mutex_t qlock;
-	pthread_cond_t qcond;
-	struct fs_gone *q;
-	size_t qlen, qcap;
-	bool stop;
-	bool thread_started;
-	pthread_t thread;
-
-	/* counters (atomics) */
-	uint64_t opens, writers_killed, late_publishes, invalidations,
-		 tmp_expired, stale;
-};
-
 struct fs_dirsnap {
 	size_t n;
 	struct fs_dirent {
@@ -191,25 +75,12 @@ struct fs_dirsnap {
 	} e[];
 };
 
-static const char *const ctl_names[FS_CTL_NFILES] = {
+const char *const fs_ctl_names[FS_CTL_NFILES] = {
 	[FS_CTL_STATS] = "stats",
 	[FS_CTL_METRICS] = "metrics",
 	[FS_CTL_CONFIG] = "config",
 	[FS_CTL_VERSION] = "version",
 };
-
-static struct fs *req_fs(fuse_req_t req)
-{
-	return fuse_req_userdata(req);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void fs_log(struct fs *fs, const char *fmt, ...)
 {
@@ -228,14 +99,6 @@ static void tier_log_cb(void *arg, const char *msg)
 }
 
 /* ------------------------------------------------------------ hash tables */
-
-/* Salts of the fs tables' hashes (hash/htab.h): one per kind of name, with
- * the namespace id in the low 32 bits, so equal bytes in different tables or
- * namespaces land in different chains. */
-#define FS_SALT_INO   (UINT64_C(0x6673) << 48)
-#define FS_SALT_CHUNK (UINT64_C(0x6663) << 48)
-#define FS_SALT_NS    (UINT64_C(0x666e) << 48)
-#define FS_SALT_TMP   (UINT64_C(0x6674) << 48)
 
 static uint64_t hash_ino(uint64_t ino)
 {
@@ -259,7 +122,7 @@ static uint64_t hash_tmp(uint32_t ns, const char *name)
 
 /* ----------------------------------------------------------------- inodes */
 
-static struct fs_inode *ino_find(struct fs_priv *p, uint64_t ino)
+struct fs_inode *fs_ino_find(struct fs_priv *p, uint64_t ino)
 {
 	uint64_t h = hash_ino(ino);
 	struct htab_node *e;
@@ -273,7 +136,7 @@ static struct fs_inode *ino_find(struct fs_priv *p, uint64_t ino)
 	return NULL;
 }
 
-static struct fs_inode *chunk_find(struct fs_priv *p, uint32_t ns,
+struct fs_inode *fs_chunk_find(struct fs_priv *p, uint32_t ns,
 				   const struct kvfs_key *key)
 {
 	uint64_t h = hash_chunk(ns, key);
@@ -289,7 +152,7 @@ static struct fs_inode *chunk_find(struct fs_priv *p, uint32_t ns,
 	return NULL;
 }
 
-static struct fs_inode *ns_find(struct fs_priv *p, uint32_t ns)
+struct fs_inode *fs_ns_find(struct fs_priv *p, uint32_t ns)
 {
 	uint64_t h = hash_ns(ns);
 	struct htab_node *e;
@@ -303,7 +166,7 @@ static struct fs_inode *ns_find(struct fs_priv *p, uint32_t ns)
 	return NULL;
 }
 
-static struct fs_wr *tmp_find(struct fs_priv *p, uint32_t ns, const char *name)
+struct fs_wr *fs_tmp_find(struct fs_priv *p, uint32_t ns, const char *name)
 {
 	uint64_t h = hash_tmp(ns, name);
 	struct htab_node *e;
@@ -317,7 +180,7 @@ static struct fs_wr *tmp_find(struct fs_priv *p, uint32_t ns, const char *name)
 	return NULL;
 }
 
-static struct fs_inode *inode_new(struct fs_priv *p, enum fs_kind kind,
+struct fs_inode *fs_inode_new(struct fs_priv *p, enum fs_kind kind,
 				  uint64_t ino)
 {
 	struct fs_inode *in = calloc(1, sizeof(*in));
@@ -334,9 +197,7 @@ static struct fs_inode *inode_new(struct fs_priv *p, enum fs_kind kind,
 	return in;
 }
 
-static void wr_unref_locked(struct fs *fs, struct fs_wr *w);
-
-static void inode_free(struct fs *fs, struct fs_inode *in)
+void fs_inode_free(struct fs *fs, struct fs_inode *in)
 {
 	struct fs_priv *p = fs->priv;
 
@@ -344,7 +205,7 @@ static void inode_free(struct fs *fs, struct fs_inode *in)
 	if (in->named)
 		htab_del(&p->ntab, &in->nnode);
 	if (in->kind == FS_K_WRITER && in->wr)
-		wr_unref_locked(fs, in->wr);
+		fs_wr_unref_locked(fs, in->wr);
 	p->ninodes--;
 	free(in);
 }
@@ -353,14 +214,14 @@ static void inode_free(struct fs *fs, struct fs_inode *in)
  * namespace fs has not seen (recovered from L2 at start, attributes not
  * restored by fs_nsmeta.c): fail closed, only the daemon's user may read
  * its chunks. lock held. */
-static struct fs_inode *ns_get(struct fs *fs, uint32_t id)
+struct fs_inode *fs_ns_get(struct fs *fs, uint32_t id)
 {
 	struct fs_priv *p = fs->priv;
-	struct fs_inode *in = ns_find(p, id);
+	struct fs_inode *in = fs_ns_find(p, id);
 
 	if (in)
 		return in;
-	in = inode_new(p, FS_K_NS, FS_INO_OBJ | p->next_obj++);
+	in = fs_inode_new(p, FS_K_NS, FS_INO_OBJ | p->next_obj++);
 	if (!in)
 		return NULL;
 	in->ns = id;
@@ -369,7 +230,7 @@ static struct fs_inode *ns_get(struct fs *fs, uint32_t id)
 	in->gid = getgid();
 	in->mtime = in->ctime = p->mount_time;
 	if (htab_add(&p->ntab, &in->nnode, hash_ns(id))) {
-		inode_free(fs, in);
+		fs_inode_free(fs, in);
 		return NULL;
 	}
 	in->named = true;
@@ -383,23 +244,23 @@ static void unref_inode(struct fs *fs, struct fs_inode *in, uint64_t n)
 		return;
 	if (in->kind == FS_K_NS && !in->removed)
 		return; /* the namespace's attributes outlive the kernel's ref */
-	inode_free(fs, in);
+	fs_inode_free(fs, in);
 }
 
-static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
+void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
 {
 	struct fs_inode *in;
 
 	if (ino < FS_INO_CHUNK)
 		return; /* root and control files are static */
-	in = ino_find(fs->priv, ino);
+	in = fs_ino_find(fs->priv, ino);
 	if (in)
 		unref_inode(fs, in, n);
 }
 
 /* ---------------------------------------------------------------- writers */
 
-static struct fs_wr *wr_new(struct fs_priv *p)
+struct fs_wr *fs_wr_new(struct fs_priv *p)
 {
 	struct fs_wr *w = calloc(1, sizeof(*w));
 
@@ -411,7 +272,32 @@ static struct fs_wr *wr_new(struct fs_priv *p)
 	return w;
 }
 
-static void tmp_unlist(struct fs_priv *p, struct fs_wr *w)
+int fs_tmp_list(struct fs_priv *p, struct fs_wr *w)
+{
+	int err = htab_add(&p->tmptab, &w->tnode, hash_tmp(w->ns, w->name));
+
+	if (err)
+		return err;
+	w->in_tmptab = true;
+	w->refs++;
+	w->tnext = &p->tmp_head;
+	w->tprev = p->tmp_head.tprev;
+	w->tprev->tnext = w;
+	p->tmp_head.tprev = w;
+	p->ntemps++;
+	return 0;
+}
+
+/* The new name cannot fail to go in: the table has buckets already. */
+void fs_tmp_rename(struct fs_priv *p, struct fs_wr *w, char *name)
+{
+	htab_del(&p->tmptab, &w->tnode);
+	free(w->name);
+	w->name = name;
+	htab_add(&p->tmptab, &w->tnode, hash_tmp(w->ns, name));
+}
+
+void fs_tmp_unlist(struct fs_priv *p, struct fs_wr *w)
 {
 	if (!w->in_tmptab)
 		return;
@@ -427,7 +313,7 @@ static void tmp_unlist(struct fs_priv *p, struct fs_wr *w)
  * fs_priv.lock held; the abort takes w->lock, which is fine: nobody holds a
  * reference any more, so nobody holds or waits for w->lock.
  */
-static void wr_unref_locked(struct fs *fs, struct fs_wr *w)
+void fs_wr_unref_locked(struct fs *fs, struct fs_wr *w)
 {
 	if (--w->refs)
 		return;
@@ -440,15 +326,15 @@ static void wr_unref_locked(struct fs *fs, struct fs_wr *w)
 	free(w);
 }
 
-static void wr_unref(struct fs *fs, struct fs_wr *w)
+void fs_wr_unref(struct fs *fs, struct fs_wr *w)
 {
 	pthread_mutex_lock(&fs->priv->lock);
-	wr_unref_locked(fs, w);
+	fs_wr_unref_locked(fs, w);
 	pthread_mutex_unlock(&fs->priv->lock);
 }
 
 /* Discards the chunk being written (w->lock held exclusively). */
-static void wr_discard(struct fs *fs, struct fs_wr *w)
+void fs_wr_discard(struct fs *fs, struct fs_wr *w)
 {
 	if (w->w)
 		tier_wr_abort(fs->tier, w->w);
@@ -463,10 +349,7 @@ static void wr_discard(struct fs *fs, struct fs_wr *w)
  * was already finished, and, with keep_refused (a rename), -EEXIST and
  * -EMSGSIZE, which leave the writer open as it was.
  */
-static void queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-			bool published);
-
-static int wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
+int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 		      bool keep_refused)
 {
 	struct tier_info info;
@@ -481,7 +364,7 @@ static int wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key
 	if (err) {
 		/* some of its bytes never arrived: a hole would be served as
 		 * zeros, so the chunk is dropped and close() says why */
-		wr_discard(fs, w);
+		fs_wr_discard(fs, w);
 		pthread_rwlock_unlock(&w->lock);
 		return err;
 	}
@@ -510,7 +393,7 @@ static int wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key
 		 * new inode, drop the dentry and look up again: drop it now,
 		 * off the writer's path, to save readers that round trip.
 		 */
-		queue_inval(fs, w->ns, k, true);
+		fs_queue_inval(fs, w->ns, k, true);
 	}
 	pthread_rwlock_unlock(&w->lock);
 	return err;
@@ -601,13 +484,13 @@ static void fill_dir(struct stat *st, uint64_t ino, mode_t mode, uid_t uid,
 	st->st_atim = *mt;
 }
 
-static void ns_attr(struct fs_inode *ns, struct stat *st)
+void fs_ns_attr(struct fs_inode *ns, struct stat *st)
 {
 	fill_dir(st, ns->ino, ns->mode, ns->uid, ns->gid, &ns->mtime,
 		 &ns->ctime);
 }
 
-static void chunk_attr(struct fs_inode *nsi, uint64_t ino,
+void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
 		       const struct tier_info *info, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -626,7 +509,7 @@ static void chunk_attr(struct fs_inode *nsi, uint64_t ino,
 	st->st_ctim = st->st_atim;
 }
 
-static void writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
+void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
 {
 	uint64_t size;
 
@@ -651,7 +534,7 @@ static void writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
 	st->st_atim = st->st_ctim = st->st_mtim;
 }
 
-static void ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
+void fs_ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 {
 	struct fs_priv *p = fs->priv;
 
@@ -678,7 +561,7 @@ static void ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
 
 /* ------------------------------------------------------------------ names */
 
-static int ns_name_check(const char *name)
+int fs_ns_name_check(const char *name)
 {
 	size_t len = strlen(name);
 
@@ -696,7 +579,7 @@ static bool is_temp_name(const char *name)
 
 /* What a name in a namespace is: 1 a temporary, 0 a key (parsed), or
  * -EINVAL. */
-static int chunk_name(const char *name, struct kvfs_key *key)
+int fs_chunk_name(const char *name, struct kvfs_key *key)
 {
 	size_t len = strlen(name);
 
@@ -709,14 +592,14 @@ static int chunk_name(const char *name, struct kvfs_key *key)
 
 /* --------------------------------------------------------------- requests */
 
-static int reply_entry_counted(struct fs *fs, fuse_req_t req,
+int fs_reply_entry_counted(struct fs *fs, fuse_req_t req,
 			       struct fuse_entry_param *e)
 {
 	if (fuse_reply_entry(req, e) == 0)
 		return 0;
 	/* The kernel never got the entry (interrupted): undo its count. */
 	pthread_mutex_lock(&fs->priv->lock);
-	forget_one(fs, e->ino, 1);
+	fs_forget_one(fs, e->ino, 1);
 	pthread_mutex_unlock(&fs->priv->lock);
 	return -1;
 }
@@ -730,7 +613,7 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 	struct kvfs_key key;
 	struct tier_info info;
 	struct fs_inode *in, *nsi;
-	int r = chunk_name(name, &key);
+	int r = fs_chunk_name(name, &key);
 
 	if (r < 0)
 		return r;
@@ -738,14 +621,14 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 		struct fs_wr *w;
 
 		pthread_mutex_lock(&p->lock);
-		w = tmp_find(p, ns, name);
+		w = fs_tmp_find(p, ns, name);
 		if (!w) {
 			pthread_mutex_unlock(&p->lock);
 			return -ENOENT;
 		}
-		in = ino_find(p, w->ino);
+		in = fs_ino_find(p, w->ino);
 		if (!in) {
-			in = inode_new(p, FS_K_WRITER, w->ino);
+			in = fs_inode_new(p, FS_K_WRITER, w->ino);
 			if (!in) {
 				pthread_mutex_unlock(&p->lock);
 				return -ENOMEM;
@@ -756,7 +639,7 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 		}
 		in->nlookup++;
 		pthread_mutex_unlock(&p->lock);
-		writer_attr(fs, w, &e->attr);
+		fs_writer_attr(fs, w, &e->attr);
 		e->ino = w->ino;
 		e->attr_timeout = 0;
 		e->entry_timeout = 0;
@@ -769,12 +652,12 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 		return r;
 	}
 	pthread_mutex_lock(&p->lock);
-	nsi = ns_get(fs, ns);
-	in = ino_find(p, FS_INO_CHUNK + info.gen);
+	nsi = fs_ns_get(fs, ns);
+	in = fs_ino_find(p, FS_INO_CHUNK + info.gen);
 	if (!in) {
-		struct fs_inode *old = chunk_find(p, ns, &key);
+		struct fs_inode *old = fs_chunk_find(p, ns, &key);
 
-		in = inode_new(p, FS_K_CHUNK, FS_INO_CHUNK + info.gen);
+		in = fs_inode_new(p, FS_K_CHUNK, FS_INO_CHUNK + info.gen);
 		if (!in) {
 			pthread_mutex_unlock(&p->lock);
 			return -ENOMEM;
@@ -793,7 +676,7 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 	}
 	in->nlookup++;
 	in->info = info;
-	chunk_attr(nsi, in->ino, &info, &e->attr);
+	fs_chunk_attr(nsi, in->ino, &info, &e->attr);
 	pthread_mutex_unlock(&p->lock);
 	e->ino = in->ino;
 	e->attr_timeout = FS_TTL;
@@ -801,9 +684,9 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 	return 0;
 }
 
-static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct fuse_entry_param e;
 	struct fs_inode *in;
@@ -814,12 +697,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (parent == FUSE_ROOT_ID) {
 		if (!strcmp(name, KVFS_CTL_DIR)) {
 			e.ino = FS_INO_KVFS;
-			ctl_attr(fs, e.ino, &e.attr);
+			fs_ctl_attr(fs, e.ino, &e.attr);
 			e.attr_timeout = e.entry_timeout = 3600;
 			fuse_reply_entry(req, &e);
 			return;
 		}
-		if (ns_name_check(name)) {
+		if (fs_ns_name_check(name)) {
 			fuse_reply_err(req, ENOENT);
 			return;
 		}
@@ -829,26 +712,26 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			return;
 		}
 		pthread_mutex_lock(&p->lock);
-		in = ns_get(fs, id);
+		in = fs_ns_get(fs, id);
 		if (!in) {
 			pthread_mutex_unlock(&p->lock);
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
 		in->nlookup++;
-		ns_attr(in, &e.attr);
+		fs_ns_attr(in, &e.attr);
 		e.ino = in->ino;
 		pthread_mutex_unlock(&p->lock);
 		e.attr_timeout = e.entry_timeout = FS_TTL;
-		reply_entry_counted(fs, req, &e);
+		fs_reply_entry_counted(fs, req, &e);
 		return;
 	}
 	if (parent == FS_INO_KVFS) {
 		for (int i = 0; i < FS_CTL_NFILES; i++) {
-			if (strcmp(name, ctl_names[i]))
+			if (strcmp(name, fs_ctl_names[i]))
 				continue;
 			e.ino = FS_INO_CTL_FIRST + i;
-			ctl_attr(fs, e.ino, &e.attr);
+			fs_ctl_attr(fs, e.ino, &e.attr);
 			e.attr_timeout = 0;
 			e.entry_timeout = 3600;
 			fuse_reply_entry(req, &e);
@@ -858,7 +741,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
-	in = ino_find(p, parent);
+	in = fs_ino_find(p, parent);
 	if (!in || in->kind != FS_K_NS || in->removed) {
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_err(req, in && in->kind == FS_K_NS ? ENOENT :
@@ -872,27 +755,27 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -err);
 		return;
 	}
-	reply_entry_counted(fs, req, &e);
+	fs_reply_entry_counted(fs, req, &e);
 }
 
-static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 
 	pthread_mutex_lock(&fs->priv->lock);
-	forget_one(fs, ino, nlookup);
+	fs_forget_one(fs, ino, nlookup);
 	pthread_mutex_unlock(&fs->priv->lock);
 	fuse_reply_none(req);
 }
 
-static void op_forget_multi(fuse_req_t req, size_t count,
+void fs_op_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 
 	pthread_mutex_lock(&fs->priv->lock);
 	for (size_t i = 0; i < count; i++)
-		forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+		fs_forget_one(fs, forgets[i].ino, forgets[i].nlookup);
 	pthread_mutex_unlock(&fs->priv->lock);
 	fuse_reply_none(req);
 }
@@ -921,19 +804,19 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (ino < FS_INO_CHUNK) {
 		if (ino > FS_INO_CTL_FIRST + FS_CTL_NFILES - 1)
 			return -ENOENT;
-		ctl_attr(fs, ino, st);
+		fs_ctl_attr(fs, ino, st);
 		*ttl = ino == FS_INO_KVFS ? 3600 : 0;
 		return 0;
 	}
 	pthread_mutex_lock(&p->lock);
-	in = ino_find(p, ino);
+	in = fs_ino_find(p, ino);
 	if (!in) {
 		pthread_mutex_unlock(&p->lock);
 		return -ENOENT;
 	}
 	switch (in->kind) {
 	case FS_K_NS:
-		ns_attr(in, st);
+		fs_ns_attr(in, st);
 		err = in->removed ? -ENOENT : 0;
 		pthread_mutex_unlock(&p->lock);
 		return err;
@@ -942,8 +825,8 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 
 		w->refs++;
 		pthread_mutex_unlock(&p->lock);
-		writer_attr(fs, w, st);
-		wr_unref(fs, w);
+		fs_writer_attr(fs, w, st);
+		fs_wr_unref(fs, w);
 		*ttl = 0;
 		return 0;
 	}
@@ -959,7 +842,7 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (!err && info.gen != gen)
 		err = -ESTALE;
 	pthread_mutex_lock(&p->lock);
-	in = ino_find(p, ino);
+	in = fs_ino_find(p, ino);
 	if (!err && in) {
 		in->info = info;
 	} else if (err && in && in->unlinked) {
@@ -975,8 +858,8 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		err = 0;
 	}
 	if (!err) {
-		nsi = ns_find(p, ns);
-		chunk_attr(nsi, ino, &info, st);
+		nsi = fs_ns_find(p, ns);
+		fs_chunk_attr(nsi, ino, &info, st);
 		if (in && in->unlinked)
 			st->st_nlink = 0;
 	}
@@ -991,12 +874,12 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	return err;
 }
 
-static void op_getattr(fuse_req_t req, fuse_ino_t ino,
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct stat st;
 	double ttl;
-	int err = get_attr(req_fs(req), ino, fi, &st, &ttl);
+	int err = get_attr(fs_req(req), ino, fi, &st, &ttl);
 
 	if (err)
 		fuse_reply_err(req, -err);
@@ -1017,10 +900,10 @@ static void set_times(struct timespec *mt, struct timespec *ct,
 	*ct = now;
 }
 
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in;
 	struct fs_wr *w = NULL;
@@ -1042,7 +925,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			p->root_uid = attr->st_uid;
 		if (!err && (to_set & FUSE_SET_ATTR_GID))
 			p->root_gid = attr->st_gid;
-	} else if (!(in = ino_find(p, ino))) {
+	} else if (!(in = fs_ino_find(p, ino))) {
 		err = -ENOENT;
 	} else if (in->kind == FS_K_NS) {
 		if (in->removed)
@@ -1080,7 +963,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 						   __ATOMIC_RELAXED);
 			pthread_rwlock_unlock(&w->lock);
 		}
-		wr_unref(fs, w);
+		fs_wr_unref(fs, w);
 	}
 	if (!err)
 		err = get_attr(fs, ino, fi, &st, &ttl);
@@ -1092,10 +975,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 /* --------------------------------------------------------------- namespaces */
 
-static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fuse_entry_param e;
@@ -1112,7 +995,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, EEXIST);
 		return;
 	}
-	err = ns_name_check(name);
+	err = fs_ns_name_check(name);
 	if (!err)
 		err = tier_ns_create(fs->tier, name, &id);
 	if (err) {
@@ -1121,7 +1004,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	memset(&e, 0, sizeof(e));
 	pthread_mutex_lock(&p->lock);
-	in = ns_get(fs, id);
+	in = fs_ns_get(fs, id);
 	if (!in) {
 		pthread_mutex_unlock(&p->lock);
 		tier_ns_remove(fs->tier, id);
@@ -1134,12 +1017,12 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	clock_gettime(CLOCK_REALTIME, &in->mtime);
 	in->ctime = in->mtime;
 	in->nlookup++;
-	ns_attr(in, &e.attr);
+	fs_ns_attr(in, &e.attr);
 	e.ino = in->ino;
 	pthread_mutex_unlock(&p->lock);
 	fs_nsmeta_save(fs); /* on disk before mkdir returns */
 	e.attr_timeout = e.entry_timeout = FS_TTL;
-	reply_entry_counted(fs, req, &e);
+	fs_reply_entry_counted(fs, req, &e);
 }
 
 /*
@@ -1148,14 +1031,14 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
  * forgets the inode it may still cache. A writer lock held elsewhere (a
  * lookup racing us) only delays the discard to the last reference.
  */
-static void tmp_drop(struct fs *fs, struct fs_wr *w)
+void fs_tmp_drop(struct fs *fs, struct fs_wr *w)
 {
-	tmp_unlist(fs->priv, w);
+	fs_tmp_unlist(fs->priv, w);
 	if (pthread_rwlock_trywrlock(&w->lock) == 0) {
-		wr_discard(fs, w);
+		fs_wr_discard(fs, w);
 		pthread_rwlock_unlock(&w->lock);
 	}
-	wr_unref_locked(fs, w); /* the name table's ref */
+	fs_wr_unref_locked(fs, w); /* the name table's ref */
 }
 
 /* How long rmdir waits for the release of a just-closed temporary. */
@@ -1177,14 +1060,14 @@ static unsigned drop_closed_temps(struct fs *fs, uint32_t ns)
 			open++;
 			continue;
 		}
-		tmp_drop(fs, w);
+		fs_tmp_drop(fs, w);
 	}
 	return open;
 }
 
-static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in;
 	uint32_t id;
@@ -1198,7 +1081,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	err = ns_name_check(name) ? -ENOENT : 0;
+	err = fs_ns_name_check(name) ? -ENOENT : 0;
 	if (!err)
 		err = tier_ns_find(fs->tier, name, &id);
 	if (err) {
@@ -1226,11 +1109,11 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	err = tier_ns_remove(fs->tier, id);
 	if (!err) {
-		in = ns_find(p, id);
+		in = fs_ns_find(p, id);
 		if (in) {
 			in->removed = true;
 			if (!in->nlookup)
-				inode_free(fs, in);
+				fs_inode_free(fs, in);
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -1240,7 +1123,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 /* Looks up namespace inode ino (lock NOT held) -> id. */
-static int ns_of(struct fs *fs, fuse_ino_t ino, uint32_t *id)
+int fs_ns_of(struct fs *fs, fuse_ino_t ino, uint32_t *id)
 {
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in;
@@ -1251,7 +1134,7 @@ static int ns_of(struct fs *fs, fuse_ino_t ino, uint32_t *id)
 	if (ino < FS_INO_CHUNK)
 		return -EPERM;
 	pthread_mutex_lock(&p->lock);
-	in = ino_find(p, ino);
+	in = fs_ino_find(p, ino);
 	if (!in || (in->kind == FS_K_NS && in->removed))
 		err = -ENOENT;
 	else if (in->kind != FS_K_NS)
@@ -1315,7 +1198,7 @@ int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask)
 	if (err)
 		return err;
 	pthread_mutex_lock(&p->lock);
-	in = ns_get(fs, ns);
+	in = fs_ns_get(fs, ns);
 	if (!in) {
 		pthread_mutex_unlock(&p->lock);
 		return -ENOMEM;
@@ -1342,10 +1225,10 @@ int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask)
 
 /* ------------------------------------------------------------------- chunks */
 
-static struct fs_fh *fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
+struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct fs_priv *p = req_fs(req)->priv;
+	struct fs_priv *p = fs_req(req)->priv;
 	struct fs_fh *fh = calloc(1, sizeof(*fh));
 
 	if (!fh)
@@ -1365,7 +1248,7 @@ static struct fs_fh *fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
 	return fh;
 }
 
-static void fh_free(struct fs *fs, struct fs_fh *fh)
+void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 {
 	fs_ioctl_release(fs, (uint64_t)(uintptr_t)fh);
 	if (fh->chunk)
@@ -1375,8 +1258,8 @@ static void fh_free(struct fs *fs, struct fs_fh *fh)
 	fh->next->prev = fh->prev;
 	if (fh->wr) {
 		if (!--fh->wr->opens)
-			fh->wr->closed_ms = now_ms();
-		wr_unref_locked(fs, fh->wr);
+			fh->wr->closed_ms = fs_now_ms();
+		fs_wr_unref_locked(fs, fh->wr);
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
 	free(fh->snap);
@@ -1385,10 +1268,10 @@ static void fh_free(struct fs *fs, struct fs_fh *fh)
 	free(fh);
 }
 
-static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fuse_entry_param e;
@@ -1400,12 +1283,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	uint32_t ns;
 	int err, r;
 
-	err = ns_of(fs, parent, &ns);
+	err = fs_ns_of(fs, parent, &ns);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
 	}
-	r = chunk_name(name, &key);
+	r = fs_chunk_name(name, &key);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1414,7 +1297,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		/* an existing temporary: the kernel would have looked it up
 		 * and opened it; here it appeared meanwhile */
 		pthread_mutex_lock(&p->lock);
-		w = tmp_find(p, ns, name);
+		w = fs_tmp_find(p, ns, name);
 		pthread_mutex_unlock(&p->lock);
 		if (w) {
 			fuse_reply_err(req, EEXIST);
@@ -1428,14 +1311,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (r == 0) /* the kernel's lookup before a create is no miss */
 		tier_count_misses(fs->tier, -1);
-	fh = fh_new(req, FS_FH_WRITER, 0);
+	fh = fs_fh_new(req, FS_FH_WRITER, 0);
 	pthread_mutex_lock(&p->lock);
-	w = fh ? wr_new(p) : NULL;
-	in = w ? inode_new(p, FS_K_WRITER, w->ino) : NULL;
+	w = fh ? fs_wr_new(p) : NULL;
+	in = w ? fs_inode_new(p, FS_K_WRITER, w->ino) : NULL;
 	if (!in)
 		goto nomem;
 	in->ns = ns;
-	in->wr = w;      /* the inode owns the reference wr_new made */
+	in->wr = w;      /* the inode owns the reference fs_wr_new made */
 	w->w = tw;
 	w->ns = ns;
 	w->uid = ctx->uid;
@@ -1444,18 +1327,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (r == 1) {
 		w->temp = true;
 		w->name = strdup(name);
-		if (!w->name || tmp_find(p, ns, name) ||
-		    htab_add(&p->tmptab, &w->tnode, hash_tmp(ns, name))) {
+		if (!w->name || fs_tmp_find(p, ns, name) || fs_tmp_list(p, w)) {
 			err = w->name ? -EEXIST : -ENOMEM;
 			goto fail;
 		}
-		w->in_tmptab = true;
-		w->refs++;
-		w->tnext = &p->tmp_head;
-		w->tprev = p->tmp_head.tprev;
-		w->tprev->tnext = w;
-		p->tmp_head.tprev = w;
-		p->ntemps++;
 	} else {
 		w->has_key = true;
 		w->key = key;
@@ -1473,7 +1348,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	memset(&e, 0, sizeof(e));
 	e.ino = w->ino;
-	writer_attr(fs, w, &e.attr);
+	fs_writer_attr(fs, w, &e.attr);
 	/* the kernel keeps the size current for its writer's own writes;
 	 * attributes that expire at once cost a GETATTR before the first
 	 * write */
@@ -1486,34 +1361,34 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (fuse_reply_create(req, &e, fi)) {
 		/* interrupted: the kernel has neither the inode nor the fd */
 		pthread_mutex_lock(&p->lock);
-		forget_one(fs, e.ino, 1);
+		fs_forget_one(fs, e.ino, 1);
 		pthread_mutex_unlock(&p->lock);
-		fh_free(fs, fh);
+		fs_fh_free(fs, fh);
 	}
 	return;
 fail:
 	if (in)
-		inode_free(fs, in); /* drops wr_new's ref: aborts tw */
+		fs_inode_free(fs, in); /* drops fs_wr_new's ref: aborts tw */
 	pthread_mutex_unlock(&p->lock);
-	fh_free(fs, fh);
+	fs_fh_free(fs, fh);
 	fuse_reply_err(req, -err);
 	return;
 nomem:
 	if (w) {
 		w->w = tw;
-		wr_unref_locked(fs, w);
+		fs_wr_unref_locked(fs, w);
 	} else {
 		tier_wr_abort(fs->tier, tw);
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (fh)
-		fh_free(fs, fh);
+		fs_fh_free(fs, fh);
 	fuse_reply_err(req, ENOMEM);
 }
 
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in;
 	struct fs_fh *fh;
@@ -1534,7 +1409,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, EPERM);
 			return;
 		}
-		fh = fh_new(req, FS_FH_CTL, ino);
+		fh = fs_fh_new(req, FS_FH_CTL, ino);
 		if (!fh) {
 			fuse_reply_err(req, ENOMEM);
 			return;
@@ -1543,7 +1418,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		err = fs_ctl_render(fs, (int)(ino - FS_INO_CTL_FIRST),
 				    &fh->ctl_buf, &fh->ctl_len);
 		if (err) {
-			fh_free(fs, fh);
+			fs_fh_free(fs, fh);
 			fuse_reply_err(req, -err);
 			return;
 		}
@@ -1551,11 +1426,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->direct_io = 1;
 		fi->noflush = 1;
 		if (fuse_reply_open(req, fi))
-			fh_free(fs, fh);
+			fs_fh_free(fs, fh);
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
-	in = ino_find(p, ino);
+	in = fs_ino_find(p, ino);
 	if (!in) {
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_err(req, ENOENT);
@@ -1576,16 +1451,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 				       ENOENT);
 			return;
 		}
-		/* fh_new takes the lock: allocate outside, then look again */
+		/* fs_fh_new takes the lock: allocate outside, then look again */
 		w->refs++;
 		pthread_mutex_unlock(&p->lock);
-		fh = fh_new(req, FS_FH_WRITER, ino);
+		fh = fs_fh_new(req, FS_FH_WRITER, ino);
 		pthread_mutex_lock(&p->lock);
 		if (!fh || w->state != FS_WR_OPEN) {
-			wr_unref_locked(fs, w);
+			fs_wr_unref_locked(fs, w);
 			pthread_mutex_unlock(&p->lock);
 			if (fh)
-				fh_free(fs, fh);
+				fs_fh_free(fs, fh);
 			fuse_reply_err(req, fh ? ENOENT : ENOMEM);
 			return;
 		}
@@ -1602,7 +1477,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->fh = (uint64_t)(uintptr_t)fh;
 		fi->direct_io = 1;
 		if (fuse_reply_open(req, fi))
-			fh_free(fs, fh);
+			fs_fh_free(fs, fh);
 		return;
 	}
 	ns = in->ns;
@@ -1630,7 +1505,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	fh = fh_new(req, FS_FH_CHUNK, ino);
+	fh = fs_fh_new(req, FS_FH_CHUNK, ino);
 	if (!fh) {
 		tier_put(fs->tier, c);
 		fuse_reply_err(req, ENOMEM);
@@ -1651,13 +1526,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
 	if (fuse_reply_open(req, fi))
-		fh_free(fs, fh);
+		fs_fh_free(fs, fh);
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
 	uint64_t total;
 	size_t n;
@@ -1743,10 +1618,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 }
 
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
 	struct fs_wr *w = fh->wr;
 	int err;
@@ -1792,9 +1667,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
  * What was not published by a flush is published at release (the last
  * close), where errors can only be logged.
  */
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct fs_fh *fh = fs_fh_of(fi);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -1825,12 +1700,12 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (task_killed_by_signal(ctx->pid)) {
 		pthread_rwlock_wrlock(&w->lock);
-		wr_discard(fs, w);
+		fs_wr_discard(fs, w);
 		pthread_rwlock_unlock(&w->lock);
 		pthread_mutex_lock(&p->lock);
 		if (w->in_tmptab) {
-			tmp_unlist(p, w);
-			wr_unref_locked(fs, w); /* the name table's ref */
+			fs_tmp_unlist(p, w);
+			fs_wr_unref_locked(fs, w); /* the name table's ref */
 		}
 		pthread_mutex_unlock(&p->lock);
 		__atomic_add_fetch(&p->writers_killed, 1, __ATOMIC_RELAXED);
@@ -1855,14 +1730,14 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, err); /* rename publishes; or nothing yet */
 		return;
 	}
-	err = wr_publish(fs, w, NULL, false);
+	err = fs_wr_publish(fs, w, NULL, false);
 	fuse_reply_err(req, -err);
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t ino,
+void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
 	struct fs_wr *w = fh->wr;
 
@@ -1872,7 +1747,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 		/* the last close, and no flush published it: e.g. `touch
 		 * key` (no bytes), or the writer's process closed early and
 		 * a child wrote the bytes */
-		err = wr_publish(fs, w, NULL, false);
+		err = fs_wr_publish(fs, w, NULL, false);
 		if (!err)
 			__atomic_add_fetch(&fs->priv->late_publishes, 1,
 					   __ATOMIC_RELAXED);
@@ -1880,30 +1755,30 @@ static void op_release(fuse_req_t req, fuse_ino_t ino,
 			fs_log(fs, "chunk discarded at last close: %s",
 			       strerror(-err));
 	}
-	fh_free(fs, fh);
+	fs_fh_free(fs, fh);
 	fuse_reply_err(req, 0);
 }
 
-static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	fuse_reply_err(req, 0); /* memory tiers: nothing to sync */
 }
 
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct kvfs_key key;
 	uint32_t ns;
 	int err, r;
 
-	err = ns_of(fs, parent, &ns);
+	err = fs_ns_of(fs, parent, &ns);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
 	}
-	r = chunk_name(name, &key);
+	r = fs_chunk_name(name, &key);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1912,12 +1787,12 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		struct fs_wr *w;
 
 		pthread_mutex_lock(&p->lock);
-		w = tmp_find(p, ns, name);
+		w = fs_tmp_find(p, ns, name);
 		if (w) {
-			tmp_unlist(p, w);
+			fs_tmp_unlist(p, w);
 			/* open fds keep writing into a nameless chunk that
 			 * is dropped with the last reference */
-			wr_unref_locked(fs, w);
+			fs_wr_unref_locked(fs, w);
 		}
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_err(req, w ? 0 : ENOENT);
@@ -1928,7 +1803,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		struct fs_inode *in;
 
 		pthread_mutex_lock(&p->lock);
-		in = chunk_find(p, ns, &key);
+		in = fs_chunk_find(p, ns, &key);
 		if (in)
 			in->unlinked = true;
 		pthread_mutex_unlock(&p->lock);
@@ -1936,11 +1811,11 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fuse_reply_err(req, -err);
 }
 
-static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      fuse_ino_t newparent, const char *newname,
 		      unsigned int flags)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct kvfs_key key, tkey;
 	struct fs_wr *w;
@@ -1952,9 +1827,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	err = ns_of(fs, parent, &ns);
+	err = fs_ns_of(fs, parent, &ns);
 	if (!err)
-		err = ns_of(fs, newparent, &ns2);
+		err = fs_ns_of(fs, newparent, &ns2);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
@@ -1963,7 +1838,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, EXDEV);
 		return;
 	}
-	r = chunk_name(name, &key);
+	r = fs_chunk_name(name, &key);
 	if (r == 0) {
 		fuse_reply_err(req, EPERM); /* published chunks keep their key */
 		return;
@@ -1972,13 +1847,13 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -r);
 		return;
 	}
-	r = chunk_name(newname, &tkey);
+	r = fs_chunk_name(newname, &tkey);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
 	pthread_mutex_lock(&p->lock);
-	w = tmp_find(p, ns, name);
+	w = fs_tmp_find(p, ns, name);
 	if (!w) {
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_err(req, ENOENT);
@@ -1986,7 +1861,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (r == 1) {
 		/* temporary -> temporary: just a new name */
-		struct fs_wr *o = tmp_find(p, ns, newname);
+		struct fs_wr *o = fs_tmp_find(p, ns, newname);
 		char *nm;
 
 		if (o == w) {
@@ -2006,13 +1881,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 			return;
 		}
 		if (o) {
-			tmp_unlist(p, o);
-			wr_unref_locked(fs, o);
+			fs_tmp_unlist(p, o);
+			fs_wr_unref_locked(fs, o);
 		}
-		htab_del(&p->tmptab, &w->tnode);
-		free(w->name);
-		w->name = nm;
-		htab_add(&p->tmptab, &w->tnode, hash_tmp(ns, nm));
+		fs_tmp_rename(p, w, nm);
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_err(req, 0);
 		return;
@@ -2027,14 +1899,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	 */
 	w->refs++;
 	pthread_mutex_unlock(&p->lock);
-	err = wr_publish(fs, w, &tkey, true);
+	err = fs_wr_publish(fs, w, &tkey, true);
 	pthread_rwlock_rdlock(&w->lock);
 	gone = w->state != FS_WR_OPEN;
 	pthread_rwlock_unlock(&w->lock);
 	pthread_mutex_lock(&p->lock);
 	if (gone && w->in_tmptab) {
-		tmp_unlist(p, w);
-		wr_unref_locked(fs, w); /* the name table's ref */
+		fs_tmp_unlist(p, w);
+		fs_wr_unref_locked(fs, w); /* the name table's ref */
 	}
 	if (!err) {
 		w->has_key = true;
@@ -2043,23 +1915,23 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pthread_mutex_unlock(&p->lock);
 	if (!err) /* the kernel looked the new name up first: not a miss */
 		tier_count_misses(fs->tier, -1);
-	wr_unref(fs, w);
+	fs_wr_unref(fs, w);
 	fuse_reply_err(req, -err);
 }
 
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
 	fuse_reply_err(req, EPERM);
 }
 
-static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
 	fuse_reply_err(req, EPERM);
 }
 
-static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
 		       const char *name)
 {
 	fuse_reply_err(req, EPERM);
@@ -2116,7 +1988,7 @@ static int snap_root(struct fs *fs, struct fs_dirsnap **out)
 		if (tier_ns_info(fs->tier, ids[i], &info))
 			continue;
 		pthread_mutex_lock(&p->lock);
-		in = ns_get(fs, ids[i]);
+		in = fs_ns_get(fs, ids[i]);
 		if (in)
 			snap_add(s, in->ino, S_IFDIR, info.name);
 		pthread_mutex_unlock(&p->lock);
@@ -2163,7 +2035,7 @@ static int snap_ctl(struct fs_dirsnap **out)
 	snap_add(s, FS_INO_KVFS, S_IFDIR, ".");
 	snap_add(s, FUSE_ROOT_ID, S_IFDIR, "..");
 	for (int i = 0; i < FS_CTL_NFILES; i++)
-		snap_add(s, FS_INO_CTL_FIRST + i, S_IFREG, ctl_names[i]);
+		snap_add(s, FS_INO_CTL_FIRST + i, S_IFREG, fs_ctl_names[i]);
 	*out = s;
 	return 0;
 }
@@ -2180,31 +2052,31 @@ static int snap_take(struct fs *fs, struct fs_fh *fh,
 	return snap_ns(fs, fh->ino, fh->ns, out);
 }
 
-static void op_opendir(fuse_req_t req, fuse_ino_t ino,
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_fh *fh;
 	uint32_t ns = 0;
 	int err = 0;
 
 	if (ino == FUSE_ROOT_ID) {
-		fh = fh_new(req, FS_FH_ROOT, ino);
+		fh = fs_fh_new(req, FS_FH_ROOT, ino);
 		if (fh)
 			err = snap_root(fs, &fh->snap);
 	} else if (ino == FS_INO_KVFS) {
-		fh = fh_new(req, FS_FH_CTL, ino);
+		fh = fs_fh_new(req, FS_FH_CTL, ino);
 		if (fh)
 			err = snap_ctl(&fh->snap);
 	} else {
-		err = ns_of(fs, ino, &ns);
+		err = fs_ns_of(fs, ino, &ns);
 		if (err == -EPERM)
 			err = -ENOTDIR;
 		if (err) {
 			fuse_reply_err(req, -err);
 			return;
 		}
-		fh = fh_new(req, FS_FH_NS, ino);
+		fh = fs_fh_new(req, FS_FH_NS, ino);
 		if (fh) {
 			fh->ns = ns;
 			err = snap_ns(fs, ino, ns, &fh->snap);
@@ -2215,16 +2087,16 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	if (err) {
-		fh_free(fs, fh);
+		fs_fh_free(fs, fh);
 		fuse_reply_err(req, -err);
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	if (fuse_reply_open(req, fi))
-		fh_free(fs, fh);
+		fs_fh_free(fs, fh);
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	struct fs_fh *fh = fs_fh_of(fi);
@@ -2244,7 +2116,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 */
 	if (off <= 0 && fh->snap_read) {
 		struct fs_dirsnap *fresh = NULL;
-		int err = snap_take(req_fs(req), fh, &fresh);
+		int err = snap_take(fs_req(req), fh, &fresh);
 
 		if (err) {
 			free(buf);
@@ -2270,16 +2142,16 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
-static void op_releasedir(fuse_req_t req, fuse_ino_t ino,
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
 			  struct fuse_file_info *fi)
 {
-	fh_free(req_fs(req), fs_fh_of(fi));
+	fs_fh_free(fs_req(req), fs_fh_of(fi));
 	fuse_reply_err(req, 0);
 }
 
-static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct tier_stats st;
 	struct statvfs sv;
 
@@ -2343,7 +2215,7 @@ static int xtarget_get(struct fs *fs, fuse_ino_t ino, struct xtarget *t)
 	if (ino < FS_INO_CHUNK)
 		return -ENODATA; /* root and .kvfs carry no kvfs xattrs */
 	pthread_mutex_lock(&p->lock);
-	in = ino_find(p, ino);
+	in = fs_ino_find(p, ino);
 	if (!in) {
 		pthread_mutex_unlock(&p->lock);
 		return -ENOENT;
@@ -2364,7 +2236,7 @@ static int xtarget_get(struct fs *fs, fuse_ino_t ino, struct xtarget *t)
 static void xtarget_put(struct fs *fs, struct xtarget *t)
 {
 	if (t->wr)
-		wr_unref(fs, t->wr);
+		fs_wr_unref(fs, t->wr);
 }
 
 static int parse_u64(const char *v, size_t len, uint64_t *out)
@@ -2397,10 +2269,10 @@ static void reply_xattr_value(fuse_req_t req, const char *val, size_t len,
 		fuse_reply_buf(req, val, len);
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct xtarget t;
 	struct tier_info info;
 	struct tier_ns_info ni;
@@ -2489,9 +2361,9 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		reply_xattr_value(req, val, (size_t)n, size);
 }
 
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct tier_info info;
 	struct xtarget t;
 	char buf[512];
@@ -2572,10 +2444,10 @@ static int dtype_shuffle(const char *v, size_t len, char out[8])
  * Unknown names: ENOTSUP on set (kvfs stores no free-form xattrs), ENODATA
  * on get and remove. Known read-only names: EPERM on set.
  */
-static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct xtarget t;
 	struct kvfs_key key;
@@ -2603,7 +2475,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 				struct fs_inode *in;
 
 				pthread_mutex_lock(&p->lock);
-				in = ns_find(p, t.ns);
+				in = fs_ns_find(p, t.ns);
 				if (in)
 					memcpy(in->dtype, dt, sizeof(dt));
 				pthread_mutex_unlock(&p->lock);
@@ -2696,9 +2568,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	fuse_reply_err(req, -err);
 }
 
-static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct fs *fs = req_fs(req);
+	struct fs *fs = fs_req(req);
 	struct xtarget t;
 	int err = xtarget_get(fs, ino, &t);
 
@@ -2727,7 +2599,7 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 		     void *arg, struct fuse_file_info *fi, unsigned flags,
 		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
 {
-	fs_ioctl(req_fs(req), req, ino, cmd, arg, fi, flags, in_buf, in_bufsz,
+	fs_ioctl(fs_req(req), req, ino, cmd, arg, fi, flags, in_buf, in_bufsz,
 		 out_bufsz);
 }
 
@@ -2762,33 +2634,33 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
-	.lookup = op_lookup,
-	.forget = op_forget,
-	.forget_multi = op_forget_multi,
-	.getattr = op_getattr,
-	.setattr = op_setattr,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.unlink = op_unlink,
-	.rmdir = op_rmdir,
-	.symlink = op_symlink,
-	.link = op_link,
-	.rename = op_rename,
-	.create = op_create,
-	.open = op_open,
-	.read = op_read,
-	.write = op_write,
-	.flush = op_flush,
-	.release = op_release,
-	.fsync = op_fsync,
-	.opendir = op_opendir,
-	.readdir = op_readdir,
-	.releasedir = op_releasedir,
-	.statfs = op_statfs,
-	.setxattr = op_setxattr,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.removexattr = op_removexattr,
+	.lookup = fs_op_lookup,
+	.forget = fs_op_forget,
+	.forget_multi = fs_op_forget_multi,
+	.getattr = fs_op_getattr,
+	.setattr = fs_op_setattr,
+	.mknod = fs_op_mknod,
+	.mkdir = fs_op_mkdir,
+	.unlink = fs_op_unlink,
+	.rmdir = fs_op_rmdir,
+	.symlink = fs_op_symlink,
+	.link = fs_op_link,
+	.rename = fs_op_rename,
+	.create = fs_op_create,
+	.open = fs_op_open,
+	.read = fs_op_read,
+	.write = fs_op_write,
+	.flush = fs_op_flush,
+	.release = fs_op_release,
+	.fsync = fs_op_fsync,
+	.opendir = fs_op_opendir,
+	.readdir = fs_op_readdir,
+	.releasedir = fs_op_releasedir,
+	.statfs = fs_op_statfs,
+	.setxattr = fs_op_setxattr,
+	.getxattr = fs_op_getxattr,
+	.listxattr = fs_op_listxattr,
+	.removexattr = fs_op_removexattr,
 	.ioctl = op_ioctl,
 };
 
@@ -2799,7 +2671,7 @@ const struct fuse_lowlevel_ops *fs_ops(void)
 
 /* Called by the engine, maybe inside one of our tier_* calls: queue only. */
 /* Queues a kernel invalidation of (ns, key) for the background thread. */
-static void queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+void fs_queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			bool published)
 {
 	struct fs_priv *p = fs->priv;
@@ -2827,10 +2699,10 @@ static void queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	pthread_mutex_unlock(&p->qlock);
 }
 
-static void on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
+void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
 		    enum tier_gone_reason why)
 {
-	queue_inval(arg, ns, key, false);
+	fs_queue_inval(arg, ns, key, false);
 }
 
 static void invalidate(struct fs *fs, const struct fs_gone *g)
@@ -2841,10 +2713,10 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 	uint64_t nsino = 0, ino = 0;
 
 	pthread_mutex_lock(&p->lock);
-	nsi = ns_find(p, g->ns);
+	nsi = fs_ns_find(p, g->ns);
 	if (nsi)
 		nsino = nsi->ino;
-	in = g->published ? NULL : chunk_find(p, g->ns, &g->key);
+	in = g->published ? NULL : fs_chunk_find(p, g->ns, &g->key);
 	if (in)
 		ino = in->ino;
 	pthread_mutex_unlock(&p->lock);
@@ -2857,10 +2729,10 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 	__atomic_add_fetch(&p->invalidations, 1, __ATOMIC_RELAXED);
 }
 
-static void expire_temps(struct fs *fs)
+void fs_tmp_expire(struct fs *fs)
 {
 	struct fs_priv *p = fs->priv;
-	uint64_t now = now_ms();
+	uint64_t now = fs_now_ms();
 
 	pthread_mutex_lock(&p->lock);
 	for (struct fs_wr *w = p->tmp_head.tnext, *next; w != &p->tmp_head;
@@ -2868,7 +2740,7 @@ static void expire_temps(struct fs *fs)
 		next = w->tnext;
 		if (w->opens || now - w->closed_ms < fs->cfg.tmp_timeout_ms)
 			continue;
-		tmp_drop(fs, w);
+		fs_tmp_drop(fs, w);
 		p->tmp_expired++;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -2882,7 +2754,7 @@ static void *bg_main(void *arg)
 	struct fs_priv *p = fs->priv;
 	struct fs_gone *batch = NULL;
 	size_t cap = 0;
-	uint64_t last_sweep = now_ms();
+	uint64_t last_sweep = fs_now_ms();
 
 	pthread_mutex_lock(&p->qlock);
 	while (!p->stop) {
@@ -2919,9 +2791,9 @@ static void *bg_main(void *arg)
 		pthread_mutex_unlock(&p->qlock);
 		for (size_t i = 0; i < n; i++)
 			invalidate(fs, &batch[i]);
-		if (now_ms() - last_sweep >= 250) {
-			expire_temps(fs);
-			last_sweep = now_ms();
+		if (fs_now_ms() - last_sweep >= 250) {
+			fs_tmp_expire(fs);
+			last_sweep = fs_now_ms();
 		}
 		pthread_mutex_lock(&p->qlock);
 	}
@@ -2956,7 +2828,7 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 	p->root_gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &p->mount_time);
 
-	tc->on_gone = on_gone;
+	tc->on_gone = fs_on_gone;
 	tc->on_gone_arg = fs;
 	if (!tc->log) {
 		tc->log = tier_log_cb;
@@ -3028,10 +2900,10 @@ void fs_destroy(struct fs *fs)
 		if (fh->kind == FS_FH_WRITER && fh->wr->state == FS_WR_OPEN &&
 		    !fh->wr->temp) {
 			pthread_rwlock_wrlock(&fh->wr->lock);
-			wr_discard(fs, fh->wr);
+			fs_wr_discard(fs, fh->wr);
 			pthread_rwlock_unlock(&fh->wr->lock);
 		}
-		fh_free(fs, fh);
+		fs_fh_free(fs, fh);
 	}
 	fs_ioctl_destroy(fs);
 	fs_nsmeta_destroy(fs); /* while the namespace records exist */
@@ -3040,11 +2912,11 @@ void fs_destroy(struct fs *fs)
 	while (p->tmp_head.tnext != &p->tmp_head) {
 		struct fs_wr *w = p->tmp_head.tnext;
 
-		tmp_unlist(p, w);
-		wr_unref_locked(fs, w);
+		fs_tmp_unlist(p, w);
+		fs_wr_unref_locked(fs, w);
 	}
 	htab_for_each_safe(&p->itab, i, e, nx)
-		inode_free(fs, container_of(e, struct fs_inode, inode));
+		fs_inode_free(fs, container_of(e, struct fs_inode, inode));
 	pthread_mutex_unlock(&p->lock);
 	tier_destroy(fs->tier);
 	htab_free(&p->itab);
@@ -3091,7 +2963,7 @@ int fs_nsattr_get(struct fs *fs, uint32_t ns, struct fs_nsattr *a)
 		a->uid = p->root_uid;
 		a->gid = p->root_gid;
 		a->mtime = a->ctime = p->mount_time;
-	} else if ((in = ns_find(p, ns)) && !in->removed) {
+	} else if ((in = fs_ns_find(p, ns)) && !in->removed) {
 		a->mode = in->mode;
 		a->uid = in->uid;
 		a->gid = in->gid;
@@ -3116,7 +2988,7 @@ int fs_nsattr_set(struct fs *fs, uint32_t ns, const struct fs_nsattr *a)
 		p->root_mode = S_IFDIR | (a->mode & 07777);
 		p->root_uid = a->uid;
 		p->root_gid = a->gid;
-	} else if ((in = ns_get(fs, ns))) {
+	} else if ((in = fs_ns_get(fs, ns))) {
 		in->mode = S_IFDIR | (a->mode & 07777);
 		in->uid = a->uid;
 		in->gid = a->gid;
@@ -3138,7 +3010,7 @@ int fs_ns_attrs(struct fs *fs, uint32_t ns, char dtype[8], mode_t *mode)
 	struct fs_inode *in;
 
 	pthread_mutex_lock(&p->lock);
-	in = ns_find(p, ns);
+	in = fs_ns_find(p, ns);
 	if (in) {
 		memcpy(dtype, in->dtype, 8);
 		*mode = in->mode & 07777;
