@@ -1,70 +1,35 @@
 /*
- * fs.c - the kvfs file protocol over the libfuse low-level API.
+ * fs.c - the kvfs file protocol over the libfuse low-level API: the
+ * operations table (which fs/ file answers each request), INIT, and the
+ * life cycle of a mount's fs (fs_create, fs_destroy); the counters fs_ctl.c
+ * shows.
  *
  * The tree:
- *   /                root: namespaces (directories) and .kvfs
+ *   /                root: namespaces (directories, fs_ns.c) and .kvfs
  *   /.kvfs/          read-only control files (fs_ctl.c renders them)
  *   /<ns>/<key>      published chunks: 32 lowercase hex digits, mode 0444
+ *                    (fs_chunk.c)
  *   /<ns>/.<name>    temporaries: written, then renamed onto a key
+ *                    (fs_wr.c, fs_rename.c)
  *
- * Inode numbers are never reused within a mount. A published chunk's inode
- * number is FS_INO_CHUNK + its publication number (tier_info.gen, unique per
- * engine), so a key that is evicted and written again gets a new inode and
- * the kernel can never serve the old bytes under the new file; every other
- * object (namespace, writer, temporary) takes a number from a counter with
- * the top bit set. Records follow the kernel's lookup count (forget and
- * forget_multi); namespaces live as long as they exist or are looked up.
- *
- * Publication: a keyed chunk (created under its key) is published by the
- * first FLUSH (close) from its writer's process after bytes arrived, so
- * close() reports EEXIST, EMSGSIZE (chunk_bytes), ENOSPC or EFBIG (a write
- * failed: the chunk is never published with a hole); otherwise at its last
- * close. A temporary ('.' name) is published by rename(2) onto a key. A
- * writer killed by a signal publishes nothing (fs_op_flush). Limitation: a
- * writer that dup()s its fd, writes, closes one copy and writes through
- * the other gets EPERM for the late writes (the first close published).
- *
- * Caching: chunk reads use direct_io (cache=direct, the default): each
- * read is answered from the pinned arena bytes with one copy, and the
- * arena is not duplicated in the page cache. Then mmap(MAP_PRIVATE,
- * PROT_READ) works (the kernel reads through the daemon) and
- * mmap(MAP_SHARED) fails with ENODEV, as for any direct_io file.
- * cache=page uses the kernel page cache with keep_cache (repeated reads at
- * memory speed, MAP_SHARED works); safe because chunks are immutable and a
- * new publication is a new inode.
+ * Inode numbers and lookup counts: fs_inode.c. Locks and ownership: the
+ * top of fs_i.h.
  *
  * Permissions: default_permissions is always on, so the kernel checks
  * modes: a published chunk is 0444, so a non-root caller opening one for
  * writing (or truncating, or setting an xattr on it) gets EACCES from the
  * kernel; root reaches kvfs and gets EPERM.
- *
- * Locks: fs_priv.lock protects both inode tables, the temporary table and
- * list, the namespace records and every fs_inode field; fs_wr.lock
- * (rwlock: writes and reads of the chunk being written share it, publish
- * and abort take it exclusively) protects fs_wr.w and fs_wr.state;
- * fs_priv.qlock protects the invalidation queue only (a leaf: taken inside
- * the engine's fs_on_gone callback). Order: fs_wr.lock -> fs_priv.lock ->
- * tier.lock; fs_priv.qlock is taken with nothing else held, or on its own
- * inside tier calls. Kernel notifications are sent only from the
- * background thread, never from a request handler (the kernel would wait
- * on the very request being handled).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/xattr.h>
-#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fs/fs_i.h"
-#include "hash/htab.h"
 
 const char *const fs_ctl_names[FS_CTL_NFILES] = {
 	[FS_CTL_STATS] = "stats",
@@ -88,26 +53,6 @@ static void tier_log_cb(void *arg, const char *msg)
 {
 	fuse_log(FUSE_LOG_ERR, "kvfs: %s\n", msg);
 }
-
-/* ------------------------------------------------------------ hash tables */
-
-/* ----------------------------------------------------------------- inodes */
-
-/* ---------------------------------------------------------------- writers */
-
-/* ------------------------------------------------------------- attributes */
-
-/* ------------------------------------------------------------------ names */
-
-/* --------------------------------------------------------------- requests */
-
-/* --------------------------------------------------------------- namespaces */
-
-/* ------------------------------------------------------------------- chunks */
-
-/* ---------------------------------------------------------------- readdir */
-
-/* ----------------------------------------------------------------- xattrs */
 
 /* ------------------------------------------------------------------ ioctl */
 
@@ -185,122 +130,6 @@ const struct fuse_lowlevel_ops *fs_ops(void)
 	return &ops;
 }
 
-/* Called by the engine, maybe inside one of our tier_* calls: queue only. */
-/* Queues a kernel invalidation of (ns, key) for the background thread. */
-void fs_queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-			bool published)
-{
-	struct fs_priv *p = fs->priv;
-
-	pthread_mutex_lock(&p->qlock);
-	if (!p->stop) {
-		if (p->qlen == p->qcap) {
-			size_t cap = p->qcap ? p->qcap * 2 : 256;
-			struct fs_gone *q = realloc(p->q, cap * sizeof(*q));
-
-			if (q) {
-				p->q = q;
-				p->qcap = cap;
-			}
-		}
-		/* without memory the entry just times out (FS_TTL) */
-		if (p->qlen < p->qcap) {
-			p->q[p->qlen].ns = ns;
-			p->q[p->qlen].published = published;
-			p->q[p->qlen].key = *key;
-			p->qlen++;
-			pthread_cond_signal(&p->qcond);
-		}
-	}
-	pthread_mutex_unlock(&p->qlock);
-}
-
-void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
-		    enum tier_gone_reason why)
-{
-	fs_queue_inval(arg, ns, key, false);
-}
-
-static void invalidate(struct fs *fs, const struct fs_gone *g)
-{
-	struct fs_priv *p = fs->priv;
-	char hex[KVFS_KEY_HEX_LEN + 1];
-	struct fs_inode *nsi, *in;
-	uint64_t nsino = 0, ino = 0;
-
-	pthread_mutex_lock(&p->lock);
-	nsi = fs_ns_find(p, g->ns);
-	if (nsi)
-		nsino = nsi->ino;
-	in = g->published ? NULL : fs_chunk_find(p, g->ns, &g->key);
-	if (in)
-		ino = in->ino;
-	pthread_mutex_unlock(&p->lock);
-	kvfs_key_hex(&g->key, hex);
-	if (nsino)
-		fuse_lowlevel_notify_inval_entry(fs->se, nsino, hex,
-						 KVFS_KEY_HEX_LEN);
-	if (ino)
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
-	__atomic_add_fetch(&p->invalidations, 1, __ATOMIC_RELAXED);
-}
-
-/* The background thread: kernel invalidations for chunks the engine let go
- * of, and expiry of abandoned temporaries. */
-static void *bg_main(void *arg)
-{
-	struct fs *fs = arg;
-	struct fs_priv *p = fs->priv;
-	struct fs_gone *batch = NULL;
-	size_t cap = 0;
-	uint64_t last_sweep = fs_now_ms();
-
-	pthread_mutex_lock(&p->qlock);
-	while (!p->stop) {
-		size_t n;
-
-		if (!p->qlen) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 250 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&p->qcond, &p->qlock, &ts);
-		}
-		n = p->qlen;
-		if (n > cap) {
-			struct fs_gone *b = realloc(batch, n * sizeof(*b));
-
-			if (b) {
-				batch = b;
-				cap = n;
-			} else {
-				n = cap;
-			}
-		}
-		if (n) {
-			memcpy(batch, p->q, n * sizeof(*batch));
-			memmove(p->q, p->q + n,
-				(p->qlen - n) * sizeof(*batch));
-			p->qlen -= n;
-		}
-		pthread_mutex_unlock(&p->qlock);
-		for (size_t i = 0; i < n; i++)
-			invalidate(fs, &batch[i]);
-		if (fs_now_ms() - last_sweep >= 250) {
-			fs_tmp_expire(fs);
-			last_sweep = fs_now_ms();
-		}
-		pthread_mutex_lock(&p->qlock);
-	}
-	pthread_mutex_unlock(&p->qlock);
-	free(batch);
-	return NULL;
-}
-
 int fs_create(const struct fs_config *fc, struct tier_config *tc,
 	      struct fs **out, char *err, size_t errlen)
 {
@@ -353,33 +182,6 @@ fail:
 	free(p);
 	free(fs);
 	return r;
-}
-
-int fs_start(struct fs *fs, struct fuse_session *se)
-{
-	struct fs_priv *p = fs->priv;
-	int r;
-
-	fs->se = se;
-	r = pthread_create(&p->thread, NULL, bg_main, fs);
-	if (r)
-		return -r;
-	p->thread_started = true;
-	return 0;
-}
-
-void fs_stop(struct fs *fs)
-{
-	struct fs_priv *p = fs->priv;
-
-	pthread_mutex_lock(&p->qlock);
-	p->stop = true;
-	pthread_cond_signal(&p->qcond);
-	pthread_mutex_unlock(&p->qlock);
-	if (p->thread_started) {
-		pthread_join(p->thread, NULL);
-		p->thread_started = false;
-	}
 }
 
 void fs_destroy(struct fs *fs)

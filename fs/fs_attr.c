@@ -36,7 +36,7 @@ void fs_ns_attr(struct fs_inode *ns, struct stat *st)
 }
 
 void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
-		       const struct tier_info *info, struct stat *st)
+		   const struct tier_info *info, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -199,7 +199,7 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 }
 
 void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+		   struct fuse_file_info *fi)
 {
 	struct stat st;
 	double ttl;
@@ -225,7 +225,7 @@ static void set_times(struct timespec *mt, struct timespec *ct,
 }
 
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		       int to_set, struct fuse_file_info *fi)
+		   int to_set, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;

@@ -141,7 +141,7 @@ void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 }
 
 void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, struct fuse_file_info *fi)
+		  mode_t mode, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
@@ -402,7 +402,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+		struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
@@ -491,7 +491,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
-		     size_t size, off_t off, struct fuse_file_info *fi)
+		 size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
@@ -607,7 +607,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 }
 
 void fs_op_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+		   struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
@@ -632,7 +632,7 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 }
 
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		     struct fuse_file_info *fi)
+		 struct fuse_file_info *fi)
 {
 	fuse_reply_err(req, 0); /* memory tiers: nothing to sync */
 }

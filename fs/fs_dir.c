@@ -134,7 +134,7 @@ static int snap_take(struct fs *fs, struct fs_fh *fh,
 }
 
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
+		   struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh;
@@ -178,7 +178,7 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino,
 }
 
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+		   struct fuse_file_info *fi)
 {
 	struct fs_fh *fh = fs_fh_of(fi);
 	struct fs_dirsnap *s;
@@ -224,7 +224,7 @@ void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
-			  struct fuse_file_info *fi)
+		      struct fuse_file_info *fi)
 {
 	fs_fh_free(fs_req(req), fs_fh_of(fi));
 	fuse_reply_err(req, 0);

@@ -429,7 +429,7 @@ void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
  */
 int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask);
 
-/* ------------------------------------------------------ fs.c <-> fs_ctl.c */
+/* ----------------------------------------------------- fs/ <-> fs_ctl.c */
 
 /* The files of /.kvfs, in inode order. */
 enum fs_ctl_file {
@@ -469,7 +469,7 @@ struct fs_nsattr {
 };
 
 /*
- * fs_nsattr_get / fs_nsattr_set (fs.c) - a namespace's attributes (ns 0:
+ * fs_nsattr_get / fs_nsattr_set (fs_ns.c) - a namespace's attributes (ns 0:
  * the root's mode, uid and gid). get: -ENOENT when fs has no live record.
  * set creates the record when the engine has the namespace but fs has not
  * seen it yet; -ENOMEM. Both take fs_priv.lock: call with it not held.

@@ -1,9 +1,15 @@
 /*
- * fs_inode.c - the inode table: numbering (a chunk's inode is FS_INO_CHUNK +
- * its publication number, every other object takes a number with the top
- * bit set, never reused within a mount), the tables by number and by name,
- * namespace records, LOOKUP and the kernel's lookup counts (FORGET,
- * BATCH_FORGET: a record is freed at zero).
+ * fs_inode.c - the inode table: the records of what the kernel knows by
+ * number (chunks, namespaces, writers), found by number and by name,
+ * LOOKUP, and the kernel's lookup counts (FORGET, BATCH_FORGET).
+ *
+ * Inode numbers are never reused within a mount. A published chunk's inode
+ * number is FS_INO_CHUNK + its publication number (tier_info.gen, unique per
+ * engine), so a key that is evicted and written again gets a new inode and
+ * the kernel can never serve the old bytes under the new file; every other
+ * object (namespace, writer, temporary) takes a number from a counter with
+ * the top bit set. Records follow the kernel's lookup count (forget and
+ * forget_multi); namespaces live as long as they exist or are looked up.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -43,7 +49,7 @@ struct fs_inode *fs_ino_find(struct fs_priv *p, uint64_t ino)
 }
 
 struct fs_inode *fs_chunk_find(struct fs_priv *p, uint32_t ns,
-				   const struct kvfs_key *key)
+			       const struct kvfs_key *key)
 {
 	uint64_t h = hash_chunk(ns, key);
 	struct htab_node *e;
@@ -73,7 +79,7 @@ struct fs_inode *fs_ns_find(struct fs_priv *p, uint32_t ns)
 }
 
 struct fs_inode *fs_inode_new(struct fs_priv *p, enum fs_kind kind,
-				  uint64_t ino)
+			      uint64_t ino)
 {
 	struct fs_inode *in = calloc(1, sizeof(*in));
 
@@ -180,7 +186,7 @@ int fs_chunk_name(const char *name, struct kvfs_key *key)
 }
 
 int fs_reply_entry_counted(struct fs *fs, fuse_req_t req,
-			       struct fuse_entry_param *e)
+			   struct fuse_entry_param *e)
 {
 	if (fuse_reply_entry(req, e) == 0)
 		return 0;
@@ -356,7 +362,7 @@ void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 }
 
 void fs_op_forget_multi(fuse_req_t req, size_t count,
-			    struct fuse_forget_data *forgets)
+			struct fuse_forget_data *forgets)
 {
 	struct fs *fs = fs_req(req);
 

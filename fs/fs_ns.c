@@ -16,7 +16,7 @@
 #include "fs/fs_i.h"
 
 void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode)
+		 mode_t mode)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;

@@ -58,8 +58,8 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      fuse_ino_t newparent, const char *newname,
-		      unsigned int flags)
+		  fuse_ino_t newparent, const char *newname,
+		  unsigned int flags)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
@@ -166,19 +166,19 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, dev_t rdev)
+		 mode_t mode, dev_t rdev)
 {
 	fuse_reply_err(req, EPERM);
 }
 
 void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		    const char *newname)
+		const char *newname)
 {
 	fuse_reply_err(req, EPERM);
 }
 
 void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-		       const char *name)
+		   const char *name)
 {
 	fuse_reply_err(req, EPERM);
 }

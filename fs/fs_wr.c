@@ -118,7 +118,7 @@ void fs_wr_discard(struct fs *fs, struct fs_wr *w)
  * -EMSGSIZE, which leave the writer open as it was.
  */
 int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
-		      bool keep_refused)
+		  bool keep_refused)
 {
 	struct tier_info info;
 	int err;

@@ -111,7 +111,7 @@ static void reply_xattr_value(fuse_req_t req, const char *val, size_t len,
 }
 
 void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			size_t size)
+		    size_t size)
 {
 	struct fs *fs = fs_req(req);
 	struct xtarget t;
@@ -286,7 +286,7 @@ static int dtype_shuffle(const char *v, size_t len, char out[8])
  * on get and remove. Known read-only names: EPERM on set.
  */
 void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
-			const char *value, size_t size, int flags)
+		    const char *value, size_t size, int flags)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
