@@ -211,6 +211,19 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, ttl);
 }
 
+/* chmod and chown of a directory (the root or a namespace): priv.lock
+ * held. */
+static void set_owner(mode_t *mode, uid_t *uid, gid_t *gid,
+		      const struct stat *attr, int to_set)
+{
+	if (to_set & FUSE_SET_ATTR_MODE)
+		*mode = S_IFDIR | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		*uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		*gid = attr->st_gid;
+}
+
 static void set_times(struct timespec *mt, struct timespec *ct,
 		      const struct stat *attr, int to_set)
 {
@@ -243,12 +256,9 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (ino == FUSE_ROOT_ID) {
 		if (to_set & FUSE_SET_ATTR_SIZE)
 			err = -EISDIR;
-		if (!err && (to_set & FUSE_SET_ATTR_MODE))
-			p->root_mode = S_IFDIR | (attr->st_mode & 07777);
-		if (!err && (to_set & FUSE_SET_ATTR_UID))
-			p->root_uid = attr->st_uid;
-		if (!err && (to_set & FUSE_SET_ATTR_GID))
-			p->root_gid = attr->st_gid;
+		else
+			set_owner(&p->root_mode, &p->root_uid, &p->root_gid,
+				  attr, to_set);
 	} else if (!(in = fs_ino_find(p, ino))) {
 		err = -ENOENT;
 	} else if (in->kind == FS_K_NS) {
@@ -256,14 +266,10 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			err = -ENOENT;
 		else if (to_set & FUSE_SET_ATTR_SIZE)
 			err = -EISDIR;
-		if (!err && (to_set & FUSE_SET_ATTR_MODE))
-			in->mode = S_IFDIR | (attr->st_mode & 07777);
-		if (!err && (to_set & FUSE_SET_ATTR_UID))
-			in->uid = attr->st_uid;
-		if (!err && (to_set & FUSE_SET_ATTR_GID))
-			in->gid = attr->st_gid;
-		if (!err)
+		if (!err) {
+			set_owner(&in->mode, &in->uid, &in->gid, attr, to_set);
 			set_times(&in->mtime, &in->ctime, attr, to_set);
+		}
 	} else if (in->kind == FS_K_CHUNK) {
 		err = -EPERM; /* published chunks are immutable */
 	} else {

@@ -155,12 +155,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	uint32_t ns;
 	int err, r;
 
-	err = fs_ns_of(fs, parent, &ns);
-	if (err) {
-		fuse_reply_err(req, -err);
-		return;
-	}
-	r = fs_chunk_name(name, &key);
+	r = fs_ns_child(fs, parent, name, &ns, &key);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -401,6 +396,16 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_fh_free(fs, fh);
 }
 
+/* Replies r bytes of buf (or the error -r) and frees buf. */
+static void reply_read(fuse_req_t req, char *buf, long r)
+{
+	if (r < 0)
+		fuse_reply_err(req, (int)-r);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+	free(buf);
+}
+
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -459,11 +464,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		r = tier_chunk_read(fs->tier, fh->chunk, buf, n, (uint64_t)off);
-		if (r < 0)
-			fuse_reply_err(req, (int)-r);
-		else
-			fuse_reply_buf(req, buf, (size_t)r);
-		free(buf);
+		reply_read(req, buf, r);
 		return;
 	}
 	case FS_FH_WRITER: {
@@ -478,11 +479,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		r = w->w ? tier_wr_pread(fs->tier, w->w, buf, size,
 					 (uint64_t)off) : -EBADF;
 		pthread_rwlock_unlock(&w->lock);
-		if (r < 0)
-			fuse_reply_err(req, (int)-r);
-		else
-			fuse_reply_buf(req, buf, (size_t)r);
-		free(buf);
+		reply_read(req, buf, r);
 		return;
 	}
 	default:

@@ -198,7 +198,7 @@ struct fs_wr {
 	struct kvfs_key parent; /* priv.lock */
 	uint32_t depth;         /* priv.lock */
 	bool want_pin;          /* priv.lock */
-	bool excl;              /* created with O_EXCL (see op_flush) */
+	bool excl;              /* created with O_EXCL (see fs_op_flush) */
 	pid_t creator_tid;      /* set at create, then constant */
 	uid_t uid;              /* set at create, then constant */
 	gid_t gid;              /* set at create, then constant */
@@ -356,6 +356,10 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino);
 /* The namespace id of directory inode ino (priv.lock NOT held): -EPERM
  * for the root and .kvfs, -ENOENT, -ENOTDIR. */
 int fs_ns_of(struct fs *fs, fuse_ino_t ino, uint32_t *id);
+/* fs_ns_of(parent), then fs_chunk_name(name): 1 a temporary, 0 a key, or
+ * the first -errno. */
+int fs_ns_child(struct fs *fs, fuse_ino_t parent, const char *name,
+		uint32_t *ns, struct kvfs_key *key);
 
 void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		 mode_t mode);

@@ -169,6 +169,14 @@ int fs_ns_of(struct fs *fs, fuse_ino_t ino, uint32_t *id)
 	return err;
 }
 
+int fs_ns_child(struct fs *fs, fuse_ino_t parent, const char *name,
+		uint32_t *ns, struct kvfs_key *key)
+{
+	int err = fs_ns_of(fs, parent, ns);
+
+	return err ? err : fs_chunk_name(name, key);
+}
+
 /*
  * The supplementary groups of the caller of req, from /proc/PID/status.
  * (Added by the engine-interface work: libfuse 3.14's fuse_req_getgroups

@@ -19,12 +19,7 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint32_t ns;
 	int err, r;
 
-	err = fs_ns_of(fs, parent, &ns);
-	if (err) {
-		fuse_reply_err(req, -err);
-		return;
-	}
-	r = fs_chunk_name(name, &key);
+	r = fs_ns_child(fs, parent, name, &ns, &key);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
