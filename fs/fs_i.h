@@ -7,7 +7,9 @@
  * ------------------------------------------------------ locks and ownership
  * Lock order (left before right, never the reverse):
  *
- *   fs_nsmeta.lock -> fs_wr.lock -> fs_priv.lock -> the tier's locks
+ *   fs_wr.lock     -> fs_priv.lock -> the tier's locks
+ *   fs_nsmeta.lock -> fs_priv.lock
+ *   fs_priv.qlock and fs_fh.ioctl_lock: leaves (nothing taken inside)
  *
  *   fs_priv.lock (mutex) protects the three tables (inodes by number,
  *           names, temporaries), the temporary list, the open-handle list,
@@ -22,8 +24,9 @@
  *           and depth); a writer's last reference drops under
  *           fs_priv.lock alone, when nobody else can hold or wait for it.
  *   fs_priv.qlock (mutex) protects the invalidation queue (q, qlen, qcap,
- *           stop) only. A leaf: taken with nothing else held, or on its own
- *           inside tier calls (the engine's on_gone callback, wr_publish).
+ *           stop) only. A leaf: nothing is taken while it is held, and it
+ *           may be taken under any other lock (inside the engine's on_gone
+ *           callback, in fs_wr_publish under fs_wr.lock).
  *   fs_nsmeta.lock (fs_nsmeta.c) serializes saves of l2_dir/namespaces;
  *           fs_nsmeta_save is called with no fs lock held.
  *   fs_fh.ioctl_lock protects ioctl_priv only (a leaf; fs_ioctl.c's).
