@@ -238,7 +238,8 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 		e->entry_timeout = 0;
 		return 0;
 	}
-	r = tier_stat(fs->tier, ns, &key, &info);
+	/* not local: promoted from L3 when L3 has it (bounded) */
+	r = tier_stat_fetch(fs->tier, ns, &key, &info);
 	if (r) {
 		if (r == -ENOENT)
 			tier_count_misses(fs->tier, 1);

@@ -143,6 +143,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	lk->found = found;
 	lk->in_l1 = in_l1;
 	lk->in_l2 = in_l2;
+	lk->in_l3 = found - in_l1 - in_l2; /* the run found in L3 */
 	/* The keys did not change: copy back only the header. */
 	fuse_reply_ioctl(req, 0, lk, offsetof(struct kvfs_lookup, keys));
 out:
@@ -433,6 +434,32 @@ static int do_handle_release(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	return 0;
 }
 
+/* ------------------------------------------------------------- L3 */
+
+/* KVFS_IOC_L3_DROP: a namespace's chunks out of the shared L3 (root or
+ * the user who mounted: it affects every node). */
+static int do_l3_drop(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+		      const void *in_buf)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct kvfs_l3_drop d;
+	long n;
+
+	if (fh->kind != FS_FH_ROOT)
+		return reply_err(fs, req, "L3_DROP", ENOTTY);
+	if (ctx->uid != 0 && ctx->uid != getuid())
+		return reply_err(fs, req, "L3_DROP", EPERM);
+	memcpy(&d, in_buf, sizeof(d));
+	if (!memchr(d.ns, '\0', sizeof(d.ns)))
+		return reply_err(fs, req, "L3_DROP", EINVAL);
+	n = tier_l3_drop(fs->tier, d.ns);
+	if (n < 0)
+		return reply_err(fs, req, "L3_DROP", (int)-n);
+	d.deleted = (uint64_t)n;
+	fuse_reply_ioctl(req, 0, &d, sizeof(d));
+	return 0;
+}
+
 /* ------------------------------------------------------------ entry */
 
 static size_t ioc_size(unsigned int nr)
@@ -448,6 +475,8 @@ static size_t ioc_size(unsigned int nr)
 		return sizeof(struct kvfs_handle);
 	case _IOC_NR(KVFS_IOC_HANDLE_RELEASE):
 		return sizeof(struct kvfs_handle_release);
+	case _IOC_NR(KVFS_IOC_L3_DROP):
+		return sizeof(struct kvfs_l3_drop);
 	default:
 		return 0;
 	}
@@ -489,6 +518,8 @@ int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 		return do_unpin(fs, req, fh, fi->fh, in_buf);
 	case _IOC_NR(KVFS_IOC_HANDLE):
 		return do_handle(fs, req, fh, fi->fh, fi, in_buf);
+	case _IOC_NR(KVFS_IOC_L3_DROP):
+		return do_l3_drop(fs, req, fh, in_buf);
 	default:
 		return do_handle_release(fs, req, fh, fi->fh, in_buf);
 	}

@@ -188,6 +188,26 @@ static void add_fuse_opt(struct mopts *o, const char *arg)
 		 len ? "," : "", arg);
 }
 
+/*
+ * l3=redis://A:1,B:2: -o splits options at commas, so the seeds after the
+ * first arrive as options of their own. A bare [redis://]HOST:PORT (no
+ * '=') after l3= is one more seed. True when arg was taken.
+ */
+static bool l3_more_seeds(struct mopts *o, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	char *joined;
+
+	if (!o->l3 || strchr(arg, '=') || !colon || colon == arg ||
+	    !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return false;
+	if (asprintf(&joined, "%s,%s", o->l3, arg) < 0)
+		return false;
+	free(o->l3);
+	o->l3 = joined;
+	return true;
+}
+
 static int opt_proc(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
 {
@@ -234,6 +254,8 @@ static int opt_proc(void *data, const char *arg, int key,
 			return 0; /* mount(8) passes the type; ignore */
 		if (!strncmp(arg, "x-", 2))
 			return 0; /* fstab: x-systemd.automount and friends */
+		if (l3_more_seeds(o, arg))
+			return 0;
 		fprintf(stderr, "kvfs-mount: unknown option '%s'\n", arg);
 		o->bad = 1;
 		return -1;

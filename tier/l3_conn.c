@@ -465,12 +465,23 @@ static bool pipe_fail(struct l3_pipe *p, int err)
 		atomic_fetch_add(&n->st.timeouts, 1);
 	if (!p->fresh && n->pc[p->slot].used && p->tries++ == 0 &&
 	    (err == -ECONNRESET || err == -EPIPE)) {
+		redisContext *dead[L3_POOL_MAX];
+		int ndead = 0;
+
+		/* the idle ones are from before the reset too: all go, so
+		 * the retry connects afresh */
 		pthread_mutex_lock(&n->mu);
-		redisFree(n->pc[p->slot].c);
-		n->pc[p->slot].c = NULL;
+		for (int j = 0; j < n->pool; j++)
+			if (j == p->slot || (!n->pc[j].busy && n->pc[j].c)) {
+				if (n->pc[j].c)
+					dead[ndead++] = n->pc[j].c;
+				n->pc[j].c = NULL;
+			}
 		n->pc[p->slot].busy = false;
 		pthread_cond_broadcast(&n->cv);
 		pthread_mutex_unlock(&n->mu);
+		for (int j = 0; j < ndead; j++)
+			redisFree(dead[j]);
 		p->slot = -1;
 		return true;
 	}

@@ -306,6 +306,12 @@ int tier_set_parent(struct tier *t, uint32_t ns, const struct kvfs_key *key,
  * With pin: each chunk of the run is pinned (refs + 1); release each with
  * tier_unpin_key. With prefetch: the L2 part of the run is promoted into L1
  * in the background.
+ * With L3, the keys past the local run are asked of L3 (one pipelined
+ * round trip per node, bounded by l3_timeout_ms): *found includes the run
+ * L3 holds, so found - in_l1 - in_l2 is the part found in L3. With pin
+ * that part is promoted first (then pinned like the rest; what could not
+ * be promoted ends the run); with prefetch it is promoted in the
+ * background.
  * Out: *found, *in_l1, *in_l2. Returns 0 or -ENOENT (namespace).
  */
 int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
@@ -349,6 +355,25 @@ struct tier_dirent {
  * frees). -ENOENT, -ENOMEM. */
 int tier_ns_snapshot(struct tier *t, uint32_t ns, struct tier_dirent **out,
 		     size_t *n);
+
+/* ------------------------------------------------------------------- L3 */
+
+/*
+ * tier_stat_fetch - tier_stat, and when the chunk is not local and L3 is
+ * on, a promotion from L3 first (GET, every check, decode into L1; bounded
+ * by l3_timeout_ms): what a name lookup of an open uses. -ENOENT (a miss,
+ * also for a bad value in L3, counted and deleted there), -ENOMEM.
+ */
+int tier_stat_fetch(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    struct tier_info *info);
+
+/*
+ * tier_l3_drop - deletes every chunk of the namespace named ns (it need
+ * not exist here) from L3, for every node. Returns the number deleted, or
+ * -EOPNOTSUPP (no L3), -EINVAL (bad name), or the store's error (some may
+ * be deleted).
+ */
+long tier_l3_drop(struct tier *t, const char *ns);
 
 /* ---------------------------------------------------------------- stats */
 

@@ -346,6 +346,10 @@ static int publish(struct tier *t, struct tier_wr *w,
 	ns->last_size = w->size;
 	t->publishes++;
 	tier_l2_on_publish(t, r); /* ingest=all */
+	if (w->from_l3)
+		r->l3 = TL3_IN; /* L3 has it: never written back */
+	else
+		tier_l3_on_publish(t, r); /* l3_ingest=all */
 	writer_drop(t, w);
 	tier_policy_capacity(t);
 	tier_unlock(t);

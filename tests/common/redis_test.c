@@ -367,17 +367,28 @@ int rt_cluster_start(struct rt_cluster *c, const char *password)
 		fprintf(stderr, "redis-cli --cluster create: %d\n%s\n", rc, out);
 		return -1;
 	}
+	return rt_cluster_wait(c);
+}
+
+int rt_cluster_wait(struct rt_cluster *c)
+{
+	char out[8192];
+
 	for (int t = 0; t < 200; t++) { /* 20 s */
 		struct timespec ts = { 0, 100000000 };
-		int ok = 0;
+		int ok = 0, up = 0;
 
-		for (int i = 0; i < RT_CLUSTER_N; i++)
+		for (int i = 0; i < RT_CLUSTER_N; i++) {
+			if (!c->node[i].pid)
+				continue;
+			up++;
 			if (rt_cli(&c->node[i], out, sizeof(out), "CLUSTER",
 				   "INFO", NULL) == 0 &&
 			    strstr(out, "cluster_state:ok") &&
 			    strstr(out, "cluster_known_nodes:3"))
 				ok++;
-		if (ok == RT_CLUSTER_N)
+		}
+		if (ok == up)
 			return 0;
 		nanosleep(&ts, NULL);
 	}

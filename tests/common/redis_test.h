@@ -51,6 +51,9 @@ void rt_resume(struct rt_server *s);
  * waited for until every node says cluster_state:ok. 0 / -1. */
 int rt_cluster_start(struct rt_cluster *c, const char *password);
 void rt_cluster_stop(struct rt_cluster *c);
+/* rt_cluster_wait - waits until every running node says cluster_state:ok
+ * (after a restart). 0 / -1. */
+int rt_cluster_wait(struct rt_cluster *c);
 
 /* rt_cli - runs redis-cli -p PORT [-a pw] ARGS... (NULL-terminated) and
  * captures its output into out. Returns the exit status or -1. */

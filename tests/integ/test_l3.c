@@ -105,6 +105,11 @@ static void wait_stat(const struct kvfs_mnt *m, const char *key,
 {
 	for (int i = 0; i < 300 && l3_stat(m, key) < want; i++)
 		sleep_ms(20);
+	if (l3_stat(m, key) < want)
+		fprintf(stderr, "  %s: %lld < %lld (errors %lld, drops %lld, "
+			"nodes_down %lld)\n", key, l3_stat(m, key), want,
+			l3_stat(m, "errors"), l3_stat(m, "queue_drops"),
+			l3_stat(m, "nodes_down"));
 	assert_true(l3_stat(m, key) >= want);
 }
 
@@ -323,7 +328,8 @@ static void test_cluster_master_down(void **state)
 
 	/* restarted (empty: no persistence): reconnected, A writes again */
 	assert_int_equal(rt_restart(&cl.node[1]), 0);
-	sleep_ms(1500); /* the backoff's longest step */
+	assert_int_equal(rt_cluster_wait(&cl), 0); /* it rejoined */
+	sleep_ms(1100); /* the backoff's longest step */
 	struct kvfs_key more[40];
 	chain(more, 40, 5);
 	publish(&a, "down", more, 40, 2000);
