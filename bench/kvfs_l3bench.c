@@ -40,6 +40,7 @@
 
 #define CHUNK (2u << 20)
 #define NS "bench.bf16"
+#define NS_RAW "bench.raw" /* written with compress=none */
 
 static int nchunks = 64, trials = 3;
 static uint8_t **data; /* the chunks' bytes */
@@ -141,6 +142,7 @@ struct job {
 	const struct kvfs_mnt *m;  /* kvfs, or NULL */
 	const char *dir;           /* tmpfs directory */
 	const struct rt_server *srv; /* raw GETs */
+	const char *ns;
 	int set, first, step, n;
 	int errors;
 };
@@ -149,7 +151,8 @@ static void *mnt_reader(void *arg)
 {
 	struct job *j = arg;
 	uint8_t *buf = malloc(CHUNK);
-	int nsfd = j->m ? kvfs_ns_open(j->m->dir, NS, 0, 0) : -1;
+	int nsfd = j->m ? kvfs_ns_open(j->m->dir, j->ns ? j->ns : NS, 0, 0)
+			: -1;
 
 	for (int i = j->first; i < j->n; i += j->step) {
 		long got;
@@ -174,6 +177,52 @@ static void *mnt_reader(void *arg)
 	if (nsfd >= 0)
 		close(nsfd);
 	free(buf);
+	return NULL;
+}
+
+/* One reader that, like an engine, asks for the next window of chunks
+ * with a prefetching lookup before reading the current one: the daemon
+ * promotes from L3 ahead of the reads. */
+static void *prefetch_reader(void *arg)
+{
+	enum { WINDOW = 8 };
+	struct job *j = arg;
+	struct kvfs_key keys[WINDOW];
+	int nsfd = kvfs_ns_open(j->m->dir, j->ns ? j->ns : NS, 0, 0);
+
+	if (nsfd < 0) {
+		j->errors++;
+		return NULL;
+	}
+	for (int w = 0; w < j->n; w += WINDOW) {
+		int cnt = 0;
+
+		/* the next window, while this one is read */
+		for (int i = w + (w ? WINDOW : 0);
+		     i < w + 2 * WINDOW && i < j->n && cnt < WINDOW; i++)
+			keys[cnt++] = key_of(j->set, i);
+		if (w == 0) {
+			struct kvfs_key first[WINDOW];
+			int c0 = 0;
+
+			for (int i = 0; i < WINDOW && i < j->n; i++)
+				first[c0++] = key_of(j->set, i);
+			kvfs_lookup(nsfd, first, (size_t)c0, 0,
+				    KVFS_LOOKUP_PREFETCH, 0, NULL);
+		}
+		if (cnt)
+			kvfs_lookup(nsfd, keys, (size_t)cnt, 0,
+				    KVFS_LOOKUP_PREFETCH, 0, NULL);
+		struct job one = *j;
+
+		one.first = w;
+		one.step = 1;
+		one.n = w + WINDOW < j->n ? w + WINDOW : j->n;
+		one.errors = 0;
+		mnt_reader(&one);
+		j->errors += one.errors;
+	}
+	close(nsfd);
 	return NULL;
 }
 
@@ -242,9 +291,10 @@ static void row(const char *what, int readers, double s, double base)
 
 static int promotion(const struct rt_server *srv, const char *url)
 {
-	struct kvfs_mnt a, b, l2m;
+	struct kvfs_mnt a, a2, b, l2m;
 	char opts[2 * PATH_MAX], l2dir[PATH_MAX], shm[PATH_MAX];
-	double best[2][4]; /* readers x {raw, l3, l2, tmpfs} */
+	double best[2][6]; /* readers x {raw, l3, l3 raw, l2, tmpfs,
+			    * l3 prefetch} */
 	int errors = 0;
 
 	/* A: the writer; B: reads, with an L1 of a quarter of the data so
@@ -259,9 +309,25 @@ static int promotion(const struct rt_server *srv, const char *url)
 		 CHUNK, url, getenv("L3BENCH_AUTH"));
 	if (kvfs_test_mount(&b, opts))
 		return -1;
-	if (publish(&a, NS, 1, nchunks, CHUNK))
+	/* A2: the same, its records stored raw (compress=none) */
+	snprintf(opts, sizeof(opts), "l1_size=%u,max_chunk=%u,l3=%s,"
+		 "l3_auth_file=%s,l3_ingest=all,compress=none",
+		 CHUNK * (nchunks + 4), CHUNK, url, getenv("L3BENCH_AUTH"));
+	if (kvfs_test_mount(&a2, opts))
 		return -1;
-	for (int i = 0; i < 1000 && l3_stat(&a, "\"l3\"", "puts") < nchunks; i++)
+	if (publish(&a, NS, 1, nchunks, CHUNK) ||
+	    publish(&a2, NS_RAW, 2, nchunks, CHUNK))
+		return -1;
+	for (int k = 0; k < 2; k++) { /* namespaces are per node: B's own */
+		int fd = kvfs_ns_open(b.dir, k ? NS_RAW : NS, KVFS_NS_CREATE,
+				      0755);
+
+		if (fd < 0)
+			return -1;
+		close(fd);
+	}
+	for (int i = 0; i < 1000 && (l3_stat(&a, "\"l3\"", "puts") < nchunks ||
+				     l3_stat(&a2, "\"l3\"", "puts") < nchunks); i++)
 		usleep(10000);
 	/* the raw baseline: the same bytes under other keys of the server */
 	{
@@ -305,15 +371,17 @@ static int promotion(const struct rt_server *srv, const char *url)
 			return -1;
 	}
 	for (int r = 0; r < 2; r++)
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 6; k++)
 			best[r][k] = 1e9;
 	for (int t = 0; t < trials; t++)
 		for (int r = 0; r < 2; r++) {
 			struct job raw = { .srv = srv, .n = nchunks };
 			struct job l3 = { .m = &b, .set = 1, .n = nchunks };
+			struct job l3r = { .m = &b, .ns = NS_RAW, .set = 2,
+					   .n = nchunks };
 			struct job l2 = { .m = &l2m, .set = 1, .n = nchunks };
 			struct job fs = { .dir = shm, .n = nchunks };
-			double s[4];
+			double s[6];
 
 			/* B and the L2 mount keep a quarter of the chunks
 			 * in L1: a pass in order evicts each chunk before it
@@ -321,9 +389,11 @@ static int promotion(const struct rt_server *srv, const char *url)
 			 * (the promotions counter says so) */
 			s[0] = run(raw_reader, &raw, r + 1, &errors);
 			s[1] = run(mnt_reader, &l3, r + 1, &errors);
-			s[2] = run(mnt_reader, &l2, r + 1, &errors);
-			s[3] = run(mnt_reader, &fs, r + 1, &errors);
-			for (int k = 0; k < 4; k++)
+			s[2] = run(mnt_reader, &l3r, r + 1, &errors);
+			s[3] = run(mnt_reader, &l2, r + 1, &errors);
+			s[4] = run(mnt_reader, &fs, r + 1, &errors);
+			s[5] = r ? 1e9 : run(prefetch_reader, &l3, 1, &errors);
+			for (int k = 0; k < 6; k++)
 				if (s[k] < best[r][k])
 					best[r][k] = s[k];
 		}
@@ -334,11 +404,16 @@ static int promotion(const struct rt_server *srv, const char *url)
 	for (int r = 0; r < 2; r++) {
 		row("raw hiredis GET loop (same server, same sizes)", r + 1,
 		    best[r][0], best[r][0]);
-		row("kvfs mount, L3 -> L1 promotion + read", r + 1, best[r][1],
+		row("kvfs mount, L3 -> L1 promotion + read (zstd:1 records)",
+		    r + 1, best[r][1], best[r][0]);
+		row("kvfs mount, L3 -> L1 promotion + read (raw records)",
+		    r + 1, best[r][2], best[r][0]);
+		row("kvfs mount, L2 -> L1 promotion + read", r + 1, best[r][3],
 		    best[r][0]);
-		row("kvfs mount, L2 -> L1 promotion + read", r + 1, best[r][2],
-		    best[r][0]);
-		row("tmpfs read", r + 1, best[r][3], best[r][0]);
+		row("tmpfs read", r + 1, best[r][4], best[r][0]);
+		if (!r)
+			row("kvfs mount, lookup(PREFETCH) 8 ahead, then read "
+			    "(zstd:1 records)", 1, best[r][5], best[r][0]);
 	}
 	printf("(B: L3 hits %lld, misses %lld, corrupt %lld, promotions %lld; "
 	       "L2 mount promotions %lld; read errors %d)\n",
@@ -348,6 +423,7 @@ static int promotion(const struct rt_server *srv, const char *url)
 	       errors);
 	kvfs_test_umount(&l2m);
 	kvfs_test_umount(&b);
+	kvfs_test_umount(&a2);
 	kvfs_test_umount(&a);
 	{
 		char cmd[PATH_MAX * 2 + 32];

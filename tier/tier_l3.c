@@ -14,9 +14,10 @@
  * bad value (l3_del_bad).
  *
  * Writes to L3 never block the caller: ingest=all and hot pin the chunk
- * (bounded: at most a quarter of L1 pinned for L3 at a time) and let an L3
- * writer thread build the record from the arena; ingest=evicted copies
- * the victim's bytes under tier.lock (the victim is leaving L1) as L2's
+ * and let an L3 writer thread build the record from the arena (at most a
+ * quarter of L1 pinned for L3 at a time; past that the bytes are copied
+ * instead, bounded by the store's queue); ingest=evicted copies the
+ * victim's bytes under tier.lock (the victim is leaving L1) as L2's
  * demotion does. A chunk that came from L3, or was stored there by this
  * node, is not written again (rec.l3).
  */
@@ -33,7 +34,8 @@
 #include "tier/record.h"
 #include "tier/tier_i.h"
 
-#define TL3_PREFETCH_MAX 1024 /* promotions waiting for the prefetcher */
+#define TL3_PREFETCH_MAX 1024 /* promotions waiting for the prefetchers */
+#define TL3_PREFETCHERS 2      /* promotions at once in the background */
 
 struct tl3_ws {
 	struct tl3_ws *next;
@@ -63,8 +65,8 @@ struct tier_l3 {
 	struct tl3_pf *pf_head, *pf_tail; /* mu */
 	size_t pf_n;              /* mu */
 	bool stop;                /* mu */
-	pthread_t pf_th;
-	bool pf_started;
+	pthread_t pf_th[TL3_PREFETCHERS];
+	int pf_started;
 };
 
 /* One queued write: either a pinned chunk (r, read from the arena by the
@@ -254,18 +256,37 @@ static void queue_put(struct tier *t, struct tier_rec *r, void *raw)
 	free(j);
 }
 
-/* Pins r for a write when the bound allows (tier.lock held). */
+/* A copy of r's bytes (tier.lock held), or NULL. */
+static void *copy_bytes(struct tier *t, struct tier_rec *r)
+{
+	void *raw = malloc(r->size ? r->size : 1);
+
+	if (raw && tier_arena_read(t, r->l1_off, raw, r->size)) {
+		free(raw);
+		raw = NULL;
+	}
+	return raw;
+}
+
+/* Queues a write of the L1 chunk r (tier.lock held): pinned while a
+ * quarter of L1 allows, else a copy (a memcpy under tier.lock, bounded
+ * by the queue's size). */
 static void queue_pinned(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l3 *t3 = t->l3;
+	void *raw;
 
 	if (r->l3 || r->where != TIER_L1)
 		return;
-	if (t3->pinned + r->size > t3->pin_cap && t3->pinned) {
-		t3->skipped++;
+	if (t3->pinned + r->size <= t3->pin_cap || !t3->pinned) {
+		queue_put(t, r, NULL);
 		return;
 	}
-	queue_put(t, r, NULL);
+	raw = copy_bytes(t, r);
+	if (raw)
+		queue_put(t, r, raw);
+	else
+		t3->skipped++;
 }
 
 /* ------------------------------------------------------------ hooks */
@@ -290,14 +311,11 @@ void tier_l3_evicting(struct tier *t, struct tier_rec *r)
 	if (!t->l3 || t->cfg.l3_ingest != TIER_INGEST_EVICTED || r->l3)
 		return;
 	/* a memcpy under tier.lock, as L2's demotion: the space is needed */
-	raw = malloc(r->size ? r->size : 1);
-	if (!raw)
-		return;
-	if (tier_arena_read(t, r->l1_off, raw, r->size)) {
-		free(raw);
-		return;
-	}
-	queue_put(t, r, raw);
+	raw = copy_bytes(t, r);
+	if (raw)
+		queue_put(t, r, raw);
+	else
+		t->l3->skipped++;
 }
 
 void tier_l3_forget(struct tier *t, struct tier_rec *r)
@@ -331,6 +349,42 @@ static int check_value(struct tier_l3 *t3, const struct l3_val *v,
 	return 0;
 }
 
+/* A writer of (ns, key) in flight (tier.lock held). */
+static bool writer_of(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	for (struct tier_wr *w = t->writers; w; w = w->next)
+		if (w->keyed && w->ns == ns && tier_key_eq(&w->key, key))
+			return true;
+	return false;
+}
+
+/* Another promotion of the key (a prefetch) or a local writer holds it:
+ * waits, bounded, until it is published or given up. 0 or -ENOENT. */
+static int wait_published(struct tier *t, uint32_t ns,
+			  const struct kvfs_key *key)
+{
+	uint64_t end = l3_now_ns() +
+		       (uint64_t)(t->cfg.l3_timeout_ms ? t->cfg.l3_timeout_ms
+						       : L3_TIMEOUT_MS_DEFAULT) *
+			       1000000ull +
+		       t->cfg.max_chunk * 1000000000ull / L3_MIN_RATE;
+
+	for (;;) {
+		struct timespec nap = { 0, 200000 };
+		bool found, busy;
+
+		tier_lock(t);
+		found = tier_idx_find(t, ns, key) != NULL;
+		busy = !found && writer_of(t, ns, key);
+		tier_unlock(t);
+		if (found)
+			return 0;
+		if (!busy || l3_now_ns() > end)
+			return -ENOENT;
+		nanosleep(&nap, NULL);
+	}
+}
+
 int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	struct tier_l3 *t3 = t->l3;
@@ -347,11 +401,14 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	{
 		struct tier_ns *n = tier_ns_get(t, ns);
 
-		rc = !n ? -ENOENT : tier_idx_find(t, ns, key) ? 1 : 0;
+		rc = !n ? -ENOENT : tier_idx_find(t, ns, key) ? 1
+				  : writer_of(t, ns, key) ? 2 : 0;
 		if (n)
 			memcpy(name, n->name, sizeof(name));
 	}
 	tier_unlock(t);
+	if (rc == 2) /* a prefetch is promoting it, or a writer writing it */
+		return wait_published(t, ns, key);
 	if (rc)
 		return rc < 0 ? rc : 0;
 	rc = l3_get(t3->l3, name, key, &v);
@@ -361,9 +418,9 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	h = v.data;
 	if (!rc)
 		rc = tier_wr_begin(t, ns, key, h->raw_len, &w);
-	if (rc == -EEXIST) { /* published here meanwhile */
+	if (rc == -EEXIST) { /* published here meanwhile, or being so */
 		l3_val_free(&v);
-		return 0;
+		return wait_published(t, ns, key);
 	}
 	if (!rc && h->codec == CODEC_NONE) {
 		rc = tier_wr_pwrite(t, w, (const char *)v.data + KVREC_HDR_BYTES,
@@ -404,7 +461,7 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	w->from_l3 = true;
 	rc = tier_wr_publish(t, w, NULL);
 	if (rc == -EEXIST)
-		return 0;
+		return wait_published(t, ns, key);
 	if (rc)
 		return rc == -ENOMEM ? rc : -ENOENT;
 	tier_lock(t);
@@ -576,13 +633,15 @@ int tier_l3_open(struct tier *t, char *err, size_t errlen)
 	if (rc)
 		goto fail;
 	t->l3 = t3;
-	rc = -pthread_create(&t3->pf_th, NULL, prefetch_main, t);
-	if (rc) {
-		snprintf(err, errlen, "l3: no prefetch thread");
-		t->l3 = NULL;
-		goto fail;
+	for (int i = 0; i < TL3_PREFETCHERS; i++) {
+		rc = -pthread_create(&t3->pf_th[i], NULL, prefetch_main, t);
+		if (rc) {
+			snprintf(err, errlen, "l3: no prefetch thread");
+			tier_l3_close(t);
+			return rc;
+		}
+		t3->pf_started++;
 	}
-	t3->pf_started = true;
 	return 0;
 fail:
 	l3_close(t3->l3);
@@ -602,8 +661,8 @@ void tier_l3_close(struct tier *t)
 	t3->stop = true;
 	pthread_cond_broadcast(&t3->cv);
 	pthread_mutex_unlock(&t3->mu);
-	if (t3->pf_started)
-		pthread_join(t3->pf_th, NULL);
+	for (int i = 0; i < t3->pf_started; i++)
+		pthread_join(t3->pf_th[i], NULL);
 	while (t3->pf_head) {
 		struct tl3_pf *p = t3->pf_head;
 
