@@ -161,7 +161,7 @@ static size_t l3_fields(const struct tier_stats *st, struct l3_field *f)
 	F("lookup_keys", "counter", "keys asked by L3 lookups", l->lookup_keys);
 	F("promotions", "counter", "chunks promoted from L3 into L1",
 	  st->l3_promotions);
-	F("skipped", "counter", "L3 writes skipped (L1 pin bound)",
+	F("skipped", "counter", "L3 writes skipped (no memory for a copy)",
 	  st->l3_skipped);
 	F("pinned_bytes", "gauge", "L1 bytes pinned for L3 writes",
 	  st->l3_pinned_bytes);

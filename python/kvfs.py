@@ -336,19 +336,22 @@ def _byte_view(buf, writable=False):
 # ------------------------------------------------------------ results
 class LookupResult:
     """found: leading run cached (in every namespace for a group);
-    in_l1 / in_l2: of those, in which tier (group: not reported, 0);
+    in_l1 / in_l2 / in_l3: of those, in which tier (in_l3: found only in
+    the shared L3 tier; group: not reported, 0);
     leases: lease ids holding the run pinned (PIN only)."""
-    __slots__ = ("found", "in_l1", "in_l2", "leases")
+    __slots__ = ("found", "in_l1", "in_l2", "in_l3", "leases")
 
-    def __init__(self, found=0, in_l1=0, in_l2=0, leases=None):
+    def __init__(self, found=0, in_l1=0, in_l2=0, leases=None, in_l3=0):
         self.found = found
         self.in_l1 = in_l1
         self.in_l2 = in_l2
+        self.in_l3 = in_l3
         self.leases = leases if leases is not None else []
 
     def __repr__(self):
-        return "LookupResult(found=%d, in_l1=%d, in_l2=%d, leases=%r)" % (
-            self.found, self.in_l1, self.in_l2, self.leases)
+        return ("LookupResult(found=%d, in_l1=%d, in_l2=%d, in_l3=%d, "
+                "leases=%r)" % (self.found, self.in_l1, self.in_l2,
+                                self.in_l3, self.leases))
 
 
 class MissingNamespaceError(FileNotFoundError):
@@ -691,6 +694,7 @@ class Connector:
                 res.found += arg.found
                 res.in_l1 += arg.in_l1
                 res.in_l2 += arg.in_l2
+                res.in_l3 += arg.in_l3
                 if arg.lease_id:
                     res.leases.append(arg.lease_id)
                 if arg.found < len(part):

@@ -391,8 +391,8 @@ struct tier_stats {
 	/* engine metadata: bytes of index + chunk records + policy state */
 	uint64_t meta_bytes;
 	/* L3 (all zero without l3): the store's counters, and the engine's
-	 * promotions from L3, writes skipped because a quarter of L1 was
-	 * pinned for L3 writes already, and the bytes pinned so now */
+	 * promotions from L3, writes skipped (no memory to copy the chunk),
+	 * and the L1 bytes pinned for queued L3 writes now */
 	bool l3_on;
 	struct l3_stats l3;
 	uint64_t l3_promotions, l3_skipped, l3_pinned_bytes;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -287,6 +288,153 @@ static void test_drop_ns(void **state)
 	assert_int_equal(kvfs_test_umount(&a), 0);
 }
 
+static void tier_of(const struct kvfs_mnt *m, const char *ns,
+		    const struct kvfs_key *key, char *out, size_t len)
+{
+	char p[PATH_MAX], hex[33];
+	ssize_t n;
+
+	kvfs_key_hex(key, hex);
+	n = getxattr(kvfs_test_path(m, p, "%s/%s", ns, hex), KVFS_XATTR_TIER,
+		     out, len - 1);
+	out[n > 0 ? n : 0] = '\0';
+}
+
+/* l3_ingest=evicted and hot; lookups with PIN and PREFETCH over a run
+ * only L3 has; per-tier counts; metrics and kvfsctl stats show L3. */
+static void test_ingest_pin_prefetch(void **state)
+{
+	struct kvfs_mnt a, h, b;
+	struct kvfs_key keys[100];
+	struct kvfs_result res;
+	char url[128], where[8], p[PATH_MAX], out[16384];
+	int fd;
+
+	chain(keys, 100, 7);
+	rt_url(&solo, url, sizeof(url));
+	/* evicted: L1 holds 32 chunks of 64 KiB; the first ones leave */
+	mount_l3(&a, url, NULL);
+	/* (l1_size=64M in mount_l3: a second, small mount for eviction) */
+	assert_int_equal(kvfs_test_umount(&a), 0);
+	{
+		char opts[PATH_MAX + 512];
+
+		snprintf(opts, sizeof(opts), "l1_size=2M,max_chunk=64K,l3=%s,"
+			 "l3_auth_file=%s", url, authfile);
+		assert_int_equal(kvfs_test_mount(&a, opts), 0);
+	}
+	publish(&a, "evict", keys, 100, 3000);
+	wait_stat(&a, "puts", 60);
+	assert_int_equal(redis_exists(&solo, "evict", &keys[0]), 1);
+	assert_int_equal(redis_exists(&solo, "evict", &keys[99]), 0);
+
+	/* hot: written once read hot_hits (2) times */
+	mount_l3(&h, url, "l3_ingest=hot,hot_hits=2");
+	publish(&h, "hot", keys, 3, 4000);
+	fd = kvfs_ns_open(h.dir, "hot", 0, 0);
+	assert_int_equal(read_check(&h, fd, &keys[0], 4000), 0);
+	assert_int_equal(read_check(&h, fd, &keys[0], 4000), 0);
+	close(fd);
+	wait_stat(&h, "puts", 1);
+	assert_int_equal(redis_exists(&solo, "hot", &keys[0]), 1);
+	assert_int_equal(redis_exists(&solo, "hot", &keys[1]), 0);
+
+	/* PIN over a run only L3 has: promoted, then pinned */
+	mount_l3(&b, url, NULL);
+	fd = kvfs_ns_open(b.dir, "evict", KVFS_NS_CREATE, 0755);
+	long run = kvfs_lookup(fd, keys, 100, 0, 0, 0, &res);
+	assert_true(run >= 60 && run < 100);
+	assert_int_equal(res.in_l3, run);
+	assert_int_equal(kvfs_lookup(fd, keys, 10, 0, KVFS_LOOKUP_PIN, 60000,
+				     &res), 10);
+	assert_int_equal(res.in_l3, 10);
+	assert_int_equal(res.nleases, 1);
+	tier_of(&b, "evict", &keys[3], where, sizeof(where));
+	assert_string_equal(where, "l1");
+	assert_int_equal(kvfs_release(fd, &res), 0);
+	/* PREFETCH: promoted in the background, then local */
+	assert_int_equal(kvfs_lookup(fd, keys + 10, 20, 10,
+				     KVFS_LOOKUP_PREFETCH, 0, &res), 20);
+	for (int i = 0; i < 200 && l3_stat(&b, "promotions") < 30; i++)
+		sleep_ms(20);
+	assert_int_equal(l3_stat(&b, "promotions"), 30);
+	assert_int_equal(kvfs_lookup(fd, keys, 30, 0, 0, 0, &res), 30);
+	assert_int_equal(res.in_l1, 30);
+	assert_int_equal(res.in_l3, 0);
+	for (int i = 0; i < 30; i++)
+		assert_int_equal(read_check(&b, fd, &keys[i], 3000 + i), 0);
+	close(fd);
+
+	/* the metrics and kvfsctl stats show L3 */
+	fd = open(kvfs_test_path(&b, p, KVFS_CTL_DIR "/metrics"), O_RDONLY);
+	assert_true(fd >= 0);
+	ssize_t n = read(fd, out, sizeof(out) - 1);
+	close(fd);
+	assert_true(n > 0);
+	out[n] = '\0';
+	assert_non_null(strstr(out, "kvfs_l3_promotions_total 30"));
+	assert_non_null(strstr(out, "kvfs_l3_nodes 1"));
+	const char *ctl = getenv("KVFS_CTL_BIN");
+	const char *argv[] = { ctl ? ctl : "build/asan/kvfsctl", "stats", b.dir,
+			       NULL };
+	assert_int_equal(kvfs_test_run(argv, out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "l3:"));
+	assert_non_null(strstr(out, "get_avg_us:"));
+	assert_int_equal(kvfs_test_umount(&b), 0);
+	assert_int_equal(kvfs_test_umount(&h), 0);
+	assert_int_equal(kvfs_test_umount(&a), 0);
+}
+
+/* A server that stops answering (SIGSTOP: a hang, a partition): reads
+ * and lookups miss within the bound, L1 keeps serving, stats say so. */
+static void test_paused_server(void **state)
+{
+	struct kvfs_mnt a, b;
+	struct kvfs_key keys[10], mine[1];
+	struct kvfs_result res;
+	char url[128];
+	double t0, dt;
+	int fd;
+
+	chain(keys, 10, 8);
+	chain(mine, 1, 9);
+	rt_url(&solo, url, sizeof(url));
+	mount_l3(&a, url, "l3_ingest=all");
+	mount_l3(&b, url, NULL);
+	publish(&a, "paused", keys, 10, 6000);
+	publish(&b, "local", mine, 1, 6100);
+	wait_stat(&a, "puts", 10);
+	rt_pause(&solo);
+	fd = kvfs_ns_open(b.dir, "paused", KVFS_NS_CREATE, 0755);
+	t0 = now_ms();
+	assert_int_equal(read_check(&b, fd, &keys[0], 6000), -ENOENT);
+	dt = now_ms() - t0;
+	fprintf(stderr, "  paused server: a miss in %.1f ms\n", dt);
+	assert_true(dt < TIMEOUT_MS + 150);
+	t0 = now_ms();
+	assert_int_equal(kvfs_lookup(fd, keys, 10, 0, 0, 0, &res), 0);
+	assert_true(now_ms() - t0 < TIMEOUT_MS + 150);
+	close(fd);
+	fd = kvfs_ns_open(b.dir, "local", 0, 0);
+	assert_int_equal(read_check(&b, fd, &mine[0], 6100), 0); /* L1 */
+	close(fd);
+	assert_true(l3_stat(&b, "timeouts") >= 1);
+	assert_true(l3_stat(&b, "errors") >= 1);
+	rt_resume(&solo);
+	/* back: after the backoff, the same read hits */
+	fd = kvfs_ns_open(b.dir, "paused", 0, 0);
+	long rc = -ENOENT;
+	for (int i = 0; i < 100 && rc; i++) {
+		rc = read_check(&b, fd, &keys[0], 6000);
+		if (rc)
+			sleep_ms(50);
+	}
+	assert_int_equal(rc, 0);
+	close(fd);
+	assert_int_equal(kvfs_test_umount(&b), 0);
+	assert_int_equal(kvfs_test_umount(&a), 0);
+}
+
 /* Last: stops and restarts a master. */
 static void test_cluster_master_down(void **state)
 {
@@ -420,6 +568,8 @@ int main(void)
 		cmocka_unit_test(test_two_nodes_standalone),
 		cmocka_unit_test(test_garbage_is_a_miss),
 		cmocka_unit_test(test_drop_ns),
+		cmocka_unit_test(test_ingest_pin_prefetch),
+		cmocka_unit_test(test_paused_server),
 		cmocka_unit_test(test_two_nodes_cluster),
 		cmocka_unit_test(test_cluster_master_down),
 	};
