@@ -21,6 +21,7 @@
 #include "tier/l3_conn.h"
 
 #define L3_READ_CHUNK (128u << 10)
+#define L3_READER_KEEP (4u << 20) /* reader buffer kept per connection */
 
 struct l3_pc {
 	redisContext *c; /* NULL: not connected */
@@ -260,6 +261,9 @@ static int conn_open(struct l3_node *n, uint64_t deadline, redisContext **out)
 		redisFree(c);
 		return err;
 	}
+	/* keep the reader's buffer between replies of chunk size, instead
+	 * of growing it again (copies, page faults) for every value */
+	c->reader->maxbuf = L3_READER_KEEP;
 	fl = fcntl(c->fd, F_GETFL);
 	if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		err = -errno;

@@ -385,6 +385,51 @@ static int wait_published(struct tier *t, uint32_t ns,
 	}
 }
 
+/*
+ * Decodes the checked record h into the writer w (its extent holds
+ * raw_len: tier_wr_begin was given it) and checks raw_sum over the
+ * result. A host arena gets the bytes in place, without a copy; a device
+ * arena through a buffer. -EBADMSG (bad payload), -ENOMEM.
+ */
+static int decode_into(struct tier *t, struct tier_wr *w,
+		       const struct kvrec_hdr *h)
+{
+	const char *payload = (const char *)h + KVREC_HDR_BYTES;
+	struct codec_ws *ws;
+	void *dst, *tmp = NULL;
+	int rc = 0;
+
+	if (!h->raw_len)
+		return h->raw_sum == kvrec_sum("", 0, 0) ? 0 : -EBADMSG;
+	if (t->arena.host && w->cap >= h->raw_len) {
+		dst = (char *)t->arena.host + w->off;
+	} else {
+		dst = tmp = malloc(h->raw_len);
+		if (!tmp)
+			return -ENOMEM;
+	}
+	pthread_mutex_lock(&w->mu); /* the writer's extent is ours */
+	if (h->codec == CODEC_NONE) {
+		memcpy(dst, payload, h->raw_len);
+	} else {
+		ws = ws_get(t->l3);
+		rc = ws ? codec_decompress(ws, h->codec, h->shuffle, payload,
+					   h->stored_len, dst, h->raw_len)
+			: -ENOMEM;
+		if (ws)
+			ws_put(t->l3, ws);
+	}
+	if (!rc && kvrec_sum(dst, h->raw_len, 0) != h->raw_sum)
+		rc = -EBADMSG;
+	if (!rc && !tmp)
+		w->size = h->raw_len;
+	pthread_mutex_unlock(&w->mu);
+	if (!rc && tmp)
+		rc = tier_wr_pwrite(t, w, tmp, h->raw_len, 0);
+	free(tmp);
+	return rc;
+}
+
 int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	struct tier_l3 *t3 = t->l3;
@@ -392,7 +437,6 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	const struct kvrec_hdr *h;
 	struct tier_wr *w = NULL;
 	struct l3_val v;
-	void *dst = NULL;
 	int rc;
 
 	if (!t3)
@@ -422,31 +466,8 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		l3_val_free(&v);
 		return wait_published(t, ns, key);
 	}
-	if (!rc && h->codec == CODEC_NONE) {
-		rc = tier_wr_pwrite(t, w, (const char *)v.data + KVREC_HDR_BYTES,
-				    h->raw_len, 0);
-	} else if (!rc) {
-		struct codec_ws *ws = ws_get(t3);
-
-		dst = malloc(h->raw_len ? h->raw_len : 1);
-		rc = !ws || !dst ? -ENOMEM
-				 : codec_decompress(ws, h->codec, h->shuffle,
-						    (const char *)v.data +
-							    KVREC_HDR_BYTES,
-						    h->stored_len, dst,
-						    h->raw_len);
-		if (ws)
-			ws_put(t3, ws);
-		if (!rc && kvrec_sum(dst, h->raw_len, 0) != h->raw_sum)
-			rc = -EBADMSG;
-		if (!rc)
-			rc = tier_wr_pwrite(t, w, dst, h->raw_len, 0);
-		free(dst);
-	}
-	if (!rc && h->codec == CODEC_NONE &&
-	    kvrec_sum((const char *)v.data + KVREC_HDR_BYTES, h->raw_len, 0) !=
-		    h->raw_sum)
-		rc = -EBADMSG;
+	if (!rc)
+		rc = decode_into(t, w, h);
 	if (rc == -EBADMSG) {
 		tier_log(t, "l3: %s: a bad record in L3 (a miss; deleted)",
 			 name);
