@@ -385,6 +385,36 @@ static void test_ingest_pin_prefetch(void **state)
 	assert_int_equal(kvfs_test_umount(&a), 0);
 }
 
+/* A chunk of 32 MiB (half of max_chunk): its transfer fits the bound,
+ * which allows for the bytes of max_chunk at 256 MiB/s. */
+static void test_big_chunk(void **state)
+{
+	const size_t big = 32u << 20;
+	struct kvfs_mnt a, b;
+	struct kvfs_key k[1];
+	char url[128];
+	char *buf = malloc(big + 1);
+	int fd;
+
+	chain(k, 1, 10);
+	rt_url(&solo, url, sizeof(url));
+	mount_l3(&a, url, "l3_ingest=all");
+	mount_l3(&b, url, NULL);
+	fd = kvfs_ns_open(a.dir, "big", KVFS_NS_CREATE, 0755);
+	kvfs_test_fill(buf, big, 77, 0);
+	assert_int_equal(kvfs_put(fd, &k[0], buf, big), 0);
+	close(fd);
+	wait_stat(&a, "puts", 1);
+	memset(buf, 0, big);
+	fd = kvfs_ns_open(b.dir, "big", KVFS_NS_CREATE, 0755);
+	assert_int_equal(kvfs_get(fd, &k[0], buf, big + 1), (long)big);
+	assert_int_equal(kvfs_test_check(buf, big, 77, 0), 0);
+	close(fd);
+	free(buf);
+	assert_int_equal(kvfs_test_umount(&b), 0);
+	assert_int_equal(kvfs_test_umount(&a), 0);
+}
+
 /* A server that stops answering (SIGSTOP: a hang, a partition): reads
  * and lookups miss within the bound, L1 keeps serving, stats say so. */
 static void test_paused_server(void **state)
@@ -570,6 +600,7 @@ int main(void)
 		cmocka_unit_test(test_drop_ns),
 		cmocka_unit_test(test_ingest_pin_prefetch),
 		cmocka_unit_test(test_paused_server),
+		cmocka_unit_test(test_big_chunk),
 		cmocka_unit_test(test_two_nodes_cluster),
 		cmocka_unit_test(test_cluster_master_down),
 	};
