@@ -529,8 +529,10 @@ long l3r_batch(struct l3r *r, struct l3r_op *ops, size_t n,
 				take_reply(r, op, reps[j], nodes[k],
 					   &want_refresh);
 			}
-			/* a node lost in a cluster: maybe a failover */
-			if (err && err != -EHOSTDOWN && r->mode == L3R_CLUSTER)
+			/* a node lost in a cluster (or still backing off):
+			 * maybe a failover moved its slots; the refresh
+			 * thread asks at most every L3R_REFRESH_MIN_MS */
+			if (err && r->mode == L3R_CLUSTER)
 				want_refresh = true;
 		}
 		pending = 0;

@@ -183,6 +183,8 @@ static int spawn(struct rt_server *s)
 		argv[n++] = "--cluster-node-timeout"; argv[n++] = "1000";
 		/* the other masters keep serving their slots when one is lost */
 		argv[n++] = "--cluster-require-full-coverage"; argv[n++] = "no";
+		/* a replica takes over however long it was cut off */
+		argv[n++] = "--cluster-replica-validity-factor"; argv[n++] = "0";
 	}
 	if (s->password[0]) {
 		argv[n++] = "--requirepass"; argv[n++] = s->password;
@@ -339,13 +341,17 @@ char *rt_cluster_url(const struct rt_cluster *c, char *buf, size_t len)
 	return buf;
 }
 
-int rt_cluster_start(struct rt_cluster *c, const char *password)
+int rt_cluster_start_replicas(struct rt_cluster *c, const char *password,
+			      int replicas)
 {
-	char a[RT_CLUSTER_N][32], out[8192];
-	const char *argv[24];
+	char a[RT_CLUSTER_MAX][32], out[8192], nrep[8];
+	const char *argv[32];
 	int n = 0, rc;
 
-	for (int i = 0; i < RT_CLUSTER_N; i++)
+	c->n = RT_CLUSTER_N * (1 + replicas);
+	if (replicas < 0 || c->n > RT_CLUSTER_MAX)
+		return -1;
+	for (int i = 0; i < c->n; i++)
 		if (rt_start(&c->node[i], true, password))
 			return -1;
 	argv[n++] = "redis-cli";
@@ -356,10 +362,13 @@ int rt_cluster_start(struct rt_cluster *c, const char *password)
 	}
 	argv[n++] = "--cluster";
 	argv[n++] = "create";
-	for (int i = 0; i < RT_CLUSTER_N; i++) {
+	for (int i = 0; i < c->n; i++) {
 		snprintf(a[i], sizeof(a[i]), "127.0.0.1:%d", c->node[i].port);
 		argv[n++] = a[i];
 	}
+	snprintf(nrep, sizeof(nrep), "%d", replicas);
+	argv[n++] = "--cluster-replicas";
+	argv[n++] = nrep;
 	argv[n++] = "--cluster-yes";
 	argv[n] = NULL;
 	rc = kvfs_test_run(argv, out, sizeof(out));
@@ -370,6 +379,11 @@ int rt_cluster_start(struct rt_cluster *c, const char *password)
 	return rt_cluster_wait(c);
 }
 
+int rt_cluster_start(struct rt_cluster *c, const char *password)
+{
+	return rt_cluster_start_replicas(c, password, 0);
+}
+
 int rt_cluster_wait(struct rt_cluster *c)
 {
 	char out[8192];
@@ -378,14 +392,17 @@ int rt_cluster_wait(struct rt_cluster *c)
 		struct timespec ts = { 0, 100000000 };
 		int ok = 0, up = 0;
 
-		for (int i = 0; i < RT_CLUSTER_N; i++) {
+		char known[32];
+
+		snprintf(known, sizeof(known), "cluster_known_nodes:%d", c->n);
+		for (int i = 0; i < c->n; i++) {
 			if (!c->node[i].pid)
 				continue;
 			up++;
 			if (rt_cli(&c->node[i], out, sizeof(out), "CLUSTER",
 				   "INFO", NULL) == 0 &&
 			    strstr(out, "cluster_state:ok") &&
-			    strstr(out, "cluster_known_nodes:3"))
+			    strstr(out, known))
 				ok++;
 		}
 		if (ok == up)
@@ -398,6 +415,6 @@ int rt_cluster_wait(struct rt_cluster *c)
 
 void rt_cluster_stop(struct rt_cluster *c)
 {
-	for (int i = 0; i < RT_CLUSTER_N; i++)
+	for (int i = 0; i < c->n; i++)
 		rt_stop(&c->node[i], true);
 }

@@ -19,10 +19,13 @@ struct rt_server {
 	char password[64];   /* "" = none */
 };
 
-#define RT_CLUSTER_N 3
+#define RT_CLUSTER_N 3   /* masters */
+#define RT_CLUSTER_MAX 6 /* with one replica each */
 
 struct rt_cluster {
-	struct rt_server node[RT_CLUSTER_N];
+	struct rt_server node[RT_CLUSTER_MAX];
+	int n;            /* servers: masters first as created, then
+			   * whatever redis-cli made replicas */
 };
 
 /* rt_skip_reason - NULL when redis-server and redis-cli are installed,
@@ -50,6 +53,10 @@ void rt_resume(struct rt_server *s);
  * cluster of three masters (redis-cli --cluster create --cluster-yes),
  * waited for until every node says cluster_state:ok. 0 / -1. */
 int rt_cluster_start(struct rt_cluster *c, const char *password);
+/* rt_cluster_start_replicas - the same with `replicas` replicas per
+ * master (redis-cli --cluster-replicas): 3 * (1 + replicas) servers. */
+int rt_cluster_start_replicas(struct rt_cluster *c, const char *password,
+			      int replicas);
 void rt_cluster_stop(struct rt_cluster *c);
 /* rt_cluster_wait - waits until every running node says cluster_state:ok
  * (after a restart). 0 / -1. */

@@ -310,6 +310,72 @@ static void test_cluster_ask_moved(void **state)
 	l3r_close(r);
 }
 
+/* A failover: a cluster with a replica per master loses a master; once
+ * the replica took over, the client follows (its map refreshed after the
+ * node failed) and reads the keys the replica had. */
+static void test_cluster_failover(void **state)
+{
+	struct rt_cluster rc;
+	struct l3r *r;
+	struct batch b;
+	struct l3r_stats st;
+	char url[128], out[8192];
+	int victim = -1;
+	size_t hit;
+
+	memset(&rc, 0, sizeof(rc));
+	assert_int_equal(rt_cluster_start_replicas(&rc, NULL, 1), 0);
+	r = open_client(rt_url(&rc.node[0], url, sizeof(url)), L3R_AUTO, NULL);
+	batch_make(&b, 300, "SET", "v");
+	assert_int_equal(batch_run(r, &b, 3000), 300);
+	batch_free(&b);
+	/* a master, and time for its replica to have the writes */
+	for (int i = 0; i < rc.n && victim < 0; i++) {
+		assert_int_equal(rt_cli(&rc.node[i], out, sizeof(out), "ROLE",
+					NULL), 0);
+		if (!strncmp(out, "master", 6) && i != 0)
+			victim = i;
+	}
+	assert_true(victim > 0);
+	/* its replica has every write (WAIT: acknowledged by 1 replica) */
+	for (int t = 0; t < 50; t++) {
+		assert_int_equal(rt_cli(&rc.node[victim], out, sizeof(out),
+					"WAIT", "1", "200", NULL), 0);
+		if (atoi(out) >= 1)
+			break;
+	}
+	assert_int_equal(atoi(out), 1);
+	rt_stop(&rc.node[victim], true);
+	assert_int_equal(rt_cluster_wait(&rc), 0); /* the replica took over */
+	l3r_get_stats(r, &st);
+	uint64_t refreshes = st.refreshes;
+	hit = 0;
+	for (int t = 0; t < 100 && hit < 300; t++) {
+		struct timespec ts = { 0, 100000000 };
+
+		batch_make(&b, 300, "EXISTS", NULL);
+		batch_run(r, &b, 1000);
+		hit = 0;
+		for (size_t i = 0; i < 300; i++)
+			hit += !b.ops[i].err && b.ops[i].reply->integer == 1;
+		batch_free(&b);
+		if (hit < 300)
+			nanosleep(&ts, NULL);
+	}
+	l3r_get_stats(r, &st);
+	fprintf(stderr, "  after the failover: %zu of 300 keys (refreshes "
+		"%llu -> %llu, nodes %llu, down %llu)\n", hit,
+		(unsigned long long)refreshes,
+		(unsigned long long)st.refreshes,
+		(unsigned long long)st.nodes,
+		(unsigned long long)st.nodes_down);
+	assert_int_equal(hit, 300);
+	l3r_get_stats(r, &st);
+	assert_true(st.refreshes > refreshes);
+	l3r_close(r);
+	rt_cluster_stop(&rc);
+}
+
 /* Runs at the end: stops, pauses and restarts cluster nodes. */
 static void test_cluster_failures(void **state)
 {
@@ -405,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_cluster_routing),
 		cmocka_unit_test(test_cluster_ask_moved),
+		cmocka_unit_test(test_cluster_failover),
 		cmocka_unit_test(test_cluster_failures),
 	};
 
