@@ -344,7 +344,7 @@ char *rt_cluster_url(const struct rt_cluster *c, char *buf, size_t len)
 int rt_cluster_start_replicas(struct rt_cluster *c, const char *password,
 			      int replicas)
 {
-	char a[RT_CLUSTER_MAX][32], out[8192], nrep[8];
+	char a[RT_CLUSTER_MAX][32], out[8192], nrep[16];
 	const char *argv[32];
 	int n = 0, rc;
 
