@@ -315,11 +315,14 @@ static double run(void *(*fn)(void *), const struct job *tmpl, int nthr,
 	return now_s() - t0;
 }
 
-static void row(const char *what, int readers, double s, double base)
+/* misses: reads (or pinned lookups) that missed, over every trial */
+static void row(const char *what, int readers, double s, double base,
+		int misses)
 {
 	double mbs = (double)CHUNK * nchunks / s / 1e6;
 
-	printf("| %s | %d | %.0f | %.2fx |\n", what, readers, mbs, base / s);
+	printf("| %s | %d | %.0f | %.2fx | %d |\n", what, readers, mbs,
+	       base / s, misses);
 }
 
 /* ----------------------------------------------------------- sections */
@@ -330,7 +333,7 @@ static int promotion(const struct rt_server *srv, const char *url)
 	char opts[2 * PATH_MAX], l2dir[PATH_MAX], shm[PATH_MAX];
 	double best[2][8]; /* readers x {raw, l3, l3 raw, l2, tmpfs,
 			    * l3 prefetch, l1 hits, l3 promotion alone} */
-	int errors = 0;
+	int errors = 0, miss[2][8] = { { 0 } }; /* per row, all trials */
 
 	/* A: the writer; B: reads, with an L1 of a quarter of the data so
 	 * each pass promotes again (B never writes back what came from L3) */
@@ -423,40 +426,44 @@ static int promotion(const struct rt_server *srv, const char *url)
 			 * in L1: a pass in order evicts each chunk before it
 			 * comes round again, so every read is a promotion
 			 * (the promotions counter says so) */
-			s[0] = run(raw_reader, &raw, r + 1, &errors);
-			s[1] = run(mnt_reader, &l3, r + 1, &errors);
-			s[2] = run(mnt_reader, &l3r, r + 1, &errors);
-			s[3] = run(mnt_reader, &l2, r + 1, &errors);
-			s[4] = run(mnt_reader, &fs, r + 1, &errors);
-			s[5] = r ? 1e9 : run(prefetch_reader, &l3, 1, &errors);
-			s[6] = run(mnt_reader, &l1, r + 1, &errors);
-			s[7] = run(pin_promoter, &l3, r + 1, &errors);
+			s[0] = run(raw_reader, &raw, r + 1, &miss[r][0]);
+			s[1] = run(mnt_reader, &l3, r + 1, &miss[r][1]);
+			s[2] = run(mnt_reader, &l3r, r + 1, &miss[r][2]);
+			s[3] = run(mnt_reader, &l2, r + 1, &miss[r][3]);
+			s[4] = run(mnt_reader, &fs, r + 1, &miss[r][4]);
+			s[5] = r ? 1e9 : run(prefetch_reader, &l3, 1, &miss[r][5]);
+			s[6] = run(mnt_reader, &l1, r + 1, &miss[r][6]);
+			s[7] = run(pin_promoter, &l3, r + 1, &miss[r][7]);
 			for (int k = 0; k < 8; k++)
 				if (s[k] < best[r][k])
 					best[r][k] = s[k];
+
 		}
 	printf("\n## L3 promotion of %d chunks of 2 MiB (best of %d; B's L1 "
 	       "holds a quarter, so every read promotes)\n\n", nchunks, trials);
-	printf("| read path | readers | MB/s | vs raw hiredis GET |\n"
-	       "|---|---|---|---|\n");
+	printf("| read path | readers | MB/s | vs raw hiredis GET | misses |\n"
+	       "|---|---|---|---|---|\n");
 	for (int r = 0; r < 2; r++) {
 		row("raw hiredis GET loop (same server, same sizes)", r + 1,
-		    best[r][0], best[r][0]);
+		    best[r][0], best[r][0], miss[r][0]);
 		row("kvfs mount, L3 -> L1 promotion + read (zstd:1 records)",
-		    r + 1, best[r][1], best[r][0]);
+		    r + 1, best[r][1], best[r][0], miss[r][1]);
 		row("kvfs mount, L3 -> L1 promotion + read (raw records)",
-		    r + 1, best[r][2], best[r][0]);
+		    r + 1, best[r][2], best[r][0], miss[r][2]);
 		row("kvfs mount, L2 -> L1 promotion + read", r + 1, best[r][3],
-		    best[r][0]);
-		row("tmpfs read", r + 1, best[r][4], best[r][0]);
+		    best[r][0], miss[r][3]);
+		row("tmpfs read", r + 1, best[r][4], best[r][0], miss[r][4]);
 		row("kvfs mount, L1 hit read (A's own chunks: the FUSE floor)",
-		    r + 1, best[r][6], best[r][0]);
+		    r + 1, best[r][6], best[r][0], miss[r][6]);
 		row("kvfs, L3 -> L1 promotion alone (lookup PIN of 4, no read; "
-		    "zstd:1 records)", r + 1, best[r][7], best[r][0]);
+		    "zstd:1 records)", r + 1, best[r][7], best[r][0], miss[r][7]);
 		if (!r)
 			row("kvfs mount, lookup(PREFETCH) 8 ahead, then read "
-			    "(zstd:1 records)", 1, best[r][5], best[r][0]);
+			    "(zstd:1 records)", 1, best[r][5], best[r][0], miss[r][5]);
 	}
+	for (int r = 0; r < 2; r++)
+		for (int k = 0; k < 8; k++)
+			errors += miss[r][k];
 	printf("(B: L3 hits %lld, misses %lld, corrupt %lld, promotions %lld; "
 	       "L2 mount promotions %lld; reads that missed or failed %d, "
 	       "reads with wrong bytes %d)\n",

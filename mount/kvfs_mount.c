@@ -599,8 +599,11 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	}
 	if (build_l3(o, tc))
 		return -1;
-	if (!tc->l2_dir && (o->l2_size || o->compress || o->shuffle ||
-			    o->ingest || o->hot_hits || o->l2_policy ||
+	/* compress and shuffle also shape L3's records */
+	if (!tc->l2_dir && (o->l2_size ||
+			    ((o->compress || o->shuffle) && !tc->l3) ||
+			    o->ingest || (o->hot_hits && !tc->l3) ||
+			    o->l2_policy ||
 			    (o->flush_on_exit && tc->flush_on_exit)))
 		fprintf(stderr, "kvfs-mount: note: L2 options have no effect "
 			"without l2_dir\n");
