@@ -1,0 +1,495 @@
+/*
+ * fs_xfer.c - batched GET and PUT (include/kvfs.h section 3b): many chunks
+ * per ioctl, copied by the daemon straight between the L1 arena and the
+ * memory of the process that called the ioctl.
+ *
+ * ------------------------------------------------------------ mechanism
+ * process_vm_writev (GET) and process_vm_readv (PUT) on the pid of the FUSE
+ * request. Why this and not shared buffers the client registers: the
+ * engine's own buffers (a KV pool it page-locked for its GPU, numpy
+ * arrays, a Python bytearray) are the destination, so the one copy the
+ * kernel makes (pages of the caller pinned, memcpy from/to the arena) is
+ * the only copy: nothing is staged through FUSE, nothing is mapped into the
+ * daemon, and the arena is never exposed to the engine. A registered
+ * shared-memory ring would cost the engine a second copy out of the ring
+ * into its own buffers unless it allocated its KV pool from our memory.
+ *
+ * ------------------------------------------------------------- security
+ * 1. Whose memory. The daemon only ever names the pid the kernel put in
+ *    this FUSE request (fuse_req_ctx()->pid): the thread that is blocked in
+ *    this ioctl, in the pid namespace of the mount. It copies only to and
+ *    from addresses that thread's process gave, so a caller can only read
+ *    or overwrite its own memory. The kernel checks the daemon may ptrace
+ *    the caller (same uid or CAP_SYS_PTRACE, and Yama): a non-root daemon
+ *    cannot reach a process of another user even if asked to.
+ * 2. Who may. The namespace's mode is checked for the caller's uid and
+ *    groups (fs_ns_access) before any entry: R_OK for GET, W_OK for PUT.
+ * 3. Pid reuse. A pid is reused only after its task was reaped. While this
+ *    handler runs, the caller cannot be reaped: the kernel's
+ *    request_wait_answer() (fs/fuse/dev.c) lets a signal end the wait only
+ *    while the request is still queued (FR_PENDING); once the daemon has
+ *    read it (FR_SENT: we are running) a signal, fatal or not, only queues
+ *    a FUSE_INTERRUPT, and the thread then sleeps uninterruptibly
+ *    (wait_event) until we reply. A SIGKILLed caller therefore stays a
+ *    zombie-in-waiting, mm included, until the reply, and its pid names it
+ *    throughout. We notice the interrupt (fuse_req_interrupted) between
+ *    entries and stop early, so a dying caller is not kept waiting for
+ *    a whole batch. The one way a request ends before its reply is an
+ *    abort of the whole FUSE connection (umount -f, or
+ *    /sys/fs/fuse/connections/N/abort: root only); for that case each batch
+ *    also holds a pidfd of the calling thread, opened when the batch
+ *    starts (while the caller is provably blocked), and checks it before
+ *    every entry: a thread that exited makes the rest of the batch stop
+ *    with ESRCH, and reusing its pid in the microseconds between that check
+ *    and the copy would need the pid counter to wrap through pid_max.
+ * 4. Bad addresses. process_vm_* fault in the caller's pages as the caller
+ *    would (no FOLL_FORCE): unmapped or read-only memory gives EFAULT for
+ *    that entry, never a write the caller itself could not make.
+ * 5. Chunks. GET pins each chunk (tier_get) for its copy, so eviction or
+ *    unlink cannot reuse the extent under the copy; PUT copies into a
+ *    writer extent nobody else sees and publishes only after the whole copy
+ *    succeeded, with its checksum.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs/fs_xfer.h"
+#include "hash/hashkey.h"
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* linux/pidfd.h, 6.9 */
+#endif
+
+/* Bytes copied per process_vm call when a checksum or a bounce buffer is
+ * computed along: small enough to still be in the cache for the checksum,
+ * large enough that the syscalls do not show. */
+#define XFER_PIECE (256u << 10)
+
+struct fs_xfer {
+	/* counters, atomics (no lock) */
+	uint64_t gets, puts;             /* batches */
+	uint64_t get_entries, put_entries;
+	uint64_t get_bytes, put_bytes;
+	uint64_t entry_errors;           /* entries with a result < 0,
+					  * -EEXIST of PUT and misses excluded */
+	uint64_t misses;                 /* GET entries that were -ENOENT */
+	uint64_t exists;                 /* PUT entries that were -EEXIST */
+	uint64_t interrupted;            /* batches cut short by a signal */
+	uint64_t batch_errors;           /* batches failed whole */
+	uint64_t bounced;                /* entries copied through a bounce
+					  * buffer (device-memory L1) */
+};
+
+static void count(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------ the caller */
+
+struct caller {
+	pid_t pid;
+	int pidfd; /* the calling thread, or -1 where pidfd_open is missing */
+};
+
+static int caller_open(struct caller *c, fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	c->pidfd = -1;
+	c->pid = ctx ? ctx->pid : 0;
+	/* 0: the caller lives in a pid namespace the mount cannot see. */
+	if (c->pid <= 0)
+		return -ESRCH;
+	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, PIDFD_THREAD);
+	if (c->pidfd < 0 && errno == EINVAL) /* before 6.9: a tgid only */
+		c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+	if (c->pidfd < 0 && errno == ESRCH)
+		return -ESRCH;
+	/* ENOSYS, EINVAL for a non-leader thread on old kernels, EMFILE:
+	 * go on with the FUSE guarantee alone (see the comment at the top). */
+	return 0;
+}
+
+static void caller_close(struct caller *c)
+{
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	c->pidfd = -1;
+}
+
+/* Whether the caller's thread still exists (a pidfd polls readable once
+ * it exited). */
+static bool caller_alive(const struct caller *c)
+{
+	struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
+
+	return c->pidfd < 0 || poll(&p, 1, 0) == 0;
+}
+
+/*
+ * Copies len bytes between local memory and the caller's address remote:
+ * into the caller (to_caller) or out of it. Returns 0, -EFAULT (the range
+ * is not mapped with the needed access, or wraps), -EPERM / -ESRCH (the
+ * daemon may not reach the caller at all), -ENOMEM.
+ */
+static int vm_copy(const struct caller *c, bool to_caller, void *local,
+		   uint64_t remote, size_t len)
+{
+	char *l = local;
+
+	if (remote + len < remote)
+		return -EFAULT;
+	while (len) {
+		struct iovec li = { l, len };
+		struct iovec ri = { (void *)(uintptr_t)remote, len };
+		ssize_t n = to_caller ?
+			process_vm_writev(c->pid, &li, 1, &ri, 1, 0) :
+			process_vm_readv(c->pid, &li, 1, &ri, 1, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0) /* a partial copy stops at the faulting page */
+			return -EFAULT;
+		l += n;
+		remote += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The errors that say nothing about an entry: the caller is out of reach. */
+static bool caller_fatal(long rc)
+{
+	return rc == -EPERM || rc == -ESRCH;
+}
+
+/* ------------------------------------------------------------------ GET */
+
+/* Copies bytes [off, off + n) of pinned chunk c to the caller at addr. */
+static int get_copy(struct fs *fs, const struct caller *cl,
+		    struct fs_xfer *x, struct tier_chunk *c, uint64_t off,
+		    uint64_t n, uint64_t addr)
+{
+	const char *p = tier_chunk_ptr(c);
+	char *bounce;
+	int rc = 0;
+
+	if (p) /* host or pinned L1: the one copy, arena -> caller */
+		return vm_copy(cl, true, (void *)(p + off), addr, n);
+	/* device-memory L1: through host memory, a piece at a time */
+	bounce = malloc(n < XFER_PIECE ? n : XFER_PIECE);
+	if (!bounce)
+		return -ENOMEM;
+	count(&x->bounced, 1);
+	for (uint64_t done = 0; rc == 0 && done < n;) {
+		uint64_t k = n - done < XFER_PIECE ? n - done : XFER_PIECE;
+		long got = tier_chunk_read(fs->tier, c, bounce, k, off + done);
+
+		if (got < 0)
+			rc = (int)got;
+		else if ((uint64_t)got != k)
+			rc = -EIO;
+		else
+			rc = vm_copy(cl, true, bounce, addr + done, k);
+		done += k;
+	}
+	free(bounce);
+	return rc;
+}
+
+/* One GET entry: its result (bytes copied or -errno); e->size is set when
+ * the chunk was found. */
+static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
+		       const struct caller *cl, struct kvfs_xfer_ent *e)
+{
+	struct tier_chunk *c;
+	uint64_t size, n;
+	int rc;
+
+	rc = tier_get(fs->tier, ns, &e->key, &c); /* pins, promotes */
+	if (rc)
+		return rc;
+	size = tier_chunk_size(c);
+	e->size = size;
+	n = e->length ? e->length : size - (e->offset <= size ? e->offset : 0);
+	if (e->offset > size || e->length > size - e->offset)
+		rc = -ERANGE;
+	else if (n > e->cap)
+		rc = -EMSGSIZE;
+	else
+		rc = get_copy(fs, cl, x, c, e->offset, n, e->addr);
+	tier_put(fs->tier, c);
+	return rc ? rc : (int64_t)n;
+}
+
+/* ------------------------------------------------------------------ PUT */
+
+/* Copies the caller's len bytes at addr into the writer w, checksumming
+ * them a piece at a time while they are in the cache. */
+static int put_copy(struct fs *fs, const struct caller *cl,
+		    struct fs_xfer *x, struct tier_wr *w, uint64_t addr,
+		    uint64_t len)
+{
+	struct hashkey_sum sum;
+	char *p = NULL, *bounce = NULL;
+	int rc;
+
+	rc = tier_wr_map(fs->tier, w, len, (void **)&p);
+	if (rc == -ENOTSUP) { /* device-memory L1 */
+		bounce = malloc(len < XFER_PIECE ? len : XFER_PIECE);
+		if (!bounce)
+			return -ENOMEM;
+		count(&x->bounced, 1);
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	hashkey_sum_init(&sum);
+	for (uint64_t done = 0; rc == 0 && done < len;) {
+		uint64_t k = len - done < XFER_PIECE ? len - done : XFER_PIECE;
+		char *dst = bounce ? bounce : p + done;
+
+		rc = vm_copy(cl, false, dst, addr + done, k);
+		if (rc == 0)
+			hashkey_sum_update(&sum, dst, k);
+		if (rc == 0 && bounce)
+			rc = tier_wr_pwrite(fs->tier, w, bounce, k, done);
+		done += k;
+	}
+	free(bounce);
+	if (rc == 0)
+		tier_wr_set_checksum(w, hashkey_sum_final(&sum));
+	return rc;
+}
+
+/* One PUT entry: 0 (stored), -EEXIST (already there), or -errno. */
+static int64_t put_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
+		       uint64_t chunk_bytes, const struct caller *cl,
+		       const struct kvfs_xfer_ent *e)
+{
+	struct tier_wr *w;
+	int rc;
+
+	/* refused before any byte moves (publication would refuse too) */
+	if (chunk_bytes && e->length != chunk_bytes)
+		return -EMSGSIZE;
+	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC */
+	rc = tier_wr_begin(fs->tier, ns, &e->key, e->length, &w);
+	if (rc)
+		return rc;
+	rc = put_copy(fs, cl, x, w, e->addr, e->length);
+	if (rc) {
+		tier_wr_abort(fs->tier, w);
+		return rc;
+	}
+	return tier_wr_publish(fs->tier, w, NULL);
+}
+
+/* ---------------------------------------------------------------- batch */
+
+static bool key_eq(const struct kvfs_key *a, const struct kvfs_key *b)
+{
+	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
+}
+
+/* EINVAL checks of a whole batch, before anything is done. */
+static int check_batch(const struct kvfs_xfer *b, bool put)
+{
+	if (b->nents == 0 || b->nents > KVFS_XFER_MAX ||
+	    (b->flags & ~(put ? 0u : KVFS_XFER_DEVICE)))
+		return -EINVAL;
+	if (!put)
+		return 0;
+	for (uint32_t i = 0; i < b->nents; i++) {
+		if (b->ents[i].cap || b->ents[i].offset)
+			return -EINVAL; /* reserved for PUT */
+		/* n <= 240: a quadratic scan is cheaper than a table */
+		for (uint32_t j = 0; j < i; j++)
+			if (key_eq(&b->ents[i].key, &b->ents[j].key))
+				return -EINVAL;
+	}
+	return 0;
+}
+
+static int reply_batch_err(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+			   const char *what, struct kvfs_xfer *b, int err)
+{
+	count(&x->batch_errors, 1);
+	/* a caller out of reach is told which pid to name as its ptracer */
+	if (err == EPERM && b) {
+		b->daemon_pid = (int32_t)getpid();
+		fuse_reply_ioctl(req, -EPERM, b,
+				 offsetof(struct kvfs_xfer, ents));
+		return 0;
+	}
+	fs_log(fs, "ioctl %s from pid %d: %s", what,
+	       (int)fuse_req_ctx(req)->pid, strerror(err));
+	fuse_reply_err(req, err);
+	return 0;
+}
+
+static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		    struct fs_fh *fh, const void *in_buf, bool put)
+{
+	const char *what = put ? "PUT" : "GET";
+	struct tier_ns_info nsi;
+	struct kvfs_xfer *b;
+	struct caller cl = { 0, -1 };
+	uint32_t i, done = 0, ok = 0;
+	uint64_t bytes = 0;
+	int rc;
+
+	if (fh->kind != FS_FH_NS)
+		return reply_batch_err(fs, x, req, what, NULL, ENOTTY);
+	b = malloc(sizeof(*b));
+	if (!b)
+		return reply_batch_err(fs, x, req, what, NULL, ENOMEM);
+	memcpy(b, in_buf, sizeof(*b));
+	rc = check_batch(b, put);
+	if (rc == 0)
+		rc = fs_ns_access(fs, req, fh->ns, put ? W_OK : R_OK);
+	if (rc == 0)
+		rc = tier_ns_info(fs->tier, fh->ns, &nsi);
+	if (rc == 0)
+		rc = caller_open(&cl, req);
+	if (rc)
+		goto fail;
+	b->daemon_pid = (int32_t)getpid();
+	for (i = 0; i < b->nents; i++) {
+		struct kvfs_xfer_ent *e = &b->ents[i];
+		int64_t r;
+
+		e->size = 0;
+		/* a signal (SIGKILL included) ends the batch early, after at
+		 * least one entry so a retry always makes progress */
+		if (done && (fuse_req_interrupted(req) || !caller_alive(&cl)))
+			break;
+		r = put ? put_one(fs, x, fh->ns, nsi.chunk_bytes, &cl, e)
+			: get_one(fs, x, fh->ns, &cl, e);
+		if (caller_fatal(r)) {
+			if (!ok) { /* nothing done yet: fail it whole */
+				rc = (int)r;
+				goto fail;
+			}
+			break;
+		}
+		e->result = r;
+		done++;
+		if (r >= 0 || (put && r == -EEXIST)) {
+			ok++;
+			bytes += put ? (r == 0 ? e->length : 0) : (uint64_t)r;
+		}
+		if (r == -ENOENT && !put)
+			count(&x->misses, 1);
+		else if (r == -EEXIST && put)
+			count(&x->exists, 1);
+		else if (r < 0)
+			count(&x->entry_errors, 1);
+	}
+	if (i < b->nents)
+		count(&x->interrupted, 1);
+	for (; i < b->nents; i++) {
+		b->ents[i].result = caller_alive(&cl) ? -EINTR : -ESRCH;
+		b->ents[i].size = 0;
+	}
+	caller_close(&cl);
+	b->done = ok;
+	b->bytes = bytes;
+	count(put ? &x->puts : &x->gets, 1);
+	count(put ? &x->put_entries : &x->get_entries, done);
+	count(put ? &x->put_bytes : &x->get_bytes, bytes);
+	fuse_reply_ioctl(req, 0, b,
+			 offsetof(struct kvfs_xfer, ents) +
+				 (size_t)b->nents * sizeof(b->ents[0]));
+	free(b);
+	return 0;
+
+fail:
+	caller_close(&cl);
+	reply_batch_err(fs, x, req, what, b, -rc);
+	free(b);
+	return 0;
+}
+
+/* ------------------------------------------------------ device buffers */
+
+static int do_register(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		       struct fs_fh *fh, const void *in_buf)
+{
+	(void)in_buf;
+	if (fh->kind != FS_FH_NS)
+		return reply_batch_err(fs, x, req, "XFER_REGISTER", NULL,
+				       ENOTTY);
+	return reply_batch_err(fs, x, req, "XFER_REGISTER", NULL, EOPNOTSUPP);
+}
+
+/* ---------------------------------------------------------------- entry */
+
+int fs_xfer_ioctl(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		  struct fuse_file_info *fi, unsigned int nr,
+		  const void *in_buf)
+{
+	struct fs_fh *fh = fs_fh_of(fi);
+
+	switch (nr) {
+	case _IOC_NR(KVFS_IOC_GET):
+		return do_batch(fs, x, req, fh, in_buf, false);
+	case _IOC_NR(KVFS_IOC_PUT):
+		return do_batch(fs, x, req, fh, in_buf, true);
+	default:
+		return do_register(fs, x, req, fh, in_buf);
+	}
+}
+
+void fs_xfer_release(struct fs_xfer *x, uint64_t owner)
+{
+	(void)x;
+	(void)owner;
+}
+
+int fs_xfer_create(struct fs *fs, struct fs_xfer **out)
+{
+	(void)fs;
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void fs_xfer_destroy(struct fs_xfer *x)
+{
+	free(x);
+}
+
+#define LD(f) ((unsigned long long)__atomic_load_n(&x->f, __ATOMIC_RELAXED))
+
+size_t fs_xfer_stats_json(struct fs_xfer *x, char *buf, size_t size)
+{
+	int n;
+
+	if (!x)
+		n = snprintf(buf, size, "{}");
+	else
+		n = snprintf(buf, size,
+			     "{\"gets\":%llu,\"puts\":%llu,"
+			     "\"get_entries\":%llu,\"put_entries\":%llu,"
+			     "\"get_bytes\":%llu,\"put_bytes\":%llu,"
+			     "\"misses\":%llu,\"exists\":%llu,"
+			     "\"entry_errors\":%llu,\"batch_errors\":%llu,"
+			     "\"interrupted\":%llu,\"bounced\":%llu}",
+			     LD(gets), LD(puts), LD(get_entries),
+			     LD(put_entries), LD(get_bytes), LD(put_bytes),
+			     LD(misses), LD(exists), LD(entry_errors),
+			     LD(batch_errors), LD(interrupted), LD(bounced));
+	if (n < 0)
+		return 0;
+	return (size_t)n < size ? (size_t)n : size ? size - 1 : 0;
+}

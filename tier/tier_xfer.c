@@ -1,0 +1,37 @@
+/*
+ * tier_xfer.c - what batched transfers (fs/fs_xfer.c) need of a writer
+ * beyond tier_wr.c's pwrite: the writer's extent itself, so the daemon can
+ * copy a caller's bytes into the arena once (process_vm_readv straight
+ * into it) instead of through a staging buffer, and a checksum computed
+ * while those bytes are still in the cache.
+ */
+#include <errno.h>
+
+#include "tier/tier_i.h"
+
+int tier_wr_map(struct tier *t, struct tier_wr *w, uint64_t len, void **ptr)
+{
+	int rc = 0;
+
+	if (!t->arena.host)
+		return -ENOTSUP;
+	pthread_mutex_lock(&w->mu);
+	/* The extent is fixed while nobody pwrites: it only moves in
+	 * wr_grow, which runs under mu from pwrite/truncate. */
+	if (w->size || len > w->cap)
+		rc = -EINVAL;
+	else {
+		w->size = len;
+		*ptr = (char *)t->arena.host + w->off;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+void tier_wr_set_checksum(struct tier_wr *w, uint64_t sum)
+{
+	pthread_mutex_lock(&w->mu);
+	w->has_sum = true;
+	w->sum = sum;
+	pthread_mutex_unlock(&w->mu);
+}
