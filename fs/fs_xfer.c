@@ -53,6 +53,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,7 @@ struct fs_xfer {
 	uint64_t batch_errors;           /* batches failed whole */
 	uint64_t bounced;                /* entries copied through a bounce
 					  * buffer (device-memory L1) */
+	struct pool *pool_p;             /* copy helpers (below) */
 };
 
 static void count(uint64_t *c, uint64_t n)
@@ -338,6 +340,189 @@ static int reply_batch_err(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	return 0;
 }
 
+/*
+ * One batch in flight. The handler thread and any idle helper (see struct
+ * fs_xfer) take entries one at a time from next, so a batch of 2 MiB
+ * chunks is copied by as many cores as are free. Fields marked (atomic)
+ * are shared between them; the rest is set before the job is offered.
+ */
+struct job {
+	struct fs *fs;
+	struct fs_xfer *x;
+	fuse_req_t req;
+	struct kvfs_xfer *b;
+	const struct caller *cl;
+	uint32_t ns;
+	uint64_t chunk_bytes;
+	bool put;
+	uint32_t next;     /* (atomic) next entry to take */
+	int stop;          /* (atomic) interrupted, or the caller is gone */
+	int fatal;         /* (atomic) -EPERM / -ESRCH seen, else 0 */
+	uint32_t done, ok; /* (atomic) entries attempted, succeeded */
+	uint64_t bytes;    /* (atomic) */
+	int offers;        /* (pool lock) helpers it may still take */
+	int active;        /* (pool lock) helpers inside job_run */
+	struct job *qnext; /* (pool lock) offered jobs */
+};
+
+/* Marks an entry the batch stopped before: set to -EINTR / -ESRCH at the
+ * reply. Not an errno any entry can have. */
+#define NOT_DONE INT64_MIN
+
+static void job_run(struct job *j)
+{
+	struct fs_xfer *x = j->x;
+	uint32_t i;
+
+	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) <
+	       j->b->nents) {
+		struct kvfs_xfer_ent *e = &j->b->ents[i];
+		int64_t r;
+
+		e->size = 0;
+		e->result = NOT_DONE;
+		if (__atomic_load_n(&j->stop, __ATOMIC_RELAXED))
+			continue;
+		/* a signal (SIGKILL included) ends the batch early, after at
+		 * least one entry so a retry always makes progress */
+		if (__atomic_load_n(&j->done, __ATOMIC_RELAXED) &&
+		    (fuse_req_interrupted(j->req) || !caller_alive(j->cl))) {
+			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		r = j->put ? put_one(j->fs, x, j->ns, j->chunk_bytes, j->cl, e)
+			   : get_one(j->fs, x, j->ns, j->cl, e);
+		if (caller_fatal(r)) {
+			__atomic_store_n(&j->fatal, (int)r, __ATOMIC_RELAXED);
+			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		e->result = r;
+		__atomic_fetch_add(&j->done, 1, __ATOMIC_RELAXED);
+		if (r >= 0 || (j->put && r == -EEXIST)) {
+			__atomic_fetch_add(&j->ok, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&j->bytes,
+					   j->put ? (r == 0 ? e->length : 0)
+						  : (uint64_t)r,
+					   __ATOMIC_RELAXED);
+		}
+		if (r == -ENOENT && !j->put)
+			count(&x->misses, 1);
+		else if (r == -EEXIST && j->put)
+			count(&x->exists, 1);
+		else if (r < 0)
+			count(&x->entry_errors, 1);
+	}
+}
+
+/* ------------------------------------------------------ copy helpers */
+
+/*
+ * The daemon's own copy helpers: a batch's entries are spread over the
+ * FUSE thread that got it and the helpers that are idle, because one
+ * thread's copy between two address spaces (about 7 GB/s here) is well
+ * below what the memory can do. Started at the first batch (threads do
+ * not survive the daemon's fork), one fewer than the CPUs, at most
+ * XFER_HELPERS_MAX.
+ */
+#define XFER_HELPERS_MAX 3
+
+struct pool {
+	pthread_mutex_t lock;
+	pthread_cond_t work;  /* a job was offered, or quit */
+	pthread_cond_t idle;  /* a job's last helper left it */
+	struct job *queue;    /* jobs taking helpers */
+	bool started, quit;
+	int n;
+	pthread_t th[XFER_HELPERS_MAX];
+};
+
+static void *helper_main(void *arg)
+{
+	struct pool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct job *j;
+
+		while (!p->quit && !p->queue)
+			pthread_cond_wait(&p->work, &p->lock);
+		if (p->quit)
+			break;
+		j = p->queue;
+		if (--j->offers == 0) { /* its last helper: off the queue */
+			p->queue = j->qnext;
+			j->qnext = NULL;
+		}
+		j->active++;
+		pthread_mutex_unlock(&p->lock);
+		job_run(j);
+		pthread_mutex_lock(&p->lock);
+		if (--j->active == 0)
+			pthread_cond_broadcast(&p->idle);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+static void pool_start(struct pool *p)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int want = cpus > 1 ? (int)(cpus - 1) : 0;
+
+	if (want > XFER_HELPERS_MAX)
+		want = XFER_HELPERS_MAX;
+	p->started = true;
+	for (int i = 0; i < want; i++)
+		if (pthread_create(&p->th[p->n], NULL, helper_main, p) == 0)
+			p->n++;
+}
+
+/* Runs j on this thread and on up to nents - 1 idle helpers. */
+static void pool_run(struct pool *p, struct job *j)
+{
+	int offers;
+
+	pthread_mutex_lock(&p->lock);
+	if (!p->started)
+		pool_start(p);
+	offers = (int)j->b->nents - 1 < p->n ? (int)j->b->nents - 1 : p->n;
+	if (offers > 0) { /* at the tail: batches are helped in order */
+		struct job **q = &p->queue;
+
+		while (*q)
+			q = &(*q)->qnext;
+		*q = j;
+		j->offers = offers;
+		pthread_cond_broadcast(&p->work);
+	}
+	pthread_mutex_unlock(&p->lock);
+	job_run(j);
+	pthread_mutex_lock(&p->lock);
+	/* withdraw what nobody took, then wait for the takers */
+	for (struct job **q = &p->queue; j->offers && *q; q = &(*q)->qnext)
+		if (*q == j) {
+			*q = j->qnext;
+			j->offers = 0;
+			break;
+		}
+	while (j->active)
+		pthread_cond_wait(&p->idle, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void pool_stop(struct pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->quit = true;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < p->n; i++)
+		pthread_join(p->th[i], NULL);
+}
+
+/* ---------------------------------------------------------- the batch */
+
 static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		    struct fs_fh *fh, const void *in_buf, bool put)
 {
@@ -345,8 +530,8 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	struct tier_ns_info nsi;
 	struct kvfs_xfer *b;
 	struct caller cl = { 0, -1 };
-	uint32_t i, done = 0, ok = 0;
-	uint64_t bytes = 0;
+	struct job j;
+	bool alive;
 	int rc;
 
 	if (fh->kind != FS_FH_NS)
@@ -365,49 +550,27 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	if (rc)
 		goto fail;
 	b->daemon_pid = (int32_t)getpid();
-	for (i = 0; i < b->nents; i++) {
-		struct kvfs_xfer_ent *e = &b->ents[i];
-		int64_t r;
-
-		e->size = 0;
-		/* a signal (SIGKILL included) ends the batch early, after at
-		 * least one entry so a retry always makes progress */
-		if (done && (fuse_req_interrupted(req) || !caller_alive(&cl)))
-			break;
-		r = put ? put_one(fs, x, fh->ns, nsi.chunk_bytes, &cl, e)
-			: get_one(fs, x, fh->ns, &cl, e);
-		if (caller_fatal(r)) {
-			if (!ok) { /* nothing done yet: fail it whole */
-				rc = (int)r;
-				goto fail;
-			}
-			break;
-		}
-		e->result = r;
-		done++;
-		if (r >= 0 || (put && r == -EEXIST)) {
-			ok++;
-			bytes += put ? (r == 0 ? e->length : 0) : (uint64_t)r;
-		}
-		if (r == -ENOENT && !put)
-			count(&x->misses, 1);
-		else if (r == -EEXIST && put)
-			count(&x->exists, 1);
-		else if (r < 0)
-			count(&x->entry_errors, 1);
+	j = (struct job){ .fs = fs, .x = x, .req = req, .b = b, .cl = &cl,
+			  .ns = fh->ns, .chunk_bytes = nsi.chunk_bytes,
+			  .put = put };
+	pool_run(x->pool_p, &j);
+	/* nothing done and the caller out of reach: fail it whole */
+	if (j.fatal && !j.ok) {
+		rc = j.fatal;
+		goto fail;
 	}
-	if (i < b->nents)
-		count(&x->interrupted, 1);
-	for (; i < b->nents; i++) {
-		b->ents[i].result = caller_alive(&cl) ? -EINTR : -ESRCH;
-		b->ents[i].size = 0;
-	}
+	alive = caller_alive(&cl);
 	caller_close(&cl);
-	b->done = ok;
-	b->bytes = bytes;
+	if (j.stop)
+		count(&x->interrupted, 1);
+	for (uint32_t i = 0; i < b->nents; i++)
+		if (b->ents[i].result == NOT_DONE)
+			b->ents[i].result = alive ? -EINTR : -ESRCH;
+	b->done = j.ok;
+	b->bytes = j.bytes;
 	count(put ? &x->puts : &x->gets, 1);
-	count(put ? &x->put_entries : &x->get_entries, done);
-	count(put ? &x->put_bytes : &x->get_bytes, bytes);
+	count(put ? &x->put_entries : &x->get_entries, j.done);
+	count(put ? &x->put_bytes : &x->get_bytes, j.bytes);
 	fuse_reply_ioctl(req, 0, b,
 			 offsetof(struct kvfs_xfer, ents) +
 				 (size_t)b->nents * sizeof(b->ents[0]));
@@ -459,13 +622,31 @@ void fs_xfer_release(struct fs_xfer *x, uint64_t owner)
 
 int fs_xfer_create(struct fs *fs, struct fs_xfer **out)
 {
+	struct fs_xfer *x = calloc(1, sizeof(*x));
+
 	(void)fs;
-	*out = calloc(1, sizeof(**out));
-	return *out ? 0 : -ENOMEM;
+	if (x)
+		x->pool_p = calloc(1, sizeof(*x->pool_p));
+	if (!x || !x->pool_p) {
+		free(x);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&x->pool_p->lock, NULL);
+	pthread_cond_init(&x->pool_p->work, NULL);
+	pthread_cond_init(&x->pool_p->idle, NULL);
+	*out = x;
+	return 0;
 }
 
 void fs_xfer_destroy(struct fs_xfer *x)
 {
+	if (!x)
+		return;
+	pool_stop(x->pool_p);
+	pthread_mutex_destroy(&x->pool_p->lock);
+	pthread_cond_destroy(&x->pool_p->work);
+	pthread_cond_destroy(&x->pool_p->idle);
+	free(x->pool_p);
 	free(x);
 }
 
