@@ -86,7 +86,25 @@ struct fs_xfer {
 	uint64_t batch_errors;           /* batches failed whole */
 	uint64_t bounced;                /* entries copied through a bounce
 					  * buffer (device-memory L1) */
+	struct fs *fs;
+	uint64_t registers;              /* device buffers registered */
+	uint64_t device_entries;         /* GET entries copied to a device */
 	struct pool *pool_p;             /* copy helpers (below) */
+
+	/* device buffers (KVFS_IOC_XFER_REGISTER), one per open file:
+	 * batches read them under the read lock for their whole run */
+	pthread_rwlock_t reg_lock;
+	struct reg *regs;                /* (reg_lock) */
+	uint64_t reg_ids;                /* (reg_lock) last id given */
+	int nregs;                       /* (reg_lock to write, atomic to
+					  * read) entries in regs */
+};
+
+struct reg {
+	struct reg *next;
+	uint64_t owner;                  /* fuse_file_info.fh */
+	uint64_t id, len;
+	struct gpu_import *im;
 };
 
 static void count(uint64_t *c, uint64_t n)
@@ -177,15 +195,23 @@ static bool caller_fatal(long rc)
 
 /* ------------------------------------------------------------------ GET */
 
-/* Copies bytes [off, off + n) of pinned chunk c to the caller at addr. */
+/* Copies bytes [off, off + n) of pinned chunk c to the caller at addr, or
+ * with im to offset addr of the caller's registered device buffer. */
 static int get_copy(struct fs *fs, const struct caller *cl,
-		    struct fs_xfer *x, struct tier_chunk *c, uint64_t off,
-		    uint64_t n, uint64_t addr)
+		    struct fs_xfer *x, struct gpu_import *im,
+		    struct tier_chunk *c, uint64_t off, uint64_t n,
+		    uint64_t addr)
 {
 	const char *p = tier_chunk_ptr(c);
 	char *bounce;
 	int rc = 0;
 
+	if (im) { /* pinned L1: a DMA; cuda L1: device to device */
+		rc = tier_import_copy(fs->tier, im, c, off, n, addr);
+		if (rc == 0)
+			count(&x->device_entries, 1);
+		return rc;
+	}
 	if (p) /* host or pinned L1: the one copy, arena -> caller */
 		return vm_copy(cl, true, (void *)(p + off), addr, n);
 	/* device-memory L1: through host memory, a piece at a time */
@@ -212,7 +238,8 @@ static int get_copy(struct fs *fs, const struct caller *cl,
 /* One GET entry: its result (bytes copied or -errno); e->size is set when
  * the chunk was found. */
 static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
-		       const struct caller *cl, struct kvfs_xfer_ent *e)
+		       const struct caller *cl, struct gpu_import *im,
+		       struct kvfs_xfer_ent *e)
 {
 	struct tier_chunk *c;
 	uint64_t size, n;
@@ -229,7 +256,7 @@ static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	else if (n > e->cap)
 		rc = -EMSGSIZE;
 	else
-		rc = get_copy(fs, cl, x, c, e->offset, n, e->addr);
+		rc = get_copy(fs, cl, x, im, c, e->offset, n, e->addr);
 	tier_put(fs->tier, c);
 	return rc ? rc : (int64_t)n;
 }
@@ -354,6 +381,7 @@ struct job {
 	const struct caller *cl;
 	uint32_t ns;
 	uint64_t chunk_bytes;
+	struct gpu_import *im; /* GET into a device buffer, else NULL */
 	bool put;
 	uint32_t next;     /* (atomic) next entry to take */
 	int stop;          /* (atomic) interrupted, or the caller is gone */
@@ -391,7 +419,7 @@ static void job_run(struct job *j)
 			continue;
 		}
 		r = j->put ? put_one(j->fs, x, j->ns, j->chunk_bytes, j->cl, e)
-			   : get_one(j->fs, x, j->ns, j->cl, e);
+			   : get_one(j->fs, x, j->ns, j->cl, j->im, e);
 		if (caller_fatal(r)) {
 			__atomic_store_n(&j->fatal, (int)r, __ATOMIC_RELAXED);
 			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
@@ -524,14 +552,16 @@ static void pool_stop(struct pool *p)
 /* ---------------------------------------------------------- the batch */
 
 static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
-		    struct fs_fh *fh, const void *in_buf, bool put)
+		    struct fs_fh *fh, uint64_t owner, const void *in_buf,
+		    bool put)
 {
 	const char *what = put ? "PUT" : "GET";
 	struct tier_ns_info nsi;
 	struct kvfs_xfer *b;
 	struct caller cl = { 0, -1 };
 	struct job j;
-	bool alive;
+	struct reg *r = NULL;
+	bool alive, dev = false;
 	int rc;
 
 	if (fh->kind != FS_FH_NS)
@@ -547,13 +577,27 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		rc = tier_ns_info(fs->tier, fh->ns, &nsi);
 	if (rc == 0)
 		rc = caller_open(&cl, req);
+	if (rc == 0 && (b->flags & KVFS_XFER_DEVICE)) {
+		struct tier_arena_info ai;
+
+		tier_arena_info(fs->tier, &ai);
+		dev = true;
+		pthread_rwlock_rdlock(&x->reg_lock);
+		for (r = x->regs; r && r->owner != owner; r = r->next)
+			;
+		if (!r)
+			rc = strcmp(ai.backend, "host") ? -ENODEV : -EOPNOTSUPP;
+	}
 	if (rc)
 		goto fail;
 	b->daemon_pid = (int32_t)getpid();
 	j = (struct job){ .fs = fs, .x = x, .req = req, .b = b, .cl = &cl,
 			  .ns = fh->ns, .chunk_bytes = nsi.chunk_bytes,
-			  .put = put };
+			  .im = r ? r->im : NULL, .put = put };
 	pool_run(x->pool_p, &j);
+	if (dev)
+		pthread_rwlock_unlock(&x->reg_lock);
+	dev = false;
 	/* nothing done and the caller out of reach: fail it whole */
 	if (j.fatal && !j.ok) {
 		rc = j.fatal;
@@ -578,6 +622,8 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	return 0;
 
 fail:
+	if (dev)
+		pthread_rwlock_unlock(&x->reg_lock);
 	caller_close(&cl);
 	reply_batch_err(fs, x, req, what, b, -rc);
 	free(b);
@@ -586,14 +632,70 @@ fail:
 
 /* ------------------------------------------------------ device buffers */
 
-static int do_register(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
-		       struct fs_fh *fh, const void *in_buf)
+/* Unlinks and returns owner's registration (reg_lock held for writing). */
+static struct reg *reg_take(struct fs_xfer *x, uint64_t owner)
 {
-	(void)in_buf;
+	for (struct reg **p = &x->regs; *p; p = &(*p)->next)
+		if ((*p)->owner == owner) {
+			struct reg *r = *p;
+
+			*p = r->next;
+			__atomic_fetch_sub(&x->nregs, 1, __ATOMIC_RELEASE);
+			return r;
+		}
+	return NULL;
+}
+
+static void reg_free(struct fs *fs, struct reg *r)
+{
+	if (r) {
+		tier_import_close(fs->tier, r->im);
+		free(r);
+	}
+}
+
+static int do_register(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		       struct fs_fh *fh, uint64_t owner, const void *in_buf)
+{
+	struct kvfs_xfer_register a;
+	struct reg *r = NULL, *old;
+	int rc = 0;
+
 	if (fh->kind != FS_FH_NS)
 		return reply_batch_err(fs, x, req, "XFER_REGISTER", NULL,
 				       ENOTTY);
-	return reply_batch_err(fs, x, req, "XFER_REGISTER", NULL, EOPNOTSUPP);
+	memcpy(&a, in_buf, sizeof(a));
+	if (a.reserved)
+		rc = -EINVAL;
+	if (rc == 0)
+		rc = fs_ns_access(fs, req, fh->ns, R_OK);
+	if (rc == 0 && a.length) {
+		r = calloc(1, sizeof(*r));
+		rc = r ? tier_import_open(fs->tier, a.ipc, a.length, &r->im)
+		       : -ENOMEM;
+	}
+	if (rc) {
+		free(r);
+		return reply_batch_err(fs, x, req, "XFER_REGISTER", NULL,
+				       rc == -ENOTSUP ? EOPNOTSUPP : -rc);
+	}
+	pthread_rwlock_wrlock(&x->reg_lock); /* waits for device batches */
+	old = reg_take(x, owner);
+	a.buffer_id = 0;
+	if (r) {
+		r->owner = owner;
+		r->len = a.length;
+		r->id = a.buffer_id = ++x->reg_ids;
+		r->next = x->regs;
+		x->regs = r;
+		__atomic_fetch_add(&x->nregs, 1, __ATOMIC_RELEASE);
+	}
+	pthread_rwlock_unlock(&x->reg_lock);
+	reg_free(fs, old);
+	if (r)
+		count(&x->registers, 1);
+	fuse_reply_ioctl(req, 0, &a, sizeof(a));
+	return 0;
 }
 
 /* ---------------------------------------------------------------- entry */
@@ -606,25 +708,31 @@ int fs_xfer_ioctl(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 
 	switch (nr) {
 	case _IOC_NR(KVFS_IOC_GET):
-		return do_batch(fs, x, req, fh, in_buf, false);
+		return do_batch(fs, x, req, fh, fi->fh, in_buf, false);
 	case _IOC_NR(KVFS_IOC_PUT):
-		return do_batch(fs, x, req, fh, in_buf, true);
+		return do_batch(fs, x, req, fh, fi->fh, in_buf, true);
 	default:
-		return do_register(fs, x, req, fh, in_buf);
+		return do_register(fs, x, req, fh, fi->fh, in_buf);
 	}
 }
 
 void fs_xfer_release(struct fs_xfer *x, uint64_t owner)
 {
-	(void)x;
-	(void)owner;
+	struct reg *r;
+
+	/* every close of the mount comes here: most have nothing */
+	if (!x || !__atomic_load_n(&x->nregs, __ATOMIC_ACQUIRE))
+		return;
+	pthread_rwlock_wrlock(&x->reg_lock);
+	r = reg_take(x, owner);
+	pthread_rwlock_unlock(&x->reg_lock);
+	reg_free(x->fs, r);
 }
 
 int fs_xfer_create(struct fs *fs, struct fs_xfer **out)
 {
 	struct fs_xfer *x = calloc(1, sizeof(*x));
 
-	(void)fs;
 	if (x)
 		x->pool_p = calloc(1, sizeof(*x->pool_p));
 	if (!x || !x->pool_p) {
@@ -634,6 +742,8 @@ int fs_xfer_create(struct fs *fs, struct fs_xfer **out)
 	pthread_mutex_init(&x->pool_p->lock, NULL);
 	pthread_cond_init(&x->pool_p->work, NULL);
 	pthread_cond_init(&x->pool_p->idle, NULL);
+	pthread_rwlock_init(&x->reg_lock, NULL);
+	x->fs = fs;
 	*out = x;
 	return 0;
 }
@@ -643,6 +753,9 @@ void fs_xfer_destroy(struct fs_xfer *x)
 	if (!x)
 		return;
 	pool_stop(x->pool_p);
+	while (x->regs) /* fds the kernel never released */
+		reg_free(x->fs, reg_take(x, x->regs->owner));
+	pthread_rwlock_destroy(&x->reg_lock);
 	pthread_mutex_destroy(&x->pool_p->lock);
 	pthread_cond_destroy(&x->pool_p->work);
 	pthread_cond_destroy(&x->pool_p->idle);
@@ -665,11 +778,13 @@ size_t fs_xfer_stats_json(struct fs_xfer *x, char *buf, size_t size)
 			     "\"get_bytes\":%llu,\"put_bytes\":%llu,"
 			     "\"misses\":%llu,\"exists\":%llu,"
 			     "\"entry_errors\":%llu,\"batch_errors\":%llu,"
-			     "\"interrupted\":%llu,\"bounced\":%llu}",
+			     "\"interrupted\":%llu,\"bounced\":%llu,"
+			     "\"registers\":%llu,\"device_entries\":%llu}",
 			     LD(gets), LD(puts), LD(get_entries),
 			     LD(put_entries), LD(get_bytes), LD(put_bytes),
 			     LD(misses), LD(exists), LD(entry_errors),
-			     LD(batch_errors), LD(interrupted), LD(bounced));
+			     LD(batch_errors), LD(interrupted), LD(bounced),
+			     LD(registers), LD(device_entries));
 	if (n < 0)
 		return 0;
 	return (size_t)n < size ? (size_t)n : size ? size - 1 : 0;

@@ -402,4 +402,19 @@ int tier_arena_export(struct tier *t, const struct tier_chunk *c,
 /* tier_arena_unexport - frees what tier_arena_export made; NULL is a no-op. */
 void tier_arena_unexport(struct tier *t, void *cookie);
 
+/*
+ * Device imports (tier_xfer.c) - batched GETs straight into an engine's
+ * CUDA buffer (gpu.h, gpu_import_*). tier_import_open: -ENOTSUP on a host
+ * arena, -EIO, -ENOMEM. tier_import_copy: bytes [off, off + len) of the
+ * pinned chunk c to the import at dst_off (-EFAULT outside the import,
+ * -EIO); blocks for the copy. tier_import_close: no copy may be running.
+ */
+struct gpu_import;
+int tier_import_open(struct tier *t, const uint8_t ipc[64], uint64_t len,
+		     struct gpu_import **out);
+int tier_import_copy(struct tier *t, struct gpu_import *im,
+		     const struct tier_chunk *c, uint64_t off, uint64_t len,
+		     uint64_t dst_off);
+void tier_import_close(struct tier *t, struct gpu_import *im);
+
 #endif /* KVFS_TIER_H */

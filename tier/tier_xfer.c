@@ -3,7 +3,8 @@
  * beyond tier_wr.c's pwrite: the writer's extent itself, so the daemon can
  * copy a caller's bytes into the arena once (process_vm_readv straight
  * into it) instead of through a staging buffer, and a checksum computed
- * while those bytes are still in the cache.
+ * while those bytes are still in the cache; and the device path: chunks
+ * copied from a pinned or cuda arena into an engine's CUDA buffer.
  */
 #include <errno.h>
 
@@ -34,4 +35,30 @@ void tier_wr_set_checksum(struct tier_wr *w, uint64_t sum)
 	w->has_sum = true;
 	w->sum = sum;
 	pthread_mutex_unlock(&w->mu);
+}
+
+int tier_import_open(struct tier *t, const uint8_t ipc[64], uint64_t len,
+		     struct gpu_import **out)
+{
+	return gpu_import_open(&t->arena, ipc, len, out);
+}
+
+int tier_import_copy(struct tier *t, struct gpu_import *im,
+		     const struct tier_chunk *c, uint64_t off, uint64_t len,
+		     uint64_t dst_off)
+{
+	if (off > c->size || len > c->size - off)
+		return -EINVAL;
+	/* a chunk served from a temporary buffer (L1 full of pins) is in
+	 * host memory: copied host to device from there */
+	if (c->tmp)
+		return gpu_import_copy(&t->arena, im, dst_off, 0,
+				       (const char *)c->tmp + off, len);
+	return gpu_import_copy(&t->arena, im, dst_off, c->off + off, NULL,
+			       len);
+}
+
+void tier_import_close(struct tier *t, struct gpu_import *im)
+{
+	gpu_import_close(&t->arena, im);
 }
