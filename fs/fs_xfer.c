@@ -570,6 +570,8 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	if (!b)
 		return reply_batch_err(fs, x, req, what, NULL, ENOMEM);
 	memcpy(b, in_buf, sizeof(*b));
+	/* Entries name keys. Path namespaces (names hashed to keys) would
+	 * resolve their names to keys here, before any entry runs. */
 	rc = check_batch(b, put);
 	if (rc == 0)
 		rc = fs_ns_access(fs, req, fh->ns, put ? W_OK : R_OK);

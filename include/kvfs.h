@@ -283,7 +283,9 @@ struct kvfs_handle_release {
  * and the CALLER's memory with process_vm_readv/process_vm_writev on the
  * pid of the FUSE request: one copy per byte, no FUSE data transfer, one
  * round trip per batch. The arena is never mapped into or exposed to the
- * caller. On a namespace directory fd (key namespaces: entries name keys).
+ * caller. On a namespace directory fd. Entries name chunks by key (a
+ * namespace of 32-hex names); namespaces whose chunks have path names
+ * will take a later entry form (another ioctl number), not this one.
  *
  * Who may: the caller's uid and groups must be allowed to read (GET) or
  * write (PUT) the namespace (else the whole batch fails with EACCES), and
@@ -311,8 +313,8 @@ struct kvfs_handle_release {
  *                  (unmapped, read-only): bytes before the fault may have
  *                  been written
  *   PUT  0         stored by this call
- *        -EEXIST   already published (count it as stored: the bytes there
- *                  are the key's)
+ *        -EEXIST   already published, or being written by another writer
+ *                  (count it as stored: the bytes there are the key's)
  *        -EFBIG    length > the mount's max_chunk
  *        -EMSGSIZE length differs from the namespace's chunk_bytes
  *        -EFAULT   [addr, addr + length) is not readable memory of the
