@@ -320,6 +320,42 @@ static void test_overlap(void **state)
 	close(fd);
 }
 
+/* A PUT whose source is a chunk of this very mount, mapped MAP_PRIVATE:
+ * the daemon's copy faults those pages in through FUSE reads, which other
+ * daemon threads serve. */
+static void test_source_on_mount(void **state)
+{
+	struct kvfs_io io[2], cp;
+	char *src, hex[33], path[PATH_MAX], *out = malloc(CHUNK);
+	void *map;
+	int fd = ns_create("self", 0755), cfd;
+
+	assert_non_null(out);
+	src = make_io(io, 1, 11, CHUNK);
+	assert_int_equal(kvfs_mput(fd, io, 1), 1);
+	kvfs_key_hex(&io[0].key, hex);
+	kvfs_test_path(&mnt, path, "self/%s", hex);
+	cfd = open(path, O_RDONLY);
+	assert_true(cfd >= 0);
+	map = mmap(NULL, CHUNK, PROT_READ, MAP_PRIVATE, cfd, 0);
+	assert_true(map != MAP_FAILED);
+	memset(&cp, 0, sizeof(cp));
+	key_of(11, 1, &cp.key);
+	cp.buf = map;
+	cp.len = CHUNK;
+	assert_int_equal(kvfs_mput(fd, &cp, 1), 1);
+	assert_int_equal(cp.result, 0);
+	munmap(map, CHUNK);
+	/* back out of the copy, byte for byte */
+	cp.buf = out;
+	assert_int_equal(kvfs_mget(fd, &cp, 1, 0), 1);
+	assert_memory_equal(out, src, CHUNK);
+	close(cfd);
+	free(out);
+	free(src);
+	close(fd);
+}
+
 /* Malformed batches fail whole with EINVAL and do nothing: wrong
  * version, wrong size, nents 0 and > KVFS_XFER_MAX, unknown flags,
  * PUT reserved fields, a key twice in one PUT (raw and through
@@ -750,6 +786,7 @@ int main(void)
 		cmocka_unit_test(test_ranges_and_misses),
 		cmocka_unit_test(test_efault),
 		cmocka_unit_test(test_overlap),
+		cmocka_unit_test(test_source_on_mount),
 		cmocka_unit_test(test_bad_batches),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_eacces),
