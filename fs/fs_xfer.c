@@ -74,6 +74,7 @@
 #define XFER_PIECE (256u << 10)
 
 struct fs_xfer {
+	struct fs *fs;
 	/* counters, atomics (no lock) */
 	uint64_t gets, puts;             /* batches */
 	uint64_t get_entries, put_entries;
@@ -86,7 +87,6 @@ struct fs_xfer {
 	uint64_t batch_errors;           /* batches failed whole */
 	uint64_t bounced;                /* entries copied through a bounce
 					  * buffer (device-memory L1) */
-	struct fs *fs;
 	uint64_t registers;              /* device buffers registered */
 	uint64_t device_entries;         /* GET entries copied to a device */
 	struct pool *pool_p;             /* copy helpers (below) */
