@@ -25,6 +25,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -596,6 +597,55 @@ static void test_caller_killed(void **state)
 	close(fd);
 }
 
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* A caller that keeps getting (non-fatal) signals: the daemon cuts
+ * batches short (entries -EINTR, at least one done each time) and
+ * kvfs_mget / kvfs_mput send the rest again, so every call completes with
+ * the right bytes. */
+static void test_signals(void **state)
+{
+	enum { N = 16, LEN = 2u << 20 };
+	struct kvfs_io io[N];
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval it = { { 0, 300 }, { 0, 300 } }, off = { 0 };
+	unsigned long long intr = stat_of("\"xfer\"", "interrupted");
+	char *src, *out = malloc((size_t)N * LEN);
+	int fd = ns_create("sig", 0755);
+
+	assert_non_null(out);
+	src = make_io(io, N, 12, LEN);
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGALRM, &sa, NULL), 0); /* no SA_RESTART */
+	assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
+	assert_int_equal(kvfs_mput(fd, io, N), N);
+	for (int round = 0; round < 20; round++) {
+		for (int i = 0; i < N; i++)
+			io[i].buf = out + (size_t)i * LEN;
+		memset(out, 0, (size_t)N * LEN);
+		long got = kvfs_mget(fd, io, N, 0);
+
+		for (int i = 0; got != N && i < N; i++)
+			fprintf(stderr, "entry %d: %lld\n", i,
+				(long long)io[i].result);
+		assert_int_equal(got, N);
+		for (int i = 0; i < N; i++)
+			assert_int_equal(io[i].result, LEN);
+		assert_memory_equal(out, src, (size_t)N * LEN);
+	}
+	assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
+	signal(SIGALRM, SIG_DFL);
+	intr = stat_of("\"xfer\"", "interrupted") - intr;
+	fprintf(stderr, "batches cut short by SIGALRM: %llu\n", intr);
+	assert_true(intr > 0); /* the resend path did run */
+	free(src);
+	free(out);
+	close(fd);
+}
+
 /* ---------------------------------------- eviction racing GETs (pins) */
 
 struct race {
@@ -782,6 +832,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		/* first, while L1 has room for the whole prompt */
 		cmocka_unit_test(test_ioctl_count),
+		cmocka_unit_test(test_signals), /* 32 MiB: L1 still has room */
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_ranges_and_misses),
 		cmocka_unit_test(test_efault),
