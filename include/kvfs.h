@@ -289,11 +289,13 @@ struct kvfs_handle_release {
  *
  * Who may: the caller's uid and groups must be allowed to read (GET) or
  * write (PUT) the namespace (else the whole batch fails with EACCES), and
- * the daemon must be allowed to ptrace the caller: it is when it runs as
- * root; otherwise it must run as the caller's uid and, where Yama's
- * ptrace_scope is 1, the caller must name it with
- * prctl(PR_SET_PTRACER, daemon_pid) (kvfs_mget/kvfs_mput do this by
- * themselves, see there). Without that the batch fails with EPERM.
+ * the daemon must be allowed to ptrace the caller (ptrace(2), "Ptrace
+ * access mode checking"): it is when it has CAP_SYS_PTRACE (root normally
+ * does); otherwise the caller must have the daemon's uid, no capability
+ * the daemon lacks, and be dumpable, and where Yama's ptrace_scope is 1
+ * it must name the daemon with prctl(PR_SET_PTRACER, daemon_pid)
+ * (kvfs_mget/kvfs_mput do this by themselves, see there). Without that
+ * the batch fails with EPERM.
  *
  * Entries: up to KVFS_XFER_MAX per call (the struct stays under FUSE's
  * 16 KiB restricted-ioctl limit); kvfs_mget/kvfs_mput split longer lists.

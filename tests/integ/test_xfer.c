@@ -24,6 +24,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -646,6 +649,129 @@ static void test_signals(void **state)
 	close(fd);
 }
 
+/* Drops CAP_SYS_PTRACE from this process's capability sets (so a daemon
+ * without it may ptrace us: its caps are then a superset of ours). */
+static int drop_ptrace_cap(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return -1;
+	d[0].effective &= ~(1u << CAP_SYS_PTRACE);
+	d[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+	d[0].inheritable &= ~(1u << CAP_SYS_PTRACE);
+	return (int)syscall(SYS_capset, &h, d);
+}
+
+/*
+ * A daemon that may not reach its caller: kvfs-mount started as root
+ * without CAP_SYS_PTRACE (setpriv), so the kernel's ptrace rules decide.
+ * Refused with EPERM for the whole batch (nothing published, the reply
+ * names the daemon's pid for prctl(PR_SET_PTRACER)): a root caller with
+ * more capabilities than the daemon, a caller of another uid, a caller
+ * that made itself non-dumpable. Let in: a root caller whose capabilities
+ * the daemon's include.
+ */
+static void test_eperm(void **state)
+{
+	char wrap[] = "/tmp/kvfs-xfer-wrap.XXXXXX", script[PATH_MAX + 64];
+	const char *args[] = { "-f", "-o", "l1_size=16M,allow_other", "@DIR@",
+			       NULL };
+	const char *real = kvfs_test_bin();
+	char realabs[PATH_MAX], data[4096];
+	struct kvfs_mnt m2;
+	struct kvfs_io io;
+	struct kvfs_xfer *b = xfer_arg(1);
+	int fd, status;
+	pid_t pid;
+	FILE *f;
+
+	if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK)) {
+		fprintf(stderr, "skip test_eperm: needs root and setpriv\n");
+		skip();
+	}
+	assert_non_null(realpath(real, realabs));
+	assert_non_null(mkdtemp(wrap));
+	snprintf(script, sizeof(script), "%s/kvfs-mount", wrap);
+	f = fopen(script, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\nexec /usr/bin/setpriv --inh-caps=-sys_ptrace "
+		   "--bounding-set=-sys_ptrace -- %s \"$@\"\n", realabs);
+	fclose(f);
+	assert_int_equal(chmod(script, 0755), 0);
+	setenv("KVFS_MOUNT_BIN", script, 1);
+	status = kvfs_test_mount_args(&m2, args);
+	setenv("KVFS_MOUNT_BIN", realabs, 1);
+	assert_int_equal(status, 0);
+	fd = kvfs_ns_open(m2.dir, "perm", KVFS_NS_CREATE, 0777);
+	assert_true(fd >= 0);
+	assert_int_equal(fchmod(fd, 0777), 0);
+	memset(data, 9, sizeof(data));
+	memset(&io, 0, sizeof(io));
+	key_of(13, 0, &io.key);
+	io.buf = data;
+	io.len = sizeof(data);
+	/* a caller more privileged than the daemon */
+	assert_int_equal(kvfs_mput(fd, &io, 1), -EPERM);
+	assert_int_equal(exists(fd, &io.key), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) /* same uid, no more capabilities, dumpable: let in */
+		_exit(drop_ptrace_cap() == 0 && kvfs_mput(fd, &io, 1) == 1 ?
+			      0 : 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(exists(fd, &io.key), 1);
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fails = 0;
+
+		key_of(13, 1, &io.key);
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 ||
+		    setuid(65534) < 0)
+			_exit(100);
+		if (kvfs_mput(fd, &io, 1) != -EPERM)
+			fails |= 1;
+		b->ents[0].key = io.key;
+		b->ents[0].addr = (uintptr_t)data;
+		b->ents[0].length = sizeof(data);
+		if (raw_ioctl(fd, KVFS_IOC_PUT, b) != -EPERM ||
+		    b->daemon_pid != m2.pid)
+			fails |= 2;
+		_exit(fails);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	key_of(13, 1, &io.key);
+	assert_int_equal(exists(fd, &io.key), 0);
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* not dumpable: only CAP_SYS_PTRACE may */
+		char out[4096];
+
+		key_of(13, 0, &io.key);
+		io.buf = out;
+		if (drop_ptrace_cap() < 0 ||
+		    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+			_exit(100);
+		_exit(kvfs_mget(fd, &io, 1, 0) == -EPERM ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	close(fd);
+	free(b);
+	assert_int_equal(kvfs_test_umount(&m2), 0);
+	unlink(script);
+	rmdir(wrap);
+}
+
 /* ---------------------------------------- eviction racing GETs (pins) */
 
 struct race {
@@ -841,6 +967,7 @@ int main(void)
 		cmocka_unit_test(test_bad_batches),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_eacces),
+		cmocka_unit_test(test_eperm),
 		cmocka_unit_test(test_caller_killed),
 		cmocka_unit_test(test_evict_race),
 		cmocka_unit_test(test_l2),
