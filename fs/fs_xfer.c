@@ -20,8 +20,10 @@
  *    this ioctl, in the pid namespace of the mount. It copies only to and
  *    from addresses that thread's process gave, so a caller can only read
  *    or overwrite its own memory. The kernel checks the daemon may ptrace
- *    the caller (same uid or CAP_SYS_PTRACE, and Yama): a non-root daemon
- *    cannot reach a process of another user even if asked to.
+ *    the caller (CAP_SYS_PTRACE, or the same uid, no capability the
+ *    daemon lacks, a dumpable caller, and Yama's rule): a daemon without
+ *    CAP_SYS_PTRACE cannot reach a process of another user even if asked
+ *    to (tests/integ/test_xfer.c, test_eperm).
  * 2. Who may. The namespace's mode is checked for the caller's uid and
  *    groups (fs_ns_access) before any entry: R_OK for GET, W_OK for PUT.
  * 3. Pid reuse. A pid is reused only after its task was reaped. While this
