@@ -331,8 +331,11 @@ struct kvfs_handle_release {
  * promoted into L1 first. PUT allocates the chunk in L1, copies the
  * caller's bytes into it once, checksums them (XXH3-64, kept as
  * user.kvfs.checksum) and publishes it atomically: a failed copy never
- * publishes anything. Overlapping entries are allowed: GET entries are
- * done in order (the last one wins in an overlap), PUT only reads.
+ * publishes anything. Overlapping entries are allowed: PUT only reads its
+ * sources; GET entries may be copied concurrently (the daemon spreads a
+ * batch over its copy threads), so where two GET destinations overlap the
+ * bytes there come from either entry, while every other byte of each
+ * entry is its own and nothing outside the entries is written.
  *
  * Whole-batch errors (ioctl fails with errno): EINVAL (above), EACCES,
  * ENOTTY (not a namespace directory fd), ENOENT (namespace removed), EPERM

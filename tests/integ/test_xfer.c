@@ -294,8 +294,9 @@ static void test_efault(void **state)
 	close(fd);
 }
 
-/* Overlapping destinations: entries are done in order, the last wins,
- * nothing else is touched; overlapping PUT sources are just read. */
+/* Overlapping PUT sources are just read; overlapping GET destinations
+ * (here the overlap holds the same bytes in both chunks, so any order of
+ * the copies gives one answer) are written, and nothing else is. */
 static void test_overlap(void **state)
 {
 	struct kvfs_io io[2], g[2];
