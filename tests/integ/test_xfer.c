@@ -320,6 +320,35 @@ static void test_overlap(void **state)
 	for (size_t i = 0; i < CHUNK; i++)
 		if (out[i] || out[2 * CHUNK + CHUNK / 2 + i % (CHUNK / 2)])
 			fail_msg("written outside the entries at %zu", i);
+
+	/* two different chunks, destinations overlapping by half: outside
+	 * the overlap each entry's own bytes, inside one or the other's */
+	{
+		struct kvfs_io d[2];
+		char *a = make_io(d, 2, 14, CHUNK), *o = calloc(1, 3 * CHUNK);
+		char *x = o + CHUNK / 2, *y = o + CHUNK;
+
+		assert_non_null(o);
+		assert_int_equal(kvfs_mput(fd, d, 2), 2);
+		d[0].buf = x;
+		d[1].buf = y;
+		for (int r = 0; r < 20; r++) {
+			assert_int_equal(kvfs_mget(fd, d, 2, 0), 2);
+			assert_memory_equal(x, a, CHUNK / 2);
+			assert_memory_equal(y + CHUNK / 2, a + CHUNK + CHUNK / 2,
+					    CHUNK / 2);
+			for (size_t i = 0; i < CHUNK / 2; i++)
+				if (y[i] != a[CHUNK / 2 + i] &&
+				    y[i] != a[CHUNK + i])
+					fail_msg("overlap byte %zu from neither",
+						 i);
+		}
+		for (size_t i = 0; i < CHUNK / 2; i++)
+			if (o[i] || o[2 * CHUNK + CHUNK / 2 + i])
+				fail_msg("written outside at %zu", i);
+		free(a);
+		free(o);
+	}
 	free(src);
 	free(out);
 	close(fd);
