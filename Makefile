@@ -152,6 +152,8 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 # the L3 bench starts its redis-servers and mounts with the test helpers
 $(BUILD)/bench/kvfs_l3bench: $(TEST_COMMON_OBJ)
+# kvfs_xbench (batched transfers) mounts with the tests' helper
+$(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 
 # ---------------------------------------------------------------- gpu
 # libfakecudart.so stands in for libcudart (KVFS_CUDART=...) so the pinned

@@ -199,6 +199,8 @@ struct tier_wr {
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
 	bool from_l3;                /* (mu) a promotion from L3: its record
 				      * is marked TL3_IN, not written back */
+	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
+	uint64_t sum;
 };
 
 /* What tier_get hands out: a pin on a record, plus where its bytes are. */

@@ -444,6 +444,7 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	const struct kvrec_hdr *h;
 	struct tier_wr *w = NULL;
 	struct l3_val v;
+	uint64_t h_sum = 0;
 	int rc;
 
 	if (!t3)
@@ -473,8 +474,10 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		l3_val_free(&v);
 		return wait_published(t, ns, key);
 	}
-	if (!rc)
+	if (!rc) {
+		h_sum = h->raw_sum;
 		rc = decode_into(t, w, h);
+	}
 	if (rc == -EBADMSG) {
 		tier_log(t, "l3: %s: a bad record in L3 (a miss; deleted)",
 			 name);
@@ -487,6 +490,7 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		return rc == -ENOMEM ? rc : -ENOENT;
 	}
 	w->from_l3 = true;
+	tier_wr_set_checksum(w, h_sum); /* checked: kept, not recomputed */
 	rc = tier_wr_publish(t, w, NULL);
 	if (rc == -EEXIST)
 		return wait_published(t, ns, key);

@@ -193,6 +193,33 @@ static void two_nodes(const char *url, const struct rt_server *any,
 	assert_int_equal(res.in_l1, NCHUNKS);
 	assert_int_equal(res.in_l3, 0);
 
+	/* a batched GET (kvfs_mget) promotes from L3 too: a third node */
+	{
+		struct kvfs_mnt c;
+		struct kvfs_io io[8];
+		char *bufs = malloc(8 * CHUNK);
+		int cfd;
+
+		mount_l3(&c, url, NULL);
+		cfd = kvfs_ns_open(c.dir, ns, KVFS_NS_CREATE, 0755);
+		memset(io, 0, sizeof(io));
+		for (int i = 0; i < 8; i++) {
+			io[i].key = keys[20 + i];
+			io[i].buf = bufs + (size_t)i * CHUNK;
+			io[i].len = CHUNK;
+		}
+		assert_int_equal(kvfs_mget(cfd, io, 8, 0), 8);
+		for (int i = 0; i < 8; i++) {
+			assert_int_equal(io[i].result, CHUNK);
+			assert_int_equal(kvfs_test_check(io[i].buf, CHUNK,
+							 120 + i, 0), 0);
+		}
+		assert_int_equal(l3_stat(&c, "promotions"), 8);
+		close(cfd);
+		free(bufs);
+		assert_int_equal(kvfs_test_umount(&c), 0);
+	}
+
 	/* unlink on A deletes from L3 as well */
 	char p[PATH_MAX], hex[33];
 	kvfs_key_hex(&keys[0], hex);
