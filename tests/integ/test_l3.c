@@ -412,6 +412,54 @@ static void test_ingest_pin_prefetch(void **state)
 	assert_int_equal(kvfs_test_umount(&a), 0);
 }
 
+/* L2 and L3 together: L1's victims go to both; B gets them from L3, A
+ * from its own L2. Another l3_prefix is another L3: nothing shared. */
+static void test_with_l2_and_prefixes(void **state)
+{
+	struct kvfs_mnt a, b, c;
+	struct kvfs_key keys[60];
+	struct kvfs_result res;
+	char url[128], l2dir[64], opts[PATH_MAX + 512], where[8];
+	int fd;
+
+	chain(keys, 60, 11);
+	rt_url(&solo, url, sizeof(url));
+	snprintf(l2dir, sizeof(l2dir), "/var/tmp/kvfs-l3-l2-XXXXXX");
+	assert_non_null(mkdtemp(l2dir));
+	snprintf(opts, sizeof(opts), "l1_size=2M,max_chunk=64K,l2_dir=%s,"
+		 "l2_size=256M,l3=%s,l3_auth_file=%s", l2dir, url, authfile);
+	assert_int_equal(kvfs_test_mount(&a, opts), 0);
+	publish(&a, "both", keys, 60, 7000);
+	wait_stat(&a, "puts", 20);
+	tier_of(&a, "both", &keys[0], where, sizeof(where));
+	assert_string_equal(where, "l2"); /* demoted, and copied to L3 */
+	fd = kvfs_ns_open(a.dir, "both", 0, 0);
+	assert_int_equal(read_check(&a, fd, &keys[0], 7000), 0);
+	close(fd);
+	assert_int_equal(l3_stat(&a, "hits"), 0); /* A read its own L2 */
+
+	mount_l3(&b, url, NULL);
+	fd = kvfs_ns_open(b.dir, "both", KVFS_NS_CREATE, 0755);
+	assert_int_equal(read_check(&b, fd, &keys[1], 7001), 0);
+	close(fd);
+	assert_int_equal(l3_stat(&b, "hits"), 1);
+
+	mount_l3(&c, url, "l3_prefix=other:");
+	fd = kvfs_ns_open(c.dir, "both", KVFS_NS_CREATE, 0755);
+	assert_int_equal(kvfs_lookup(fd, keys, 10, 0, 0, 0, &res), 0);
+	assert_int_equal(read_check(&c, fd, &keys[2], 7002), -ENOENT);
+	close(fd);
+	assert_int_equal(kvfs_test_umount(&c), 0);
+	assert_int_equal(kvfs_test_umount(&b), 0);
+	assert_int_equal(kvfs_test_umount(&a), 0);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", l2dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 /* A chunk of 32 MiB (half of max_chunk): its transfer fits the bound,
  * which allows for the bytes of max_chunk at 256 MiB/s. */
 static void test_big_chunk(void **state)
@@ -628,6 +676,7 @@ int main(void)
 		cmocka_unit_test(test_ingest_pin_prefetch),
 		cmocka_unit_test(test_paused_server),
 		cmocka_unit_test(test_big_chunk),
+		cmocka_unit_test(test_with_l2_and_prefixes),
 		cmocka_unit_test(test_two_nodes_cluster),
 		cmocka_unit_test(test_cluster_master_down),
 	};
