@@ -21,7 +21,7 @@ static int lookup_run(struct tier *t, uint32_t ns,
 		      uint32_t *in_l2)
 {
 	uint32_t i = 0, l1 = 0, l2 = 0, l3run = 0, l3from = 0, promoted = 0;
-	bool asked_l3 = false;
+	bool asked_l3 = false, repromoted = false;
 	struct tier_rec *r;
 	uint64_t tick;
 
@@ -53,6 +53,19 @@ local:
 			if (gens)
 				gens[i] = r->gen;
 		}
+	}
+	/* a chunk promoted for the pins was evicted before it was pinned
+	 * (L1 under pressure): promoted once more, from there */
+	if (pin && asked_l3 && !repromoted && i < l3from + promoted) {
+		uint32_t end = l3from + promoted, k = i;
+
+		repromoted = true;
+		tier_unlock(t);
+		while (k < end && tier_l3_promote(t, ns, &keys[k]) == 0)
+			k++;
+		tier_lock(t);
+		if (k > i)
+			goto local;
 	}
 	if (i < nkeys && t->l3 && !asked_l3) {
 		asked_l3 = true;
