@@ -393,6 +393,16 @@ int l3_put(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	return err;
 }
 
+void l3_put_dropped(struct l3 *l3)
+{
+	atomic_fetch_add(&l3->drops, 1);
+}
+
+bool l3_queue_room(struct l3 *l3, size_t bytes)
+{
+	return atomic_load(&l3->queued_bytes) + bytes <= l3->queue_cap;
+}
+
 int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key)
 {
 	struct l3_item *it = calloc(1, sizeof(*it));

@@ -135,6 +135,15 @@ long l3_exists(struct l3 *l3, const char *ns, const struct kvfs_key *keys,
 int l3_put(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	   const struct l3_src *src);
 
+/* l3_put_dropped - counts a write the caller dropped without queueing it
+ * (it had no room, see l3_queue_room). */
+void l3_put_dropped(struct l3 *l3);
+
+/* l3_queue_room - true when a write of bytes would be queued now (a
+ * hint, to skip building what would be dropped: the queue may fill
+ * meanwhile; l3_put still decides and counts). */
+bool l3_queue_room(struct l3 *l3, size_t bytes);
+
 /* l3_del - queues the deletion (UNLINK) of (ns, key), after any write of
  * it queued before. Never dropped for space. 0 or -ENOMEM, -ESHUTDOWN. */
 int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key);

@@ -257,15 +257,23 @@ static void queue_put(struct tier *t, struct tier_rec *r, void *raw)
 	free(j);
 }
 
-/* A copy of r's bytes (tier.lock held), or NULL. */
+/* A copy of r's bytes (tier.lock held), or NULL (also when the queue
+ * has no room for it: not copied only to be dropped; counted as a drop). */
 static void *copy_bytes(struct tier *t, struct tier_rec *r)
 {
-	void *raw = malloc(r->size ? r->size : 1);
+	void *raw;
 
+	if (!l3_queue_room(t->l3->l3, r->size)) {
+		l3_put_dropped(t->l3->l3);
+		return NULL;
+	}
+	raw = malloc(r->size ? r->size : 1);
 	if (raw && tier_arena_read(t, r->l1_off, raw, r->size)) {
 		free(raw);
 		raw = NULL;
 	}
+	if (!raw)
+		t->l3->skipped++;
 	return raw;
 }
 
@@ -286,8 +294,6 @@ static void queue_pinned(struct tier *t, struct tier_rec *r)
 	raw = copy_bytes(t, r);
 	if (raw)
 		queue_put(t, r, raw);
-	else
-		t3->skipped++;
 }
 
 /* ------------------------------------------------------------ hooks */
@@ -315,8 +321,6 @@ void tier_l3_evicting(struct tier *t, struct tier_rec *r)
 	raw = copy_bytes(t, r);
 	if (raw)
 		queue_put(t, r, raw);
-	else
-		t->l3->skipped++;
 }
 
 void tier_l3_forget(struct tier *t, struct tier_rec *r)

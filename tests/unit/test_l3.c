@@ -273,6 +273,8 @@ static void test_queue_full(void **state)
 	assert_int_equal(st.puts + st.queue_drops, 200);
 	assert_int_equal(st.queued_bytes, 0);
 	assert_int_equal(released_errs, dropped); /* release said so */
+	assert_true(l3_queue_room(l3, 64 << 10)); /* empty again */
+	assert_false(l3_queue_room(l3, (64 << 10) + 1));
 	released_errs = 0;
 	l3_close(l3);
 }
