@@ -314,23 +314,26 @@ int l3r_open(const struct l3r_config *cfg, struct l3r **out, char *errbuf,
 		err = -EINVAL;
 		goto fail;
 	}
+	/* a standalone server is asked too: a cluster node contradicts
+	 * l3_cluster=no (and a wrong password fails the mount either way) */
+	err = refresh(r);
+	if (err == -EINVAL || err == -EACCES) {
+		snprintf(errbuf, errlen, "%s",
+			 err == -EACCES
+				 ? "l3: the server refused the password"
+			 : r->want == L3R_CLUSTER
+				 ? "l3: l3_cluster=yes but the server has "
+				   "cluster support disabled"
+				 : "l3: l3_cluster=no but the server is a "
+				   "cluster node");
+		goto fail;
+	}
+	if (err)
+		r_logf(r, "l3: no server answered yet (%s)%s", strerror(-err),
+		       r->want == L3R_STANDALONE ? ""
+						 : "; retrying in the background");
+	err = 0;
 	if (r->want != L3R_STANDALONE) {
-		err = refresh(r);
-		if (err == -EINVAL || err == -EACCES) {
-			snprintf(errbuf, errlen, "%s",
-				 err == -EACCES
-					 ? "l3: the server refused the password"
-				 : r->want == L3R_CLUSTER
-					 ? "l3: l3_cluster=yes but the server has "
-					   "cluster support disabled"
-					 : "l3: l3_cluster=no but the server is a "
-					   "cluster node");
-			goto fail;
-		}
-		if (err)
-			r_logf(r, "l3: no server answered yet (%s); "
-				  "retrying in the background",
-				  strerror(-err));
 		err = pthread_create(&r->th, NULL, refresh_main, r);
 		if (err) {
 			err = -err;

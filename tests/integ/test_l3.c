@@ -618,6 +618,14 @@ static void test_bad_options(void **state)
 	struct kvfs_mnt m;
 	FILE *f;
 
+	/* the mode asked for contradicts the server's */
+	snprintf(opts, sizeof(opts), "l3=%s,l3_cluster=yes,l3_auth_file=%s",
+		 rt_url(&solo, url, sizeof(url)), authfile);
+	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
+	snprintf(opts, sizeof(opts), "l3=%s,l3_cluster=no,l3_auth_file=%s",
+		 rt_url(&cl.node[0], url, sizeof(url)), authfile);
+	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
+
 	snprintf(wrong, sizeof(wrong), "%s.wrong", authfile);
 	f = fopen(wrong, "w");
 	assert_non_null(f);

@@ -158,9 +158,15 @@ static void test_auth(void **state)
 	struct l3r_config cfg = { .servers = url, .password = "wrong",
 				  .timeout_ms = TIMEOUT_MS };
 	assert_int_equal(l3r_open(&cfg, &r, err, sizeof(err)), -EACCES);
-	/* standalone mode connects lazily: the op fails, nothing served */
 	cfg.mode = L3R_STANDALONE;
+	assert_int_equal(l3r_open(&cfg, &r, err, sizeof(err)), -EACCES);
+	/* a server unreachable at open, with the wrong password once up:
+	 * the operations fail, nothing is served */
+	rt_stop(&s, true);
 	assert_int_equal(l3r_open(&cfg, &r, err, sizeof(err)), 0);
+	assert_int_equal(rt_restart(&s), 0);
+	struct timespec nap = { 1, 100000000 }; /* past the backoff */
+	nanosleep(&nap, NULL);
 	batch_make(&b, 3, "EXISTS", NULL);
 	assert_int_equal(batch_run(r, &b, 1000), 0);
 	assert_int_equal(b.ops[0].err, -EACCES);
