@@ -91,6 +91,19 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
+# ---------------------------------------------------------------- events
+# events/ (KV events over ZeroMQ, msgpack-c) is its own archive: linked
+# into kvfs-mount, kvfsctl and the tests, never into libkvfs (engines that
+# load libkvfs need no libzmq).
+EV_PKGS := libzmq msgpack
+EV_SRC := $(wildcard events/*.c)
+EV_OBJ := $(EV_SRC:%.c=$(BUILD)/%.o)
+EV_LIB := $(BUILD)/libkvfsev.a
+EV_LIBS := $(shell $(PKG_CONFIG) --libs $(EV_PKGS) 2>/dev/null || echo -lzmq -lmsgpackc)
+$(EV_LIB): $(EV_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 PROGS := $(BUILD)/kvfsctl $(BUILD)/kvfs-mount
 LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
 
@@ -127,21 +140,21 @@ $(BUILD)/kvfs.pc: Makefile
 	  > $(BUILD)/kvfs-uninstalled.pc
 
 CTL_SRC := mount/kvfsctl.c $(wildcard mount/ctl_*.c)
-$(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libkvfs.a
+$(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
-$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(FS_OBJ) $(BUILD)/libkvfs.a
+$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(LIBS)
 
-$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(EV_LIBS) $(LIBS)
 
-$(BUILD)/tests/integ/%: $(BUILD)/tests/integ/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
+$(BUILD)/tests/integ/%: $(BUILD)/tests/integ/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(EV_LIBS) $(LIBS)
 
 $(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
@@ -193,6 +206,10 @@ gpu-test gpu-tests: all $(GPU_TEST_BIN) $(FAKECUDART) $(BUILD)/tests/unit/test_g
 APT_PKGS := build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	libzstd-dev libxxhash-dev libcmocka-dev attr python3 python3-numpy \
 	util-linux
+# events (issue 13): ZeroMQ, msgpack-c, jansson (kvfsctl events --json),
+# the Python subscriber's modules, inotifywait for the delete-event test
+APT_PKGS += libzmq3-dev libmsgpack-dev libjansson-dev python3-zmq \
+	python3-msgpack inotify-tools
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
@@ -200,6 +217,9 @@ deps:
 # Installs packages only when something is missing.
 check-deps:
 	@$(PKG_CONFIG) --exists $(DEPS_PKGS) cmocka 2>/dev/null && \
+	  $(PKG_CONFIG) --exists $(EV_PKGS) jansson 2>/dev/null && \
+	  command -v inotifywait >/dev/null && \
+	  /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 
