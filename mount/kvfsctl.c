@@ -19,6 +19,10 @@ static const struct {
 	{ "pin", ctl_pin, "pin [--lease-ms MS] NSDIR < keys" },
 	{ "unpin", ctl_unpin, "unpin NSDIR LEASE_ID" },
 	{ "prefetch", ctl_prefetch, "prefetch NSDIR < keys" },
+	{ "events", ctl_events,
+	  "events ENDPOINT [--json] [--from SEQ --replay EP] [--count N] [--duration-ms MS]" },
+	{ "score", ctl_score,
+	  "score --events EP1[,EP2] [--replay R1[,R2]] [--warmup-ms MS] [--weights M=W,...] [--json] < chains" },
 };
 
 static void usage(FILE *f)
