@@ -164,6 +164,11 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
+# kvfs_evbench mounts kvfs (tests/common's helpers) and talks ZeroMQ
+$(BUILD)/bench/kvfs_evbench: $(BUILD)/bench/kvfs_evbench.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) $(LIBS)
+
 # ---------------------------------------------------------------- gpu
 # libfakecudart.so stands in for libcudart (KVFS_CUDART=...) so the pinned
 # and cuda backends and CUDA handles are tested on machines without a GPU;
