@@ -100,10 +100,6 @@ EV_SRC := $(wildcard events/*.c)
 EV_OBJ := $(EV_SRC:%.c=$(BUILD)/%.o)
 EV_LIB := $(BUILD)/libkvfsev.a
 EV_LIBS := $(shell $(PKG_CONFIG) --libs $(EV_PKGS) 2>/dev/null || echo -lzmq -lmsgpackc)
-$(EV_LIB): $(EV_OBJ)
-	$(call msg,AR,$@)
-	$(Q)rm -f $@ && ar rcs $@ $^
-
 PROGS := $(BUILD)/kvfsctl $(BUILD)/kvfs-mount
 LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
 
@@ -118,6 +114,10 @@ $(BUILD)/%.o: %.c
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter gpu/%,$<),$(CUDA_CFLAGS)) -c $< -o $@
+
+$(EV_LIB): $(EV_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libkvfs.a: $(LIB_OBJ)
 	$(call msg,AR,$@)
