@@ -17,10 +17,10 @@
 #include "events/ev_encode.h"
 
 static const char *const medium_names[EV_MEDIUM_COUNT] = {
-	[EV_MEDIUM_GPU] = "GPU",
-	[EV_MEDIUM_CPU] = "CPU",
-	[EV_MEDIUM_DISK] = "DISK",
-	[EV_MEDIUM_REMOTE] = "REMOTE",
+	[EV_MEDIUM_GPU] = KVFS_EV_MEDIUM_GPU,
+	[EV_MEDIUM_CPU] = KVFS_EV_MEDIUM_CPU,
+	[EV_MEDIUM_DISK] = KVFS_EV_MEDIUM_DISK,
+	[EV_MEDIUM_REMOTE] = KVFS_EV_MEDIUM_REMOTE,
 };
 
 const char *ev_medium_name(enum ev_medium m)
