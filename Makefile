@@ -144,7 +144,7 @@ $(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
-$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
+$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_events.o $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(LIBS)
 
