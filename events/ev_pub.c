@@ -46,6 +46,8 @@ struct ev_pub {
 	char endpoint[EV_ENDPOINT_MAX];
 	char replay_ep[EV_ENDPOINT_MAX];
 	char node[HOST_NAME_MAX + 1];
+	char ipc_files[2][EV_ENDPOINT_MAX]; /* bound ipc:// paths, unlinked
+					     * at destroy ("" = none) */
 
 	void *ctx;
 	void *pub;    /* thread-owned after create */
@@ -373,7 +375,7 @@ static bool binds(const char *ep)
 /* Binds (or connects) sock to ep; ipc socket files get mode. Writes the
  * endpoint in use to used. */
 static int open_ep(void *sock, const char *ep, bool bind, uint32_t mode,
-		   char *used, size_t usedlen)
+		   char *used, size_t usedlen, char *ipc_file)
 {
 	int rc;
 
@@ -388,8 +390,11 @@ static int open_ep(void *sock, const char *ep, bool bind, uint32_t mode,
 			umask(old);
 		if (rc)
 			return -e;
-		if (ipc && ep[6] != '@' && chmod(ep + 6, mode))
-			return -errno;
+		if (ipc && ep[6] != '@') {
+			snprintf(ipc_file, EV_ENDPOINT_MAX, "%s", ep + 6);
+			if (chmod(ep + 6, mode))
+				return -errno;
+		}
 		if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, used, &usedlen))
 			snprintf(used, usedlen, "%s", ep);
 		return 0;
@@ -413,6 +418,9 @@ static void pub_free(struct ev_pub *p)
 		zmq_close(p->router);
 	if (p->ctx)
 		zmq_ctx_term(p->ctx); /* waits for the lingering sends */
+	for (int i = 0; i < 2; i++)
+		if (p->ipc_files[i][0])
+			unlink(p->ipc_files[i]);
 	if (p->ring) {
 		while (p->ring_n)
 			ring_drop_oldest(p);
@@ -487,7 +495,8 @@ int ev_pub_create(const struct ev_config *cfg, struct ev_pub **out,
 	if ((rc = setopt_int(p->pub, ZMQ_SNDHWM, hwm)) ||
 	    (rc = setopt_int(p->pub, ZMQ_LINGER, 500)) ||
 	    (rc = open_ep(p->pub, cfg->endpoint, binds(cfg->endpoint),
-			  cfg->ipc_mode, p->endpoint, sizeof(p->endpoint)))) {
+			  cfg->ipc_mode, p->endpoint, sizeof(p->endpoint),
+			  p->ipc_files[0]))) {
 		snprintf(err, errlen, "events=%s: %s", cfg->endpoint,
 			 zmq_strerror(-rc));
 		goto fail;
@@ -509,7 +518,7 @@ int ev_pub_create(const struct ev_config *cfg, struct ev_pub **out,
 		if (!rc)
 			rc = open_ep(p->router, cfg->replay_endpoint, true,
 				     cfg->ipc_mode, p->replay_ep,
-				     sizeof(p->replay_ep));
+				     sizeof(p->replay_ep), p->ipc_files[1]);
 		if (rc) {
 			snprintf(err, errlen, "events_replay=%s: %s",
 				 cfg->replay_endpoint, zmq_strerror(-rc));

@@ -34,6 +34,7 @@
 
 #include "kvfs.h"
 #include "fs/fs.h"
+#include "mount/mount_events.h"
 #include "tier/policy.h"
 #include "tier/tier.h"
 
@@ -51,6 +52,8 @@ struct mopts {
 	int nargs;
 	int bad;
 	char fuse_opts[1024];    /* options passed through to libfuse */
+	struct mount_events_opts ev; /* KV events (mount_events.c) */
+	struct ev_config evc;
 };
 
 enum {
@@ -85,6 +88,13 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("flush_on_exit=%s", flush_on_exit),
 	MOPT("tmp_timeout=%s", tmp_timeout),
 	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
+	/* KV events (mount/mount_events.c) */
+	MOPT("events=%s", ev.events),
+	MOPT("events_replay=%s", ev.events_replay),
+	MOPT("node=%s", ev.node),
+	MOPT("events_format=%s", ev.events_format),
+	MOPT("events_hash=%s", ev.events_hash),
+	MOPT("events_buffer=%s", ev.events_buffer),
 
 	/* libfuse's own mount options */
 	FUSE_OPT_KEY("allow_other", KEY_FUSE),
@@ -157,6 +167,10 @@ static void usage(FILE *f, const char *prog)
 "  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
+"  -o events=ENDPOINT publish KV events (ZeroMQ PUB, vLLM's format):\n"
+"                     tcp://*:5557 binds, tcp://host:5557 connects\n"
+"  -o events_replay=ENDPOINT  replay socket (ROUTER)   node=NAME\n"
+"  -o events_format=map|array  events_hash=u64|bytes  events_buffer=N\n"
 "  -o allow_other,allow_root,auto_unmount,ro,noexec,noatime,fsname=NAME\n"
 "                     passed to FUSE; default_permissions is always on\n",
 		prog);
@@ -507,6 +521,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("flush_on_exit=%d\n", tc->flush_on_exit ? 1 : 0);
 	CFG("max_write=1048576\n");
 #undef CFG
+	if (mount_events_config(&o->ev, &o->evc, cfg, cl))
+		return -1;
 	return 0;
 }
 
@@ -597,6 +613,9 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 
+	/* KV events first: fs_create announces what L2 recovery found */
+	if (mount_events_start(&o->evc, &fc->events))
+		goto out_mask;
 	r = fs_create(fc, tc, &fs, err, sizeof(err));
 	if (r) {
 		fprintf(stderr, "kvfs-mount: %s\n", err[0] ? err :
@@ -680,6 +699,8 @@ out_args:
 out_fs:
 	fs_destroy(fs);
 out_mask:
+	ev_pub_destroy(fc->events); /* sends what is still queued */
+	fc->events = NULL;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* the mount never worked: the parent says so and exits non-zero */
 	report(__atomic_exchange_n(&rd.fd, -1, __ATOMIC_ACQ_REL), 1);
@@ -699,6 +720,7 @@ static void free_opts(struct mopts *o)
 		free(*s[i]);
 		*s[i] = NULL;
 	}
+	mount_events_free(&o->ev);
 }
 
 int main(int argc, char **argv)

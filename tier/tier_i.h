@@ -169,6 +169,7 @@ struct tier_ns {
 	uint32_t id;
 	char name[KVFS_NS_NAME_MAX + 1];
 	uint64_t chunk_bytes;        /* 0 = any size */
+	uint32_t chunk_tokens;       /* user.kvfs.chunk_tokens, for events */
 	uint64_t last_size;          /* size of the last published chunk */
 	int shuffle;
 	uint64_t chunks, bytes, hits;
@@ -259,6 +260,7 @@ struct tier {
 				      * without l2_dir; its fields: tier.lock */
 	char logbuf[256];            /* tier.lock: a log line waiting for
 				      * tier_unlock */
+	bool events_on;              /* tier.lock: tier_events_start ran */
 };
 
 /* ------------------------------------------- tier.c: logging, locking */
@@ -275,6 +277,19 @@ uint64_t tier_now_ns(void);
 void tier_lock(struct tier *t);
 /* Unlocks, then makes the queued on_gone calls. */
 void tier_unlock(struct tier *t);
+/* ------------------------------------------------ tier_events.c (events) */
+
+/* Reports r (published, indexed) as stored in or removed from tier
+ * `where` to the event sink (cfg.events), when events are on. tier.lock
+ * held; never blocks. */
+void tier_ev(struct tier *t, const struct tier_rec *r, int kind, int where,
+	     int why);
+/* A namespace's AllBlocksCleared (tier.lock held). */
+void tier_ev_cleared(struct tier *t, const struct tier_ns *ns);
+/* A tier change of r: REMOVED(from) then STORED(to). tier.lock held. */
+void tier_ev_move(struct tier *t, const struct tier_rec *r, int from, int to,
+		  int why);
+
 /* Queues an on_gone call for r, made at tier_unlock (tier.lock held). */
 void tier_queue_gone(struct tier *t, const struct tier_rec *r,
 		     enum tier_gone_reason why);

@@ -243,8 +243,7 @@ def put(node, ns, key, parent=None, data=None):
                  0o644)
     try:
         if parent:
-            os.setxattr(node.path(ns, key), "user.kvfs.parent",
-                        parent.encode())
+            os.setxattr(fd, "user.kvfs.parent", parent.encode())
         os.write(fd, data if data is not None else os.urandom(CHUNK))
     finally:
         os.close(fd)
@@ -320,8 +319,9 @@ class PublishTest(Base):
             self.assertEqual(len(first), 1)
             self.assertIsNone(first[0][2]["parent_block_hash"])
             # exactly one BlockStored per publish
-            stored = [x for x in s.events() if x[2]["type"] == "BlockStored"]
-            self.assertEqual(len(stored), 2)
+            stored = [x for x in s.events() if x[2]["type"] == "BlockStored"
+                      and x[0] == "kv@%s@pub" % node.name]
+            self.assertEqual(len(stored), 2, stored)
 
     def test_unlink_and_rmdir(self):
         node = NODES["n1"]
@@ -498,10 +498,13 @@ class ScoreTest(Base):
         with open(chains, "w") as f:
             f.write(" ".join(chain) + "\n")
             f.write(" ".join(chain[:3]) + "\n")
-        p = subprocess.Popen([CTL_BIN, "score", "--events",
-                              n1.pub + "," + n2.pub, "--warmup-ms", "3000"],
-                             stdin=open(chains), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+        with open(chains) as cf:
+            p = subprocess.Popen([CTL_BIN, "score", "--events",
+                                  n1.pub + "," + n2.pub, "--warmup-ms",
+                                  "3000"], stdin=cf, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
         # wait for "listening", then write: n1 holds 5 leading, n2 2
         line = p.stderr.readline()
         self.assertIn("listening", line)
