@@ -526,6 +526,58 @@ class ScoreTest(Base):
         self.assertAlmostEqual(float(by[("1", "n1")]["score"]), 4.0)
 
 
+class InotifyTest(unittest.TestCase):
+    """Evictions reach stock tools: fuse_lowlevel_notify_delete.
+
+    What Linux does with it (checked on 6.18): the evicted chunk's inode
+    loses its links and its dentry is deleted, so a watch on the chunk
+    reports DELETE_SELF; the namespace directory's watch gets no DELETE
+    (the kernel's fuse_reverse_inval_entry calls d_delete, which stopped
+    sending IN_DELETE to the parent in Linux 5.3). With the plain
+    inval_entry kvfs used before, neither watch saw anything. An unlink
+    through the mount gives DELETE on the directory, as on any filesystem.
+    """
+
+    def test_eviction_and_unlink(self):
+        if not shutil.which("inotifywait"):
+            self.skipTest("inotifywait missing (apt-get install inotify-tools)")
+        node = Node("n3")   # no L2: an eviction leaves every tier
+        node.opts = lambda: "l1_size=%d,max_chunk=%d" % (L1, CHUNK)
+        node.mount()
+        self.addCleanup(node.umount)
+        mkns(node, "ino")
+        first = newkey()
+        put(node, "ino", first)
+        os.stat(node.path("ino", first))   # the kernel knows its name
+        w = subprocess.Popen(["inotifywait", "-m", "--format", "%e %f",
+                              node.path("ino", first), node.path("ino")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.addCleanup(w.wait)
+        self.addCleanup(w.kill)
+        while "Watches established" not in w.stderr.readline():
+            pass
+        for _ in range(40):                # L1 holds 16: `first` goes
+            put(node, "ino", newkey())
+        self.assertFalse(os.path.exists(node.path("ino", first)))
+        victim = newkey()
+        put(node, "ino", victim)
+        os.unlink(node.path("ino", victim))
+        time.sleep(0.5)
+        w.kill()
+        out, _ = w.communicate()
+        lines = out.splitlines()
+        self.assertIn("DELETE_SELF ", lines, "no delete event for the "
+                      "evicted chunk's watch: %r" % lines[-5:])
+        self.assertIn("DELETE %s" % victim, lines)
+        evicted_in_dir = "DELETE %s" % first in lines
+        sys.stderr.write("inotify: eviction gives DELETE_SELF on the chunk"
+                         "%s\n" % (", DELETE on the directory"
+                                    if evicted_in_dir else
+                                    "; no DELETE on the directory (this "
+                                    "kernel)"))
+
+
 class BadInputTest(unittest.TestCase):
     def try_mount(self, opts):
         d = tempfile.mkdtemp(prefix="kvfs-evbad.", dir=TMP)
