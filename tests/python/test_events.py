@@ -578,6 +578,59 @@ class InotifyTest(unittest.TestCase):
                                     "kernel)"))
 
 
+class CtlEventsTest(Base):
+    def test_kvfsctl_events_json_and_replay(self):
+        import json
+        node = NODES["n1"]
+        s = self.sub(node)
+        mkns(node, "ctl", tokens=8)
+        keys = [newkey() for _ in range(3)]
+        for k in keys:
+            put(node, "ctl", k)
+        os.unlink(node.path("ctl", keys[0]))
+        got = s.wait_for(lambda x: x[2]["type"] == "BlockRemoved" and
+                         as_u64(x[2]["block_hashes"][0]) == low64(keys[0]))
+        first = [x for x in s.events() if x[2]["type"] == "BlockStored" and
+                 as_u64(x[2]["block_hashes"][0]) == low64(keys[0])]
+        start = first[0][1]       # batches may hold several events
+        p = subprocess.run([CTL_BIN, "events", node.pub, "--json", "--from",
+                            str(start), "--replay", node.rep,
+                            "--duration-ms", "300"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = [json.loads(l) for l in p.stdout.splitlines()]
+        mine = [l for l in lines if l.get("block_hashes") and
+                l["block_hashes"][0] in [k[16:] for k in keys]]
+        self.assertEqual([(l["type"], l["medium"]) for l in mine],
+                         [("BlockStored", "CPU")] * 3 +
+                         [("BlockRemoved", "CPU")])
+        self.assertEqual([l["block_hashes"][0] for l in mine],
+                         [k[16:] for k in keys] + [keys[0][16:]])
+        self.assertTrue(all(l["replayed"] for l in mine))
+        self.assertEqual(mine[0]["block_size"], 8)
+        want = [x[1] for x in s.events() if x[0] == "kv@n1@ctl"]
+        self.assertEqual([l["seq"] for l in mine], want)
+
+    def test_kvfsctl_bad_input(self):
+        p = subprocess.run([CTL_BIN, "events", "bogus://x"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("bogus://x", p.stderr)
+        p = subprocess.run([CTL_BIN, "events", NODES["n1"].pub, "--from",
+                            "3"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--replay", p.stderr)
+        p = subprocess.run([CTL_BIN, "score", "--events", NODES["n1"].pub,
+                            "--warmup-ms", "10"], input="nothex\n",
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("bad key", p.stderr)
+        p = subprocess.run([CTL_BIN, "score", "--events", NODES["n1"].pub,
+                            "--weights", "TAPE=1"], input="",
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+
+
 class BadInputTest(unittest.TestCase):
     def try_mount(self, opts):
         d = tempfile.mkdtemp(prefix="kvfs-evbad.", dir=TMP)
