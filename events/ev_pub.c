@@ -503,14 +503,15 @@ int ev_pub_create(const struct ev_config *cfg, struct ev_pub **out,
 	}
 	if (cfg->replay_endpoint) {
 		p->router = zmq_socket(p->ctx, ZMQ_ROUTER);
-		/* A request is 8 bytes: a peer sending a bigger frame is
-		 * disconnected, and a flood waits in its own queue. */
+		/* A request is 8 bytes: a frame over 4 KiB gets its peer
+		 * disconnected (smaller bad ones are read, counted), and a
+		 * flood waits in its own queue (RCVHWM). */
 		if (!p->router)
 			rc = -errno;
 		else if (!(rc = setopt_int(p->router, ZMQ_SNDHWM, hwm + 16)) &&
 			 !(rc = setopt_int(p->router, ZMQ_RCVHWM, 64)) &&
 			 !(rc = setopt_int(p->router, ZMQ_LINGER, 0))) {
-			int64_t maxmsg = 256;
+			int64_t maxmsg = 4096;
 			if (zmq_setsockopt(p->router, ZMQ_MAXMSGSIZE, &maxmsg,
 					   sizeof(maxmsg)))
 				rc = -errno;

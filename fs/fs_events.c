@@ -127,15 +127,38 @@ void fs_events_destroy(struct fs *fs)
 	fs->events = NULL;
 }
 
+/* s as a JSON string body (quotes, backslashes, control bytes escaped). */
+static void json_body(char *out, size_t size, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s && o + 7 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else if (c < 0x20) {
+			o += (size_t)snprintf(out + o, size - o, "\\u%04x", c);
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	out[o] = '\0';
+}
+
 size_t fs_events_stats_json(struct fs *fs, char *buf, size_t size)
 {
 	struct ev_stats st;
+	char ep[1100], rep[1100];
 	int n;
 
 	if (!fs->events) {
 		n = snprintf(buf, size, "{\"enabled\": false}");
 	} else {
 		ev_stats(fs->events->pub, &st);
+		json_body(ep, sizeof(ep), ev_pub_endpoint(fs->events->pub));
+		json_body(rep, sizeof(rep),
+			  ev_pub_replay_endpoint(fs->events->pub));
 		n = snprintf(buf, size,
 			     "{\"enabled\": true, \"endpoint\": \"%s\", "
 			     "\"replay_endpoint\": \"%s\", \"published\": %"
@@ -146,9 +169,7 @@ size_t fs_events_stats_json(struct fs *fs, char *buf, size_t size)
 			     ", \"replay_batches\": %" PRIu64
 			     ", \"replay_bad\": %" PRIu64
 			     ", \"replay_limited\": %" PRIu64 "}",
-			     ev_pub_endpoint(fs->events->pub),
-			     ev_pub_replay_endpoint(fs->events->pub),
-			     st.published, st.dropped, st.batches, st.next_seq,
+			     ep, rep, st.published, st.dropped, st.batches, st.next_seq,
 			     st.queued, st.buffered, st.replay_requests,
 			     st.replay_batches, st.replay_bad, st.replay_limited);
 	}

@@ -531,6 +531,14 @@ static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
 	vsyslog((int)level, fmt, ap);
 }
 
+/* The event publisher's log lines: stderr until the mount is ready, then
+ * syslog (fuse_log follows fuse_set_log_func). */
+static void ev_log(void *arg, const char *msg)
+{
+	(void)arg;
+	fuse_log(FUSE_LOG_ERR, "kvfs-mount: %s\n", msg);
+}
+
 /* Tells the waiting parent how it went (daemon mode); -1 = foreground. */
 static void report(int fd, unsigned char status)
 {
@@ -614,6 +622,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 
 	/* KV events first: fs_create announces what L2 recovery found */
+	o->evc.log = ev_log;
 	if (mount_events_start(&o->evc, &fc->events))
 		goto out_mask;
 	r = fs_create(fc, tc, &fs, err, sizeof(err));

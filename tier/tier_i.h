@@ -15,6 +15,7 @@
  *   tier_lookup.c  batched lookup of prefix chains, key pins
  *   tier_evict.c   victim choice (through the policy) and eviction driving
  *   tier_stats.c   counters and memory use
+ *   tier_events.c  the event sink (tier_events.h): a call per tier change
  *   tier_l2*.c     the engine's side of L2 (tier_l2_i.h): hooks, recovery
  *                  into the index, demotion (tier_l2_demote.c), promotion
  *                  and prefetch (tier_l2_promote.c); the L2 log: l2_i.h
@@ -35,8 +36,11 @@
  *                 allocator and the policy instance (and so the
  *                 fields of tier_l2_i.h). No callback of
  *                 tier_config (log, on_gone) runs under it: they are
- *                 queued and made by tier_unlock. tier_l2.c waits on
- *                 tier_l2.cond with it.
+ *                 queued and made by tier_unlock. The exception is the
+ *                 event sink (cfg.events), called under it so events
+ *                 keep the index's order: it only copies into a queue
+ *                 whose lock is a leaf (events/ev_queue.c). tier_l2.c
+ *                 waits on tier_l2.cond with it.
  *   l2.lock, l2.mt_lock: the L2 log's (see l2_i.h), leaves for the
  *                 engine; the log's callbacks run without them and take
  *                 tier.lock.

@@ -668,6 +668,45 @@ class BadInputTest(unittest.TestCase):
         p = self.try_mount("l1_size=16M,events_replay=ipc://%s/r.sock" % TMP)
         self.assertEqual(p.returncode, 1)
 
+    def test_daemon_mode_failure(self):
+        """Without -f the parent reports the child's failure: exit 1."""
+        d = tempfile.mkdtemp(prefix="kvfs-evbad.", dir=TMP)
+        p = subprocess.run([MOUNT_BIN, "-o", "l1_size=16M,events=tcp://*:x",
+                            d], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("events=tcp://*:x", p.stderr)
+        self.assertFalse(_mounted(d))
+        os.rmdir(d)
+
+    def test_connect_mode(self):
+        """An endpoint without '*' is connected to: here, a router's SUB
+        bound on an ephemeral loopback port."""
+        ctx = zmq.Context()
+        s = ctx.socket(zmq.SUB)
+        s.setsockopt(zmq.SUBSCRIBE, b"kv@")
+        s.setsockopt(zmq.LINGER, 0)
+        port = s.bind_to_random_port("tcp://127.0.0.1")
+        node = Node("n4")
+        node.opts = lambda: ("l1_size=16M,events=tcp://127.0.0.1:%d,node=n4"
+                             % port)
+        node.mount()
+        try:
+            end = time.monotonic() + 10
+            fr = None
+            i = 0
+            while fr is None and time.monotonic() < end:
+                i += 1
+                mkns(node, "c%d" % i)     # retried: the connection is async
+                os.rmdir(node.path("c%d" % i))   # AllBlocksCleared
+                if s.poll(200):
+                    fr = s.recv_multipart()
+            self.assertIsNotNone(fr, "no events through a connected PUB")
+            self.assertTrue(fr[0].decode().startswith("kv@n4@"))
+        finally:
+            self.assertEqual(node.umount(), 0)
+            s.close()
+            ctx.term()
+
     def test_ipc_socket_mode(self):
         st = os.stat(NODES["n1"].pub[len("ipc://"):])
         self.assertEqual(st.st_mode & 0o777, 0o600)
