@@ -295,17 +295,28 @@ int ev_decode_batch(const void *data, size_t len, double *ts,
 		rc = -EBADMSG;
 		goto out;
 	}
-	const msgpack_object *b = &u.data;
-	if (b->type != MSGPACK_OBJECT_ARRAY || b->via.array.size < 2 ||
-	    b->via.array.size > 3 ||
-	    (b->via.array.ptr[0].type != MSGPACK_OBJECT_FLOAT64 &&
-	     b->via.array.ptr[0].type != MSGPACK_OBJECT_FLOAT32) ||
-	    b->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY) {
+	/* [ts, events, dp_rank] (array_like, what kvfs and llm-d use), or
+	 * {"ts": .., "events": [..], ...} (newer vLLMs' plain struct) */
+	const msgpack_object *b = &u.data, *t = NULL, *evs = NULL;
+	if (b->type == MSGPACK_OBJECT_ARRAY && b->via.array.size >= 2 &&
+	    b->via.array.size <= 3) {
+		t = &b->via.array.ptr[0];
+		evs = &b->via.array.ptr[1];
+	} else if (b->type == MSGPACK_OBJECT_MAP) {
+		for (size_t i = 0; i < b->via.map.size; i++) {
+			if (str_is(&b->via.map.ptr[i].key, "ts"))
+				t = &b->via.map.ptr[i].val;
+			else if (str_is(&b->via.map.ptr[i].key, "events"))
+				evs = &b->via.map.ptr[i].val;
+		}
+	}
+	if (!t || !evs || evs->type != MSGPACK_OBJECT_ARRAY ||
+	    (t->type != MSGPACK_OBJECT_FLOAT64 &&
+	     t->type != MSGPACK_OBJECT_FLOAT32)) {
 		rc = -EBADMSG;
 		goto out;
 	}
-	*ts = b->via.array.ptr[0].via.f64;
-	const msgpack_object *evs = &b->via.array.ptr[1];
+	*ts = t->via.f64;
 	rc = 0;
 	for (size_t i = 0; i < evs->via.array.size && !rc; i++) {
 		rc = dec_event(ev, &evs->via.array.ptr[i]);

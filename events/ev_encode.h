@@ -45,7 +45,9 @@ struct ev_dec_event {
 };
 
 /*
- * ev_decode_batch - decodes an EventBatch payload and calls fn for each
+ * ev_decode_batch - decodes an EventBatch payload (an array [ts, events,
+ * dp_rank], or a map with "ts" and "events" as vLLM's newest versions
+ * send) and calls fn for each
  * event (ev is scratch memory reused between calls). ts gets the batch's
  * timestamp. 0, or -EBADMSG (not an EventBatch, an unknown tag, a field of
  * the wrong type), -ENOMEM. Events with more than EV_DEC_HASHES_MAX hashes

@@ -135,6 +135,48 @@ static void roundtrip(enum ev_format fmt, enum ev_hash hash)
 	free(g);
 }
 
+/* Newer vLLMs encode the batch as a map (no array_like) with
+ * data_parallel_rank omitted: decoded too. */
+static void test_codec_map_batch(void **state)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct got *g = calloc(1, sizeof(*g));
+	double ts = 0;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 2);
+	msgpack_pack_str(&pk, 2);
+	msgpack_pack_str_body(&pk, "ts", 2);
+	msgpack_pack_double(&pk, 7.5);
+	msgpack_pack_str(&pk, 6);
+	msgpack_pack_str_body(&pk, "events", 6);
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, 3);
+	msgpack_pack_str(&pk, 4);
+	msgpack_pack_str_body(&pk, "type", 4);
+	msgpack_pack_str(&pk, 12);
+	msgpack_pack_str_body(&pk, "BlockRemoved", 12);
+	msgpack_pack_str(&pk, 12);
+	msgpack_pack_str_body(&pk, "block_hashes", 12);
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_uint64(&pk, 11);
+	msgpack_pack_int64(&pk, -2); /* vLLM's hashes may be signed */
+	msgpack_pack_str(&pk, 9);
+	msgpack_pack_str_body(&pk, "group_idx", 9); /* unknown: skipped */
+	msgpack_pack_int(&pk, 0);
+	assert_int_equal(ev_decode_batch(sb.data, sb.size, &ts, collect, g), 0);
+	assert_true(ts == 7.5);
+	assert_int_equal(g->n, 1);
+	assert_int_equal(g->ev[0].kind, EV_REMOVED);
+	assert_int_equal(g->ev[0].nhashes, 2);
+	assert_true(g->ev[0].hashes[1] == (uint64_t)-2);
+	assert_string_equal(g->ev[0].medium, "");
+	msgpack_sbuffer_destroy(&sb);
+	free(g);
+}
+
 static void test_codec_map_u64(void **state) { roundtrip(EV_FORMAT_MAP, EV_HASH_U64); }
 static void test_codec_array_bytes(void **state) { roundtrip(EV_FORMAT_ARRAY, EV_HASH_BYTES); }
 
@@ -541,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_codec_map_u64),
 		cmocka_unit_test(test_codec_array_bytes),
 		cmocka_unit_test(test_codec_map_layout),
+		cmocka_unit_test(test_codec_map_batch),
 		cmocka_unit_test(test_pub_frames_seq),
 		cmocka_unit_test(test_pub_batches_and_drops),
 		cmocka_unit_test(test_replay),
