@@ -511,12 +511,13 @@ void fs_nsmeta_destroy(struct fs *fs);
 
 /* fs_nsfile.c - the format of l2_dir/namespaces (described there). */
 #define FS_NSFILE_NAME "namespaces"
-#define FS_NSFILE_VERSION 1
+#define FS_NSFILE_VERSION 2 /* 2 added CHUNK_TOKENS; 1 still reads */
 
 struct fs_nsfile_ent {
 	char name[KVFS_NS_NAME_MAX + 1];
 	struct fs_nsattr a;
 	uint64_t chunk_bytes;
+	uint32_t chunk_tokens; /* user.kvfs.chunk_tokens (version 2) */
 	int shuffle;           /* the engine's; applied when a.dtype is set */
 };
 

@@ -97,6 +97,7 @@ static int snapshot(struct fs *fs, struct fs_nsfile *f)
 			continue;
 		memcpy(e->name, ni.name, sizeof(e->name));
 		e->chunk_bytes = ni.chunk_bytes;
+		e->chunk_tokens = ni.chunk_tokens;
 		e->shuffle = ni.shuffle;
 		f->n++;
 	}
@@ -166,6 +167,8 @@ static void apply(struct fs *fs, struct fs_nsmeta *nm,
 					(unsigned long long)e->chunk_bytes,
 					strerror(-rc));
 		}
+		if (e->chunk_tokens)
+			tier_ns_set_chunk_tokens(fs->tier, id, e->chunk_tokens);
 		if (e->a.dtype[0]) {
 			rc = tier_ns_set_shuffle(fs->tier, id, e->shuffle);
 			if (rc)

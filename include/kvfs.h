@@ -103,8 +103,8 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 #define KVFS_XATTR_CHUNK_BYTES "user.kvfs.chunk_bytes" /* decimal, 0 = any */
 #define KVFS_XATTR_DTYPE "user.kvfs.dtype" /* bf16|fp16|fp32|fp8 */
 /* Tokens per chunk, decimal (0..4294967295, 0 = unset): reported only, as
- * block_size of the namespace's KV events (below). Not kept across a
- * restart. */
+ * block_size of the namespace's KV events (below). Kept across a restart
+ * (with L2) like chunk_bytes; anything else is EINVAL. */
 #define KVFS_XATTR_CHUNK_TOKENS "user.kvfs.chunk_tokens"
 
 /*

@@ -461,6 +461,10 @@ class RestartTest(Base):
         for k in keys:
             self.assertIn(low64(k), stored)
             self.assertEqual(stored[low64(k)]["medium"], "DISK")
+            # user.kvfs.chunk_tokens came back with the namespace
+            self.assertEqual(stored[low64(k)]["block_size"], 32)
+        self.assertEqual(os.getxattr(node.path("keep"),
+                                     "user.kvfs.chunk_tokens"), b"32")
 
 
 class SlowSubscriberTest(Base):
