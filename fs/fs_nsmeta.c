@@ -3,7 +3,8 @@
  *
  * L2 records carry a chunk's namespace name, so recovery brings every
  * namespace back, but not what fs and the engine keep about it: mode,
- * owner, user.kvfs.chunk_bytes and user.kvfs.dtype (with its shuffle).
+ * owner, user.kvfs.chunk_bytes, user.kvfs.dtype (with its shuffle) and
+ * user.kvfs.chunk_tokens.
  * Without them a private namespace would come back world-readable, its
  * owner could no longer write, and short chunks would be accepted. So
  * while L2 is on, fs keeps them (and the root directory's mode and owner)

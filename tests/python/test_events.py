@@ -711,6 +711,25 @@ class BadInputTest(unittest.TestCase):
             s.close()
             ctx.term()
 
+    def test_chunk_tokens_xattr(self):
+        import errno
+        node = NODES["n1"]
+        mkns(node, "tok")
+        self.addCleanup(os.rmdir, node.path("tok"))
+        d = node.path("tok")
+        self.assertEqual(os.getxattr(d, "user.kvfs.chunk_tokens"), b"0")
+        self.assertIn("user.kvfs.chunk_tokens", os.listxattr(d))
+        for bad in (b"abc", b"-1", b"4294967296", b"1.5", b""):
+            with self.assertRaises(OSError) as cm:
+                os.setxattr(d, "user.kvfs.chunk_tokens", bad)
+            self.assertEqual(cm.exception.errno, errno.EINVAL, bad)
+        os.setxattr(d, "user.kvfs.chunk_tokens", b"4294967295")
+        self.assertEqual(os.getxattr(d, "user.kvfs.chunk_tokens"),
+                         b"4294967295")
+        with self.assertRaises(OSError) as cm:
+            os.removexattr(d, "user.kvfs.chunk_tokens")
+        self.assertEqual(cm.exception.errno, errno.EPERM)
+
     def test_ipc_socket_mode(self):
         st = os.stat(NODES["n1"].pub[len("ipc://"):])
         self.assertEqual(st.st_mode & 0o777, 0o600)
