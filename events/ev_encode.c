@@ -277,6 +277,79 @@ static int dec_event(struct ev_dec_event *ev, const msgpack_object *o)
 	return 0;
 }
 
+/*
+ * Walks the msgpack bytes without building anything and checks that every
+ * array and map declares no more elements than bytes remain: msgpack-c
+ * allocates a container's elements from its declared count before reading
+ * them, so 5 hostile bytes could otherwise ask for gigabytes. Also rejects
+ * truncation and trailing bytes. 0 or -EBADMSG.
+ */
+static int check_sizes(const uint8_t *p, size_t len)
+{
+	static const uint8_t fixed[32] = {
+		/* extra bytes after the type byte for 0xc0..0xdf, or 0xff for
+		 * length-prefixed and container types handled below */
+		[0x00] = 0, [0x01] = 0xff /* 0xc1: never used */, [0x02] = 0,
+		[0x03] = 0, [0x0a] = 4, [0x0b] = 8, [0x0c] = 1, [0x0d] = 2,
+		[0x0e] = 4, [0x0f] = 8, [0x10] = 1, [0x11] = 2, [0x12] = 4,
+		[0x13] = 8, [0x14] = 2, [0x15] = 3, [0x16] = 5, [0x17] = 9,
+		[0x18] = 17,
+	};
+	size_t pos = 0, pending = 1;
+
+	while (pending) {
+		uint64_t n = 0, skip = 0, elems = 0;
+		int lb = 0; /* bytes of a big-endian length that follows */
+		uint8_t b;
+
+		if (pos >= len || pending > len - pos)
+			return -EBADMSG;
+		b = p[pos++];
+		pending--;
+		if (b <= 0x7f || b >= 0xe0)
+			continue;
+		if (b <= 0x8f) {
+			elems = 2 * (uint64_t)(b & 0x0f);
+		} else if (b <= 0x9f) {
+			elems = b & 0x0f;
+		} else if (b <= 0xbf) {
+			skip = b & 0x1f;
+		} else {
+			switch (b) {
+			case 0xc4: case 0xd9: lb = 1; break;
+			case 0xc5: case 0xda: lb = 2; break;
+			case 0xc6: case 0xdb: lb = 4; break;
+			case 0xc7: lb = 1; skip = 1; break; /* ext: + type */
+			case 0xc8: lb = 2; skip = 1; break;
+			case 0xc9: lb = 4; skip = 1; break;
+			case 0xdc: case 0xde: lb = 2; break;
+			case 0xdd: case 0xdf: lb = 4; break;
+			default:
+				if (fixed[b - 0xc0] == 0xff)
+					return -EBADMSG;
+				skip = fixed[b - 0xc0];
+			}
+			if (lb) {
+				if ((size_t)lb > len - pos)
+					return -EBADMSG;
+				for (int i = 0; i < lb; i++)
+					n = n << 8 | p[pos++];
+				if (b >= 0xdc)
+					elems = b >= 0xde ? 2 * n : n;
+				else
+					skip += n;
+			}
+		}
+		if (skip > len - pos)
+			return -EBADMSG;
+		pos += skip;
+		if (elems > len - pos || pending + elems > len - pos)
+			return -EBADMSG;
+		pending += elems;
+	}
+	return pos == len ? 0 : -EBADMSG;
+}
+
 int ev_decode_batch(const void *data, size_t len, double *ts,
 		    int (*fn)(void *arg, const struct ev_dec_event *ev),
 		    void *arg)
@@ -286,6 +359,8 @@ int ev_decode_batch(const void *data, size_t len, double *ts,
 	struct ev_dec_event *ev;
 	int rc;
 
+	if (check_sizes(data, len))
+		return -EBADMSG;
 	ev = malloc(sizeof(*ev));
 	if (!ev)
 		return -ENOMEM;
