@@ -19,9 +19,14 @@ uint64_t evsub_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* A batch is kilobytes; a publisher sending more is cut off, not
+ * buffered. */
+#define EVSUB_MAXMSG ((int64_t)16 << 20)
+
 void *evsub_open(void *ctx, const char *cmd, const char *ep)
 {
 	void *s = zmq_socket(ctx, ZMQ_SUB);
+	int64_t maxmsg = EVSUB_MAXMSG;
 	int zero = 0;
 
 	if (!s) {
@@ -29,6 +34,7 @@ void *evsub_open(void *ctx, const char *cmd, const char *ep)
 		return NULL;
 	}
 	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
 	if (zmq_setsockopt(s, ZMQ_SUBSCRIBE, "kv@", 3) ||
 	    (strchr(ep, '*') ? zmq_bind(s, ep) : zmq_connect(s, ep))) {
 		fprintf(stderr, "kvfsctl %s: %s: %s\n", cmd, ep,
@@ -43,6 +49,7 @@ void *evsub_replay(void *ctx, const char *cmd, const char *ep,
 		   uint64_t start_seq)
 {
 	void *d = zmq_socket(ctx, ZMQ_DEALER);
+	int64_t maxmsg = EVSUB_MAXMSG;
 	unsigned char b[8];
 	int zero = 0;
 
@@ -51,6 +58,7 @@ void *evsub_replay(void *ctx, const char *cmd, const char *ep,
 		return NULL;
 	}
 	zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
 	for (int i = 7; i >= 0; i--, start_seq >>= 8)
 		b[i] = (unsigned char)start_seq;
 	if (zmq_connect(d, ep) || zmq_send(d, "", 0, ZMQ_SNDMORE) < 0 ||
