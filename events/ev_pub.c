@@ -563,6 +563,26 @@ int ev_post(struct ev_pub *p, const struct ev_event *e)
 	return 0;
 }
 
+int ev_post_wait(struct ev_pub *p, const struct ev_event *e,
+		 uint32_t timeout_ms)
+{
+	struct timespec d = { 0, 200000 };
+	uint32_t waited_us = 0;
+
+	if (e->kind < EV_STORED || e->kind > EV_CLEARED ||
+	    e->medium >= EV_MEDIUM_COUNT)
+		return -EINVAL;
+	while (ev_queue_push(&p->q, e)) {
+		if (waited_us / 1000 >= timeout_ms) {
+			atomic_fetch_add(&p->dropped, 1);
+			return -EAGAIN;
+		}
+		nanosleep(&d, NULL); /* the thread drains every flush_ms */
+		waited_us += 200;
+	}
+	return 0;
+}
+
 int ev_flush(struct ev_pub *p, uint32_t timeout_ms)
 {
 	uint64_t target = ev_queue_pushed(&p->q);

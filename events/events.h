@@ -130,6 +130,15 @@ void ev_pub_destroy(struct ev_pub *p);
  */
 int ev_post(struct ev_pub *p, const struct ev_event *e);
 
+/*
+ * ev_post_wait - ev_post, but waits (up to timeout_ms) for room in the
+ * queue instead of dropping: for announcing what a node holds at mount,
+ * before any request can be waiting. -EAGAIN (dropped, counted) after the
+ * timeout.
+ */
+int ev_post_wait(struct ev_pub *p, const struct ev_event *e,
+		 uint32_t timeout_ms);
+
 /* ev_flush - waits until every event posted before the call has been sent
  * (for tests and clean shutdown), at most timeout_ms. 0 or -ETIMEDOUT. */
 int ev_flush(struct ev_pub *p, uint32_t timeout_ms);

@@ -51,7 +51,13 @@ static void sink(void *arg, const struct tier_event *te)
 		e.parent = *te->parent;
 	}
 	snprintf(e.ns, sizeof(e.ns), "%s", te->ns_name ? te->ns_name : "");
-	ev_post(fe->pub, &e); /* a full queue: dropped and counted there */
+	/* The mount's announcement of what L2 recovery found may be millions
+	 * of chunks: it waits for room (no request can be waiting yet).
+	 * Otherwise a full queue drops the event, counted there. */
+	if (te->why == TIER_EV_RECOVER)
+		ev_post_wait(fe->pub, &e, 10000);
+	else
+		ev_post(fe->pub, &e);
 }
 
 int fs_events_init(struct fs *fs, struct tier_config *tc)

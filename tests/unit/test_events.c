@@ -456,6 +456,18 @@ static void test_pub_batches_and_drops(void **state)
 		close_frames(fr, n);
 	}
 	assert_true(got == st.batches - st0.batches);
+
+	/* ev_post_wait waits for room instead of dropping */
+	ev_stats(p, &st0);
+	for (int i = 0; i < 5000; i++) {
+		struct ev_event e = mkev(EV_STORED, "w", (uint64_t)i, -1,
+					 EV_MEDIUM_DISK);
+		assert_int_equal(ev_post_wait(p, &e, 5000), 0);
+	}
+	assert_int_equal(ev_flush(p, 5000), 0);
+	ev_stats(p, &st);
+	assert_true(st.dropped == st0.dropped);
+	assert_true(st.published - st0.published == 5000);
 	zmq_close(s);
 	ev_pub_destroy(p);
 	zmq_ctx_term(ctx);
