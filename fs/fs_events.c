@@ -84,8 +84,10 @@ void fs_events_start(struct fs *fs)
 	if (!fs->events)
 		return;
 	tier_arena_info(fs->tier, &ai);
-	fs->events->l1 = ai.kind == KVFS_HANDLE_CUDA_IPC ? EV_MEDIUM_GPU
-							 : EV_MEDIUM_CPU;
+	/* by backend name: "cuda" is device memory; "host" and "pinned"
+	 * (page-locked host memory) are vLLM's CPU */
+	fs->events->l1 = ai.backend && !strcmp(ai.backend, "cuda")
+			 ? EV_MEDIUM_GPU : EV_MEDIUM_CPU;
 	tier_events_start(fs->tier);
 }
 

@@ -635,6 +635,50 @@ class CtlEventsTest(Base):
         self.assertEqual(p.returncode, 2)
 
 
+class MediumTest(Base):
+    """L1's medium: "GPU" for l1=cuda, "CPU" for pinned (and host), with
+    the stand-in CUDA runtime of tests/gpu where there is no GPU."""
+
+    def check(self, l1, want):
+        build = os.environ.get("KVFS_BUILD", "build/asan")
+        fake = os.environ.get("KVFS_FAKECUDART") or os.path.join(
+            build if os.path.isabs(build) else os.path.join(REPO, build),
+            "tests", "gpu", "libfakecudart.so")
+        if not os.path.exists(fake):
+            self.skipTest("no stand-in CUDA runtime at %s" % fake)
+        node = Node("m-" + l1)
+        node.opts = lambda: ("l1=%s,l1_size=32M,events=%s,node=g"
+                             % (l1, node.pub))
+        env = dict(os.environ, KVFS_CUDART=fake)
+        env.pop("FAKECUDA_DEVICES", None)
+        before = os.stat(node.mnt).st_dev
+        node.proc = subprocess.Popen([MOUNT_BIN, "-f", "-o", node.opts(),
+                                      node.mnt], env=env)
+        self.addCleanup(node.umount)
+        end = time.monotonic() + 30
+        while os.stat(node.mnt).st_dev == before:
+            if node.proc.poll() is not None:
+                node.proc = None
+                self.skipTest("l1=%s did not mount with the stand-in "
+                              "runtime" % l1)
+            self.assertLess(time.monotonic(), end)
+            time.sleep(0.01)
+        s = self.sub(node)
+        mkns(node, "g")
+        k = newkey()
+        put(node, "g", k, data=b"z" * 4096)
+        got = s.wait_for(lambda x: x[2]["type"] == "BlockStored" and
+                         as_u64(x[2]["block_hashes"][0]) == low64(k))
+        self.assertEqual(len(got), 1)
+        self.assertEqual(got[0][2]["medium"], want)
+
+    def test_cuda_is_gpu(self):
+        self.check("cuda", "GPU")
+
+    def test_pinned_is_cpu(self):
+        self.check("pinned", "CPU")
+
+
 class BadInputTest(unittest.TestCase):
     def try_mount(self, opts):
         d = tempfile.mkdtemp(prefix="kvfs-evbad.", dir=TMP)
