@@ -800,6 +800,38 @@ class BadInputTest(unittest.TestCase):
         os.mkdir(node.path("alive"))    # the daemon is unaffected
         os.rmdir(node.path("alive"))
 
+    def test_replay_flood(self):
+        """A flood of replay requests: served at the rate limit, the rest
+        ignored and counted; writes and events go on."""
+        node = NODES["n1"]
+        ctx = zmq.Context()
+        d = ctx.socket(zmq.DEALER)
+        d.setsockopt(zmq.LINGER, 0)
+        d.setsockopt(zmq.SNDHWM, 0)
+        d.connect(node.rep)
+        before = node.stats()["events"]
+        for _ in range(3000):
+            d.send_multipart([b"", (0).to_bytes(8, "big")])
+        mkns(node, "flood")
+        put(node, "flood", newkey())
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            st = node.stats()["events"]
+            if (st["replay_requests"] + st["replay_limited"] -
+                    before["replay_requests"] - before["replay_limited"]
+                    >= 3000):
+                break
+            time.sleep(0.05)
+        st = node.stats()["events"]
+        served = st["replay_requests"] - before["replay_requests"]
+        limited = st["replay_limited"] - before["replay_limited"]
+        self.assertEqual(served + limited, 3000)
+        self.assertGreater(limited, 2000)
+        self.assertLess(served, 400)
+        self.assertGreater(st["published"], before["published"])
+        d.close()
+        ctx.term()
+
 
 if __name__ == "__main__":
     unittest.main()
