@@ -163,6 +163,8 @@ $(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+# kvfs_xbench (batched transfers) mounts with the tests' helper
+$(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 
 # kvfs_evbench mounts kvfs (tests/common's helpers) and talks ZeroMQ
 $(BUILD)/bench/kvfs_evbench: $(BUILD)/bench/kvfs_evbench.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a

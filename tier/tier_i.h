@@ -194,6 +194,8 @@ struct tier_wr {
 	uint32_t depth;              /* tier.lock */
 	uint64_t size;               /* (mu) bytes written so far */
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
+	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
+	uint64_t sum;
 };
 
 /* What tier_get hands out: a pin on a record, plus where its bytes are. */

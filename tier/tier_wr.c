@@ -325,7 +325,10 @@ static int publish(struct tier *t, struct tier_wr *w,
 	r->key = *pkey;
 	r->ns = w->ns;
 	r->size = w->size;
-	r->flags |= TREC_NOSUM; /* tier_checksum computes it if asked */
+	if (w->has_sum) /* tier_wr_set_checksum: computed by the writer */
+		r->checksum = w->sum;
+	else
+		r->flags |= TREC_NOSUM; /* tier_checksum computes it if asked */
 	r->gen = ++t->gen;
 	r->l1_off = keep ? w->off : 0;
 	r->l1_pages = (uint32_t)(keep / L1_ALIGN);
