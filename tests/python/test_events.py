@@ -682,6 +682,42 @@ class MediumTest(Base):
         self.check("pinned", "CPU")
 
 
+class BatchedPutTest(Base):
+    def test_put_many_publishes_events(self):
+        """The batched PUT ioctl (python/kvfs.py put_many) publishes through
+        the same engine path: one BlockStored per chunk."""
+        plain = os.environ.get("KVFS_PLAIN_BUILD", "build")
+        lib = os.path.join(plain if os.path.isabs(plain)
+                           else os.path.join(REPO, plain), "libkvfs.so")
+        if not os.path.exists(lib):
+            self.skipTest("no %s (make all)" % lib)
+        os.environ.setdefault("KVFS_LIB", lib)
+        sys.path.insert(0, os.path.join(REPO, "python"))
+        import kvfs
+        node = NODES["n1"]
+        s = self.sub(node)
+        c = kvfs.Connector(node.mnt, "batched", chunk_tokens=4)
+        try:
+            keys = c.keys(range(4 * 6))
+            try:
+                res = list(c.put_many(keys, [b"q" * 1024] * len(keys)))
+            except OSError as e:
+                self.skipTest("no batched put here: %s" % e)
+            self.assertEqual(res, [True] * len(keys))
+        finally:
+            c.close()
+        want = {low64(kvfs.key_hex(k)) for k in keys}
+
+        def stored():
+            return {as_u64(x[2]["block_hashes"][0]) for x in s.events()
+                    if x[0] == "kv@n1@batched" and
+                    x[2]["type"] == "BlockStored"}
+        end = time.monotonic() + 5
+        while stored() != want and time.monotonic() < end:
+            s.pump(50)
+        self.assertEqual(stored(), want)
+
+
 class BadInputTest(unittest.TestCase):
     def try_mount(self, opts):
         d = tempfile.mkdtemp(prefix="kvfs-evbad.", dir=TMP)
