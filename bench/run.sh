@@ -11,6 +11,7 @@
 #   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
 #   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write()
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
+#   BUILD/bench/kvfs_evbench   KV events: publisher rate, writes off vs on
 #   bench/py_bench.py          the Python binding vs os.read/os.write
 #
 # Contract for a benchmark program: it takes no arguments (extra ones come
@@ -77,7 +78,7 @@ run() { # name cmd...
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
 for b in kvfs_bench kvfs_meta kvfs_l2bench kvfs_l3bench kvfs_ibench kvfs_xbench \
-	kvfs_gpubench; do
+	kvfs_gpubench kvfs_evbench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"
 	else

@@ -14,6 +14,7 @@ struct fs;
 struct fuse_session;
 struct fuse_lowlevel_ops;
 struct tier_config;
+struct ev_pub;
 
 enum fs_cache {
 	FS_CACHE_DIRECT = 0, /* direct_io: reads reply from the arena */
@@ -27,6 +28,8 @@ struct fs_config {
 	uint32_t tmp_timeout_ms; /* closed, unrenamed temporaries are dropped */
 	uint32_t max_read;       /* the max_read mount option, or 0 */
 	char config_text[4096];  /* the effective options, for .kvfs/config */
+	struct ev_pub *events;   /* KV event publisher (events/events.h),
+				  * the caller's; NULL = events off */
 };
 
 /*

@@ -274,6 +274,7 @@ again:
 		waits++; /* republished meanwhile and written again: a few */
 		goto again;
 	}
+	tier_ev(t, r, TIER_EV_REMOVED, r->where, TIER_EV_UNLINK);
 	tier_idx_remove(t, r);
 	sync = tier_l2_forget(t, r) || waited;
 	tier_l3_forget(t, r);
