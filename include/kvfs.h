@@ -312,8 +312,9 @@ struct kvfs_l3_drop {
  * namespace of 32-hex names); namespaces whose chunks have path names
  * will take a later entry form (another ioctl number), not this one.
  *
- * Who may: the caller's uid and groups must be allowed to read (GET) or
- * write (PUT) the namespace (else the whole batch fails with EACCES), and
+ * Who may: the caller's uid and groups must be allowed to read and search
+ * (GET) or write and search (PUT) the namespace, as open(2) and creat(2)
+ * of a chunk need (else the whole batch fails with EACCES), and
  * the daemon must be allowed to ptrace the caller (ptrace(2), "Ptrace
  * access mode checking"): it is when it has CAP_SYS_PTRACE (root normally
  * does); otherwise the caller must have the daemon's uid, no capability

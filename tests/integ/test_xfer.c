@@ -501,12 +501,14 @@ static void test_sizes(void **state)
 
 /* A user who may not read (GET) or write (PUT) the namespace gets EACCES
  * for the whole batch, with fds root opened; reading a 0755 namespace is
- * fine and writing it is not. */
+ * fine and writing it is not. Without search permission (0706: read and
+ * write, no x) open(2) and creat(2) of a chunk are refused, so GET and PUT
+ * are too. */
 static void test_eacces(void **state)
 {
 	struct kvfs_io io[2];
-	char *src;
-	int sfd, pfd, status;
+	char *src, hex[33], path[PATH_MAX];
+	int sfd, pfd, xfd, status;
 	pid_t pid;
 
 	if (geteuid() != 0) {
@@ -515,11 +517,16 @@ static void test_eacces(void **state)
 	}
 	sfd = ns_create("xsec", 0700);
 	pfd = ns_create("xpub", 0755);
+	xfd = ns_create("xnox", 0706);
 	assert_int_equal(fchmod(sfd, 0700), 0);
 	assert_int_equal(fchmod(pfd, 0755), 0);
+	assert_int_equal(fchmod(xfd, 0706), 0);
 	src = make_io(io, 2, 7, CHUNK);
 	assert_int_equal(kvfs_mput(sfd, io, 2), 2);
 	assert_int_equal(kvfs_mput(pfd, io, 1), 1);
+	assert_int_equal(kvfs_mput(xfd, io, 1), 1);
+	kvfs_key_hex(&io[0].key, hex);
+	kvfs_test_path(&mnt, path, "xnox/%s", hex);
 
 	pid = fork();
 	assert_true(pid >= 0);
@@ -541,15 +548,25 @@ static void test_eacces(void **state)
 			fails |= 4;
 		if (kvfs_mput(pfd, &io[1], 1) != -EACCES)
 			fails |= 8;
+		/* no search permission: the files are out of reach */
+		if (open(path, O_RDONLY) >= 0 || errno != EACCES)
+			fails |= 16;
+		memset(out, 0, CHUNK);
+		if (kvfs_mget(xfd, &g, 1, 0) != -EACCES || out[0])
+			fails |= 32;
+		if (kvfs_mput(xfd, &io[1], 1) != -EACCES)
+			fails |= 64;
 		_exit(fails);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_int_equal(exists(pfd, &io[1].key), 0);
+	assert_int_equal(exists(xfd, &io[1].key), 0);
 	free(src);
 	close(sfd);
 	close(pfd);
+	close(xfd);
 }
 
 /* Callers SIGKILLed in the middle of large GETs and PUTs: the daemon goes
