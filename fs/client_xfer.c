@@ -12,21 +12,35 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 
+#include <unistd.h>
+
 #include "kvfs.h"
 
 #ifndef PR_SET_PTRACER
 #define PR_SET_PTRACER 0x59616d61
 #endif
 
-/* One ioctl; -errno on failure, retried on EINTR (the daemon did
- * nothing then: a signal before it read the request). */
+/* One ioctl; -errno on failure. Retried on EINTR (the daemon did
+ * nothing then: a signal before it read the request) and on EAGAIN (the
+ * daemon runs as many batches as it lets run at once, nothing done),
+ * backing off from 50 us to 5 ms, for about 10 s at most. */
 static int xfer_ioctl(int fd, unsigned long cmd, struct kvfs_xfer *b)
 {
+	unsigned us = 50, waited = 0;
 	int rc;
 
-	do
+	for (;;) {
 		rc = ioctl(fd, cmd, b);
-	while (rc < 0 && errno == EINTR);
+		if (rc >= 0 || (errno != EINTR && errno != EAGAIN))
+			break;
+		if (errno == EAGAIN) {
+			if (waited >= 10u * 1000 * 1000)
+				break;
+			usleep(us);
+			waited += us;
+			us = us < 5000 ? us * 2 : 5000;
+		}
+	}
 	return rc < 0 ? -errno : 0;
 }
 

@@ -16,6 +16,10 @@ struct fuse_lowlevel_ops;
 struct tier_config;
 struct ev_pub;
 
+/* FUSE worker threads the mount serves with (mount/kvfs_mount.c): the
+ * batched transfers keep half of them free (fs/fs_xfer.c). */
+#define FS_MAX_THREADS 16
+
 enum fs_cache {
 	FS_CACHE_DIRECT = 0, /* direct_io: reads reply from the arena */
 	FS_CACHE_PAGE,       /* page cache + keep_cache for published chunks */

@@ -76,6 +76,14 @@
  * large enough that the syscalls do not show. */
 #define XFER_PIECE (256u << 10)
 
+/* Batches running at once, at most: half the FUSE workers (FS_MAX_THREADS).
+ * A batch's copy may fault in caller pages that are themselves backed by
+ * this mount (an mmap of a chunk), and those faults need a free worker to
+ * serve their reads: if every worker sat in a batch, the mount would hang
+ * for good. Past the cap a batch fails whole with EAGAIN, nothing done;
+ * libkvfs retries it. */
+#define XFER_MAX_INFLIGHT (FS_MAX_THREADS / 2)
+
 struct fs_xfer {
 	struct fs *fs;
 	/* counters, atomics (no lock) */
@@ -87,6 +95,9 @@ struct fs_xfer {
 	uint64_t misses;                 /* GET entries that were -ENOENT */
 	uint64_t exists;                 /* PUT entries that were -EEXIST */
 	uint64_t interrupted;            /* batches cut short by a signal */
+	uint64_t busy;                   /* batches refused (EAGAIN): the
+					  * XFER_MAX_INFLIGHT cap */
+	int inflight;                    /* batches running now */
 	uint64_t batch_errors;           /* batches failed whole */
 	uint64_t bounced;                /* entries copied through a bounce
 					  * buffer (device-memory L1) */
@@ -558,9 +569,9 @@ static void pool_stop(struct pool *p)
 
 /* ---------------------------------------------------------- the batch */
 
-static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
-		    struct fs_fh *fh, uint64_t owner, const void *in_buf,
-		    bool put)
+static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		     struct fs_fh *fh, uint64_t owner, const void *in_buf,
+		     bool put)
 {
 	const char *what = put ? "PUT" : "GET";
 	struct tier_ns_info nsi;
@@ -640,6 +651,25 @@ fail:
 	reply_batch_err(fs, x, req, what, b, -rc);
 	free(b);
 	return 0;
+}
+
+/* Admission: at most XFER_MAX_INFLIGHT batches at once (see there). */
+static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		    struct fs_fh *fh, uint64_t owner, const void *in_buf,
+		    bool put)
+{
+	int rc;
+
+	if (__atomic_add_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL) >
+	    XFER_MAX_INFLIGHT) {
+		__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
+		count(&x->busy, 1);
+		fuse_reply_err(req, EAGAIN); /* not logged: libkvfs retries */
+		return 0;
+	}
+	rc = run_batch(fs, x, req, fh, owner, in_buf, put);
+	__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
+	return rc;
 }
 
 /* ------------------------------------------------------ device buffers */
@@ -790,12 +820,14 @@ size_t fs_xfer_stats_json(struct fs_xfer *x, char *buf, size_t size)
 			     "\"get_bytes\":%llu,\"put_bytes\":%llu,"
 			     "\"misses\":%llu,\"exists\":%llu,"
 			     "\"entry_errors\":%llu,\"batch_errors\":%llu,"
-			     "\"interrupted\":%llu,\"bounced\":%llu,"
+			     "\"interrupted\":%llu,\"busy\":%llu,"
+			     "\"bounced\":%llu,"
 			     "\"registers\":%llu,\"device_entries\":%llu}",
 			     LD(gets), LD(puts), LD(get_entries),
 			     LD(put_entries), LD(get_bytes), LD(put_bytes),
 			     LD(misses), LD(exists), LD(entry_errors),
-			     LD(batch_errors), LD(interrupted), LD(bounced),
+			     LD(batch_errors), LD(interrupted), LD(busy),
+			     LD(bounced),
 			     LD(registers), LD(device_entries));
 	if (n < 0)
 		return 0;

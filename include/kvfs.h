@@ -405,7 +405,11 @@ struct kvfs_l3_drop {
  * (the daemon may not access the caller's memory, see above), ESRCH (the
  * caller's pid is not visible to the daemon: another pid namespace),
  * EOPNOTSUPP (KVFS_XFER_DEVICE where L1 is host memory), ENODEV
- * (KVFS_XFER_DEVICE without a registered device buffer).
+ * (KVFS_XFER_DEVICE without a registered device buffer), EAGAIN (the
+ * daemon already runs as many batches as it allows at once, half its FUSE
+ * workers, so that a copy faulting on memory backed by this same mount
+ * always finds a worker; nothing was done: send it again. kvfs_mget and
+ * kvfs_mput retry by themselves, backing off, for up to about 10 s).
  * ---------------------------------------------------------------------- */
 
 /* Most entries one KVFS_IOC_GET / KVFS_IOC_PUT call takes. */

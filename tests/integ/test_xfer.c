@@ -961,6 +961,112 @@ static void test_empty_put(void **state)
 	assert_int_equal(kvfs_test_umount(&m2), 0);
 }
 
+/* Aborts m's FUSE connection (root), so a test that wedged it can still
+ * unmount. The connection is found in /proc/self/mountinfo: a stat of the
+ * wedged mount itself would hang. */
+static void abort_conn(struct kvfs_mnt *m)
+{
+	char line[4096], p[128];
+	unsigned maj, min;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	int fd;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char dev[64], dir[PATH_MAX];
+
+		if (sscanf(line, "%*d %*d %63s %*s %4095s", dev, dir) != 2 ||
+		    strcmp(dir, m->dir) || sscanf(dev, "%u:%u", &maj, &min) != 2)
+			continue;
+		snprintf(p, sizeof(p), "/sys/fs/fuse/connections/%u/abort", min);
+		fd = open(p, O_WRONLY);
+		if (fd >= 0) {
+			if (write(fd, "1", 1) < 0)
+				perror(p);
+			close(fd);
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/* 40 callers at once (more than the daemon's 16 FUSE workers) each GET
+ * a chunk into an mmap of a never-read chunk file of the same mount: the
+ * copies fault, and the faults need workers to serve their reads. The
+ * daemon runs at most half its workers' worth of batches at once (the
+ * rest get EAGAIN, which libkvfs retries), so every caller finishes and
+ * the mount keeps answering; before that cap the mount hung for good. */
+static void test_self_backed_flood(void **state)
+{
+	enum { N = 40, LEN = 1u << 20 };
+	struct kvfs_mnt m2;
+	const char *args[] = { "-f", "-o", "l1_size=128M,max_chunk=4M",
+			       "@DIR@", NULL };
+	struct kvfs_io io[N];
+	char *src, hex[33], path[PATH_MAX];
+	pid_t kids[N];
+	int fd, pp[2], ok = 0, left = N;
+
+	assert_int_equal(kvfs_test_mount_args(&m2, args), 0);
+	fd = kvfs_ns_open(m2.dir, "flood", KVFS_NS_CREATE, 0755);
+	assert_true(fd >= 0);
+	src = make_io(io, N, 21, LEN);
+	assert_int_equal(kvfs_mput(fd, io, N), N);
+	assert_int_equal(pipe(pp), 0);
+	for (int i = 0; i < N; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0) {
+			struct kvfs_io g = io[i];
+			void *map;
+			char c;
+			int cfd;
+
+			kvfs_key_hex(&g.key, hex);
+			kvfs_test_path(&m2, path, "flood/%s", hex);
+			cfd = open(path, O_RDONLY);
+			map = cfd < 0 ? MAP_FAILED :
+				mmap(NULL, LEN, PROT_READ | PROT_WRITE,
+				     MAP_PRIVATE, cfd, 0);
+			if (map == MAP_FAILED)
+				_exit(2);
+			close(pp[1]);
+			if (read(pp[0], &c, 1) < 0)
+				_exit(2);
+			g.buf = map;
+			g.len = LEN;
+			_exit(kvfs_mget(fd, &g, 1, 0) == 1 &&
+			      g.result == (int64_t)LEN &&
+			      !memcmp(map, src + (size_t)i * LEN, LEN) ? 0 : 3);
+		}
+	}
+	close(pp[0]);
+	close(pp[1]); /* go */
+	for (int t = 0; t < 600 && left; t++) { /* 60 s */
+		int st;
+		pid_t p;
+
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+			left--;
+			ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		}
+		if (left)
+			usleep(100 * 1000);
+	}
+	if (left) { /* wedged: free the children and the mount */
+		abort_conn(&m2);
+		for (int i = 0; i < N; i++)
+			kill(kids[i], SIGKILL);
+		while (waitpid(-1, NULL, 0) > 0)
+			;
+	}
+	assert_int_equal(left, 0);
+	assert_int_equal(ok, N);
+	assert_true(stat_in(&m2, "\"xfer\"", "busy") > 0);
+	free(src);
+	close(fd);
+	assert_int_equal(kvfs_test_umount(&m2), 0);
+}
+
 /* Chunks only in L2 are promoted (verified) and copied out. */
 static void test_l2(void **state)
 {
@@ -1062,6 +1168,7 @@ int main(void)
 		cmocka_unit_test(test_evict_race),
 		cmocka_unit_test(test_l2),
 		cmocka_unit_test(test_empty_put),
+		cmocka_unit_test(test_self_backed_flood),
 	};
 
 	if (access(kvfs_test_bin(), X_OK) != 0) {
