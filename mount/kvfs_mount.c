@@ -361,6 +361,12 @@ static int read_auth_file(const char *path)
 		fprintf(stderr, "kvfs-mount: note: l3_auth_file %s can be read "
 			"by other users (chmod 600 it)\n", path);
 	n = fread(l3_password, 1, sizeof(l3_password) - 1, f);
+	if (ferror(f)) { /* a directory, an I/O error */
+		fprintf(stderr, "kvfs-mount: l3_auth_file %s: %s\n", path,
+			strerror(errno));
+		fclose(f);
+		return -1;
+	}
 	fclose(f);
 	l3_password[n] = '\0';
 	/* one line: the password, without its newline */

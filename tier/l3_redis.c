@@ -140,7 +140,8 @@ static int apply_slots(struct l3r *r, const redisReply *rep,
 /*
  * Asks the known nodes, seeds first, for the slot map until one answers;
  * learns the mode on the way. 0, -EINVAL (the mode differs from the one
- * configured), -EACCES, or the last node's error.
+ * configured), -EACCES (password refused), -EPERM (a password is needed
+ * and none was given), or the last node's error.
  */
 static int refresh(struct l3r *r)
 {
@@ -164,6 +165,12 @@ static int refresh(struct l3r *r)
 		if (err)
 			continue;
 		if (rep->type == REDIS_REPLY_ERROR &&
+		    !strncmp(rep->str, "NOAUTH", 6)) {
+			/* a password is needed and none was given */
+			r_logf(r, "l3: %s:%d: %s", l3_node_addr(list[i])->host,
+			       l3_node_addr(list[i])->port, rep->str);
+			err = -EPERM;
+		} else if (rep->type == REDIS_REPLY_ERROR &&
 		    strstr(rep->str, "cluster support disabled")) {
 			err = 0;
 			pthread_mutex_lock(&r->mu);
@@ -317,10 +324,13 @@ int l3r_open(const struct l3r_config *cfg, struct l3r **out, char *errbuf,
 	/* a standalone server is asked too: a cluster node contradicts
 	 * l3_cluster=no (and a wrong password fails the mount either way) */
 	err = refresh(r);
-	if (err == -EINVAL || err == -EACCES) {
+	if (err == -EINVAL || err == -EACCES || err == -EPERM) {
 		snprintf(errbuf, errlen, "%s",
 			 err == -EACCES
 				 ? "l3: the server refused the password"
+			 : err == -EPERM
+				 ? "l3: the server wants a password "
+				   "(l3_auth_file=)"
 			 : r->want == L3R_CLUSTER
 				 ? "l3: l3_cluster=yes but the server has "
 				   "cluster support disabled"
