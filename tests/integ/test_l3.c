@@ -635,6 +635,10 @@ static void test_bad_options(void **state)
 		 rt_url(&solo, url, sizeof(url)), wrong);
 	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
 	unlink(wrong);
+	/* no password for a server that wants one: refused at mount (not
+	 * a mount whose L3 never answers) */
+	snprintf(opts, sizeof(opts), "l3=%s", rt_url(&solo, url, sizeof(url)));
+	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
 	/* an unreachable server is not a mount failure: L1 serves */
 	assert_int_equal(kvfs_test_mount(&m, "l3=redis://127.0.0.1:1,"
 					     "l3_timeout_ms=20"), 0);
