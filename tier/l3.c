@@ -253,9 +253,14 @@ static void glob_escape(char *dst, size_t cap, const char *s)
 	dst[j] = '\0';
 }
 
+/* One lowercase hex digit of a key, as a MATCH pattern. */
+#define HEX_CLASS "[0-9a-f]"
+
 struct drop_ctx {
 	struct l3 *l3;
-	char pattern[2 * L3_KEY_MAX + 4];
+	/* escaped prefix and name, ':', 32 hex classes */
+	char pattern[2 * L3_PREFIX_MAX + 2 * KVFS_NS_NAME_MAX + 2 +
+		     KVFS_KEY_HEX_LEN * (sizeof(HEX_CLASS) - 1) + 1];
 	long deleted;
 };
 
@@ -326,12 +331,17 @@ static int drop_node(void *arg, struct l3_node *node)
 long l3_drop_ns(struct l3 *l3, const char *ns)
 {
 	struct drop_ctx d = { .l3 = l3 };
-	char esc_p[2 * L3_PREFIX_MAX + 1], esc_n[2 * KVFS_NS_NAME_MAX + 1];
-	int err;
+	/* room for every byte escaped (glob_escape stops 3 short) */
+	char esc_p[2 * L3_PREFIX_MAX + 3], esc_n[2 * KVFS_NS_NAME_MAX + 3];
+	int err, len;
 
 	glob_escape(esc_p, sizeof(esc_p), l3->prefix);
 	glob_escape(esc_n, sizeof(esc_n), ns);
-	snprintf(d.pattern, sizeof(d.pattern), "%s%s:*", esc_p, esc_n);
+	/* exactly 32 hex digits after "<name>:", not '*': namespace "a"
+	 * must not match the keys of namespace "a:b" */
+	len = snprintf(d.pattern, sizeof(d.pattern), "%s%s:", esc_p, esc_n);
+	for (int i = 0; i < KVFS_KEY_HEX_LEN; i++, len += sizeof(HEX_CLASS) - 1)
+		memcpy(d.pattern + len, HEX_CLASS, sizeof(HEX_CLASS));
 	err = l3r_each_master(l3->r, drop_node, &d);
 	l3_logf(l3, "l3: drop %s: %ld keys deleted%s%s", ns, d.deleted,
 		err ? ", then " : "", err ? strerror(-err) : "");

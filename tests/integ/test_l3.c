@@ -300,7 +300,10 @@ static void test_drop_ns(void **state)
 	mount_l3(&a, rt_url(&solo, url, sizeof(url)), "l3_ingest=all");
 	publish(&a, "dropns", keys, 30, 900);
 	publish(&a, "keepns", keys, 30, 900);
-	wait_stat(&a, "puts", 60);
+	/* a name that extends the dropped one past a ':' is another
+	 * namespace: its keys "kvfs:dropns:x:<hex>" must survive */
+	publish(&a, "dropns:x", keys, 30, 900);
+	wait_stat(&a, "puts", 90);
 	/* rmdir does not touch L3 (after the chunks are unlinked, it does:
 	 * unlink is a deletion; here the namespace stays) */
 	const char *argv[] = { ctl ? ctl : "build/asan/kvfsctl", "l3", "drop",
@@ -309,6 +312,8 @@ static void test_drop_ns(void **state)
 	assert_non_null(strstr(out, "30"));
 	assert_int_equal(redis_exists(&solo, "dropns", &keys[5]), 0);
 	assert_int_equal(redis_exists(&solo, "keepns", &keys[5]), 1);
+	for (size_t i = 0; i < 30; i++)
+		assert_int_equal(redis_exists(&solo, "dropns:x", &keys[i]), 1);
 	/* bad input: no such mount, no name */
 	const char *bad[] = { argv[0], "l3", "drop", NULL };
 	assert_int_not_equal(kvfs_test_run(bad, out, sizeof(out)), 0);
