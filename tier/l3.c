@@ -222,7 +222,10 @@ int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	struct l3r_op op = { .key = k, .klen = klen };
 	int err;
 
+	/* the GET that returned it was a miss after all, not a hit */
 	atomic_fetch_add(&l3->corrupt, 1);
+	atomic_fetch_sub(&l3->hits, 1);
+	atomic_fetch_add(&l3->misses, 1);
 	err = l3r_format(&op.cmd, 5, argv, lens);
 	if (err)
 		return err;

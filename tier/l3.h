@@ -54,7 +54,8 @@ struct l3_config {
 };
 
 struct l3_stats {
-	uint64_t gets, hits, misses;  /* l3_get: found / not found or failed */
+	uint64_t gets, hits, misses;  /* l3_get: found / not found, failed
+				       * or refused (l3_del_bad) */
 	uint64_t corrupt;             /* values the engine found bad */
 	uint64_t errors;              /* failed operations (timeouts included) */
 	uint64_t timeouts;            /* pipelines past their deadline */
@@ -151,8 +152,10 @@ int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key);
 /*
  * l3_del_bad - deletes (ns, key) only if its value is still bad (len bytes
  * at bad: the value l3_get returned and the engine refused), so a good
- * copy another node wrote meanwhile survives; counts it in corrupt.
- * Synchronous, bounded. 0 (deleted or already replaced), or an error.
+ * copy another node wrote meanwhile survives; counts it in corrupt and
+ * moves the GET that returned it from hits to misses (call it once per
+ * refused value). Synchronous, bounded. 0 (deleted or already replaced),
+ * or an error.
  */
 int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	       const void *bad, size_t len);

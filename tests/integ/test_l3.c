@@ -280,6 +280,9 @@ static void test_garbage_is_a_miss(void **state)
 	assert_int_equal(read_check(&b, fd, &keys[2], 502), -ENOENT);
 	assert_int_equal(read_check(&b, fd, &keys[3], 503), -ENOENT);
 	assert_int_equal(l3_stat(&b, "corrupt"), 3);
+	/* a refused value is a miss, not a hit */
+	assert_int_equal(l3_stat(&b, "hits"), 1);
+	assert_true(l3_stat(&b, "misses") >= 3);
 	/* the bad values were deleted (they were still the same) */
 	assert_int_equal(redis_exists(&solo, "garb", &keys[1]), 0);
 	assert_int_equal(redis_exists(&solo, "garb", &keys[2]), 0);

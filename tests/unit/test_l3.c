@@ -216,6 +216,10 @@ static void test_del_bad(void **state)
 	assert_int_equal(l3_get(l3, "nsbad", &k, &v), -ENOENT);
 	l3_get_stats(l3, &st);
 	assert_int_equal(st.corrupt, 2);
+	/* the refused values are misses, not hits */
+	assert_int_equal(st.gets, 3);
+	assert_int_equal(st.hits, 0);
+	assert_int_equal(st.misses, 3);
 	/* a key of another type under the prefix: an error, a miss */
 	assert_int_equal(rt_cli(&srv, out, sizeof(out), "LPUSH", name, "x",
 				NULL), 0);
