@@ -74,14 +74,29 @@ static void l3_logf(struct l3 *l3, const char *fmt, ...)
 	l3->log(l3->log_arg, msg);
 }
 
+/*
+ * "{}" when the prefix or the name holds a '{': Redis Cluster would hash
+ * only what a "{...}" in them encloses (a hash tag), putting every chunk
+ * of the namespace in one slot. A leading "{}" is an empty tag, which
+ * the specification ignores: the whole key is hashed. Other keys stay as
+ * they are (and cannot collide: they hold no '{').
+ */
+static const char *untag(const struct l3 *l3, const char *ns)
+{
+	return strchr(l3->prefix, '{') ||
+			       memchr(ns, '{', strnlen(ns, KVFS_NS_NAME_MAX))
+		       ? "{}"
+		       : "";
+}
+
 size_t l3_key(const struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	      char *buf)
 {
 	char hex[KVFS_KEY_HEX_LEN + 1];
 
 	kvfs_key_hex(key, hex);
-	return (size_t)snprintf(buf, L3_KEY_MAX, "%s%.*s:%s", l3->prefix,
-				KVFS_NS_NAME_MAX, ns, hex);
+	return (size_t)snprintf(buf, L3_KEY_MAX, "%s%s%.*s:%s", untag(l3, ns),
+				l3->prefix, KVFS_NS_NAME_MAX, ns, hex);
 }
 
 /* The deadline of an operation moving up to bytes of values. */
@@ -262,7 +277,7 @@ static void glob_escape(char *dst, size_t cap, const char *s)
 struct drop_ctx {
 	struct l3 *l3;
 	/* escaped prefix and name, ':', 32 hex classes */
-	char pattern[2 * L3_PREFIX_MAX + 2 * KVFS_NS_NAME_MAX + 2 +
+	char pattern[2 + 2 * L3_PREFIX_MAX + 2 * KVFS_NS_NAME_MAX + 2 +
 		     KVFS_KEY_HEX_LEN * (sizeof(HEX_CLASS) - 1) + 1];
 	long deleted;
 };
@@ -342,7 +357,8 @@ long l3_drop_ns(struct l3 *l3, const char *ns)
 	glob_escape(esc_n, sizeof(esc_n), ns);
 	/* exactly 32 hex digits after "<name>:", not '*': namespace "a"
 	 * must not match the keys of namespace "a:b" */
-	len = snprintf(d.pattern, sizeof(d.pattern), "%s%s:", esc_p, esc_n);
+	len = snprintf(d.pattern, sizeof(d.pattern), "%s%s%s:", untag(l3, ns),
+		       esc_p, esc_n);
 	for (int i = 0; i < KVFS_KEY_HEX_LEN; i++, len += sizeof(HEX_CLASS) - 1)
 		memcpy(d.pattern + len, HEX_CLASS, sizeof(HEX_CLASS));
 	err = l3r_each_master(l3->r, drop_node, &d);

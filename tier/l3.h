@@ -6,8 +6,9 @@
  * Keys: "<prefix><namespace name>:<32 lowercase hex of the chunk key>",
  * e.g. "kvfs:llama3-8b.bf16.tp2.r0:00112233445566778899aabbccddeeff".
  * No hash tag is added: the keys of one namespace spread over every slot
- * of a cluster (a '{' in a namespace name is hashed as the cluster
- * specification says, so routing stays right whatever the name).
+ * of a cluster. A prefix or name holding a '{' would act as a hash tag
+ * (every chunk of the namespace in one slot): such keys start with an
+ * empty tag "{}", which makes Redis hash the whole key.
  * Values are opaque here: the engine stores self-checking records in them
  * and checks what it reads (a value from L3 is never trusted).
  *
@@ -39,7 +40,7 @@
 /* The slowest transfer rate a deadline allows for (bytes per second). */
 #define L3_MIN_RATE (256ull << 20)
 /* A key: prefix + namespace name + ':' + 32 hex + NUL. */
-#define L3_KEY_MAX (L3_PREFIX_MAX + KVFS_NS_NAME_MAX + 1 + 32 + 1)
+#define L3_KEY_MAX (2 + L3_PREFIX_MAX + KVFS_NS_NAME_MAX + 1 + 32 + 1)
 
 struct l3_config {
 	const char *servers;   /* l3=: redis://HOST:PORT[,HOST:PORT...] */

@@ -18,6 +18,7 @@
 
 #include "tests/common/redis_test.h"
 #include "tier/l3.h"
+#include "tier/l3_slot.h"
 
 static struct rt_server srv;
 
@@ -127,6 +128,20 @@ static void test_key_layout(void **state)
 
 	assert_int_equal(n, strlen("pfx:llama.r0:") + 32);
 	assert_string_equal(buf, "pfx:llama.r0:25000000000000000000000000000001");
+	/* a '{' in the name is no hash tag: a namespace spreads over slots */
+	unsigned first = 0;
+	bool spread = false;
+
+	for (unsigned i = 0; i < 64; i++) {
+		struct kvfs_key ki = key_of(i);
+
+		n = l3_key(l3, "n{a}b", &ki, buf);
+		if (!i)
+			first = l3_key_slot(buf, n);
+		spread |= l3_key_slot(buf, n) != first;
+	}
+	assert_true(spread);
+	assert_string_equal(buf, "{}pfx:n{a}b:1b00000000000000000000000000003f");
 	l3_close(l3);
 }
 
