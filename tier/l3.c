@@ -223,6 +223,13 @@ out:
 	return err ? err : (long)run;
 }
 
+void l3_refused(struct l3 *l3)
+{
+	/* the GET that returned it was a miss after all, not a hit */
+	atomic_fetch_sub(&l3->hits, 1);
+	atomic_fetch_add(&l3->misses, 1);
+}
+
 int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	       const void *bad, size_t len)
 {
@@ -237,10 +244,8 @@ int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	struct l3r_op op = { .key = k, .klen = klen };
 	int err;
 
-	/* the GET that returned it was a miss after all, not a hit */
 	atomic_fetch_add(&l3->corrupt, 1);
-	atomic_fetch_sub(&l3->hits, 1);
-	atomic_fetch_add(&l3->misses, 1);
+	l3_refused(l3);
 	err = l3r_format(&op.cmd, 5, argv, lens);
 	if (err)
 		return err;

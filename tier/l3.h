@@ -150,12 +150,15 @@ bool l3_queue_room(struct l3 *l3, size_t bytes);
  * it queued before. Never dropped for space. 0 or -ENOMEM, -ESHUTDOWN. */
 int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key);
 
+/* l3_refused - counts a value l3_get returned that the caller did not
+ * use (once per such value): that GET moves from hits to misses. */
+void l3_refused(struct l3 *l3);
+
 /*
  * l3_del_bad - deletes (ns, key) only if its value is still bad (len bytes
  * at bad: the value l3_get returned and the engine refused), so a good
  * copy another node wrote meanwhile survives; counts it in corrupt and
- * moves the GET that returned it from hits to misses (call it once per
- * refused value). Synchronous, bounded. 0 (deleted or already replaced),
+ * calls l3_refused. Synchronous, bounded. 0 (deleted or already replaced),
  * or an error.
  */
 int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,

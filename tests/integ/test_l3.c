@@ -493,6 +493,19 @@ static void test_big_chunk(void **state)
 	assert_int_equal(kvfs_get(fd, &k[0], buf, big + 1), (long)big);
 	assert_int_equal(kvfs_test_check(buf, big, 77, 0), 0);
 	close(fd);
+	/* a node whose max_chunk is smaller: a miss there, not a bad value
+	 * (the chunk stays in L3 for the nodes that can take it) */
+	struct kvfs_mnt c;
+
+	mount_l3(&c, url, "max_chunk=16M,l3_timeout_ms=5000"); /* GET it */
+	fd = kvfs_ns_open(c.dir, "big", KVFS_NS_CREATE, 0755);
+	assert_int_equal(kvfs_get(fd, &k[0], buf, big + 1), -ENOENT);
+	close(fd);
+	assert_int_equal(l3_stat(&c, "timeouts"), 0); /* it was read */
+	assert_int_equal(l3_stat(&c, "corrupt"), 0);
+	assert_int_equal(l3_stat(&c, "hits"), 0);
+	assert_int_equal(redis_exists(&solo, "big", &k[0]), 1);
+	assert_int_equal(kvfs_test_umount(&c), 0);
 	free(buf);
 	assert_int_equal(kvfs_test_umount(&b), 0);
 	assert_int_equal(kvfs_test_umount(&a), 0);
