@@ -588,7 +588,7 @@ int l3_open(const struct l3_config *cfg, struct l3 **out, char *errbuf,
 	const char *prefix = cfg->prefix ? cfg->prefix : L3_PREFIX_DEFAULT;
 	struct l3r_config rc = {
 		.servers = cfg->servers, .mode = cfg->mode,
-		.password = cfg->password, .log = cfg->log,
+		.user = cfg->user, .password = cfg->password, .log = cfg->log,
 		.log_arg = cfg->log_arg,
 	};
 	pthread_condattr_t ca;

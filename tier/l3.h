@@ -39,12 +39,13 @@
 #define L3_WRITERS 2
 /* The slowest transfer rate a deadline allows for (bytes per second). */
 #define L3_MIN_RATE (256ull << 20)
-/* A key: prefix + namespace name + ':' + 32 hex + NUL. */
+/* A key: ["{}"] prefix + namespace name + ':' + 32 hex + NUL. */
 #define L3_KEY_MAX (2 + L3_PREFIX_MAX + KVFS_NS_NAME_MAX + 1 + 32 + 1)
 
 struct l3_config {
 	const char *servers;   /* l3=: redis://HOST:PORT[,HOST:PORT...] */
 	enum l3r_mode mode;    /* l3_cluster=auto|yes|no */
+	const char *user;      /* l3_user: an ACL user, NULL = default */
 	const char *password;  /* from l3_auth_file, NULL = none */
 	const char *prefix;    /* NULL = L3_PREFIX_DEFAULT */
 	int timeout_ms;        /* 0 = L3_TIMEOUT_MS_DEFAULT */

@@ -18,6 +18,7 @@
 struct l3r {
 	struct l3_conn_cfg ccfg;   /* immutable */
 	char *password;            /* immutable: ccfg.password, NULL = none */
+	char *user;                /* immutable: ccfg.user, NULL = default */
 	enum l3r_mode want;        /* immutable: the configured mode */
 	int timeout_ms;            /* immutable */
 	void (*log)(void *arg, const char *msg);
@@ -290,11 +291,14 @@ int l3r_open(const struct l3r_config *cfg, struct l3r **out, char *errbuf,
 
 	if (!r)
 		return -ENOMEM;
-	if (cfg->password && !(r->password = strdup(cfg->password))) {
+	if ((cfg->password && !(r->password = strdup(cfg->password))) ||
+	    (cfg->user && !(r->user = strdup(cfg->user)))) {
+		free(r->password);
 		free(r);
 		return -ENOMEM;
 	}
 	r->ccfg.password = r->password;
+	r->ccfg.user = r->user;
 	r->ccfg.pool = cfg->pool ? cfg->pool : 4;
 	r->ccfg.log = cfg->log;
 	r->ccfg.log_arg = cfg->log_arg;
@@ -377,6 +381,7 @@ void l3r_close(struct l3r *r)
 		explicit_bzero(r->password, strlen(r->password));
 		free(r->password);
 	}
+	free(r->user);
 	free(r);
 }
 

@@ -47,6 +47,7 @@ struct l3r_config {
 	 * seeds of a cluster, or the one standalone server */
 	const char *servers;
 	enum l3r_mode mode;
+	const char *user;     /* AUTH user (ACL); NULL = the default user */
 	const char *password; /* NULL = no AUTH */
 	int timeout_ms;       /* the default bound of an operation */
 	int pool;             /* connections per node (0 = 4) */

@@ -652,7 +652,8 @@ int tier_l3_open(struct tier *t, char *err, size_t errlen)
 	const struct tier_config *c = &t->cfg;
 	struct l3_config lc = {
 		.servers = c->l3, .mode = (enum l3r_mode)c->l3_cluster,
-		.password = c->l3_password, .prefix = c->l3_prefix,
+		.user = c->l3_user, .password = c->l3_password,
+		.prefix = c->l3_prefix,
 		.timeout_ms = c->l3_timeout_ms, .max_chunk = c->max_chunk,
 		.log = on_log, .log_arg = t,
 	};

@@ -635,7 +635,7 @@ static void test_bad_options(void **state)
 		assert_int_not_equal(kvfs_test_mount(&m, bad[i]), 0);
 	}
 	/* a wrong password: refused at mount, with the reason */
-	char url[128], opts[1024], wrong[300];
+	char url[128], opts[1024], wrong[300], out[256];
 	struct kvfs_mnt m;
 	FILE *f;
 
@@ -659,6 +659,27 @@ static void test_bad_options(void **state)
 	/* no password for a server that wants one: refused at mount (not
 	 * a mount whose L3 never answers) */
 	snprintf(opts, sizeof(opts), "l3=%s", rt_url(&solo, url, sizeof(url)));
+	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
+	/* an ACL user (AUTH user password), restricted to the prefix; its
+	 * name without a password file is refused */
+	assert_int_equal(rt_cli(&solo, out, sizeof(out), "ACL", "SETUSER",
+				"kvfsacl", "on", ">acl-pw", "~kvfs:*", "+@all",
+				"-@dangerous", NULL), 0);
+	f = fopen(wrong, "w");
+	assert_non_null(f);
+	fputs("acl-pw\n", f);
+	fclose(f);
+	snprintf(opts, sizeof(opts), "l3=%s,l3_ingest=all,l3_user=kvfsacl,"
+		 "l3_auth_file=%s", url, wrong);
+	assert_int_equal(kvfs_test_mount(&m, opts), 0);
+	struct kvfs_key ka[1];
+	chain(ka, 1, 7);
+	publish(&m, "acl", ka, 1, 1);
+	wait_stat(&m, "puts", 1);
+	assert_int_equal(redis_exists(&solo, "acl", &ka[0]), 1);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+	unlink(wrong);
+	snprintf(opts, sizeof(opts), "l3=%s,l3_user=kvfsacl", url);
 	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
 	/* an unreachable server is not a mount failure: L1 serves */
 	assert_int_equal(kvfs_test_mount(&m, "l3=redis://127.0.0.1:1,"
