@@ -175,6 +175,28 @@ static void two_nodes(const char *url, const struct rt_server *any,
 	/* B has nothing locally: the whole run is in L3 */
 	fd = kvfs_ns_open(b.dir, ns, KVFS_NS_CREATE, 0755);
 	assert_true(fd >= 0);
+	{ /* kvfsctl lookup says which tier: all l3 */
+		const char *ctl = getenv("KVFS_CTL_BIN");
+		char kf[PATH_MAX + 8], cmd[3 * PATH_MAX + 64], line[256], hex[33];
+		FILE *f;
+
+		snprintf(kf, sizeof(kf), "%s.keys", b.dir);
+		f = fopen(kf, "w");
+		assert_non_null(f);
+		for (size_t i = 0; i < 10; i++) {
+			kvfs_key_hex(&keys[i], hex);
+			fprintf(f, "%s\n", hex);
+		}
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "%s lookup %s/%s < %s",
+			 ctl ? ctl : "build/asan/kvfsctl", b.dir, ns, kf);
+		f = popen(cmd, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(line, sizeof(line), f));
+		assert_int_equal(pclose(f), 0);
+		unlink(kf);
+		assert_string_equal(line, "found=10 keys=10 l1=0 l2=0 l3=10\n");
+	}
 	long long rt0 = l3_stat(&b, "roundtrips");
 	assert_int_equal(kvfs_lookup(fd, keys, NCHUNKS + 8, 0, 0, 0, &res),
 			 NCHUNKS);
