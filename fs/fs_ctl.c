@@ -144,8 +144,9 @@ static size_t l3_fields(const struct tier_stats *st, struct l3_field *f)
 	F("nodes_down", "gauge", "L3 nodes backing off after a failure",
 	  l->redis.nodes_down);
 	F("cluster", "gauge", "1 when L3 is a Redis Cluster", l->redis.cluster);
-	F("hits", "counter", "L3 GETs that found a value", l->hits);
-	F("misses", "counter", "L3 GETs that found none or failed", l->misses);
+	F("hits", "counter", "L3 GETs that found a good value", l->hits);
+	F("misses", "counter", "L3 GETs that found none, failed or were corrupt",
+	  l->misses);
 	F("corrupt", "counter", "L3 values that failed a check (misses)",
 	  l->corrupt);
 	F("errors", "counter", "failed L3 operations", l->errors);

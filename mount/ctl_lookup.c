@@ -179,8 +179,8 @@ static int run_lookup(const char *cmd, int argc, char **argv, unsigned flags)
 		close(fd);
 		return 1;
 	}
-	printf("found=%ld keys=%ld l1=%u l2=%u\n", found, nkeys, res.in_l1,
-	       res.in_l2);
+	printf("found=%ld keys=%ld l1=%u l2=%u l3=%u\n", found, nkeys,
+	       res.in_l1, res.in_l2, res.in_l3);
 	for (uint32_t i = 0; i < res.nleases; i++)
 		printf("lease=%llu\n", (unsigned long long)res.leases[i]);
 	fflush(stdout);

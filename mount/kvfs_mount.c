@@ -47,7 +47,7 @@ struct mopts {
 	char *l2_policy, *flush_on_exit, *tmp_timeout, *max_read;
 	/* L3 */
 	char *l3, *l3_cluster, *l3_auth_file, *l3_ingest, *l3_timeout_ms;
-	char *l3_prefix;
+	char *l3_prefix, *l3_user;
 	int foreground, debug, help, version;
 	int mount_form;          /* invoked as mount.kvfs / with SOURCE */
 	int fake;                /* mount(8) -f */
@@ -105,6 +105,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("events_format=%s", ev.events_format),
 	MOPT("events_hash=%s", ev.events_hash),
 	MOPT("events_buffer=%s", ev.events_buffer),
+	MOPT("l3_user=%s", l3_user),
 
 	/* libfuse's own mount options */
 	FUSE_OPT_KEY("allow_other", KEY_FUSE),
@@ -184,6 +185,7 @@ static void usage(FILE *f, const char *prog)
 "                     tcp://*:5557 binds, tcp://host:5557 connects\n"
 "  -o events_replay=ENDPOINT  replay socket (ROUTER)   node=NAME\n"
 "  -o events_format=map|array  events_hash=u64|bytes  events_buffer=N\n"
+"  -o l3_user=NAME     an ACL user (its password in l3_auth_file)\n"
 "  -o allow_other,allow_root,auto_unmount,ro,noexec,noatime,fsname=NAME\n"
 "                     passed to FUSE; default_permissions is always on\n",
 		prog);
@@ -375,6 +377,12 @@ static int read_auth_file(const char *path)
 		fprintf(stderr, "kvfs-mount: note: l3_auth_file %s can be read "
 			"by other users (chmod 600 it)\n", path);
 	n = fread(l3_password, 1, sizeof(l3_password) - 1, f);
+	if (ferror(f)) { /* a directory, an I/O error */
+		fprintf(stderr, "kvfs-mount: l3_auth_file %s: %s\n", path,
+			strerror(errno));
+		fclose(f);
+		return -1;
+	}
 	fclose(f);
 	l3_password[n] = '\0';
 	/* one line: the password, without its newline */
@@ -397,7 +405,7 @@ static int build_l3(struct mopts *o, struct tier_config *tc)
 
 	if (!o->l3) {
 		if (o->l3_cluster || o->l3_auth_file || o->l3_ingest ||
-		    o->l3_timeout_ms || o->l3_prefix) {
+		    o->l3_timeout_ms || o->l3_prefix || o->l3_user) {
 			fprintf(stderr, "kvfs-mount: l3_* options need l3=\n");
 			return -1;
 		}
@@ -437,6 +445,15 @@ static int build_l3(struct mopts *o, struct tier_config *tc)
 		if (read_auth_file(o->l3_auth_file))
 			return -1;
 		tc->l3_password = l3_password;
+	}
+	if (o->l3_user) { /* an ACL user: AUTH user password */
+		if (!o->l3_auth_file || !*o->l3_user ||
+		    strpbrk(o->l3_user, " \t\r\n")) {
+			fprintf(stderr, "kvfs-mount: l3_user needs a name (no "
+				"spaces) and l3_auth_file (its password)\n");
+			return -1;
+		}
+		tc->l3_user = o->l3_user;
 	}
 	return 0;
 }
@@ -652,6 +669,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("l3_cluster=%s\n", tc->l3_cluster == L3R_CLUSTER ? "yes" :
 	    tc->l3_cluster == L3R_STANDALONE ? "no" : "auto");
 	CFG("l3_auth=%s\n", tc->l3_password ? "yes" : "no");
+	CFG("l3_user=%s\n", tc->l3_user ? tc->l3_user : "");
 	CFG("l3_ingest=%s\n", tc->l3_ingest == TIER_INGEST_ALL ? "all" :
 	    tc->l3_ingest == TIER_INGEST_HOT ? "hot" : "evicted");
 	CFG("l3_timeout_ms=%d\n", tc->l3_timeout_ms ? tc->l3_timeout_ms :
@@ -863,7 +881,8 @@ static void free_opts(struct mopts *o)
 		       &o->hot_hits, &o->l2_policy, &o->flush_on_exit,
 		       &o->tmp_timeout, &o->max_read, &o->l3,
 		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
-		       &o->l3_timeout_ms, &o->l3_prefix, &o->args[0],
+		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,
+		       &o->args[0],
 		       &o->args[1] };
 
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {

@@ -74,14 +74,29 @@ static void l3_logf(struct l3 *l3, const char *fmt, ...)
 	l3->log(l3->log_arg, msg);
 }
 
+/*
+ * "{}" when the prefix or the name holds a '{': Redis Cluster would hash
+ * only what a "{...}" in them encloses (a hash tag), putting every chunk
+ * of the namespace in one slot. A leading "{}" is an empty tag, which
+ * the specification ignores: the whole key is hashed. Other keys stay as
+ * they are (and cannot collide: they hold no '{').
+ */
+static const char *untag(const struct l3 *l3, const char *ns)
+{
+	return strchr(l3->prefix, '{') ||
+			       memchr(ns, '{', strnlen(ns, KVFS_NS_NAME_MAX))
+		       ? "{}"
+		       : "";
+}
+
 size_t l3_key(const struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	      char *buf)
 {
 	char hex[KVFS_KEY_HEX_LEN + 1];
 
 	kvfs_key_hex(key, hex);
-	return (size_t)snprintf(buf, L3_KEY_MAX, "%s%.*s:%s", l3->prefix,
-				KVFS_NS_NAME_MAX, ns, hex);
+	return (size_t)snprintf(buf, L3_KEY_MAX, "%s%s%.*s:%s", untag(l3, ns),
+				l3->prefix, KVFS_NS_NAME_MAX, ns, hex);
 }
 
 /* The deadline of an operation moving up to bytes of values. */
@@ -208,6 +223,13 @@ out:
 	return err ? err : (long)run;
 }
 
+void l3_refused(struct l3 *l3)
+{
+	/* the GET that returned it was a miss after all, not a hit */
+	atomic_fetch_sub(&l3->hits, 1);
+	atomic_fetch_add(&l3->misses, 1);
+}
+
 int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	       const void *bad, size_t len)
 {
@@ -223,6 +245,7 @@ int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	int err;
 
 	atomic_fetch_add(&l3->corrupt, 1);
+	l3_refused(l3);
 	err = l3r_format(&op.cmd, 5, argv, lens);
 	if (err)
 		return err;
@@ -253,9 +276,14 @@ static void glob_escape(char *dst, size_t cap, const char *s)
 	dst[j] = '\0';
 }
 
+/* One lowercase hex digit of a key, as a MATCH pattern. */
+#define HEX_CLASS "[0-9a-f]"
+
 struct drop_ctx {
 	struct l3 *l3;
-	char pattern[2 * L3_KEY_MAX + 4];
+	/* escaped prefix and name, ':', 32 hex classes */
+	char pattern[2 + 2 * L3_PREFIX_MAX + 2 * KVFS_NS_NAME_MAX + 2 +
+		     KVFS_KEY_HEX_LEN * (sizeof(HEX_CLASS) - 1) + 1];
 	long deleted;
 };
 
@@ -326,12 +354,18 @@ static int drop_node(void *arg, struct l3_node *node)
 long l3_drop_ns(struct l3 *l3, const char *ns)
 {
 	struct drop_ctx d = { .l3 = l3 };
-	char esc_p[2 * L3_PREFIX_MAX + 1], esc_n[2 * KVFS_NS_NAME_MAX + 1];
-	int err;
+	/* room for every byte escaped (glob_escape stops 3 short) */
+	char esc_p[2 * L3_PREFIX_MAX + 3], esc_n[2 * KVFS_NS_NAME_MAX + 3];
+	int err, len;
 
 	glob_escape(esc_p, sizeof(esc_p), l3->prefix);
 	glob_escape(esc_n, sizeof(esc_n), ns);
-	snprintf(d.pattern, sizeof(d.pattern), "%s%s:*", esc_p, esc_n);
+	/* exactly 32 hex digits after "<name>:", not '*': namespace "a"
+	 * must not match the keys of namespace "a:b" */
+	len = snprintf(d.pattern, sizeof(d.pattern), "%s%s%s:", untag(l3, ns),
+		       esc_p, esc_n);
+	for (int i = 0; i < KVFS_KEY_HEX_LEN; i++, len += sizeof(HEX_CLASS) - 1)
+		memcpy(d.pattern + len, HEX_CLASS, sizeof(HEX_CLASS));
 	err = l3r_each_master(l3->r, drop_node, &d);
 	l3_logf(l3, "l3: drop %s: %ld keys deleted%s%s", ns, d.deleted,
 		err ? ", then " : "", err ? strerror(-err) : "");
@@ -554,7 +588,7 @@ int l3_open(const struct l3_config *cfg, struct l3 **out, char *errbuf,
 	const char *prefix = cfg->prefix ? cfg->prefix : L3_PREFIX_DEFAULT;
 	struct l3r_config rc = {
 		.servers = cfg->servers, .mode = cfg->mode,
-		.password = cfg->password, .log = cfg->log,
+		.user = cfg->user, .password = cfg->password, .log = cfg->log,
 		.log_arg = cfg->log_arg,
 	};
 	pthread_condattr_t ca;

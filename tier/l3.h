@@ -6,8 +6,9 @@
  * Keys: "<prefix><namespace name>:<32 lowercase hex of the chunk key>",
  * e.g. "kvfs:llama3-8b.bf16.tp2.r0:00112233445566778899aabbccddeeff".
  * No hash tag is added: the keys of one namespace spread over every slot
- * of a cluster (a '{' in a namespace name is hashed as the cluster
- * specification says, so routing stays right whatever the name).
+ * of a cluster. A prefix or name holding a '{' would act as a hash tag
+ * (every chunk of the namespace in one slot): such keys start with an
+ * empty tag "{}", which makes Redis hash the whole key.
  * Values are opaque here: the engine stores self-checking records in them
  * and checks what it reads (a value from L3 is never trusted).
  *
@@ -38,12 +39,13 @@
 #define L3_WRITERS 2
 /* The slowest transfer rate a deadline allows for (bytes per second). */
 #define L3_MIN_RATE (256ull << 20)
-/* A key: prefix + namespace name + ':' + 32 hex + NUL. */
-#define L3_KEY_MAX (L3_PREFIX_MAX + KVFS_NS_NAME_MAX + 1 + 32 + 1)
+/* A key: ["{}"] prefix + namespace name + ':' + 32 hex + NUL. */
+#define L3_KEY_MAX (2 + L3_PREFIX_MAX + KVFS_NS_NAME_MAX + 1 + 32 + 1)
 
 struct l3_config {
 	const char *servers;   /* l3=: redis://HOST:PORT[,HOST:PORT...] */
 	enum l3r_mode mode;    /* l3_cluster=auto|yes|no */
+	const char *user;      /* l3_user: an ACL user, NULL = default */
 	const char *password;  /* from l3_auth_file, NULL = none */
 	const char *prefix;    /* NULL = L3_PREFIX_DEFAULT */
 	int timeout_ms;        /* 0 = L3_TIMEOUT_MS_DEFAULT */
@@ -54,7 +56,8 @@ struct l3_config {
 };
 
 struct l3_stats {
-	uint64_t gets, hits, misses;  /* l3_get: found / not found or failed */
+	uint64_t gets, hits, misses;  /* l3_get: found / not found, failed
+				       * or refused (l3_del_bad) */
 	uint64_t corrupt;             /* values the engine found bad */
 	uint64_t errors;              /* failed operations (timeouts included) */
 	uint64_t timeouts;            /* pipelines past their deadline */
@@ -148,11 +151,16 @@ bool l3_queue_room(struct l3 *l3, size_t bytes);
  * it queued before. Never dropped for space. 0 or -ENOMEM, -ESHUTDOWN. */
 int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key);
 
+/* l3_refused - counts a value l3_get returned that the caller did not
+ * use (once per such value): that GET moves from hits to misses. */
+void l3_refused(struct l3 *l3);
+
 /*
  * l3_del_bad - deletes (ns, key) only if its value is still bad (len bytes
  * at bad: the value l3_get returned and the engine refused), so a good
- * copy another node wrote meanwhile survives; counts it in corrupt.
- * Synchronous, bounded. 0 (deleted or already replaced), or an error.
+ * copy another node wrote meanwhile survives; counts it in corrupt and
+ * calls l3_refused. Synchronous, bounded. 0 (deleted or already replaced),
+ * or an error.
  */
 int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	       const void *bad, size_t len);

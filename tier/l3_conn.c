@@ -32,6 +32,7 @@ struct l3_pc {
 struct l3_node {
 	struct l3_addr addr;     /* immutable */
 	char *password;          /* immutable, NULL = none */
+	char *user;              /* immutable, NULL = the default user */
 	int pool;                /* immutable */
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
@@ -81,7 +82,9 @@ struct l3_node *l3_node_new(const struct l3_addr *addr,
 	if (!n)
 		return NULL;
 	n->addr = *addr;
-	if (cfg->password && !(n->password = strdup(cfg->password))) {
+	if ((cfg->password && !(n->password = strdup(cfg->password))) ||
+	    (cfg->user && !(n->user = strdup(cfg->user)))) {
+		free(n->password);
 		free(n);
 		return NULL;
 	}
@@ -109,6 +112,7 @@ void l3_node_free(struct l3_node *n)
 		explicit_bzero(n->password, strlen(n->password));
 		free(n->password);
 	}
+	free(n->user);
 	pthread_mutex_destroy(&n->mu);
 	pthread_cond_destroy(&n->cv);
 	free(n);
@@ -427,17 +431,24 @@ static void free_replies(redisReply **r, size_t n)
 	}
 }
 
-/* AUTH on a fresh connection. */
+/* AUTH [user] password on a fresh connection. */
 static int conn_auth(struct l3_node *n, redisContext *c, uint64_t deadline)
 {
-	const char *argv[2] = { "AUTH", n->password };
-	size_t lens[2] = { 4, strlen(n->password) };
+	const char *argv[3] = { "AUTH", n->user, n->password };
+	size_t lens[3] = { 4, n->user ? strlen(n->user) : 0,
+			   strlen(n->password) };
+	int argc = 3;
 	redisReply *r = NULL;
 	struct l3_cmd cmd;
 	char *buf;
 	int len, err;
 
-	len = redisFormatCommandArgv(&buf, 2, argv, lens);
+	if (!n->user) { /* AUTH password: the default user */
+		argv[1] = argv[2];
+		lens[1] = lens[2];
+		argc = 2;
+	}
+	len = redisFormatCommandArgv(&buf, argc, argv, lens);
 	if (len < 0)
 		return -ENOMEM;
 	cmd.buf = buf;

@@ -36,6 +36,7 @@
 struct redisReply;
 
 struct l3_conn_cfg {
+	const char *user;      /* AUTH user; NULL = the default user */
 	const char *password;  /* AUTH on each new connection; NULL = none */
 	int pool;              /* connections per node, 1..L3_POOL_MAX */
 	void (*log)(void *arg, const char *msg);

@@ -18,6 +18,7 @@
 struct l3r {
 	struct l3_conn_cfg ccfg;   /* immutable */
 	char *password;            /* immutable: ccfg.password, NULL = none */
+	char *user;                /* immutable: ccfg.user, NULL = default */
 	enum l3r_mode want;        /* immutable: the configured mode */
 	int timeout_ms;            /* immutable */
 	void (*log)(void *arg, const char *msg);
@@ -140,7 +141,8 @@ static int apply_slots(struct l3r *r, const redisReply *rep,
 /*
  * Asks the known nodes, seeds first, for the slot map until one answers;
  * learns the mode on the way. 0, -EINVAL (the mode differs from the one
- * configured), -EACCES, or the last node's error.
+ * configured), -EACCES (password refused), -EPERM (a password is needed
+ * and none was given), or the last node's error.
  */
 static int refresh(struct l3r *r)
 {
@@ -164,6 +166,12 @@ static int refresh(struct l3r *r)
 		if (err)
 			continue;
 		if (rep->type == REDIS_REPLY_ERROR &&
+		    !strncmp(rep->str, "NOAUTH", 6)) {
+			/* a password is needed and none was given */
+			r_logf(r, "l3: %s:%d: %s", l3_node_addr(list[i])->host,
+			       l3_node_addr(list[i])->port, rep->str);
+			err = -EPERM;
+		} else if (rep->type == REDIS_REPLY_ERROR &&
 		    strstr(rep->str, "cluster support disabled")) {
 			err = 0;
 			pthread_mutex_lock(&r->mu);
@@ -283,11 +291,14 @@ int l3r_open(const struct l3r_config *cfg, struct l3r **out, char *errbuf,
 
 	if (!r)
 		return -ENOMEM;
-	if (cfg->password && !(r->password = strdup(cfg->password))) {
+	if ((cfg->password && !(r->password = strdup(cfg->password))) ||
+	    (cfg->user && !(r->user = strdup(cfg->user)))) {
+		free(r->password);
 		free(r);
 		return -ENOMEM;
 	}
 	r->ccfg.password = r->password;
+	r->ccfg.user = r->user;
 	r->ccfg.pool = cfg->pool ? cfg->pool : 4;
 	r->ccfg.log = cfg->log;
 	r->ccfg.log_arg = cfg->log_arg;
@@ -317,10 +328,13 @@ int l3r_open(const struct l3r_config *cfg, struct l3r **out, char *errbuf,
 	/* a standalone server is asked too: a cluster node contradicts
 	 * l3_cluster=no (and a wrong password fails the mount either way) */
 	err = refresh(r);
-	if (err == -EINVAL || err == -EACCES) {
+	if (err == -EINVAL || err == -EACCES || err == -EPERM) {
 		snprintf(errbuf, errlen, "%s",
 			 err == -EACCES
 				 ? "l3: the server refused the password"
+			 : err == -EPERM
+				 ? "l3: the server wants a password "
+				   "(l3_auth_file=)"
 			 : r->want == L3R_CLUSTER
 				 ? "l3: l3_cluster=yes but the server has "
 				   "cluster support disabled"
@@ -367,6 +381,7 @@ void l3r_close(struct l3r *r)
 		explicit_bzero(r->password, strlen(r->password));
 		free(r->password);
 	}
+	free(r->user);
 	free(r);
 }
 

@@ -47,6 +47,7 @@ struct l3r_config {
 	 * seeds of a cluster, or the one standalone server */
 	const char *servers;
 	enum l3r_mode mode;
+	const char *user;     /* AUTH user (ACL); NULL = the default user */
 	const char *password; /* NULL = no AUTH */
 	int timeout_ms;       /* the default bound of an operation */
 	int pool;             /* connections per node (0 = 4) */
@@ -87,7 +88,7 @@ struct l3r;
  * -EHOSTDOWN meanwhile. Errors (a reason in err): -EINVAL (bad address
  * list, several addresses with L3R_STANDALONE, cluster asked of a
  * standalone server or the other way round), -EACCES (AUTH refused),
- * -ENOMEM.
+ * -EPERM (the server wants a password and none was given), -ENOMEM.
  */
 int l3r_open(const struct l3r_config *cfg, struct l3r **out, char *err,
 	     size_t errlen);

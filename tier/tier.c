@@ -262,6 +262,7 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 	/* the L3 strings were copied where they are kept (the password by
 	 * the connections): none is kept here */
 	t->cfg.l3 = t->cfg.l3_password = t->cfg.l3_prefix = NULL;
+	t->cfg.l3_user = NULL;
 	if (rc < 0) {
 		tier_destroy(t);
 		return rc;

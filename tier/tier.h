@@ -70,6 +70,7 @@ struct tier_config {
 	 * are used by tier_create only (copied where kept). */
 	const char *l3;             /* redis://HOST:PORT[,HOST:PORT...] */
 	enum l3r_mode l3_cluster;   /* auto (default), cluster, standalone */
+	const char *l3_user;        /* AUTH user (ACL); NULL = default */
 	const char *l3_password;    /* AUTH; NULL = none */
 	enum tier_ingest l3_ingest; /* what goes to L3 (default evicted:
 				     * chunks leaving L1) */

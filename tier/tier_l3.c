@@ -53,7 +53,6 @@ struct tier_l3 {
 	struct l3 *l3;            /* (imm) */
 	uint64_t salt;            /* (imm) hdr_sum seed */
 	int level;                /* (imm) compress level, 0 = raw */
-	uint64_t max_stored;      /* (imm) the largest payload accepted */
 	uint64_t pin_cap;         /* (imm) L1 bytes that may be pinned for
 				   * L3 writes at once */
 	uint64_t pinned;          /* tier.lock: bytes pinned for L3 writes */
@@ -334,7 +333,9 @@ void tier_l3_forget(struct tier *t, struct tier_rec *r)
 
 /* -------------------------------------------------------- promotion */
 
-/* Every check of a value read from L3 (see the top of this file). */
+/* Every check of a value read from L3 (see the top of this file): 0,
+ * -EBADMSG (a bad value), or -EFBIG (a good record of a chunk larger than
+ * this node's max_chunk). */
 static int check_value(struct tier_l3 *t3, const struct l3_val *v,
 		       const char *ns, const struct kvfs_key *key,
 		       uint64_t max_chunk)
@@ -347,14 +348,18 @@ static int check_value(struct tier_l3 *t3, const struct l3_val *v,
 	/* the header here; the payload by raw_sum over the decoded bytes
 	 * (decode_into), which record.h allows when it is decoded anyway:
 	 * one pass over the bytes instead of two */
-	rc = kvrec_hdr_check(h, t3->salt, t3->max_stored);
+	/* the value is in memory already: its own length bounds the check */
+	rc = kvrec_hdr_check(h, t3->salt, v->len - KVREC_HDR_BYTES);
 	if (rc)
 		return -EBADMSG;
-	if (h->stored_len + KVREC_HDR_BYTES != v->len ||
-	    h->raw_len > max_chunk || strcmp(h->ns, ns) ||
+	if (h->stored_len + KVREC_HDR_BYTES != v->len || strcmp(h->ns, ns) ||
 	    memcmp(h->key, key->b, sizeof(h->key)) ||
 	    (h->codec == CODEC_NONE && h->stored_sum != h->raw_sum))
 		return -EBADMSG;
+	/* a good record of a node with a larger max_chunk: a miss here,
+	 * but not bad (nor deleted: that node and its peers read it) */
+	if (h->raw_len > max_chunk)
+		return -EFBIG;
 	return 0;
 }
 
@@ -486,6 +491,8 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		tier_log(t, "l3: %s: a bad record in L3 (a miss; deleted)",
 			 name);
 		l3_del_bad(t3->l3, name, key, v.data, v.len);
+	} else if (rc == -EFBIG) {
+		l3_refused(t3->l3); /* a miss here, left for other nodes */
 	}
 	l3_val_free(&v);
 	if (rc) {
@@ -645,7 +652,8 @@ int tier_l3_open(struct tier *t, char *err, size_t errlen)
 	const struct tier_config *c = &t->cfg;
 	struct l3_config lc = {
 		.servers = c->l3, .mode = (enum l3r_mode)c->l3_cluster,
-		.password = c->l3_password, .prefix = c->l3_prefix,
+		.user = c->l3_user, .password = c->l3_password,
+		.prefix = c->l3_prefix,
 		.timeout_ms = c->l3_timeout_ms, .max_chunk = c->max_chunk,
 		.log = on_log, .log_arg = t,
 	};
@@ -663,7 +671,6 @@ int tier_l3_open(struct tier *t, char *err, size_t errlen)
 	/* one salt per prefix: nodes sharing a prefix share the format */
 	t3->salt = kvrec_sum(prefix, strlen(prefix), 0x4b5646534c33ull);
 	t3->level = c->compress_level;
-	t3->max_stored = c->max_chunk;
 	t3->pin_cap = t->l1_cap / 4;
 	rc = l3_open(&lc, &t3->l3, err, errlen);
 	if (rc)

@@ -804,14 +804,14 @@ static void test_kvfsctl(void **state)
 	assert_non_null(f);
 	assert_non_null(fgets(line, sizeof(line), f));
 	assert_int_equal(pclose(f), 0);
-	assert_string_equal(line, "found=4 keys=6 l1=4 l2=0\n");
+	assert_string_equal(line, "found=4 keys=6 l1=4 l2=0 l3=0\n");
 
 	snprintf(cmd, sizeof(cmd), "%s prefetch %s/ctl < %s", ctl, mnt.dir, kf);
 	f = popen(cmd, "r");
 	assert_non_null(f);
 	assert_non_null(fgets(line, sizeof(line), f));
 	assert_int_equal(pclose(f), 0);
-	assert_string_equal(line, "found=4 keys=6 l1=4 l2=0\n");
+	assert_string_equal(line, "found=4 keys=6 l1=4 l2=0 l3=0\n");
 
 	/* pin holds the lease (its fd) while it runs; unpin from another
 	 * process releases it and the holder exits at its lease time. */
@@ -820,7 +820,7 @@ static void test_kvfsctl(void **state)
 	f = popen(cmd, "r");
 	assert_non_null(f);
 	assert_non_null(fgets(line, sizeof(line), f));
-	assert_string_equal(line, "found=4 keys=6 l1=4 l2=0\n");
+	assert_string_equal(line, "found=4 keys=6 l1=4 l2=0 l3=0\n");
 	assert_non_null(fgets(line, sizeof(line), f));
 	assert_int_equal(sscanf(line, "lease=%llu", &lease), 1);
 	assert_int_equal(wait_refs("ctl", keys, 4, 1, 0), 0);

@@ -32,7 +32,11 @@
 
 #define NCHUNKS 200
 #define CHUNK (64u << 10)
-#define TIMEOUT_MS 100
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define TIMEOUT_MS 100       /* the bound the failure tests measure */
+#define BUSY_TIMEOUT_MS 2000 /* elsewhere: no write lost to a loaded
+			      * machine (a timed out pipeline drops them) */
 
 static struct rt_server solo;
 static struct rt_cluster cl;
@@ -68,13 +72,16 @@ static void chain(struct kvfs_key *keys, size_t n, uint64_t r)
 	}
 }
 
+/* A node on url; l3_timeout_ms is BUSY_TIMEOUT_MS unless extra sets it. */
 static void mount_l3(struct kvfs_mnt *m, const char *url, const char *extra)
 {
-	char opts[PATH_MAX + 1024];
+	char opts[PATH_MAX + 1024], bound[32] = "";
 
-	snprintf(opts, sizeof(opts),
-		 "l1_size=64M,l3=%s,l3_timeout_ms=%d,l3_auth_file=%s%s%s", url,
-		 TIMEOUT_MS, authfile, extra ? "," : "", extra ? extra : "");
+	if (!extra || !strstr(extra, "l3_timeout_ms="))
+		snprintf(bound, sizeof(bound), ",l3_timeout_ms=%d",
+			 BUSY_TIMEOUT_MS);
+	snprintf(opts, sizeof(opts), "l1_size=64M,l3=%s%s,l3_auth_file=%s%s%s",
+		 url, bound, authfile, extra ? "," : "", extra ? extra : "");
 	assert_int_equal(kvfs_test_mount(m, opts), 0);
 }
 
@@ -175,6 +182,28 @@ static void two_nodes(const char *url, const struct rt_server *any,
 	/* B has nothing locally: the whole run is in L3 */
 	fd = kvfs_ns_open(b.dir, ns, KVFS_NS_CREATE, 0755);
 	assert_true(fd >= 0);
+	{ /* kvfsctl lookup says which tier: all l3 */
+		const char *ctl = getenv("KVFS_CTL_BIN");
+		char kf[PATH_MAX + 8], cmd[3 * PATH_MAX + 64], line[256], hex[33];
+		FILE *f;
+
+		snprintf(kf, sizeof(kf), "%s.keys", b.dir);
+		f = fopen(kf, "w");
+		assert_non_null(f);
+		for (size_t i = 0; i < 10; i++) {
+			kvfs_key_hex(&keys[i], hex);
+			fprintf(f, "%s\n", hex);
+		}
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "%s lookup %s/%s < %s",
+			 ctl ? ctl : "build/asan/kvfsctl", b.dir, ns, kf);
+		f = popen(cmd, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(line, sizeof(line), f));
+		assert_int_equal(pclose(f), 0);
+		unlink(kf);
+		assert_string_equal(line, "found=10 keys=10 l1=0 l2=0 l3=10\n");
+	}
 	long long rt0 = l3_stat(&b, "roundtrips");
 	assert_int_equal(kvfs_lookup(fd, keys, NCHUNKS + 8, 0, 0, 0, &res),
 			 NCHUNKS);
@@ -280,6 +309,9 @@ static void test_garbage_is_a_miss(void **state)
 	assert_int_equal(read_check(&b, fd, &keys[2], 502), -ENOENT);
 	assert_int_equal(read_check(&b, fd, &keys[3], 503), -ENOENT);
 	assert_int_equal(l3_stat(&b, "corrupt"), 3);
+	/* a refused value is a miss, not a hit */
+	assert_int_equal(l3_stat(&b, "hits"), 1);
+	assert_true(l3_stat(&b, "misses") >= 3);
 	/* the bad values were deleted (they were still the same) */
 	assert_int_equal(redis_exists(&solo, "garb", &keys[1]), 0);
 	assert_int_equal(redis_exists(&solo, "garb", &keys[2]), 0);
@@ -300,7 +332,10 @@ static void test_drop_ns(void **state)
 	mount_l3(&a, rt_url(&solo, url, sizeof(url)), "l3_ingest=all");
 	publish(&a, "dropns", keys, 30, 900);
 	publish(&a, "keepns", keys, 30, 900);
-	wait_stat(&a, "puts", 60);
+	/* a name that extends the dropped one past a ':' is another
+	 * namespace: its keys "kvfs:dropns:x:<hex>" must survive */
+	publish(&a, "dropns:x", keys, 30, 900);
+	wait_stat(&a, "puts", 90);
 	/* rmdir does not touch L3 (after the chunks are unlinked, it does:
 	 * unlink is a deletion; here the namespace stays) */
 	const char *argv[] = { ctl ? ctl : "build/asan/kvfsctl", "l3", "drop",
@@ -309,6 +344,8 @@ static void test_drop_ns(void **state)
 	assert_non_null(strstr(out, "30"));
 	assert_int_equal(redis_exists(&solo, "dropns", &keys[5]), 0);
 	assert_int_equal(redis_exists(&solo, "keepns", &keys[5]), 1);
+	for (size_t i = 0; i < 30; i++)
+		assert_int_equal(redis_exists(&solo, "dropns:x", &keys[i]), 1);
 	/* bad input: no such mount, no name */
 	const char *bad[] = { argv[0], "l3", "drop", NULL };
 	assert_int_not_equal(kvfs_test_run(bad, out, sizeof(out)), 0);
@@ -347,7 +384,8 @@ static void test_ingest_pin_prefetch(void **state)
 		char opts[PATH_MAX + 512];
 
 		snprintf(opts, sizeof(opts), "l1_size=2M,max_chunk=64K,l3=%s,"
-			 "l3_auth_file=%s", url, authfile);
+			 "l3_auth_file=%s,l3_timeout_ms=%d", url, authfile,
+			 BUSY_TIMEOUT_MS);
 		assert_int_equal(kvfs_test_mount(&a, opts), 0);
 	}
 	publish(&a, "evict", keys, 100, 3000);
@@ -427,7 +465,8 @@ static void test_with_l2_and_prefixes(void **state)
 	snprintf(l2dir, sizeof(l2dir), "/var/tmp/kvfs-l3-l2-XXXXXX");
 	assert_non_null(mkdtemp(l2dir));
 	snprintf(opts, sizeof(opts), "l1_size=2M,max_chunk=64K,l2_dir=%s,"
-		 "l2_size=256M,l3=%s,l3_auth_file=%s", l2dir, url, authfile);
+		 "l2_size=256M,l3=%s,l3_auth_file=%s,l3_timeout_ms=%d", l2dir,
+		 url, authfile, BUSY_TIMEOUT_MS);
 	assert_int_equal(kvfs_test_mount(&a, opts), 0);
 	publish(&a, "both", keys, 60, 7000);
 	wait_stat(&a, "puts", 20);
@@ -485,6 +524,19 @@ static void test_big_chunk(void **state)
 	assert_int_equal(kvfs_get(fd, &k[0], buf, big + 1), (long)big);
 	assert_int_equal(kvfs_test_check(buf, big, 77, 0), 0);
 	close(fd);
+	/* a node whose max_chunk is smaller: a miss there, not a bad value
+	 * (the chunk stays in L3 for the nodes that can take it) */
+	struct kvfs_mnt c;
+
+	mount_l3(&c, url, "max_chunk=16M,l3_timeout_ms=5000"); /* GET it */
+	fd = kvfs_ns_open(c.dir, "big", KVFS_NS_CREATE, 0755);
+	assert_int_equal(kvfs_get(fd, &k[0], buf, big + 1), -ENOENT);
+	close(fd);
+	assert_int_equal(l3_stat(&c, "timeouts"), 0); /* it was read */
+	assert_int_equal(l3_stat(&c, "corrupt"), 0);
+	assert_int_equal(l3_stat(&c, "hits"), 0);
+	assert_int_equal(redis_exists(&solo, "big", &k[0]), 1);
+	assert_int_equal(kvfs_test_umount(&c), 0);
 	free(buf);
 	assert_int_equal(kvfs_test_umount(&b), 0);
 	assert_int_equal(kvfs_test_umount(&a), 0);
@@ -505,7 +557,7 @@ static void test_paused_server(void **state)
 	chain(mine, 1, 9);
 	rt_url(&solo, url, sizeof(url));
 	mount_l3(&a, url, "l3_ingest=all");
-	mount_l3(&b, url, NULL);
+	mount_l3(&b, url, "l3_timeout_ms=" STR(TIMEOUT_MS));
 	publish(&a, "paused", keys, 10, 6000);
 	publish(&b, "local", mine, 1, 6100);
 	wait_stat(&a, "puts", 10);
@@ -552,7 +604,7 @@ static void test_cluster_master_down(void **state)
 	chain(keys, NCHUNKS, 4);
 	rt_cluster_url(&cl, url, sizeof(url));
 	mount_l3(&a, url, "l3_ingest=all");
-	mount_l3(&b, url, NULL);
+	mount_l3(&b, url, "l3_timeout_ms=" STR(TIMEOUT_MS));
 	publish(&a, "down", keys, NCHUNKS, 1000);
 	wait_stat(&a, "puts", NCHUNKS);
 
@@ -614,7 +666,7 @@ static void test_bad_options(void **state)
 		assert_int_not_equal(kvfs_test_mount(&m, bad[i]), 0);
 	}
 	/* a wrong password: refused at mount, with the reason */
-	char url[128], opts[1024], wrong[300];
+	char url[128], opts[1024], wrong[300], out[256];
 	struct kvfs_mnt m;
 	FILE *f;
 
@@ -635,6 +687,31 @@ static void test_bad_options(void **state)
 		 rt_url(&solo, url, sizeof(url)), wrong);
 	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
 	unlink(wrong);
+	/* no password for a server that wants one: refused at mount (not
+	 * a mount whose L3 never answers) */
+	snprintf(opts, sizeof(opts), "l3=%s", rt_url(&solo, url, sizeof(url)));
+	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
+	/* an ACL user (AUTH user password), restricted to the prefix; its
+	 * name without a password file is refused */
+	assert_int_equal(rt_cli(&solo, out, sizeof(out), "ACL", "SETUSER",
+				"kvfsacl", "on", ">acl-pw", "~kvfs:*", "+@all",
+				"-@dangerous", NULL), 0);
+	f = fopen(wrong, "w");
+	assert_non_null(f);
+	fputs("acl-pw\n", f);
+	fclose(f);
+	snprintf(opts, sizeof(opts), "l3=%s,l3_ingest=all,l3_user=kvfsacl,"
+		 "l3_auth_file=%s", url, wrong);
+	assert_int_equal(kvfs_test_mount(&m, opts), 0);
+	struct kvfs_key ka[1];
+	chain(ka, 1, 7);
+	publish(&m, "acl", ka, 1, 1);
+	wait_stat(&m, "puts", 1);
+	assert_int_equal(redis_exists(&solo, "acl", &ka[0]), 1);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+	unlink(wrong);
+	snprintf(opts, sizeof(opts), "l3=%s,l3_user=kvfsacl", url);
+	assert_int_not_equal(kvfs_test_mount(&m, opts), 0);
 	/* an unreachable server is not a mount failure: L1 serves */
 	assert_int_equal(kvfs_test_mount(&m, "l3=redis://127.0.0.1:1,"
 					     "l3_timeout_ms=20"), 0);

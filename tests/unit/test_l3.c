@@ -18,6 +18,7 @@
 
 #include "tests/common/redis_test.h"
 #include "tier/l3.h"
+#include "tier/l3_slot.h"
 
 static struct rt_server srv;
 
@@ -127,6 +128,20 @@ static void test_key_layout(void **state)
 
 	assert_int_equal(n, strlen("pfx:llama.r0:") + 32);
 	assert_string_equal(buf, "pfx:llama.r0:25000000000000000000000000000001");
+	/* a '{' in the name is no hash tag: a namespace spreads over slots */
+	unsigned first = 0;
+	bool spread = false;
+
+	for (unsigned i = 0; i < 64; i++) {
+		struct kvfs_key ki = key_of(i);
+
+		n = l3_key(l3, "n{a}b", &ki, buf);
+		if (!i)
+			first = l3_key_slot(buf, n);
+		spread |= l3_key_slot(buf, n) != first;
+	}
+	assert_true(spread);
+	assert_string_equal(buf, "{}pfx:n{a}b:1b00000000000000000000000000003f");
 	l3_close(l3);
 }
 
@@ -216,6 +231,10 @@ static void test_del_bad(void **state)
 	assert_int_equal(l3_get(l3, "nsbad", &k, &v), -ENOENT);
 	l3_get_stats(l3, &st);
 	assert_int_equal(st.corrupt, 2);
+	/* the refused values are misses, not hits */
+	assert_int_equal(st.gets, 3);
+	assert_int_equal(st.hits, 0);
+	assert_int_equal(st.misses, 3);
 	/* a key of another type under the prefix: an error, a miss */
 	assert_int_equal(rt_cli(&srv, out, sizeof(out), "LPUSH", name, "x",
 				NULL), 0);
