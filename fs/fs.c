@@ -95,33 +95,33 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
-	.lookup = fs_op_lookup,
-	.forget = fs_op_forget,
-	.forget_multi = fs_op_forget_multi,
-	.getattr = fs_op_getattr,
-	.setattr = fs_op_setattr,
+	.lookup = fs_path_op_lookup,
+	.forget = fs_path_op_forget,
+	.forget_multi = fs_path_op_forget_multi,
+	.getattr = fs_path_op_getattr,
+	.setattr = fs_path_op_setattr,
 	.mknod = fs_op_mknod,
-	.mkdir = fs_op_mkdir,
-	.unlink = fs_op_unlink,
-	.rmdir = fs_op_rmdir,
+	.mkdir = fs_path_op_mkdir,
+	.unlink = fs_path_op_unlink,
+	.rmdir = fs_path_op_rmdir,
 	.symlink = fs_op_symlink,
 	.link = fs_op_link,
-	.rename = fs_op_rename,
-	.create = fs_op_create,
-	.open = fs_op_open,
+	.rename = fs_path_op_rename,
+	.create = fs_path_op_create,
+	.open = fs_path_op_open,
 	.read = fs_op_read,
 	.write = fs_op_write,
 	.flush = fs_op_flush,
-	.release = fs_op_release,
+	.release = fs_path_op_release,
 	.fsync = fs_op_fsync,
-	.opendir = fs_op_opendir,
-	.readdir = fs_op_readdir,
+	.opendir = fs_path_op_opendir,
+	.readdir = fs_path_op_readdir,
 	.releasedir = fs_op_releasedir,
 	.statfs = fs_op_statfs,
-	.setxattr = fs_op_setxattr,
-	.getxattr = fs_op_getxattr,
-	.listxattr = fs_op_listxattr,
-	.removexattr = fs_op_removexattr,
+	.setxattr = fs_path_op_setxattr,
+	.getxattr = fs_path_op_getxattr,
+	.listxattr = fs_path_op_listxattr,
+	.removexattr = fs_path_op_removexattr,
 	.ioctl = op_ioctl,
 };
 
@@ -173,6 +173,14 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 	}
 	/* before the mount is ready: the first stat sees them */
 	fs_nsmeta_load(fs, tc->l2_dir);
+	r = fs_path_create(fs, tc->l2_dir);
+	if (r) {
+		snprintf(err, errlen, "path namespaces: %s", strerror(-r));
+		fs_nsmeta_destroy(fs);
+		fs_ioctl_destroy(fs);
+		tier_destroy(fs->tier);
+		goto fail;
+	}
 	*out = fs;
 	return 0;
 fail:
@@ -206,6 +214,7 @@ void fs_destroy(struct fs *fs)
 		}
 		fs_fh_free(fs, fh);
 	}
+	fs_path_destroy(fs); /* closed path files published, names kept */
 	fs_ioctl_destroy(fs);
 	fs_nsmeta_destroy(fs); /* while the namespace records exist */
 	pthread_mutex_lock(&p->lock);
@@ -218,6 +227,7 @@ void fs_destroy(struct fs *fs)
 	}
 	htab_for_each_safe(&p->itab, i, e, nx)
 		fs_inode_free(fs, container_of(e, struct fs_inode, inode));
+	fs_path_free(fs);
 	pthread_mutex_unlock(&p->lock);
 	tier_destroy(fs->tier);
 	htab_free(&p->itab);

@@ -184,6 +184,7 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (!err) {
 		nsi = fs_ns_find(p, ns);
 		fs_chunk_attr(nsi, ino, &info, st);
+		fs_path_chunk_attr_locked(fs, nsi, &key, gen, st);
 		if (in && in->unlinked)
 			st->st_nlink = 0;
 	}

@@ -406,6 +406,25 @@ static void reply_read(fuse_req_t req, char *buf, long r)
 	free(buf);
 }
 
+/*
+ * A path file opened while it was written, read after its publication
+ * (fs_path.c): the bytes are the published chunk's, as long as that
+ * publication is still the key's (w->lock held shared). -EBADF otherwise.
+ */
+static long read_published(struct fs *fs, struct fs_wr *w, void *buf,
+			   size_t size, uint64_t off)
+{
+	struct tier_chunk *c;
+	long r;
+
+	if (tier_get(fs->tier, w->ns, &w->key, &c))
+		return -EBADF;
+	r = tier_chunk_gen(c) == w->final_gen ?
+	    tier_chunk_read(fs->tier, c, buf, size, off) : -EBADF;
+	tier_put(fs->tier, c);
+	return r;
+}
+
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -478,6 +497,8 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		pthread_rwlock_rdlock(&w->lock);
 		r = w->w ? tier_wr_pread(fs->tier, w->w, buf, size,
 					 (uint64_t)off) : -EBADF;
+		if (r == -EBADF && w->path && w->state == FS_WR_PUBLISHED)
+			r = read_published(fs, w, buf, size, (uint64_t)off);
 		pthread_rwlock_unlock(&w->lock);
 		reply_read(req, buf, r);
 		return;
@@ -507,6 +528,15 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	/* after publication (or a discard) the chunk is immutable */
 	err = w->w ? tier_wr_pwrite(fs->tier, w->w, buf, size, (uint64_t)off)
 		   : -EPERM;
+	if (err == -ENOSPC && w->path) {
+		/* closed path files waiting for publication hold arena that
+		 * eviction cannot take: publish them, then try again */
+		pthread_rwlock_unlock(&w->lock);
+		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+		pthread_rwlock_rdlock(&w->lock);
+		err = w->w ? tier_wr_pwrite(fs->tier, w->w, buf, size,
+					    (uint64_t)off) : -EPERM;
+	}
 	if (!err)
 		__atomic_add_fetch(&w->nwrites, 1, __ATOMIC_RELAXED);
 	if (err && w->w) {

@@ -126,6 +126,7 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 	struct fs_counters c;
 	struct tier_ns_info *ns = NULL;
 	char ioc[4096];
+	uint64_t pdirs, pfiles, pbytes, ppending;
 	long n;
 
 	tier_get_stats(fs->tier, &st);
@@ -159,6 +160,10 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 		  PRIu64 ", \"stale\": %" PRIu64 "},\n",
 		  c.inodes, c.temporaries, c.tmp_expired, c.opens,
 		  c.writers_killed, c.late_publishes, c.invalidations, c.stale);
+	fs_path_counts(fs, &pdirs, &pfiles, &pbytes, &ppending);
+	sb_printf(b, "  \"paths\": {\"dirs\": %" PRIu64 ", \"files\": %"
+		  PRIu64 ", \"meta_bytes\": %" PRIu64 ", \"pending\": %"
+		  PRIu64 "},\n", pdirs, pfiles, pbytes, ppending);
 	ioc[0] = '\0';
 	fs_ioctl_stats_json(fs, ioc, sizeof(ioc));
 	sb_printf(b, "  \"ioctl\": %s,\n", ioc[0] ? ioc : "{}");
@@ -192,6 +197,7 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 {
 	struct tier_stats st;
 	struct tier_ns_info *ns = NULL;
+	uint64_t pdirs, pfiles, pbytes, ppending;
 	long n;
 
 	tier_get_stats(fs->tier, &st);
@@ -220,6 +226,13 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	     st.promotions);
 	prom(b, "demotions_total", "counter", "L1 to L2 demotions",
 	     st.demotions);
+	fs_path_counts(fs, &pdirs, &pfiles, &pbytes, &ppending);
+	prom(b, "path_dirs", "gauge", "directories of path namespaces",
+	     pdirs);
+	prom(b, "path_files", "gauge", "file names of path namespaces",
+	     pfiles);
+	prom(b, "path_meta_bytes", "gauge",
+	     "bytes of path namespace trees (names, directories)", pbytes);
 	sb_printf(b, "# HELP kvfs_ns_chunks chunks per namespace\n"
 		  "# TYPE kvfs_ns_chunks gauge\n");
 	n = ns_all(fs, &ns);

@@ -100,6 +100,9 @@ enum fs_fh_kind {
 };
 
 struct fs_wr;      /* fs_wr.c: a chunk being written (keyed or temporary) */
+struct fs_pdir;    /* fs_ptree.c: a directory of a path namespace */
+struct fs_pent;    /* fs_ptree.c: a name in such a directory */
+struct fs_paths;   /* fs_ptree.c: the path namespaces of a mount */
 struct fs_dirsnap; /* fs_dir.c: readdir snapshot */
 
 struct fs_fh {
@@ -120,6 +123,7 @@ struct fs_fh {
 	struct fs_wr *wr;          /* FS_FH_WRITER */
 	struct fs_dirsnap *snap;   /* directories */
 	bool snap_read;            /* readdir used snap: offset 0 retakes it */
+	bool psnap;                /* snap is fs_path.c's (a path directory) */
 	char *ctl_buf;             /* FS_FH_CTL: rendered file */
 	size_t ctl_len;
 	struct fs_fh *prev, *next; /* fs_priv.lock: open handles, freed at
@@ -205,6 +209,13 @@ struct fs_wr {
 	pid_t creator_tid;      /* set at create, then constant */
 	uid_t uid;              /* set at create, then constant */
 	gid_t gid;              /* set at create, then constant */
+	/* path namespaces (fs_path.c): the name the file has, NULL once
+	 * unlinked or replaced (then it is discarded at its last close);
+	 * closed, unpublished writers wait on the pending list */
+	struct fs_pent *pent;   /* priv.lock */
+	struct fs_wr *pprev, *pnext; /* priv.lock: fs_paths.pending */
+	bool pending;           /* priv.lock: on that list */
+	bool path;              /* a file of a path namespace (constant) */
 };
 
 /* One record per inode the kernel knows (fs_inode.c); every field is
@@ -231,6 +242,8 @@ struct fs_inode {
 	struct timespec mtime, ctime;
 	/* writers */
 	struct fs_wr *wr;       /* a reference */
+	/* a namespace in path mode: its root directory (fs_path.c) */
+	struct fs_pdir *pdir;
 };
 
 /* A queued kernel invalidation (fs_inval.c). */
@@ -265,6 +278,7 @@ struct fs_priv {
 	bool thread_started;    /* fs_start/fs_stop only */
 	pthread_t thread;
 
+	struct fs_paths *paths; /* lock: path namespaces (fs_path.c) */
 	uint64_t tmp_expired;   /* lock */
 	/* atomic counters */
 	uint64_t opens, writers_killed, late_publishes, invalidations, stale;
@@ -308,6 +322,14 @@ int fs_ns_name_check(const char *name);
 /* What a name in a namespace is: 1 a temporary, 0 a key (parsed into key),
  * or -EINVAL / -ENAMETOOLONG. */
 int fs_chunk_name(const char *name, struct kvfs_key *key);
+
+/* The entry of writer w (a temporary or a path file) / of the published
+ * chunk (ns, key) for a lookup reply: counts one lookup. priv.lock NOT
+ * held. fs_entry_chunk: -ENOENT (counted as a miss), -ENOMEM. */
+int fs_entry_writer(struct fs *fs, uint32_t ns, struct fs_wr *w,
+		    struct fuse_entry_param *e);
+int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		   struct fuse_entry_param *e);
 
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
@@ -426,6 +448,105 @@ void fs_queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 /* The engine's on_gone callback (tier_config.on_gone, arg: the fs). */
 void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
 		enum tier_gone_reason why);
+
+/* ------------------------- fs_ptree.c, fs_path.c, fs_pjournal.c: paths */
+
+/*
+ * Path namespaces (kvfs(7) "PATH NAMESPACES"). A namespace in path mode
+ * holds a tree of directories; every file in it is a chunk whose key is
+ * XXH3-128 of its path below the namespace (kvfs_path_key). The tree lives
+ * in fs_ptree.c: directories (struct fs_pdir, inode numbers FS_INO_PDIR |
+ * n) and names (struct fs_pent), all under fs_priv.lock. A file is
+ * written through an fs_wr (a temporary in the engine's terms) and
+ * published under its path's key once closed; fs_path.c holds the FUSE
+ * operations, fs_pjournal.c the names kept in l2_dir for a warm restart.
+ */
+#define FS_INO_PDIR (UINT64_C(3) << 62)  /* | n: path directories */
+#define FS_PATH_MAX KVFS_PATH_MAX        /* bytes of a path below its ns */
+
+static inline bool fs_is_pdir_ino(uint64_t ino)
+{
+	return (ino & FS_INO_PDIR) == FS_INO_PDIR;
+}
+
+/* fs_path_create / fs_path_destroy (fs.c): the mount's path state, and at
+ * fs_create, once the engine recovered L2, the names kept there; at
+ * fs_destroy (after the last request, before the inodes go) closed files
+ * are published and the journal closed. */
+int fs_path_create(struct fs *fs, const char *l2_dir);
+void fs_path_destroy(struct fs *fs);
+/* fs_path_free (fs_destroy, priv.lock held, after the inodes went): the
+ * rest of the trees. */
+void fs_path_free(struct fs *fs);
+/* fs_path_tick (background thread, no lock held): publishes files closed
+ * a while ago, syncs the journal. */
+void fs_path_tick(struct fs *fs);
+/* fs_path_publish_pending: publishes the closed path files closed before
+ * cutoff_ms (UINT64_MAX: all), at most max. No lock held (a writer's
+ * lock may be: others' are taken). */
+void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max);
+/* fs_path_gone (background thread, no lock held): (ns, key) left the
+ * engine; its name goes too unless a newer version holds it. */
+void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+/* fs_path_attach_locked: namespace record nsi becomes a path namespace
+ * (a new root directory; -ENOMEM). fs_path_detach_locked frees its tree
+ * (writers' references dropped): when it becomes a key namespace again,
+ * and when its record is freed. priv.lock held. */
+int fs_path_attach_locked(struct fs *fs, struct fs_inode *nsi);
+void fs_path_detach_locked(struct fs *fs, struct fs_inode *nsi);
+/* fs_path_forget_locked: the kernel forgot n lookups of path directory
+ * ino (priv.lock held). */
+void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n);
+/* fs_path_chunk_attr_locked: st of published chunk (key, gen) of
+ * namespace nsi as a path file shows it (mode, utimensat's mtime); does
+ * nothing for key namespaces. priv.lock held. */
+void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
+			       const struct kvfs_key *key, uint64_t gen,
+			       struct stat *st);
+/* fs_path_names_set: user.kvfs.names of namespace ns ("keys"|"paths"):
+ * -EINVAL, -EBUSY (not empty), -ENOENT, -ENOMEM. No lock held. */
+int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
+/* fs_path_mode_saved: namespace ns became a path (or key) namespace:
+ * kept for a warm restart. No lock held. */
+void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);
+/* fs_path_counts: directories, files and bytes of tree metadata. */
+void fs_path_counts(struct fs *fs, uint64_t *dirs, uint64_t *files,
+		    uint64_t *bytes, uint64_t *pending);
+
+/* The FUSE operations of fs.c's table that path namespaces change: each
+ * handles what lies in a path namespace and hands the rest to fs_op_*. */
+void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_path_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void fs_path_op_forget_multi(fuse_req_t req, size_t count,
+			     struct fuse_forget_data *forgets);
+void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi);
+void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int to_set, struct fuse_file_info *fi);
+void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode);
+void fs_path_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi);
+void fs_path_op_open(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi);
+void fs_path_op_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi);
+void fs_path_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_path_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname,
+		       unsigned int flags);
+void fs_path_op_opendir(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi);
+void fs_path_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi);
+void fs_path_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 size_t size);
+void fs_path_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fs_path_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags);
+void fs_path_op_removexattr(fuse_req_t req, fuse_ino_t ino,
+			    const char *name);
 
 /*
  * fs_ns_access - may the caller of req access namespace ns with mask

@@ -1,0 +1,820 @@
+/*
+ * fs_path.c - the FUSE operations of path namespaces.
+ *
+ * A namespace in path mode (user.kvfs.names = paths) holds any tree of
+ * directories and any file names, so an engine's own disk tier (vLLM's
+ * file-system offloading tier, SGLang's HiCacheFile, LMCache's
+ * LocalDiskBackend) runs on it unchanged. Every file is a chunk of the
+ * engine whose key is XXH3-128 of its path below the namespace
+ * (kvfs_path_key), so tiers, compression, checksums, eviction, leases,
+ * stats and batched lookups apply as to key chunks.
+ *
+ * Versions. A file is written through an fs_wr (a temporary, in the
+ * engine's terms) that its name (struct fs_pent) points to. It is
+ * published under its path's key when it is closed: at once when a
+ * rename moves a closed file onto a name (the write-then-rename idiom
+ * costs no copy), else by the background thread FS_PATH_PUBLISH_MS after
+ * its last close (so the rename that usually follows a close finds it
+ * unpublished), or sooner when a reader opens it or too many wait.
+ * Until then lookups, stat, readdir and reads see the writer's bytes. A
+ * published file never changes in place: O_TRUNC starts a new version
+ * that replaces it once closed, as os.replace does; readers that have the
+ * old one open keep its bytes (the engine keeps a pinned chunk until its
+ * last reader lets go); opening it for writing without O_TRUNC is EPERM.
+ * A writer killed by a signal publishes nothing (fs_op_flush discards).
+ *
+ * Renaming a published file copies it to the new key (its key is its
+ * path); renaming a directory that holds anything is EXDEV for the same
+ * reason (mv(1) then copies), an empty one is moved.
+ *
+ * Locks: fs_priv.lock protects the tree (fs_ptree.h); a publication or
+ * copy runs without it, with its entry marked busy: whatever would move
+ * or remove a busy entry waits on fs_paths.idle first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fs_ptree.h"
+
+#define FS_PATH_PUBLISH_MS 200 /* a closed file waits this long for a rename */
+#define FS_PATH_PENDING_MAX 64 /* closed files waiting, at most */
+
+static struct fs_paths *paths_of(struct fs *fs)
+{
+	return fs->priv->paths;
+}
+
+/* ------------------------------------------------------ pending writers */
+
+static void pending_add(struct fs_paths *t, struct fs_wr *w)
+{
+	if (w->pending)
+		return;
+	w->pnext = &t->pending;
+	w->pprev = t->pending.pprev;
+	w->pprev->pnext = w;
+	t->pending.pprev = w;
+	w->pending = true;
+	t->npending++;
+}
+
+static void pending_del(struct fs_paths *t, struct fs_wr *w)
+{
+	if (!w->pending)
+		return;
+	w->pprev->pnext = w->pnext;
+	w->pnext->pprev = w->pprev;
+	w->pending = false;
+	t->npending--;
+}
+
+/* Waits until e is not busy (priv.lock held; it is dropped meanwhile;
+ * a busy entry is never freed, an idle one may be right after). */
+void fs_path_wait_idle(struct fs *fs, struct fs_pent *e)
+{
+	while (e->busy)
+		pthread_cond_wait(&paths_of(fs)->idle, &fs->priv->lock);
+}
+
+/* e's name no longer has w (priv.lock held): drops the entry's reference
+ * and, when nothing published holds the name, the name. */
+void fs_path_detach_writer(struct fs *fs, struct fs_pent *e, struct fs_wr *w)
+{
+	struct fs_paths *t = paths_of(fs);
+
+	pending_del(t, w);
+	w->pent = NULL;
+	if (e && e->wr == w) {
+		e->wr = NULL;
+		if (!e->keyed && !e->busy)
+			fs_ptree_remove(t, e);
+	}
+	fs_wr_unref_locked(fs, w);
+}
+
+/* -------------------------------------------------------- publication */
+
+static void ns_name(struct fs *fs, uint32_t ns, char out[KVFS_NS_NAME_MAX + 1])
+{
+	struct tier_ns_info ni;
+
+	if (tier_ns_info(fs->tier, ns, &ni))
+		out[0] = '\0';
+	else
+		memcpy(out, ni.name, sizeof(ni.name));
+}
+
+/*
+ * Publishes w under key, replacing what the engine holds there (the old
+ * version: its readers keep their pinned bytes). priv.lock NOT held.
+ * Returns 0 (gen set) or -errno; w is published or discarded either way.
+ */
+static int publish_replacing(struct fs *fs, uint32_t ns, struct fs_wr *w,
+			     const struct kvfs_key *key, uint64_t *gen)
+{
+	int err = -EEXIST;
+
+	for (int i = 0; i < 4 && err == -EEXIST; i++) {
+		err = fs_wr_publish(fs, w, key, true);
+		if (err == -EEXIST) {
+			bool open;
+
+			pthread_rwlock_rdlock(&w->lock);
+			open = w->state == FS_WR_OPEN;
+			pthread_rwlock_unlock(&w->lock);
+			if (!open)
+				break;
+			tier_unlink(fs->tier, ns, key);
+		}
+	}
+	pthread_rwlock_wrlock(&w->lock);
+	if (w->state == FS_WR_OPEN) /* refused (chunk_bytes, or raced) */
+		fs_wr_discard(fs, w);
+	*gen = w->final_gen;
+	pthread_rwlock_unlock(&w->lock);
+	return err;
+}
+
+/*
+ * Publishes closed writer w under the key of its name's path. Does
+ * nothing when w has no name any more (unlinked, replaced: it is dropped
+ * by its last reference). priv.lock NOT held.
+ */
+void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
+{
+	struct fs_paths *t = paths_of(fs);
+	struct fs_priv *p = fs->priv;
+	char path[FS_PATH_MAX + 1], nsn[KVFS_NS_NAME_MAX + 1];
+	struct kvfs_key key;
+	struct fs_pent *e;
+	uint64_t gen = 0;
+	uint32_t ns;
+	int len, err;
+
+	pthread_mutex_lock(&p->lock);
+	while ((e = w->pent) && e->wr == w && e->busy)
+		fs_path_wait_idle(fs, e);
+	if (!e || e->wr != w || w->opens) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	pending_del(t, w);
+	len = fs_ptree_path(e->parent, e->name, e->len, path);
+	if (len < 0) { /* checked at create and rename: cannot happen */
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	e->busy = true;
+	ns = e->parent->ns;
+	kvfs_path_key(path, (size_t)len, &key);
+	w->key = key; /* for readers of the writer's fd (fs_op_read) */
+	w->refs++;
+	pthread_mutex_unlock(&p->lock);
+
+	err = publish_replacing(fs, ns, w, &key, &gen);
+
+	pthread_mutex_lock(&p->lock);
+	e->busy = false;
+	pthread_cond_broadcast(&t->idle);
+	if (!err) {
+		w->has_key = true;
+		fs_ptree_key(t, e, &key, gen);
+		e->has_mtime = false;
+	} else {
+		fs_ptree_unkey(t, e); /* the old version went with it */
+	}
+	fs_path_detach_writer(fs, e, w);
+	fs_wr_unref_locked(fs, w);
+	pthread_mutex_unlock(&p->lock);
+	if (!err && t->journal) {
+		ns_name(fs, ns, nsn);
+		fs_pjournal_add(fs, 'F', nsn, path, (size_t)len);
+	}
+	if (err)
+		fs_log(fs, "path file discarded at publication: %s",
+		       strerror(-err));
+}
+
+/* Publishes closed writers: those closed before cutoff_ms (every one for
+ * UINT64_MAX), at most max. priv.lock NOT held. */
+void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
+{
+	struct fs_paths *t = paths_of(fs);
+	struct fs_wr *batch[16];
+	size_t n, done = 0;
+
+	do {
+		pthread_mutex_lock(&fs->priv->lock);
+		n = 0;
+		for (struct fs_wr *w = t->pending.pnext; w != &t->pending &&
+		     n < 16 && done + n < max; w = w->pnext) {
+			if (w->closed_ms > cutoff_ms)
+				break; /* the list is in closing order */
+			w->refs++;
+			batch[n++] = w;
+		}
+		pthread_mutex_unlock(&fs->priv->lock);
+		for (size_t i = 0; i < n; i++) {
+			fs_path_publish_closed(fs, batch[i]);
+			fs_wr_unref(fs, batch[i]);
+		}
+		done += n;
+	} while (n == 16 && done < max);
+}
+
+void fs_path_tick(struct fs *fs)
+{
+	uint64_t now = fs_now_ms();
+
+	fs_path_publish_pending(fs, now > FS_PATH_PUBLISH_MS ?
+			now - FS_PATH_PUBLISH_MS : 0, SIZE_MAX);
+	fs_pjournal_sync(fs);
+}
+
+/* ------------------------------------------------------------ writers */
+
+static void release_fh(struct fs *fs, struct fs_fh *fh);
+
+static bool path_writer(const struct fs_fh *fh)
+{
+	return fh && fh->kind == FS_FH_WRITER && fh->wr && fh->wr->path;
+}
+
+/*
+ * Starts a new version of a file, written through a new fh: for a create,
+ * the file name in directory dir_ino (a new name: -EEXIST if it appeared
+ * meanwhile), with the writer's inode made with one lookup (the reply's);
+ * for an O_TRUNC open of a published file (key in ns), its entry, and the
+ * kernel keeps the published file's inode for the fd. When that file has
+ * a new version being written already, the open joins it (truncating it:
+ * several writers of the same bytes end with one complete file).
+ * priv.lock NOT held. 0 or -errno.
+ */
+static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
+			const char *name, const struct kvfs_key *key,
+			struct fs_fh **out)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct tier_wr *tw = NULL;
+	struct fs_inode *in = NULL;
+	struct fs_pdir *d;
+	struct fs_fh *fh;
+	struct fs_wr *w;
+	struct fs_pent *e;
+	int err;
+
+	err = tier_wr_begin(fs->tier, ns, NULL, 0, &tw);
+	if (err == -ENOSPC) { /* closed files hold arena: publish them */
+		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+		err = tier_wr_begin(fs->tier, ns, NULL, 0, &tw);
+	}
+	if (err)
+		return err;
+	fh = fs_fh_new(req, FS_FH_WRITER, 0);
+	if (!fh) {
+		tier_wr_abort(fs->tier, tw);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&p->lock);
+	if (key) {
+		e = fs_ptree_by_key(paths_of(fs), ns, key);
+		if (e)
+			fs_path_wait_idle(fs, e);
+		e = fs_ptree_by_key(paths_of(fs), ns, key);
+		err = e ? 0 : -ENOENT;
+	} else {
+		d = fs_ptree_dir(fs, dir_ino);
+		err = d ? fs_ptree_mkfile(paths_of(fs), d, name, strlen(name),
+					  &e) : -ENOENT;
+	}
+	if (err)
+		goto fail;
+	if (e->wr) { /* join the version being written */
+		w = e->wr;
+		pthread_mutex_unlock(&p->lock);
+		tier_wr_abort(fs->tier, tw);
+		tw = NULL;
+		pthread_rwlock_rdlock(&w->lock);
+		err = w->w ? tier_wr_truncate(fs->tier, w->w, 0) : -ESTALE;
+		pthread_rwlock_unlock(&w->lock);
+		pthread_mutex_lock(&p->lock);
+		if (!err && e->wr != w)
+			err = -ESTALE;
+		if (err)
+			goto fail;
+		pending_del(paths_of(fs), w);
+		goto open;
+	}
+	w = fs_wr_new(p);
+	if (w && !key) {
+		in = fs_inode_new(p, FS_K_WRITER, w->ino);
+		if (!in) {
+			fs_wr_unref_locked(fs, w);
+			w = NULL;
+		}
+	}
+	if (!w) {
+		if (!key)
+			fs_ptree_remove(paths_of(fs), e);
+		err = -ENOMEM;
+		goto fail;
+	}
+	w->w = tw;
+	tw = NULL;
+	w->ns = ns;
+	w->uid = ctx->uid;
+	w->gid = ctx->gid;
+	w->creator_tid = ctx->pid;
+	w->temp = true;
+	w->path = true;
+	if (in) { /* the inode owns the reference fs_wr_new made */
+		in->ns = ns;
+		in->wr = w;
+		in->nlookup = 1;
+		w->refs++;
+	}
+	e->wr = w;         /* the entry's reference */
+	w->pent = e;
+open:
+	w->refs++;         /* the fh's */
+	w->opens++;
+	fh->wr = w;
+	fh->ns = ns;
+	fh->ino = w->ino;
+	pthread_mutex_unlock(&p->lock);
+	*out = fh;
+	return 0;
+fail:
+	pthread_mutex_unlock(&p->lock);
+	if (tw)
+		tier_wr_abort(fs->tier, tw);
+	fs_fh_free(fs, fh);
+	return err;
+}
+
+/* The last close of a path writer (fs_op_release dropped the fh). */
+static void writer_closed(struct fs *fs, struct fs_wr *w)
+{
+	struct fs_paths *t = paths_of(fs);
+	struct fs_priv *p = fs->priv;
+	enum fs_wr_state st;
+	bool over = false;
+
+	pthread_rwlock_rdlock(&w->lock);
+	st = w->state;
+	pthread_rwlock_unlock(&w->lock);
+	pthread_mutex_lock(&p->lock);
+	if (w->opens) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	if (st != FS_WR_OPEN || !w->pent) {
+		/* killed (discarded by flush), or nameless: drop it now */
+		if (w->pent) {
+			w->refs++;
+			fs_path_detach_writer(fs, w->pent, w);
+		} else {
+			w->refs++;
+		}
+		pthread_mutex_unlock(&p->lock);
+		pthread_rwlock_wrlock(&w->lock);
+		fs_wr_discard(fs, w);
+		pthread_rwlock_unlock(&w->lock);
+		fs_wr_unref(fs, w);
+		return;
+	}
+	w->closed_ms = fs_now_ms();
+	pending_add(t, w);
+	over = t->npending > FS_PATH_PENDING_MAX;
+	pthread_mutex_unlock(&p->lock);
+	if (!over) {
+		struct tier_stats ts;
+
+		/* writers are never evicted: keep room for new ones */
+		tier_get_stats(fs->tier, &ts);
+		over = ts.writer_bytes > ts.l1_capacity / 4;
+	}
+	if (over)
+		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+}
+
+/* --------------------------------------------------------- attributes */
+
+static void dir_attr(const struct fs_pdir *d, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = d->ino;
+	st->st_mode = d->mode;
+	st->st_nlink = 2;
+	st->st_uid = d->uid;
+	st->st_gid = d->gid;
+	st->st_size = d->nent;
+	st->st_blksize = 1 << 20;
+	st->st_mtim = d->mtime;
+	st->st_ctim = d->ctime;
+	st->st_atim = d->mtime;
+}
+
+/* Lookup replies in path namespaces are not cached: names move with
+ * renames and versions, and there is no per-name invalidation. */
+static void no_entry_cache(struct fuse_entry_param *e)
+{
+	e->entry_timeout = 0;
+}
+
+/* ------------------------------------------------------------- lookup */
+
+/* Checks name (a component) and, with d, the path it makes. */
+static int name_check(const struct fs_pdir *d, const char *name, size_t len)
+{
+	char path[FS_PATH_MAX + 1];
+
+	if (len > 255)
+		return -ENAMETOOLONG;
+	return fs_ptree_path(d, name, len, path) < 0 ? -ENAMETOOLONG : 0;
+}
+
+void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fuse_entry_param ep;
+	struct fs_pdir *d;
+	struct fs_pent *e;
+	struct fs_wr *w = NULL;
+	struct kvfs_key key;
+	size_t len = strlen(name);
+	uint32_t ns;
+	int err;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, parent);
+	if (!d) {
+		pthread_mutex_unlock(&p->lock);
+		fs_op_lookup(req, parent, name);
+		return;
+	}
+	memset(&ep, 0, sizeof(ep));
+	e = len > 255 ? NULL : fs_ptree_find(paths_of(fs), d, name, len);
+	if (!e) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, len > 255 ? ENAMETOOLONG : ENOENT);
+		return;
+	}
+	ns = d->ns;
+	if (e->dir) {
+		e->dir->nlookup++;
+		dir_attr(e->dir, &ep.attr);
+		ep.ino = e->dir->ino;
+		ep.attr_timeout = FS_TTL;
+		pthread_mutex_unlock(&p->lock);
+		fs_reply_entry_counted(fs, req, &ep);
+		return;
+	}
+	/* a new version of a published file replaces it once closed */
+	if (e->wr && (!e->keyed || !e->wr->opens)) {
+		w = e->wr;
+		w->refs++;
+	} else {
+		key = e->key;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (w) {
+		err = fs_entry_writer(fs, ns, w, &ep);
+		fs_wr_unref(fs, w);
+	} else {
+		err = fs_entry_chunk(fs, ns, &key, &ep);
+	}
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	no_entry_cache(&ep);
+	fs_reply_entry_counted(fs, req, &ep);
+}
+
+void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	struct fs_pdir *d = fs_ptree_dir(fs, ino);
+
+	if (!d)
+		return;
+	d->nlookup = n > d->nlookup ? 0 : d->nlookup - n;
+	fs_ptree_release_dir(paths_of(fs), d);
+}
+
+void fs_path_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = fs_req(req);
+
+	if (!fs_is_pdir_ino(ino)) {
+		fs_op_forget(req, ino, nlookup);
+		return;
+	}
+	pthread_mutex_lock(&fs->priv->lock);
+	fs_path_forget_locked(fs, ino, nlookup);
+	pthread_mutex_unlock(&fs->priv->lock);
+	fuse_reply_none(req);
+}
+
+void fs_path_op_forget_multi(fuse_req_t req, size_t count,
+			     struct fuse_forget_data *forgets)
+{
+	struct fs *fs = fs_req(req);
+
+	pthread_mutex_lock(&fs->priv->lock);
+	for (size_t i = 0; i < count; i++) {
+		if (fs_is_pdir_ino(forgets[i].ino))
+			fs_path_forget_locked(fs, forgets[i].ino,
+					      forgets[i].nlookup);
+		else
+			fs_forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+	}
+	pthread_mutex_unlock(&fs->priv->lock);
+	fuse_reply_none(req);
+}
+
+/* ------------------------------------------------- getattr and setattr */
+
+/* The file entry of published chunk inode ino in a path namespace
+ * (priv.lock held), or NULL. */
+static struct fs_pent *chunk_ent(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in = fs_ino_find(fs->priv, ino), *nsi;
+	struct fs_pent *e;
+
+	if (!in || in->kind != FS_K_CHUNK)
+		return NULL;
+	nsi = fs_ns_find(fs->priv, in->ns);
+	if (!nsi || !nsi->pdir)
+		return NULL;
+	e = fs_ptree_by_key(paths_of(fs), in->ns, &in->key);
+	return e && e->gen == in->gen ? e : NULL;
+}
+
+void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
+			       const struct kvfs_key *key, uint64_t gen,
+			       struct stat *st)
+{
+	struct fs_pent *e;
+
+	if (!nsi || !nsi->pdir)
+		return;
+	/* writable by its owner: O_TRUNC makes a new version */
+	st->st_mode = S_IFREG | 0644;
+	e = fs_ptree_by_key(paths_of(fs), nsi->ns, key);
+	if (e && e->gen == gen && e->has_mtime) {
+		st->st_mtim = e->mtime;
+		st->st_ctim = e->mtime;
+	}
+}
+
+void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_pdir *d;
+	struct stat st;
+
+	if (!fs_is_pdir_ino(ino)) {
+		fs_op_getattr(req, ino, fi);
+		return;
+	}
+	pthread_mutex_lock(&fs->priv->lock);
+	d = fs_ptree_dir(fs, ino);
+	if (d && !d->removed)
+		dir_attr(d, &st);
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (!d || d->removed)
+		fuse_reply_err(req, ENOENT);
+	else
+		fuse_reply_attr(req, &st, FS_TTL);
+}
+
+static void set_mtime(struct timespec *mt, const struct stat *attr,
+		      int to_set)
+{
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		clock_gettime(CLOCK_REALTIME, mt);
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		*mt = attr->st_mtim;
+}
+
+void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int to_set, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+			  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
+			  FUSE_SET_ATTR_CTIME;
+	struct fs_pdir *d;
+	struct fs_pent *e;
+	struct stat st;
+
+	pthread_mutex_lock(&p->lock);
+	if (fs_is_pdir_ino(ino)) {
+		d = fs_ptree_dir(fs, ino);
+		if (!d || d->removed) {
+			pthread_mutex_unlock(&p->lock);
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		if (to_set & FUSE_SET_ATTR_SIZE) {
+			pthread_mutex_unlock(&p->lock);
+			fuse_reply_err(req, EISDIR);
+			return;
+		}
+		if (to_set & FUSE_SET_ATTR_MODE)
+			d->mode = S_IFDIR | (attr->st_mode & 07777);
+		if (to_set & FUSE_SET_ATTR_UID)
+			d->uid = attr->st_uid;
+		if (to_set & FUSE_SET_ATTR_GID)
+			d->gid = attr->st_gid;
+		set_mtime(&d->mtime, attr, to_set);
+		clock_gettime(CLOCK_REALTIME, &d->ctime);
+		dir_attr(d, &st);
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_attr(req, &st, FS_TTL);
+		return;
+	}
+	e = chunk_ent(fs, ino);
+	if (e && !(to_set & ~times)) {
+		/* utimensat on a published file: kept with its name */
+		set_mtime(&e->mtime, attr, to_set);
+		e->has_mtime = (to_set & (FUSE_SET_ATTR_MTIME |
+					  FUSE_SET_ATTR_MTIME_NOW)) != 0 ||
+			       e->has_mtime;
+		pthread_mutex_unlock(&p->lock);
+		fs_op_getattr(req, ino, fi);
+		return;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (e) { /* a size, mode or owner: published files never change */
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fs_op_setattr(req, ino, attr, to_set, fi);
+}
+
+/* ------------------------------------------------ create, open, release */
+
+void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fuse_entry_param ep;
+	struct fs_pdir *d;
+	struct fs_fh *fh;
+	size_t len = strlen(name);
+	uint32_t ns;
+	int err;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, parent);
+	if (!d) {
+		pthread_mutex_unlock(&p->lock);
+		fs_op_create(req, parent, name, mode, fi);
+		return;
+	}
+	err = name_check(d, name, len);
+	ns = d->ns;
+	pthread_mutex_unlock(&p->lock);
+	if (!err)
+		err = writer_start(req, ns, parent, name, NULL, &fh);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	memset(&ep, 0, sizeof(ep));
+	ep.ino = fh->wr->ino;
+	fs_writer_attr(fs, fh->wr, &ep.attr);
+	ep.attr_timeout = FS_TTL; /* the kernel tracks its writer's size */
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_create(req, &ep, fi)) {
+		/* interrupted: the kernel has neither the inode nor the fd */
+		pthread_mutex_lock(&p->lock);
+		fs_forget_one(fs, ep.ino, 1);
+		pthread_mutex_unlock(&p->lock);
+		release_fh(fs, fh);
+	}
+}
+
+/*
+ * Opens of what lives in a path namespace that differ from key
+ * namespaces: a published file opened for writing (O_TRUNC: a new
+ * version; else EPERM), and a writer's inode once that writer was
+ * published (ESTALE: the kernel looks the name up again) or, closed and
+ * waiting, opened for reading (published first, so the reader pins the
+ * chunk rather than reading a writer that goes away).
+ */
+void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	int acc = fi->flags & O_ACCMODE;
+	struct fs_inode *in;
+	struct fs_pent *e;
+	struct fs_wr *w = NULL;
+	struct fs_fh *fh;
+	struct kvfs_key key;
+	enum fs_wr_state st;
+	uint32_t ns;
+	bool closed;
+	int err;
+
+	pthread_mutex_lock(&p->lock);
+	in = ino >= FS_INO_CHUNK ? fs_ino_find(p, ino) : NULL;
+	if (!in) {
+		pthread_mutex_unlock(&p->lock);
+		if (fs_is_pdir_ino(ino))
+			fuse_reply_err(req, EISDIR);
+		else
+			fs_op_open(req, ino, fi);
+		return;
+	}
+	if (in->kind == FS_K_WRITER && in->wr->path) {
+		w = in->wr;
+		w->refs++;
+		closed = !w->opens && w->pending;
+		pthread_mutex_unlock(&p->lock);
+		pthread_rwlock_rdlock(&w->lock);
+		st = w->state;
+		pthread_rwlock_unlock(&w->lock);
+		if (st == FS_WR_OPEN && closed && acc == O_RDONLY) {
+			fs_path_publish_closed(fs, w);
+			st = FS_WR_PUBLISHED;
+		}
+		fs_wr_unref(fs, w);
+		if (st == FS_WR_PUBLISHED) {
+			fuse_reply_err(req, ESTALE);
+			return;
+		}
+		fs_op_open(req, ino, fi);
+		return;
+	}
+	e = in->kind == FS_K_CHUNK && acc != O_RDONLY ? chunk_ent(fs, ino) :
+							 NULL;
+	if (!e) {
+		pthread_mutex_unlock(&p->lock);
+		fs_op_open(req, ino, fi);
+		return;
+	}
+	if (!(fi->flags & O_TRUNC) || (fi->flags & O_APPEND)) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, EPERM); /* published files never change */
+		return;
+	}
+	ns = in->ns;
+	key = in->key;
+	pthread_mutex_unlock(&p->lock);
+	err = writer_start(req, ns, 0, NULL, &key, &fh);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fh->ino = ino;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_open(req, fi))
+		release_fh(fs, fh);
+}
+
+/* Closes fh of a path writer that the kernel never got or released. */
+static void release_fh(struct fs *fs, struct fs_fh *fh)
+{
+	struct fs_wr *w = fh->wr;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	w->refs++;
+	pthread_mutex_unlock(&fs->priv->lock);
+	fs_fh_free(fs, fh);
+	writer_closed(fs, w);
+	fs_wr_unref(fs, w);
+}
+
+void fs_path_op_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_fh *fh = fs_fh_of(fi);
+
+	if (!path_writer(fh)) {
+		fs_op_release(req, ino, fi);
+		return;
+	}
+	release_fh(fs, fh);
+	fuse_reply_err(req, 0);
+}
