@@ -76,8 +76,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* ioctls on namespace directories (batched lookups) */
 	if (conn->capable & FUSE_CAP_IOCTL_DIR)
 		conn->want |= FUSE_CAP_IOCTL_DIR;
-	/* O_TRUNC must arrive as setattr, where published chunks say EPERM */
-	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/* O_TRUNC arrives with the open: a published chunk says EPERM
+	 * there, a published path file starts a new version (fs_path.c),
+	 * which a setattr before the open could not tell from truncate(2) */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	/* splice replies measured 4-6x slower for reads here */
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);

@@ -490,6 +490,8 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fs_wr_unref(fs, w);
 	} else {
 		err = fs_entry_chunk(fs, ns, &key, &ep);
+		if (err == -ENOENT) /* evicted: drop the name now */
+			fs_path_gone(fs, ns, &key);
 	}
 	if (err) {
 		fuse_reply_err(req, -err);
@@ -714,9 +716,9 @@ void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
  * Opens of what lives in a path namespace that differ from key
  * namespaces: a published file opened for writing (O_TRUNC: a new
  * version; else EPERM), and a writer's inode once that writer was
- * published (ESTALE: the kernel looks the name up again) or, closed and
- * waiting, opened for reading (published first, so the reader pins the
- * chunk rather than reading a writer that goes away).
+ * published (ESTALE: the kernel looks the name up again) or closed and
+ * waiting (published first: a reader pins the chunk rather than a writer
+ * that goes away, a writer starts a new version or gets EPERM).
  */
 void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -751,7 +753,8 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		pthread_rwlock_rdlock(&w->lock);
 		st = w->state;
 		pthread_rwlock_unlock(&w->lock);
-		if (st == FS_WR_OPEN && closed && acc == O_RDONLY) {
+		if (st == FS_WR_OPEN && closed) {
+			/* closed is published, as far as opens can tell */
 			fs_path_publish_closed(fs, w);
 			st = FS_WR_PUBLISHED;
 		}
