@@ -295,21 +295,27 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 	}
 	if (err)
 		goto fail;
-	if (e->wr) { /* join the version being written */
+	if (e->wr) {
+		/* join the version being written (e is idle, so it is not
+		 * being published; counted open, no publication starts) */
 		w = e->wr;
+		pending_del(paths_of(fs), w);
+		w->refs++;
+		w->opens++;
+		fh->wr = w;
+		fh->ns = ns;
+		fh->ino = w->ino;
 		pthread_mutex_unlock(&p->lock);
 		tier_wr_abort(fs->tier, tw);
-		tw = NULL;
 		pthread_rwlock_rdlock(&w->lock);
 		err = w->w ? tier_wr_truncate(fs->tier, w->w, 0) : -ESTALE;
 		pthread_rwlock_unlock(&w->lock);
-		pthread_mutex_lock(&p->lock);
-		if (!err && e->wr != w)
-			err = -ESTALE;
-		if (err)
-			goto fail;
-		pending_del(paths_of(fs), w);
-		goto open;
+		if (err) {
+			release_fh(fs, fh);
+			return err;
+		}
+		*out = fh;
+		return 0;
 	}
 	w = fs_wr_new(p);
 	if (w && !key) {
@@ -341,7 +347,6 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 	}
 	e->wr = w;         /* the entry's reference */
 	w->pent = e;
-open:
 	w->refs++;         /* the fh's */
 	w->opens++;
 	fh->wr = w;
@@ -725,8 +730,9 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	int acc = fi->flags & O_ACCMODE;
-	struct fs_inode *in;
-	struct fs_pent *e;
+	bool trunc = acc != O_RDONLY && (fi->flags & O_TRUNC) &&
+		     !(fi->flags & O_APPEND);
+	struct fs_inode *in, *nsi;
 	struct fs_wr *w = NULL;
 	struct fs_fh *fh;
 	struct kvfs_key key;
@@ -737,7 +743,8 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	pthread_mutex_lock(&p->lock);
 	in = ino >= FS_INO_CHUNK ? fs_ino_find(p, ino) : NULL;
-	if (!in) {
+	nsi = in ? fs_ns_find(p, in->ns) : NULL;
+	if (!in || !nsi || !nsi->pdir || in->kind == FS_K_NS) {
 		pthread_mutex_unlock(&p->lock);
 		if (fs_is_pdir_ino(ino))
 			fuse_reply_err(req, EISDIR);
@@ -745,7 +752,8 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fs_op_open(req, ino, fi);
 		return;
 	}
-	if (in->kind == FS_K_WRITER && in->wr->path) {
+	ns = in->ns;
+	if (in->kind == FS_K_WRITER) {
 		w = in->wr;
 		w->refs++;
 		closed = !w->opens && w->pending;
@@ -756,31 +764,36 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (st == FS_WR_OPEN && closed) {
 			/* closed is published, as far as opens can tell */
 			fs_path_publish_closed(fs, w);
-			st = FS_WR_PUBLISHED;
+			pthread_rwlock_rdlock(&w->lock);
+			st = w->state;
+			pthread_rwlock_unlock(&w->lock);
 		}
+		key = w->key;
 		fs_wr_unref(fs, w);
-		if (st == FS_WR_PUBLISHED) {
-			fuse_reply_err(req, ESTALE);
+		if (st == FS_WR_OPEN) {
+			fs_op_open(req, ino, fi); /* joins, or reads */
 			return;
 		}
-		fs_op_open(req, ino, fi);
-		return;
-	}
-	e = in->kind == FS_K_CHUNK && acc != O_RDONLY ? chunk_ent(fs, ino) :
-							 NULL;
-	if (!e) {
+		if (st != FS_WR_PUBLISHED || !trunc) {
+			/* a reader looks the name up again (LOOKUP_REVAL) */
+			fuse_reply_err(req, st == FS_WR_PUBLISHED ? ESTALE :
+				       ENOENT);
+			return;
+		}
+	} else {
+		/* a published file (maybe replaced meanwhile: the name's
+		 * current version is what an O_TRUNC open replaces) */
+		key = in->key;
 		pthread_mutex_unlock(&p->lock);
-		fs_op_open(req, ino, fi);
-		return;
+		if (acc == O_RDONLY && !(fi->flags & O_TRUNC)) {
+			fs_op_open(req, ino, fi);
+			return;
+		}
+		if (!trunc) {
+			fuse_reply_err(req, EPERM); /* never changed in place */
+			return;
+		}
 	}
-	if (!(fi->flags & O_TRUNC) || (fi->flags & O_APPEND)) {
-		pthread_mutex_unlock(&p->lock);
-		fuse_reply_err(req, EPERM); /* published files never change */
-		return;
-	}
-	ns = in->ns;
-	key = in->key;
-	pthread_mutex_unlock(&p->lock);
 	err = writer_start(req, ns, 0, NULL, &key, &fh);
 	if (err) {
 		fuse_reply_err(req, -err);

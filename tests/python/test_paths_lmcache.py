@@ -120,9 +120,8 @@ class LmcacheLocalDisk(unittest.TestCase):
             be.put(k, memoryview(buf))
         self.assertEqual(sorted(os.listdir(d)),
                          sorted(k.replace("/", "-") + ".pt" for k in keys))
-        tiers = []
+        tiers = [pathmount.tier_of(be.key_path(k)) for k in keys]
         for k, w in zip(keys, want):
-            tiers.append(pathmount.tier_of(be.key_path(k)))
             buf[:] = 0
             self.assertEqual(be.read_file(k, memoryview(buf),
                                           be.key_path(k)), BLOCK)
@@ -140,7 +139,6 @@ class LmcacheLocalDisk(unittest.TestCase):
                                           be.key_path(k)), BLOCK)
             self.assertTrue(np.array_equal(buf, w), k)
         self.assertFalse(os.path.exists(be.key_path(keys[0])))
-        mm.close()
         return be, keys, want
 
     def test_buffered(self):
@@ -154,7 +152,6 @@ class LmcacheLocalDisk(unittest.TestCase):
         self.assertEqual(be.read_file(keys[1], memoryview(buf),
                                       be.key_path(keys[1])), BLOCK)
         self.assertTrue(np.array_equal(buf, want[1]))
-        mm.close()
 
     def test_odirect(self):
         be, keys, want = self.run_backend("lmcache-odirect", True)
@@ -166,7 +163,6 @@ class LmcacheLocalDisk(unittest.TestCase):
         self.assertEqual(be.read_file(keys[1], memoryview(buf),
                                       be.key_path(keys[1])), BLOCK)
         self.assertTrue(np.array_equal(buf, want[1]))
-        mm.close()
 
     def test_eight_backends_store_the_same_chunks(self):
         d = os.path.join(M.mnt, "lmcache8")
@@ -186,8 +182,8 @@ class LmcacheLocalDisk(unittest.TestCase):
                     buf[:] = w
                     be.put(k, memoryview(buf))
             except OSError as e:
-                errs.append(e)
-            mm.close()
+                import traceback
+                errs.append(traceback.format_exc())
 
         ts = [threading.Thread(target=worker) for _ in range(8)]
         for t in ts:
@@ -203,7 +199,6 @@ class LmcacheLocalDisk(unittest.TestCase):
             self.assertEqual(be.read_file(k, memoryview(buf),
                                           be.key_path(k)), BLOCK)
             self.assertTrue(np.array_equal(buf, w), k)
-        mm.close()
 
 
 if __name__ == "__main__":

@@ -141,9 +141,8 @@ class SglangHiCacheFile(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(d)),
                          sorted(k + hc.suffix + ".bin" for k in keys))
         out = np.zeros(BLOCK, dtype=np.uint8)
-        tiers = []
+        tiers = [pathmount.tier_of(hc.path(k)) for k in keys]
         for k, w in zip(keys, want):
-            tiers.append(pathmount.tier_of(hc.path(k)))
             out[:] = 0
             self.assertIsNotNone(hc.get(k, out))
             self.assertTrue(np.array_equal(out, w), k)

@@ -159,12 +159,10 @@ class VllmFsTier(unittest.TestCase):
         self.assertEqual(os.getxattr(root, "user.kvfs.names"), b"paths")
         return root
 
-    def check_all(self, fm, n, want, buf, tiers=None):
+    def check_all(self, fm, n, want, buf):
         for i in range(n):
             dest = fm.file_name(block_hash(i))
             self.assertTrue(os.path.exists(dest), dest)
-            if tiers is not None:
-                tiers.append(pathmount.tier_of(dest))
             buf[:] = 0
             load_block(dest, buf, 0, BLOCK)
             self.assertTrue(np.array_equal(buf, want[i]), "block %d" % i)
@@ -194,10 +192,11 @@ class VllmFsTier(unittest.TestCase):
         self.assertEqual(sum(1 for n in names if n.endswith(".tmp")), 0)
         self.assertEqual(sum(1 for n in names if n.endswith(".bin")),
                          self.NBLOCKS)
-        tiers = []
-        self.check_all(fm, self.NBLOCKS, want, buf, tiers)
+        tiers = [pathmount.tier_of(fm.file_name(block_hash(i)))
+                 for i in range(self.NBLOCKS)]
         self.assertIn("l2", tiers, "nothing was evicted to L2: %s" % tiers)
         self.assertIn("l1", tiers)
+        self.check_all(fm, self.NBLOCKS, want, buf)
         st = pathmount.stats(M.mnt)
         self.assertGreater(st["l2"]["chunks"], 0)
         with open(os.path.join(fm.base, "config.json")) as f:
@@ -212,7 +211,6 @@ class VllmFsTier(unittest.TestCase):
         fm2.write_run_config()
         self.check_all(fm2, self.NBLOCKS, want, buf)
         self.assertFalse(os.path.exists(fm2.file_name(block_hash(10 ** 6))))
-        mm.close()
 
     def test_eight_threads_store_the_same_blocks(self):
         root = self.root("vllm8")
@@ -233,8 +231,6 @@ class VllmFsTier(unittest.TestCase):
                                 BLOCK)
             except Exception as e:  # reported below
                 errors.append(e)
-            finally:
-                mm.close()
 
         ts = [threading.Thread(target=worker) for _ in range(8)]
         for t in ts:
@@ -251,7 +247,6 @@ class VllmFsTier(unittest.TestCase):
             d = os.path.dirname(dest)
             self.assertEqual(sorted(os.listdir(d)),
                              [os.path.basename(dest)], d)
-        mm.close()
 
     def test_buffered_fallback(self):
         # use_o_direct=False: the same calls without O_DIRECT
@@ -265,7 +260,6 @@ class VllmFsTier(unittest.TestCase):
         buf[:] = 0
         load_block(dest, buf, 0, BLOCK, use_o_direct=False)
         self.assertTrue(np.array_equal(buf, want))
-        mm.close()
 
 
 if __name__ == "__main__":
