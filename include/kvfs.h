@@ -408,6 +408,35 @@ long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 		 struct kvfs_result *res);
 
 /*
+ * Path namespaces (kvfs(7) PATH NAMESPACES): the same lookups by path.
+ * A path is relative to the namespace, canonical as kvfs_path_key says
+ * (components joined by one '/', none empty, "." or ".."; at most
+ * KVFS_PATH_MAX bytes, components at most 255).
+ *
+ * kvfs_path_keys - the keys of paths[0..n) into out. Returns n, -EINVAL
+ * (a NULL, empty or non-canonical path), -ENAMETOOLONG.
+ *
+ * kvfs_lookup_paths - kvfs_lookup on the keys of the paths: the leading
+ * run of paths[0..n) that nsfd's namespace holds (files closed but not
+ * yet published are published first, so a lookup sees every closed
+ * file). flags KVFS_LOOKUP_PIN and KVFS_LOOKUP_PREFETCH as there.
+ * Returns found, the errors of kvfs_path_keys, or those of kvfs_lookup.
+ *
+ * kvfs_group_lookup_paths - kvfs_group_lookup_at on the keys of the
+ * paths: the run every namespace holds under the same paths (ranks whose
+ * engine puts the rank in the path, as vLLM's "_r<rank>" directory does,
+ * need a namespace per rank with that part of the path above it).
+ */
+long kvfs_path_keys(const char *const *paths, size_t n, struct kvfs_key *out);
+long kvfs_lookup_paths(int nsfd, const char *const *paths, size_t n,
+		       uint32_t depth_base, unsigned flags, uint32_t lease_ms,
+		       struct kvfs_result *res);
+long kvfs_group_lookup_paths(int fd, const char *const *ns, size_t nns,
+			     const char *const *paths, size_t n,
+			     uint32_t depth_base, unsigned flags,
+			     uint32_t lease_ms, struct kvfs_result *res);
+
+/*
  * kvfs_group_lookup - the leading run that every one of nns namespaces
  * (tensor-parallel ranks, 1..KVFS_GROUP_MAX names relative to the mount
  * root) holds for the same chain; with KVFS_LOOKUP_PIN that run is pinned

@@ -15,10 +15,11 @@ static const struct {
 	{ "replay", ctl_replay,
 	  "replay --policy P|all --capacity N|P% [--chunk-bytes B] TRACE.jsonl" },
 	{ "stats", ctl_stats, "stats [--json] MOUNTPOINT" },
-	{ "lookup", ctl_lookup, "lookup NSDIR < keys" },
-	{ "pin", ctl_pin, "pin [--lease-ms MS] NSDIR < keys" },
+	{ "lookup", ctl_lookup, "lookup [--paths] NSDIR < keys|paths" },
+	{ "pin", ctl_pin,
+	  "pin [--lease-ms MS] [--paths] NSDIR < keys|paths" },
 	{ "unpin", ctl_unpin, "unpin NSDIR LEASE_ID" },
-	{ "prefetch", ctl_prefetch, "prefetch NSDIR < keys" },
+	{ "prefetch", ctl_prefetch, "prefetch [--paths] NSDIR < keys|paths" },
 };
 
 static void usage(FILE *f)
