@@ -98,6 +98,7 @@ class Mount:
         if _mounted(self.mnt):
             subprocess.call(["fusermount3", "-u", self.mnt],
                             stderr=subprocess.DEVNULL)
+        rc = 0
         if self.daemon is not None:
             try:
                 rc = self.daemon.wait(60)
@@ -105,12 +106,12 @@ class Mount:
                 self.daemon.kill()
                 rc = self.daemon.wait()
             self.daemon = None
-            if rc != 0:
-                raise RuntimeError("kvfs-mount exited with %d: %s" % (
-                    rc, self.daemon_log()))
-        if _mounted(self.mnt):
+        if _mounted(self.mnt):  # never leave a dead mount behind
             subprocess.call(["umount", "-l", self.mnt],
                             stderr=subprocess.DEVNULL)
+        if rc != 0:
+            raise RuntimeError("kvfs-mount exited with %d: %s" % (
+                rc, self.daemon_log()))
 
     def remount(self):
         self.unmount()

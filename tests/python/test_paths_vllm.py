@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import random
+import subprocess
 import sys
 import threading
 import unittest
@@ -40,6 +41,12 @@ from pathmount import BLOCK  # noqa: E402
 pathmount.need("daemon")
 pathmount.need("numpy")
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.join(pathmount.REPO, "python"))
+if "KVFS_LIB" not in os.environ and os.path.exists(
+        os.path.join(pathmount.PLAIN, "libkvfs.so")):
+    os.environ["KVFS_LIB"] = os.path.join(pathmount.PLAIN, "libkvfs.so")
+import kvfs  # noqa: E402
 
 O_DIRECT = os.O_DIRECT
 M = None
@@ -159,6 +166,15 @@ class VllmFsTier(unittest.TestCase):
         self.assertEqual(os.getxattr(root, "user.kvfs.names"), b"paths")
         return root
 
+    def ctl(self, cmd, nsdir, rels):
+        if not os.access(pathmount.CTL_BIN, os.X_OK):
+            self.skipTest("no kvfsctl at %s" % pathmount.CTL_BIN)
+        r = subprocess.run([pathmount.CTL_BIN, cmd, "--paths", nsdir],
+                           input="".join(p + "\n" for p in rels).encode(),
+                           stdout=subprocess.PIPE, check=True)
+        out = r.stdout.decode().split()
+        return " ".join(out[:2])
+
     def check_all(self, fm, n, want, buf):
         for i in range(n):
             dest = fm.file_name(block_hash(i))
@@ -201,6 +217,30 @@ class VllmFsTier(unittest.TestCase):
         self.assertGreater(st["l2"]["chunks"], 0)
         with open(os.path.join(fm.base, "config.json")) as f:
             self.assertEqual(json.load(f), fm.fields)
+        # batched lookup by path (kvfsctl, and libkvfs's path keys in the
+        # lookup ioctl): the chain of stored blocks, then a miss ends it
+        rels = [os.path.relpath(fm.file_name(block_hash(i)), root)
+                for i in range(self.NBLOCKS)]
+        self.assertEqual(self.ctl("lookup", root, rels),
+                         "found=%d keys=%d" % (self.NBLOCKS, self.NBLOCKS))
+        missing = rels[:3] + [os.path.relpath(
+            fm.file_name(block_hash(999)), root)] + rels[3:5]
+        self.assertEqual(self.ctl("lookup", root, missing), "found=3 keys=6")
+        keys = kvfs.path_keys(rels)
+        with kvfs.Connector(M.mnt, "vllm", chunk_tokens=16) as c:
+            res = c.lookup(keys)
+            self.assertEqual(res.found, self.NBLOCKS)
+            self.assertEqual(res.in_l1 + res.in_l2, self.NBLOCKS)
+            self.assertGreater(res.in_l2, 0)
+        self.assertEqual(kvfs.path_key(rels[0]), keys[0])
+        for bad in ("/abs", "a//b", "a/./b", "../x", "", "a/"):
+            with self.assertRaises(ValueError):
+                kvfs.path_key(bad)
+        r = subprocess.run([pathmount.CTL_BIN, "lookup", "--paths", root],
+                           input=b"a/../b\n", stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"line 1", r.stderr)
         # warm restart: the tree, the names and the bytes come back
         M.remount()
         self.assertEqual(os.getxattr(root, "user.kvfs.names"), b"paths")
@@ -209,6 +249,9 @@ class VllmFsTier(unittest.TestCase):
         fm2 = FileMapper(root)
         self.assertTrue(probe_o_direct(root))
         fm2.write_run_config()
+        # prefetch by path brings L2 blocks up before they are read
+        self.assertTrue(self.ctl("prefetch", root, rels).startswith(
+            "found=%d " % self.NBLOCKS))
         self.check_all(fm2, self.NBLOCKS, want, buf)
         self.assertFalse(os.path.exists(fm2.file_name(block_hash(10 ** 6))))
 
