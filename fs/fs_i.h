@@ -509,6 +509,13 @@ int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 /* fs_path_mode_saved: namespace ns became a path (or key) namespace:
  * kept for a warm restart. No lock held. */
 void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);
+/* fs_path_block_hash: the block hash a KV event reports for chunk key of
+ * path namespace ns (fs_ptree_event_hash of its file name): 0, or
+ * -ENOENT when no file of a path namespace has that key (a key chunk:
+ * the caller uses the key's own hash). Takes priv.lock. The seam for the
+ * KV events sink (issue 13), which is not on main yet. */
+int fs_path_block_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		       uint64_t *h);
 /* fs_path_counts: directories, files and bytes of tree metadata. */
 void fs_path_counts(struct fs *fs, uint64_t *dirs, uint64_t *files,
 		    uint64_t *bytes, uint64_t *pending);

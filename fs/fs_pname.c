@@ -700,6 +700,19 @@ void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	pthread_mutex_unlock(&p->lock);
 }
 
+int fs_path_block_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		       uint64_t *h)
+{
+	struct fs_pent *e;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
+	if (e)
+		*h = fs_ptree_event_hash(e->name, e->len, key);
+	pthread_mutex_unlock(&fs->priv->lock);
+	return e ? 0 : -ENOENT;
+}
+
 /* ---------------------------------------------------------- life cycle */
 
 int fs_path_create(struct fs *fs, const char *l2_dir)

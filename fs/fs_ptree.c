@@ -34,17 +34,10 @@ int fs_ptree_init(struct fs_paths *t, uint64_t max_dirs)
 	return -pthread_cond_init(&t->idle, NULL);
 }
 
-struct fs_pdir *fs_ptree_dir(struct fs *fs, uint64_t ino)
+struct fs_pdir *fs_ptree_dir_of_ino(struct fs_paths *t, uint64_t ino)
 {
-	struct fs_paths *t = fs->priv->paths;
 	struct htab_node *n;
 
-	if (!fs_is_pdir_ino(ino)) {
-		struct fs_inode *in = fs_ino_find(fs->priv, ino);
-
-		return in && in->kind == FS_K_NS && !in->removed ? in->pdir :
-								    NULL;
-	}
 	htab_for_each_hash(&t->itab, htab_hash(SALT_PINO, &ino, sizeof(ino)),
 			   n) {
 		struct fs_pdir *d = container_of(n, struct fs_pdir, inode);
@@ -53,6 +46,16 @@ struct fs_pdir *fs_ptree_dir(struct fs *fs, uint64_t ino)
 			return d;
 	}
 	return NULL;
+}
+
+struct fs_pdir *fs_ptree_dir(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in;
+
+	if (fs_is_pdir_ino(ino))
+		return fs_ptree_dir_of_ino(fs->priv->paths, ino);
+	in = fs_ino_find(fs->priv, ino);
+	return in && in->kind == FS_K_NS && !in->removed ? in->pdir : NULL;
 }
 
 struct fs_pent *fs_ptree_find(struct fs_paths *t, const struct fs_pdir *d,
@@ -358,4 +361,31 @@ void fs_ptree_free(struct fs *fs, struct fs_paths *t)
 	htab_free(&t->ntab);
 	htab_free(&t->ktab);
 	pthread_cond_destroy(&t->idle);
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+uint64_t fs_ptree_event_hash(const char *name, size_t len,
+			     const struct kvfs_key *key)
+{
+	uint64_t h = 0;
+	size_t n = 0;
+
+	while (n < len && hexval(name[n]) >= 0)
+		h = h << 4 | (uint64_t)hexval(name[n++]); /* keeps the low 64 */
+	if (n >= 16)
+		return h;
+	h = 0;
+	for (int i = 8; i < 16; i++)
+		h = h << 8 | key->b[i];
+	return h;
 }

@@ -72,6 +72,8 @@ void fs_ptree_free(struct fs *fs, struct fs_paths *t);
 /* The directory behind inode ino: a subdirectory, or the root of a path
  * namespace; NULL when ino is neither. */
 struct fs_pdir *fs_ptree_dir(struct fs *fs, uint64_t ino);
+/* The subdirectory with inode number ino, or NULL. */
+struct fs_pdir *fs_ptree_dir_of_ino(struct fs_paths *t, uint64_t ino);
 struct fs_pent *fs_ptree_find(struct fs_paths *t, const struct fs_pdir *d,
 			      const char *name, size_t len);
 struct fs_pent *fs_ptree_by_key(struct fs_paths *t, uint32_t ns,
@@ -106,6 +108,17 @@ void fs_ptree_release_dir(struct fs_paths *t, struct fs_pdir *d);
  */
 int fs_ptree_path(const struct fs_pdir *d, const char *name, size_t len,
 		  char *buf);
+/*
+ * The block hash a KV event reports for the file called name (len bytes)
+ * whose key is key: when the name begins with at least 16 hex digits (an
+ * engine's own block hash, as vLLM's "<hash hex>.bin" and SGLang's
+ * "<sha256 hex>_..." are), the low 64 bits of the number those digits
+ * spell (its last 16 digits); otherwise the key's last 8 bytes read
+ * big-endian, as for key chunks. A router that knows the engine's block
+ * hashes can then score the engine's own disk tier.
+ */
+uint64_t fs_ptree_event_hash(const char *name, size_t len,
+			     const struct kvfs_key *key);
 /* Is a inside directory d's subtree (d itself included)? */
 bool fs_ptree_within(const struct fs_pdir *a, const struct fs_pdir *d);
 
