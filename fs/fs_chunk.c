@@ -472,11 +472,15 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		n = total - (uint64_t)off < size ? (size_t)(total - off) : size;
-		if (ptr) {
+		if (ptr && tier_chunk_offset(fh->chunk) >= 0) {
 			/* straight from the pinned arena: no copy here */
 			fuse_reply_buf(req, ptr + off, n);
 			return;
 		}
+		/* a temporary buffer (L1 full of pinned chunks) is freed by
+		 * the release that may follow the reply at once, while
+		 * libfuse (and ASan's writev check) still looks at the
+		 * iovec: reply from a copy, as for control files */
 		buf = malloc(n);
 		if (!buf) {
 			fuse_reply_err(req, ENOMEM);

@@ -349,6 +349,11 @@ void fs_wr_discard(struct fs *fs, struct fs_wr *w);
 /* Publishes w under key (NULL: its own). See fs_wr.c. 0 or -errno. */
 int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 		  bool keep_refused);
+/* Publishes w under key replacing a published chunk there, atomically
+ * (tier_wr_publish_replace; path namespaces' versions). 0 or -errno; w is
+ * published or discarded either way. */
+int fs_wr_publish_replace(struct fs *fs, struct fs_wr *w,
+			  const struct kvfs_key *key);
 /* The temporary table and list (priv.lock held). find: NULL if none. list:
  * adds w under w->name, taking a reference (0, or -ENOMEM). rename: moves
  * w to name (malloc'd, now w's). unlist: removes it, keeping the table's

@@ -109,37 +109,6 @@ static void ns_name(struct fs *fs, uint32_t ns, char out[KVFS_NS_NAME_MAX + 1])
 }
 
 /*
- * Publishes w under key, replacing what the engine holds there (the old
- * version: its readers keep their pinned bytes). priv.lock NOT held.
- * Returns 0 (gen set) or -errno; w is published or discarded either way.
- */
-static int publish_replacing(struct fs *fs, uint32_t ns, struct fs_wr *w,
-			     const struct kvfs_key *key, uint64_t *gen)
-{
-	int err = -EEXIST;
-
-	for (int i = 0; i < 4 && err == -EEXIST; i++) {
-		err = fs_wr_publish(fs, w, key, true);
-		if (err == -EEXIST) {
-			bool open;
-
-			pthread_rwlock_rdlock(&w->lock);
-			open = w->state == FS_WR_OPEN;
-			pthread_rwlock_unlock(&w->lock);
-			if (!open)
-				break;
-			tier_unlink(fs->tier, ns, key);
-		}
-	}
-	pthread_rwlock_wrlock(&w->lock);
-	if (w->state == FS_WR_OPEN) /* refused (chunk_bytes, or raced) */
-		fs_wr_discard(fs, w);
-	*gen = w->final_gen;
-	pthread_rwlock_unlock(&w->lock);
-	return err;
-}
-
-/*
  * Publishes closed writer w under the key of its name's path. Does
  * nothing when w has no name any more (unlinked, replaced: it is dropped
  * by its last reference). priv.lock NOT held.
@@ -175,7 +144,10 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	w->refs++;
 	pthread_mutex_unlock(&p->lock);
 
-	err = publish_replacing(fs, ns, w, &key, &gen);
+	err = fs_wr_publish_replace(fs, w, &key);
+	pthread_rwlock_rdlock(&w->lock);
+	gen = w->final_gen;
+	pthread_rwlock_unlock(&w->lock);
 
 	pthread_mutex_lock(&p->lock);
 	e->busy = false;
@@ -238,6 +210,7 @@ void fs_path_tick(struct fs *fs)
 /* ------------------------------------------------------------ writers */
 
 static void release_fh(struct fs *fs, struct fs_fh *fh);
+static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 
 static bool path_writer(const struct fs_fh *fh)
 {
@@ -426,13 +399,6 @@ static void dir_attr(const struct fs_pdir *d, struct stat *st)
 	st->st_atim = d->mtime;
 }
 
-/* Lookup replies in path namespaces are not cached: names move with
- * renames and versions, and there is no per-name invalidation. */
-static void no_entry_cache(struct fuse_entry_param *e)
-{
-	e->entry_timeout = 0;
-}
-
 /* ------------------------------------------------------------- lookup */
 
 /* Checks name (a component) and, with d, the path it makes. */
@@ -477,7 +443,12 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		e->dir->nlookup++;
 		dir_attr(e->dir, &ep.attr);
 		ep.ino = e->dir->ino;
+		/* names change only through this kernel, which updates its
+		 * cache itself; a file's cached entry that a new version or
+		 * an eviction made stale answers ESTALE or ENOENT at open,
+		 * as key chunks do */
 		ep.attr_timeout = FS_TTL;
+		ep.entry_timeout = FS_TTL;
 		pthread_mutex_unlock(&p->lock);
 		fs_reply_entry_counted(fs, req, &ep);
 		return;
@@ -496,13 +467,12 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else {
 		err = fs_entry_chunk(fs, ns, &key, &ep);
 		if (err == -ENOENT) /* evicted: drop the name now */
-			fs_path_gone(fs, ns, &key);
+			fs_path_drop_gone(fs, ns, &key, false);
 	}
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
 	}
-	no_entry_cache(&ep);
 	fs_reply_entry_counted(fs, req, &ep);
 }
 
@@ -589,7 +559,31 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct fs_pdir *d;
 	struct stat st;
 
+	if (fi && path_writer(fs_fh_of(fi))) {
+		/* an fd writing a new version of a published file: its own
+		 * size (the kernel's inode is the published one's) */
+		fs_writer_attr(fs, fs_fh_of(fi)->wr, &st);
+		st.st_ino = ino;
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	if (!fs_is_pdir_ino(ino)) {
+		struct fs_inode *in, *nsi;
+
+		pthread_mutex_lock(&fs->priv->lock);
+		in = fs_ino_find(fs->priv, ino);
+		nsi = in && in->kind == FS_K_CHUNK ?
+		      fs_ns_find(fs->priv, in->ns) : NULL;
+		if (nsi && nsi->pdir) {
+			struct kvfs_key key = in->key;
+
+			/* a name being replaced answers ESTALE (a new
+			 * lookup), not ENOENT from the gap between the old
+			 * version's unlink and the new one's publication */
+			settle(fs, nsi->ns, &key); /* drops priv.lock */
+		} else {
+			pthread_mutex_unlock(&fs->priv->lock);
+		}
 		fs_op_getattr(req, ino, fi);
 		return;
 	}
@@ -725,6 +719,97 @@ void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
  * waiting (published first: a reader pins the chunk rather than a writer
  * that goes away, a writer starts a new version or gets EPERM).
  */
+/*
+ * Before a reader opens the published chunk (ns, key) through an inode the
+ * kernel cached: a publication of that name in flight (which replaces the
+ * chunk: unlink, then publish) is waited for, and a closed new version is
+ * published, so the open finds the name's current version (or ESTALE,
+ * which makes the kernel look the name up again), never the gap between.
+ * Called with priv.lock held; returns with it dropped.
+ */
+static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	struct fs_pent *e;
+	struct fs_wr *w = NULL;
+
+	while ((e = fs_ptree_by_key(paths_of(fs), ns, key)) && e->busy)
+		fs_path_wait_idle(fs, e);
+	if (e && e->wr && !e->wr->opens) {
+		w = e->wr;
+		w->refs++;
+	}
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (w) {
+		fs_path_publish_closed(fs, w);
+		fs_wr_unref(fs, w);
+	}
+}
+
+/*
+ * An open of path writer w's inode (w referenced, priv.lock NOT held).
+ * While w is being written, the open joins it (readers read what was
+ * written so far; O_TRUNC truncates it) and is replied to: 0. A closed w
+ * is published first (as far as opens can tell, closed is published).
+ * Once published, an O_TRUNC writer gets 1 and the key (the caller starts
+ * the next version); a reader -ESTALE (the kernel looks the name up
+ * again), another writer -EPERM. Discarded or nameless: -ENOENT.
+ */
+static int open_writer(fuse_req_t req, fuse_ino_t ino, struct fs_wr *w,
+		       struct fuse_file_info *fi, bool trunc,
+		       struct kvfs_key *key)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fs_fh *fh = fs_fh_new(req, FS_FH_WRITER, ino);
+	enum fs_wr_state st;
+	struct fs_pent *e;
+	bool closed = false;
+
+	if (!fh)
+		return -ENOMEM;
+again:
+	pthread_mutex_lock(&p->lock);
+	while ((e = w->pent) && e->wr == w && e->busy)
+		fs_path_wait_idle(fs, e);
+	if (e && e->wr == w && w->opens) {
+		/* being written, and no publication can start now */
+		pending_del(paths_of(fs), w);
+		w->refs++;
+		w->opens++;
+		fh->wr = w;
+		fh->ns = w->ns;
+		pthread_mutex_unlock(&p->lock);
+		if (fi->flags & O_TRUNC) {
+			pthread_rwlock_rdlock(&w->lock);
+			if (w->w)
+				tier_wr_truncate(fs->tier, w->w, 0);
+			pthread_rwlock_unlock(&w->lock);
+		}
+		fi->fh = (uint64_t)(uintptr_t)fh;
+		fi->direct_io = 1;
+		__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+		if (fuse_reply_open(req, fi))
+			release_fh(fs, fh);
+		return 0;
+	}
+	closed = e && e->wr == w;
+	pthread_mutex_unlock(&p->lock);
+	if (closed)
+		fs_path_publish_closed(fs, w);
+	pthread_rwlock_rdlock(&w->lock);
+	st = w->state;
+	pthread_rwlock_unlock(&w->lock);
+	if (closed && st == FS_WR_OPEN)
+		goto again; /* reopened meanwhile: join it */
+	fs_fh_free(fs, fh);
+	*key = w->key;
+	if (st != FS_WR_PUBLISHED)
+		return -ENOENT;
+	if (trunc)
+		return 1;
+	return (fi->flags & O_ACCMODE) == O_RDONLY ? -ESTALE : -EPERM;
+}
+
 void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
@@ -736,9 +821,7 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_wr *w = NULL;
 	struct fs_fh *fh;
 	struct kvfs_key key;
-	enum fs_wr_state st;
 	uint32_t ns;
-	bool closed;
 	int err;
 
 	pthread_mutex_lock(&p->lock);
@@ -756,39 +839,25 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (in->kind == FS_K_WRITER) {
 		w = in->wr;
 		w->refs++;
-		closed = !w->opens && w->pending;
 		pthread_mutex_unlock(&p->lock);
-		pthread_rwlock_rdlock(&w->lock);
-		st = w->state;
-		pthread_rwlock_unlock(&w->lock);
-		if (st == FS_WR_OPEN && closed) {
-			/* closed is published, as far as opens can tell */
-			fs_path_publish_closed(fs, w);
-			pthread_rwlock_rdlock(&w->lock);
-			st = w->state;
-			pthread_rwlock_unlock(&w->lock);
-		}
-		key = w->key;
+		err = open_writer(req, ino, w, fi, trunc, &key);
 		fs_wr_unref(fs, w);
-		if (st == FS_WR_OPEN) {
-			fs_op_open(req, ino, fi); /* joins, or reads */
+		if (err <= 0) { /* joined and replied (0), or failed */
+			if (err)
+				fuse_reply_err(req, -err);
 			return;
 		}
-		if (st != FS_WR_PUBLISHED || !trunc) {
-			/* a reader looks the name up again (LOOKUP_REVAL) */
-			fuse_reply_err(req, st == FS_WR_PUBLISHED ? ESTALE :
-				       ENOENT);
-			return;
-		}
+		/* published: an O_TRUNC open starts the next version */
 	} else {
 		/* a published file (maybe replaced meanwhile: the name's
 		 * current version is what an O_TRUNC open replaces) */
 		key = in->key;
-		pthread_mutex_unlock(&p->lock);
 		if (acc == O_RDONLY && !(fi->flags & O_TRUNC)) {
+			settle(fs, ns, &key); /* drops priv.lock */
 			fs_op_open(req, ino, fi);
 			return;
 		}
+		pthread_mutex_unlock(&p->lock);
 		if (!trunc) {
 			fuse_reply_err(req, EPERM); /* never changed in place */
 			return;
@@ -796,7 +865,9 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	err = writer_start(req, ns, 0, NULL, &key, &fh);
 	if (err) {
-		fuse_reply_err(req, -err);
+		/* the name went (evicted, unlinked) since the kernel cached
+		 * it: a new lookup (an O_CREAT open then creates it) */
+		fuse_reply_err(req, err == -ENOENT ? ESTALE : -err);
 		return;
 	}
 	fh->ino = ino;

@@ -79,6 +79,7 @@ void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ep.attr.st_gid = sub->gid;
 	ep.attr.st_mtim = ep.attr.st_ctim = ep.attr.st_atim = sub->mtime;
 	ep.attr_timeout = FS_TTL;
+	ep.entry_timeout = FS_TTL;
 	pthread_mutex_unlock(&p->lock);
 	journal(fs, 'D', ns, path, plen);
 	fs_reply_entry_counted(fs, req, &ep);
@@ -682,11 +683,15 @@ void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths)
 
 /* ------------------------------------------- chunks the engine let go */
 
-void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		       bool notify)
 {
 	struct fs_priv *p = fs->priv;
 	struct tier_info info;
 	struct fs_pent *e;
+	uint64_t parent = 0;
+	char *name = NULL;
+	size_t len = 0;
 
 	pthread_mutex_lock(&p->lock);
 	e = fs_ptree_by_key(paths_of(fs), ns, key);
@@ -694,10 +699,26 @@ void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 		/* evicted (or dropped by L2): the file vanishes, unless a
 		 * new version of it is being written */
 		fs_ptree_unkey(paths_of(fs), e);
-		if (!e->wr)
+		if (!e->wr) {
+			if (notify) {
+				parent = e->parent->ino;
+				len = e->len;
+				name = strndup(e->name, len);
+			}
 			fs_ptree_remove(paths_of(fs), e);
+		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	/* the kernel's cached entry of the name goes too (background thread
+	 * only: a request handler must not wait on the kernel) */
+	if (name && fs->se)
+		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
+	free(name);
+}
+
+void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	fs_path_drop_gone(fs, ns, key, true);
 }
 
 int fs_path_block_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,

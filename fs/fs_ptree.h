@@ -133,6 +133,11 @@ void fs_path_detach_writer(struct fs *fs, struct fs_pent *e,
  * there (priv.lock NOT held). */
 void fs_path_publish_closed(struct fs *fs, struct fs_wr *w);
 
+/* Drops the name of chunk (ns, key) when the engine no longer holds it
+ * (no lock held); notify: also the kernel's entry (background thread). */
+void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		       bool notify);
+
 /* The journal (fs_pjournal.c): l2_dir/paths, see there. */
 struct fs_pjournal;
 /* Reads l2_dir/paths, rebuilds the trees of the namespaces it names

@@ -74,9 +74,12 @@ class Mount:
 
     def mount(self):
         before = os.stat(self.mnt).st_dev
-        self.log = tempfile.TemporaryFile()
+        # KVFS_TEST_VERBOSE=1: the daemon's log goes to stderr
+        verbose = os.environ.get("KVFS_TEST_VERBOSE") == "1"
+        self.log = None if verbose else tempfile.TemporaryFile()
         self.daemon = subprocess.Popen(
-            [MOUNT_BIN, "-f", "-o", ",".join(self.opts), self.mnt],
+            [MOUNT_BIN, "-d" if os.environ.get("KVFS_TEST_FUSE_DEBUG")
+             else "-f", "-o", ",".join(self.opts), self.mnt],
             stderr=self.log)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
