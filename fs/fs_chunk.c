@@ -257,7 +257,8 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
-	struct fs_inode *in;
+	struct fs_inode *in, *nsi;
+	bool paths;
 	struct fs_fh *fh;
 	struct tier_chunk *c;
 	uint32_t ns;
@@ -350,6 +351,8 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	ns = in->ns;
 	key = in->key;
 	gen = in->gen;
+	nsi = fs_ns_find(p, ns);
+	paths = nsi && nsi->pdir;
 	pthread_mutex_unlock(&p->lock);
 
 	if (acc != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -357,6 +360,10 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	err = tier_get(fs->tier, ns, &key, &c);
+	/* a path namespace's name may stand for a new version (or a new
+	 * file) by now: a new lookup decides (fs_path.c) */
+	if (err == -ENOENT && paths)
+		err = -ESTALE;
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;

@@ -752,7 +752,7 @@ static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
  * is published first (as far as opens can tell, closed is published).
  * Once published, an O_TRUNC writer gets 1 and the key (the caller starts
  * the next version); a reader -ESTALE (the kernel looks the name up
- * again), another writer -EPERM. Discarded or nameless: -ENOENT.
+ * again), another writer -EPERM. Discarded or nameless: -ESTALE.
  */
 static int open_writer(fuse_req_t req, fuse_ino_t ino, struct fs_wr *w,
 		       struct fuse_file_info *fi, bool trunc,
@@ -803,8 +803,10 @@ again:
 		goto again; /* reopened meanwhile: join it */
 	fs_fh_free(fs, fh);
 	*key = w->key;
+	/* no longer its name's file (replaced, unlinked, discarded): the
+	 * kernel looks the name up again and finds what it is now */
 	if (st != FS_WR_PUBLISHED)
-		return -ENOENT;
+		return -ESTALE;
 	if (trunc)
 		return 1;
 	return (fi->flags & O_ACCMODE) == O_RDONLY ? -ESTALE : -EPERM;

@@ -187,7 +187,7 @@ class SglangHiCacheFile(unittest.TestCase):
                          sorted(k + hc.suffix + ".bin" for k in keys))
         out = np.zeros(BLOCK, dtype=np.uint8)
         for k, w in zip(keys, want):
-            self.assertIsNotNone(hc.get(k, out))
+            self.assertIsNotNone(hc.get(k, out), pathmount.stats(M.mnt))
             self.assertTrue(np.array_equal(out, w), k)
 
     def test_mla_and_pp_names(self):
