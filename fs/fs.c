@@ -102,8 +102,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
 	.lookup = fs_path_op_lookup,
-	.forget = fs_path_op_forget,
-	.forget_multi = fs_path_op_forget_multi,
+	.forget = fs_op_forget,
+	.forget_multi = fs_op_forget_multi,
 	.getattr = fs_path_op_getattr,
 	.setattr = fs_path_op_setattr,
 	.mknod = fs_op_mknod,

@@ -253,6 +253,22 @@ nomem:
 	fuse_reply_err(req, ENOMEM);
 }
 
+int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			 struct fuse_file_info *fi)
+{
+	struct fs_wr *w = fh->wr;
+
+	if (fi->flags & O_TRUNC) {
+		pthread_rwlock_rdlock(&w->lock);
+		if (w->w)
+			tier_wr_truncate(fs->tier, w->w, 0);
+		pthread_rwlock_unlock(&w->lock);
+	}
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	return fuse_reply_open(req, fi);
+}
+
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
@@ -336,15 +352,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fh->wr = w;
 		fh->ns = w->ns;
 		pthread_mutex_unlock(&p->lock);
-		if (fi->flags & O_TRUNC) {
-			pthread_rwlock_rdlock(&w->lock);
-			if (w->w)
-				tier_wr_truncate(fs->tier, w->w, 0);
-			pthread_rwlock_unlock(&w->lock);
-		}
-		fi->fh = (uint64_t)(uintptr_t)fh;
-		fi->direct_io = 1;
-		if (fuse_reply_open(req, fi))
+		if (fs_writer_reply_open(fs, req, fh, fi))
 			fs_fh_free(fs, fh);
 		return;
 	}

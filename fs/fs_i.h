@@ -403,6 +403,12 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino);
 void fs_fh_free(struct fs *fs, struct fs_fh *fh);
 
+/* fs_writer_reply_open: replies to an open that joined writer fh->wr
+ * (O_TRUNC empties the chunk being written). Returns fuse_reply_open's
+ * result: nonzero when the kernel never got the fd (free fh then). */
+int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			 struct fuse_file_info *fi);
+
 void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		  mode_t mode, struct fuse_file_info *fi);
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
@@ -528,9 +534,6 @@ void fs_path_counts(struct fs *fs, uint64_t *dirs, uint64_t *files,
 /* The FUSE operations of fs.c's table that path namespaces change: each
  * handles what lies in a path namespace and hands the rest to fs_op_*. */
 void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
-void fs_path_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
-void fs_path_op_forget_multi(fuse_req_t req, size_t count,
-			     struct fuse_forget_data *forgets);
 void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi);
 void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,

@@ -153,6 +153,10 @@ void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
 
 	if (ino < FS_INO_CHUNK)
 		return; /* root and control files are static */
+	if (fs_is_pdir_ino(ino)) { /* a directory of a path namespace */
+		fs_path_forget_locked(fs, ino, n);
+		return;
+	}
 	in = fs_ino_find(fs->priv, ino);
 	if (in)
 		unref_inode(fs, in, n);

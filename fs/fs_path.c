@@ -486,37 +486,6 @@ void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
 	fs_ptree_release_dir(paths_of(fs), d);
 }
 
-void fs_path_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
-{
-	struct fs *fs = fs_req(req);
-
-	if (!fs_is_pdir_ino(ino)) {
-		fs_op_forget(req, ino, nlookup);
-		return;
-	}
-	pthread_mutex_lock(&fs->priv->lock);
-	fs_path_forget_locked(fs, ino, nlookup);
-	pthread_mutex_unlock(&fs->priv->lock);
-	fuse_reply_none(req);
-}
-
-void fs_path_op_forget_multi(fuse_req_t req, size_t count,
-			     struct fuse_forget_data *forgets)
-{
-	struct fs *fs = fs_req(req);
-
-	pthread_mutex_lock(&fs->priv->lock);
-	for (size_t i = 0; i < count; i++) {
-		if (fs_is_pdir_ino(forgets[i].ino))
-			fs_path_forget_locked(fs, forgets[i].ino,
-					      forgets[i].nlookup);
-		else
-			fs_forget_one(fs, forgets[i].ino, forgets[i].nlookup);
-	}
-	pthread_mutex_unlock(&fs->priv->lock);
-	fuse_reply_none(req);
-}
-
 /* ------------------------------------------------- getattr and setattr */
 
 /* The file entry of published chunk inode ino in a path namespace
@@ -779,16 +748,8 @@ again:
 		fh->wr = w;
 		fh->ns = w->ns;
 		pthread_mutex_unlock(&p->lock);
-		if (fi->flags & O_TRUNC) {
-			pthread_rwlock_rdlock(&w->lock);
-			if (w->w)
-				tier_wr_truncate(fs->tier, w->w, 0);
-			pthread_rwlock_unlock(&w->lock);
-		}
-		fi->fh = (uint64_t)(uintptr_t)fh;
-		fi->direct_io = 1;
 		__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
-		if (fuse_reply_open(req, fi))
+		if (fs_writer_reply_open(fs, req, fh, fi))
 			release_fh(fs, fh);
 		return 0;
 	}
