@@ -126,7 +126,7 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 	struct fs_counters c;
 	struct tier_ns_info *ns = NULL;
 	char ioc[4096];
-	uint64_t pdirs, pfiles, pbytes, ppending;
+	struct fs_path_counts pc;
 	long n;
 
 	tier_get_stats(fs->tier, &st);
@@ -160,10 +160,11 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 		  PRIu64 ", \"stale\": %" PRIu64 "},\n",
 		  c.inodes, c.temporaries, c.tmp_expired, c.opens,
 		  c.writers_killed, c.late_publishes, c.invalidations, c.stale);
-	fs_path_counts(fs, &pdirs, &pfiles, &pbytes, &ppending);
+	fs_path_counts(fs, &pc);
 	sb_printf(b, "  \"paths\": {\"dirs\": %" PRIu64 ", \"files\": %"
 		  PRIu64 ", \"meta_bytes\": %" PRIu64 ", \"pending\": %"
-		  PRIu64 "},\n", pdirs, pfiles, pbytes, ppending);
+		  PRIu64 ", \"orphans\": %" PRIu64 "},\n", pc.dirs, pc.files,
+		  pc.meta_bytes, pc.pending, pc.orphans);
 	ioc[0] = '\0';
 	fs_ioctl_stats_json(fs, ioc, sizeof(ioc));
 	sb_printf(b, "  \"ioctl\": %s,\n", ioc[0] ? ioc : "{}");
@@ -197,7 +198,7 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 {
 	struct tier_stats st;
 	struct tier_ns_info *ns = NULL;
-	uint64_t pdirs, pfiles, pbytes, ppending;
+	struct fs_path_counts pc;
 	long n;
 
 	tier_get_stats(fs->tier, &st);
@@ -226,13 +227,14 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	     st.promotions);
 	prom(b, "demotions_total", "counter", "L1 to L2 demotions",
 	     st.demotions);
-	fs_path_counts(fs, &pdirs, &pfiles, &pbytes, &ppending);
+	fs_path_counts(fs, &pc);
 	prom(b, "path_dirs", "gauge", "directories of path namespaces",
-	     pdirs);
+	     pc.dirs);
 	prom(b, "path_files", "gauge", "file names of path namespaces",
-	     pfiles);
+	     pc.files);
 	prom(b, "path_meta_bytes", "gauge",
-	     "bytes of path namespace trees (names, directories)", pbytes);
+	     "bytes of path namespace trees (names, directories)",
+	     pc.meta_bytes);
 	sb_printf(b, "# HELP kvfs_ns_chunks chunks per namespace\n"
 		  "# TYPE kvfs_ns_chunks gauge\n");
 	n = ns_all(fs, &ns);

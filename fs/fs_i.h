@@ -527,9 +527,15 @@ void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);
  * KV events sink (issue 13), which is not on main yet. */
 int fs_path_block_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		       uint64_t *h);
-/* fs_path_counts: directories, files and bytes of tree metadata. */
-void fs_path_counts(struct fs *fs, uint64_t *dirs, uint64_t *files,
-		    uint64_t *bytes, uint64_t *pending);
+/* fs_path_counts: the path namespaces' numbers for .kvfs/stats. */
+struct fs_path_counts {
+	uint64_t dirs;       /* directories, all path namespaces */
+	uint64_t files;      /* file names */
+	uint64_t meta_bytes; /* the trees' own count of their bytes */
+	uint64_t pending;    /* closed files not yet published */
+	uint64_t orphans;    /* chunks without a name dropped at start */
+};
+void fs_path_counts(struct fs *fs, struct fs_path_counts *c);
 
 /* The FUSE operations of fs.c's table that path namespaces change: each
  * handles what lies in a path namespace and hands the rest to fs_op_*. */

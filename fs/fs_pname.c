@@ -778,15 +778,15 @@ void fs_path_free(struct fs *fs)
 	fs->priv->paths = NULL;
 }
 
-void fs_path_counts(struct fs *fs, uint64_t *dirs, uint64_t *files,
-		    uint64_t *bytes, uint64_t *pending)
+void fs_path_counts(struct fs *fs, struct fs_path_counts *c)
 {
 	struct fs_paths *t = paths_of(fs);
 
 	pthread_mutex_lock(&fs->priv->lock);
-	*dirs = t->ndirs;
-	*files = t->nfiles;
-	*bytes = t->bytes;
-	*pending = t->npending;
+	c->dirs = t->ndirs;
+	c->files = t->nfiles;
+	c->meta_bytes = t->bytes;
+	c->pending = t->npending;
+	c->orphans = t->orphans;
 	pthread_mutex_unlock(&fs->priv->lock);
 }
