@@ -179,6 +179,10 @@ def main():
     ap.add_argument("--disk", default=os.environ.get("KVFS_BENCH_DISK",
                                                      "/var/tmp"))
     ap.add_argument("--shm", default="/dev/shm")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="load and store with this many threads, as vLLM's "
+                    "tier does with its I/O thread pool (each thread its "
+                    "own page-aligned buffer)")
     ap.add_argument("--mount-bin", default=os.environ.get(
         "KVFS_MOUNT_BIN", os.path.join(REPO, "build", "kvfs-mount")))
     a = ap.parse_args()
@@ -209,16 +213,33 @@ def main():
         def add(phase, t, secs):
             res.setdefault((phase, t.name), []).append(gbs(n, secs))
 
+        bufs = [(buf, view)] + [
+            (lambda m: (np.frombuffer(m, dtype=np.uint8), memoryview(m)))(
+                mmap.mmap(-1, BLOCK)) for _ in range(a.threads - 1)]
+
+        def each(fn):
+            if a.threads == 1:
+                for i in range(n):
+                    fn(i, *bufs[0])
+                return
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(a.threads) as ex:
+                list(ex.map(lambda k: [fn(i, *bufs[k]) for i in
+                                       range(k, n, a.threads)],
+                            range(a.threads)))
+
         def stores(t):
-            for i in range(n):
-                buf[:] = want[i]
-                store_block(t.path(i), view, t.direct)
+            def one(i, b, v):
+                b[:] = want[i]
+                store_block(t.path(i), v, t.direct)
+            each(one)
 
         def loads(t):
-            for i in range(n):
-                load_block(t.path(i), view, t.direct)
-                if not np.array_equal(buf, want[i]):
+            def one(i, b, v):
+                load_block(t.path(i), v, t.direct)
+                if not np.array_equal(b, want[i]):
                     raise SystemExit("%s: block %d differs" % (t.name, i))
+            each(one)
 
         for trial in range(a.trials):
             for t in (kv, shm, disk):
@@ -242,7 +263,7 @@ def main():
             add("load L2, prefetch", disk, timed(lambda: loads(disk)))
         with open(os.path.join(mnt, ".kvfs", "stats")) as f:
             st = json.load(f)
-        report(res, n, a.trials, kv, shm, disk, st)
+        report(res, n, a.trials, a.threads, kv, shm, disk, st)
     finally:
         umount(mnt, daemon)
         shutil.rmtree(work_disk, ignore_errors=True)
@@ -267,10 +288,10 @@ def prefetch(t, n):
         os.close(fd)
 
 
-def report(res, n, trials, kv, shm, disk, st):
-    print("vLLM store_block/load_block, %d blocks of 2 MiB, %d trials; "
-          "O_DIRECT: kvfs %s, tmpfs %s, disk %s" % (
-              n, trials, kv.direct, shm.direct, disk.direct))
+def report(res, n, trials, threads, kv, shm, disk, st):
+    print("vLLM store_block/load_block, %d blocks of 2 MiB, %d trials, %d "
+          "thread(s); O_DIRECT: kvfs %s, tmpfs %s, disk %s" % (
+              n, trials, threads, kv.direct, shm.direct, disk.direct))
     print("%-20s %-6s %8s %8s %10s %10s" % ("phase", "target", "best",
                                             "median", "vs best", "vs median"))
     base = {"store": "tmpfs", "load L1": "tmpfs", "load L2": "disk",
