@@ -59,7 +59,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) \
 	$(SANFLAGS) -Iinclude -I. $(PKG_CFLAGS) -MMD -MP
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
-LIBS := -luring -lzstd -ldl -lm
+LIBS := -luring -lzstd -lhiredis -ldl -lm
 FUSE_LIBS := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null || echo -lfuse3)
 
 # ---------------------------------------------------------------- sources
@@ -150,6 +150,10 @@ $(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+# the L3 bench starts its redis-servers and mounts with the test helpers
+$(BUILD)/bench/kvfs_l3bench: $(TEST_COMMON_OBJ)
+# kvfs_xbench (batched transfers) mounts with the tests' helper
+$(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 
 # ---------------------------------------------------------------- gpu
 # libfakecudart.so stands in for libcudart (KVFS_CUDART=...) so the pinned
@@ -193,13 +197,16 @@ gpu-test gpu-tests: all $(GPU_TEST_BIN) $(FAKECUDART) $(BUILD)/tests/unit/test_g
 APT_PKGS := build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	libzstd-dev libxxhash-dev libcmocka-dev attr python3 python3-numpy \
 	util-linux
+# L3 (issue 16): hiredis, and the servers the L3 tests start on loopback
+APT_PKGS += libhiredis-dev redis-server redis-tools
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
 
 # Installs packages only when something is missing.
 check-deps:
-	@$(PKG_CONFIG) --exists $(DEPS_PKGS) cmocka 2>/dev/null && \
+	@$(PKG_CONFIG) --exists $(DEPS_PKGS) cmocka hiredis 2>/dev/null && \
+	  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 

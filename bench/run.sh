@@ -7,7 +7,9 @@
 #   BUILD/bench/kvfs_bench     mount vs tmpfs: 2 MiB / 256 KiB chunks
 #   BUILD/bench/kvfs_meta      metadata bytes per chunk, replay
 #   BUILD/bench/kvfs_l2bench   compression, L2 promotion vs O_DIRECT
+#   BUILD/bench/kvfs_l3bench   L3 (Redis) promotion vs raw GETs, lookups, misses
 #   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
+#   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write()
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
 #   bench/py_bench.py          the Python binding vs os.read/os.write
 #   bench/paths_bench.py       vLLM's FS tier on a path namespace vs tmpfs
@@ -78,7 +80,8 @@ run() { # name cmd...
 }
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
-for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ibench kvfs_gpubench; do
+for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_l3bench kvfs_ibench \
+	kvfs_xbench kvfs_gpubench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"
 	else

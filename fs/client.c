@@ -260,6 +260,7 @@ long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 		res->found += lk->found;
 		res->in_l1 += lk->in_l1;
 		res->in_l2 += lk->in_l2;
+		res->in_l3 += lk->in_l3;
 		if (lk->lease_id)
 			res->leases[res->nleases++] = lk->lease_id;
 		if (lk->found < n)

@@ -119,6 +119,94 @@ static double l2_ratio(const struct tier_stats *st)
 			    : 1.0;
 }
 
+static void prom(struct sbuf *b, const char *name, const char *type,
+		 const char *help, uint64_t v)
+{
+	sb_printf(b, "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\nkvfs_%s %" PRIu64
+		  "\n", name, help, name, type, name, v);
+}
+
+/* ---------------------------------------------------------------- L3 */
+
+/* The L3 counters, by name, for the JSON object and the metrics. */
+struct l3_field {
+	const char *name, *type, *help;
+	uint64_t v;
+};
+
+static size_t l3_fields(const struct tier_stats *st, struct l3_field *f)
+{
+	const struct l3_stats *l = &st->l3;
+	size_t n = 0;
+
+#define F(nm, ty, hl, val) f[n++] = (struct l3_field){ nm, ty, hl, val }
+	F("nodes", "gauge", "L3 Redis nodes known", l->redis.nodes);
+	F("nodes_down", "gauge", "L3 nodes backing off after a failure",
+	  l->redis.nodes_down);
+	F("cluster", "gauge", "1 when L3 is a Redis Cluster", l->redis.cluster);
+	F("hits", "counter", "L3 GETs that found a value", l->hits);
+	F("misses", "counter", "L3 GETs that found none or failed", l->misses);
+	F("corrupt", "counter", "L3 values that failed a check (misses)",
+	  l->corrupt);
+	F("errors", "counter", "failed L3 operations", l->errors);
+	F("timeouts", "counter", "L3 pipelines past their bound", l->timeouts);
+	F("bytes_in", "counter", "value bytes read from L3", l->bytes_in);
+	F("bytes_out", "counter", "value bytes written to L3", l->bytes_out);
+	F("puts", "counter", "chunks written to L3", l->puts);
+	F("dels", "counter", "chunks deleted from L3", l->dels);
+	F("queue_drops", "counter", "L3 writes dropped (queue full, failed)",
+	  l->queue_drops);
+	F("queued_bytes", "gauge", "L3 write queue bytes", l->queued_bytes);
+	F("lookups", "counter", "batched L3 existence lookups", l->lookups);
+	F("lookup_keys", "counter", "keys asked by L3 lookups", l->lookup_keys);
+	F("promotions", "counter", "chunks promoted from L3 into L1",
+	  st->l3_promotions);
+	F("skipped", "counter", "L3 writes skipped (no memory for a copy)",
+	  st->l3_skipped);
+	F("pinned_bytes", "gauge", "L1 bytes pinned for L3 writes",
+	  st->l3_pinned_bytes);
+	F("get_avg_us", "gauge", "mean L3 GET latency, microseconds",
+	  l->gets ? l->get_ns / l->gets / 1000 : 0);
+	F("get_max_us", "gauge", "worst L3 GET latency, microseconds",
+	  l->get_max_ns / 1000);
+	F("roundtrips", "counter", "L3 pipelines sent", l->redis.roundtrips);
+	F("moved", "counter", "MOVED redirections followed", l->redis.moved);
+	F("ask", "counter", "ASK redirections followed", l->redis.ask);
+	F("refreshes", "counter", "L3 slot maps loaded", l->redis.refreshes);
+	F("connects", "counter", "L3 connections made", l->redis.connects);
+	F("failures", "counter", "L3 connections lost or refused",
+	  l->redis.failures);
+#undef F
+	return n;
+}
+
+#define L3_FIELDS 32
+
+static void render_l3_json(struct sbuf *b, const struct tier_stats *st)
+{
+	struct l3_field f[L3_FIELDS];
+	size_t n = l3_fields(st, f);
+
+	sb_printf(b, "  \"l3\": {\"enabled\": %d", st->l3_on ? 1 : 0);
+	for (size_t i = 0; st->l3_on && i < n; i++)
+		sb_printf(b, ", \"%s\": %" PRIu64, f[i].name, f[i].v);
+	sb_printf(b, "},\n");
+}
+
+static void render_l3_metrics(struct sbuf *b, const struct tier_stats *st)
+{
+	struct l3_field f[L3_FIELDS];
+	size_t n = l3_fields(st, f);
+
+	for (size_t i = 0; st->l3_on && i < n; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "l3_%s%s", f[i].name,
+			 !strcmp(f[i].type, "counter") ? "_total" : "");
+		prom(b, name, f[i].type, f[i].help, f[i].v);
+	}
+}
+
 static void render_stats(struct fs *fs, struct sbuf *b)
 {
 	struct tier_stats st;
@@ -144,6 +232,7 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 		  st.l2_capacity, st.l2_bytes, st.l2_raw_bytes, st.l2_chunks,
 		  st.l2_reads, st.l2_writes, st.l2_reclaims, st.l2_corrupt,
 		  st.l2_errors, l2_ratio(&st));
+	render_l3_json(b, &st);
 	sb_printf(b, "  \"hits\": %" PRIu64 ",\n  \"misses\": %" PRIu64
 		  ",\n  \"evictions\": %" PRIu64 ",\n  \"publishes\": %" PRIu64
 		  ",\n  \"discards\": %" PRIu64 ",\n  \"promotions\": %" PRIu64
@@ -187,13 +276,6 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 	sb_printf(b, "%s}\n}\n", n > 0 ? "\n  " : "");
 }
 
-static void prom(struct sbuf *b, const char *name, const char *type,
-		 const char *help, uint64_t v)
-{
-	sb_printf(b, "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\nkvfs_%s %" PRIu64
-		  "\n", name, help, name, type, name, v);
-}
-
 static void render_metrics(struct fs *fs, struct sbuf *b)
 {
 	struct tier_stats st;
@@ -227,6 +309,7 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	     st.promotions);
 	prom(b, "demotions_total", "counter", "L1 to L2 demotions",
 	     st.demotions);
+	render_l3_metrics(b, &st);
 	fs_path_counts(fs, &pc);
 	prom(b, "path_dirs", "gauge", "directories of path namespaces",
 	     pc.dirs);

@@ -517,6 +517,8 @@ void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 /* fs_path_names_set: user.kvfs.names of namespace ns ("keys"|"paths"):
  * -EINVAL, -EBUSY (not empty), -ENOENT, -ENOMEM. No lock held. */
 int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
+/* fs_path_ns: is namespace ns in path mode? Takes priv.lock. */
+bool fs_path_ns(struct fs *fs, uint32_t ns);
 /* fs_path_mode_saved: namespace ns became a path (or key) namespace:
  * kept for a warm restart. No lock held. */
 void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);

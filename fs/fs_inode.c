@@ -238,7 +238,8 @@ int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	struct fs_priv *p = fs->priv;
 	struct tier_info info;
 	struct fs_inode *in, *nsi;
-	int r = tier_stat(fs->tier, ns, key, &info);
+	/* not local: promoted from L3 when L3 has it (bounded) */
+	int r = tier_stat_fetch(fs->tier, ns, key, &info);
 
 	if (r) {
 		if (r == -ENOENT)

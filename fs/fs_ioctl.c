@@ -18,10 +18,12 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_xfer.h"
 #include "tier/lease.h"
 
 struct fs_ioctl_state {
 	struct lease_table *leases;
+	struct fs_xfer *xfer; /* batched GET/PUT: fs_xfer.c */
 	/* counters, updated with atomics (no lock) */
 	uint64_t lookups, group_lookups, keys, prefetches, handles, errors;
 };
@@ -143,6 +145,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	lk->found = found;
 	lk->in_l1 = in_l1;
 	lk->in_l2 = in_l2;
+	lk->in_l3 = found - in_l1 - in_l2; /* the run found in L3 */
 	/* The keys did not change: copy back only the header. */
 	fuse_reply_ioctl(req, 0, lk, offsetof(struct kvfs_lookup, keys));
 out:
@@ -433,6 +436,32 @@ static int do_handle_release(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	return 0;
 }
 
+/* ------------------------------------------------------------- L3 */
+
+/* KVFS_IOC_L3_DROP: a namespace's chunks out of the shared L3 (root or
+ * the user who mounted: it affects every node). */
+static int do_l3_drop(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+		      const void *in_buf)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct kvfs_l3_drop d;
+	long n;
+
+	if (fh->kind != FS_FH_ROOT)
+		return reply_err(fs, req, "L3_DROP", ENOTTY);
+	if (ctx->uid != 0 && ctx->uid != getuid())
+		return reply_err(fs, req, "L3_DROP", EPERM);
+	memcpy(&d, in_buf, sizeof(d));
+	if (!memchr(d.ns, '\0', sizeof(d.ns)))
+		return reply_err(fs, req, "L3_DROP", EINVAL);
+	n = tier_l3_drop(fs->tier, d.ns);
+	if (n < 0)
+		return reply_err(fs, req, "L3_DROP", (int)-n);
+	d.deleted = (uint64_t)n;
+	fuse_reply_ioctl(req, 0, &d, sizeof(d));
+	return 0;
+}
+
 /* ------------------------------------------------------------ entry */
 
 static size_t ioc_size(unsigned int nr)
@@ -448,6 +477,13 @@ static size_t ioc_size(unsigned int nr)
 		return sizeof(struct kvfs_handle);
 	case _IOC_NR(KVFS_IOC_HANDLE_RELEASE):
 		return sizeof(struct kvfs_handle_release);
+	case _IOC_NR(KVFS_IOC_L3_DROP):
+		return sizeof(struct kvfs_l3_drop);
+	case _IOC_NR(KVFS_IOC_GET):
+	case _IOC_NR(KVFS_IOC_PUT):
+		return sizeof(struct kvfs_xfer);
+	case _IOC_NR(KVFS_IOC_XFER_REGISTER):
+		return sizeof(struct kvfs_xfer_register);
 	default:
 		return 0;
 	}
@@ -489,6 +525,14 @@ int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 		return do_unpin(fs, req, fh, fi->fh, in_buf);
 	case _IOC_NR(KVFS_IOC_HANDLE):
 		return do_handle(fs, req, fh, fi->fh, fi, in_buf);
+	case _IOC_NR(KVFS_IOC_L3_DROP):
+		return do_l3_drop(fs, req, fh, in_buf);
+	case _IOC_NR(KVFS_IOC_GET):
+	case _IOC_NR(KVFS_IOC_PUT):
+	case _IOC_NR(KVFS_IOC_XFER_REGISTER):
+		return fs_xfer_ioctl(fs, ((struct fs_ioctl_state *)
+					  fs->ioctl_state)->xfer,
+				     req, fi, _IOC_NR(cmd), in_buf);
 	default:
 		return do_handle_release(fs, req, fh, fi->fh, in_buf);
 	}
@@ -499,8 +543,10 @@ void fs_ioctl_release(struct fs *fs, uint64_t fh)
 	struct fs_ioctl_state *st = fs->ioctl_state;
 	struct fs_fh *f = (struct fs_fh *)(uintptr_t)fh;
 
-	if (st)
+	if (st) {
 		lease_release_owner(st->leases, fh);
+		fs_xfer_release(st->xfer, fh);
+	}
 	/* ioctl_priv is unused: leases and handles are found by owner. */
 	if (f)
 		f->ioctl_priv = NULL;
@@ -519,6 +565,12 @@ int fs_ioctl_init(struct fs *fs)
 		free(st);
 		return rc;
 	}
+	rc = fs_xfer_create(fs, &st->xfer);
+	if (rc) {
+		lease_table_destroy(st->leases);
+		free(st);
+		return rc;
+	}
 	fs->ioctl_state = st;
 	return 0;
 }
@@ -529,6 +581,7 @@ void fs_ioctl_destroy(struct fs *fs)
 
 	if (!st)
 		return;
+	fs_xfer_destroy(st->xfer);
 	lease_table_destroy(st->leases);
 	free(st);
 	fs->ioctl_state = NULL;
@@ -537,24 +590,26 @@ void fs_ioctl_destroy(struct fs *fs)
 size_t fs_ioctl_stats_json(struct fs *fs, char *buf, size_t size)
 {
 	struct fs_ioctl_state *st = fs->ioctl_state;
-	char leases[512];
+	char leases[512], xfer[512];
 	int n;
 
 	if (!st)
 		n = snprintf(buf, size, "{}");
 	else {
 		lease_stats_json(st->leases, leases, sizeof(leases));
+		fs_xfer_stats_json(st->xfer, xfer, sizeof(xfer));
 		n = snprintf(buf, size,
 			     "{\"lookups\":%llu,\"group_lookups\":%llu,"
 			     "\"keys\":%llu,\"prefetches\":%llu,"
-			     "\"handles\":%llu,\"errors\":%llu,%s}",
+			     "\"handles\":%llu,\"errors\":%llu,%s,"
+			     "\"xfer\":%s}",
 			     (unsigned long long)__atomic_load_n(&st->lookups, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->group_lookups, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->keys, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->prefetches, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->handles, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->errors, __ATOMIC_RELAXED),
-			     leases);
+			     leases, xfer);
 	}
 	if (n < 0)
 		return 0;

@@ -675,6 +675,18 @@ int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
 	return err;
 }
 
+bool fs_path_ns(struct fs *fs, uint32_t ns)
+{
+	struct fs_inode *nsi;
+	bool paths;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	nsi = fs_ns_find(fs->priv, ns);
+	paths = nsi && nsi->pdir;
+	pthread_mutex_unlock(&fs->priv->lock);
+	return paths;
+}
+
 void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths)
 {
 	if (paths_of(fs)->journal)

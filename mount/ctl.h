@@ -10,6 +10,7 @@ int ctl_lookup(int argc, char **argv);   /* ctl_lookup.c: lookup */
 int ctl_pin(int argc, char **argv);      /* ctl_lookup.c: pin */
 int ctl_unpin(int argc, char **argv);    /* ctl_lookup.c: unpin */
 int ctl_prefetch(int argc, char **argv); /* ctl_lookup.c: prefetch */
+int ctl_l3(int argc, char **argv);       /* ctl_l3.c: l3 drop */
 
 /* Parses a size: decimal (or hex after 0x) with an optional K/M/G/T
  * suffix (powers of 1024). Returns 0 or -EINVAL. */

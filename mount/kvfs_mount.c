@@ -44,6 +44,9 @@ struct mopts {
 	char *l1_size, *policy, *max_chunk, *seed, *cache, *lease_ms, *l1;
 	char *l2_dir, *l2_size, *compress, *shuffle, *ingest, *hot_hits;
 	char *l2_policy, *flush_on_exit, *tmp_timeout, *max_read;
+	/* L3 */
+	char *l3, *l3_cluster, *l3_auth_file, *l3_ingest, *l3_timeout_ms;
+	char *l3_prefix;
 	char *names, *max_dirs;  /* path namespaces */
 	int foreground, debug, help, version;
 	int mount_form;          /* invoked as mount.kvfs / with SOURCE */
@@ -88,6 +91,13 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("names=%s", names),
 	MOPT("max_dirs=%s", max_dirs),
 	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
+	/* L3 */
+	MOPT("l3=%s", l3),
+	MOPT("l3_cluster=%s", l3_cluster),
+	MOPT("l3_auth_file=%s", l3_auth_file),
+	MOPT("l3_ingest=%s", l3_ingest),
+	MOPT("l3_timeout_ms=%s", l3_timeout_ms),
+	MOPT("l3_prefix=%s", l3_prefix),
 
 	/* libfuse's own mount options */
 	FUSE_OPT_KEY("allow_other", KEY_FUSE),
@@ -162,6 +172,9 @@ static void usage(FILE *f, const char *prog)
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
 "  -o names=keys|paths      what new namespaces hold (keys)\n"
 "  -o max_dirs=N            directories of path namespaces, in all (4194304)\n"
+"  -o l3=redis://HOST:PORT[,HOST:PORT...]   L3 on Redis / Redis Cluster\n"
+"  -o l3_cluster=auto|yes|no   l3_auth_file=PATH (the password, AUTH)\n"
+"  -o l3_ingest=evicted|all|hot   l3_timeout_ms=MS (50)   l3_prefix=STR\n"
 "  -o allow_other,allow_root,auto_unmount,ro,noexec,noatime,fsname=NAME\n"
 "                     passed to FUSE; default_permissions is always on\n",
 		prog);
@@ -178,6 +191,26 @@ static void add_fuse_opt(struct mopts *o, const char *arg)
 	}
 	snprintf(o->fuse_opts + len, sizeof(o->fuse_opts) - len, "%s%s",
 		 len ? "," : "", arg);
+}
+
+/*
+ * l3=redis://A:1,B:2: -o splits options at commas, so the seeds after the
+ * first arrive as options of their own. A bare [redis://]HOST:PORT (no
+ * '=') after l3= is one more seed. True when arg was taken.
+ */
+static bool l3_more_seeds(struct mopts *o, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	char *joined;
+
+	if (!o->l3 || strchr(arg, '=') || !colon || colon == arg ||
+	    !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return false;
+	if (asprintf(&joined, "%s,%s", o->l3, arg) < 0)
+		return false;
+	free(o->l3);
+	o->l3 = joined;
+	return true;
 }
 
 static int opt_proc(void *data, const char *arg, int key,
@@ -226,6 +259,8 @@ static int opt_proc(void *data, const char *arg, int key,
 			return 0; /* mount(8) passes the type; ignore */
 		if (!strncmp(arg, "x-", 2))
 			return 0; /* fstab: x-systemd.automount and friends */
+		if (l3_more_seeds(o, arg))
+			return 0;
 		fprintf(stderr, "kvfs-mount: unknown option '%s'\n", arg);
 		o->bad = 1;
 		return -1;
@@ -308,6 +343,93 @@ static int one_of(const char *name, const char *v, const char *const *ok)
 		fprintf(stderr, " %s", ok[i]);
 	fprintf(stderr, ")\n");
 	return -1;
+}
+
+/* ---------------------------------------------------------------- L3 */
+
+/* The L3 password, read from l3_auth_file at mount (never from the
+ * command line); wiped once the engine has its own copy. */
+static char l3_password[1024];
+
+static int read_auth_file(const char *path)
+{
+	struct stat st;
+	size_t n;
+	FILE *f = fopen(path, "re");
+
+	if (!f) {
+		fprintf(stderr, "kvfs-mount: l3_auth_file %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 0077))
+		fprintf(stderr, "kvfs-mount: note: l3_auth_file %s can be read "
+			"by other users (chmod 600 it)\n", path);
+	n = fread(l3_password, 1, sizeof(l3_password) - 1, f);
+	fclose(f);
+	l3_password[n] = '\0';
+	/* one line: the password, without its newline */
+	l3_password[strcspn(l3_password, "\r\n")] = '\0';
+	if (!l3_password[0]) {
+		fprintf(stderr, "kvfs-mount: l3_auth_file %s: empty (the "
+			"first line is the password)\n", path);
+		return -1;
+	}
+	return 0;
+}
+
+/* The l3* options into tc (tc->l3 NULL: L3 off). */
+static int build_l3(struct mopts *o, struct tier_config *tc)
+{
+	static const char *const clusters[] = { "auto", "yes", "no", NULL };
+	static const char *const ingests[] = { "evicted", "all", "hot", NULL };
+	uint64_t v;
+	int i;
+
+	if (!o->l3) {
+		if (o->l3_cluster || o->l3_auth_file || o->l3_ingest ||
+		    o->l3_timeout_ms || o->l3_prefix) {
+			fprintf(stderr, "kvfs-mount: l3_* options need l3=\n");
+			return -1;
+		}
+		return 0;
+	}
+	if (!*o->l3) {
+		fprintf(stderr, "kvfs-mount: empty l3 (want redis://HOST:PORT"
+			"[,HOST:PORT...])\n");
+		return -1;
+	}
+	tc->l3 = o->l3;
+	if (o->l3_cluster) {
+		if ((i = one_of("l3_cluster", o->l3_cluster, clusters)) < 0)
+			return -1;
+		tc->l3_cluster = i == 0 ? L3R_AUTO : i == 1 ? L3R_CLUSTER
+							   : L3R_STANDALONE;
+	}
+	if (o->l3_ingest) {
+		if ((i = one_of("l3_ingest", o->l3_ingest, ingests)) < 0)
+			return -1;
+		tc->l3_ingest = i == 0 ? TIER_INGEST_EVICTED :
+				i == 1 ? TIER_INGEST_ALL : TIER_INGEST_HOT;
+	}
+	if (o->l3_timeout_ms) {
+		if (parse_num("l3_timeout_ms", o->l3_timeout_ms, 60000, &v))
+			return -1;
+		if (!v) {
+			fprintf(stderr, "kvfs-mount: l3_timeout_ms must be at "
+				"least 1\n");
+			return -1;
+		}
+		tc->l3_timeout_ms = (int)v;
+	}
+	if (o->l3_prefix)
+		tc->l3_prefix = o->l3_prefix; /* checked by the engine */
+	if (o->l3_auth_file) {
+		if (read_auth_file(o->l3_auth_file))
+			return -1;
+		tc->l3_password = l3_password;
+	}
+	return 0;
 }
 
 /* Turns the option strings into engine and fs configurations. */
@@ -499,8 +621,13 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			return -1;
 		tc->flush_on_exit = v;
 	}
-	if (!tc->l2_dir && (o->l2_size || o->compress || o->shuffle ||
-			    o->ingest || o->hot_hits || o->l2_policy ||
+	if (build_l3(o, tc))
+		return -1;
+	/* compress and shuffle also shape L3's records */
+	if (!tc->l2_dir && (o->l2_size ||
+			    ((o->compress || o->shuffle) && !tc->l3) ||
+			    o->ingest || (o->hot_hits && !tc->l3) ||
+			    o->l2_policy ||
 			    (o->flush_on_exit && tc->flush_on_exit)))
 		fprintf(stderr, "kvfs-mount: note: L2 options have no effect "
 			"without l2_dir\n");
@@ -532,6 +659,17 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("l2_policy=fifo\n");
 	CFG("flush_on_exit=%d\n", tc->flush_on_exit ? 1 : 0);
 	CFG("max_write=1048576\n");
+	/* L3 (never the password) */
+	CFG("l3=%s\n", tc->l3 ? tc->l3 : "");
+	CFG("l3_cluster=%s\n", tc->l3_cluster == L3R_CLUSTER ? "yes" :
+	    tc->l3_cluster == L3R_STANDALONE ? "no" : "auto");
+	CFG("l3_auth=%s\n", tc->l3_password ? "yes" : "no");
+	CFG("l3_ingest=%s\n", tc->l3_ingest == TIER_INGEST_ALL ? "all" :
+	    tc->l3_ingest == TIER_INGEST_HOT ? "hot" : "evicted");
+	CFG("l3_timeout_ms=%d\n", tc->l3_timeout_ms ? tc->l3_timeout_ms :
+	    L3_TIMEOUT_MS_DEFAULT);
+	CFG("l3_prefix=%s\n", tc->l3_prefix ? tc->l3_prefix :
+	    L3_PREFIX_DEFAULT);
 #undef CFG
 	return 0;
 }
@@ -624,6 +762,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 
 	r = fs_create(fc, tc, &fs, err, sizeof(err));
+	explicit_bzero(l3_password, sizeof(l3_password)); /* L3 has a copy */
 	if (r) {
 		fprintf(stderr, "kvfs-mount: %s\n", err[0] ? err :
 			strerror(-r));
@@ -718,7 +857,9 @@ static void free_opts(struct mopts *o)
 		       &o->cache, &o->lease_ms, &o->l1, &o->l2_dir,
 		       &o->l2_size, &o->compress, &o->shuffle, &o->ingest,
 		       &o->hot_hits, &o->l2_policy, &o->flush_on_exit,
-		       &o->tmp_timeout, &o->max_read, &o->names,
+		       &o->tmp_timeout, &o->max_read, &o->l3,
+		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
+		       &o->l3_timeout_ms, &o->l3_prefix, &o->names,
 		       &o->max_dirs, &o->args[0],
 		       &o->args[1] };
 

@@ -20,6 +20,7 @@ static const struct {
 	  "pin [--lease-ms MS] [--paths] NSDIR < keys|paths" },
 	{ "unpin", ctl_unpin, "unpin NSDIR LEASE_ID" },
 	{ "prefetch", ctl_prefetch, "prefetch [--paths] NSDIR < keys|paths" },
+	{ "l3", ctl_l3, "l3 drop NAMESPACE MOUNTPOINT" },
 };
 
 static void usage(FILE *f)

@@ -257,6 +257,11 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 		goto err_alloc;
 	}
 	rc = tier_l2_open(t, err, errlen);
+	if (rc == 0)
+		rc = tier_l3_open(t, err, errlen);
+	/* the L3 strings were copied where they are kept (the password by
+	 * the connections): none is kept here */
+	t->cfg.l3 = t->cfg.l3_password = t->cfg.l3_prefix = NULL;
 	if (rc < 0) {
 		tier_destroy(t);
 		return rc;
@@ -289,6 +294,7 @@ void tier_destroy(struct tier *t)
 
 	if (!t)
 		return;
+	tier_l3_close(t); /* sends its queue: releases unpin records */
 	tier_l2_close(t); /* flush_on_exit; callbacks still see the index */
 	/* The policy only links records; drop it before freeing them. */
 	t->pops->destroy(t->pol);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "kvfs.h"
+#include "tier/l3.h"
 
 struct tier;
 struct tier_wr;    /* a chunk being written; owned by one writer */
@@ -63,6 +64,16 @@ struct tier_config {
 	enum tier_ingest ingest;
 	uint32_t hot_hits;      /* threshold for TIER_INGEST_HOT */
 	bool flush_on_exit;     /* write L1 to L2 on tier_destroy */
+
+	/* L3 (tier/l3.h, tier_l3.c): disabled when l3 is NULL. The strings
+	 * are used by tier_create only (copied where kept). */
+	const char *l3;             /* redis://HOST:PORT[,HOST:PORT...] */
+	enum l3r_mode l3_cluster;   /* auto (default), cluster, standalone */
+	const char *l3_password;    /* AUTH; NULL = none */
+	enum tier_ingest l3_ingest; /* what goes to L3 (default evicted:
+				     * chunks leaving L1) */
+	int l3_timeout_ms;          /* 0 = L3_TIMEOUT_MS_DEFAULT */
+	const char *l3_prefix;      /* NULL = L3_PREFIX_DEFAULT */
 
 	/*
 	 * Called (without tier.lock) after a published chunk left the engine
@@ -210,6 +221,22 @@ int tier_wr_publish_or_keep(struct tier *t, struct tier_wr *w,
 int tier_wr_publish_replace(struct tier *t, struct tier_wr *w,
 			    const struct kvfs_key *key);
 
+/*
+ * tier_wr_map (tier_xfer.c) - for batched PUTs: the host address of the
+ * extent of a writer begun (tier_wr_begin) with size_hint >= len and not
+ * written to yet, and sets its size to len. The caller fills exactly
+ * [*ptr, *ptr + len) before tier_wr_publish / tier_wr_abort, and must not
+ * call tier_wr_pwrite/truncate meanwhile. -ENOTSUP when the arena is
+ * device memory (use tier_wr_pwrite), -EINVAL when the extent is smaller
+ * than len or the writer was written to.
+ */
+int tier_wr_map(struct tier *t, struct tier_wr *w, uint64_t len, void **ptr);
+
+/* tier_wr_set_checksum (tier_xfer.c) - the XXH3-64 (seed 0) of the bytes
+ * the writer will publish, computed by the caller while they were hot:
+ * publication keeps it instead of computing it later (tier_checksum). */
+void tier_wr_set_checksum(struct tier_wr *w, uint64_t sum);
+
 /* tier_wr_abort - discards the chunk being written and frees w. */
 void tier_wr_abort(struct tier *t, struct tier_wr *w);
 
@@ -309,6 +336,12 @@ int tier_set_parent(struct tier *t, uint32_t ns, const struct kvfs_key *key,
  * With pin: each chunk of the run is pinned (refs + 1); release each with
  * tier_unpin_key. With prefetch: the L2 part of the run is promoted into L1
  * in the background.
+ * With L3, the keys past the local run are asked of L3 (one pipelined
+ * round trip per node, bounded by l3_timeout_ms): *found includes the run
+ * L3 holds, so found - in_l1 - in_l2 is the part found in L3. With pin
+ * that part is promoted first (then pinned like the rest; what could not
+ * be promoted ends the run); with prefetch it is promoted in the
+ * background.
  * Out: *found, *in_l1, *in_l2. Returns 0 or -ENOENT (namespace).
  */
 int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
@@ -353,6 +386,25 @@ struct tier_dirent {
 int tier_ns_snapshot(struct tier *t, uint32_t ns, struct tier_dirent **out,
 		     size_t *n);
 
+/* ------------------------------------------------------------------- L3 */
+
+/*
+ * tier_stat_fetch - tier_stat, and when the chunk is not local and L3 is
+ * on, a promotion from L3 first (GET, every check, decode into L1; bounded
+ * by l3_timeout_ms): what a name lookup of an open uses. -ENOENT (a miss,
+ * also for a bad value in L3, counted and deleted there), -ENOMEM.
+ */
+int tier_stat_fetch(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    struct tier_info *info);
+
+/*
+ * tier_l3_drop - deletes every chunk of the namespace named ns (it need
+ * not exist here) from L3, for every node. Returns the number deleted, or
+ * -EOPNOTSUPP (no L3), -EINVAL (bad name), or the store's error (some may
+ * be deleted).
+ */
+long tier_l3_drop(struct tier *t, const char *ns);
+
 /* ---------------------------------------------------------------- stats */
 
 struct tier_stats {
@@ -368,6 +420,12 @@ struct tier_stats {
 	uint64_t writers, writer_bytes;
 	/* engine metadata: bytes of index + chunk records + policy state */
 	uint64_t meta_bytes;
+	/* L3 (all zero without l3): the store's counters, and the engine's
+	 * promotions from L3, writes skipped (no memory to copy the chunk),
+	 * and the L1 bytes pinned for queued L3 writes now */
+	bool l3_on;
+	struct l3_stats l3;
+	uint64_t l3_promotions, l3_skipped, l3_pinned_bytes;
 };
 void tier_get_stats(struct tier *t, struct tier_stats *st);
 
@@ -399,5 +457,20 @@ int tier_arena_export(struct tier *t, const struct tier_chunk *c,
 		      uint8_t ipc[64], uint64_t *offset, void **cookie);
 /* tier_arena_unexport - frees what tier_arena_export made; NULL is a no-op. */
 void tier_arena_unexport(struct tier *t, void *cookie);
+
+/*
+ * Device imports (tier_xfer.c) - batched GETs straight into an engine's
+ * CUDA buffer (gpu.h, gpu_import_*). tier_import_open: -ENOTSUP on a host
+ * arena, -EIO, -ENOMEM. tier_import_copy: bytes [off, off + len) of the
+ * pinned chunk c to the import at dst_off (-EFAULT outside the import,
+ * -EIO); blocks for the copy. tier_import_close: no copy may be running.
+ */
+struct gpu_import;
+int tier_import_open(struct tier *t, const uint8_t ipc[64], uint64_t len,
+		     struct gpu_import **out);
+int tier_import_copy(struct tier *t, struct gpu_import *im,
+		     const struct tier_chunk *c, uint64_t off, uint64_t len,
+		     uint64_t dst_off);
+void tier_import_close(struct tier *t, struct gpu_import *im);
 
 #endif /* KVFS_TIER_H */

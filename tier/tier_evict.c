@@ -67,6 +67,7 @@ int tier_evict_one(struct tier *t)
 		t->pops->insert(t->pol, &r->pi);
 		return -ENOSPC;
 	}
+	tier_l3_evicting(t, r); /* l3_ingest=evicted: a copy goes to L3 */
 	if (t->l2 && tier_l2_evicting(t, r)) {
 		/* demoted: stays indexed as an L2 chunk */
 		leave_l1(t, r);

@@ -18,6 +18,9 @@
  *   tier_l2*.c     the engine's side of L2 (tier_l2_i.h): hooks, recovery
  *                  into the index, demotion (tier_l2_demote.c), promotion
  *                  and prefetch (tier_l2_promote.c); the L2 log: l2_i.h
+ *   tier_l3.c      the engine's side of L3 (shared, on Redis): ingest,
+ *                  promotion, lookups past the local run, prefetch; the
+ *                  store: l3.h (l3.c, l3_redis.c, l3_conn.c, l3_slot.c)
  *   l1_alloc.c     extents of the arena; policy_*.c victim order;
  *                  lease.c leases; codec.c compression; record.h/.c the
  *                  on-disk record format
@@ -109,7 +112,12 @@ struct tier_rec {
 	uint16_t l2_heat;            /* hits since its L2 copy was written
 				      * or moved (saturating): what a reclaim
 				      * calls hot */
+	uint8_t l3;                  /* TL3_* (tier_l3.c); in the padding */
 };
+
+/* rec.l3: what this node knows of the chunk's copy in L3 */
+#define TL3_QUEUED 1 /* a write of it is queued (it is pinned for it) */
+#define TL3_IN 2     /* stored there by this node, or read from there */
 
 /* 184 bytes: with malloc's 8-byte header, one 192-byte heap chunk. */
 _Static_assert(sizeof(struct tier_rec) <= 184, "tier_rec grew");
@@ -189,6 +197,10 @@ struct tier_wr {
 	uint32_t depth;              /* tier.lock */
 	uint64_t size;               /* (mu) bytes written so far */
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
+	bool from_l3;                /* (mu) a promotion from L3: its record
+				      * is marked TL3_IN, not written back */
+	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
+	uint64_t sum;
 };
 
 /* What tier_get hands out: a pin on a record, plus where its bytes are. */
@@ -257,6 +269,8 @@ struct tier {
 	size_t ngone, gone_cap;      /* tier.lock */
 	struct tier_l2 *l2;          /* (imm) the L2 engine (tier_l2.c), NULL
 				      * without l2_dir; its fields: tier.lock */
+	struct tier_l3 *l3;          /* (imm) the L3 engine (tier_l3.c), NULL
+				      * without l3; see its fields */
 	char logbuf[256];            /* tier.lock: a log line waiting for
 				      * tier_unlock */
 };
@@ -366,5 +380,34 @@ void tier_l2_prefetch(struct tier *t, struct tier_rec *r);
 void tier_l2_pin_promote(struct tier *t, struct tier_rec *r);
 uint64_t tier_l2_stored(const struct tier_rec *r);
 void tier_l2_stats(struct tier *t, struct tier_stats *st);
+
+/* ------------------------------------------- L3 hooks (tier_l3.c) */
+
+/* tier_create / tier_destroy (tier.lock NOT held). tier_l3_open fails
+ * tier_create on a bad configuration (-EINVAL, -EACCES); an unreachable
+ * server is not a failure. tier_l3_close first sends what is queued. */
+int tier_l3_open(struct tier *t, char *err, size_t errlen);
+void tier_l3_close(struct tier *t);
+/* tier.lock held; no-ops without L3. */
+void tier_l3_on_publish(struct tier *t, struct tier_rec *r);
+void tier_l3_on_hit(struct tier *t, struct tier_rec *r);
+/* r is leaving L1 for space (ingest=evicted copies it to L3). */
+void tier_l3_evicting(struct tier *t, struct tier_rec *r);
+/* r is being unlinked: its L3 copy is deleted (queued). */
+void tier_l3_forget(struct tier *t, struct tier_rec *r);
+void tier_l3_stats(struct tier *t, struct tier_stats *st);
+/* tier.lock NOT held. */
+/* Reads (ns, key) from L3 into L1 (published, TL3_IN) unless it is
+ * indexed already: 0 when it is indexed now, -ENOENT (a miss: absent,
+ * unreachable, or a bad value, counted and deleted), -ENOMEM. */
+int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+/* The leading run of keys[0..n) present in L3 (one round trip per
+ * node); 0 without L3 or on failure. */
+uint32_t tier_l3_run(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		     uint32_t n);
+/* Queues background promotions of keys[0..n) (bounded). */
+void tier_l3_prefetch(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		      uint32_t n);
+void tier_l3_store_stats(struct tier *t, struct tier_stats *st);
 
 #endif /* KVFS_TIER_I_H */

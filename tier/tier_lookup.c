@@ -9,14 +9,19 @@
 
 #include "tier/tier_i.h"
 
-/* tier_lookup and tier_lookup_pinned; gens (with pin) may be NULL. */
+/* tier_lookup and tier_lookup_pinned; gens (with pin) may be NULL.
+ * Past the local run, L3 is asked about the rest in one round trip per
+ * node: found counts the run L3 has too. With pin that part is promoted
+ * first (a pin needs a local copy) and pinned like the rest; with
+ * prefetch (no pin) it is promoted in the background. */
 static int lookup_run(struct tier *t, uint32_t ns,
 		      const struct kvfs_key *keys, uint32_t nkeys,
 		      uint32_t depth_base, bool pin, bool prefetch,
 		      uint64_t *gens, uint32_t *found, uint32_t *in_l1,
 		      uint32_t *in_l2)
 {
-	uint32_t i, l1 = 0, l2 = 0;
+	uint32_t i = 0, l1 = 0, l2 = 0, l3run = 0, l3from = 0, promoted = 0;
+	bool asked_l3 = false, repromoted = false;
 	struct tier_rec *r;
 	uint64_t tick;
 
@@ -29,7 +34,8 @@ static int lookup_run(struct tier *t, uint32_t ns,
 	 * time for all of them, so the prefix policy's tie rule (the deeper
 	 * chunk first) orders them. */
 	tick = ++t->clock;
-	for (i = 0; i < nkeys; i++) {
+local:
+	for (; i < nkeys; i++) {
 		r = tier_idx_find(t, ns, &keys[i]);
 		if (!r)
 			break;
@@ -48,11 +54,47 @@ static int lookup_run(struct tier *t, uint32_t ns,
 				gens[i] = r->gen;
 		}
 	}
+	/* a chunk promoted for the pins was evicted before it was pinned
+	 * (L1 under pressure): promoted once more, from there */
+	if (pin && asked_l3 && !repromoted && i < l3from + promoted) {
+		uint32_t end = l3from + promoted, k = i;
+
+		repromoted = true;
+		tier_unlock(t);
+		while (k < end && tier_l3_promote(t, ns, &keys[k]) == 0)
+			k++;
+		tier_lock(t);
+		if (k > i)
+			goto local;
+	}
+	if (i < nkeys && t->l3 && !asked_l3) {
+		asked_l3 = true;
+		tier_unlock(t);
+		l3from = i;
+		l3run = tier_l3_run(t, ns, keys + i, nkeys - i);
+		if (l3run && pin) {
+			while (promoted < l3run &&
+			       tier_l3_promote(t, ns, &keys[i + promoted]) == 0)
+				promoted++;
+			l3run = 0; /* local now, as far as it went: pinned above */
+			tier_lock(t);
+			goto local;
+		}
+		if (l3run && prefetch)
+			tier_l3_prefetch(t, ns, keys + i, l3run);
+		tier_lock(t);
+	}
 	/* the keys past the cached run: the engine recomputes them */
-	t->misses += nkeys - i;
+	t->misses += nkeys - i - l3run;
 	tier_unlock(t);
+	/* promoted from L3 for the pins: they count as L3's */
+	if (promoted) {
+		uint32_t p = i - l3from < promoted ? i - l3from : promoted;
+
+		l1 -= p < l1 ? p : l1;
+	}
 	if (found)
-		*found = i;
+		*found = i + l3run;
 	if (in_l1)
 		*in_l1 = l1;
 	if (in_l2)

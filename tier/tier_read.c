@@ -146,12 +146,22 @@ int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	struct tier_chunk *c = malloc(sizeof(*c));
 	struct tier_rec *r;
 	struct tier_ns *n;
+	bool tried_l3 = false;
 
 	if (!c)
 		return -ENOMEM;
+again:
 	tier_lock(t);
 	n = tier_ns_get(t, ns);
 	r = n ? tier_idx_find(t, ns, key) : NULL;
+	if (!r && n && t->l3 && !tried_l3) {
+		/* not local: L3 may have it (another node wrote it) */
+		tier_unlock(t);
+		tried_l3 = true;
+		if (tier_l3_promote(t, ns, key) == 0)
+			goto again;
+		tier_lock(t);
+	}
 	if (!r) {
 		t->misses++;
 		tier_unlock(t);
@@ -190,6 +200,7 @@ int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		}
 	} else {
 		tier_l2_on_hit(t, r);
+		tier_l3_on_hit(t, r);
 	}
 	tier_unlock(t);
 	*out = c;
@@ -276,6 +287,7 @@ bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
 
 	tier_idx_remove(t, r);
 	sync = tier_l2_forget(t, r);
+	tier_l3_forget(t, r);
 	if (r->where == TIER_L1) {
 		t->pops->remove(t->pol, &r->pi);
 		/* Keep the extent while pinned: only the bookkeeping goes. */

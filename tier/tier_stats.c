@@ -12,7 +12,9 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	uint64_t meta;
 
 	memset(st, 0, sizeof(*st));
+	tier_l3_store_stats(t, st); /* atomics: outside the lock */
 	tier_lock(t);
+	tier_l3_stats(t, st);
 	st->l1_capacity = t->l1_cap;
 	st->l1_bytes = t->l1_bytes;
 	st->l1_chunks = t->l1_chunks;

@@ -332,7 +332,10 @@ static int publish(struct tier *t, struct tier_wr *w,
 	r->key = *pkey;
 	r->ns = w->ns;
 	r->size = w->size;
-	r->flags |= TREC_NOSUM; /* tier_checksum computes it if asked */
+	if (w->has_sum) /* tier_wr_set_checksum: computed by the writer */
+		r->checksum = w->sum;
+	else
+		r->flags |= TREC_NOSUM; /* tier_checksum computes it if asked */
 	r->gen = ++t->gen;
 	r->l1_off = keep ? w->off : 0;
 	r->l1_pages = (uint32_t)(keep / L1_ALIGN);
@@ -353,6 +356,10 @@ static int publish(struct tier *t, struct tier_wr *w,
 	ns->last_size = w->size;
 	t->publishes++;
 	tier_l2_on_publish(t, r); /* ingest=all */
+	if (w->from_l3)
+		r->l3 = TL3_IN; /* L3 has it: never written back */
+	else
+		tier_l3_on_publish(t, r); /* l3_ingest=all */
 	writer_drop(t, w);
 	tier_policy_capacity(t);
 	tier_unlock(t);

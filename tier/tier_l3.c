@@ -1,0 +1,721 @@
+/*
+ * tier_l3.c - the engine's side of L3 (the store is tier/l3.h): which
+ * chunks go to Redis (l3_ingest), promotion of a chunk found there (GET,
+ * every check of the record format, decode, publish into L1 through a
+ * writer), the part of a batched lookup past the local run, prefetch,
+ * unlink, stats.
+ *
+ * A value in L3 is a tier/record.h record (header + payload, no padding)
+ * whose hdr_sum is seeded with a salt derived from l3_prefix: every node
+ * using the same prefix writes and checks the same way. Nothing read from
+ * L3 is trusted before kvrec_hdr_check, the header's namespace and key,
+ * the exact length, and raw_sum over the decoded bytes (which covers the
+ * payload: record.h's step 2 for a record decoded anyway) all passed; anything
+ * else is a miss, counted, and deleted from L3 if it is still the same
+ * bad value (l3_del_bad).
+ *
+ * Writes to L3 never block the caller: ingest=all and hot pin the chunk
+ * and let an L3 writer thread build the record from the arena (at most a
+ * quarter of L1 pinned for L3 at a time; past that the bytes are copied
+ * instead, bounded by the store's queue); ingest=evicted copies the
+ * victim's bytes under tier.lock (the victim is leaving L1) as L2's
+ * demotion does. A chunk that came from L3, or was stored there by this
+ * node, is not written again (rec.l3).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tier/codec.h"
+#include "tier/l3.h"
+#include "tier/record.h"
+#include "tier/tier_i.h"
+
+#define TL3_PREFETCH_MAX 1024 /* promotions waiting for the prefetchers */
+#define TL3_PREFETCHERS 2      /* promotions at once in the background */
+
+struct tl3_ws {
+	struct tl3_ws *next;
+	struct codec_ws *ws;
+};
+
+struct tl3_pf {
+	struct tl3_pf *next;
+	uint32_t ns;
+	struct kvfs_key key;
+};
+
+struct tier_l3 {
+	struct l3 *l3;            /* (imm) */
+	uint64_t salt;            /* (imm) hdr_sum seed */
+	int level;                /* (imm) compress level, 0 = raw */
+	uint64_t max_stored;      /* (imm) the largest payload accepted */
+	uint64_t pin_cap;         /* (imm) L1 bytes that may be pinned for
+				   * L3 writes at once */
+	uint64_t pinned;          /* tier.lock: bytes pinned for L3 writes */
+	uint64_t promotions;      /* tier.lock */
+	uint64_t skipped;         /* tier.lock: writes skipped (pin bound) */
+
+	pthread_mutex_t mu;       /* a leaf: ws and the prefetch queue */
+	pthread_cond_t cv;
+	struct tl3_ws *ws;        /* mu: idle codec workspaces */
+	struct tl3_pf *pf_head, *pf_tail; /* mu */
+	size_t pf_n;              /* mu */
+	bool stop;                /* mu */
+	pthread_t pf_th[TL3_PREFETCHERS];
+	int pf_started;
+};
+
+/* One queued write: either a pinned chunk (r, read from the arena by the
+ * writer thread) or a copy (raw). */
+struct tl3_job {
+	struct tier *t;
+	struct tier_rec *r; /* pinned, or NULL */
+	void *raw;
+	uint64_t size;
+	int shuffle;
+	char ns[KVFS_NS_NAME_MAX + 1];
+	struct kvfs_key key;
+};
+
+/* ------------------------------------------------------- workspaces */
+
+static struct codec_ws *ws_get(struct tier_l3 *t3)
+{
+	struct tl3_ws *w;
+	struct codec_ws *ws;
+
+	pthread_mutex_lock(&t3->mu);
+	w = t3->ws;
+	if (w)
+		t3->ws = w->next;
+	pthread_mutex_unlock(&t3->mu);
+	if (!w)
+		return codec_ws_new();
+	ws = w->ws;
+	free(w);
+	return ws;
+}
+
+static void ws_put(struct tier_l3 *t3, struct codec_ws *ws)
+{
+	struct tl3_ws *w = malloc(sizeof(*w));
+
+	if (!w) {
+		codec_ws_free(ws);
+		return;
+	}
+	w->ws = ws;
+	pthread_mutex_lock(&t3->mu);
+	w->next = t3->ws;
+	t3->ws = w;
+	pthread_mutex_unlock(&t3->mu);
+}
+
+/* ----------------------------------------------------------- writes */
+
+/* Builds the record of src (size bytes) into *out. */
+static int build(struct tier *t, const struct tl3_job *j, const void *src,
+		 void **out, size_t *out_len)
+{
+	struct tier_l3 *t3 = t->l3;
+	struct kvrec_desc d = { .ns = j->ns, .key = &j->key,
+				.raw_len = j->size };
+	struct timespec now;
+	uint8_t *buf;
+	long n = -E2BIG;
+	int rc;
+
+	buf = malloc(KVREC_HDR_BYTES + (j->size ? j->size : 1));
+	if (!buf)
+		return -ENOMEM;
+	if (t3->level && j->size >= 4096) {
+		struct codec_ws *ws = ws_get(t3);
+
+		/* worth storing only when it saves a sixteenth */
+		n = ws ? codec_compress(ws, t3->level, j->shuffle, src, j->size,
+					buf + KVREC_HDR_BYTES,
+					j->size - j->size / 16)
+		       : -ENOMEM;
+		if (ws)
+			ws_put(t3, ws);
+	}
+	if (n >= 0) {
+		d.codec = CODEC_ZSTD;
+		d.shuffle = (uint8_t)j->shuffle;
+		d.stored_len = (uint64_t)n;
+	} else if (n == -E2BIG) {
+		memcpy(buf + KVREC_HDR_BYTES, src, j->size);
+		d.codec = CODEC_NONE;
+		d.stored_len = j->size;
+	} else {
+		free(buf);
+		return (int)n;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	d.seq = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	d.raw_sum = kvrec_sum(src, j->size, 0);
+	d.stored_sum = kvrec_sum(buf + KVREC_HDR_BYTES, d.stored_len, 0);
+	rc = kvrec_hdr_build((struct kvrec_hdr *)buf, &d, t3->salt);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	*out_len = KVREC_HDR_BYTES + d.stored_len;
+	return 0;
+}
+
+static int job_encode(void *arg, void **out, size_t *out_len)
+{
+	struct tl3_job *j = arg;
+	struct tier *t = j->t;
+	const void *src = j->raw;
+	void *bounce = NULL;
+	int rc;
+
+	if (!src && t->arena.host) {
+		src = (const char *)t->arena.host + j->r->l1_off;
+	} else if (!src) {
+		/* device arena: one copy to the host (r is pinned) */
+		bounce = malloc(j->size ? j->size : 1);
+		if (!bounce)
+			return -ENOMEM;
+		rc = tier_arena_read(t, j->r->l1_off, bounce, j->size);
+		if (rc) {
+			free(bounce);
+			return rc;
+		}
+		src = bounce;
+	}
+	rc = build(t, j, src, out, out_len);
+	free(bounce);
+	return rc;
+}
+
+static void job_release(void *arg, int err)
+{
+	struct tl3_job *j = arg;
+	struct tier *t = j->t;
+
+	if (j->r) {
+		tier_lock(t);
+		t->l3->pinned -= j->size;
+		j->r->l3 = err ? 0 : TL3_IN;
+		tier_unref(t, j->r);
+		tier_unlock(t);
+	}
+	free(j->raw);
+	free(j);
+}
+
+/* Queues a write of r (tier.lock held): raw is a copy of its bytes, or
+ * NULL to pin r and read it from the arena later. */
+static void queue_put(struct tier *t, struct tier_rec *r, void *raw)
+{
+	struct tier_l3 *t3 = t->l3;
+	struct tier_ns *ns = tier_ns_get(t, r->ns);
+	struct tl3_job *j;
+	struct l3_src src;
+
+	if (!ns || !(j = calloc(1, sizeof(*j)))) {
+		free(raw);
+		return;
+	}
+	j->t = t;
+	j->raw = raw;
+	j->size = r->size;
+	j->shuffle = ns->shuffle;
+	memcpy(j->ns, ns->name, sizeof(j->ns));
+	j->key = r->key;
+	if (!raw) {
+		j->r = r;
+		tier_ref(t, r);
+		t3->pinned += r->size;
+		r->l3 = TL3_QUEUED;
+	} else {
+		r->l3 = TL3_IN; /* leaving L1: a later copy would be the same */
+	}
+	src.encode = job_encode;
+	src.release = job_release;
+	src.arg = j;
+	src.bytes = r->size;
+	if (l3_put(t3->l3, j->ns, &j->key, &src) == 0)
+		return;
+	/* refused (queue full: counted there): undone here, under the lock
+	 * job_release would take */
+	if (j->r) {
+		t3->pinned -= j->size;
+		r->l3 = 0;
+		tier_unref(t, r);
+	}
+	free(j->raw);
+	free(j);
+}
+
+/* A copy of r's bytes (tier.lock held), or NULL (also when the queue
+ * has no room for it: not copied only to be dropped; counted as a drop). */
+static void *copy_bytes(struct tier *t, struct tier_rec *r)
+{
+	void *raw;
+
+	if (!l3_queue_room(t->l3->l3, r->size)) {
+		l3_put_dropped(t->l3->l3);
+		return NULL;
+	}
+	raw = malloc(r->size ? r->size : 1);
+	if (raw && tier_arena_read(t, r->l1_off, raw, r->size)) {
+		free(raw);
+		raw = NULL;
+	}
+	if (!raw)
+		t->l3->skipped++;
+	return raw;
+}
+
+/* Queues a write of the L1 chunk r (tier.lock held): pinned while a
+ * quarter of L1 allows, else a copy (a memcpy under tier.lock, bounded
+ * by the queue's size). */
+static void queue_pinned(struct tier *t, struct tier_rec *r)
+{
+	struct tier_l3 *t3 = t->l3;
+	void *raw;
+
+	if (r->l3 || r->where != TIER_L1)
+		return;
+	if (t3->pinned + r->size <= t3->pin_cap || !t3->pinned) {
+		queue_put(t, r, NULL);
+		return;
+	}
+	raw = copy_bytes(t, r);
+	if (raw)
+		queue_put(t, r, raw);
+}
+
+/* ------------------------------------------------------------ hooks */
+
+void tier_l3_on_publish(struct tier *t, struct tier_rec *r)
+{
+	if (t->l3 && t->cfg.l3_ingest == TIER_INGEST_ALL)
+		queue_pinned(t, r);
+}
+
+void tier_l3_on_hit(struct tier *t, struct tier_rec *r)
+{
+	if (t->l3 && t->cfg.l3_ingest == TIER_INGEST_HOT &&
+	    r->hits >= t->cfg.hot_hits)
+		queue_pinned(t, r);
+}
+
+void tier_l3_evicting(struct tier *t, struct tier_rec *r)
+{
+	void *raw;
+
+	if (!t->l3 || t->cfg.l3_ingest != TIER_INGEST_EVICTED || r->l3)
+		return;
+	/* a memcpy under tier.lock, as L2's demotion: the space is needed */
+	raw = copy_bytes(t, r);
+	if (raw)
+		queue_put(t, r, raw);
+}
+
+void tier_l3_forget(struct tier *t, struct tier_rec *r)
+{
+	struct tier_ns *ns = t->l3 ? tier_ns_get(t, r->ns) : NULL;
+
+	/* other nodes may have stored it: deleted whatever we know */
+	if (ns)
+		l3_del(t->l3->l3, ns->name, &r->key);
+}
+
+/* -------------------------------------------------------- promotion */
+
+/* Every check of a value read from L3 (see the top of this file). */
+static int check_value(struct tier_l3 *t3, const struct l3_val *v,
+		       const char *ns, const struct kvfs_key *key,
+		       uint64_t max_chunk)
+{
+	const struct kvrec_hdr *h = v->data;
+	int rc;
+
+	if (v->len < KVREC_HDR_BYTES)
+		return -EBADMSG;
+	/* the header here; the payload by raw_sum over the decoded bytes
+	 * (decode_into), which record.h allows when it is decoded anyway:
+	 * one pass over the bytes instead of two */
+	rc = kvrec_hdr_check(h, t3->salt, t3->max_stored);
+	if (rc)
+		return -EBADMSG;
+	if (h->stored_len + KVREC_HDR_BYTES != v->len ||
+	    h->raw_len > max_chunk || strcmp(h->ns, ns) ||
+	    memcmp(h->key, key->b, sizeof(h->key)) ||
+	    (h->codec == CODEC_NONE && h->stored_sum != h->raw_sum))
+		return -EBADMSG;
+	return 0;
+}
+
+/* A writer of (ns, key) in flight (tier.lock held). */
+static bool writer_of(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	for (struct tier_wr *w = t->writers; w; w = w->next)
+		if (w->keyed && w->ns == ns && tier_key_eq(&w->key, key))
+			return true;
+	return false;
+}
+
+/* Another promotion of the key (a prefetch) or a local writer holds it:
+ * waits, bounded, until it is published or given up. 0 or -ENOENT. */
+static int wait_published(struct tier *t, uint32_t ns,
+			  const struct kvfs_key *key)
+{
+	uint64_t end = l3_now_ns() +
+		       (uint64_t)(t->cfg.l3_timeout_ms ? t->cfg.l3_timeout_ms
+						       : L3_TIMEOUT_MS_DEFAULT) *
+			       1000000ull +
+		       t->cfg.max_chunk * 1000000000ull / L3_MIN_RATE;
+
+	for (;;) {
+		struct timespec nap = { 0, 200000 };
+		bool found, busy;
+
+		tier_lock(t);
+		found = tier_idx_find(t, ns, key) != NULL;
+		busy = !found && writer_of(t, ns, key);
+		tier_unlock(t);
+		if (found)
+			return 0;
+		if (!busy || l3_now_ns() > end)
+			return -ENOENT;
+		nanosleep(&nap, NULL);
+	}
+}
+
+/*
+ * Decodes the checked record h into the writer w (its extent holds
+ * raw_len: tier_wr_begin was given it) and checks raw_sum over the
+ * result. A host arena gets the bytes in place, without a copy; a device
+ * arena through a buffer. -EBADMSG (bad payload), -ENOMEM.
+ */
+static int decode_into(struct tier *t, struct tier_wr *w,
+		       const struct kvrec_hdr *h)
+{
+	const char *payload = (const char *)h + KVREC_HDR_BYTES;
+	struct codec_ws *ws;
+	void *dst, *tmp = NULL;
+	int rc = 0;
+
+	if (!h->raw_len)
+		return h->raw_sum == kvrec_sum("", 0, 0) ? 0 : -EBADMSG;
+	if (t->arena.host && w->cap >= h->raw_len) {
+		dst = (char *)t->arena.host + w->off;
+	} else {
+		dst = tmp = malloc(h->raw_len);
+		if (!tmp)
+			return -ENOMEM;
+	}
+	pthread_mutex_lock(&w->mu); /* the writer's extent is ours */
+	if (h->codec == CODEC_NONE) {
+		memcpy(dst, payload, h->raw_len);
+	} else {
+		ws = ws_get(t->l3);
+		rc = ws ? codec_decompress(ws, h->codec, h->shuffle, payload,
+					   h->stored_len, dst, h->raw_len)
+			: -ENOMEM;
+		if (ws)
+			ws_put(t->l3, ws);
+		if (rc && rc != -ENOMEM)
+			rc = -EBADMSG; /* whatever the decoder disliked */
+	}
+	if (!rc && kvrec_sum(dst, h->raw_len, 0) != h->raw_sum)
+		rc = -EBADMSG;
+	if (!rc && !tmp)
+		w->size = h->raw_len;
+	pthread_mutex_unlock(&w->mu);
+	if (!rc && tmp)
+		rc = tier_wr_pwrite(t, w, tmp, h->raw_len, 0);
+	free(tmp);
+	return rc;
+}
+
+int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	struct tier_l3 *t3 = t->l3;
+	char name[KVFS_NS_NAME_MAX + 1];
+	const struct kvrec_hdr *h;
+	struct tier_wr *w = NULL;
+	struct l3_val v;
+	uint64_t h_sum = 0;
+	int rc;
+
+	if (!t3)
+		return -ENOENT;
+	tier_lock(t);
+	{
+		struct tier_ns *n = tier_ns_get(t, ns);
+
+		rc = !n ? -ENOENT : tier_idx_find(t, ns, key) ? 1
+				  : writer_of(t, ns, key) ? 2 : 0;
+		if (n)
+			memcpy(name, n->name, sizeof(name));
+	}
+	tier_unlock(t);
+	if (rc == 2) /* a prefetch is promoting it, or a writer writing it */
+		return wait_published(t, ns, key);
+	if (rc)
+		return rc < 0 ? rc : 0;
+	rc = l3_get(t3->l3, name, key, &v);
+	if (rc)
+		return -ENOENT; /* not there, or not reachable: a miss */
+	rc = check_value(t3, &v, name, key, t->cfg.max_chunk);
+	h = v.data;
+	if (!rc)
+		rc = tier_wr_begin(t, ns, key, h->raw_len, &w);
+	if (rc == -EEXIST) { /* published here meanwhile, or being so */
+		l3_val_free(&v);
+		return wait_published(t, ns, key);
+	}
+	if (!rc) {
+		h_sum = h->raw_sum;
+		rc = decode_into(t, w, h);
+	}
+	if (rc == -EBADMSG) {
+		tier_log(t, "l3: %s: a bad record in L3 (a miss; deleted)",
+			 name);
+		l3_del_bad(t3->l3, name, key, v.data, v.len);
+	}
+	l3_val_free(&v);
+	if (rc) {
+		if (w)
+			tier_wr_abort(t, w);
+		return rc == -ENOMEM ? rc : -ENOENT;
+	}
+	w->from_l3 = true;
+	tier_wr_set_checksum(w, h_sum); /* checked: kept, not recomputed */
+	rc = tier_wr_publish(t, w, NULL);
+	if (rc == -EEXIST)
+		return wait_published(t, ns, key);
+	if (rc)
+		return rc == -ENOMEM ? rc : -ENOENT;
+	tier_lock(t);
+	t3->promotions++;
+	t->promotions++;
+	tier_unlock(t);
+	return 0;
+}
+
+/* --------------------------------------------------- lookup, prefetch */
+
+uint32_t tier_l3_run(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		     uint32_t n)
+{
+	char name[KVFS_NS_NAME_MAX + 1];
+	uint8_t *present;
+	long run;
+
+	if (!t->l3 || !n)
+		return 0;
+	tier_lock(t);
+	{
+		struct tier_ns *s = tier_ns_get(t, ns);
+
+		if (s)
+			memcpy(name, s->name, sizeof(name));
+		else
+			n = 0;
+	}
+	tier_unlock(t);
+	present = n ? malloc(n) : NULL;
+	if (!present)
+		return 0;
+	run = l3_exists(t->l3->l3, name, keys, n, present);
+	free(present);
+	return run > 0 ? (uint32_t)run : 0;
+}
+
+static void *prefetch_main(void *arg)
+{
+	struct tier *t = arg;
+	struct tier_l3 *t3 = t->l3;
+
+	pthread_mutex_lock(&t3->mu);
+	for (;;) {
+		struct tl3_pf *p;
+
+		while (!t3->pf_head && !t3->stop)
+			pthread_cond_wait(&t3->cv, &t3->mu);
+		if (t3->stop)
+			break;
+		p = t3->pf_head;
+		t3->pf_head = p->next;
+		if (!t3->pf_head)
+			t3->pf_tail = NULL;
+		t3->pf_n--;
+		pthread_mutex_unlock(&t3->mu);
+		tier_l3_promote(t, p->ns, &p->key);
+		free(p);
+		pthread_mutex_lock(&t3->mu);
+	}
+	pthread_mutex_unlock(&t3->mu);
+	return NULL;
+}
+
+void tier_l3_prefetch(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		      uint32_t n)
+{
+	struct tier_l3 *t3 = t->l3;
+
+	if (!t3)
+		return;
+	pthread_mutex_lock(&t3->mu);
+	for (uint32_t i = 0; i < n && t3->pf_n < TL3_PREFETCH_MAX; i++) {
+		struct tl3_pf *p = malloc(sizeof(*p));
+
+		if (!p)
+			break;
+		p->next = NULL;
+		p->ns = ns;
+		p->key = keys[i];
+		if (t3->pf_tail)
+			t3->pf_tail->next = p;
+		else
+			t3->pf_head = p;
+		t3->pf_tail = p;
+		t3->pf_n++;
+	}
+	pthread_cond_signal(&t3->cv);
+	pthread_mutex_unlock(&t3->mu);
+}
+
+/* ------------------------------------------------------ admin, stats */
+
+long tier_l3_drop(struct tier *t, const char *ns)
+{
+	size_t len = strnlen(ns, KVFS_NS_NAME_MAX + 1);
+
+	if (!t->l3)
+		return -EOPNOTSUPP;
+	if (!len || len > KVFS_NS_NAME_MAX || strchr(ns, '/') || ns[0] == '.')
+		return -EINVAL;
+	return l3_drop_ns(t->l3->l3, ns);
+}
+
+int tier_stat_fetch(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    struct tier_info *info)
+{
+	int rc = tier_stat(t, ns, key, info);
+
+	if (rc == -ENOENT && t->l3) {
+		rc = tier_l3_promote(t, ns, key);
+		if (rc == 0)
+			rc = tier_stat(t, ns, key, info);
+	}
+	return rc;
+}
+
+void tier_l3_stats(struct tier *t, struct tier_stats *st)
+{
+	if (!t->l3)
+		return;
+	st->l3_on = 1;
+	st->l3_promotions = t->l3->promotions;
+	st->l3_skipped = t->l3->skipped;
+	st->l3_pinned_bytes = t->l3->pinned;
+}
+
+/* Outside tier.lock (the store's counters are atomics). */
+void tier_l3_store_stats(struct tier *t, struct tier_stats *st)
+{
+	if (t->l3)
+		l3_get_stats(t->l3->l3, &st->l3);
+}
+
+/* ------------------------------------------------------- open/close */
+
+static void on_log(void *arg, const char *msg)
+{
+	tier_log(arg, "%s", msg);
+}
+
+int tier_l3_open(struct tier *t, char *err, size_t errlen)
+{
+	const struct tier_config *c = &t->cfg;
+	struct l3_config lc = {
+		.servers = c->l3, .mode = (enum l3r_mode)c->l3_cluster,
+		.password = c->l3_password, .prefix = c->l3_prefix,
+		.timeout_ms = c->l3_timeout_ms, .max_chunk = c->max_chunk,
+		.log = on_log, .log_arg = t,
+	};
+	const char *prefix = c->l3_prefix ? c->l3_prefix : L3_PREFIX_DEFAULT;
+	struct tier_l3 *t3;
+	int rc;
+
+	if (!c->l3)
+		return 0;
+	t3 = calloc(1, sizeof(*t3));
+	if (!t3)
+		return -ENOMEM;
+	pthread_mutex_init(&t3->mu, NULL);
+	pthread_cond_init(&t3->cv, NULL);
+	/* one salt per prefix: nodes sharing a prefix share the format */
+	t3->salt = kvrec_sum(prefix, strlen(prefix), 0x4b5646534c33ull);
+	t3->level = c->compress_level;
+	t3->max_stored = c->max_chunk;
+	t3->pin_cap = t->l1_cap / 4;
+	rc = l3_open(&lc, &t3->l3, err, errlen);
+	if (rc)
+		goto fail;
+	t->l3 = t3;
+	for (int i = 0; i < TL3_PREFETCHERS; i++) {
+		rc = -pthread_create(&t3->pf_th[i], NULL, prefetch_main, t);
+		if (rc) {
+			snprintf(err, errlen, "l3: no prefetch thread");
+			tier_l3_close(t);
+			return rc;
+		}
+		t3->pf_started++;
+	}
+	return 0;
+fail:
+	l3_close(t3->l3);
+	pthread_mutex_destroy(&t3->mu);
+	pthread_cond_destroy(&t3->cv);
+	free(t3);
+	return rc;
+}
+
+void tier_l3_close(struct tier *t)
+{
+	struct tier_l3 *t3 = t->l3;
+
+	if (!t3)
+		return;
+	pthread_mutex_lock(&t3->mu);
+	t3->stop = true;
+	pthread_cond_broadcast(&t3->cv);
+	pthread_mutex_unlock(&t3->mu);
+	for (int i = 0; i < t3->pf_started; i++)
+		pthread_join(t3->pf_th[i], NULL);
+	while (t3->pf_head) {
+		struct tl3_pf *p = t3->pf_head;
+
+		t3->pf_head = p->next;
+		free(p);
+	}
+	/* sends what is queued (releases take tier.lock: not held here) */
+	l3_close(t3->l3);
+	while (t3->ws) {
+		struct tl3_ws *w = t3->ws;
+
+		t3->ws = w->next;
+		codec_ws_free(w->ws);
+		free(w);
+	}
+	pthread_mutex_destroy(&t3->mu);
+	pthread_cond_destroy(&t3->cv);
+	t->l3 = NULL;
+	free(t3);
+}
