@@ -198,10 +198,10 @@ static void apply(struct fs *fs, char type, const char *ns, const char *path,
 	size_t lastlen;
 	uint32_t id;
 
-	if (tier_ns_find(fs->tier, ns, &id)) {
-		if (type != 'N' || tier_ns_create(fs->tier, ns, &id))
-			return;
-	}
+	/* namespaces come back through L2 and l2_dir/namespaces
+	 * (fs_nsmeta.c): one that did not was removed */
+	if (tier_ns_find(fs->tier, ns, &id))
+		return;
 	if (type == 'F') {
 		kvfs_path_key(path, len, &key);
 		if (tier_stat(fs->tier, id, &key, &info))

@@ -469,6 +469,15 @@ class WarmRestart(unittest.TestCase):
             self.assertEqual(st["namespaces"]["j"]["chunks"], 2)
             self.assertEqual(st["paths"]["orphans"], 1)
             self.assertEqual(st["paths"]["files"], 2)
+            # an empty path namespace comes back in path mode; a removed
+            # one does not come back
+            os.mkdir(os.path.join(m.mnt, "e"))
+            os.mkdir(os.path.join(m.mnt, "r"))
+            os.rmdir(os.path.join(m.mnt, "r"))
+            m.remount()
+            self.assertEqual(os.getxattr(os.path.join(m.mnt, "e"),
+                                         "user.kvfs.names"), b"paths")
+            self.assertFalse(os.path.exists(os.path.join(m.mnt, "r")))
         finally:
             pathmount.drop_mount(m)
 
