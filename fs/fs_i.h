@@ -499,6 +499,11 @@ void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max);
 /* fs_path_gone (background thread, no lock held): (ns, key) left the
  * engine; its name goes too unless a newer version holds it. */
 void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+/* fs_path_published (background thread, no lock held): chunk (ns, key)
+ * was just published; when it is a path file, the kernel's entry of its
+ * name (which points at the writer's inode) is dropped, so a reader's
+ * first open looks the name up once instead of twice. */
+void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 /* fs_path_attach_locked: namespace record nsi becomes a path namespace
  * (a new root directory; -ENOMEM). fs_path_detach_locked frees its tree
  * (writers' references dropped): when it becomes a key namespace again,

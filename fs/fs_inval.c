@@ -57,6 +57,8 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 
 	if (!g->published)
 		fs_path_gone(fs, g->ns, &g->key); /* a path file vanishes */
+	else
+		fs_path_published(fs, g->ns, &g->key); /* its name's entry */
 	pthread_mutex_lock(&p->lock);
 	nsi = fs_ns_find(p, g->ns);
 	if (nsi)

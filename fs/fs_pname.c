@@ -728,6 +728,26 @@ void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	free(name);
 }
 
+void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	struct fs_pent *e;
+	uint64_t parent = 0;
+	char *name = NULL;
+	size_t len = 0;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
+	if (e && !e->wr) {
+		parent = e->parent->ino;
+		len = e->len;
+		name = strndup(e->name, len);
+	}
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (name && fs->se)
+		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
+	free(name);
+}
+
 void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	fs_path_drop_gone(fs, ns, key, true);
