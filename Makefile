@@ -91,6 +91,15 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
+# ---------------------------------------------------------------- events
+# events/ (KV events over ZeroMQ, msgpack-c) is its own archive: linked
+# into kvfs-mount, kvfsctl and the tests, never into libkvfs (engines that
+# load libkvfs need no libzmq).
+EV_PKGS := libzmq msgpack
+EV_SRC := $(wildcard events/*.c)
+EV_OBJ := $(EV_SRC:%.c=$(BUILD)/%.o)
+EV_LIB := $(BUILD)/libkvfsev.a
+EV_LIBS := $(shell $(PKG_CONFIG) --libs $(EV_PKGS) 2>/dev/null || echo -lzmq -lmsgpackc)
 PROGS := $(BUILD)/kvfsctl $(BUILD)/kvfs-mount
 LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
 
@@ -105,6 +114,10 @@ $(BUILD)/%.o: %.c
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(if $(filter gpu/%,$<),$(CUDA_CFLAGS)) -c $< -o $@
+
+$(EV_LIB): $(EV_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/libkvfs.a: $(LIB_OBJ)
 	$(call msg,AR,$@)
@@ -127,21 +140,21 @@ $(BUILD)/kvfs.pc: Makefile
 	  > $(BUILD)/kvfs-uninstalled.pc
 
 CTL_SRC := mount/kvfsctl.c $(wildcard mount/ctl_*.c)
-$(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libkvfs.a
+$(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
-$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(FS_OBJ) $(BUILD)/libkvfs.a
+$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_events.o $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(LIBS)
 
-$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(EV_LIBS) $(LIBS)
 
-$(BUILD)/tests/integ/%: $(BUILD)/tests/integ/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
+$(BUILD)/tests/integ/%: $(BUILD)/tests/integ/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(EV_LIBS) $(LIBS)
 
 $(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
@@ -154,6 +167,11 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
 $(BUILD)/bench/kvfs_l3bench: $(TEST_COMMON_OBJ)
 # kvfs_xbench (batched transfers) mounts with the tests' helper
 $(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
+
+# kvfs_evbench mounts kvfs (tests/common's helpers) and talks ZeroMQ
+$(BUILD)/bench/kvfs_evbench: $(BUILD)/bench/kvfs_evbench.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) $(LIBS)
 
 # ---------------------------------------------------------------- gpu
 # libfakecudart.so stands in for libcudart (KVFS_CUDART=...) so the pinned
@@ -199,6 +217,10 @@ APT_PKGS := build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	util-linux
 # L3 (issue 16): hiredis, and the servers the L3 tests start on loopback
 APT_PKGS += libhiredis-dev redis-server redis-tools
+# events (issue 13): ZeroMQ, msgpack-c, jansson (kvfsctl events --json),
+# the Python subscriber's modules, inotifywait for the delete-event test
+APT_PKGS += libzmq3-dev libmsgpack-dev libjansson-dev python3-zmq \
+	python3-msgpack inotify-tools
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
@@ -207,6 +229,9 @@ deps:
 check-deps:
 	@$(PKG_CONFIG) --exists $(DEPS_PKGS) cmocka hiredis 2>/dev/null && \
 	  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && \
+	  $(PKG_CONFIG) --exists $(EV_PKGS) jansson 2>/dev/null && \
+	  command -v inotifywait >/dev/null && \
+	  /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 

@@ -11,6 +11,7 @@
 #   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
 #   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write()
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
+#   BUILD/bench/kvfs_evbench   KV events: publisher rate, writes off vs on
 #   bench/py_bench.py          the Python binding vs os.read/os.write
 #   bench/paths_bench.py       vLLM's FS tier on a path namespace vs tmpfs
 #                              and the disk (O_DIRECT)
@@ -81,7 +82,7 @@ run() { # name cmd...
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
 for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_l3bench kvfs_ibench \
-	kvfs_xbench kvfs_gpubench; do
+	kvfs_xbench kvfs_gpubench kvfs_evbench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"
 	else

@@ -168,6 +168,11 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 		tc->log = tier_log_cb;
 		tc->log_arg = fs;
 	}
+	r = fs_events_init(fs, tc);
+	if (r) {
+		snprintf(err, errlen, "events: %s", strerror(-r));
+		goto fail;
+	}
 	r = tier_create(tc, &fs->tier, err, errlen);
 	if (r)
 		goto fail;
@@ -187,9 +192,11 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 		tier_destroy(fs->tier);
 		goto fail;
 	}
+	fs_events_start(fs); /* announces what L2 recovery brought back */
 	*out = fs;
 	return 0;
 fail:
+	fs_events_destroy(fs);
 	pthread_cond_destroy(&p->qcond);
 	pthread_mutex_destroy(&p->qlock);
 	pthread_mutex_destroy(&p->lock);
@@ -235,7 +242,9 @@ void fs_destroy(struct fs *fs)
 		fs_inode_free(fs, container_of(e, struct fs_inode, inode));
 	fs_path_free(fs);
 	pthread_mutex_unlock(&p->lock);
+	fs_events_unmount(fs);
 	tier_destroy(fs->tier);
+	fs_events_destroy(fs);
 	htab_free(&p->itab);
 	htab_free(&p->ntab);
 	htab_free(&p->tmptab);

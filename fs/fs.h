@@ -14,6 +14,7 @@ struct fs;
 struct fuse_session;
 struct fuse_lowlevel_ops;
 struct tier_config;
+struct ev_pub;
 
 enum fs_cache {
 	FS_CACHE_DIRECT = 0, /* direct_io: reads reply from the arena */
@@ -33,6 +34,8 @@ struct fs_config {
 	uint64_t max_dirs;       /* directories of path namespaces, in all
 				  * (0: FS_PATH_DIRS_DEFAULT) */
 	char config_text[4096];  /* the effective options, for .kvfs/config */
+	struct ev_pub *events;   /* KV event publisher (events/events.h),
+				  * the caller's; NULL = events off */
 };
 
 /*

@@ -257,6 +257,8 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 	ioc[0] = '\0';
 	fs_ioctl_stats_json(fs, ioc, sizeof(ioc));
 	sb_printf(b, "  \"ioctl\": %s,\n", ioc[0] ? ioc : "{}");
+	fs_events_stats_json(fs, ioc, sizeof(ioc)); /* KV events */
+	sb_printf(b, "  \"events\": %s,\n", ioc[0] ? ioc : "{}");
 	sb_printf(b, "  \"namespaces\": {");
 	n = ns_all(fs, &ns);
 	for (long i = 0; i < n; i++) {
@@ -318,6 +320,12 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	prom(b, "path_meta_bytes", "gauge",
 	     "bytes of path namespace trees (names, directories)",
 	     pc.meta_bytes);
+	{ /* KV events */
+		char ev[2048];
+
+		if (fs_events_metrics(fs, ev, sizeof(ev)))
+			sb_printf(b, "%s", ev);
+	}
 	sb_printf(b, "# HELP kvfs_ns_chunks chunks per namespace\n"
 		  "# TYPE kvfs_ns_chunks gauge\n");
 	n = ns_all(fs, &ns);

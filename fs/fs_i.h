@@ -143,6 +143,7 @@ struct fs {
 	struct fs_config cfg;     /* copy of the mount's fs options */
 	void *ioctl_state;        /* owned by fs_ioctl.c */
 	struct fs_nsmeta *nsmeta; /* fs_nsmeta.c; NULL while L2 is off */
+	struct fs_events *events; /* fs_events.c; NULL while events are off */
 
 	struct fs_priv *priv;     /* private state of fs/, below */
 };
@@ -659,12 +660,13 @@ void fs_nsmeta_destroy(struct fs *fs);
 
 /* fs_nsfile.c - the format of l2_dir/namespaces (described there). */
 #define FS_NSFILE_NAME "namespaces"
-#define FS_NSFILE_VERSION 1
+#define FS_NSFILE_VERSION 2 /* 2 added CHUNK_TOKENS; 1 still reads */
 
 struct fs_nsfile_ent {
 	char name[KVFS_NS_NAME_MAX + 1];
 	struct fs_nsattr a;
 	uint64_t chunk_bytes;
+	uint32_t chunk_tokens; /* user.kvfs.chunk_tokens (version 2) */
 	int shuffle;           /* the engine's; applied when a.dtype is set */
 };
 
@@ -715,5 +717,22 @@ void fs_ioctl_destroy(struct fs *fs);
  * length written.
  */
 size_t fs_ioctl_stats_json(struct fs *fs, char *buf, size_t size);
+
+/* ------------------------------------------------------- fs_events.c */
+
+/* Installs the event sink in tc when fs->cfg.events is set. -ENOMEM. */
+int fs_events_init(struct fs *fs, struct tier_config *tc);
+/* Once the namespaces' attributes are back: announces the chunks present
+ * and starts reporting changes. */
+void fs_events_start(struct fs *fs);
+/* Before tier_destroy: remembers the namespaces to clear. */
+void fs_events_unmount(struct fs *fs);
+/* After tier_destroy: AllBlocksCleared per namespace; frees the sink.
+ * Also on fs_create's failure path. */
+void fs_events_destroy(struct fs *fs);
+/* The "events" object of .kvfs/stats, and the kvfs_events_* metrics;
+ * bytes written (NUL-terminated, truncated to size). */
+size_t fs_events_stats_json(struct fs *fs, char *buf, size_t size);
+size_t fs_events_metrics(struct fs *fs, char *buf, size_t size);
 
 #endif /* KVFS_FS_I_H */

@@ -1,8 +1,8 @@
 /*
  * fs_inval.c - kernel invalidation and the background thread: the queue of
  * chunks the engine let go of (evicted, unlinked, replaced) or just
- * published, the thread that sends the kernel's notify_inval_entry and
- * notify_inval_inode for them and expires abandoned temporaries, and its
+ * published, the thread that sends the kernel's notify_delete (or
+ * notify_inval_entry) and notify_inval_inode for them and expires abandoned temporaries, and its
  * start and stop (fs_start, fs_stop).
  */
 #include <errno.h>
@@ -68,6 +68,14 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 		ino = in->ino;
 	pthread_mutex_unlock(&p->lock);
 	kvfs_key_hex(&g->key, hex);
+	/* A chunk that left the engine, with a name the kernel knows: a
+	 * delete notification, so inotify watchers see IN_DELETE as for an
+	 * unlink. Where the kernel refuses it (no such dentry, or a kernel
+	 * without it), a plain invalidation. */
+	if (nsino && ino &&
+	    fuse_lowlevel_notify_delete(fs->se, nsino, ino, hex,
+					KVFS_KEY_HEX_LEN) == 0)
+		nsino = 0;
 	if (nsino)
 		fuse_lowlevel_notify_inval_entry(fs->se, nsino, hex,
 						 KVFS_KEY_HEX_LEN);

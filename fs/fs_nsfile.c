@@ -5,17 +5,18 @@
  * dtype, not only with its chunks. fs_nsmeta.c decides when it is read and
  * written; this file only knows the format and how to replace it safely.
  *
- * Format, version 1 (text, one record per line, fields separated by one
+ * Format, version 2 (text, one record per line, fields separated by one
  * space, every line ending in '\n'):
  *
- *   kvfs-namespaces 1
+ *   kvfs-namespaces 2
  *   root MODE UID GID
- *   ns NAME MODE UID GID CHUNK_BYTES DTYPE SHUFFLE MTIME CTIME
+ *   ns NAME MODE UID GID CHUNK_BYTES DTYPE SHUFFLE MTIME CTIME CHUNK_TOKENS
  *   ...
  *   sum HEX16
  *
  * MODE is the permission bits in octal (at most 07777); UID, GID,
- * CHUNK_BYTES and SHUFFLE (0, 2 or 4) are decimal; DTYPE is the value of
+ * CHUNK_BYTES, SHUFFLE (0, 2 or 4) and CHUNK_TOKENS (user.kvfs.chunk_tokens,
+ * up to 4294967295) are decimal; DTYPE is the value of
  * user.kvfs.dtype or "-" when unset; MTIME and CTIME are SECONDS.NANOSECONDS
  * (nine digits). NAME is the namespace name with every byte outside
  * [A-Za-z0-9._+,:@=~-] written as %XX (names may hold any byte but '/').
@@ -24,7 +25,8 @@
  * the whole file is then rejected (the caller fails closed).
  *
  * A newer version number is rejected as well (-ENOTSUP): a daemon never
- * guesses at attributes it cannot read.
+ * guesses at attributes it cannot read. Version 1 (no CHUNK_TOKENS, read
+ * as 0) is still read; what is written is version 2.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -173,12 +175,12 @@ int fs_nsfile_format(const struct fs_nsfile *f, char **buf, size_t *len)
 
 		name_escape(e->name, name);
 		sb_printf(&sb, "ns %s %04o %u %u %" PRIu64 " %s %d "
-			  "%lld.%09ld %lld.%09ld\n", name,
+			  "%lld.%09ld %lld.%09ld %" PRIu32 "\n", name,
 			  (unsigned)(e->a.mode & 07777), (unsigned)e->a.uid,
 			  (unsigned)e->a.gid, e->chunk_bytes,
 			  e->a.dtype[0] ? e->a.dtype : "-", e->shuffle,
 			  (long long)mt.tv_sec, mt.tv_nsec,
-			  (long long)ct.tv_sec, ct.tv_nsec);
+			  (long long)ct.tv_sec, ct.tv_nsec, e->chunk_tokens);
 	}
 	if (!sb.err)
 		sb_printf(&sb, "sum %016" PRIx64 "\n",
@@ -295,7 +297,8 @@ static int ent_name_cmp(const void *a, const void *b)
 int fs_nsfile_parse(const char *buf, size_t len, struct fs_nsfile *f)
 {
 	const char *sum_line = NULL;
-	char line[NSFILE_LINE_MAX], *tok[10];
+	char line[NSFILE_LINE_MAX], *tok[11];
+	uint64_t ver = 0;
 	size_t pos = 0, cap = 0;
 	uint64_t want, got;
 	bool have_root = false;
@@ -334,16 +337,14 @@ int fs_nsfile_parse(const char *buf, size_t len, struct fs_nsfile *f)
 		memcpy(line, buf + pos, ll);
 		line[ll] = '\0';
 		pos += ll + 1;
-		n = split(line, tok, 10);
+		n = split(line, tok, 11);
 		if (n < 0)
 			goto bad;
 		if (lineno == 0) {
-			uint64_t ver;
-
 			if (n != 2 || strcmp(tok[0], NSFILE_MAGIC) ||
 			    parse_u64_base(tok[1], 10, UINT32_MAX, &ver))
 				goto bad;
-			if (ver != FS_NSFILE_VERSION) {
+			if (ver != FS_NSFILE_VERSION && ver != 1) {
 				rc = -ENOTSUP;
 				goto bad;
 			}
@@ -351,7 +352,7 @@ int fs_nsfile_parse(const char *buf, size_t len, struct fs_nsfile *f)
 			if (parse_ids(tok + 1, &f->root))
 				goto bad;
 			have_root = true;
-		} else if (!strcmp(tok[0], "ns") && n == 10) {
+		} else if (!strcmp(tok[0], "ns") && n == (ver == 1 ? 10 : 11)) {
 			if (f->n == cap) {
 				size_t c = cap ? 2 * cap : 16;
 				struct fs_nsfile_ent *a;
@@ -366,6 +367,12 @@ int fs_nsfile_parse(const char *buf, size_t len, struct fs_nsfile *f)
 			}
 			if (parse_ns(tok + 1, &f->ent[f->n]))
 				goto bad;
+			if (ver >= 2) {
+				uint64_t v;
+				if (parse_u64_base(tok[10], 10, UINT32_MAX, &v))
+					goto bad;
+				f->ent[f->n].chunk_tokens = (uint32_t)v;
+			}
 			f->n++;
 		} else {
 			goto bad;

@@ -3,7 +3,8 @@
  *
  * L2 records carry a chunk's namespace name, so recovery brings every
  * namespace back, but not what fs and the engine keep about it: mode,
- * owner, user.kvfs.chunk_bytes and user.kvfs.dtype (with its shuffle).
+ * owner, user.kvfs.chunk_bytes, user.kvfs.dtype (with its shuffle) and
+ * user.kvfs.chunk_tokens.
  * Without them a private namespace would come back world-readable, its
  * owner could no longer write, and short chunks would be accepted. So
  * while L2 is on, fs keeps them (and the root directory's mode and owner)
@@ -97,6 +98,7 @@ static int snapshot(struct fs *fs, struct fs_nsfile *f)
 			continue;
 		memcpy(e->name, ni.name, sizeof(e->name));
 		e->chunk_bytes = ni.chunk_bytes;
+		e->chunk_tokens = ni.chunk_tokens;
 		e->shuffle = ni.shuffle;
 		f->n++;
 	}
@@ -166,6 +168,8 @@ static void apply(struct fs *fs, struct fs_nsmeta *nm,
 					(unsigned long long)e->chunk_bytes,
 					strerror(-rc));
 		}
+		if (e->chunk_tokens)
+			tier_ns_set_chunk_tokens(fs->tier, id, e->chunk_tokens);
 		if (e->a.dtype[0]) {
 			rc = tier_ns_set_shuffle(fs->tier, id, e->shuffle);
 			if (rc)

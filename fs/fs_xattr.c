@@ -1,7 +1,8 @@
 /*
  * fs_xattr.c - extended attributes, the user.kvfs.* names of
  * include/kvfs.h: a chunk's tier, hits, checksum, lineage and pin; a
- * writer's parent, depth and pin; a namespace's chunk_bytes and dtype.
+ * writer's parent, depth and pin; a namespace's chunk_bytes, dtype and
+ * chunk_tokens.
  * GETXATTR, LISTXATTR, SETXATTR and REMOVEXATTR.
  */
 #include <errno.h>
@@ -24,7 +25,8 @@ static const char *const writer_xattrs[] = {
 };
 
 static const char *const ns_xattrs[] = {
-	KVFS_XATTR_CHUNK_BYTES, KVFS_XATTR_DTYPE, KVFS_XATTR_NAMES,
+	KVFS_XATTR_CHUNK_BYTES, KVFS_XATTR_DTYPE, KVFS_XATTR_CHUNK_TOKENS,
+	KVFS_XATTR_NAMES,
 };
 
 static bool in_list(const char *name, const char *const *l, size_t n)
@@ -134,6 +136,11 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			if (!err)
 				n = snprintf(val, sizeof(val), "%" PRIu64,
 					     ni.chunk_bytes);
+		} else if (!strcmp(name, KVFS_XATTR_CHUNK_TOKENS)) {
+			err = tier_ns_info(fs->tier, t.ns, &ni);
+			if (!err)
+				n = snprintf(val, sizeof(val), "%" PRIu32,
+					     ni.chunk_tokens);
 		} else if (!strcmp(name, KVFS_XATTR_DTYPE) && t.dtype[0]) {
 			n = snprintf(val, sizeof(val), "%s", t.dtype);
 		} else if (!strcmp(name, KVFS_XATTR_NAMES)) {
@@ -311,6 +318,14 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			err = parse_u64(value, size, &v);
 			if (!err)
 				err = tier_ns_set_chunk_bytes(fs->tier, t.ns, v);
+		} else if (!strcmp(name, KVFS_XATTR_CHUNK_TOKENS)) {
+			/* block_size of the namespace's KV events */
+			err = parse_u64(value, size, &v);
+			if (!err && v > UINT32_MAX)
+				err = -EINVAL;
+			if (!err)
+				err = tier_ns_set_chunk_tokens(fs->tier, t.ns,
+							       (uint32_t)v);
 		} else if (!strcmp(name, KVFS_XATTR_DTYPE)) {
 			char dt[8];
 			int sh = dtype_shuffle(value, size, dt);

@@ -119,6 +119,42 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 /* Longest path below a path namespace, in bytes (ENAMETOOLONG past it). */
 #define KVFS_PATH_MAX 1024
 #define KVFS_XATTR_DTYPE "user.kvfs.dtype" /* bf16|fp16|fp32|fp8 */
+/* Tokens per chunk, decimal (0..4294967295, 0 = unset): reported only, as
+ * block_size of the namespace's KV events (below). Kept across a restart
+ * (with L2) like chunk_bytes; anything else is EINVAL. */
+#define KVFS_XATTR_CHUNK_TOKENS "user.kvfs.chunk_tokens"
+
+/*
+ * KV events (mount option events=ENDPOINT): what a fleet router learns
+ * about this node, in vLLM's wire format (vllm/distributed/kv_events.py).
+ * Each ZeroMQ PUB message has three frames:
+ *   topic    "kv@" NODE "@" NAMESPACE   (NODE: node=, default the host name)
+ *   seq      8 bytes, big-endian: 0, 1, 2... per daemon, never reused
+ *   payload  msgpack EventBatch [ts (float64 seconds), [event...], nil]
+ * An event is a map {"type": TAG, field: value...} (events_format=map,
+ * default) or an array [TAG, value...] (events_format=array), fields in
+ * this order:
+ *   "BlockStored":  block_hashes [h], parent_block_hash (h or nil),
+ *                   token_ids [] (kvfs does not know them), block_size
+ *                   (KVFS_XATTR_CHUNK_TOKENS), lora_id nil, medium,
+ *                   lora_name nil
+ *   "BlockRemoved": block_hashes [h], medium
+ *   "AllBlocksCleared": (no fields; the topic says which namespace)
+ * h is the key's last 8 bytes as a big-endian unsigned integer
+ * (events_hash=u64, default) or the 16 key bytes (events_hash=bytes).
+ * medium is where the chunk is (BlockStored) or was (BlockRemoved):
+ * KVFS_EV_MEDIUM_GPU (L1 in CUDA memory), _CPU (host or pinned L1), _DISK
+ * (L2), _REMOTE (a tier below L2 shared by nodes).
+ * Replay (events_replay=ENDPOINT, a ROUTER): send [identity, "",
+ * start_seq (8 bytes BE)], receive [identity, "", seq, payload] for each
+ * buffered batch with seq >= start_seq, then [identity, "", -1 (8 bytes
+ * 0xff), ""]. Anyone who can connect to these sockets sees every
+ * namespace's keys: their reach is the access control.
+ */
+#define KVFS_EV_MEDIUM_GPU "GPU"
+#define KVFS_EV_MEDIUM_CPU "CPU"
+#define KVFS_EV_MEDIUM_DISK "DISK"
+#define KVFS_EV_MEDIUM_REMOTE "REMOTE"
 
 /* Control directory at the mount root. */
 #define KVFS_CTL_DIR ".kvfs"

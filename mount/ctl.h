@@ -11,6 +11,8 @@ int ctl_pin(int argc, char **argv);      /* ctl_lookup.c: pin */
 int ctl_unpin(int argc, char **argv);    /* ctl_lookup.c: unpin */
 int ctl_prefetch(int argc, char **argv); /* ctl_lookup.c: prefetch */
 int ctl_l3(int argc, char **argv);       /* ctl_l3.c: l3 drop */
+int ctl_events(int argc, char **argv);   /* ctl_events.c */
+int ctl_score(int argc, char **argv);    /* ctl_score.c */
 
 /* Parses a size: decimal (or hex after 0x) with an optional K/M/G/T
  * suffix (powers of 1024). Returns 0 or -EINVAL. */

@@ -34,6 +34,7 @@
 
 #include "kvfs.h"
 #include "fs/fs.h"
+#include "mount/mount_events.h"
 #include "tier/policy.h"
 #include "tier/tier.h"
 
@@ -55,6 +56,8 @@ struct mopts {
 	int nargs;
 	int bad;
 	char fuse_opts[1024];    /* options passed through to libfuse */
+	struct mount_events_opts ev; /* KV events (mount_events.c) */
+	struct ev_config evc;
 };
 
 enum {
@@ -98,6 +101,13 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("l3_ingest=%s", l3_ingest),
 	MOPT("l3_timeout_ms=%s", l3_timeout_ms),
 	MOPT("l3_prefix=%s", l3_prefix),
+	/* KV events (mount/mount_events.c) */
+	MOPT("events=%s", ev.events),
+	MOPT("events_replay=%s", ev.events_replay),
+	MOPT("node=%s", ev.node),
+	MOPT("events_format=%s", ev.events_format),
+	MOPT("events_hash=%s", ev.events_hash),
+	MOPT("events_buffer=%s", ev.events_buffer),
 
 	/* libfuse's own mount options */
 	FUSE_OPT_KEY("allow_other", KEY_FUSE),
@@ -175,6 +185,10 @@ static void usage(FILE *f, const char *prog)
 "  -o l3=redis://HOST:PORT[,HOST:PORT...]   L3 on Redis / Redis Cluster\n"
 "  -o l3_cluster=auto|yes|no   l3_auth_file=PATH (the password, AUTH)\n"
 "  -o l3_ingest=evicted|all|hot   l3_timeout_ms=MS (50)   l3_prefix=STR\n"
+"  -o events=ENDPOINT publish KV events (ZeroMQ PUB, vLLM's format):\n"
+"                     tcp://*:5557 binds, tcp://host:5557 connects\n"
+"  -o events_replay=ENDPOINT  replay socket (ROUTER)   node=NAME\n"
+"  -o events_format=map|array  events_hash=u64|bytes  events_buffer=N\n"
 "  -o allow_other,allow_root,auto_unmount,ro,noexec,noatime,fsname=NAME\n"
 "                     passed to FUSE; default_permissions is always on\n",
 		prog);
@@ -671,12 +685,22 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("l3_prefix=%s\n", tc->l3_prefix ? tc->l3_prefix :
 	    L3_PREFIX_DEFAULT);
 #undef CFG
+	if (mount_events_config(&o->ev, &o->evc, cfg, cl))
+		return -1;
 	return 0;
 }
 
 static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	vsyslog((int)level, fmt, ap);
+}
+
+/* The event publisher's log lines: stderr until the mount is ready, then
+ * syslog (fuse_log follows fuse_set_log_func). */
+static void ev_log(void *arg, const char *msg)
+{
+	(void)arg;
+	fuse_log(FUSE_LOG_ERR, "kvfs-mount: %s\n", msg);
 }
 
 /* Tells the waiting parent how it went (daemon mode); -1 = foreground. */
@@ -761,6 +785,10 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 
+	/* KV events first: fs_create announces what L2 recovery found */
+	o->evc.log = ev_log;
+	if (mount_events_start(&o->evc, &fc->events))
+		goto out_mask;
 	r = fs_create(fc, tc, &fs, err, sizeof(err));
 	explicit_bzero(l3_password, sizeof(l3_password)); /* L3 has a copy */
 	if (r) {
@@ -845,6 +873,8 @@ out_args:
 out_fs:
 	fs_destroy(fs);
 out_mask:
+	ev_pub_destroy(fc->events); /* sends what is still queued */
+	fc->events = NULL;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* the mount never worked: the parent says so and exits non-zero */
 	report(__atomic_exchange_n(&rd.fd, -1, __ATOMIC_ACQ_REL), 1);
@@ -867,6 +897,7 @@ static void free_opts(struct mopts *o)
 		free(*s[i]);
 		*s[i] = NULL;
 	}
+	mount_events_free(&o->ev);
 }
 
 int main(int argc, char **argv)

@@ -21,6 +21,10 @@ static const struct {
 	{ "unpin", ctl_unpin, "unpin NSDIR LEASE_ID" },
 	{ "prefetch", ctl_prefetch, "prefetch [--paths] NSDIR < keys|paths" },
 	{ "l3", ctl_l3, "l3 drop NAMESPACE MOUNTPOINT" },
+	{ "events", ctl_events,
+	  "events ENDPOINT [--json] [--from SEQ --replay EP] [--count N] [--duration-ms MS]" },
+	{ "score", ctl_score,
+	  "score --events EP1[,EP2] [--replay R1[,R2]] [--warmup-ms MS] [--weights M=W,...] [--json] < chains" },
 };
 
 static void usage(FILE *f)

@@ -23,6 +23,7 @@
 
 #include "kvfs.h"
 #include "tier/l3.h"
+#include "tier/tier_events.h"
 
 struct tier;
 struct tier_wr;    /* a chunk being written; owned by one writer */
@@ -86,6 +87,10 @@ struct tier_config {
 			enum tier_gone_reason why);
 	void *on_gone_arg;
 
+	/* Where every published chunk is, as it changes (tier_events.h):
+	 * silent until tier_events_start. */
+	struct tier_event_sink events;
+
 	/* Error messages (e.g. "l2_dir: Permission denied") go here. */
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
@@ -105,6 +110,14 @@ void tier_config_default(struct tier_config *cfg);
  */
 int tier_create(const struct tier_config *cfg, struct tier **out,
 		char *err, size_t errlen);
+
+/*
+ * tier_events_start - announces every published chunk (STORED, where it
+ * is: the chunks L2 recovery listed), then reports every change from now
+ * on to cfg.events. Call once, when the namespaces' attributes are back
+ * (fs: after the namespaces file). No-op without a sink.
+ */
+void tier_events_start(struct tier *t);
 
 /* tier_destroy - frees everything. With flush_on_exit, writes L1 chunks to
  * L2 first. Chunks still pinned are freed anyway: call it last. */
@@ -129,6 +142,7 @@ struct tier_ns_info {
 	uint32_t id;
 	char name[KVFS_NS_NAME_MAX + 1];
 	uint64_t chunk_bytes;
+	uint32_t chunk_tokens; /* 0 = unset */
 	int shuffle;
 	uint64_t chunks; /* published, any tier */
 	uint64_t bytes;  /* raw bytes of those chunks */
@@ -137,6 +151,9 @@ struct tier_ns_info {
 int tier_ns_info(struct tier *t, uint32_t id, struct tier_ns_info *info);
 int tier_ns_set_chunk_bytes(struct tier *t, uint32_t id, uint64_t bytes);
 int tier_ns_set_shuffle(struct tier *t, uint32_t id, int shuffle);
+/* tier_ns_set_chunk_tokens - tokens per chunk (user.kvfs.chunk_tokens),
+ * reported as block_size in events; 0 = unset. -ENOENT. */
+int tier_ns_set_chunk_tokens(struct tier *t, uint32_t id, uint32_t tokens);
 
 /* tier_ns_list - fills ids with up to max namespace ids; returns the total
  * number of namespaces (may exceed max). */

@@ -72,10 +72,12 @@ int tier_evict_one(struct tier *t)
 		/* demoted: stays indexed as an L2 chunk */
 		leave_l1(t, r);
 		r->where = TIER_L2;
+		tier_ev_move(t, r, TIER_L1, TIER_L2, TIER_EV_DEMOTE);
 		t->evictions++;
 		t->demotions++;
 		return 0;
 	}
+	tier_ev(t, r, TIER_EV_REMOVED, TIER_L1, TIER_EV_EVICT);
 	tier_idx_remove(t, r);
 	leave_l1(t, r);
 	t->evictions++;

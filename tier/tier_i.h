@@ -15,6 +15,7 @@
  *   tier_lookup.c  batched lookup of prefix chains, key pins
  *   tier_evict.c   victim choice (through the policy) and eviction driving
  *   tier_stats.c   counters and memory use
+ *   tier_events.c  the event sink (tier_events.h): a call per tier change
  *   tier_l2*.c     the engine's side of L2 (tier_l2_i.h): hooks, recovery
  *                  into the index, demotion (tier_l2_demote.c), promotion
  *                  and prefetch (tier_l2_promote.c); the L2 log: l2_i.h
@@ -38,8 +39,11 @@
  *                 allocator and the policy instance (and so the
  *                 fields of tier_l2_i.h). No callback of
  *                 tier_config (log, on_gone) runs under it: they are
- *                 queued and made by tier_unlock. tier_l2.c waits on
- *                 tier_l2.cond with it.
+ *                 queued and made by tier_unlock. The exception is the
+ *                 event sink (cfg.events), called under it so events
+ *                 keep the index's order: it only copies into a queue
+ *                 whose lock is a leaf (events/ev_queue.c). tier_l2.c
+ *                 waits on tier_l2.cond with it.
  *   l2.lock, l2.mt_lock: the L2 log's (see l2_i.h), leaves for the
  *                 engine; the log's callbacks run without them and take
  *                 tier.lock.
@@ -177,6 +181,7 @@ struct tier_ns {
 	uint32_t id;
 	char name[KVFS_NS_NAME_MAX + 1];
 	uint64_t chunk_bytes;        /* 0 = any size */
+	uint32_t chunk_tokens;       /* user.kvfs.chunk_tokens, for events */
 	uint64_t last_size;          /* size of the last published chunk */
 	int shuffle;
 	uint64_t chunks, bytes, hits;
@@ -273,6 +278,7 @@ struct tier {
 				      * without l3; see its fields */
 	char logbuf[256];            /* tier.lock: a log line waiting for
 				      * tier_unlock */
+	bool events_on;              /* tier.lock: tier_events_start ran */
 };
 
 /* ------------------------------------------- tier.c: logging, locking */
@@ -289,6 +295,19 @@ uint64_t tier_now_ns(void);
 void tier_lock(struct tier *t);
 /* Unlocks, then makes the queued on_gone calls. */
 void tier_unlock(struct tier *t);
+/* ------------------------------------------------ tier_events.c (events) */
+
+/* Reports r (published, indexed) as stored in or removed from tier
+ * `where` to the event sink (cfg.events), when events are on. tier.lock
+ * held; never blocks. */
+void tier_ev(struct tier *t, const struct tier_rec *r, int kind, int where,
+	     int why);
+/* A namespace's AllBlocksCleared (tier.lock held). */
+void tier_ev_cleared(struct tier *t, const struct tier_ns *ns);
+/* A tier change of r: REMOVED(from) then STORED(to). tier.lock held. */
+void tier_ev_move(struct tier *t, const struct tier_rec *r, int from, int to,
+		  int why);
+
 /* Queues an on_gone call for r, made at tier_unlock (tier.lock held). */
 void tier_queue_gone(struct tier *t, const struct tier_rec *r,
 		     enum tier_gone_reason why);

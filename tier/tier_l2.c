@@ -38,6 +38,7 @@ int tl2_ns_shuffle(struct tier *t, const struct tier_rec *r)
 void tl2_drop_l2_only(struct tier *t, struct tier_rec *r,
 		      enum tier_gone_reason why)
 {
+	tier_ev(t, r, TIER_EV_REMOVED, TIER_L2, TIER_EV_DROP);
 	tier_idx_remove(t, r);
 	r->flags &= (uint8_t)~TREC_L2;
 	if (r->flags & TREC_USER_PIN) {

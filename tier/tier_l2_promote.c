@@ -148,6 +148,7 @@ again:
 	r->l1_off = off;
 	r->l1_pages = (uint32_t)(len / L1_ALIGN);
 	r->where = TIER_L1;
+	tier_ev_move(t, r, TIER_L2, TIER_L1, TIER_EV_PROMOTE);
 	t->l1_bytes += len;
 	t->l1_chunks++;
 	if (r->pi.refs)

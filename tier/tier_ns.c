@@ -145,6 +145,7 @@ int tier_ns_remove(struct tier *t, uint32_t id)
 	else if (ns->chunks || ns->nwriters)
 		rc = -ENOTEMPTY;
 	else {
+		tier_ev_cleared(t, ns);
 		t->ns[id] = NULL;
 		t->ns_count--;
 	}
@@ -165,6 +166,7 @@ int tier_ns_info(struct tier *t, uint32_t id, struct tier_ns_info *info)
 		info->id = ns->id;
 		memcpy(info->name, ns->name, sizeof(info->name));
 		info->chunk_bytes = ns->chunk_bytes;
+		info->chunk_tokens = ns->chunk_tokens;
 		info->shuffle = ns->shuffle;
 		info->chunks = ns->chunks;
 		info->bytes = ns->bytes;
@@ -208,6 +210,18 @@ int tier_ns_set_shuffle(struct tier *t, uint32_t id, int shuffle)
 		rc = -ENOENT;
 	tier_unlock(t);
 	return rc;
+}
+
+int tier_ns_set_chunk_tokens(struct tier *t, uint32_t id, uint32_t tokens)
+{
+	struct tier_ns *ns;
+
+	tier_lock(t);
+	ns = tier_ns_get(t, id);
+	if (ns)
+		ns->chunk_tokens = tokens;
+	tier_unlock(t);
+	return ns ? 0 : -ENOENT;
 }
 
 long tier_ns_list(struct tier *t, uint32_t *ids, size_t max)

@@ -285,6 +285,7 @@ bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
 {
 	bool sync;
 
+	tier_ev(t, r, TIER_EV_REMOVED, r->where, TIER_EV_UNLINK);
 	tier_idx_remove(t, r);
 	sync = tier_l2_forget(t, r);
 	tier_l3_forget(t, r);

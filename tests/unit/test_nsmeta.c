@@ -41,6 +41,7 @@ static void ent_set(struct fs_nsfile_ent *e, const char *name, mode_t mode,
 	e->a.ctime.tv_sec = 1700000001;
 	e->a.ctime.tv_nsec = 999999999;
 	e->chunk_bytes = chunk_bytes;
+	e->chunk_tokens = (uint32_t)(chunk_bytes >> 10); /* any value */
 	e->shuffle = shuffle;
 }
 
@@ -77,6 +78,7 @@ static void ent_equal(const struct fs_nsfile_ent *a,
 	assert_int_equal(a->a.ctime.tv_sec, b->a.ctime.tv_sec);
 	assert_int_equal(a->a.ctime.tv_nsec, b->a.ctime.tv_nsec);
 	assert_true(a->chunk_bytes == b->chunk_bytes);
+	assert_int_equal(a->chunk_tokens, b->chunk_tokens);
 	assert_int_equal(a->shuffle, b->shuffle);
 }
 
@@ -233,8 +235,29 @@ static void test_bad_fields_rejected(void **state)
 	snprintf(body, sizeof(body), HDR "ns %s 0700 0 0 0 - 2" TS, name);
 	assert_int_equal(parse_sealed(body, &g), 0);
 	fs_nsfile_free(&g);
+	/* version 2 adds CHUNK_TOKENS; version 1 reads as 0 tokens */
+	assert_int_equal(parse_sealed("kvfs-namespaces 2\nroot 0755 0 0\n"
+				      "ns a 0700 0 0 0 - 2 1.000000000 "
+				      "2.000000001 16\n", &g), 0);
+	assert_int_equal(g.ent[0].chunk_tokens, 16);
+	fs_nsfile_free(&g);
+	assert_int_equal(parse_sealed(HDR "ns a 0700 0 0 0 - 2" TS, &g), 0);
+	assert_int_equal(g.ent[0].chunk_tokens, 0);
+	fs_nsfile_free(&g);
+	static const char *const bad2[] = {
+		"ns a 0700 0 0 0 - 2" TS,               /* no CHUNK_TOKENS */
+		"ns a 0700 0 0 0 - 2 1.000000000 2.000000001 4294967296\n",
+		"ns a 0700 0 0 0 - 2 1.000000000 2.000000001 -1\n",
+		"ns a 0700 0 0 0 - 2 1.000000000 2.000000001 1 2\n",
+	};
+	for (size_t i = 0; i < sizeof(bad2) / sizeof(bad2[0]); i++) {
+		snprintf(body, sizeof(body), "kvfs-namespaces 2\nroot 0755 0 0\n%s",
+			 bad2[i]);
+		assert_int_equal(parse_sealed(body, &g), -EBADMSG);
+		assert_null(g.ent);
+	}
 	/* a newer format is not guessed at */
-	assert_int_equal(parse_sealed("kvfs-namespaces 2\nroot 0755 0 0\n",
+	assert_int_equal(parse_sealed("kvfs-namespaces 3\nroot 0755 0 0\n",
 				      &g), -ENOTSUP);
 	assert_null(g.ent);
 }

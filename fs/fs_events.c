@@ -1,0 +1,228 @@
+/*
+ * fs_events.c - the engine's event sink (tier/tier_events.h) to the KV
+ * event publisher (events/events.h), and the publisher's counters in
+ * .kvfs/stats and .kvfs/metrics.
+ *
+ * The publisher belongs to the caller of fs_create (fs_config.events,
+ * NULL = events off); fs only posts to it. The sink runs under tier.lock:
+ * ev_post copies the event into a bounded queue and returns, dropping (and
+ * counting) it when the queue is full, so no FUSE request ever waits on a
+ * subscriber.
+ *
+ * Media: L1 is "GPU" when the arena is CUDA memory, else "CPU" (host and
+ * pinned host memory, as vLLM's CPU offload names it); L2 is "DISK"; a
+ * tier below L2 is "REMOTE".
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events/events.h"
+#include "fs/fs_i.h"
+#include "tier/tier_events.h"
+
+struct fs_events {
+	struct ev_pub *pub;
+	enum ev_medium l1; /* set by fs_events_start, before any event */
+	/* fs_events_unmount: the namespaces, cleared after tier_destroy
+	 * (whose flush_on_exit demotions are events too) */
+	uint32_t *ids;
+	char (*names)[KVFS_NS_NAME_MAX + 1];
+	size_t nnames;
+};
+
+static void sink(void *arg, const struct tier_event *te)
+{
+	struct fs_events *fe = arg;
+	struct ev_event e;
+
+	memset(&e, 0, offsetof(struct ev_event, ns));
+	e.kind = te->kind == TIER_EV_STORED ? EV_STORED :
+		 te->kind == TIER_EV_REMOVED ? EV_REMOVED : EV_CLEARED;
+	e.medium = te->where == TIER_L1 ? fe->l1 :
+		   te->where == TIER_L2 ? EV_MEDIUM_DISK : EV_MEDIUM_REMOTE;
+	e.block_size = te->chunk_tokens;
+	if (te->key)
+		e.key = *te->key;
+	if (te->parent) {
+		e.has_parent = 1;
+		e.parent = *te->parent;
+	}
+	snprintf(e.ns, sizeof(e.ns), "%s", te->ns_name ? te->ns_name : "");
+	/* The mount's announcement of what L2 recovery found may be millions
+	 * of chunks: it waits for room (no request can be waiting yet).
+	 * Otherwise a full queue drops the event, counted there. */
+	if (te->why == TIER_EV_RECOVER)
+		ev_post_wait(fe->pub, &e, 10000);
+	else
+		ev_post(fe->pub, &e);
+}
+
+int fs_events_init(struct fs *fs, struct tier_config *tc)
+{
+	struct fs_events *fe;
+
+	if (!fs->cfg.events)
+		return 0;
+	fe = calloc(1, sizeof(*fe));
+	if (!fe)
+		return -ENOMEM;
+	fe->pub = fs->cfg.events;
+	fe->l1 = EV_MEDIUM_CPU;
+	fs->events = fe;
+	tc->events.event = sink;
+	tc->events.arg = fe;
+	return 0;
+}
+
+void fs_events_start(struct fs *fs)
+{
+	struct tier_arena_info ai;
+
+	if (!fs->events)
+		return;
+	tier_arena_info(fs->tier, &ai);
+	/* by backend name: "cuda" is device memory; "host" and "pinned"
+	 * (page-locked host memory) are vLLM's CPU */
+	fs->events->l1 = ai.backend && !strcmp(ai.backend, "cuda")
+			 ? EV_MEDIUM_GPU : EV_MEDIUM_CPU;
+	tier_events_start(fs->tier);
+}
+
+void fs_events_unmount(struct fs *fs)
+{
+	struct fs_events *fe = fs->events;
+	long n;
+
+	if (!fe)
+		return;
+	/* the names now: the engine and its namespaces go next */
+	n = tier_ns_list(fs->tier, NULL, 0);
+	if (n <= 0)
+		return;
+	fe->ids = calloc((size_t)n, sizeof(*fe->ids));
+	fe->names = calloc((size_t)n, sizeof(*fe->names));
+	if (!fe->ids || !fe->names)
+		return; /* no AllBlocksCleared: the router times the node out */
+	long got = tier_ns_list(fs->tier, fe->ids, (size_t)n);
+	if (got < n)
+		n = got;
+	for (long i = 0; i < n; i++) {
+		struct tier_ns_info ni;
+		if (tier_ns_info(fs->tier, fe->ids[i], &ni) == 0)
+			memcpy(fe->names[fe->nnames++], ni.name, sizeof(ni.name));
+	}
+}
+
+void fs_events_destroy(struct fs *fs)
+{
+	struct fs_events *fe = fs->events;
+	struct ev_event e;
+
+	if (!fe)
+		return;
+	memset(&e, 0, sizeof(e));
+	e.kind = EV_CLEARED;
+	for (size_t i = 0; i < fe->nnames; i++) {
+		memcpy(e.ns, fe->names[i], sizeof(e.ns));
+		ev_post(fe->pub, &e);
+	}
+	free(fe->ids);
+	free(fe->names);
+	free(fe);
+	fs->events = NULL;
+}
+
+/* s as a JSON string body (quotes, backslashes, control bytes escaped). */
+static void json_body(char *out, size_t size, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s && o + 7 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)c;
+		} else if (c < 0x20) {
+			o += (size_t)snprintf(out + o, size - o, "\\u%04x", c);
+		} else {
+			out[o++] = (char)c;
+		}
+	}
+	out[o] = '\0';
+}
+
+size_t fs_events_stats_json(struct fs *fs, char *buf, size_t size)
+{
+	struct ev_stats st;
+	char ep[1100], rep[1100];
+	int n;
+
+	if (!fs->events) {
+		n = snprintf(buf, size, "{\"enabled\": false}");
+	} else {
+		ev_stats(fs->events->pub, &st);
+		json_body(ep, sizeof(ep), ev_pub_endpoint(fs->events->pub));
+		json_body(rep, sizeof(rep),
+			  ev_pub_replay_endpoint(fs->events->pub));
+		n = snprintf(buf, size,
+			     "{\"enabled\": true, \"endpoint\": \"%s\", "
+			     "\"replay_endpoint\": \"%s\", \"published\": %"
+			     PRIu64 ", \"dropped\": %" PRIu64 ", \"batches\": %"
+			     PRIu64 ", \"next_seq\": %" PRIu64 ", \"queued\": %"
+			     PRIu64 ", \"buffered\": %" PRIu64
+			     ", \"replay_requests\": %" PRIu64
+			     ", \"replay_batches\": %" PRIu64
+			     ", \"replay_bad\": %" PRIu64
+			     ", \"replay_limited\": %" PRIu64 "}",
+			     ep, rep, st.published, st.dropped, st.batches, st.next_seq,
+			     st.queued, st.buffered, st.replay_requests,
+			     st.replay_batches, st.replay_bad, st.replay_limited);
+	}
+	if (n < 0)
+		return 0;
+	return (size_t)n < size ? (size_t)n : size ? size - 1 : 0;
+}
+
+size_t fs_events_metrics(struct fs *fs, char *buf, size_t size)
+{
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} m[] = {
+#define M(n, t, h, f) { n, t, h, offsetof(struct ev_stats, f) }
+		M("events_published_total", "counter", "KV events sent", published),
+		M("events_dropped_total", "counter",
+		  "KV events dropped: the queue was full", dropped),
+		M("events_batches_total", "counter", "KV event batches sent", batches),
+		M("events_queued", "gauge", "KV events waiting to be sent", queued),
+		M("events_replay_requests_total", "counter",
+		  "replay requests served", replay_requests),
+		M("events_replay_bad_total", "counter",
+		  "malformed replay requests ignored", replay_bad),
+		M("events_replay_limited_total", "counter",
+		  "replay requests ignored over the rate limit", replay_limited),
+#undef M
+	};
+	struct ev_stats st;
+	size_t len = 0;
+
+	if (!fs->events || !size)
+		return 0;
+	buf[0] = '\0';
+	ev_stats(fs->events->pub, &st);
+	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)&st + m[i].off, sizeof(v));
+		int n = snprintf(buf + len, size - len,
+				 "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\n"
+				 "kvfs_%s %" PRIu64 "\n", m[i].name, m[i].help,
+				 m[i].name, m[i].type, m[i].name, v);
+		if (n < 0 || (size_t)n >= size - len)
+			break;
+		len += (size_t)n;
+	}
+	return len;
+}
