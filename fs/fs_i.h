@@ -217,6 +217,8 @@ struct fs_wr {
 	struct fs_wr *pprev, *pnext; /* priv.lock: fs_paths.pending */
 	bool pending;           /* priv.lock: on that list */
 	bool path;              /* a file of a path namespace (constant) */
+	bool closing;           /* priv.lock: its last fd was closed (FLUSH);
+				 * the RELEASE that follows is async */
 };
 
 /* One record per inode the kernel knows (fs_inode.c); every field is
@@ -561,6 +563,8 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino,
 		     struct fuse_file_info *fi);
 void fs_path_op_release(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi);
+void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
 void fs_path_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
 void fs_path_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       fuse_ino_t newparent, const char *newname,

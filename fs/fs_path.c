@@ -48,6 +48,14 @@ static struct fs_paths *paths_of(struct fs *fs)
 	return fs->priv->paths;
 }
 
+/* Is w closed, as readers and renames see it: no fd open, or only the one
+ * whose close(2) already returned (its RELEASE comes asynchronously)?
+ * priv.lock held. */
+static bool closed_locked(const struct fs_wr *w)
+{
+	return !w->opens || (w->opens == 1 && w->closing);
+}
+
 /* ------------------------------------------------------ pending writers */
 
 static void pending_add(struct fs_paths *t, struct fs_wr *w)
@@ -127,7 +135,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	pthread_mutex_lock(&p->lock);
 	while ((e = w->pent) && e->wr == w && e->busy)
 		fs_path_wait_idle(fs, e);
-	if (!e || e->wr != w || w->opens) {
+	if (!e || e->wr != w || !closed_locked(w)) {
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -210,6 +218,7 @@ void fs_path_tick(struct fs *fs)
 /* ------------------------------------------------------------ writers */
 
 static void release_fh(struct fs *fs, struct fs_fh *fh);
+
 static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 
 static bool path_writer(const struct fs_fh *fh)
@@ -273,6 +282,7 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 		 * being published; counted open, no publication starts) */
 		w = e->wr;
 		pending_del(paths_of(fs), w);
+		w->closing = false;
 		w->refs++;
 		w->opens++;
 		fh->wr = w;
@@ -348,7 +358,8 @@ static void writer_closed(struct fs *fs, struct fs_wr *w)
 	st = w->state;
 	pthread_rwlock_unlock(&w->lock);
 	pthread_mutex_lock(&p->lock);
-	if (w->opens) {
+	if (w->opens || st == FS_WR_PUBLISHED) {
+		/* still open, or published when its close(2) returned */
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
@@ -454,7 +465,7 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	/* a new version of a published file replaces it once closed */
-	if (e->wr && (!e->keyed || !e->wr->opens)) {
+	if (e->wr && (!e->keyed || closed_locked(e->wr))) {
 		w = e->wr;
 		w->refs++;
 	} else {
@@ -703,7 +714,7 @@ static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 
 	while ((e = fs_ptree_by_key(paths_of(fs), ns, key)) && e->busy)
 		fs_path_wait_idle(fs, e);
-	if (e && e->wr && !e->wr->opens) {
+	if (e && e->wr && closed_locked(e->wr)) {
 		w = e->wr;
 		w->refs++;
 	}
@@ -740,7 +751,7 @@ again:
 	pthread_mutex_lock(&p->lock);
 	while ((e = w->pent) && e->wr == w && e->busy)
 		fs_path_wait_idle(fs, e);
-	if (e && e->wr == w && w->opens) {
+	if (e && e->wr == w && w->opens && !closed_locked(w)) {
 		/* being written, and no publication can start now */
 		pending_del(paths_of(fs), w);
 		w->refs++;
@@ -867,4 +878,26 @@ void fs_path_op_release(fuse_req_t req, fuse_ino_t ino,
 	}
 	release_fh(fs, fh);
 	fuse_reply_err(req, 0);
+}
+
+/*
+ * close(2) of a path writer's fd by the thread that opened it, when no
+ * other fd has the file open: the file counts as closed from here (a
+ * reader's open, a lookup, a rename publish it), not from the RELEASE
+ * the kernel sends after close(2) returned. fs_op_flush still replies
+ * (and discards the file of a writer killed by a signal).
+ */
+void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_fh *fh = fs_fh_of(fi);
+
+	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
+		pthread_mutex_lock(&fs->priv->lock);
+		if (fh->wr->opens == 1)
+			fh->wr->closing = true;
+		pthread_mutex_unlock(&fs->priv->lock);
+	}
+	fs_op_flush(req, ino, fi);
 }

@@ -410,7 +410,8 @@ again:
 	w = e->wr;
 	if (okeyed)
 		fs_ptree_key(paths_of(fs), e, &okey, ogen);
-	if (!w->opens) { /* closed: publish now, under the new name */
+	if (!w->opens || (w->opens == 1 && w->closing)) {
+		/* closed: published now, under the new name */
 		publish = true;
 		w->refs++;
 	}
