@@ -30,6 +30,8 @@
  *   fs_nsmeta.lock (fs_nsmeta.c) serializes saves of l2_dir/namespaces;
  *           fs_nsmeta_save is called with no fs lock held.
  *   fs_fh.ioctl_lock protects ioctl_priv only (a leaf; fs_ioctl.c's).
+ *   fs_pev.lock (fs_pevent.c) protects the event hashes of path files: a
+ *           leaf, taken under tier.lock (the events sink) or priv.lock.
  *   Counters marked "atomic" are read and bumped with __atomic builtins.
  *
  * Kernel notifications are sent only from the background thread
@@ -530,13 +532,13 @@ bool fs_path_ns(struct fs *fs, uint32_t ns);
 /* fs_path_mode_saved: namespace ns became a path (or key) namespace:
  * kept for a warm restart. No lock held. */
 void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);
-/* fs_path_block_hash: the block hash a KV event reports for chunk key of
- * path namespace ns (fs_ptree_event_hash of its file name): 0, or
- * -ENOENT when no file of a path namespace has that key (a key chunk:
- * the caller uses the key's own hash). Takes priv.lock. The seam for the
- * KV events sink (issue 13), which is not on main yet. */
-int fs_path_block_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-		       uint64_t *h);
+/* fs_path_event_hash: the block hash KV events report for chunk key of
+ * namespace ns when it is a file of a path namespace whose name begins
+ * with at least 16 hex digits (fs_ptree_event_hash): true and *h; false
+ * otherwise (the key's own hash applies). Takes only a leaf lock of its
+ * own: the events sink calls it with tier.lock held (fs_pevent.c). */
+bool fs_path_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+			uint64_t *h);
 /* fs_path_counts: the path namespaces' numbers for .kvfs/stats. */
 struct fs_path_counts {
 	uint64_t dirs;       /* directories, all path namespaces */

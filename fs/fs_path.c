@@ -148,6 +148,8 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	e->busy = true;
 	ns = e->parent->ns;
 	kvfs_path_key(path, (size_t)len, &key);
+	/* its BlockStored carries the name's block hash (fs_pevent.c) */
+	fs_pev_note(t, ns, &key, e->name, e->len);
 	w->key = key; /* for readers of the writer's fd (fs_op_read) */
 	w->refs++;
 	pthread_mutex_unlock(&p->lock);

@@ -241,8 +241,10 @@ static void apply(struct fs *fs, char type, const char *ns, const char *path,
 		e = fs_ptree_find(t, d, last, lastlen);
 		if (!e && fs_ptree_mkfile(t, d, last, lastlen, &e))
 			goto out;
-		if (!e->dir)
+		if (!e->dir) {
 			fs_ptree_key(t, e, &key, info.gen);
+			fs_pev_note(t, id, &key, last, lastlen);
+		}
 	}
 out:
 	pthread_mutex_unlock(&p->lock);

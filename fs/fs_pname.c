@@ -207,8 +207,10 @@ void fs_path_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ns = d->ns;
 	keyed = take_file(fs, e, &key);
 	pthread_mutex_unlock(&p->lock);
-	if (keyed)
+	if (keyed) {
 		tier_unlink(fs->tier, ns, &key); /* gone meanwhile: fine */
+		fs_pev_forget(paths_of(fs), ns, &key);
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -421,8 +423,10 @@ out:
 		journal(fs, 'X', ns, opath, olen);
 		journal(fs, 'D', ns, npath, plen);
 	}
-	if (skeyed)
+	if (skeyed) {
 		tier_unlink(fs->tier, ns, &skey);
+		fs_pev_forget(paths_of(fs), ns, &skey);
+	}
 	if (publish) {
 		fs_path_publish_closed(fs, w);
 		fs_wr_unref(fs, w);
@@ -712,6 +716,7 @@ void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		/* evicted (or dropped by L2): the file vanishes, unless a
 		 * new version of it is being written */
 		fs_ptree_unkey(paths_of(fs), e);
+		fs_pev_forget(paths_of(fs), ns, key);
 		if (!e->wr) {
 			if (notify) {
 				parent = e->parent->ino;
@@ -754,19 +759,6 @@ void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	fs_path_drop_gone(fs, ns, key, true);
 }
 
-int fs_path_block_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-		       uint64_t *h)
-{
-	struct fs_pent *e;
-
-	pthread_mutex_lock(&fs->priv->lock);
-	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
-	if (e)
-		*h = fs_ptree_event_hash(e->name, e->len, key);
-	pthread_mutex_unlock(&fs->priv->lock);
-	return e ? 0 : -ENOENT;
-}
-
 /* ---------------------------------------------------------- life cycle */
 
 int fs_path_create(struct fs *fs, const char *l2_dir)
@@ -777,6 +769,8 @@ int fs_path_create(struct fs *fs, const char *l2_dir)
 	if (!t)
 		return -ENOMEM;
 	err = fs_ptree_init(t, fs->cfg.max_dirs);
+	if (!err)
+		err = fs_pev_create(t);
 	if (err) {
 		free(t);
 		return err;
@@ -807,6 +801,7 @@ void fs_path_free(struct fs *fs)
 	if (!t)
 		return;
 	fs_ptree_free(fs, t);
+	fs_pev_destroy(t);
 	free(t);
 	fs->priv->paths = NULL;
 }

@@ -63,6 +63,7 @@ struct fs_paths {
 	uint64_t npending;
 	pthread_cond_t idle;     /* an entry stopped being busy */
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
+	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
 	uint64_t orphans;        /* chunks with no name found at start */
 };
 
@@ -137,6 +138,16 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w);
  * (no lock held); notify: also the kernel's entry (background thread). */
 void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		       bool notify);
+
+/* Event hashes of hex-named files (fs_pevent.c). note: before the file
+ * at key is published (does nothing unless name starts with >= 16 hex
+ * digits); forget: once key left the engine. Any lock may be held. */
+struct fs_pev;
+int fs_pev_create(struct fs_paths *t);
+void fs_pev_destroy(struct fs_paths *t);
+void fs_pev_note(struct fs_paths *t, uint32_t ns, const struct kvfs_key *key,
+		 const char *name, size_t len);
+void fs_pev_forget(struct fs_paths *t, uint32_t ns, const struct kvfs_key *key);
 
 /* The journal (fs_pjournal.c): l2_dir/paths, see there. */
 struct fs_pjournal;
