@@ -146,7 +146,6 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct fuse_entry_param e;
 	struct kvfs_key key;
 	struct fs_inode *in;
 	struct fs_wr *w;
@@ -213,25 +212,8 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fh->ino = w->ino;
 	pthread_mutex_unlock(&p->lock);
 
-	memset(&e, 0, sizeof(e));
-	e.ino = w->ino;
-	fs_writer_attr(fs, w, &e.attr);
-	/* the kernel keeps the size current for its writer's own writes;
-	 * attributes that expire at once cost a GETATTR before the first
-	 * write */
-	e.attr_timeout = FS_TTL;
-	e.entry_timeout = 0;
-	fi->fh = (uint64_t)(uintptr_t)fh;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
-	if (fuse_reply_create(req, &e, fi)) {
-		/* interrupted: the kernel has neither the inode nor the fd */
-		pthread_mutex_lock(&p->lock);
-		fs_forget_one(fs, e.ino, 1);
-		pthread_mutex_unlock(&p->lock);
+	if (fs_writer_reply_create(fs, req, fh, fi))
 		fs_fh_free(fs, fh);
-	}
 	return;
 fail:
 	if (in)
@@ -251,6 +233,33 @@ nomem:
 	if (fh)
 		fs_fh_free(fs, fh);
 	fuse_reply_err(req, ENOMEM);
+}
+
+int fs_writer_reply_create(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			   struct fuse_file_info *fi)
+{
+	struct fs_priv *p = fs->priv;
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.ino = fh->wr->ino;
+	fs_writer_attr(fs, fh->wr, &e.attr);
+	/* the kernel keeps the size current for its writer's own writes;
+	 * attributes that expire at once cost a GETATTR before the first
+	 * write */
+	e.attr_timeout = FS_TTL;
+	e.entry_timeout = 0;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_create(req, &e, fi) == 0)
+		return 0;
+	/* interrupted: the kernel has neither the inode nor the fd */
+	pthread_mutex_lock(&p->lock);
+	fs_forget_one(fs, e.ino, 1);
+	pthread_mutex_unlock(&p->lock);
+	return -1;
 }
 
 int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,

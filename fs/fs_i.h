@@ -408,6 +408,11 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino);
 void fs_fh_free(struct fs *fs, struct fs_fh *fh);
 
+/* fs_writer_reply_create: replies to a create with writer fh->wr's new
+ * inode (one lookup, counted by the caller) and fh. Nonzero when the
+ * kernel never got them (the lookup is undone; free fh then). */
+int fs_writer_reply_create(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			   struct fuse_file_info *fi);
 /* fs_writer_reply_open: replies to an open that joined writer fh->wr
  * (O_TRUNC empties the chunk being written). Returns fuse_reply_open's
  * result: nonzero when the kernel never got the fd (free fh then). */

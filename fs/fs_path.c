@@ -653,7 +653,6 @@ void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
-	struct fuse_entry_param ep;
 	struct fs_pdir *d;
 	struct fs_fh *fh;
 	size_t len = strlen(name);
@@ -676,21 +675,8 @@ void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -err);
 		return;
 	}
-	memset(&ep, 0, sizeof(ep));
-	ep.ino = fh->wr->ino;
-	fs_writer_attr(fs, fh->wr, &ep.attr);
-	ep.attr_timeout = FS_TTL; /* the kernel tracks its writer's size */
-	fi->fh = (uint64_t)(uintptr_t)fh;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
-	if (fuse_reply_create(req, &ep, fi)) {
-		/* interrupted: the kernel has neither the inode nor the fd */
-		pthread_mutex_lock(&p->lock);
-		fs_forget_one(fs, ep.ino, 1);
-		pthread_mutex_unlock(&p->lock);
+	if (fs_writer_reply_create(fs, req, fh, fi))
 		release_fh(fs, fh);
-	}
 }
 
 /*
