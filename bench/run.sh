@@ -13,6 +13,10 @@
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
 #   BUILD/bench/kvfs_evbench   KV events: publisher rate, writes off vs on
 #   bench/py_bench.py          the Python binding vs os.read/os.write
+#   bench/paths_bench.py       vLLM's FS tier on a path namespace vs tmpfs
+#                              and the disk (O_DIRECT)
+#   BUILD/bench/kvfs_pmeta     metadata bytes per directory and file of a
+#                              path namespace
 #
 # Contract for a benchmark program: it takes no arguments (extra ones come
 # from KVFS_BENCH_ARGS_<name>, e.g. KVFS_BENCH_ARGS_kvfs_bench="--mib 64"),
@@ -77,8 +81,8 @@ run() { # name cmd...
 }
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
-for b in kvfs_bench kvfs_meta kvfs_l2bench kvfs_l3bench kvfs_ibench kvfs_xbench \
-	kvfs_gpubench kvfs_evbench; do
+for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_l3bench kvfs_ibench \
+	kvfs_xbench kvfs_gpubench kvfs_evbench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"
 	else
@@ -89,6 +93,10 @@ if [ -f bench/py_bench.py ]; then
 	run py_bench.py /usr/bin/python3 bench/py_bench.py
 else
 	printf '\n=== py_bench.py\n(missing: bench/py_bench.py does not exist yet)\n'
+fi
+
+if [ -f bench/paths_bench.py ]; then
+	run paths_bench.py /usr/bin/python3 bench/paths_bench.py
 fi
 
 printf '\n=== bench summary: %d ran, %d skipped, %d failed\n' \

@@ -60,6 +60,9 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 		     void *arg, struct fuse_file_info *fi, unsigned flags,
 		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
 {
+	/* closed path files a lookup may name: published first (fs_path.c) */
+	if (cmd == KVFS_IOC_LOOKUP || cmd == KVFS_IOC_GROUP_LOOKUP)
+		fs_path_publish_pending(fs_req(req), UINT64_MAX, SIZE_MAX);
 	fs_ioctl(fs_req(req), req, ino, cmd, arg, fi, flags, in_buf, in_bufsz,
 		 out_bufsz);
 }
@@ -76,8 +79,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* ioctls on namespace directories (batched lookups) */
 	if (conn->capable & FUSE_CAP_IOCTL_DIR)
 		conn->want |= FUSE_CAP_IOCTL_DIR;
-	/* O_TRUNC must arrive as setattr, where published chunks say EPERM */
-	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/* O_TRUNC arrives with the open: a published chunk says EPERM
+	 * there, a published path file starts a new version (fs_path.c),
+	 * which a setattr before the open could not tell from truncate(2) */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	/* splice replies measured 4-6x slower for reads here */
 	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
 			FUSE_CAP_SPLICE_MOVE);
@@ -95,33 +101,33 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
-	.lookup = fs_op_lookup,
+	.lookup = fs_path_op_lookup,
 	.forget = fs_op_forget,
 	.forget_multi = fs_op_forget_multi,
-	.getattr = fs_op_getattr,
-	.setattr = fs_op_setattr,
+	.getattr = fs_path_op_getattr,
+	.setattr = fs_path_op_setattr,
 	.mknod = fs_op_mknod,
-	.mkdir = fs_op_mkdir,
-	.unlink = fs_op_unlink,
-	.rmdir = fs_op_rmdir,
+	.mkdir = fs_path_op_mkdir,
+	.unlink = fs_path_op_unlink,
+	.rmdir = fs_path_op_rmdir,
 	.symlink = fs_op_symlink,
 	.link = fs_op_link,
-	.rename = fs_op_rename,
-	.create = fs_op_create,
-	.open = fs_op_open,
+	.rename = fs_path_op_rename,
+	.create = fs_path_op_create,
+	.open = fs_path_op_open,
 	.read = fs_op_read,
 	.write = fs_op_write,
-	.flush = fs_op_flush,
-	.release = fs_op_release,
+	.flush = fs_path_op_flush,
+	.release = fs_path_op_release,
 	.fsync = fs_op_fsync,
-	.opendir = fs_op_opendir,
-	.readdir = fs_op_readdir,
+	.opendir = fs_path_op_opendir,
+	.readdir = fs_path_op_readdir,
 	.releasedir = fs_op_releasedir,
 	.statfs = fs_op_statfs,
-	.setxattr = fs_op_setxattr,
-	.getxattr = fs_op_getxattr,
-	.listxattr = fs_op_listxattr,
-	.removexattr = fs_op_removexattr,
+	.setxattr = fs_path_op_setxattr,
+	.getxattr = fs_path_op_getxattr,
+	.listxattr = fs_path_op_listxattr,
+	.removexattr = fs_path_op_removexattr,
 	.ioctl = op_ioctl,
 };
 
@@ -178,6 +184,14 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 	}
 	/* before the mount is ready: the first stat sees them */
 	fs_nsmeta_load(fs, tc->l2_dir);
+	r = fs_path_create(fs, tc->l2_dir);
+	if (r) {
+		snprintf(err, errlen, "path namespaces: %s", strerror(-r));
+		fs_nsmeta_destroy(fs);
+		fs_ioctl_destroy(fs);
+		tier_destroy(fs->tier);
+		goto fail;
+	}
 	fs_events_start(fs); /* announces what L2 recovery brought back */
 	*out = fs;
 	return 0;
@@ -213,6 +227,7 @@ void fs_destroy(struct fs *fs)
 		}
 		fs_fh_free(fs, fh);
 	}
+	fs_path_destroy(fs); /* closed path files published, names kept */
 	fs_ioctl_destroy(fs);
 	fs_nsmeta_destroy(fs); /* while the namespace records exist */
 	pthread_mutex_lock(&p->lock);
@@ -225,6 +240,7 @@ void fs_destroy(struct fs *fs)
 	}
 	htab_for_each_safe(&p->itab, i, e, nx)
 		fs_inode_free(fs, container_of(e, struct fs_inode, inode));
+	fs_path_free(fs);
 	pthread_mutex_unlock(&p->lock);
 	fs_events_unmount(fs);
 	tier_destroy(fs->tier);

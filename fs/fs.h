@@ -25,12 +25,18 @@ enum fs_cache {
 	FS_CACHE_PAGE,       /* page cache + keep_cache for published chunks */
 };
 
+/* -o max_dirs default: directories of path namespaces, in all */
+#define FS_PATH_DIRS_DEFAULT (UINT64_C(4) << 20)
+
 struct fs_config {
 	enum fs_cache cache;
 	uint32_t lease_ms;       /* default lease of KVFS_LOOKUP_PIN */
 	uint64_t seed;           /* key seed engines should use (shown) */
 	uint32_t tmp_timeout_ms; /* closed, unrenamed temporaries are dropped */
 	uint32_t max_read;       /* the max_read mount option, or 0 */
+	bool names_paths;        /* names=paths: new namespaces hold paths */
+	uint64_t max_dirs;       /* directories of path namespaces, in all
+				  * (0: FS_PATH_DIRS_DEFAULT) */
 	char config_text[4096];  /* the effective options, for .kvfs/config */
 	struct ev_pub *events;   /* KV event publisher (events/events.h),
 				  * the caller's; NULL = events off */

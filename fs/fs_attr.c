@@ -181,9 +181,14 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		info.stored_bytes = info.size;
 		err = 0;
 	}
+	nsi = fs_ns_find(p, ns);
+	/* path namespaces: the name may stand for another file by now (a new
+	 * version, or a new file after an eviction): a new lookup decides */
+	if (err == -ENOENT && nsi && nsi->pdir)
+		err = -ESTALE;
 	if (!err) {
-		nsi = fs_ns_find(p, ns);
 		fs_chunk_attr(nsi, ino, &info, st);
+		fs_path_chunk_attr_locked(fs, nsi, &key, gen, st);
 		if (in && in->unlinked)
 			st->st_nlink = 0;
 	}

@@ -146,7 +146,6 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	struct fuse_entry_param e;
 	struct kvfs_key key;
 	struct fs_inode *in;
 	struct fs_wr *w;
@@ -213,25 +212,8 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fh->ino = w->ino;
 	pthread_mutex_unlock(&p->lock);
 
-	memset(&e, 0, sizeof(e));
-	e.ino = w->ino;
-	fs_writer_attr(fs, w, &e.attr);
-	/* the kernel keeps the size current for its writer's own writes;
-	 * attributes that expire at once cost a GETATTR before the first
-	 * write */
-	e.attr_timeout = FS_TTL;
-	e.entry_timeout = 0;
-	fi->fh = (uint64_t)(uintptr_t)fh;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
-	if (fuse_reply_create(req, &e, fi)) {
-		/* interrupted: the kernel has neither the inode nor the fd */
-		pthread_mutex_lock(&p->lock);
-		fs_forget_one(fs, e.ino, 1);
-		pthread_mutex_unlock(&p->lock);
+	if (fs_writer_reply_create(fs, req, fh, fi))
 		fs_fh_free(fs, fh);
-	}
 	return;
 fail:
 	if (in)
@@ -253,11 +235,55 @@ nomem:
 	fuse_reply_err(req, ENOMEM);
 }
 
+int fs_writer_reply_create(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			   struct fuse_file_info *fi)
+{
+	struct fs_priv *p = fs->priv;
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	e.ino = fh->wr->ino;
+	fs_writer_attr(fs, fh->wr, &e.attr);
+	/* the kernel keeps the size current for its writer's own writes;
+	 * attributes that expire at once cost a GETATTR before the first
+	 * write */
+	e.attr_timeout = FS_TTL;
+	e.entry_timeout = 0;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_create(req, &e, fi) == 0)
+		return 0;
+	/* interrupted: the kernel has neither the inode nor the fd */
+	pthread_mutex_lock(&p->lock);
+	fs_forget_one(fs, e.ino, 1);
+	pthread_mutex_unlock(&p->lock);
+	return -1;
+}
+
+int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			 struct fuse_file_info *fi)
+{
+	struct fs_wr *w = fh->wr;
+
+	if (fi->flags & O_TRUNC) {
+		pthread_rwlock_rdlock(&w->lock);
+		if (w->w)
+			tier_wr_truncate(fs->tier, w->w, 0);
+		pthread_rwlock_unlock(&w->lock);
+	}
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	return fuse_reply_open(req, fi);
+}
+
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
-	struct fs_inode *in;
+	struct fs_inode *in, *nsi;
+	bool paths;
 	struct fs_fh *fh;
 	struct tier_chunk *c;
 	uint32_t ns;
@@ -335,21 +361,15 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fh->wr = w;
 		fh->ns = w->ns;
 		pthread_mutex_unlock(&p->lock);
-		if (fi->flags & O_TRUNC) {
-			pthread_rwlock_rdlock(&w->lock);
-			if (w->w)
-				tier_wr_truncate(fs->tier, w->w, 0);
-			pthread_rwlock_unlock(&w->lock);
-		}
-		fi->fh = (uint64_t)(uintptr_t)fh;
-		fi->direct_io = 1;
-		if (fuse_reply_open(req, fi))
+		if (fs_writer_reply_open(fs, req, fh, fi))
 			fs_fh_free(fs, fh);
 		return;
 	}
 	ns = in->ns;
 	key = in->key;
 	gen = in->gen;
+	nsi = fs_ns_find(p, ns);
+	paths = nsi && nsi->pdir;
 	pthread_mutex_unlock(&p->lock);
 
 	if (acc != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -357,6 +377,10 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	err = tier_get(fs->tier, ns, &key, &c);
+	/* a path namespace's name may stand for a new version (or a new
+	 * file) by now: a new lookup decides (fs_path.c) */
+	if (err == -ENOENT && paths)
+		err = -ESTALE;
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
@@ -406,6 +430,25 @@ static void reply_read(fuse_req_t req, char *buf, long r)
 	free(buf);
 }
 
+/*
+ * A path file opened while it was written, read after its publication
+ * (fs_path.c): the bytes are the published chunk's, as long as that
+ * publication is still the key's (w->lock held shared). -EBADF otherwise.
+ */
+static long read_published(struct fs *fs, struct fs_wr *w, void *buf,
+			   size_t size, uint64_t off)
+{
+	struct tier_chunk *c;
+	long r;
+
+	if (tier_get(fs->tier, w->ns, &w->key, &c))
+		return -EBADF;
+	r = tier_chunk_gen(c) == w->final_gen ?
+	    tier_chunk_read(fs->tier, c, buf, size, off) : -EBADF;
+	tier_put(fs->tier, c);
+	return r;
+}
+
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi)
 {
@@ -453,11 +496,15 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		n = total - (uint64_t)off < size ? (size_t)(total - off) : size;
-		if (ptr) {
+		if (ptr && tier_chunk_offset(fh->chunk) >= 0) {
 			/* straight from the pinned arena: no copy here */
 			fuse_reply_buf(req, ptr + off, n);
 			return;
 		}
+		/* a temporary buffer (L1 full of pinned chunks) is freed by
+		 * the release that may follow the reply at once, while
+		 * libfuse (and ASan's writev check) still looks at the
+		 * iovec: reply from a copy, as for control files */
 		buf = malloc(n);
 		if (!buf) {
 			fuse_reply_err(req, ENOMEM);
@@ -478,6 +525,8 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		pthread_rwlock_rdlock(&w->lock);
 		r = w->w ? tier_wr_pread(fs->tier, w->w, buf, size,
 					 (uint64_t)off) : -EBADF;
+		if (r == -EBADF && w->path && w->state == FS_WR_PUBLISHED)
+			r = read_published(fs, w, buf, size, (uint64_t)off);
 		pthread_rwlock_unlock(&w->lock);
 		reply_read(req, buf, r);
 		return;
@@ -507,6 +556,15 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	/* after publication (or a discard) the chunk is immutable */
 	err = w->w ? tier_wr_pwrite(fs->tier, w->w, buf, size, (uint64_t)off)
 		   : -EPERM;
+	if (err == -ENOSPC && w->path) {
+		/* closed path files waiting for publication hold arena that
+		 * eviction cannot take: publish them, then try again */
+		pthread_rwlock_unlock(&w->lock);
+		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+		pthread_rwlock_rdlock(&w->lock);
+		err = w->w ? tier_wr_pwrite(fs->tier, w->w, buf, size,
+					    (uint64_t)off) : -EPERM;
+	}
 	if (!err)
 		__atomic_add_fetch(&w->nwrites, 1, __ATOMIC_RELAXED);
 	if (err && w->w) {

@@ -215,6 +215,7 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 	struct fs_counters c;
 	struct tier_ns_info *ns = NULL;
 	char ioc[4096];
+	struct fs_path_counts pc;
 	long n;
 
 	tier_get_stats(fs->tier, &st);
@@ -249,6 +250,11 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 		  PRIu64 ", \"stale\": %" PRIu64 "},\n",
 		  c.inodes, c.temporaries, c.tmp_expired, c.opens,
 		  c.writers_killed, c.late_publishes, c.invalidations, c.stale);
+	fs_path_counts(fs, &pc);
+	sb_printf(b, "  \"paths\": {\"dirs\": %" PRIu64 ", \"files\": %"
+		  PRIu64 ", \"meta_bytes\": %" PRIu64 ", \"pending\": %"
+		  PRIu64 ", \"orphans\": %" PRIu64 "},\n", pc.dirs, pc.files,
+		  pc.meta_bytes, pc.pending, pc.orphans);
 	ioc[0] = '\0';
 	fs_ioctl_stats_json(fs, ioc, sizeof(ioc));
 	sb_printf(b, "  \"ioctl\": %s,\n", ioc[0] ? ioc : "{}");
@@ -277,6 +283,7 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 {
 	struct tier_stats st;
 	struct tier_ns_info *ns = NULL;
+	struct fs_path_counts pc;
 	long n;
 
 	tier_get_stats(fs->tier, &st);
@@ -306,6 +313,14 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	prom(b, "demotions_total", "counter", "L1 to L2 demotions",
 	     st.demotions);
 	render_l3_metrics(b, &st);
+	fs_path_counts(fs, &pc);
+	prom(b, "path_dirs", "gauge", "directories of path namespaces",
+	     pc.dirs);
+	prom(b, "path_files", "gauge", "file names of path namespaces",
+	     pc.files);
+	prom(b, "path_meta_bytes", "gauge",
+	     "bytes of path namespace trees (names, directories)",
+	     pc.meta_bytes);
 	{ /* KV events */
 		char ev[2048];
 

@@ -24,6 +24,7 @@
 #include "tier/tier_events.h"
 
 struct fs_events {
+	struct fs *fs;
 	struct ev_pub *pub;
 	enum ev_medium l1; /* set by fs_events_start, before any event */
 	/* fs_events_unmount: the namespaces, cleared after tier_destroy
@@ -37,6 +38,7 @@ static void sink(void *arg, const struct tier_event *te)
 {
 	struct fs_events *fe = arg;
 	struct ev_event e;
+	uint64_t h;
 
 	memset(&e, 0, offsetof(struct ev_event, ns));
 	e.kind = te->kind == TIER_EV_STORED ? EV_STORED :
@@ -46,6 +48,13 @@ static void sink(void *arg, const struct tier_event *te)
 	e.block_size = te->chunk_tokens;
 	if (te->key)
 		e.key = *te->key;
+	/* a path namespace's file named by an engine's block hash reports
+	 * that hash (its low 64 bits, as the key's last 8 bytes) */
+	if (te->key && fs_path_event_hash(fe->fs, te->ns, te->key, &h)) {
+		memset(e.key.b, 0, 8);
+		for (int i = 15; i >= 8; i--, h >>= 8)
+			e.key.b[i] = (uint8_t)h;
+	}
 	if (te->parent) {
 		e.has_parent = 1;
 		e.parent = *te->parent;
@@ -69,6 +78,7 @@ int fs_events_init(struct fs *fs, struct tier_config *tc)
 	fe = calloc(1, sizeof(*fe));
 	if (!fe)
 		return -ENOMEM;
+	fe->fs = fs;
 	fe->pub = fs->cfg.events;
 	fe->l1 = EV_MEDIUM_CPU;
 	fs->events = fe;

@@ -30,6 +30,8 @@
  *   fs_nsmeta.lock (fs_nsmeta.c) serializes saves of l2_dir/namespaces;
  *           fs_nsmeta_save is called with no fs lock held.
  *   fs_fh.ioctl_lock protects ioctl_priv only (a leaf; fs_ioctl.c's).
+ *   fs_pev.lock (fs_pevent.c) protects the event hashes of path files: a
+ *           leaf, taken under tier.lock (the events sink) or priv.lock.
  *   Counters marked "atomic" are read and bumped with __atomic builtins.
  *
  * Kernel notifications are sent only from the background thread
@@ -100,6 +102,9 @@ enum fs_fh_kind {
 };
 
 struct fs_wr;      /* fs_wr.c: a chunk being written (keyed or temporary) */
+struct fs_pdir;    /* fs_ptree.c: a directory of a path namespace */
+struct fs_pent;    /* fs_ptree.c: a name in such a directory */
+struct fs_paths;   /* fs_ptree.c: the path namespaces of a mount */
 struct fs_dirsnap; /* fs_dir.c: readdir snapshot */
 
 struct fs_fh {
@@ -120,6 +125,7 @@ struct fs_fh {
 	struct fs_wr *wr;          /* FS_FH_WRITER */
 	struct fs_dirsnap *snap;   /* directories */
 	bool snap_read;            /* readdir used snap: offset 0 retakes it */
+	bool psnap;                /* snap is fs_path.c's (a path directory) */
 	char *ctl_buf;             /* FS_FH_CTL: rendered file */
 	size_t ctl_len;
 	struct fs_fh *prev, *next; /* fs_priv.lock: open handles, freed at
@@ -206,6 +212,15 @@ struct fs_wr {
 	pid_t creator_tid;      /* set at create, then constant */
 	uid_t uid;              /* set at create, then constant */
 	gid_t gid;              /* set at create, then constant */
+	/* path namespaces (fs_path.c): the name the file has, NULL once
+	 * unlinked or replaced (then it is discarded at its last close);
+	 * closed, unpublished writers wait on the pending list */
+	struct fs_pent *pent;   /* priv.lock */
+	struct fs_wr *pprev, *pnext; /* priv.lock: fs_paths.pending */
+	bool pending;           /* priv.lock: on that list */
+	bool path;              /* a file of a path namespace (constant) */
+	bool closing;           /* priv.lock: its last fd was closed (FLUSH);
+				 * the RELEASE that follows is async */
 };
 
 /* One record per inode the kernel knows (fs_inode.c); every field is
@@ -232,6 +247,8 @@ struct fs_inode {
 	struct timespec mtime, ctime;
 	/* writers */
 	struct fs_wr *wr;       /* a reference */
+	/* a namespace in path mode: its root directory (fs_path.c) */
+	struct fs_pdir *pdir;
 };
 
 /* A queued kernel invalidation (fs_inval.c). */
@@ -266,6 +283,7 @@ struct fs_priv {
 	bool thread_started;    /* fs_start/fs_stop only */
 	pthread_t thread;
 
+	struct fs_paths *paths; /* lock: path namespaces (fs_path.c) */
 	uint64_t tmp_expired;   /* lock */
 	/* atomic counters */
 	uint64_t opens, writers_killed, late_publishes, invalidations, stale;
@@ -310,6 +328,14 @@ int fs_ns_name_check(const char *name);
  * or -EINVAL / -ENAMETOOLONG. */
 int fs_chunk_name(const char *name, struct kvfs_key *key);
 
+/* The entry of writer w (a temporary or a path file) / of the published
+ * chunk (ns, key) for a lookup reply: counts one lookup. priv.lock NOT
+ * held. fs_entry_chunk: -ENOENT (counted as a miss), -ENOMEM. */
+int fs_entry_writer(struct fs *fs, uint32_t ns, struct fs_wr *w,
+		    struct fuse_entry_param *e);
+int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		   struct fuse_entry_param *e);
+
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
 void fs_op_forget_multi(fuse_req_t req, size_t count,
@@ -328,6 +354,11 @@ void fs_wr_discard(struct fs *fs, struct fs_wr *w);
 /* Publishes w under key (NULL: its own). See fs_wr.c. 0 or -errno. */
 int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 		  bool keep_refused);
+/* Publishes w under key replacing a published chunk there, atomically
+ * (tier_wr_publish_replace; path namespaces' versions). 0 or -errno; w is
+ * published or discarded either way. */
+int fs_wr_publish_replace(struct fs *fs, struct fs_wr *w,
+			  const struct kvfs_key *key);
 /* The temporary table and list (priv.lock held). find: NULL if none. list:
  * adds w under w->name, taking a reference (0, or -ENOMEM). rename: moves
  * w to name (malloc'd, now w's). unlist: removes it, keeping the table's
@@ -376,6 +407,17 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
  * reference) and frees it. Both take priv.lock. */
 struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino);
 void fs_fh_free(struct fs *fs, struct fs_fh *fh);
+
+/* fs_writer_reply_create: replies to a create with writer fh->wr's new
+ * inode (one lookup, counted by the caller) and fh. Nonzero when the
+ * kernel never got them (the lookup is undone; free fh then). */
+int fs_writer_reply_create(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			   struct fuse_file_info *fi);
+/* fs_writer_reply_open: replies to an open that joined writer fh->wr
+ * (O_TRUNC empties the chunk being written). Returns fuse_reply_open's
+ * result: nonzero when the kernel never got the fd (free fh then). */
+int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+			 struct fuse_file_info *fi);
 
 void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		  mode_t mode, struct fuse_file_info *fi);
@@ -427,6 +469,124 @@ void fs_queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 /* The engine's on_gone callback (tier_config.on_gone, arg: the fs). */
 void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
 		enum tier_gone_reason why);
+
+/* ------------------------- fs_ptree.c, fs_path.c, fs_pjournal.c: paths */
+
+/*
+ * Path namespaces (kvfs(7) "PATH NAMESPACES"). A namespace in path mode
+ * holds a tree of directories; every file in it is a chunk whose key is
+ * XXH3-128 of its path below the namespace (kvfs_path_key). The tree lives
+ * in fs_ptree.c: directories (struct fs_pdir, inode numbers FS_INO_PDIR |
+ * n) and names (struct fs_pent), all under fs_priv.lock. A file is
+ * written through an fs_wr (a temporary in the engine's terms) and
+ * published under its path's key once closed; fs_path.c holds the FUSE
+ * operations, fs_pjournal.c the names kept in l2_dir for a warm restart.
+ */
+#define FS_INO_PDIR (UINT64_C(3) << 62)  /* | n: path directories */
+#define FS_PATH_MAX KVFS_PATH_MAX        /* bytes of a path below its ns */
+
+static inline bool fs_is_pdir_ino(uint64_t ino)
+{
+	return (ino & FS_INO_PDIR) == FS_INO_PDIR;
+}
+
+/* fs_path_create / fs_path_destroy (fs.c): the mount's path state, and at
+ * fs_create, once the engine recovered L2, the names kept there; at
+ * fs_destroy (after the last request, before the inodes go) closed files
+ * are published and the journal closed. */
+int fs_path_create(struct fs *fs, const char *l2_dir);
+void fs_path_destroy(struct fs *fs);
+/* fs_path_free (fs_destroy, priv.lock held, after the inodes went): the
+ * rest of the trees. */
+void fs_path_free(struct fs *fs);
+/* fs_path_tick (background thread, no lock held): publishes files closed
+ * a while ago, syncs the journal. */
+void fs_path_tick(struct fs *fs);
+/* fs_path_publish_pending: publishes the closed path files closed before
+ * cutoff_ms (UINT64_MAX: all), at most max. No lock held (a writer's
+ * lock may be: others' are taken). */
+void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max);
+/* fs_path_gone (background thread, no lock held): (ns, key) left the
+ * engine; its name goes too unless a newer version holds it. */
+void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+/* fs_path_published (background thread, no lock held): chunk (ns, key)
+ * was just published; when it is a path file, the kernel's entry of its
+ * name (which points at the writer's inode) is dropped, so a reader's
+ * first open looks the name up once instead of twice. */
+void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+/* fs_path_attach_locked: namespace record nsi becomes a path namespace
+ * (a new root directory; -ENOMEM). fs_path_detach_locked frees its tree
+ * (writers' references dropped): when it becomes a key namespace again,
+ * and when its record is freed. priv.lock held. */
+int fs_path_attach_locked(struct fs *fs, struct fs_inode *nsi);
+void fs_path_detach_locked(struct fs *fs, struct fs_inode *nsi);
+/* fs_path_forget_locked: the kernel forgot n lookups of path directory
+ * ino (priv.lock held). */
+void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n);
+/* fs_path_chunk_attr_locked: st of published chunk (key, gen) of
+ * namespace nsi as a path file shows it (mode, utimensat's mtime); does
+ * nothing for key namespaces. priv.lock held. */
+void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
+			       const struct kvfs_key *key, uint64_t gen,
+			       struct stat *st);
+/* fs_path_names_set: user.kvfs.names of namespace ns ("keys"|"paths"):
+ * -EINVAL, -EBUSY (not empty), -ENOENT, -ENOMEM. No lock held. */
+int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
+/* fs_path_ns: is namespace ns in path mode? Takes priv.lock. */
+bool fs_path_ns(struct fs *fs, uint32_t ns);
+/* fs_path_mode_saved: namespace ns became a path (or key) namespace:
+ * kept for a warm restart. No lock held. */
+void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);
+/* fs_path_event_hash: the block hash KV events report for chunk key of
+ * namespace ns when it is a file of a path namespace whose name begins
+ * with at least 16 hex digits (fs_ptree_event_hash): true and *h; false
+ * otherwise (the key's own hash applies). Takes only a leaf lock of its
+ * own: the events sink calls it with tier.lock held (fs_pevent.c). */
+bool fs_path_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+			uint64_t *h);
+/* fs_path_counts: the path namespaces' numbers for .kvfs/stats. */
+struct fs_path_counts {
+	uint64_t dirs;       /* directories, all path namespaces */
+	uint64_t files;      /* file names */
+	uint64_t meta_bytes; /* the trees' own count of their bytes */
+	uint64_t pending;    /* closed files not yet published */
+	uint64_t orphans;    /* chunks without a name dropped at start */
+};
+void fs_path_counts(struct fs *fs, struct fs_path_counts *c);
+
+/* The FUSE operations of fs.c's table that path namespaces change: each
+ * handles what lies in a path namespace and hands the rest to fs_op_*. */
+void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi);
+void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int to_set, struct fuse_file_info *fi);
+void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode);
+void fs_path_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi);
+void fs_path_op_open(fuse_req_t req, fuse_ino_t ino,
+		     struct fuse_file_info *fi);
+void fs_path_op_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi);
+void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
+void fs_path_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_path_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname,
+		       unsigned int flags);
+void fs_path_op_opendir(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi);
+void fs_path_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi);
+void fs_path_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 size_t size);
+void fs_path_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fs_path_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags);
+void fs_path_op_removexattr(fuse_req_t req, fuse_ino_t ino,
+			    const char *name);
 
 /*
  * fs_ns_access - may the caller of req access namespace ns with mask

@@ -104,6 +104,8 @@ void fs_inode_free(struct fs *fs, struct fs_inode *in)
 		htab_del(&p->ntab, &in->nnode);
 	if (in->kind == FS_K_WRITER && in->wr)
 		fs_wr_unref_locked(fs, in->wr);
+	if (in->pdir) /* a path namespace's tree */
+		fs_path_detach_locked(fs, in);
 	p->ninodes--;
 	free(in);
 }
@@ -151,6 +153,10 @@ void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
 
 	if (ino < FS_INO_CHUNK)
 		return; /* root and control files are static */
+	if (fs_is_pdir_ino(ino)) { /* a directory of a path namespace */
+		fs_path_forget_locked(fs, ino, n);
+		return;
+	}
 	in = fs_ino_find(fs->priv, ino);
 	if (in)
 		unref_inode(fs, in, n);
@@ -197,49 +203,44 @@ int fs_reply_entry_counted(struct fs *fs, fuse_req_t req,
 	return -1;
 }
 
-/* Looks up name in namespace nsi (lock NOT held). Fills e and counts a
- * lookup on success. */
-static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
-			struct fuse_entry_param *e)
+int fs_entry_writer(struct fs *fs, uint32_t ns, struct fs_wr *w,
+		    struct fuse_entry_param *e)
 {
 	struct fs_priv *p = fs->priv;
-	struct kvfs_key key;
+	struct fs_inode *in;
+
+	pthread_mutex_lock(&p->lock);
+	in = fs_ino_find(p, w->ino);
+	if (!in) {
+		in = fs_inode_new(p, FS_K_WRITER, w->ino);
+		if (!in) {
+			pthread_mutex_unlock(&p->lock);
+			return -ENOMEM;
+		}
+		in->ns = ns;
+		in->wr = w;
+		w->refs++;
+	}
+	in->nlookup++;
+	w->refs++; /* for fs_writer_attr outside the lock */
+	pthread_mutex_unlock(&p->lock);
+	fs_writer_attr(fs, w, &e->attr);
+	fs_wr_unref(fs, w);
+	e->ino = w->ino;
+	e->attr_timeout = 0;
+	e->entry_timeout = 0;
+	return 0;
+}
+
+int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		   struct fuse_entry_param *e)
+{
+	struct fs_priv *p = fs->priv;
 	struct tier_info info;
 	struct fs_inode *in, *nsi;
-	int r = fs_chunk_name(name, &key);
-
-	if (r < 0)
-		return r;
-	if (r == 1) {
-		struct fs_wr *w;
-
-		pthread_mutex_lock(&p->lock);
-		w = fs_tmp_find(p, ns, name);
-		if (!w) {
-			pthread_mutex_unlock(&p->lock);
-			return -ENOENT;
-		}
-		in = fs_ino_find(p, w->ino);
-		if (!in) {
-			in = fs_inode_new(p, FS_K_WRITER, w->ino);
-			if (!in) {
-				pthread_mutex_unlock(&p->lock);
-				return -ENOMEM;
-			}
-			in->ns = ns;
-			in->wr = w;
-			w->refs++;
-		}
-		in->nlookup++;
-		pthread_mutex_unlock(&p->lock);
-		fs_writer_attr(fs, w, &e->attr);
-		e->ino = w->ino;
-		e->attr_timeout = 0;
-		e->entry_timeout = 0;
-		return 0;
-	}
 	/* not local: promoted from L3 when L3 has it (bounded) */
-	r = tier_stat_fetch(fs->tier, ns, &key, &info);
+	int r = tier_stat_fetch(fs->tier, ns, key, &info);
+
 	if (r) {
 		if (r == -ENOENT)
 			tier_count_misses(fs->tier, 1);
@@ -249,7 +250,7 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 	nsi = fs_ns_get(fs, ns);
 	in = fs_ino_find(p, FS_INO_CHUNK + info.gen);
 	if (!in) {
-		struct fs_inode *old = fs_chunk_find(p, ns, &key);
+		struct fs_inode *old = fs_chunk_find(p, ns, key);
 
 		in = fs_inode_new(p, FS_K_CHUNK, FS_INO_CHUNK + info.gen);
 		if (!in) {
@@ -257,7 +258,7 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 			return -ENOMEM;
 		}
 		in->ns = ns;
-		in->key = key;
+		in->key = *key;
 		in->gen = info.gen;
 		if (old && old->gen < info.gen) {
 			htab_del(&p->ntab, &old->nnode);
@@ -265,17 +266,44 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 			old = NULL;
 		}
 		if (!old && !htab_add(&p->ntab, &in->nnode,
-				      hash_chunk(ns, &key)))
+				      hash_chunk(ns, key)))
 			in->named = true;
 	}
 	in->nlookup++;
 	in->info = info;
 	fs_chunk_attr(nsi, in->ino, &info, &e->attr);
+	fs_path_chunk_attr_locked(fs, nsi, key, info.gen, &e->attr);
 	pthread_mutex_unlock(&p->lock);
 	e->ino = in->ino;
 	e->attr_timeout = FS_TTL;
 	e->entry_timeout = FS_TTL;
 	return 0;
+}
+
+/* Looks up name in namespace ns (lock NOT held). Fills e and counts a
+ * lookup on success. */
+static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
+			struct fuse_entry_param *e)
+{
+	struct fs_priv *p = fs->priv;
+	struct kvfs_key key;
+	struct fs_wr *w;
+	int r = fs_chunk_name(name, &key);
+
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return fs_entry_chunk(fs, ns, &key, e);
+	pthread_mutex_lock(&p->lock);
+	w = fs_tmp_find(p, ns, name);
+	if (w)
+		w->refs++;
+	pthread_mutex_unlock(&p->lock);
+	if (!w)
+		return -ENOENT;
+	r = fs_entry_writer(fs, ns, w, e);
+	fs_wr_unref(fs, w);
+	return r;
 }
 
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -55,6 +55,10 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 	struct fs_inode *nsi, *in;
 	uint64_t nsino = 0, ino = 0;
 
+	if (!g->published)
+		fs_path_gone(fs, g->ns, &g->key); /* a path file vanishes */
+	else
+		fs_path_published(fs, g->ns, &g->key); /* its name's entry */
 	pthread_mutex_lock(&p->lock);
 	nsi = fs_ns_find(p, g->ns);
 	if (nsi)
@@ -127,6 +131,7 @@ static void *bg_main(void *arg)
 			invalidate(fs, &batch[i]);
 		if (fs_now_ms() - last_sweep >= 250) {
 			fs_tmp_expire(fs);
+			fs_path_tick(fs);
 			last_sweep = fs_now_ms();
 		}
 		pthread_mutex_lock(&p->qlock);

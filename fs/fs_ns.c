@@ -56,10 +56,19 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	in->gid = (p->root_mode & S_ISGID) ? p->root_gid : ctx->gid;
 	clock_gettime(CLOCK_REALTIME, &in->mtime);
 	in->ctime = in->mtime;
+	/* -o names=paths: new namespaces hold paths (fs_pname.c) */
+	if (fs->cfg.names_paths && fs_path_attach_locked(fs, in)) {
+		pthread_mutex_unlock(&p->lock);
+		tier_ns_remove(fs->tier, id);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	in->nlookup++;
 	fs_ns_attr(in, &e.attr);
 	e.ino = in->ino;
 	pthread_mutex_unlock(&p->lock);
+	if (fs->cfg.names_paths)
+		fs_path_mode_saved(fs, name, true);
 	fs_nsmeta_save(fs); /* on disk before mkdir returns */
 	e.attr_timeout = e.entry_timeout = FS_TTL;
 	fs_reply_entry_counted(fs, req, &e);

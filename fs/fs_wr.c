@@ -117,8 +117,10 @@ void fs_wr_discard(struct fs *fs, struct fs_wr *w)
  * was already finished, and, with keep_refused (a rename), -EEXIST and
  * -EMSGSIZE, which leave the writer open as it was.
  */
-int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
-		  bool keep_refused)
+enum { PUB_DISCARD, PUB_KEEP, PUB_REPLACE };
+
+static int publish_mode(struct fs *fs, struct fs_wr *w,
+			const struct kvfs_key *key, int mode)
 {
 	struct tier_info info;
 	int err;
@@ -137,12 +139,14 @@ int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 		return err;
 	}
 	w->final_size = tier_wr_size(w->w);
-	if (keep_refused) {
+	if (mode == PUB_KEEP) {
 		err = tier_wr_publish_or_keep(fs->tier, w->w, key);
 		if (err == -EEXIST || err == -EMSGSIZE) {
 			pthread_rwlock_unlock(&w->lock);
 			return err; /* still open, still ours */
 		}
+	} else if (mode == PUB_REPLACE) {
+		err = tier_wr_publish_replace(fs->tier, w->w, key);
 	} else {
 		err = tier_wr_publish(fs->tier, w->w, key);
 	}
@@ -165,6 +169,18 @@ int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 	}
 	pthread_rwlock_unlock(&w->lock);
 	return err;
+}
+
+int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
+		  bool keep_refused)
+{
+	return publish_mode(fs, w, key, keep_refused ? PUB_KEEP : PUB_DISCARD);
+}
+
+int fs_wr_publish_replace(struct fs *fs, struct fs_wr *w,
+			  const struct kvfs_key *key)
+{
+	return publish_mode(fs, w, key, PUB_REPLACE);
 }
 
 /*

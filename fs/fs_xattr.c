@@ -26,6 +26,7 @@ static const char *const writer_xattrs[] = {
 
 static const char *const ns_xattrs[] = {
 	KVFS_XATTR_CHUNK_BYTES, KVFS_XATTR_DTYPE, KVFS_XATTR_CHUNK_TOKENS,
+	KVFS_XATTR_NAMES,
 };
 
 static bool in_list(const char *name, const char *const *l, size_t n)
@@ -46,6 +47,7 @@ struct xtarget {
 	uint64_t gen;
 	struct fs_wr *wr; /* referenced */
 	char dtype[8];
+	bool paths;       /* a namespace in path mode */
 };
 
 static int xtarget_get(struct fs *fs, fuse_ino_t ino, struct xtarget *t)
@@ -67,6 +69,7 @@ static int xtarget_get(struct fs *fs, fuse_ino_t ino, struct xtarget *t)
 	t->key = in->key;
 	t->gen = in->gen;
 	memcpy(t->dtype, in->dtype, sizeof(t->dtype));
+	t->paths = in->pdir != NULL;
 	if (in->kind == FS_K_WRITER) {
 		t->wr = in->wr;
 		t->wr->refs++;
@@ -140,6 +143,9 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 					     ni.chunk_tokens);
 		} else if (!strcmp(name, KVFS_XATTR_DTYPE) && t.dtype[0]) {
 			n = snprintf(val, sizeof(val), "%s", t.dtype);
+		} else if (!strcmp(name, KVFS_XATTR_NAMES)) {
+			n = snprintf(val, sizeof(val), "%s",
+				     t.paths ? "paths" : "keys");
 		} else {
 			err = -ENODATA;
 		}
@@ -335,6 +341,8 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 					memcpy(in->dtype, dt, sizeof(dt));
 				pthread_mutex_unlock(&p->lock);
 			}
+		} else if (!strcmp(name, KVFS_XATTR_NAMES)) {
+			err = fs_path_names_set(fs, t.ns, value, size);
 		} else {
 			err = -ENOTSUP;
 		}

@@ -326,6 +326,9 @@ static int64_t put_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	/* refused before any byte moves (publication would refuse too) */
 	if (chunk_bytes && e->length != chunk_bytes)
 		return -EMSGSIZE;
+	/* a path namespace's files are written through their names */
+	if (fs_path_ns(fs, ns))
+		return -EPERM;
 	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC. The size
 	 * is known: an empty chunk asks for 1 byte (one page, trimmed at
 	 * publication), as a hint of 0 would reserve the namespace's last

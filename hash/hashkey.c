@@ -69,6 +69,17 @@ int kvfs_key_chunk(const struct kvfs_key *prev, uint64_t seed,
 	return 0;
 }
 
+int kvfs_path_key(const char *path, size_t len, struct kvfs_key *out)
+{
+	XXH128_canonical_t canon;
+
+	if (!out || (!path && len))
+		return -EINVAL;
+	XXH128_canonicalFromHash(&canon, XXH3_128bits(path, len));
+	memcpy(out->b, canon.digest, 16);
+	return 0;
+}
+
 long kvfs_keys(const uint32_t *tokens, size_t ntokens, size_t chunk_tokens,
 	       uint64_t seed, const void *extra, uint32_t extra_len,
 	       struct kvfs_key *out, size_t max)

@@ -73,6 +73,18 @@ long kvfs_keys(const uint32_t *tokens, size_t ntokens, size_t chunk_tokens,
 	       uint64_t seed, const void *extra, uint32_t extra_len,
 	       struct kvfs_key *out, size_t max);
 
+/*
+ * kvfs_path_key - the key of a file of a path namespace: XXH3-128 (seed 0,
+ * canonical big-endian bytes, as every key) of the len bytes of its path
+ * below the namespace: the components joined by single '/', with no
+ * leading or trailing '/', no "." or ".." component and no NUL; e.g.
+ * "llama_0a1b2c3d4e5f_r0/abc/de_g0/abcde...f.bin". The same bytes the
+ * names have on the mount (no Unicode normalization). Feed these keys to
+ * kvfs_lookup, kvfs_group_lookup and the prefetch flag to look files up by
+ * path. Returns 0, or -EINVAL (out NULL, or path NULL with len > 0).
+ */
+int kvfs_path_key(const char *path, size_t len, struct kvfs_key *out);
+
 /* kvfs_key_hex - writes the 32 lowercase hex digits of key and a NUL. */
 void kvfs_key_hex(const struct kvfs_key *key, char out[KVFS_KEY_HEX_LEN + 1]);
 
@@ -101,6 +113,11 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 
 /* Per-namespace xattrs (settable on the namespace directory). */
 #define KVFS_XATTR_CHUNK_BYTES "user.kvfs.chunk_bytes" /* decimal, 0 = any */
+/* keys | paths: what names the namespace holds (kvfs(7) PATH NAMESPACES);
+ * settable while the namespace is empty (else EBUSY) */
+#define KVFS_XATTR_NAMES "user.kvfs.names"
+/* Longest path below a path namespace, in bytes (ENAMETOOLONG past it). */
+#define KVFS_PATH_MAX 1024
 #define KVFS_XATTR_DTYPE "user.kvfs.dtype" /* bf16|fp16|fp32|fp8 */
 /* Tokens per chunk, decimal (0..4294967295, 0 = unset): reported only, as
  * block_size of the namespace's KV events (below). Kept across a restart
@@ -600,6 +617,35 @@ struct kvfs_result {
 long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 		 uint32_t depth_base, unsigned flags, uint32_t lease_ms,
 		 struct kvfs_result *res);
+
+/*
+ * Path namespaces (kvfs(7) PATH NAMESPACES): the same lookups by path.
+ * A path is relative to the namespace, canonical as kvfs_path_key says
+ * (components joined by one '/', none empty, "." or ".."; at most
+ * KVFS_PATH_MAX bytes, components at most 255).
+ *
+ * kvfs_path_keys - the keys of paths[0..n) into out. Returns n, -EINVAL
+ * (a NULL, empty or non-canonical path), -ENAMETOOLONG.
+ *
+ * kvfs_lookup_paths - kvfs_lookup on the keys of the paths: the leading
+ * run of paths[0..n) that nsfd's namespace holds (files closed but not
+ * yet published are published first, so a lookup sees every closed
+ * file). flags KVFS_LOOKUP_PIN and KVFS_LOOKUP_PREFETCH as there.
+ * Returns found, the errors of kvfs_path_keys, or those of kvfs_lookup.
+ *
+ * kvfs_group_lookup_paths - kvfs_group_lookup_at on the keys of the
+ * paths: the run every namespace holds under the same paths (ranks whose
+ * engine puts the rank in the path, as vLLM's "_r<rank>" directory does,
+ * need a namespace per rank with that part of the path above it).
+ */
+long kvfs_path_keys(const char *const *paths, size_t n, struct kvfs_key *out);
+long kvfs_lookup_paths(int nsfd, const char *const *paths, size_t n,
+		       uint32_t depth_base, unsigned flags, uint32_t lease_ms,
+		       struct kvfs_result *res);
+long kvfs_group_lookup_paths(int fd, const char *const *ns, size_t nns,
+			     const char *const *paths, size_t n,
+			     uint32_t depth_base, unsigned flags,
+			     uint32_t lease_ms, struct kvfs_result *res);
 
 /*
  * kvfs_group_lookup - the leading run that every one of nns namespaces

@@ -2,7 +2,8 @@
  * ctl_lookup.c - `kvfsctl lookup | pin | unpin | prefetch`: the engine
  * interface's ioctls for operators. Keys come from stdin as 32 hex digits
  * each, separated by whitespace (one per line is what `kvfsctl hash`
- * prints), in chain order.
+ * prints), in chain order; with --paths, paths of a path namespace, one
+ * per line (their keys are kvfs_path_key's).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -77,6 +78,66 @@ err:
 	return -1;
 }
 
+/* With --paths: one path per line (relative to the namespace, as
+ * kvfs_path_key takes it; a line's bytes are the path, only the newline
+ * ends it) into keys. Returns the count or -1 (the message is printed). */
+static long read_paths(FILE *f, const char *cmd, struct kvfs_key **out)
+{
+	struct kvfs_key *keys = NULL;
+	size_t n = 0, cap = 0, lcap = 0;
+	char *line = NULL;
+	unsigned long long lno = 0;
+	ssize_t len;
+
+	while ((len = getline(&line, &lcap, f)) >= 0) {
+		const char *p = line;
+		long rc;
+
+		lno++;
+		if (len && line[len - 1] == '\n')
+			line[--len] = '\0';
+		if (!len)
+			continue;
+		if ((size_t)len != strlen(line)) {
+			fprintf(stderr, "kvfsctl %s: line %llu: a NUL in a "
+				"path\n", cmd, lno);
+			goto err;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 256;
+			struct kvfs_key *k = realloc(keys, ncap * sizeof(*k));
+
+			if (!k) {
+				perror("kvfsctl");
+				goto err;
+			}
+			keys = k;
+			cap = ncap;
+		}
+		rc = kvfs_path_keys(&p, 1, &keys[n]);
+		if (rc < 0) {
+			fprintf(stderr, "kvfsctl %s: line %llu: %s\n", cmd, lno,
+				rc == -ENAMETOOLONG ? "path too long" :
+				"not a path below the namespace (empty, "
+				"'.' or '..' component, leading or double '/')");
+			goto err;
+		}
+		n++;
+	}
+	free(line);
+	if (n == 0) {
+		fprintf(stderr, "kvfsctl %s: no paths on stdin\n", cmd);
+		goto err_nofree;
+	}
+	*out = keys;
+	return (long)n;
+err:
+	free(line);
+err_nofree:
+	free(keys);
+	return -1;
+}
+
 static int open_ns(const char *cmd, const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -137,12 +198,15 @@ static int run_lookup(const char *cmd, int argc, char **argv, unsigned flags)
 	const char *dir = NULL;
 	struct kvfs_key *keys;
 	struct kvfs_result res;
-	int hold = (flags & KVFS_LOOKUP_PIN) != 0;
+	int hold = (flags & KVFS_LOOKUP_PIN) != 0, paths = 0;
 	long nkeys, found;
 	int fd;
 
 	for (int i = 1; i < argc; i++) {
-		if (hold && !strcmp(argv[i], "--lease-ms") && i + 1 < argc) {
+		if (!strcmp(argv[i], "--paths")) {
+			paths = 1;
+		} else if (hold && !strcmp(argv[i], "--lease-ms") &&
+			   i + 1 < argc) {
 			if (ctl_parse_count(argv[++i], &lease_ms) ||
 			    lease_ms > UINT32_MAX) {
 				fprintf(stderr, "kvfsctl %s: bad --lease-ms '%s'\n",
@@ -152,20 +216,22 @@ static int run_lookup(const char *cmd, int argc, char **argv, unsigned flags)
 		} else if (argv[i][0] != '-' && !dir) {
 			dir = argv[i];
 		} else {
-			fprintf(stderr, "usage: kvfsctl %s%s NSDIR < keys\n", cmd,
+			fprintf(stderr, "usage: kvfsctl %s%s [--paths] NSDIR "
+				"< keys|paths\n", cmd,
 				hold ? " [--lease-ms MS]" : "");
 			return 2;
 		}
 	}
 	if (!dir) {
-		fprintf(stderr, "usage: kvfsctl %s%s NSDIR < keys\n", cmd,
-			hold ? " [--lease-ms MS]" : "");
+		fprintf(stderr, "usage: kvfsctl %s%s [--paths] NSDIR "
+			"< keys|paths\n", cmd, hold ? " [--lease-ms MS]" : "");
 		return 2;
 	}
 	fd = open_ns(cmd, dir);
 	if (fd < 0)
 		return 1;
-	nkeys = read_keys(stdin, cmd, &keys);
+	nkeys = paths ? read_paths(stdin, cmd, &keys) :
+			read_keys(stdin, cmd, &keys);
 	if (nkeys < 0) {
 		close(fd);
 		return 1;

@@ -48,6 +48,7 @@ struct mopts {
 	/* L3 */
 	char *l3, *l3_cluster, *l3_auth_file, *l3_ingest, *l3_timeout_ms;
 	char *l3_prefix, *l3_user;
+	char *names, *max_dirs;  /* path namespaces */
 	int foreground, debug, help, version;
 	int mount_form;          /* invoked as mount.kvfs / with SOURCE */
 	int fake;                /* mount(8) -f */
@@ -90,6 +91,8 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("l2_policy=%s", l2_policy),
 	MOPT("flush_on_exit=%s", flush_on_exit),
 	MOPT("tmp_timeout=%s", tmp_timeout),
+	MOPT("names=%s", names),
+	MOPT("max_dirs=%s", max_dirs),
 	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
 	/* L3 */
 	MOPT("l3=%s", l3),
@@ -178,6 +181,8 @@ static void usage(FILE *f, const char *prog)
 "  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
+"  -o names=keys|paths      what new namespaces hold (keys)\n"
+"  -o max_dirs=N            directories of path namespaces, in all (4194304)\n"
 "  -o l3=redis://HOST:PORT[,HOST:PORT...]   L3 on Redis / Redis Cluster\n"
 "  -o l3_cluster=auto|yes|no   l3_auth_file=PATH (the password, AUTH)\n"
 "  -o l3_ingest=evicted|all|hot   l3_timeout_ms=MS (50)   l3_prefix=STR\n"
@@ -537,6 +542,25 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			return -1;
 		fc->max_read = (uint32_t)v;
 	}
+	if (o->names) {
+		static const char *const names[] = { "keys", "paths", NULL };
+		int c = one_of("names", o->names, names);
+
+		if (c < 0)
+			return -1;
+		fc->names_paths = c == 1;
+	}
+	fc->max_dirs = FS_PATH_DIRS_DEFAULT;
+	if (o->max_dirs) {
+		if (parse_num("max_dirs", o->max_dirs, UINT32_MAX, &v))
+			return -1;
+		if (!v) {
+			fprintf(stderr, "kvfs-mount: max_dirs must be at least "
+				"1\n");
+			return -1;
+		}
+		fc->max_dirs = v;
+	}
 	/* auto: pinned where CUDA and a GPU are usable, else host */
 	tc->l1 = "auto";
 	if (o->l1) {
@@ -651,6 +675,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("seed=%" PRIu64 "\n", fc->seed);
 	CFG("lease_ms=%u\n", fc->lease_ms);
 	CFG("tmp_timeout=%u\n", fc->tmp_timeout_ms / 1000);
+	CFG("names=%s\n", fc->names_paths ? "paths" : "keys");
+	CFG("max_dirs=%" PRIu64 "\n", fc->max_dirs);
 	CFG("l2_dir=%s\n", tc->l2_dir ? tc->l2_dir : "");
 	CFG("l2_size=%" PRIu64 "\n", tc->l2_size);
 	if (tc->compress_level)
@@ -882,7 +908,7 @@ static void free_opts(struct mopts *o)
 		       &o->tmp_timeout, &o->max_read, &o->l3,
 		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
 		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,
-		       &o->args[0],
+		       &o->names, &o->max_dirs, &o->args[0],
 		       &o->args[1] };
 
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {

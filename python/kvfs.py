@@ -274,6 +274,10 @@ def load_library():
                 ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint32,
                 ctypes.c_void_p, ctypes.c_size_t]
             lib.kvfs_keys.restype = ctypes.c_long
+            lib.kvfs_path_keys.argtypes = [
+                ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+                ctypes.c_void_p]
+            lib.kvfs_path_keys.restype = ctypes.c_long
             lib.kvfs_cuda_probe.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
             lib.kvfs_cuda_probe.restype = ctypes.c_int
             lib.kvfs_cuda_open.argtypes = [
@@ -364,6 +368,32 @@ def key_chunk(prev, tokens, seed=0, extra=b""):
     if rc < 0:
         raise OSError(-rc, os.strerror(-rc))
     return bytes(out.b)
+
+
+def path_keys(paths):
+    """The keys (16 bytes each) of files of a path namespace: XXH3-128 of
+    each path below the namespace ("a/b/c.bin", str or bytes; kvfs(7)).
+    Look them up with Connector.lookup like any keys. Raises ValueError for
+    a path that is empty, absolute, or has an empty, "." or ".."
+    component, OSError(ENAMETOOLONG) past 1024 bytes."""
+    raw = [p.encode() if isinstance(p, str) else bytes(p) for p in paths]
+    if not raw:
+        return []
+    if any(b"\0" in p for p in raw):
+        raise ValueError("a path has no NUL bytes")
+    arr = (ctypes.c_char_p * len(raw))(*raw)
+    out = (Key * len(raw))()
+    rc = load_library().kvfs_path_keys(arr, len(raw), out)
+    if rc == -_errno.EINVAL:
+        raise ValueError("not a canonical path below a namespace")
+    if rc < 0:
+        raise OSError(-rc, os.strerror(-rc))
+    return [bytes(out[i].b) for i in range(len(raw))]
+
+
+def path_key(path):
+    """The key of one file of a path namespace (see path_keys)."""
+    return path_keys([path])[0]
 
 
 _HEX = frozenset("0123456789abcdef")

@@ -226,6 +226,20 @@ int tier_wr_publish_or_keep(struct tier *t, struct tier_wr *w,
 			    const struct kvfs_key *key);
 
 /*
+ * tier_wr_publish_replace - tier_wr_publish, except that a chunk published
+ * under key is replaced, atomically: in the same critical section it is
+ * taken out of every tier (as tier_unlink does; readers that pinned it keep
+ * its bytes) and w published, so no reader finds the key missing between
+ * the two (path namespaces: a new version of a file, os.replace onto it).
+ * Unlike tier_unlink it does not wait for an L2 write of the old chunk in
+ * flight: after a crash that old copy may come back under the key (it was
+ * the file's previous version). -EEXIST only when another writer reserved
+ * the key; the other errors as tier_wr_publish (w consumed either way).
+ */
+int tier_wr_publish_replace(struct tier *t, struct tier_wr *w,
+			    const struct kvfs_key *key);
+
+/*
  * tier_wr_map (tier_xfer.c) - for batched PUTs: the host address of the
  * extent of a writer begun (tier_wr_begin) with size_hint >= len and not
  * written to yet, and sets its size to len. The caller fills exactly

@@ -346,6 +346,11 @@ void tier_unref(struct tier *t, struct tier_rec *r);
 /* r, unlinked from the index but pinned, waits on tier.zombies for its
  * last tier_unref, which frees it. */
 void tier_zombie(struct tier *t, struct tier_rec *r);
+/* tier_unlink_rec_locked (tier_read.c) - takes published record r out of
+ * every tier (tier.lock held): the index, L2 (its erasure queued), L1's
+ * bookkeeping; pinned bytes stay with their readers (a zombie). Returns
+ * whether the caller must tier_l2_sync_frees once it dropped the lock. */
+bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r);
 /* Frees r's L1 extent (if any). */
 void tier_free_extent(struct tier *t, struct tier_rec *r);
 /* An access at logical time tick (for the policy), wall clock for the

@@ -274,9 +274,20 @@ again:
 		waits++; /* republished meanwhile and written again: a few */
 		goto again;
 	}
+	sync = tier_unlink_rec_locked(t, r) || waited;
+	tier_unlock(t);
+	if (sync)
+		tier_l2_sync_frees(t);
+	return 0;
+}
+
+bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
+{
+	bool sync;
+
 	tier_ev(t, r, TIER_EV_REMOVED, r->where, TIER_EV_UNLINK);
 	tier_idx_remove(t, r);
-	sync = tier_l2_forget(t, r) || waited;
+	sync = tier_l2_forget(t, r);
 	tier_l3_forget(t, r);
 	if (r->where == TIER_L1) {
 		t->pops->remove(t->pol, &r->pi);
@@ -298,10 +309,7 @@ again:
 		tier_free_extent(t, r);
 		free(r);
 	}
-	tier_unlock(t);
-	if (sync)
-		tier_l2_sync_frees(t);
-	return 0;
+	return sync;
 }
 
 int tier_set_user_pin(struct tier *t, uint32_t ns, const struct kvfs_key *key,

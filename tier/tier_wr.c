@@ -268,12 +268,13 @@ void tier_wr_abort(struct tier *t, struct tier_wr *w)
 }
 
 static int publish(struct tier *t, struct tier_wr *w,
-		   const struct kvfs_key *key, bool keep_refused)
+		   const struct kvfs_key *key, bool keep_refused, bool replace)
 {
 	const struct kvfs_key *pkey;
-	struct tier_rec *r;
+	struct tier_rec *r, *old = NULL;
 	struct tier_ns *ns;
 	uint64_t keep;
+	bool sync = false;
 	int rc = 0;
 
 	/* No pwrite can still be copying once we hold and drop mu; the
@@ -298,9 +299,11 @@ static int publish(struct tier *t, struct tier_wr *w,
 	}
 	if (rc == 0 && !ns)
 		rc = -ENOENT;
-	if (rc == 0 && (tier_idx_find(t, w->ns, pkey) ||
-			find_writer(t, w->ns, pkey, w)))
-		rc = -EEXIST;
+	if (rc == 0) {
+		old = tier_idx_find(t, w->ns, pkey);
+		if ((old && !replace) || find_writer(t, w->ns, pkey, w))
+			rc = -EEXIST;
+	}
 	if (rc == 0 && ns->chunk_bytes && w->size != ns->chunk_bytes)
 		rc = -EMSGSIZE;
 	if (rc < 0 && keep_refused && (rc == -EEXIST || rc == -EMSGSIZE)) {
@@ -316,6 +319,10 @@ static int publish(struct tier *t, struct tier_wr *w,
 		goto out_free;
 	}
 
+	/* replace: the old chunk goes in the same critical section, so no
+	 * reader ever finds the key missing (its readers keep its bytes) */
+	if (old)
+		sync = tier_unlink_rec_locked(t, old);
 	/* Trim the over-allocation: the tail goes back to the allocator. */
 	keep = l1_alloc_round(w->size);
 	if (w->cap > keep)
@@ -358,6 +365,8 @@ static int publish(struct tier *t, struct tier_wr *w,
 	tier_policy_capacity(t);
 	tier_unlock(t);
 	wr_free(w);
+	if (sync)
+		tier_l2_sync_frees(t);
 	return 0;
 
 discard:
@@ -374,11 +383,17 @@ out_free:
 int tier_wr_publish(struct tier *t, struct tier_wr *w,
 		    const struct kvfs_key *key)
 {
-	return publish(t, w, key, false);
+	return publish(t, w, key, false, false);
 }
 
 int tier_wr_publish_or_keep(struct tier *t, struct tier_wr *w,
 			    const struct kvfs_key *key)
 {
-	return publish(t, w, key, true);
+	return publish(t, w, key, true, false);
+}
+
+int tier_wr_publish_replace(struct tier *t, struct tier_wr *w,
+			    const struct kvfs_key *key)
+{
+	return publish(t, w, key, false, true);
 }

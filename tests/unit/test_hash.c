@@ -10,7 +10,7 @@
  * option, so the seeded vector (and, as a cross-check, all others) came
  * from Debian's python3-xxhash 3.2.0: xxhash.xxh3_128(bytes,
  * seed=S).digest(). The checksums are `xxhsum -H3 FILE` (XXH3-64), equal
- * to xxhash.xxh3_64_intdigest(bytes).
+ * to xxhash.xxh3_64_intdigest(bytes). Path keys: see test_path_keys.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -38,6 +38,59 @@ static void expect_key(const struct kvfs_key *k, const char *hex)
 }
 
 /* The 512 tokens of vectors k5/k6: (i * 2654435761) mod 2^32. */
+/* Keys of path namespaces: XXH3-128 of the path's bytes; vectors from
+ * python3-xxhash 3.2.0, xxhash.xxh3_128(path).hexdigest(). */
+static void test_path_keys(void **state)
+{
+	const char *const v[][2] = {
+		{ "a/b", "354b81d0032a270248f71e9475860604" },
+		{ "config.json", "62d620758a955d6c9602d3ad368df2c1" },
+		{ "meta-llama_Llama-3.1-8B_0a1b2c3d4e5f_r0/abc/de_g0/"
+		  "abcdef0123456789.bin", "f1816275dc43bff2bcc42051e8fbc758" },
+	};
+	char path[KVFS_PATH_MAX + 1];
+	const char *bad[] = { "", "/a", "a/", "a//b", "a/./b", "a/../b", ".",
+			      ".." };
+	const char *one[1];
+	struct kvfs_key k, keys[3];
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(kvfs_path_key(v[i][0], strlen(v[i][0]), &k), 0);
+		expect_key(&k, v[i][1]);
+		one[0] = v[i][0];
+		assert_int_equal(kvfs_path_keys(one, 1, &keys[i]), 1);
+		assert_memory_equal(&keys[i], &k, sizeof(k));
+	}
+	memset(path, 'x', KVFS_PATH_MAX);
+	path[KVFS_PATH_MAX] = '\0';
+	one[0] = path;
+	/* 1024 bytes: a path at the limit, one component too long */
+	assert_int_equal(kvfs_path_keys(one, 1, &k), -ENAMETOOLONG);
+	assert_int_equal(kvfs_path_key(path, KVFS_PATH_MAX, &k), 0);
+	expect_key(&k, "445dcf97d7880d62fc56a7ce85b3164a");
+	for (size_t i = 200; i < KVFS_PATH_MAX - 1; i += 200)
+		path[i] = '/';
+	assert_int_equal(kvfs_path_keys(one, 1, &k), 1);
+	{
+		char longer[KVFS_PATH_MAX + 2];
+
+		memcpy(longer, path, KVFS_PATH_MAX);
+		longer[KVFS_PATH_MAX] = 'z';
+		longer[KVFS_PATH_MAX + 1] = '\0';
+		one[0] = longer;
+		assert_int_equal(kvfs_path_keys(one, 1, &k), -ENAMETOOLONG);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		one[0] = bad[i];
+		assert_int_equal(kvfs_path_keys(one, 1, &k), -EINVAL);
+	}
+	one[0] = NULL;
+	assert_int_equal(kvfs_path_keys(one, 1, &k), -EINVAL);
+	assert_int_equal(kvfs_path_key(NULL, 1, &k), -EINVAL);
+	assert_int_equal(kvfs_path_key("a", 1, NULL), -EINVAL);
+}
+
 static void tokens512(uint32_t *t)
 {
 	for (uint32_t i = 0; i < 512; i++)
@@ -265,6 +318,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_known_answers),
+		cmocka_unit_test(test_path_keys),
 		cmocka_unit_test(test_chaining),
 		cmocka_unit_test(test_hex),
 		cmocka_unit_test(test_checksum),

@@ -1,0 +1,318 @@
+#!/usr/bin/python3
+"""paths_bench - vLLM's file-system offloading tier on a kvfs path namespace
+against tmpfs and against the local disk with O_DIRECT, in the same run (a
+report, not a test).
+
+usage: paths_bench.py [--blocks N] [--trials T] [--disk DIR] [--shm DIR]
+
+It runs vLLM's own calls (vllm/v1/kv_offload/tiering/fs/io.py, as
+tests/python/test_paths_vllm.py reproduces them): store_block = stat the
+destination, makedirs, open(tmp, O_CREAT|O_EXCL|O_WRONLY|O_TRUNC[|O_DIRECT]),
+one write of the 2 MiB block from a page-aligned buffer, close,
+os.replace; load_block = open(O_RDONLY[|O_DIRECT]), readv into a
+page-aligned buffer, close. O_DIRECT is used where vLLM's probe
+(.o_direct_probe_<n>.tmp) says it works: kvfs and the disk; tmpfs refuses
+it and runs buffered, as vLLM would. The blocks are compressible KV data
+(bf16 of a normal distribution) laid out as vLLM lays them out
+(<model>_<hash>_r0/<hhh>/<hh>_g0/<hash>.bin).
+
+Phases, each over the same N blocks (default 128: 256 MiB), T trials
+(default 3), kvfs and its baselines interleaved:
+  store      N store_blocks into an empty tree
+  load L1    N load_blocks, kvfs serving from its memory tier
+  load L2    kvfs remounted (a warm restart: every block only in its
+             compressed L2 log on the same disk) against the disk's own
+             O_DIRECT loads; once as vLLM does it (each open promotes its
+             block), once after one batched prefetch by path
+             (kvfs_lookup_paths with KVFS_LOOKUP_PREFETCH), what an engine
+             that announces the prompt's blocks would do
+Every block read is compared with what was written. Ratios are best trial
+against best trial (and median against median).
+"""
+import argparse
+import ctypes
+import hashlib
+import json
+import mmap
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+try:
+    import numpy as np
+except ImportError:
+    print("skip: numpy not importable by %s" % sys.executable)
+    sys.exit(77)
+
+import kvfs  # noqa: E402
+
+BLOCK = 2 << 20
+O_DIRECT = os.O_DIRECT
+SUFFIX = "_%d.tmp" % random.randint(0, 2 ** 63 - 1)
+
+
+def probe_o_direct(directory):
+    path = os.path.join(directory, ".o_direct_probe" + SUFFIX)
+    page = mmap.mmap(-1, mmap.PAGESIZE)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | O_DIRECT,
+                     0o644)
+        try:
+            os.write(fd, page)
+        finally:
+            os.close(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
+def store_block(dest, view, direct):
+    if os.path.exists(dest):
+        return
+    tmp = dest + SUFFIX
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC |
+                 (O_DIRECT if direct else 0), 0o644)
+    try:
+        if os.write(fd, view) != len(view):
+            raise OSError("short write")
+    finally:
+        os.close(fd)
+    os.replace(tmp, dest)
+
+
+def load_block(src, view, direct):
+    fd = os.open(src, os.O_RDONLY | (O_DIRECT if direct else 0))
+    try:
+        if os.readv(fd, [view]) != len(view):
+            raise OSError("short read")
+    finally:
+        os.close(fd)
+
+
+def rel_name(i):
+    h = hashlib.sha256(b"block %d" % i).hexdigest()
+    return "llama_0a1b2c3d4e5f_r0/%s/%s_g0/%s.bin" % (h[:3], h[3:5], h)
+
+
+def kv_blocks(n):
+    rng = np.random.default_rng(1)
+    out = []
+    for _ in range(n):
+        v = rng.standard_normal(BLOCK // 2, dtype=np.float32)
+        out.append((v.view(np.uint32) >> 16).astype(np.uint16)
+                   .view(np.uint8))
+    return out
+
+
+def mount(binary, opts):
+    d = tempfile.mkdtemp(prefix="kvfs-pathsbench.")
+    before = os.stat(d).st_dev
+    p = subprocess.Popen([binary, "-f", "-o", ",".join(opts), d],
+                         stderr=subprocess.DEVNULL)
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        if p.poll() is not None:
+            raise SystemExit("kvfs-mount exited with %d" % p.returncode)
+        if os.stat(d).st_dev != before:
+            return d, p
+        time.sleep(0.01)
+    p.kill()
+    raise SystemExit("mount timed out")
+
+
+def umount(d, p):
+    subprocess.call(["fusermount3", "-u", d])
+    try:
+        p.wait(60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    os.rmdir(d)
+
+
+class Target:
+    def __init__(self, name, root):
+        self.name, self.root = name, root
+        os.makedirs(root, exist_ok=True)
+        self.direct = probe_o_direct(root)
+
+    def path(self, i):
+        return os.path.join(self.root, rel_name(i))
+
+    def clear(self):
+        for e in os.listdir(self.root):
+            p = os.path.join(self.root, e)
+            if os.path.isdir(p):
+                shutil.rmtree(p)
+            else:
+                os.remove(p)
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def gbs(n, s):
+    return n * BLOCK / s / 1e9
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--blocks", type=int, default=128)
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--disk", default=os.environ.get("KVFS_BENCH_DISK",
+                                                     "/var/tmp"))
+    ap.add_argument("--shm", default="/dev/shm")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="load and store with this many threads, as vLLM's "
+                    "tier does with its I/O thread pool (each thread its "
+                    "own page-aligned buffer)")
+    ap.add_argument("--mount-bin", default=os.environ.get(
+        "KVFS_MOUNT_BIN", os.path.join(REPO, "build", "kvfs-mount")))
+    a = ap.parse_args()
+    n = a.blocks
+    if not os.access(a.mount_bin, os.X_OK):
+        print("skip: no kvfs-mount at %s" % a.mount_bin)
+        return 77
+    work_disk = tempfile.mkdtemp(prefix="kvfs-pathsbench.", dir=a.disk)
+    work_shm = tempfile.mkdtemp(prefix="kvfs-pathsbench.", dir=a.shm)
+    l2 = os.path.join(work_disk, "l2")
+    os.mkdir(l2)
+    want = kv_blocks(n)
+    mm = mmap.mmap(-1, BLOCK)
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    view = memoryview(mm)
+    l1 = max(64 << 20, (n * BLOCK * 3) // 2)
+    opts = ["names=paths", "l1_size=%d" % l1, "max_chunk=4M",
+            "l2_dir=" + l2, "l2_size=%d" % max(1 << 30, 3 * n * BLOCK),
+            "flush_on_exit=1"]
+    mnt, daemon = mount(a.mount_bin, opts)
+    try:
+        os.mkdir(os.path.join(mnt, "vllm"))
+        kv = Target("kvfs", os.path.join(mnt, "vllm"))
+        shm = Target("tmpfs", os.path.join(work_shm, "vllm"))
+        disk = Target("disk", os.path.join(work_disk, "vllm"))
+        res = {}
+
+        def add(phase, t, secs):
+            res.setdefault((phase, t.name), []).append(gbs(n, secs))
+
+        bufs = [(buf, view)] + [
+            (lambda m: (np.frombuffer(m, dtype=np.uint8), memoryview(m)))(
+                mmap.mmap(-1, BLOCK)) for _ in range(a.threads - 1)]
+
+        def each(fn):
+            if a.threads == 1:
+                for i in range(n):
+                    fn(i, *bufs[0])
+                return
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(a.threads) as ex:
+                list(ex.map(lambda k: [fn(i, *bufs[k]) for i in
+                                       range(k, n, a.threads)],
+                            range(a.threads)))
+
+        def stores(t):
+            def one(i, b, v):
+                b[:] = want[i]
+                store_block(t.path(i), v, t.direct)
+            each(one)
+
+        def loads(t):
+            def one(i, b, v):
+                load_block(t.path(i), v, t.direct)
+                if not np.array_equal(b, want[i]):
+                    raise SystemExit("%s: block %d differs" % (t.name, i))
+            each(one)
+
+        for trial in range(a.trials):
+            for t in (kv, shm, disk):
+                t.clear()
+            for t in (kv, shm, disk):
+                add("store", t, timed(lambda: stores(t)))
+            for t in (kv, shm, disk):
+                add("load L1", t, timed(lambda: loads(t)))
+        # L2: the last trial's blocks, after a warm restart (all in L2)
+        for trial in range(a.trials):
+            umount(mnt, daemon)
+            mnt, daemon = mount(a.mount_bin, opts)
+            kv.root = os.path.join(mnt, "vllm")
+            add("load L2", kv, timed(lambda: loads(kv)))
+            add("load L2", disk, timed(lambda: loads(disk)))
+            umount(mnt, daemon)
+            mnt, daemon = mount(a.mount_bin, opts)
+            kv.root = os.path.join(mnt, "vllm")
+            add("load L2, prefetch", kv, timed(lambda: (
+                prefetch(kv, n), loads(kv))))
+            add("load L2, prefetch", disk, timed(lambda: loads(disk)))
+        with open(os.path.join(mnt, ".kvfs", "stats")) as f:
+            st = json.load(f)
+        report(res, n, a.trials, a.threads, kv, shm, disk, st)
+    finally:
+        umount(mnt, daemon)
+        shutil.rmtree(work_disk, ignore_errors=True)
+        shutil.rmtree(work_shm, ignore_errors=True)
+    return 0
+
+
+def prefetch(t, n):
+    fd = os.open(t.root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        lib = kvfs.load_library()
+        lib.kvfs_lookup_paths.restype = ctypes.c_long
+        paths = (ctypes.c_char_p * n)(*[rel_name(i).encode()
+                                         for i in range(n)])
+        got = lib.kvfs_lookup_paths(fd, paths, ctypes.c_size_t(n),
+                                    ctypes.c_uint32(0),
+                                    ctypes.c_uint(kvfs.LOOKUP_PREFETCH),
+                                    ctypes.c_uint32(0), None)
+        if got != n:
+            raise SystemExit("prefetch by path found %d of %d" % (got, n))
+    finally:
+        os.close(fd)
+
+
+def report(res, n, trials, threads, kv, shm, disk, st):
+    print("vLLM store_block/load_block, %d blocks of 2 MiB, %d trials, %d "
+          "thread(s); O_DIRECT: kvfs %s, tmpfs %s, disk %s" % (
+              n, trials, threads, kv.direct, shm.direct, disk.direct))
+    print("%-20s %-6s %8s %8s %10s %10s" % ("phase", "target", "best",
+                                            "median", "vs best", "vs median"))
+    base = {"store": "tmpfs", "load L1": "tmpfs", "load L2": "disk",
+            "load L2, prefetch": "disk"}
+    for phase in ("store", "load L1", "load L2", "load L2, prefetch"):
+        b = res.get((phase, base[phase]))
+        for tname in ("kvfs", "tmpfs", "disk"):
+            v = res.get((phase, tname))
+            if not v:
+                continue
+            vb = "" if not b or tname == base[phase] else "%.2fx %s" % (
+                max(v) / max(b), base[phase])
+            vm = "" if not b or tname == base[phase] else "%.2fx" % (
+                statistics.median(v) / statistics.median(b))
+            print("%-20s %-6s %7.2f  %7.2f  %-10s %s" % (
+                phase, tname, max(v), statistics.median(v), vb, vm))
+    print("GB/s of raw block bytes; kvfs L2 held %d chunks, %.2f compression"
+          " ratio, %d promotions" % (st["l2"]["chunks"],
+                                     st["l2"]["compression_ratio"],
+                                     st["promotions"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+/*
+ * fs_ptree.h - the directory trees of path namespaces, shared by
+ * fs_ptree.c (the tree), fs_path.c (the FUSE operations) and fs_pjournal.c
+ * (the names kept for a warm restart). Everything here is protected by
+ * fs_priv.lock unless a field says otherwise.
+ *
+ * Memory (measured by bench/kvfs_meta --paths, documented in kvfs(7)): a
+ * directory is one struct fs_pdir plus the struct fs_pent that names it
+ * (with its name); a file is one struct fs_pent with its name. The number
+ * of directories of a mount is capped by -o max_dirs (mkdir: ENOSPC), so
+ * a tree of empty directories cannot take the daemon's memory; files are
+ * bounded by the chunks the tiers hold.
+ */
+#ifndef KVFS_FS_PTREE_H
+#define KVFS_FS_PTREE_H
+
+#include "fs/fs_i.h"
+
+/* A directory of a path namespace (its root, or a subdirectory). */
+struct fs_pdir {
+	struct htab_node inode;  /* fs_paths.itab (subdirectories) */
+	uint64_t ino;            /* FS_INO_PDIR | n, or the namespace's */
+	uint64_t nlookup;        /* the kernel's lookups (subdirectories) */
+	struct fs_pent *self;    /* its name; NULL for a namespace root */
+	struct fs_pent *head;    /* entries, newest first */
+	uint32_t ns;
+	uint32_t nent;           /* entries: files and directories */
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	bool removed;            /* rmdir'ed: freed at nlookup 0 */
+	struct timespec mtime, ctime;
+};
+
+/* A name in a directory: a subdirectory or a file. */
+struct fs_pent {
+	struct htab_node nnode;  /* fs_paths.ntab: (parent ino, name) */
+	struct htab_node knode;  /* fs_paths.ktab: (ns, key), when keyed */
+	struct fs_pdir *parent;
+	struct fs_pent *prev, *next; /* the parent's entries */
+	struct fs_pdir *dir;     /* a directory, or NULL: a file */
+	/* files */
+	struct kvfs_key key;     /* of its path (valid when keyed) */
+	bool keyed;              /* in ktab: the engine holds key for it */
+	bool busy;               /* a publication or copy in flight */
+	bool has_mtime;          /* utimensat set mtime */
+	uint64_t gen;            /* publication of key (keyed) */
+	struct fs_wr *wr;        /* a reference: the version being written
+				  * or closed, not yet published; shadows
+				  * the published one */
+	struct timespec mtime;
+	uint16_t len;
+	char *name;              /* len bytes and a NUL (malloc'd) */
+};
+
+struct fs_paths {
+	struct htab itab;        /* subdirectories by inode number */
+	struct htab ntab;        /* entries by (parent inode, name) */
+	struct htab ktab;        /* keyed files by (ns, key) */
+	uint64_t next_ino;
+	uint64_t ndirs, nfiles, max_dirs, bytes;
+	struct fs_wr pending;    /* closed writers waiting to publish */
+	uint64_t npending;
+	pthread_cond_t idle;     /* an entry stopped being busy */
+	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
+	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
+	uint64_t orphans;        /* chunks with no name found at start */
+};
+
+/* The tree (fs_ptree.c). */
+int fs_ptree_init(struct fs_paths *t, uint64_t max_dirs);
+void fs_ptree_free(struct fs *fs, struct fs_paths *t);
+/* The directory behind inode ino: a subdirectory, or the root of a path
+ * namespace; NULL when ino is neither. */
+struct fs_pdir *fs_ptree_dir(struct fs *fs, uint64_t ino);
+/* The subdirectory with inode number ino, or NULL. */
+struct fs_pdir *fs_ptree_dir_of_ino(struct fs_paths *t, uint64_t ino);
+struct fs_pent *fs_ptree_find(struct fs_paths *t, const struct fs_pdir *d,
+			      const char *name, size_t len);
+struct fs_pent *fs_ptree_by_key(struct fs_paths *t, uint32_t ns,
+				const struct kvfs_key *key);
+/* A new root directory for namespace ns (inode number ino). */
+struct fs_pdir *fs_ptree_root(uint32_t ns, uint64_t ino);
+/* New entries in d: a directory (-ENOSPC past max_dirs) or a file.
+ * -EEXIST, -ENOMEM. */
+int fs_ptree_mkdir(struct fs_paths *t, struct fs_pdir *d, const char *name,
+		   size_t len, struct fs_pent **out);
+int fs_ptree_mkfile(struct fs_paths *t, struct fs_pdir *d, const char *name,
+		    size_t len, struct fs_pent **out);
+/* Removes e from its directory and frees it (a directory entry's
+ * fs_pdir is marked removed and freed once the kernel forgot it). The
+ * caller has dealt with e->wr and e->keyed. */
+void fs_ptree_remove(struct fs_paths *t, struct fs_pent *e);
+/* Moves e to name in d (-ENOMEM: e stays). */
+int fs_ptree_move(struct fs_paths *t, struct fs_pent *e, struct fs_pdir *d,
+		  const char *name, size_t len);
+/* Files: (un)indexes e under key. */
+void fs_ptree_key(struct fs_paths *t, struct fs_pent *e,
+		  const struct kvfs_key *key, uint64_t gen);
+void fs_ptree_unkey(struct fs_paths *t, struct fs_pent *e);
+/* Frees the entries below d, dropping writers' references. */
+void fs_ptree_clear(struct fs *fs, struct fs_paths *t, struct fs_pdir *d);
+/* Frees directory d if it is removed and forgotten. */
+void fs_ptree_release_dir(struct fs_paths *t, struct fs_pdir *d);
+/*
+ * The path of e, or of name below d (e NULL), relative to its namespace
+ * ("a/b/c"): its length, or -ENAMETOOLONG past FS_PATH_MAX bytes. buf
+ * holds FS_PATH_MAX + 1 bytes.
+ */
+int fs_ptree_path(const struct fs_pdir *d, const char *name, size_t len,
+		  char *buf);
+/*
+ * The block hash a KV event reports for the file called name (len bytes)
+ * whose key is key: when the name begins with at least 16 hex digits (an
+ * engine's own block hash, as vLLM's "<hash hex>.bin" and SGLang's
+ * "<sha256 hex>_..." are), the low 64 bits of the number those digits
+ * spell (its last 16 digits); otherwise the key's last 8 bytes read
+ * big-endian, as for key chunks. A router that knows the engine's block
+ * hashes can then score the engine's own disk tier.
+ */
+uint64_t fs_ptree_event_hash(const char *name, size_t len,
+			     const struct kvfs_key *key);
+/* Is a inside directory d's subtree (d itself included)? */
+bool fs_ptree_within(const struct fs_pdir *a, const struct fs_pdir *d);
+
+/* Shared by fs_path.c and fs_pname.c (fs_path.c). */
+/* Waits until e is not busy (priv.lock held, dropped meanwhile). */
+void fs_path_wait_idle(struct fs *fs, struct fs_pent *e);
+/* e no longer has writer w (priv.lock held): drops e's reference, and e
+ * itself when nothing published holds its name. */
+void fs_path_detach_writer(struct fs *fs, struct fs_pent *e,
+			   struct fs_wr *w);
+/* Publishes closed writer w under its path's key, replacing the version
+ * there (priv.lock NOT held). */
+void fs_path_publish_closed(struct fs *fs, struct fs_wr *w);
+
+/* Drops the name of chunk (ns, key) when the engine no longer holds it
+ * (no lock held); notify: also the kernel's entry (background thread). */
+void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		       bool notify);
+
+/* Event hashes of hex-named files (fs_pevent.c). note: before the file
+ * at key is published (does nothing unless name starts with >= 16 hex
+ * digits); forget: once key left the engine. Any lock may be held. */
+struct fs_pev;
+int fs_pev_create(struct fs_paths *t);
+void fs_pev_destroy(struct fs_paths *t);
+void fs_pev_note(struct fs_paths *t, uint32_t ns, const struct kvfs_key *key,
+		 const char *name, size_t len);
+void fs_pev_forget(struct fs_paths *t, uint32_t ns, const struct kvfs_key *key);
+
+/* The journal (fs_pjournal.c): l2_dir/paths, see there. */
+struct fs_pjournal;
+/* Reads l2_dir/paths, rebuilds the trees of the namespaces it names
+ * whose files the engine still holds, unlinks chunks of path namespaces
+ * that have no name, writes the file again compacted and keeps it open
+ * for appends. Never fails the mount (a damaged file is logged). */
+int fs_pjournal_open(struct fs *fs, const char *l2_dir);
+void fs_pjournal_close(struct fs *fs);
+/* Appends a record (priv.lock NOT held): 'N' namespace in path mode,
+ * 'K' back to keys, 'D' a directory, 'X' a directory removed, 'F' a file
+ * published. ns: the namespace's name. */
+void fs_pjournal_add(struct fs *fs, char type, const char *ns,
+		     const char *path, size_t len);
+void fs_pjournal_sync(struct fs *fs);
+
+#endif /* KVFS_FS_PTREE_H */
