@@ -372,6 +372,32 @@ static bool binds(const char *ep)
 	       !strncmp(ep, "ipc://", 6) || !strncmp(ep, "inproc://", 9);
 }
 
+static int setopt_int(void *s, int opt, int v)
+{
+	return zmq_setsockopt(s, opt, &v, sizeof(v)) ? -errno : 0;
+}
+
+/* A tcp endpoint's port: '*' or 0 (any) to bind, else 1..65535. libzmq
+ * takes 99999, 65536 or "5557x" (it truncates) and then sends nowhere. */
+static bool tcp_port_ok(const char *ep, bool bind)
+{
+	const char *c = strncmp(ep, "tcp://", 6) ? NULL : strrchr(ep + 6, ':');
+	unsigned long v;
+	char *end;
+
+	if (strncmp(ep, "tcp://", 6))
+		return true;
+	if (!c || !*++c)
+		return false;
+	if (!strcmp(c, "*"))
+		return bind;
+	if (*c < '0' || *c > '9')
+		return false;
+	errno = 0;
+	v = strtoul(c, &end, 10);
+	return !*end && !errno && v <= 65535 && (v || bind);
+}
+
 /* Binds (or connects) sock to ep; ipc socket files get mode. Writes the
  * endpoint in use to used. */
 static int open_ep(void *sock, const char *ep, bool bind, uint32_t mode,
@@ -379,6 +405,11 @@ static int open_ep(void *sock, const char *ep, bool bind, uint32_t mode,
 {
 	int rc;
 
+	if (!tcp_port_ok(ep, bind))
+		return -EINVAL;
+	/* an IPv6 address ([::1]) needs the option, off by default */
+	if (strchr(ep, '[') && (rc = setopt_int(sock, ZMQ_IPV6, 1)))
+		return rc;
 	if (bind) {
 		bool ipc = !strncmp(ep, "ipc://", 6);
 		mode_t old = 0;
@@ -405,10 +436,6 @@ static int open_ep(void *sock, const char *ep, bool bind, uint32_t mode,
 	return 0;
 }
 
-static int setopt_int(void *s, int opt, int v)
-{
-	return zmq_setsockopt(s, opt, &v, sizeof(v)) ? -errno : 0;
-}
 
 static void pub_free(struct ev_pub *p)
 {

@@ -7,11 +7,14 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -599,6 +602,18 @@ static void test_replay(void **state)
 	zmq_ctx_term(ctx);
 }
 
+static bool have_ipv6_loopback(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+				  .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	bool ok = fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a));
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 static void test_bad_endpoints(void **state)
 {
 	struct ev_config c;
@@ -612,6 +627,25 @@ static void test_bad_endpoints(void **state)
 	c.endpoint = "tcp://*:notaport";
 	assert_true(ev_pub_create(&c, &p, err, sizeof(err)) < 0);
 	assert_non_null(strstr(err, "notaport"));
+	/* ports libzmq would truncate, or 0 to connect to: refused */
+	static const char *const bad[] = {
+		"tcp://127.0.0.1:99999", "tcp://127.0.0.1:65536",
+		"tcp://127.0.0.1:5557x", "tcp://127.0.0.1:0",
+		"tcp://127.0.0.1:", "tcp://*:99999",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		c.endpoint = bad[i];
+		assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)),
+				 -EINVAL);
+		assert_non_null(strstr(err, bad[i]));
+	}
+	/* an IPv6 address works where the host has ::1 */
+	if (have_ipv6_loopback()) {
+		c.endpoint = "tcp://[::1]:*";
+		assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)), 0);
+		assert_non_null(strstr(ev_pub_endpoint(p), "tcp://[::1]:"));
+		ev_pub_destroy(p);
+	}
 	c.endpoint = "tcp://127.0.0.1:*";
 	c.node = "a@b";
 	assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)), -EINVAL);
