@@ -37,6 +37,7 @@
 
 #define TL3_PREFETCH_MAX 1024 /* promotions waiting for the prefetchers */
 #define TL3_PREFETCHERS 2      /* promotions at once in the background */
+#define TL3_FORGET_BUCKETS 256 /* unlink counters, by key hash */
 
 struct tl3_ws {
 	struct tl3_ws *next;
@@ -59,7 +60,8 @@ struct tier_l3 {
 	uint64_t pinned;          /* tier.lock: bytes pinned for L3 writes */
 	uint64_t promotions;      /* tier.lock */
 	uint64_t skipped;         /* tier.lock: writes skipped (pin bound) */
-	uint64_t forgets;         /* tier.lock: unlinks (tier_l3_forget) */
+	uint64_t forgets[TL3_FORGET_BUCKETS]; /* tier.lock: unlinks
+					       * (tier_l3_forget) by key hash */
 
 	pthread_mutex_t mu;       /* a leaf: ws and the prefetch queue */
 	pthread_cond_t cv;
@@ -86,7 +88,8 @@ struct tl3_job {
 	bool has_parent;
 	struct kvfs_key parent;
 	uint64_t gen;     /* the record's, at queueing */
-	uint64_t forgets; /* tier_l3.forgets at queueing */
+	uint32_t bucket;  /* of tier_l3.forgets */
+	uint64_t forgets; /* tier_l3.forgets[bucket] at queueing */
 };
 
 /* ------------------------------------------------------- workspaces */
@@ -208,13 +211,13 @@ static int job_encode(void *arg, void **out, size_t *out_len)
  * unless the chunk was unlinked meanwhile: that unlink's REMOVED(REMOTE)
  * came already and its delete follows this write in the store's queue.
  * A record of the same generation is still it; no record is a chunk that
- * left L1/L2, unless an unlink may have taken it (then: no event, a miss
- * for a router, never a stale hit). */
+ * left L1/L2, unless an unlink of a key of its hash bucket may have
+ * taken it (then: no event, a miss for a router, never a stale hit). */
 static void stored_event(struct tier *t, const struct tl3_job *j)
 {
 	const struct tier_rec *r = tier_idx_find(t, j->ns_id, &j->key);
 
-	if (r ? r->gen == j->gen : t->l3->forgets == j->forgets)
+	if (r ? r->gen == j->gen : t->l3->forgets[j->bucket] == j->forgets)
 		tier_ev_key(t, j->ns_id, &j->key,
 			    j->has_parent ? &j->parent : NULL, TIER_EV_STORED,
 			    TIER_EV_L3, TIER_EV_DEMOTE);
@@ -262,7 +265,8 @@ static void queue_put(struct tier *t, struct tier_rec *r, void *raw)
 	j->has_parent = (r->flags & TREC_HAS_PARENT) != 0;
 	j->parent = r->parent;
 	j->gen = r->gen;
-	j->forgets = t3->forgets;
+	j->bucket = (uint32_t)(r->pi.hkey % TL3_FORGET_BUCKETS);
+	j->forgets = t3->forgets[j->bucket];
 	if (!raw) {
 		j->r = r;
 		tier_ref(t, r);
@@ -361,7 +365,7 @@ void tier_l3_forget(struct tier *t, struct tier_rec *r)
 	/* other nodes may have stored it: deleted whatever we know */
 	if (!ns)
 		return;
-	t->l3->forgets++;
+	t->l3->forgets[r->pi.hkey % TL3_FORGET_BUCKETS]++;
 	l3_del(t->l3->l3, ns->name, &r->key);
 	if (r->l3) /* stored (or being stored) by us, or read from there */
 		tier_ev(t, r, TIER_EV_REMOVED, TIER_EV_L3, TIER_EV_UNLINK);
