@@ -25,7 +25,8 @@
  *    CAP_SYS_PTRACE cannot reach a process of another user even if asked
  *    to (tests/integ/test_xfer.c, test_eperm).
  * 2. Who may. The namespace's mode is checked for the caller's uid and
- *    groups (fs_ns_access) before any entry: R_OK for GET, W_OK for PUT.
+ *    groups (fs_ns_access) before any entry: R_OK | X_OK for GET, W_OK |
+ *    X_OK for PUT (search, as open(2) and creat(2) of a chunk need it).
  * 3. Pid reuse. A pid is reused only after its task was reaped. While this
  *    handler runs, the caller cannot be reaped: the kernel's
  *    request_wait_answer() (fs/fuse/dev.c) lets a signal end the wait only
@@ -314,8 +315,12 @@ static int64_t put_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	/* refused before any byte moves (publication would refuse too) */
 	if (chunk_bytes && e->length != chunk_bytes)
 		return -EMSGSIZE;
-	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC */
-	rc = tier_wr_begin(fs->tier, ns, &e->key, e->length, &w);
+	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC. The size
+	 * is known: an empty chunk asks for 1 byte (one page, trimmed at
+	 * publication), as a hint of 0 would reserve the namespace's last
+	 * chunk size and could evict that much for nothing. */
+	rc = tier_wr_begin(fs->tier, ns, &e->key, e->length ? e->length : 1,
+			   &w);
 	if (rc)
 		return rc;
 	rc = put_copy(fs, cl, x, w, e->addr, e->length);
@@ -575,8 +580,11 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	/* Entries name keys. Path namespaces (names hashed to keys) would
 	 * resolve their names to keys here, before any entry runs. */
 	rc = check_batch(b, put);
+	/* X_OK too: open(2) and creat(2) of a chunk need search permission
+	 * on its namespace, and a batch must not reach what they cannot */
 	if (rc == 0)
-		rc = fs_ns_access(fs, req, fh->ns, put ? W_OK : R_OK);
+		rc = fs_ns_access(fs, req, fh->ns,
+				  (put ? W_OK : R_OK) | X_OK);
 	if (rc == 0)
 		rc = tier_ns_info(fs->tier, fh->ns, &nsi);
 	if (rc == 0)

@@ -350,8 +350,9 @@ struct kvfs_l3_drop {
  * namespace of 32-hex names); namespaces whose chunks have path names
  * will take a later entry form (another ioctl number), not this one.
  *
- * Who may: the caller's uid and groups must be allowed to read (GET) or
- * write (PUT) the namespace (else the whole batch fails with EACCES), and
+ * Who may: the caller's uid and groups must be allowed to read and search
+ * (GET) or write and search (PUT) the namespace, as open(2) and creat(2)
+ * of a chunk need (else the whole batch fails with EACCES), and
  * the daemon must be allowed to ptrace the caller (ptrace(2), "Ptrace
  * access mode checking"): it is when it has CAP_SYS_PTRACE (root normally
  * does); otherwise the caller must have the daemon's uid, no capability
@@ -363,10 +364,11 @@ struct kvfs_l3_drop {
  * Entries: up to KVFS_XFER_MAX per call (the struct stays under FUSE's
  * 16 KiB restricted-ioctl limit); kvfs_mget/kvfs_mput split longer lists.
  * Each entry succeeds or fails alone, with its own result; a malformed
- * batch (version/size, nents 0 or > KVFS_XFER_MAX, unknown flags, nonzero
- * reserved fields, a key twice in one PUT) fails whole with EINVAL before
- * anything is done. The ioctl then returns 0 and the entries' results say
- * what happened; only the header and entries come back.
+ * batch (version/size, nents 0 or > KVFS_XFER_MAX, unknown flags, a PUT
+ * entry with a nonzero cap or offset, a key twice in one PUT) fails whole
+ * with EINVAL before anything is done. Otherwise the ioctl returns 0 and
+ * the entries' results say what happened; only the header and entries
+ * come back.
  *
  * Results of an entry (result):
  *   GET  >= 0   bytes copied to [addr, addr + result)
@@ -433,7 +435,7 @@ struct kvfs_xfer_ent {
 /*
  * KVFS_IOC_GET / KVFS_IOC_PUT, on a namespace directory fd.
  * In:  nents entries (1..KVFS_XFER_MAX), flags (GET: 0 or
- *      KVFS_XFER_DEVICE; PUT: 0), reserved 0.
+ *      KVFS_XFER_DEVICE; PUT: 0); PUT entries: cap and offset 0.
  * Out: done = entries whose result is >= 0 (GET) or 0 / -EEXIST (PUT);
  *      bytes = bytes copied in all; daemon_pid = the daemon's pid (the
  *      ptracer to name with prctl(PR_SET_PTRACER)), also written back when

@@ -164,19 +164,34 @@ class _Views:
         v = _PyBuffer()
         try:
             # PyBUF_SIMPLE(+WRITABLE): contiguous bytes, or BufferError
+            # (numpy raises ValueError instead)
             if _get_buffer(obj, ctypes.byref(v),
                            _PyBUF_WRITABLE if writable else 0) != 0:
                 raise TypeError("not a buffer")  # pragma: no cover
-        except BufferError as e:
-            raise (TypeError if writable else ValueError)(
+        except (BufferError, ValueError) as e:
+            # whatever the exporter raised: read-only -> TypeError (as
+            # readinto() does), not contiguous -> ValueError
+            ro = writable and self._readable(obj)
+            raise (TypeError if ro else ValueError)(
                 "%s buffer needed: %s" % (
-                    "a writable contiguous" if writable else "a contiguous",
-                    e)) from None
+                    "a writable" if ro else "a contiguous", e)) from None
         except TypeError:
             raise TypeError("expected a buffer object, got %s"
                             % type(obj).__name__) from None
         self._views.append(v)
         return v.buf, v.len
+
+    @staticmethod
+    def _readable(obj):
+        """Whether obj exports contiguous bytes when not asked to write."""
+        v = _PyBuffer()
+        try:
+            if _get_buffer(obj, ctypes.byref(v), 0) != 0:
+                return False  # pragma: no cover
+        except (BufferError, ValueError, TypeError):
+            return False
+        _release_buffer(ctypes.byref(v))
+        return True
 
     def close(self):
         for v in self._views:
@@ -957,8 +972,9 @@ class Connector:
         (int), None on a miss, or an OSError instance (not raised) for
         that key alone: EMSGSIZE (the buffer is too small; nothing
         copied), ERANGE (the range reaches past the chunk's end), EFAULT.
-        Raises OSError for the whole call (EACCES, EPERM...), ValueError /
-        TypeError for bad arguments (read-only or non-contiguous buffer)."""
+        Raises OSError for the whole call (EACCES, EPERM...), TypeError for
+        a read-only buffer or no buffer at all, ValueError for a buffer
+        that is not contiguous or a key count that differs."""
         return self._xfer(keys, buffers, False, offsets, lengths)
 
     def put_many(self, keys, buffers):

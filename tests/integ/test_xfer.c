@@ -5,7 +5,8 @@
  * and read-only memory, EEXIST, EFBIG, EMSGSIZE of chunk_bytes), malformed
  * batches (EINVAL, nothing done), EACCES for a user who may not read or
  * write, ENOTTY, overlapping entries, a caller SIGKILLed mid-batch, eviction
- * racing GETs, L2 promotion, and the ioctl count of a 1,024-chunk prompt.
+ * racing GETs, L2 promotion, the ioctl count of a 1,024-chunk prompt, and
+ * empty chunks that evict nothing.
  *
  * The mount uses allow_other so that a child that setuid()s to nobody
  * reaches the daemon and is refused by kvfs's own namespace check.
@@ -501,12 +502,14 @@ static void test_sizes(void **state)
 
 /* A user who may not read (GET) or write (PUT) the namespace gets EACCES
  * for the whole batch, with fds root opened; reading a 0755 namespace is
- * fine and writing it is not. */
+ * fine and writing it is not. Without search permission (0706: read and
+ * write, no x) open(2) and creat(2) of a chunk are refused, so GET and PUT
+ * are too. */
 static void test_eacces(void **state)
 {
 	struct kvfs_io io[2];
-	char *src;
-	int sfd, pfd, status;
+	char *src, hex[33], path[PATH_MAX];
+	int sfd, pfd, xfd, status;
 	pid_t pid;
 
 	if (geteuid() != 0) {
@@ -515,11 +518,16 @@ static void test_eacces(void **state)
 	}
 	sfd = ns_create("xsec", 0700);
 	pfd = ns_create("xpub", 0755);
+	xfd = ns_create("xnox", 0706);
 	assert_int_equal(fchmod(sfd, 0700), 0);
 	assert_int_equal(fchmod(pfd, 0755), 0);
+	assert_int_equal(fchmod(xfd, 0706), 0);
 	src = make_io(io, 2, 7, CHUNK);
 	assert_int_equal(kvfs_mput(sfd, io, 2), 2);
 	assert_int_equal(kvfs_mput(pfd, io, 1), 1);
+	assert_int_equal(kvfs_mput(xfd, io, 1), 1);
+	kvfs_key_hex(&io[0].key, hex);
+	kvfs_test_path(&mnt, path, "xnox/%s", hex);
 
 	pid = fork();
 	assert_true(pid >= 0);
@@ -541,15 +549,25 @@ static void test_eacces(void **state)
 			fails |= 4;
 		if (kvfs_mput(pfd, &io[1], 1) != -EACCES)
 			fails |= 8;
+		/* no search permission: the files are out of reach */
+		if (open(path, O_RDONLY) >= 0 || errno != EACCES)
+			fails |= 16;
+		memset(out, 0, CHUNK);
+		if (kvfs_mget(xfd, &g, 1, 0) != -EACCES || out[0])
+			fails |= 32;
+		if (kvfs_mput(xfd, &io[1], 1) != -EACCES)
+			fails |= 64;
 		_exit(fails);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	assert_int_equal(exists(pfd, &io[1].key), 0);
+	assert_int_equal(exists(xfd, &io[1].key), 0);
 	free(src);
 	close(sfd);
 	close(pfd);
+	close(xfd);
 }
 
 /* Callers SIGKILLed in the middle of large GETs and PUTs: the daemon goes
@@ -901,6 +919,48 @@ static void test_evict_race(void **state)
 	assert_int_equal(kvfs_test_umount(&m2), 0);
 }
 
+/* An empty chunk reserves no more than it needs: in an 8 MiB L1 holding
+ * 4 + 3 MiB, PUTs of empty chunks evict nothing (a writer of unknown size
+ * would reserve the namespace's last size, 3 MiB, and evict). */
+static void test_empty_put(void **state)
+{
+	struct kvfs_mnt m2;
+	const char *args[] = { "-f", "-o", "l1_size=8M,max_chunk=4M",
+			       "@DIR@", NULL };
+	struct kvfs_io io[2], e[2], g;
+	char *src, out[1];
+	unsigned long long ev;
+	int fd;
+
+	assert_int_equal(kvfs_test_mount_args(&m2, args), 0);
+	fd = kvfs_ns_open(m2.dir, "empty", KVFS_NS_CREATE, 0755);
+	assert_true(fd >= 0);
+	src = make_io(io, 2, 15, 4u << 20);
+	io[1].len = 3u << 20;
+	assert_int_equal(kvfs_mput(fd, &io[0], 1), 1);
+	assert_int_equal(kvfs_mput(fd, &io[1], 1), 1);
+	ev = stat_in(&m2, "", "evictions");
+	memset(e, 0, sizeof(e));
+	key_of(15, 100, &e[0].key);
+	key_of(15, 101, &e[1].key);
+	assert_int_equal(kvfs_mput(fd, e, 2), 2);
+	assert_int_equal(e[0].result, 0);
+	assert_int_equal(e[1].result, 0);
+	assert_int_equal(stat_in(&m2, "", "evictions") - ev, 0);
+	assert_int_equal(exists(fd, &io[0].key), 1);
+	assert_int_equal(exists(fd, &io[1].key), 1);
+	memset(&g, 0, sizeof(g));
+	g.key = e[0].key;
+	g.buf = out;
+	g.len = sizeof(out);
+	assert_int_equal(kvfs_mget(fd, &g, 1, 0), 1);
+	assert_int_equal(g.result, 0);
+	assert_int_equal(g.size, 0);
+	free(src);
+	close(fd);
+	assert_int_equal(kvfs_test_umount(&m2), 0);
+}
+
 /* Chunks only in L2 are promoted (verified) and copied out. */
 static void test_l2(void **state)
 {
@@ -1001,6 +1061,7 @@ int main(void)
 		cmocka_unit_test(test_caller_killed),
 		cmocka_unit_test(test_evict_race),
 		cmocka_unit_test(test_l2),
+		cmocka_unit_test(test_empty_put),
 	};
 
 	if (access(kvfs_test_bin(), X_OK) != 0) {

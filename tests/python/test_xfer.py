@@ -121,10 +121,19 @@ class GetPutManyTest(unittest.TestCase):
             self.c.put_many(keys[:1], [12345])
         with self.assertRaises(TypeError):
             self.c.put_many(keys[:1], ["not bytes"])  # str: no buffer
+        with self.assertRaises(ValueError):  # not contiguous
+            self.c.get_many(keys[:1], [memoryview(bytearray(20))[::2]])
         if np is not None:
             a = np.zeros((8, 8), dtype=np.uint8)[:, ::2]
             with self.assertRaises(ValueError):  # not contiguous
                 self.c.put_many(keys[:1], [a])
+            with self.assertRaises(ValueError):
+                self.c.get_many(keys[:1], [a])
+            # read-only numpy (np.frombuffer of bytes): the same
+            # TypeError as bytes, whatever numpy itself raises
+            with self.assertRaises(TypeError):
+                self.c.get_many(keys[:1], [np.frombuffer(b"x" * 8,
+                                                         np.uint8)])
         self.assertEqual(self.c.get_many([], []), [])
 
     def test_efbig(self):
