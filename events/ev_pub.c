@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -372,6 +374,57 @@ static bool binds(const char *ep)
 	       !strncmp(ep, "ipc://", 6) || !strncmp(ep, "inproc://", 9);
 }
 
+static int setopt_int(void *s, int opt, int v)
+{
+	return zmq_setsockopt(s, opt, &v, sizeof(v)) ? -errno : 0;
+}
+
+/* A tcp endpoint's port: '*' or 0 (any) to bind, else 1..65535. libzmq
+ * takes 99999, 65536 or "5557x" (it truncates) and then sends nowhere. */
+static bool tcp_port_ok(const char *ep, bool bind)
+{
+	const char *c = strncmp(ep, "tcp://", 6) ? NULL : strrchr(ep + 6, ':');
+	unsigned long v;
+	char *end;
+
+	if (strncmp(ep, "tcp://", 6))
+		return true;
+	if (!c || !*++c)
+		return false;
+	if (!strcmp(c, "*"))
+		return bind;
+	if (*c < '0' || *c > '9')
+		return false;
+	errno = 0;
+	v = strtoul(c, &end, 10);
+	return !*end && !errno && v <= 65535 && (v || bind);
+}
+
+/* libzmq unlinks whatever is at an ipc path before binding it: a file, or
+ * the live socket of another daemon (which then publishes to no one).
+ * Refused: -EEXIST (not a socket), -EADDRINUSE (something answers there).
+ * A stale socket (its daemon gone) is replaced. */
+static int ipc_free(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, rc;
+
+	if (lstat(path, &st))
+		return 0;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	if (strlen(path) >= sizeof(a.sun_path))
+		return 0; /* zmq_bind says why */
+	memcpy(a.sun_path, path, strlen(path));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	close(fd);
+	return rc ? 0 : -EADDRINUSE;
+}
+
 /* Binds (or connects) sock to ep; ipc socket files get mode. Writes the
  * endpoint in use to used. */
 static int open_ep(void *sock, const char *ep, bool bind, uint32_t mode,
@@ -379,9 +432,16 @@ static int open_ep(void *sock, const char *ep, bool bind, uint32_t mode,
 {
 	int rc;
 
+	if (!tcp_port_ok(ep, bind))
+		return -EINVAL;
+	/* an IPv6 address ([::1]) needs the option, off by default */
+	if (strchr(ep, '[') && (rc = setopt_int(sock, ZMQ_IPV6, 1)))
+		return rc;
 	if (bind) {
 		bool ipc = !strncmp(ep, "ipc://", 6);
 		mode_t old = 0;
+		if (ipc && ep[6] != '@' && (rc = ipc_free(ep + 6)))
+			return rc;
 		if (ipc)
 			old = umask(077);
 		rc = zmq_bind(sock, ep);
@@ -405,10 +465,6 @@ static int open_ep(void *sock, const char *ep, bool bind, uint32_t mode,
 	return 0;
 }
 
-static int setopt_int(void *s, int opt, int v)
-{
-	return zmq_setsockopt(s, opt, &v, sizeof(v)) ? -errno : 0;
-}
 
 static void pub_free(struct ev_pub *p)
 {

@@ -10,8 +10,8 @@
  * subscriber.
  *
  * Media: L1 is "GPU" when the arena is CUDA memory, else "CPU" (host and
- * pinned host memory, as vLLM's CPU offload names it); L2 is "DISK"; a
- * tier below L2 is "REMOTE".
+ * pinned host memory, as vLLM's CPU offload names it); L2 is "DISK"; L3
+ * (Redis, shared by every node: TIER_EV_L3) is "REMOTE".
  */
 #include <errno.h>
 #include <inttypes.h>

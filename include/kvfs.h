@@ -144,7 +144,9 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  * (events_hash=u64, default) or the 16 key bytes (events_hash=bytes).
  * medium is where the chunk is (BlockStored) or was (BlockRemoved):
  * KVFS_EV_MEDIUM_GPU (L1 in CUDA memory), _CPU (host or pinned L1), _DISK
- * (L2), _REMOTE (a tier below L2 shared by nodes).
+ * (L2), _REMOTE (L3, the Redis tier shared by nodes: stored once this
+ * node's write succeeded, removed by an unlink or a corrupt value dropped;
+ * a chunk leaving L1/L2 for L3 only is removed from the local medium).
  * Replay (events_replay=ENDPOINT, a ROUTER): send [identity, "",
  * start_seq (8 bytes BE)], receive [identity, "", seq, payload] for each
  * buffered batch with seq >= start_seq, then [identity, "", -1 (8 bytes

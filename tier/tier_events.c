@@ -8,19 +8,21 @@
 
 #include "tier/tier_i.h"
 
-/* The sink's view of r. ns may be NULL for a removed namespace. */
-static void emit(struct tier *t, const struct tier_rec *r,
-		 const struct tier_ns *ns, int kind, int where, int why)
+/* The sink's view of (ns, key, parent). ns may be NULL for a removed
+ * namespace; key NULL for CLEARED. */
+static void emit(struct tier *t, uint32_t ns_id, const struct tier_ns *ns,
+		 const struct kvfs_key *key, const struct kvfs_key *parent,
+		 int kind, int where, int why)
 {
 	struct tier_event ev = {
 		.kind = (enum tier_ev_kind)kind,
 		.why = (enum tier_ev_why)why,
 		.where = where,
-		.ns = r ? r->ns : ns ? ns->id : 0,
+		.ns = ns ? ns->id : ns_id,
 		.ns_name = ns ? ns->name : "",
 		.chunk_tokens = ns ? ns->chunk_tokens : 0,
-		.key = r ? &r->key : NULL,
-		.parent = r && (r->flags & TREC_HAS_PARENT) ? &r->parent : NULL,
+		.key = key,
+		.parent = parent,
 	};
 
 	t->cfg.events.event(t->cfg.events.arg, &ev);
@@ -31,7 +33,17 @@ void tier_ev(struct tier *t, const struct tier_rec *r, int kind, int where,
 {
 	if (!t->events_on || where == TIER_NONE)
 		return;
-	emit(t, r, tier_ns_get(t, r->ns), kind, where, why);
+	emit(t, r->ns, tier_ns_get(t, r->ns), &r->key,
+	     r->flags & TREC_HAS_PARENT ? &r->parent : NULL, kind, where, why);
+}
+
+void tier_ev_key(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 const struct kvfs_key *parent, int kind, int where, int why)
+{
+	struct tier_ns *n = t->events_on ? tier_ns_get(t, ns) : NULL;
+
+	if (n) /* a namespace removed meanwhile: its CLEARED said it all */
+		emit(t, ns, n, key, parent, kind, where, why);
 }
 
 void tier_ev_move(struct tier *t, const struct tier_rec *r, int from, int to,
@@ -45,7 +57,8 @@ void tier_ev_move(struct tier *t, const struct tier_rec *r, int from, int to,
 void tier_ev_cleared(struct tier *t, const struct tier_ns *ns)
 {
 	if (t->events_on)
-		emit(t, NULL, ns, TIER_EV_CLEARED, TIER_NONE, TIER_EV_RMDIR);
+		emit(t, ns->id, ns, NULL, NULL, TIER_EV_CLEARED, TIER_NONE,
+		     TIER_EV_RMDIR);
 }
 
 void tier_events_start(struct tier *t)

@@ -14,6 +14,14 @@
  *            L2 reclaim or a corrupt record dropping it
  *   CLEARED  a namespace was removed (rmdir); also sent by fs per
  *            namespace at a clean unmount
+ * and, with L3 (where = TIER_EV_L3, the shared tier):
+ *   STORED   this node's write of the chunk to L3 succeeded (from the L3
+ *            writer thread, when it completes)
+ *   REMOVED  an unlink deleted a chunk this node knew to be in L3 (stored
+ *            or promoted from there), or a bad value in L3 was dropped
+ * A chunk leaving L1/L2 while L3 keeps it is REMOVED from the local tier
+ * only; a promotion from L3 is a STORED in L1. What L3 held before the
+ * mount is not announced (other nodes wrote it).
  * A chunk that is in two tiers at once (promoted from L2 while its record
  * stays valid there) is reported where tier_stat says it is: the sink sees
  * REMOVED(L2) and STORED(L1), as a router needs.
@@ -43,10 +51,15 @@ enum tier_ev_why {
 	TIER_EV_RMDIR,
 };
 
+/* where of an event about L3 (not an enum tier_where: L3 is no place a
+ * published chunk is served from). */
+#define TIER_EV_L3 3
+
 struct tier_event {
 	enum tier_ev_kind kind;
 	enum tier_ev_why why;
-	int where;                     /* enum tier_where: L1, L2 (, L3) */
+	int where;                     /* enum tier_where: L1, L2, or
+					* TIER_EV_L3 */
 	uint32_t ns;
 	const char *ns_name;
 	uint32_t chunk_tokens;         /* the namespace's, 0 = unset */

@@ -302,6 +302,10 @@ void tier_unlock(struct tier *t);
  * held; never blocks. */
 void tier_ev(struct tier *t, const struct tier_rec *r, int kind, int where,
 	     int why);
+/* The same for a chunk known by key only (L3's events: its record may be
+ * gone); nothing when the namespace is. tier.lock held. */
+void tier_ev_key(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 const struct kvfs_key *parent, int kind, int where, int why);
 /* A namespace's AllBlocksCleared (tier.lock held). */
 void tier_ev_cleared(struct tier *t, const struct tier_ns *ns);
 /* A tier change of r: REMOVED(from) then STORED(to). tier.lock held. */

@@ -37,6 +37,7 @@
 
 #define TL3_PREFETCH_MAX 1024 /* promotions waiting for the prefetchers */
 #define TL3_PREFETCHERS 2      /* promotions at once in the background */
+#define TL3_FORGET_BUCKETS 256 /* unlink counters, by key hash */
 
 struct tl3_ws {
 	struct tl3_ws *next;
@@ -58,6 +59,8 @@ struct tier_l3 {
 	uint64_t pinned;          /* tier.lock: bytes pinned for L3 writes */
 	uint64_t promotions;      /* tier.lock */
 	uint64_t skipped;         /* tier.lock: writes skipped (pin bound) */
+	uint64_t forgets[TL3_FORGET_BUCKETS]; /* tier.lock: unlinks
+					       * (tier_l3_forget) by key hash */
 
 	pthread_mutex_t mu;       /* a leaf: ws and the prefetch queue */
 	pthread_cond_t cv;
@@ -79,6 +82,13 @@ struct tl3_job {
 	int shuffle;
 	char ns[KVFS_NS_NAME_MAX + 1];
 	struct kvfs_key key;
+	/* for its BlockStored(REMOTE) (stored_event) */
+	uint32_t ns_id;
+	bool has_parent;
+	struct kvfs_key parent;
+	uint64_t gen;     /* the record's, at queueing */
+	uint32_t bucket;  /* of tier_l3.forgets */
+	uint64_t forgets; /* tier_l3.forgets[bucket] at queueing */
 };
 
 /* ------------------------------------------------------- workspaces */
@@ -196,18 +206,37 @@ static int job_encode(void *arg, void **out, size_t *out_len)
 	return rc;
 }
 
+/* The BlockStored(REMOTE) of a write that succeeded (tier.lock held),
+ * unless the chunk was unlinked meanwhile: that unlink's REMOVED(REMOTE)
+ * came already and its delete follows this write in the store's queue.
+ * A record of the same generation is still it; no record is a chunk that
+ * left L1/L2, unless an unlink of a key of its hash bucket may have
+ * taken it (then: no event, a miss for a router, never a stale hit). */
+static void stored_event(struct tier *t, const struct tl3_job *j)
+{
+	const struct tier_rec *r = tier_idx_find(t, j->ns_id, &j->key);
+
+	if (r ? r->gen == j->gen : t->l3->forgets[j->bucket] == j->forgets)
+		tier_ev_key(t, j->ns_id, &j->key,
+			    j->has_parent ? &j->parent : NULL, TIER_EV_STORED,
+			    TIER_EV_L3, TIER_EV_DEMOTE);
+}
+
 static void job_release(void *arg, int err)
 {
 	struct tl3_job *j = arg;
 	struct tier *t = j->t;
 
+	tier_lock(t);
 	if (j->r) {
-		tier_lock(t);
 		t->l3->pinned -= j->size;
 		j->r->l3 = err ? 0 : TL3_IN;
-		tier_unref(t, j->r);
-		tier_unlock(t);
 	}
+	if (!err)
+		stored_event(t, j);
+	if (j->r)
+		tier_unref(t, j->r);
+	tier_unlock(t);
 	free(j->raw);
 	free(j);
 }
@@ -231,6 +260,12 @@ static void queue_put(struct tier *t, struct tier_rec *r, void *raw)
 	j->shuffle = ns->shuffle;
 	memcpy(j->ns, ns->name, sizeof(j->ns));
 	j->key = r->key;
+	j->ns_id = r->ns;
+	j->has_parent = (r->flags & TREC_HAS_PARENT) != 0;
+	j->parent = r->parent;
+	j->gen = r->gen;
+	j->bucket = (uint32_t)(r->pi.hkey % TL3_FORGET_BUCKETS);
+	j->forgets = t3->forgets[j->bucket];
 	if (!raw) {
 		j->r = r;
 		tier_ref(t, r);
@@ -327,8 +362,12 @@ void tier_l3_forget(struct tier *t, struct tier_rec *r)
 	struct tier_ns *ns = t->l3 ? tier_ns_get(t, r->ns) : NULL;
 
 	/* other nodes may have stored it: deleted whatever we know */
-	if (ns)
-		l3_del(t->l3->l3, ns->name, &r->key);
+	if (!ns)
+		return;
+	t->l3->forgets[r->pi.hkey % TL3_FORGET_BUCKETS]++;
+	l3_del(t->l3->l3, ns->name, &r->key);
+	if (r->l3) /* stored (or being stored) by us, or read from there */
+		tier_ev(t, r, TIER_EV_REMOVED, TIER_EV_L3, TIER_EV_UNLINK);
 }
 
 /* -------------------------------------------------------- promotion */
@@ -490,7 +529,12 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	if (rc == -EBADMSG) {
 		tier_log(t, "l3: %s: a bad record in L3 (a miss; deleted)",
 			 name);
-		l3_del_bad(t3->l3, name, key, v.data, v.len);
+		if (l3_del_bad(t3->l3, name, key, v.data, v.len) == 0) {
+			tier_lock(t);
+			tier_ev_key(t, ns, key, NULL, TIER_EV_REMOVED,
+				    TIER_EV_L3, TIER_EV_DROP);
+			tier_unlock(t);
+		}
 	} else if (rc == -EFBIG) {
 		l3_refused(t3->l3); /* a miss here, left for other nodes */
 	}

@@ -349,7 +349,8 @@ static int publish(struct tier *t, struct tier_wr *w,
 		r->flags |= TREC_HAS_PARENT;
 	}
 	tier_idx_insert(t, ns, r);
-	tier_ev(t, r, TIER_EV_STORED, TIER_L1, TIER_EV_PUBLISH);
+	tier_ev(t, r, TIER_EV_STORED, TIER_L1,
+		w->from_l3 ? TIER_EV_PROMOTE : TIER_EV_PUBLISH);
 	t->l1_bytes += keep;
 	t->l1_chunks++;
 	t->pops->insert(t->pol, &r->pi);

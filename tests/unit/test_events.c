@@ -5,14 +5,19 @@
  * loopback port for the bind errors).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -599,6 +604,18 @@ static void test_replay(void **state)
 	zmq_ctx_term(ctx);
 }
 
+static bool have_ipv6_loopback(void)
+{
+	struct sockaddr_in6 a = { .sin6_family = AF_INET6,
+				  .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	bool ok = fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a));
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 static void test_bad_endpoints(void **state)
 {
 	struct ev_config c;
@@ -612,6 +629,25 @@ static void test_bad_endpoints(void **state)
 	c.endpoint = "tcp://*:notaport";
 	assert_true(ev_pub_create(&c, &p, err, sizeof(err)) < 0);
 	assert_non_null(strstr(err, "notaport"));
+	/* ports libzmq would truncate, or 0 to connect to: refused */
+	static const char *const bad[] = {
+		"tcp://127.0.0.1:99999", "tcp://127.0.0.1:65536",
+		"tcp://127.0.0.1:5557x", "tcp://127.0.0.1:0",
+		"tcp://127.0.0.1:", "tcp://*:99999",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		c.endpoint = bad[i];
+		assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)),
+				 -EINVAL);
+		assert_non_null(strstr(err, bad[i]));
+	}
+	/* an IPv6 address works where the host has ::1 */
+	if (have_ipv6_loopback()) {
+		c.endpoint = "tcp://[::1]:*";
+		assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)), 0);
+		assert_non_null(strstr(ev_pub_endpoint(p), "tcp://[::1]:"));
+		ev_pub_destroy(p);
+	}
 	c.endpoint = "tcp://127.0.0.1:*";
 	c.node = "a@b";
 	assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)), -EINVAL);
@@ -634,6 +670,60 @@ static void test_bad_endpoints(void **state)
 	ev_pub_destroy(p);
 }
 
+/* An ipc path: libzmq would unlink what is there (a file, another
+ * daemon's live socket) and bind over it; refused. A stale one is
+ * replaced. */
+static void test_ipc_path_taken(void **state)
+{
+	char dir[] = "/tmp/kvfs-evipc.XXXXXX", file[64], ep[80], err[256];
+	struct ev_config c;
+	struct ev_pub *p, *q;
+	char buf[8] = { 0 };
+	int fd;
+
+	assert_non_null(mkdtemp(dir));
+	ev_config_default(&c);
+	c.node = "n";
+	snprintf(file, sizeof(file), "%s/precious", dir);
+	fd = open(file, O_CREAT | O_WRONLY, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "keep", 4), 4);
+	close(fd);
+	snprintf(ep, sizeof(ep), "ipc://%s", file);
+	c.endpoint = ep;
+	assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)), -EEXIST);
+	assert_non_null(strstr(err, ep));
+	fd = open(file, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof(buf)), 4);
+	close(fd);
+	assert_string_equal(buf, "keep");
+	unlink(file);
+
+	snprintf(ep, sizeof(ep), "ipc://%s/pub.sock", dir);
+	assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)), 0);
+	assert_int_equal(ev_pub_create(&c, &q, err, sizeof(err)), -EADDRINUSE);
+	assert_non_null(strstr(err, ep));
+	c.endpoint = "tcp://127.0.0.1:*";
+	c.replay_endpoint = ep;
+	assert_int_equal(ev_pub_create(&c, &q, err, sizeof(err)), -EADDRINUSE);
+	ev_pub_destroy(p);
+
+	/* a stale socket file (nobody listening) is replaced */
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s/pub.sock", dir);
+	unlink(a.sun_path);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	close(fd);
+	c.endpoint = ep;
+	c.replay_endpoint = NULL;
+	assert_int_equal(ev_pub_create(&c, &p, err, sizeof(err)), 0);
+	ev_pub_destroy(p);
+	unlink(a.sun_path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -647,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_pub_batches_and_drops),
 		cmocka_unit_test(test_replay),
 		cmocka_unit_test(test_bad_endpoints),
+		cmocka_unit_test(test_ipc_path_taken),
 	};
 	int rc;
 
