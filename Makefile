@@ -131,7 +131,8 @@ $(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
-$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(FS_OBJ) $(BUILD)/libkvfs.a
+MOUNT_OBJ := $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_log.o
+$(BUILD)/kvfs-mount: $(MOUNT_OBJ) $(FS_OBJ) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(LIBS)
 
@@ -150,6 +151,34 @@ $(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+
+# ---------------------------------------------------------------- load
+# tests/load: the crash-consistency harness (make faults; 2 rounds in
+# make test through tests/run.sh) and the soak (make soak), both driving
+# kvfs_load.c's mixed load against a mounted kvfs.
+FAULTS_ROUNDS ?= 20
+SOAK_SECONDS ?= 600
+LOAD_BIN := $(BUILD)/tests/load/kvfs_faults $(BUILD)/tests/load/kvfs_soak
+$(LOAD_BIN): $(BUILD)/tests/load/%: $(BUILD)/tests/load/%.o \
+		$(BUILD)/tests/load/kvfs_load.o $(TEST_COMMON_OBJ)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^
+tests: $(LOAD_BIN)
+# the rate limiter of the daemon's log, tested alone
+$(BUILD)/tests/unit/test_mount_log: $(BUILD)/tests/unit/test_mount_log.o \
+		$(BUILD)/mount/mount_log.o $(TEST_COMMON_OBJ)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(FUSE_LIBS)
+
+.PHONY: faults soak
+faults: check-deps
+	$(Q)$(MAKE) --no-print-directory SANITIZE=1 all tests
+	$(Q)KVFS_MOUNT_BIN=$$PWD/build/asan/kvfs-mount \
+	  build/asan/tests/load/kvfs_faults -r $(FAULTS_ROUNDS)
+soak: check-deps
+	$(Q)$(MAKE) --no-print-directory all $(LOAD_BIN)
+	$(Q)SOAK_SECONDS=$(SOAK_SECONDS) KVFS_MOUNT_BIN=$$PWD/$(BUILD)/kvfs-mount \
+	  $(BUILD)/tests/load/kvfs_soak
 
 # ---------------------------------------------------------------- gpu
 # libfakecudart.so stands in for libcudart (KVFS_CUDART=...) so the pinned

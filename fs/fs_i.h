@@ -224,6 +224,17 @@ int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 	     void *arg, struct fuse_file_info *fi, unsigned flags,
 	     const void *in_buf, size_t in_bufsz, size_t out_bufsz);
 
+/*
+ * fs_ioctl_check - the validation fs_ioctl applies to an ioctl's argument
+ * before it looks at the fd or the engine: kvfs's magic (-ENOTTY if not,
+ * or an unknown number), direction, size and version header (-EINVAL),
+ * and each command's own fields (counts in range, known flags, namespace
+ * names, handle kinds: -EINVAL). 0 when the command may run. Pure: no
+ * state, safe on any bytes (the fuzz target calls it).
+ */
+int fs_ioctl_check(unsigned int cmd, const void *in_buf, size_t in_bufsz,
+		   size_t out_bufsz);
+
 /* fs_ioctl_release - the fd fh is closing: drop what fs_ioctl attached to
  * it (leases, handles) and free ioctl_priv. Called once per fh. */
 void fs_ioctl_release(struct fs *fs, uint64_t fh);

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,7 +26,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #define FUSE_USE_VERSION 314
@@ -34,6 +34,7 @@
 
 #include "kvfs.h"
 #include "fs/fs.h"
+#include "mount/mount_log.h"
 #include "tier/policy.h"
 #include "tier/tier.h"
 
@@ -45,6 +46,7 @@ struct mopts {
 	char *l2_dir, *l2_size, *compress, *shuffle, *ingest, *hot_hits;
 	char *l2_policy, *flush_on_exit, *tmp_timeout, *max_read;
 	int foreground, debug, help, version;
+	int overmount;           /* may mount over an existing kvfs mount */
 	int mount_form;          /* invoked as mount.kvfs / with SOURCE */
 	int fake;                /* mount(8) -f */
 	char *args[2];           /* non-options: [SOURCE] MOUNTPOINT */
@@ -85,6 +87,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("flush_on_exit=%s", flush_on_exit),
 	MOPT("tmp_timeout=%s", tmp_timeout),
 	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
+	{ "overmount", offsetof(struct mopts, overmount), 1 },
 
 	/* libfuse's own mount options */
 	FUSE_OPT_KEY("allow_other", KEY_FUSE),
@@ -157,6 +160,7 @@ static void usage(FILE *f, const char *prog)
 "  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
+"  -o overmount       mount even where a kvfs is mounted already (hiding it)\n"
 "  -o allow_other,allow_root,auto_unmount,ro,noexec,noatime,fsname=NAME\n"
 "                     passed to FUSE; default_permissions is always on\n",
 		prog);
@@ -510,11 +514,6 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	return 0;
 }
 
-static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-	vsyslog((int)level, fmt, ap);
-}
-
 /* Tells the waiting parent how it went (daemon mode); -1 = foreground. */
 static void report(int fd, unsigned char status)
 {
@@ -556,7 +555,7 @@ static void *ready_main(void *arg)
 	if (fd >= 0) {
 		int nul = open("/dev/null", O_RDWR);
 
-		fuse_set_log_func(log_syslog);
+		mount_log_start(true); /* stderr goes away */
 		if (nul >= 0) {
 			dup2(nul, 0);
 			dup2(nul, 1);
@@ -596,6 +595,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
+	mount_log_start(false); /* until ready_main detaches: stderr */
 
 	r = fs_create(fc, tc, &fs, err, sizeof(err));
 	if (r) {
@@ -681,9 +681,52 @@ out_fs:
 	fs_destroy(fs);
 out_mask:
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	mount_log_flush(); /* no suppressed count is lost */
 	/* the mount never worked: the parent says so and exits non-zero */
 	report(__atomic_exchange_n(&rd.fd, -1, __ATOMIC_ACQ_REL), 1);
 	return ret;
+}
+
+/*
+ * Whether dir (a full path, as realpath gives) is the mount point of a
+ * kvfs already: mounting again would hide it and every chunk in it from
+ * the engines using it, which is never what an operator meant twice.
+ */
+static bool is_kvfs_mount(const char *dir)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char *line = NULL, path[PATH_MAX];
+	size_t cap = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		char *mp = NULL, *sep = strstr(line, " - ");
+		size_t i = 0;
+
+		/* id parent major:minor root MOUNTPOINT ... - TYPE ... */
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %ms", &mp) != 1)
+			continue;
+		/* mountinfo escapes space, tab, newline, backslash as \ooo */
+		for (const char *p = mp; *p && i + 1 < sizeof(path); i++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' &&
+			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
+			    p[3] <= '7') {
+				path[i] = (char)((p[1] - '0') * 64 +
+						 (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 4;
+			} else {
+				path[i] = *p++;
+			}
+		}
+		path[i] = 0;
+		found = !strcmp(path, dir) && !strncmp(sep + 3, "fuse.kvfs ", 10);
+		free(mp);
+	}
+	free(line);
+	fclose(f);
+	return found;
 }
 
 static void free_opts(struct mopts *o)
@@ -752,6 +795,12 @@ int main(int argc, char **argv)
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "%s: mount point %s: %s\n", prog, mnt,
 			strerror(ENOTDIR));
+		goto out;
+	}
+	if (!o.overmount && is_kvfs_mount(mnt)) {
+		fprintf(stderr, "%s: %s is a kvfs mount already; unmount it "
+			"first (fusermount3 -u %s), or pass -o overmount to "
+			"mount over it and hide it\n", prog, mnt, mnt);
 		goto out;
 	}
 	if (build_config(&o, &tc, &fc))

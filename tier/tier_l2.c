@@ -867,20 +867,17 @@ static void on_log(void *arg, const char *msg)
 
 /* ------------------------------------------------------ open, close */
 
-/* l2_size 0: half of the free space of l2_dir's filesystem, at least
- * 256 MiB. */
-static uint64_t default_size(const char *dir)
+/* l2_size 0: half of the free space of l2_dir's filesystem, and at least
+ * what the checks of tier_l2_open need (4 records of max_chunk, and 256
+ * MiB), so that the default always passes them; the free space itself
+ * is checked there. */
+static uint64_t default_size(const struct statvfs *sv, uint64_t need)
 {
-	struct statvfs sv;
-	uint64_t v = 256ull << 20;
+	uint64_t f = (uint64_t)sv->f_bavail * sv->f_frsize / 2, v = 256ull << 20;
 
-	if (statvfs(dir, &sv) == 0) {
-		uint64_t f = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
-
-		if (f > v)
-			v = f;
-	}
-	return v;
+	if (v < 4 * need)
+		v = 4 * need;
+	return f > v ? f : v;
 }
 
 /* Leaves L2 disabled (t->l2 set, t->l2->l2 NULL) with the reason logged
@@ -915,6 +912,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	struct l2_config lc = { 0 };
 	struct tier_l2 *t2;
 	pthread_condattr_t ca;
+	struct statvfs sv;
 	uint64_t need;
 	int rc;
 
@@ -936,10 +934,15 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	lc.dir = cfg->l2_dir;
-	lc.size = cfg->l2_size ? cfg->l2_size : default_size(cfg->l2_dir);
 	/* a segment holds at least one chunk of max_chunk, and l2 keeps at
 	 * least four segments */
 	need = l2_record_bytes(cfg->max_chunk);
+	if (statvfs(cfg->l2_dir, &sv))
+		/* missing, not a directory, unreadable: say that, not
+		 * something about sizes */
+		return l2_disable(t, "l2_dir %s: %s", cfg->l2_dir,
+				  strerror(errno));
+	lc.size = cfg->l2_size ? cfg->l2_size : default_size(&sv, need);
 	if (lc.size / 4 < need && cfg->l2_size) {
 		/* the user's own l2_size: a clear error is the right answer */
 		snprintf(err, errlen, "l2_size %" PRIu64 " is too small for "
@@ -948,14 +951,16 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 			 lc.size, cfg->max_chunk, 4 * need);
 		return -EINVAL;
 	}
-	if (lc.size / 4 < need)
-		/* The default (half the free space) is too small: an L2
-		 * problem, not a reason to refuse the mount. */
-		return l2_disable(t, "l2_dir %s: the default l2_size %" PRIu64
-				  " (half the free space, at least 256 MiB) "
-				  "cannot hold 4 chunks of max_chunk %" PRIu64
-				  " (needs %" PRIu64 "); give l2_size= or lower "
-				  "max_chunk", cfg->l2_dir, lc.size,
+	if (!cfg->l2_size &&
+	    (uint64_t)sv.f_bavail * sv.f_frsize < 4 * need)
+		/* Not room for 4 chunks of max_chunk on that filesystem: an
+		 * L2 problem, not a reason to refuse the mount. */
+		return l2_disable(t, "l2_dir %s: its filesystem has %" PRIu64
+				  " bytes free, fewer than 4 chunks of "
+				  "max_chunk %" PRIu64 " need (%" PRIu64 "); "
+				  "free space there, give l2_size= or lower "
+				  "max_chunk", cfg->l2_dir,
+				  (uint64_t)sv.f_bavail * sv.f_frsize,
 				  cfg->max_chunk, 4 * need);
 	lc.seg_size = need > L2_SEG_SIZE_DEFAULT ? need : L2_SEG_SIZE_DEFAULT;
 	lc.log = on_log;
