@@ -180,6 +180,35 @@ soak: check-deps
 	$(Q)SOAK_SECONDS=$(SOAK_SECONDS) KVFS_MOUNT_BIN=$$PWD/$(BUILD)/kvfs-mount \
 	  $(BUILD)/tests/load/kvfs_soak
 
+# ---------------------------------------------------------------- fuzz
+# libFuzzer targets (tests/fuzz/fuzz_*.c), one per parser of untrusted
+# bytes, built with clang into build/fuzz (ASan + UBSan + the fuzzer's
+# coverage), each with its seed corpus tests/fuzz/corpus/<target>/.
+# `make fuzz FUZZ_SECONDS=N` runs each N seconds (new inputs go to
+# build/fuzz/corpus/<target>, crashes to build/fuzz/crash-*); make test
+# runs each for FUZZ_SMOKE_SECONDS through tests/run.sh.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_BUILD := build/fuzz
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+.PHONY: fuzz fuzz-build
+fuzz-build:
+	$(Q)$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) \
+	  CUDA=0 SANITIZER= CFLAGS="-O1 -g -fno-omit-frame-pointer \
+	  -fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+	  LDFLAGS="$(FUZZ_SAN)" fuzz-bins
+fuzz-bins: $(FUZZ_BIN)
+$(FUZZ_BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FS_OBJ) \
+		$(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/mount/mount_log.o \
+		$(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ \
+	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(LIBS)
+fuzz: check-deps fuzz-build
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_BUILD)
+
 # ---------------------------------------------------------------- gpu
 # libfakecudart.so stands in for libcudart (KVFS_CUDART=...) so the pinned
 # and cuda backends and CUDA handles are tested on machines without a GPU;
@@ -222,6 +251,8 @@ gpu-test gpu-tests: all $(GPU_TEST_BIN) $(FAKECUDART) $(BUILD)/tests/unit/test_g
 APT_PKGS := build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	libzstd-dev libxxhash-dev libcmocka-dev attr python3 python3-numpy \
 	util-linux
+# issue 12: libFuzzer (make fuzz), fio (the fio job test)
+APT_PKGS += clang libfuzzer-14-dev fio
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
@@ -230,12 +261,14 @@ deps:
 check-deps:
 	@$(PKG_CONFIG) --exists $(DEPS_PKGS) cmocka 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
+	  command -v clang >/dev/null && command -v fio >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 
 # ---------------------------------------------------------------- test
 test: check-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory SANITIZE=1 tests
+	$(Q)$(MAKE) --no-print-directory fuzz-build
 	$(Q)BUILD=build/asan PLAIN_BUILD=build bash tests/run.sh
 
 demo: check-deps all

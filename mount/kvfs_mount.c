@@ -192,6 +192,7 @@ static int opt_proc(void *data, const char *arg, int key,
 		add_fuse_opt(o, arg);
 		return 0;
 	case KEY_FLUSH:
+		free(o->flush_on_exit); /* flush_on_exit=X given before */
 		o->flush_on_exit = strdup("1");
 		return 0;
 	case KEY_MOUNT_F:
@@ -757,6 +758,17 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	prog = prog ? prog + 1 : argv[0];
+	/*
+	 * glibc gives each thread that allocates its own arena (up to 8 per
+	 * core) and raises its mmap threshold to the largest block freed, so
+	 * chunk-sized buffers (L2 records, zstd, FUSE replies) end up
+	 * fragmenting every arena: RSS grew by more than l1_size beyond the
+	 * arena under mixed load. Two arenas and a fixed threshold (blocks of
+	 * 256 KiB and more are mapped and unmapped) keep it flat; see
+	 * "Memory" in kvfs-mount(8).
+	 */
+	mallopt(M_ARENA_MAX, 2);
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	memset(&o, 0, sizeof(o));
 	o.mount_form = !strncmp(prog, "mount.", 6);
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) == -1 || o.bad) {

@@ -35,9 +35,24 @@
 #include "tier/l2.h"
 #include "tier/tier_i.h"
 
-/* Raw bytes held by demotions in flight (copies of evicted chunks); over
- * this an evicted chunk is dropped instead (the disk is not keeping up). */
-#define TL2_MAX_QUEUED (512ull << 20)
+/*
+ * Memory the L2 path may hold beyond L1 (see "Memory" in kvfs-mount(8)):
+ * copies of evicted chunks waiting to be compressed (raw_max), and built
+ * records waiting for the disk (the l2 append queue, l2_config.max_queue):
+ * l1_size/4 (at least 4 chunks of max_chunk) and l1_size/8 (at least 2
+ * records), so that what waits for the disk scales with the cache instead
+ * of 512 + 256 MiB whatever l1_size is. A full raw queue drops the evicted
+ * chunk (as before, counted in l2 errors: the disk is not keeping up); a
+ * full append queue makes the demoter wait.
+ */
+static uint64_t queue_cap(const struct tier *t, unsigned int div,
+			  uint64_t min)
+{
+	uint64_t v = t->l1_cap / div;
+
+	return v > min ? v : min;
+}
+
 #define TL2_MAX_PREFETCH 4096
 /* Promotions ahead of readers run two at a time: one reads the disk while
  * the other decodes. */
@@ -72,6 +87,7 @@ struct tier_l2 {
 	uint64_t npf;          /* tier.lock */
 	uint64_t pf_bytes;     /* tier.lock: bytes of the queued prefetches */
 	uint64_t raw_queued;   /* tier.lock: bytes of job copies */
+	uint64_t raw_max;      /* bound of raw_queued (queue_cap) */
 	uint64_t l1_queued;    /* tier.lock: L1 bytes pinned by ingest jobs */
 	uint64_t errors;       /* tier.lock: open failure, dropped demotions */
 	bool stop;             /* tier.lock */
@@ -363,7 +379,7 @@ bool tier_l2_evicting(struct tier *t, struct tier_rec *r)
 		return false; /* cannot happen: the job pins r */
 	if (t->cfg.ingest == TIER_INGEST_HOT && r->hits < t2->hot_hits)
 		return false;
-	if (t2->raw_queued + r->size > TL2_MAX_QUEUED) {
+	if (t2->raw_queued + r->size > t2->raw_max) {
 		t2->errors++;
 		return false;
 	}
@@ -963,6 +979,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 				  (uint64_t)sv.f_bavail * sv.f_frsize,
 				  cfg->max_chunk, 4 * need);
 	lc.seg_size = need > L2_SEG_SIZE_DEFAULT ? need : L2_SEG_SIZE_DEFAULT;
+	lc.max_queue = queue_cap(t, 8, 2 * need);
 	lc.log = on_log;
 	lc.log_arg = t;
 	lc.recover = on_recover;
@@ -981,6 +998,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	pthread_cond_init(&t2->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	t2->level = cfg->compress_level;
+	t2->raw_max = queue_cap(t, 4, 4 * cfg->max_chunk);
 	t2->hot_hits = cfg->hot_hits ? cfg->hot_hits : 1;
 	t->l2 = t2;
 

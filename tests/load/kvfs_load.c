@@ -208,6 +208,14 @@ static int write_chunk(struct load *l, int fd, uint64_t n, uint8_t *buf)
 	return 0;
 }
 
+/* The first errors of each kind are worth a line (which errno). */
+static void note_err(struct load *l, enum load_op op, int err)
+{
+	if (atomic_fetch_add(&l->errs[op], 1) < 3)
+		fprintf(stderr, "kvfs_load: %s: %s\n", load_op_names[op],
+			strerror(err));
+}
+
 static void op_write(struct load *l, struct worker *w, int ns, uint64_t n,
 		     bool via_temp, uint8_t *buf)
 {
@@ -248,7 +256,7 @@ out:
 		/* EEXIST: published before (and maybe evicted since);
 		 * anything else: nothing was acknowledged */
 		if (rc != -EEXIST)
-			atomic_fetch_add(&l->errs[op], 1);
+			note_err(l, op, -rc);
 		atomic_store(st, rc == -EEXIST ? LS_PUBLISHED : LS_ABSENT);
 	}
 }
@@ -266,7 +274,7 @@ static void op_unlink(struct load *l, int ns, uint64_t n)
 	atomic_fetch_add(&l->ops[LOP_UNLINK], 1);
 	hadd(&l->lat[LOP_UNLINK], now_us() - t0);
 	if (rc && rc != -ENOENT)
-		atomic_fetch_add(&l->errs[LOP_UNLINK], 1);
+		note_err(l, LOP_UNLINK, -rc);
 	atomic_store(st, rc ? LS_ABSENT : LS_UNLINKED);
 }
 
@@ -283,13 +291,13 @@ static void op_read(struct load *l, int ns, uint64_t n)
 		if (errno == ENOENT)
 			atomic_fetch_add(&l->misses, 1);
 		else
-			atomic_fetch_add(&l->errs[LOP_READ], 1);
+			note_err(l, LOP_READ, errno);
 		goto out;
 	}
 	wrong = load_verify_fd(&l->cfg, fd, n);
 	close(fd);
 	if (wrong < 0) {
-		atomic_fetch_add(&l->errs[LOP_READ], 1);
+		note_err(l, LOP_READ, (int)-wrong);
 	} else {
 		atomic_fetch_add(&l->verified, 1);
 		atomic_fetch_add(&l->bytes_read, load_len(&l->cfg, n));
@@ -318,7 +326,7 @@ static void op_stat(struct load *l, int ns, uint64_t n)
 			atomic_fetch_add(&l->wrong, 1);
 		}
 	} else if (errno != ENOENT) {
-		atomic_fetch_add(&l->errs[LOP_STAT], 1);
+		note_err(l, LOP_STAT, errno);
 	}
 	atomic_fetch_add(&l->ops[LOP_STAT], 1);
 	hadd(&l->lat[LOP_STAT], now_us() - t0);

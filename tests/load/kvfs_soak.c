@@ -13,6 +13,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,7 @@ int main(void)
 	uint64_t prev_ops[LOP_N] = { 0 }, prev_w = 0, prev_r = 0;
 	struct kvfs_mnt m;
 	long rss_half = -1, rss_max2 = 0, rss;
+	bool gone = false;
 	double t0, last, half;
 	int rc;
 
@@ -125,6 +127,7 @@ int main(void)
 		rss = rss_kb(m.pid);
 		if (rss < 0) {
 			fprintf(stderr, "kvfs_soak: the daemon is gone\n");
+			gone = true;
 			break;
 		}
 		if (rss_half < 0 && t >= half)
@@ -174,6 +177,10 @@ int main(void)
 	       (double)rss_max2 / 1024,
 	       rss_half > 0 ? 100.0 * (double)(rss_max2 - rss_half) /
 			      (double)rss_half : 0.0);
+	if (gone) {
+		printf("kvfs_soak: FAILED: the daemon exited under load\n");
+		rc = 1;
+	}
 	if (atomic_load(&l.wrong)) {
 		printf("kvfs_soak: FAILED: wrong bytes were read\n");
 		rc = 1;
