@@ -1,8 +1,46 @@
 /*
- * fs_i.h - private interface of fs/ (the FUSE low-level operations), shared
- * between fs.c (namespaces, inodes, publication, xattrs, control files) and
- * fs_ioctl.c (the ioctls of include/kvfs.h, owned by the engine-interface
- * work). Nothing outside fs/ includes this; mount/ uses fs/fs.h.
+ * fs_i.h - private interface of fs/ (the FUSE low-level operations): the
+ * state the files of fs/ share, the one lock order, and the calls between
+ * them (fs_ioctl.c, owned by the engine-interface work, uses the per-open
+ * contract below). Nothing outside fs/ includes this; mount/ uses fs/fs.h.
+ *
+ * ------------------------------------------------------ locks and ownership
+ * Lock order (left before right, never the reverse):
+ *
+ *   fs_wr.lock     -> fs_priv.lock -> the tier's locks
+ *   fs_nsmeta.lock -> fs_priv.lock
+ *   fs_priv.qlock and fs_fh.ioctl_lock: leaves (nothing taken inside)
+ *
+ *   fs_priv.lock (mutex) protects the three tables (inodes by number,
+ *           names, temporaries), the temporary list, the open-handle list,
+ *           every fs_inode field, the fields of fs_wr marked "priv.lock",
+ *           the root's attributes and the non-atomic counters. Held across
+ *           tier_* calls where marked (rmdir's tier_ns_remove, the abort
+ *           of a writer's last reference), so tier locks come after it.
+ *   fs_wr.lock (rwlock) protects the chunk being written (fs_wr.w) and
+ *           its publication state: writes, reads and truncates of that
+ *           chunk share it; publish and discard take it exclusively.
+ *           Taken before fs_priv.lock where both are held (xattr parent
+ *           and depth); a writer's last reference drops under
+ *           fs_priv.lock alone, when nobody else can hold or wait for it.
+ *   fs_priv.qlock (mutex) protects the invalidation queue (q, qlen, qcap,
+ *           stop) only. A leaf: nothing is taken while it is held, and it
+ *           may be taken under any other lock (inside the engine's on_gone
+ *           callback, in fs_wr_publish under fs_wr.lock).
+ *   fs_nsmeta.lock (fs_nsmeta.c) serializes saves of l2_dir/namespaces;
+ *           fs_nsmeta_save is called with no fs lock held.
+ *   fs_fh.ioctl_lock protects ioctl_priv only (a leaf; fs_ioctl.c's).
+ *   Counters marked "atomic" are read and bumped with __atomic builtins.
+ *
+ * Kernel notifications are sent only from the background thread
+ * (fs_inval.c), never from a request handler: the kernel would wait on the
+ * very request being handled.
+ *
+ * Ownership: an fs_inode follows the kernel's lookup count (nlookup; freed
+ * at zero by forget, except live namespaces, whose attributes outlive it).
+ * An fs_wr is refcounted: its inode record, each open fh, and for
+ * temporaries the temporary table hold one reference each; the last
+ * reference aborts a chunk never published.
  *
  * ---------------------------------------------------------------- contract
  * Per-open state. Every open(2) and opendir(2) on the mount gets one
@@ -51,6 +89,7 @@
 #include "kvfs.h"
 #include "tier/tier.h"
 #include "fs/fs.h"
+#include "hash/htab.h"
 
 enum fs_fh_kind {
 	FS_FH_ROOT = 1,
@@ -60,8 +99,8 @@ enum fs_fh_kind {
 	FS_FH_CTL,
 };
 
-struct fs_wr;    /* fs.c: a chunk being written (keyed or temporary) */
-struct fs_dirsnap; /* fs.c: readdir snapshot */
+struct fs_wr;      /* fs_wr.c: a chunk being written (keyed or temporary) */
+struct fs_dirsnap; /* fs_dir.c: readdir snapshot */
 
 struct fs_fh {
 	enum fs_fh_kind kind;
@@ -76,7 +115,7 @@ struct fs_fh {
 	pthread_mutex_t ioctl_lock; /* protects ioctl_priv */
 	void *ioctl_priv;           /* fs_ioctl.c's per-fd state */
 
-	/* fs.c private below */
+	/* fs/ private below (not fs_ioctl.c's) */
 	uint64_t ino;
 	struct fs_wr *wr;          /* FS_FH_WRITER */
 	struct fs_dirsnap *snap;   /* directories */
@@ -101,8 +140,292 @@ struct fs {
 	void *ioctl_state;        /* owned by fs_ioctl.c */
 	struct fs_nsmeta *nsmeta; /* fs_nsmeta.c; NULL while L2 is off */
 
-	struct fs_priv *priv;     /* fs.c: inode tables, threads, counters */
+	struct fs_priv *priv;     /* private state of fs/, below */
 };
+
+/* --------------------------------------------- state shared inside fs/ */
+
+#define FS_INO_KVFS 2       /* /.kvfs */
+#define FS_INO_CTL_FIRST 3  /* /.kvfs/<file>, one per enum fs_ctl_file */
+#define FS_INO_CHUNK 16ULL  /* + gen */
+#define FS_INO_OBJ (1ULL << 63)
+
+/* Attribute and entry cache times (seconds). Chunks are immutable and
+ * evictions are invalidated explicitly, so a second is safe; writers and
+ * temporaries are never cached (other processes must not see them). */
+#define FS_TTL 1.0
+
+/* Salts of the tables' hashes (hash/htab.h), one per kind of name; the
+ * namespace id goes in the low 32 bits where a name lives in one. */
+#define FS_SALT_INO   (UINT64_C(0x6673) << 48) /* inode numbers */
+#define FS_SALT_CHUNK (UINT64_C(0x6663) << 48) /* | ns: chunk keys */
+#define FS_SALT_NS    (UINT64_C(0x666e) << 48) /* namespace ids */
+#define FS_SALT_TMP   (UINT64_C(0x6674) << 48) /* | ns: temporary names */
+
+enum fs_kind {
+	FS_K_CHUNK = 1,
+	FS_K_NS,
+	FS_K_WRITER, /* keyed writer or temporary */
+};
+
+enum fs_wr_state {
+	FS_WR_OPEN = 0,
+	FS_WR_PUBLISHED,
+	FS_WR_DISCARDED,
+};
+
+/* A chunk being written (keyed) or a temporary (fs_wr.c). Refcounted: the
+ * inode record, each open fh, and for temporaries the temporary table. */
+struct fs_wr {
+	pthread_rwlock_t lock;
+	struct tier_wr *w;      /* lock; NULL once published or discarded */
+	enum fs_wr_state state; /* lock */
+	uint64_t final_size;    /* lock; size at publication */
+	uint64_t final_gen;     /* lock; gen at publication (0 unknown) */
+	int write_err;          /* atomic: first failed write, never publish */
+	uint64_t nwrites;       /* atomic: writes and truncates that landed */
+
+	unsigned refs;          /* priv.lock */
+	unsigned opens;         /* priv.lock: open fhs */
+	uint64_t ino;           /* set at fs_wr_new, then constant */
+	uint32_t ns;            /* priv.lock (set at create) */
+	bool has_key;           /* priv.lock */
+	struct kvfs_key key;    /* priv.lock */
+	bool temp;              /* set at create, then constant */
+	bool in_tmptab;         /* priv.lock */
+	char *name;             /* priv.lock: temporaries */
+	struct htab_node tnode; /* priv.lock: tmptab */
+	struct fs_wr *tprev, *tnext; /* priv.lock: temporary list (expiry) */
+	uint64_t closed_ms;     /* priv.lock: last close (fs_now_ms) */
+	bool has_parent;        /* priv.lock */
+	struct kvfs_key parent; /* priv.lock */
+	uint32_t depth;         /* priv.lock */
+	bool want_pin;          /* priv.lock */
+	bool excl;              /* created with O_EXCL (see fs_op_flush) */
+	pid_t creator_tid;      /* set at create, then constant */
+	uid_t uid;              /* set at create, then constant */
+	gid_t gid;              /* set at create, then constant */
+};
+
+/* One record per inode the kernel knows (fs_inode.c); every field is
+ * protected by fs_priv.lock. */
+struct fs_inode {
+	struct htab_node inode; /* itab */
+	struct htab_node nnode; /* ntab (chunks by key, namespaces) */
+	bool named;             /* in ntab */
+	enum fs_kind kind;
+	uint64_t ino;
+	uint64_t nlookup;       /* the kernel's lookup count */
+	uint32_t ns;
+	/* chunks */
+	struct kvfs_key key;
+	uint64_t gen;
+	bool unlinked;          /* by unlink(2): fstat of open fds still works */
+	struct tier_info info;  /* as of the last lookup or getattr */
+	/* namespaces */
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	bool removed;
+	char dtype[8];
+	struct timespec mtime, ctime;
+	/* writers */
+	struct fs_wr *wr;       /* a reference */
+};
+
+/* A queued kernel invalidation (fs_inval.c). */
+struct fs_gone {
+	uint32_t ns;
+	bool published; /* a new publication: only the name's dentry */
+	struct kvfs_key key;
+};
+
+struct fs_priv {
+	pthread_mutex_t lock;
+	struct htab itab;      /* lock: ino -> fs_inode.inode */
+	struct htab ntab;      /* lock: (kind, ns, key) -> fs_inode.nnode */
+	struct htab tmptab;    /* lock: (ns, name) -> fs_wr.tnode */
+	struct fs_wr tmp_head; /* lock: list of temporaries */
+	struct fs_fh fh_head;  /* lock: list of open handles */
+	uint64_t next_obj;     /* lock: FS_INO_OBJ numbers */
+	uint64_t ninodes, ntemps; /* lock */
+
+	/* root attributes (lock) */
+	mode_t root_mode;
+	uid_t root_uid;
+	gid_t root_gid;
+	struct timespec mount_time; /* set at fs_create, then constant */
+
+	/* invalidation queue (qlock) */
+	pthread_mutex_t qlock;
+	pthread_cond_t qcond;
+	struct fs_gone *q;
+	size_t qlen, qcap;
+	bool stop;
+	bool thread_started;    /* fs_start/fs_stop only */
+	pthread_t thread;
+
+	uint64_t tmp_expired;   /* lock */
+	/* atomic counters */
+	uint64_t opens, writers_killed, late_publishes, invalidations, stale;
+};
+
+static inline struct fs *fs_req(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline uint64_t fs_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------ fs_inode.c: inodes and lookup */
+
+/* Finders (priv.lock held): NULL when fs has no such record. */
+struct fs_inode *fs_ino_find(struct fs_priv *p, uint64_t ino);
+struct fs_inode *fs_chunk_find(struct fs_priv *p, uint32_t ns,
+			       const struct kvfs_key *key);
+struct fs_inode *fs_ns_find(struct fs_priv *p, uint32_t ns);
+/* A new record in the inode table (priv.lock held); NULL without memory. */
+struct fs_inode *fs_inode_new(struct fs_priv *p, enum fs_kind kind,
+			      uint64_t ino);
+/* Unhashes and frees in, dropping a writer's reference (priv.lock held). */
+void fs_inode_free(struct fs *fs, struct fs_inode *in);
+/* The record of namespace id, made with fail-closed defaults if fs has not
+ * seen it (priv.lock held); NULL without memory. */
+struct fs_inode *fs_ns_get(struct fs *fs, uint32_t id);
+/* Drops n of ino's lookups (priv.lock held). */
+void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n);
+/* fuse_reply_entry; undoes the lookup count if the kernel never got it. */
+int fs_reply_entry_counted(struct fs *fs, fuse_req_t req,
+			   struct fuse_entry_param *e);
+/* A namespace's name: 0, -ENAMETOOLONG or -EINVAL. */
+int fs_ns_name_check(const char *name);
+/* What a name in a namespace is: 1 a temporary, 0 a key (parsed into key),
+ * or -EINVAL / -ENAMETOOLONG. */
+int fs_chunk_name(const char *name, struct kvfs_key *key);
+
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void fs_op_forget_multi(fuse_req_t req, size_t count,
+			struct fuse_forget_data *forgets);
+
+/* ------------------------------------ fs_wr.c: writers and temporaries */
+
+/* A writer with one reference and a new inode number (priv.lock held). */
+struct fs_wr *fs_wr_new(struct fs_priv *p);
+/* Drops a reference; the last aborts an unpublished chunk. unref_locked:
+ * priv.lock held; unref takes it. */
+void fs_wr_unref_locked(struct fs *fs, struct fs_wr *w);
+void fs_wr_unref(struct fs *fs, struct fs_wr *w);
+/* Discards the chunk being written (w->lock held exclusively). */
+void fs_wr_discard(struct fs *fs, struct fs_wr *w);
+/* Publishes w under key (NULL: its own). See fs_wr.c. 0 or -errno. */
+int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
+		  bool keep_refused);
+/* The temporary table and list (priv.lock held). find: NULL if none. list:
+ * adds w under w->name, taking a reference (0, or -ENOMEM). rename: moves
+ * w to name (malloc'd, now w's). unlist: removes it, keeping the table's
+ * reference for the caller to drop. drop: unlists a closed temporary and
+ * discards its bytes now. */
+struct fs_wr *fs_tmp_find(struct fs_priv *p, uint32_t ns, const char *name);
+int fs_tmp_list(struct fs_priv *p, struct fs_wr *w);
+void fs_tmp_rename(struct fs_priv *p, struct fs_wr *w, char *name);
+void fs_tmp_unlist(struct fs_priv *p, struct fs_wr *w);
+void fs_tmp_drop(struct fs *fs, struct fs_wr *w);
+/* Drops temporaries closed longer than tmp_timeout_ms (takes priv.lock). */
+void fs_tmp_expire(struct fs *fs);
+
+/* ---------------------------------------------- fs_attr.c: attributes */
+
+void fs_ns_attr(struct fs_inode *ns, struct stat *st);
+void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
+		   const struct tier_info *info, struct stat *st);
+/* Takes w->lock shared. */
+void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st);
+void fs_ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st);
+
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		   int to_set, struct fuse_file_info *fi);
+void fs_op_statfs(fuse_req_t req, fuse_ino_t ino);
+
+/* ------------------------------------------ fs_ns.c: namespace directories */
+
+/* The namespace id of directory inode ino (priv.lock NOT held): -EPERM
+ * for the root and .kvfs, -ENOENT, -ENOTDIR. */
+int fs_ns_of(struct fs *fs, fuse_ino_t ino, uint32_t *id);
+/* fs_ns_of(parent), then fs_chunk_name(name): 1 a temporary, 0 a key, or
+ * the first -errno. */
+int fs_ns_child(struct fs *fs, fuse_ino_t parent, const char *name,
+		uint32_t *ns, struct kvfs_key *key);
+
+void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode);
+void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+
+/* ------------------------------------------------ fs_chunk.c: chunk files */
+
+/* A new open handle for req's caller, on the open-handle list; NULL
+ * without memory. fs_fh_free: releases it (ioctl state, chunk pin, writer
+ * reference) and frees it. Both take priv.lock. */
+struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino);
+void fs_fh_free(struct fs *fs, struct fs_fh *fh);
+
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode, struct fuse_file_info *fi);
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		 size_t size, off_t off, struct fuse_file_info *fi);
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		 struct fuse_file_info *fi);
+
+/* ------------------------------------ fs_rename.c: unlink, rename, links */
+
+void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  fuse_ino_t newparent, const char *newname, unsigned int flags);
+void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		 mode_t mode, dev_t rdev);
+void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		const char *newname);
+void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		   const char *name);
+
+/* ------------------------------------------- fs_dir.c: directory listings */
+
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi);
+void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi);
+
+/* --------------------------------------------------- fs_xattr.c: xattrs */
+
+void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		    size_t size);
+void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		    const char *value, size_t size, int flags);
+void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+
+/* ----------------------- fs_inval.c: kernel invalidation, background thread */
+
+/* Queues a kernel invalidation of (ns, key) for the background thread
+ * (published: only the name's dentry). Takes qlock only. */
+void fs_queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		    bool published);
+/* The engine's on_gone callback (tier_config.on_gone, arg: the fs). */
+void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
+		enum tier_gone_reason why);
 
 /*
  * fs_ns_access - may the caller of req access namespace ns with mask
@@ -113,7 +436,7 @@ struct fs {
  */
 int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask);
 
-/* ------------------------------------------------------ fs.c <-> fs_ctl.c */
+/* ----------------------------------------------------- fs/ <-> fs_ctl.c */
 
 /* The files of /.kvfs, in inode order. */
 enum fs_ctl_file {
@@ -123,6 +446,9 @@ enum fs_ctl_file {
 	FS_CTL_VERSION,
 	FS_CTL_NFILES
 };
+
+/* fs.c: the names of /.kvfs's files, by enum fs_ctl_file. */
+extern const char *const fs_ctl_names[FS_CTL_NFILES];
 
 /* fs_ctl_render - malloc'd contents of a control file. 0 or -errno. */
 int fs_ctl_render(struct fs *fs, int file, char **buf, size_t *len);
@@ -150,7 +476,7 @@ struct fs_nsattr {
 };
 
 /*
- * fs_nsattr_get / fs_nsattr_set (fs.c) - a namespace's attributes (ns 0:
+ * fs_nsattr_get / fs_nsattr_set (fs_ns.c) - a namespace's attributes (ns 0:
  * the root's mode, uid and gid). get: -ENOENT when fs has no live record.
  * set creates the record when the engine has the namespace but fs has not
  * seen it yet; -ENOMEM. Both take fs_priv.lock: call with it not held.

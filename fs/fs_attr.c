@@ -1,0 +1,327 @@
+/*
+ * fs_attr.c - attributes: what stat(2) shows for the root, namespaces,
+ * chunks, writers and /.kvfs (GETATTR), what SETATTR may change (the mode
+ * and owner of directories, the size of a chunk being written), and
+ * STATFS.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include "fs/fs_i.h"
+
+static void fill_dir(struct stat *st, uint64_t ino, mode_t mode, uid_t uid,
+		     gid_t gid, const struct timespec *mt,
+		     const struct timespec *ct)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = mode;
+	st->st_nlink = 2;
+	st->st_uid = uid;
+	st->st_gid = gid;
+	st->st_blksize = 1 << 20;
+	st->st_mtim = *mt;
+	st->st_ctim = *ct;
+	st->st_atim = *mt;
+}
+
+void fs_ns_attr(struct fs_inode *ns, struct stat *st)
+{
+	fill_dir(st, ns->ino, ns->mode, ns->uid, ns->gid, &ns->mtime,
+		 &ns->ctime);
+}
+
+void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
+		   const struct tier_info *info, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = S_IFREG | 0444;
+	st->st_nlink = 1;
+	st->st_uid = nsi ? nsi->uid : 0;
+	st->st_gid = nsi ? nsi->gid : 0;
+	st->st_size = (off_t)info->size;
+	st->st_blocks = (blkcnt_t)((info->stored_bytes + 511) / 512);
+	st->st_blksize = 1 << 20;
+	st->st_atim.tv_sec = (time_t)(info->atime_ns / 1000000000ULL);
+	st->st_atim.tv_nsec = (long)(info->atime_ns % 1000000000ULL);
+	/* the publication time is not kept: show the last access */
+	st->st_mtim = st->st_atim;
+	st->st_ctim = st->st_atim;
+}
+
+void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
+{
+	uint64_t size;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = w->ino;
+	st->st_nlink = 1;
+	st->st_uid = w->uid;
+	st->st_gid = w->gid;
+	st->st_blksize = 1 << 20;
+	pthread_rwlock_rdlock(&w->lock);
+	if (w->w) {
+		size = tier_wr_size(w->w);
+		st->st_mode = S_IFREG | 0644;
+	} else {
+		size = w->final_size;
+		st->st_mode = S_IFREG | 0444;
+	}
+	pthread_rwlock_unlock(&w->lock);
+	st->st_size = (off_t)size;
+	st->st_blocks = (blkcnt_t)((size + 511) / 512);
+	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+	st->st_atim = st->st_ctim = st->st_mtim;
+}
+
+void fs_ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
+{
+	struct fs_priv *p = fs->priv;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_uid = p->root_uid;
+	st->st_gid = p->root_gid;
+	st->st_mtim = st->st_atim = st->st_ctim = p->mount_time;
+	if (ino == FS_INO_KVFS) {
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		return;
+	}
+	st->st_mode = S_IFREG | 0444;
+	st->st_nlink = 1;
+	/*
+	 * Size 0, as /proc does: the content is rendered at open and its
+	 * length is not known before; tools then read to EOF (a made-up
+	 * size made cp(1) stop there).
+	 */
+	st->st_size = 0;
+	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+}
+
+/* Attributes of ino; fi (may be NULL) lets an open fd answer for an inode
+ * whose chunk was unlinked or replaced meanwhile. */
+static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		    struct stat *st, double *ttl)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_inode *in, *nsi;
+	struct tier_info info;
+	uint32_t ns;
+	struct kvfs_key key;
+	uint64_t gen;
+	int err;
+
+	*ttl = FS_TTL;
+	if (ino == FUSE_ROOT_ID) {
+		pthread_mutex_lock(&p->lock);
+		fill_dir(st, ino, p->root_mode, p->root_uid, p->root_gid,
+			 &p->mount_time, &p->mount_time);
+		pthread_mutex_unlock(&p->lock);
+		return 0;
+	}
+	if (ino < FS_INO_CHUNK) {
+		if (ino > FS_INO_CTL_FIRST + FS_CTL_NFILES - 1)
+			return -ENOENT;
+		fs_ctl_attr(fs, ino, st);
+		*ttl = ino == FS_INO_KVFS ? 3600 : 0;
+		return 0;
+	}
+	pthread_mutex_lock(&p->lock);
+	in = fs_ino_find(p, ino);
+	if (!in) {
+		pthread_mutex_unlock(&p->lock);
+		return -ENOENT;
+	}
+	switch (in->kind) {
+	case FS_K_NS:
+		fs_ns_attr(in, st);
+		err = in->removed ? -ENOENT : 0;
+		pthread_mutex_unlock(&p->lock);
+		return err;
+	case FS_K_WRITER: {
+		struct fs_wr *w = in->wr;
+
+		w->refs++;
+		pthread_mutex_unlock(&p->lock);
+		fs_writer_attr(fs, w, st);
+		fs_wr_unref(fs, w);
+		*ttl = 0;
+		return 0;
+	}
+	case FS_K_CHUNK:
+		break;
+	}
+	ns = in->ns;
+	key = in->key;
+	gen = in->gen;
+	pthread_mutex_unlock(&p->lock);
+
+	err = tier_stat(fs->tier, ns, &key, &info);
+	if (!err && info.gen != gen)
+		err = -ESTALE;
+	pthread_mutex_lock(&p->lock);
+	in = fs_ino_find(p, ino);
+	if (!err && in) {
+		in->info = info;
+	} else if (err && in && in->unlinked) {
+		/* POSIX: an unlinked file open somewhere still has its
+		 * attributes (fstat), with no links */
+		info = in->info;
+		err = 0;
+	} else if (err && fi && fs_fh_of(fi) && fs_fh_of(fi)->chunk) {
+		/* the fd's pinned bytes */
+		memset(&info, 0, sizeof(info));
+		info.size = tier_chunk_size(fs_fh_of(fi)->chunk);
+		info.stored_bytes = info.size;
+		err = 0;
+	}
+	if (!err) {
+		nsi = fs_ns_find(p, ns);
+		fs_chunk_attr(nsi, ino, &info, st);
+		if (in && in->unlinked)
+			st->st_nlink = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	/*
+	 * A chunk evicted or replaced by a new publication: ESTALE makes the
+	 * kernel look a path up again (LOOKUP_REVAL) instead of trusting the
+	 * dentry it cached.
+	 */
+	if (err == -ESTALE)
+		__atomic_add_fetch(&p->stale, 1, __ATOMIC_RELAXED);
+	return err;
+}
+
+void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
+		   struct fuse_file_info *fi)
+{
+	struct stat st;
+	double ttl;
+	int err = get_attr(fs_req(req), ino, fi, &st, &ttl);
+
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, ttl);
+}
+
+/* chmod and chown of a directory (the root or a namespace): priv.lock
+ * held. */
+static void set_owner(mode_t *mode, uid_t *uid, gid_t *gid,
+		      const struct stat *attr, int to_set)
+{
+	if (to_set & FUSE_SET_ATTR_MODE)
+		*mode = S_IFDIR | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		*uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		*gid = attr->st_gid;
+}
+
+static void set_times(struct timespec *mt, struct timespec *ct,
+		      const struct stat *attr, int to_set)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		*mt = now;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		*mt = attr->st_mtim;
+	*ct = now;
+}
+
+void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		   int to_set, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fs_inode *in;
+	struct fs_wr *w = NULL;
+	struct stat st;
+	double ttl;
+	int err = 0;
+
+	if (ino != FUSE_ROOT_ID && ino < FS_INO_CHUNK) {
+		fuse_reply_err(req, EPERM); /* .kvfs is read-only */
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	if (ino == FUSE_ROOT_ID) {
+		if (to_set & FUSE_SET_ATTR_SIZE)
+			err = -EISDIR;
+		else
+			set_owner(&p->root_mode, &p->root_uid, &p->root_gid,
+				  attr, to_set);
+	} else if (!(in = fs_ino_find(p, ino))) {
+		err = -ENOENT;
+	} else if (in->kind == FS_K_NS) {
+		if (in->removed)
+			err = -ENOENT;
+		else if (to_set & FUSE_SET_ATTR_SIZE)
+			err = -EISDIR;
+		if (!err) {
+			set_owner(&in->mode, &in->uid, &in->gid, attr, to_set);
+			set_times(&in->mtime, &in->ctime, attr, to_set);
+		}
+	} else if (in->kind == FS_K_CHUNK) {
+		err = -EPERM; /* published chunks are immutable */
+	} else {
+		w = in->wr;
+		w->refs++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	/* the root or a namespace changed mode or owner: keep it for L2 */
+	if (!err && !w && (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+				     FUSE_SET_ATTR_GID)))
+		fs_nsmeta_save(fs);
+	if (w) {
+		/* a chunk being written: only its size can change */
+		if (to_set & FUSE_SET_ATTR_SIZE) {
+			pthread_rwlock_rdlock(&w->lock);
+			err = w->w ? tier_wr_truncate(fs->tier, w->w,
+						     (uint64_t)attr->st_size)
+				   : -EPERM;
+			if (!err)
+				__atomic_add_fetch(&w->nwrites, 1,
+						   __ATOMIC_RELAXED);
+			pthread_rwlock_unlock(&w->lock);
+		}
+		fs_wr_unref(fs, w);
+	}
+	if (!err)
+		err = get_attr(fs, ino, fi, &st, &ttl);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, ttl);
+}
+
+void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_req(req);
+	struct tier_stats st;
+	struct statvfs sv;
+
+	tier_get_stats(fs->tier, &st);
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = st.l1_capacity / 4096;
+	sv.f_bfree = st.l1_capacity > st.l1_bytes ?
+		     (st.l1_capacity - st.l1_bytes) / 4096 : 0;
+	sv.f_bavail = sv.f_bfree;
+	/* chunks are inodes; there is no inode table to run out of, so
+	 * report a large free count and keep used = files - free sane */
+	sv.f_ffree = UINT32_MAX;
+	sv.f_favail = sv.f_ffree;
+	sv.f_files = sv.f_ffree + st.l1_chunks + st.l2_chunks;
+	sv.f_namemax = 255;
+	fuse_reply_statfs(req, &sv);
+}

@@ -1,0 +1,635 @@
+/*
+ * fs_chunk.c - chunk files and open handles: CREATE, OPEN, READ, WRITE,
+ * FLUSH, RELEASE and FSYNC of chunks, of writers and of /.kvfs's files.
+ *
+ * Publication: a keyed chunk (created under its key) is published by the
+ * first FLUSH (close) from its writer's process after bytes arrived, so
+ * close() reports EEXIST, EMSGSIZE (chunk_bytes), ENOSPC or EFBIG (a write
+ * failed: the chunk is never published with a hole); otherwise at its last
+ * close. A temporary ('.' name) is published by rename(2) onto a key
+ * (fs_rename.c). A writer killed by a signal publishes nothing
+ * (fs_op_flush). Limitation: a writer that dup()s its fd, writes, closes
+ * one copy and writes through the other gets EPERM for the late writes
+ * (the first close published).
+ *
+ * Caching: chunk reads use direct_io (cache=direct, the default): each
+ * read is answered from the pinned arena bytes with one copy, and the
+ * arena is not duplicated in the page cache. Then mmap(MAP_PRIVATE,
+ * PROT_READ) works (the kernel reads through the daemon) and
+ * mmap(MAP_SHARED) fails with ENODEV, as for any direct_io file.
+ * cache=page uses the kernel page cache with keep_cache (repeated reads at
+ * memory speed, MAP_SHARED works); safe because chunks are immutable and a
+ * new publication is a new inode.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/fs_i.h"
+
+/*
+ * Reads /proc/<pid>/stat: is the task exiting because a signal killed it?
+ * Field 9 (flags) carries PF_EXITING (0x4) once do_exit() has started, and
+ * field 52 (exit_code) holds the exit code do_exit() was given: for a
+ * signal death the low 7 bits are the signal number, for exit(n) they are
+ * zero (n sits in bits 8-15). do_exit() sets both before it closes the
+ * task's files, so when the last close of a writer's fd arrives as FLUSH
+ * from a dying task, this tells a killed writer (discard: its chunk may be
+ * half written) from a normal exit (its close is an implicit close(2):
+ * publish). When the task cannot be read (another pid namespace: pid 0),
+ * we cannot tell and treat it as a normal close.
+ */
+static bool task_killed_by_signal(pid_t pid)
+{
+	char path[64], buf[2048];
+	unsigned long long flags = 0, code = 0;
+	ssize_t n;
+	char *s, *tok, *save;
+	int fd, field;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	s = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	if (!s)
+		return false;
+	field = 3;
+	for (tok = strtok_r(s + 1, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save), field++) {
+		if (field == 9)
+			flags = strtoull(tok, NULL, 10);
+		else if (field == 52)
+			code = strtoull(tok, NULL, 10);
+	}
+	return (flags & 0x4) && (code & 0x7f);
+}
+
+/* Thread group of a task, from /proc/<tid>/status; 0 when unknown. */
+static pid_t task_tgid(pid_t tid)
+{
+	char path[64], buf[1024], *s;
+	ssize_t n;
+	int fd;
+
+	if (tid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	s = strstr(buf, "\nTgid:");
+	return s ? (pid_t)strtol(s + 6, NULL, 10) : 0;
+}
+
+struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs_priv *p = fs_req(req)->priv;
+	struct fs_fh *fh = calloc(1, sizeof(*fh));
+
+	if (!fh)
+		return NULL;
+	pthread_mutex_lock(&p->lock);
+	fh->next = &p->fh_head;
+	fh->prev = p->fh_head.prev;
+	fh->prev->next = fh;
+	p->fh_head.prev = fh;
+	pthread_mutex_unlock(&p->lock);
+	fh->kind = kind;
+	fh->ino = ino;
+	fh->uid = ctx->uid;
+	fh->gid = ctx->gid;
+	fh->pid = ctx->pid;
+	pthread_mutex_init(&fh->ioctl_lock, NULL);
+	return fh;
+}
+
+void fs_fh_free(struct fs *fs, struct fs_fh *fh)
+{
+	fs_ioctl_release(fs, (uint64_t)(uintptr_t)fh);
+	if (fh->chunk)
+		tier_put(fs->tier, fh->chunk);
+	pthread_mutex_lock(&fs->priv->lock);
+	fh->prev->next = fh->next;
+	fh->next->prev = fh->prev;
+	if (fh->wr) {
+		if (!--fh->wr->opens)
+			fh->wr->closed_ms = fs_now_ms();
+		fs_wr_unref_locked(fs, fh->wr);
+	}
+	pthread_mutex_unlock(&fs->priv->lock);
+	free(fh->snap);
+	free(fh->ctl_buf);
+	pthread_mutex_destroy(&fh->ioctl_lock);
+	free(fh);
+}
+
+void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		  mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fuse_entry_param e;
+	struct kvfs_key key;
+	struct fs_inode *in;
+	struct fs_wr *w;
+	struct tier_wr *tw = NULL;
+	struct fs_fh *fh;
+	uint32_t ns;
+	int err, r;
+
+	r = fs_ns_child(fs, parent, name, &ns, &key);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if (r == 1) {
+		/* an existing temporary: the kernel would have looked it up
+		 * and opened it; here it appeared meanwhile */
+		pthread_mutex_lock(&p->lock);
+		w = fs_tmp_find(p, ns, name);
+		pthread_mutex_unlock(&p->lock);
+		if (w) {
+			fuse_reply_err(req, EEXIST);
+			return;
+		}
+	}
+	err = tier_wr_begin(fs->tier, ns, r == 1 ? NULL : &key, 0, &tw);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	if (r == 0) /* the kernel's lookup before a create is no miss */
+		tier_count_misses(fs->tier, -1);
+	fh = fs_fh_new(req, FS_FH_WRITER, 0);
+	pthread_mutex_lock(&p->lock);
+	w = fh ? fs_wr_new(p) : NULL;
+	in = w ? fs_inode_new(p, FS_K_WRITER, w->ino) : NULL;
+	if (!in)
+		goto nomem;
+	in->ns = ns;
+	in->wr = w;      /* the inode owns the reference fs_wr_new made */
+	w->w = tw;
+	w->ns = ns;
+	w->uid = ctx->uid;
+	w->gid = ctx->gid;
+	w->creator_tid = ctx->pid;
+	if (r == 1) {
+		w->temp = true;
+		w->name = strdup(name);
+		if (!w->name || fs_tmp_find(p, ns, name) || fs_tmp_list(p, w)) {
+			err = w->name ? -EEXIST : -ENOMEM;
+			goto fail;
+		}
+	} else {
+		w->has_key = true;
+		w->key = key;
+		w->excl = fi->flags & O_EXCL;
+		fh->has_key = true;
+		fh->key = key;
+	}
+	in->nlookup = 1;
+	w->refs++;       /* the fh's */
+	w->opens++;
+	fh->wr = w;
+	fh->ns = ns;
+	fh->ino = w->ino;
+	pthread_mutex_unlock(&p->lock);
+
+	memset(&e, 0, sizeof(e));
+	e.ino = w->ino;
+	fs_writer_attr(fs, w, &e.attr);
+	/* the kernel keeps the size current for its writer's own writes;
+	 * attributes that expire at once cost a GETATTR before the first
+	 * write */
+	e.attr_timeout = FS_TTL;
+	e.entry_timeout = 0;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_create(req, &e, fi)) {
+		/* interrupted: the kernel has neither the inode nor the fd */
+		pthread_mutex_lock(&p->lock);
+		fs_forget_one(fs, e.ino, 1);
+		pthread_mutex_unlock(&p->lock);
+		fs_fh_free(fs, fh);
+	}
+	return;
+fail:
+	if (in)
+		fs_inode_free(fs, in); /* drops fs_wr_new's ref: aborts tw */
+	pthread_mutex_unlock(&p->lock);
+	fs_fh_free(fs, fh);
+	fuse_reply_err(req, -err);
+	return;
+nomem:
+	if (w) {
+		w->w = tw;
+		fs_wr_unref_locked(fs, w);
+	} else {
+		tier_wr_abort(fs->tier, tw);
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (fh)
+		fs_fh_free(fs, fh);
+	fuse_reply_err(req, ENOMEM);
+}
+
+void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fs_inode *in;
+	struct fs_fh *fh;
+	struct tier_chunk *c;
+	uint32_t ns;
+	struct kvfs_key key;
+	uint64_t gen;
+	int acc = fi->flags & O_ACCMODE;
+	int err;
+
+	if (ino < FS_INO_CHUNK) {
+		if (ino == FUSE_ROOT_ID || ino == FS_INO_KVFS ||
+		    ino >= FS_INO_CTL_FIRST + FS_CTL_NFILES) {
+			fuse_reply_err(req, EISDIR);
+			return;
+		}
+		if (acc != O_RDONLY) {
+			fuse_reply_err(req, EPERM);
+			return;
+		}
+		fh = fs_fh_new(req, FS_FH_CTL, ino);
+		if (!fh) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		/* rendered once per open so reads at offsets agree */
+		err = fs_ctl_render(fs, (int)(ino - FS_INO_CTL_FIRST),
+				    &fh->ctl_buf, &fh->ctl_len);
+		if (err) {
+			fs_fh_free(fs, fh);
+			fuse_reply_err(req, -err);
+			return;
+		}
+		fi->fh = (uint64_t)(uintptr_t)fh;
+		fi->direct_io = 1;
+		fi->noflush = 1;
+		if (fuse_reply_open(req, fi))
+			fs_fh_free(fs, fh);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	in = fs_ino_find(p, ino);
+	if (!in) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (in->kind == FS_K_NS) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (in->kind == FS_K_WRITER) {
+		struct fs_wr *w = in->wr;
+
+		/* Only temporaries can be opened by name while written. */
+		if (!w->temp || w->state != FS_WR_OPEN) {
+			pthread_mutex_unlock(&p->lock);
+			fuse_reply_err(req, w->state == FS_WR_OPEN ? EBUSY :
+				       ENOENT);
+			return;
+		}
+		/* fs_fh_new takes the lock: allocate outside, then look again */
+		w->refs++;
+		pthread_mutex_unlock(&p->lock);
+		fh = fs_fh_new(req, FS_FH_WRITER, ino);
+		pthread_mutex_lock(&p->lock);
+		if (!fh || w->state != FS_WR_OPEN) {
+			fs_wr_unref_locked(fs, w);
+			pthread_mutex_unlock(&p->lock);
+			if (fh)
+				fs_fh_free(fs, fh);
+			fuse_reply_err(req, fh ? ENOENT : ENOMEM);
+			return;
+		}
+		w->opens++;
+		fh->wr = w;
+		fh->ns = w->ns;
+		pthread_mutex_unlock(&p->lock);
+		if (fi->flags & O_TRUNC) {
+			pthread_rwlock_rdlock(&w->lock);
+			if (w->w)
+				tier_wr_truncate(fs->tier, w->w, 0);
+			pthread_rwlock_unlock(&w->lock);
+		}
+		fi->fh = (uint64_t)(uintptr_t)fh;
+		fi->direct_io = 1;
+		if (fuse_reply_open(req, fi))
+			fs_fh_free(fs, fh);
+		return;
+	}
+	ns = in->ns;
+	key = in->key;
+	gen = in->gen;
+	pthread_mutex_unlock(&p->lock);
+
+	if (acc != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EPERM); /* published chunks are immutable */
+		return;
+	}
+	err = tier_get(fs->tier, ns, &key, &c);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	if (tier_chunk_gen(c) != gen) {
+		/*
+		 * The key was evicted or unlinked and written again: this
+		 * inode is the old chunk. ESTALE makes the kernel look the
+		 * name up again (LOOKUP_REVAL) and open the new inode.
+		 */
+		tier_put(fs->tier, c);
+		__atomic_add_fetch(&p->stale, 1, __ATOMIC_RELAXED);
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	fh = fs_fh_new(req, FS_FH_CHUNK, ino);
+	if (!fh) {
+		tier_put(fs->tier, c);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fh->ns = ns;
+	fh->has_key = true;
+	fh->key = key;
+	fh->chunk = c;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	/* a reader's close has nothing to flush: save the round trip */
+	fi->noflush = 1;
+	if (fs->cfg.cache == FS_CACHE_PAGE) {
+		/* immutable, and a new publication is a new inode */
+		fi->keep_cache = 1;
+	} else {
+		fi->direct_io = 1;
+	}
+	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_open(req, fi))
+		fs_fh_free(fs, fh);
+}
+
+/* Replies r bytes of buf (or the error -r) and frees buf. */
+static void reply_read(fuse_req_t req, char *buf, long r)
+{
+	if (r < 0)
+		fuse_reply_err(req, (int)-r);
+	else
+		fuse_reply_buf(req, buf, (size_t)r);
+	free(buf);
+}
+
+void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_fh *fh = fs_fh_of(fi);
+	uint64_t total;
+	size_t n;
+	char *buf;
+	long r;
+
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	switch (fh->kind) {
+	case FS_FH_CTL:
+		if ((uint64_t)off >= fh->ctl_len) {
+			fuse_reply_buf(req, NULL, 0);
+			return;
+		}
+		n = fh->ctl_len - (size_t)off;
+		if (n > size)
+			n = size;
+		{
+			/* a copy: once the reply is written the reader may
+			 * close, and release frees ctl_buf while libfuse (and
+			 * ASan's writev check) still looks at the iovec */
+			char *copy = malloc(n);
+
+			if (!copy) {
+				fuse_reply_err(req, ENOMEM);
+				return;
+			}
+			memcpy(copy, fh->ctl_buf + off, n);
+			fuse_reply_buf(req, copy, n);
+			free(copy);
+		}
+		return;
+	case FS_FH_CHUNK: {
+		const char *ptr = tier_chunk_ptr(fh->chunk);
+
+		total = tier_chunk_size(fh->chunk);
+		if ((uint64_t)off >= total) {
+			fuse_reply_buf(req, NULL, 0);
+			return;
+		}
+		n = total - (uint64_t)off < size ? (size_t)(total - off) : size;
+		if (ptr) {
+			/* straight from the pinned arena: no copy here */
+			fuse_reply_buf(req, ptr + off, n);
+			return;
+		}
+		buf = malloc(n);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		r = tier_chunk_read(fs->tier, fh->chunk, buf, n, (uint64_t)off);
+		reply_read(req, buf, r);
+		return;
+	}
+	case FS_FH_WRITER: {
+		struct fs_wr *w = fh->wr;
+
+		buf = malloc(size ? size : 1);
+		if (!buf) {
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		pthread_rwlock_rdlock(&w->lock);
+		r = w->w ? tier_wr_pread(fs->tier, w->w, buf, size,
+					 (uint64_t)off) : -EBADF;
+		pthread_rwlock_unlock(&w->lock);
+		reply_read(req, buf, r);
+		return;
+	}
+	default:
+		fuse_reply_err(req, EISDIR);
+	}
+}
+
+void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		 size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_fh *fh = fs_fh_of(fi);
+	struct fs_wr *w = fh->wr;
+	int err;
+
+	if (fh->kind != FS_FH_WRITER) {
+		fuse_reply_err(req, fh->kind == FS_FH_CHUNK ? EPERM : EBADF);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	pthread_rwlock_rdlock(&w->lock);
+	/* after publication (or a discard) the chunk is immutable */
+	err = w->w ? tier_wr_pwrite(fs->tier, w->w, buf, size, (uint64_t)off)
+		   : -EPERM;
+	if (!err)
+		__atomic_add_fetch(&w->nwrites, 1, __ATOMIC_RELAXED);
+	if (err && w->w) {
+		int zero = 0;
+
+		__atomic_compare_exchange_n(&w->write_err, &zero, err, false,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	}
+	pthread_rwlock_unlock(&w->lock);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_write(req, size);
+}
+
+/*
+ * FLUSH comes with every close(2) of an fd (and of each dup of it), from
+ * the closing task. A keyed writer publishes on a flush from its own
+ * thread group once bytes have arrived, so close() reports EEXIST,
+ * EMSGSIZE, ENOSPC or EFBIG. Flushes that publish nothing:
+ *  - from another process (a forked child closing an inherited fd);
+ *  - before any write: a shell's `cmd > key` opens, dup2()s and closes
+ *    the original fd before cmd writes a byte (an O_EXCL writer in a
+ *    namespace with chunk_bytes still gets EMSGSIZE from that close);
+ *  - from a writer being killed by a signal: its chunk may be half
+ *    written, so it is discarded (see task_killed_by_signal).
+ * What was not published by a flush is published at release (the last
+ * close), where errors can only be logged.
+ */
+void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fs_fh *fh = fs_fh_of(fi);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fs_wr *w = fh->wr;
+	int err = 0;
+
+	if (fh->kind != FS_FH_WRITER) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	pthread_rwlock_rdlock(&w->lock);
+	if (w->state != FS_WR_OPEN) {
+		pthread_rwlock_unlock(&w->lock);
+		fuse_reply_err(req, 0);
+		return;
+	}
+	pthread_rwlock_unlock(&w->lock);
+	if (ctx->pid != w->creator_tid) {
+		/* the creator thread usually closes itself; else compare
+		 * thread groups (a creator thread that is gone counts as
+		 * the same process) */
+		pid_t creator = task_tgid(w->creator_tid);
+
+		if (creator && task_tgid(ctx->pid) != creator) {
+			fuse_reply_err(req, 0);
+			return;
+		}
+	}
+	if (task_killed_by_signal(ctx->pid)) {
+		pthread_rwlock_wrlock(&w->lock);
+		fs_wr_discard(fs, w);
+		pthread_rwlock_unlock(&w->lock);
+		pthread_mutex_lock(&p->lock);
+		if (w->in_tmptab) {
+			fs_tmp_unlist(p, w);
+			fs_wr_unref_locked(fs, w); /* the name table's ref */
+		}
+		pthread_mutex_unlock(&p->lock);
+		__atomic_add_fetch(&p->writers_killed, 1, __ATOMIC_RELAXED);
+		fs_log(fs, "writer pid %d killed by a signal: chunk discarded",
+		       (int)ctx->pid);
+		fuse_reply_err(req, 0);
+		return;
+	}
+	if (w->temp || !__atomic_load_n(&w->nwrites, __ATOMIC_RELAXED)) {
+		struct tier_ns_info ni;
+
+		/* Nothing written yet. An O_EXCL writer (the protocol's way)
+		 * closing an empty chunk in a namespace with chunk_bytes is
+		 * told so (EMSGSIZE); release discards the chunk. Nothing is
+		 * discarded here: if a dup of the fd lives on (a shell's `cmd
+		 * > key` closes its first fd before writing; that is O_TRUNC
+		 * without O_EXCL, so it is not even told), its writes still
+		 * publish. */
+		err = !w->temp && w->excl &&
+		      !tier_ns_info(fs->tier, w->ns, &ni) &&
+		      ni.chunk_bytes > 0 ? EMSGSIZE : 0;
+		fuse_reply_err(req, err); /* rename publishes; or nothing yet */
+		return;
+	}
+	err = fs_wr_publish(fs, w, NULL, false);
+	fuse_reply_err(req, -err);
+}
+
+void fs_op_release(fuse_req_t req, fuse_ino_t ino,
+		   struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_fh *fh = fs_fh_of(fi);
+	struct fs_wr *w = fh->wr;
+
+	if (fh->kind == FS_FH_WRITER && !w->temp) {
+		int err;
+
+		/* the last close, and no flush published it: e.g. `touch
+		 * key` (no bytes), or the writer's process closed early and
+		 * a child wrote the bytes */
+		err = fs_wr_publish(fs, w, NULL, false);
+		if (!err)
+			__atomic_add_fetch(&fs->priv->late_publishes, 1,
+					   __ATOMIC_RELAXED);
+		if (err && err != -EEXIST && err != -ENOENT)
+			fs_log(fs, "chunk discarded at last close: %s",
+			       strerror(-err));
+	}
+	fs_fh_free(fs, fh);
+	fuse_reply_err(req, 0);
+}
+
+void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		 struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0); /* memory tiers: nothing to sync */
+}

@@ -1,0 +1,374 @@
+/*
+ * fs_inode.c - the inode table: the records of what the kernel knows by
+ * number (chunks, namespaces, writers), found by number and by name,
+ * LOOKUP, and the kernel's lookup counts (FORGET, BATCH_FORGET).
+ *
+ * Inode numbers are never reused within a mount. A published chunk's inode
+ * number is FS_INO_CHUNK + its publication number (tier_info.gen, unique per
+ * engine), so a key that is evicted and written again gets a new inode and
+ * the kernel can never serve the old bytes under the new file; every other
+ * object (namespace, writer, temporary) takes a number from a counter with
+ * the top bit set. Records follow the kernel's lookup count (forget and
+ * forget_multi); namespaces live as long as they exist or are looked up.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/fs_i.h"
+
+static uint64_t hash_ino(uint64_t ino)
+{
+	return htab_hash_u64(FS_SALT_INO, ino);
+}
+
+static uint64_t hash_chunk(uint32_t ns, const struct kvfs_key *key)
+{
+	return htab_hash(FS_SALT_CHUNK | ns, key->b, sizeof(key->b));
+}
+
+static uint64_t hash_ns(uint32_t ns)
+{
+	return htab_hash_u64(FS_SALT_NS, ns);
+}
+
+struct fs_inode *fs_ino_find(struct fs_priv *p, uint64_t ino)
+{
+	uint64_t h = hash_ino(ino);
+	struct htab_node *e;
+
+	htab_for_each_hash(&p->itab, h, e) {
+		struct fs_inode *in = container_of(e, struct fs_inode, inode);
+
+		if (in->ino == ino)
+			return in;
+	}
+	return NULL;
+}
+
+struct fs_inode *fs_chunk_find(struct fs_priv *p, uint32_t ns,
+			       const struct kvfs_key *key)
+{
+	uint64_t h = hash_chunk(ns, key);
+	struct htab_node *e;
+
+	htab_for_each_hash(&p->ntab, h, e) {
+		struct fs_inode *in = container_of(e, struct fs_inode, nnode);
+
+		if (in->kind == FS_K_CHUNK && in->ns == ns &&
+		    !memcmp(&in->key, key, sizeof(*key)))
+			return in;
+	}
+	return NULL;
+}
+
+struct fs_inode *fs_ns_find(struct fs_priv *p, uint32_t ns)
+{
+	uint64_t h = hash_ns(ns);
+	struct htab_node *e;
+
+	htab_for_each_hash(&p->ntab, h, e) {
+		struct fs_inode *in = container_of(e, struct fs_inode, nnode);
+
+		if (in->kind == FS_K_NS && in->ns == ns)
+			return in;
+	}
+	return NULL;
+}
+
+struct fs_inode *fs_inode_new(struct fs_priv *p, enum fs_kind kind,
+			      uint64_t ino)
+{
+	struct fs_inode *in = calloc(1, sizeof(*in));
+
+	if (!in)
+		return NULL;
+	in->kind = kind;
+	in->ino = ino;
+	if (htab_add(&p->itab, &in->inode, hash_ino(ino))) {
+		free(in);
+		return NULL;
+	}
+	p->ninodes++;
+	return in;
+}
+
+void fs_inode_free(struct fs *fs, struct fs_inode *in)
+{
+	struct fs_priv *p = fs->priv;
+
+	htab_del(&p->itab, &in->inode);
+	if (in->named)
+		htab_del(&p->ntab, &in->nnode);
+	if (in->kind == FS_K_WRITER && in->wr)
+		fs_wr_unref_locked(fs, in->wr);
+	p->ninodes--;
+	free(in);
+}
+
+/* Namespace record for id, created with defaults when the engine has a
+ * namespace fs has not seen (recovered from L2 at start, attributes not
+ * restored by fs_nsmeta.c): fail closed, only the daemon's user may read
+ * its chunks. lock held. */
+struct fs_inode *fs_ns_get(struct fs *fs, uint32_t id)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_inode *in = fs_ns_find(p, id);
+
+	if (in)
+		return in;
+	in = fs_inode_new(p, FS_K_NS, FS_INO_OBJ | p->next_obj++);
+	if (!in)
+		return NULL;
+	in->ns = id;
+	in->mode = S_IFDIR | 0700;
+	in->uid = getuid();
+	in->gid = getgid();
+	in->mtime = in->ctime = p->mount_time;
+	if (htab_add(&p->ntab, &in->nnode, hash_ns(id))) {
+		fs_inode_free(fs, in);
+		return NULL;
+	}
+	in->named = true;
+	return in;
+}
+
+static void unref_inode(struct fs *fs, struct fs_inode *in, uint64_t n)
+{
+	in->nlookup = n > in->nlookup ? 0 : in->nlookup - n;
+	if (in->nlookup)
+		return;
+	if (in->kind == FS_K_NS && !in->removed)
+		return; /* the namespace's attributes outlive the kernel's ref */
+	fs_inode_free(fs, in);
+}
+
+void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
+{
+	struct fs_inode *in;
+
+	if (ino < FS_INO_CHUNK)
+		return; /* root and control files are static */
+	in = fs_ino_find(fs->priv, ino);
+	if (in)
+		unref_inode(fs, in, n);
+}
+
+int fs_ns_name_check(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len > KVFS_NS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!len || name[0] == '.')
+		return -EINVAL;
+	return 0;
+}
+
+static bool is_temp_name(const char *name)
+{
+	return name[0] == '.';
+}
+
+/* What a name in a namespace is: 1 a temporary, 0 a key (parsed), or
+ * -EINVAL. */
+int fs_chunk_name(const char *name, struct kvfs_key *key)
+{
+	size_t len = strlen(name);
+
+	if (is_temp_name(name))
+		return len > 255 ? -ENAMETOOLONG : 1;
+	if (kvfs_key_parse(name, len, key))
+		return -EINVAL;
+	return 0;
+}
+
+int fs_reply_entry_counted(struct fs *fs, fuse_req_t req,
+			   struct fuse_entry_param *e)
+{
+	if (fuse_reply_entry(req, e) == 0)
+		return 0;
+	/* The kernel never got the entry (interrupted): undo its count. */
+	pthread_mutex_lock(&fs->priv->lock);
+	fs_forget_one(fs, e->ino, 1);
+	pthread_mutex_unlock(&fs->priv->lock);
+	return -1;
+}
+
+/* Looks up name in namespace nsi (lock NOT held). Fills e and counts a
+ * lookup on success. */
+static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
+			struct fuse_entry_param *e)
+{
+	struct fs_priv *p = fs->priv;
+	struct kvfs_key key;
+	struct tier_info info;
+	struct fs_inode *in, *nsi;
+	int r = fs_chunk_name(name, &key);
+
+	if (r < 0)
+		return r;
+	if (r == 1) {
+		struct fs_wr *w;
+
+		pthread_mutex_lock(&p->lock);
+		w = fs_tmp_find(p, ns, name);
+		if (!w) {
+			pthread_mutex_unlock(&p->lock);
+			return -ENOENT;
+		}
+		in = fs_ino_find(p, w->ino);
+		if (!in) {
+			in = fs_inode_new(p, FS_K_WRITER, w->ino);
+			if (!in) {
+				pthread_mutex_unlock(&p->lock);
+				return -ENOMEM;
+			}
+			in->ns = ns;
+			in->wr = w;
+			w->refs++;
+		}
+		in->nlookup++;
+		pthread_mutex_unlock(&p->lock);
+		fs_writer_attr(fs, w, &e->attr);
+		e->ino = w->ino;
+		e->attr_timeout = 0;
+		e->entry_timeout = 0;
+		return 0;
+	}
+	r = tier_stat(fs->tier, ns, &key, &info);
+	if (r) {
+		if (r == -ENOENT)
+			tier_count_misses(fs->tier, 1);
+		return r;
+	}
+	pthread_mutex_lock(&p->lock);
+	nsi = fs_ns_get(fs, ns);
+	in = fs_ino_find(p, FS_INO_CHUNK + info.gen);
+	if (!in) {
+		struct fs_inode *old = fs_chunk_find(p, ns, &key);
+
+		in = fs_inode_new(p, FS_K_CHUNK, FS_INO_CHUNK + info.gen);
+		if (!in) {
+			pthread_mutex_unlock(&p->lock);
+			return -ENOMEM;
+		}
+		in->ns = ns;
+		in->key = key;
+		in->gen = info.gen;
+		if (old && old->gen < info.gen) {
+			htab_del(&p->ntab, &old->nnode);
+			old->named = false;
+			old = NULL;
+		}
+		if (!old && !htab_add(&p->ntab, &in->nnode,
+				      hash_chunk(ns, &key)))
+			in->named = true;
+	}
+	in->nlookup++;
+	in->info = info;
+	fs_chunk_attr(nsi, in->ino, &info, &e->attr);
+	pthread_mutex_unlock(&p->lock);
+	e->ino = in->ino;
+	e->attr_timeout = FS_TTL;
+	e->entry_timeout = FS_TTL;
+	return 0;
+}
+
+void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fuse_entry_param e;
+	struct fs_inode *in;
+	uint32_t id;
+	int err;
+
+	memset(&e, 0, sizeof(e));
+	if (parent == FUSE_ROOT_ID) {
+		if (!strcmp(name, KVFS_CTL_DIR)) {
+			e.ino = FS_INO_KVFS;
+			fs_ctl_attr(fs, e.ino, &e.attr);
+			e.attr_timeout = e.entry_timeout = 3600;
+			fuse_reply_entry(req, &e);
+			return;
+		}
+		if (fs_ns_name_check(name)) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		err = tier_ns_find(fs->tier, name, &id);
+		if (err) {
+			fuse_reply_err(req, -err);
+			return;
+		}
+		pthread_mutex_lock(&p->lock);
+		in = fs_ns_get(fs, id);
+		if (!in) {
+			pthread_mutex_unlock(&p->lock);
+			fuse_reply_err(req, ENOMEM);
+			return;
+		}
+		in->nlookup++;
+		fs_ns_attr(in, &e.attr);
+		e.ino = in->ino;
+		pthread_mutex_unlock(&p->lock);
+		e.attr_timeout = e.entry_timeout = FS_TTL;
+		fs_reply_entry_counted(fs, req, &e);
+		return;
+	}
+	if (parent == FS_INO_KVFS) {
+		for (int i = 0; i < FS_CTL_NFILES; i++) {
+			if (strcmp(name, fs_ctl_names[i]))
+				continue;
+			e.ino = FS_INO_CTL_FIRST + i;
+			fs_ctl_attr(fs, e.ino, &e.attr);
+			e.attr_timeout = 0;
+			e.entry_timeout = 3600;
+			fuse_reply_entry(req, &e);
+			return;
+		}
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	in = fs_ino_find(p, parent);
+	if (!in || in->kind != FS_K_NS || in->removed) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, in && in->kind == FS_K_NS ? ENOENT :
+			       ENOTDIR);
+		return;
+	}
+	id = in->ns;
+	pthread_mutex_unlock(&p->lock);
+	err = lookup_in_ns(fs, id, name, &e);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fs_reply_entry_counted(fs, req, &e);
+}
+
+void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = fs_req(req);
+
+	pthread_mutex_lock(&fs->priv->lock);
+	fs_forget_one(fs, ino, nlookup);
+	pthread_mutex_unlock(&fs->priv->lock);
+	fuse_reply_none(req);
+}
+
+void fs_op_forget_multi(fuse_req_t req, size_t count,
+			struct fuse_forget_data *forgets)
+{
+	struct fs *fs = fs_req(req);
+
+	pthread_mutex_lock(&fs->priv->lock);
+	for (size_t i = 0; i < count; i++)
+		fs_forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&fs->priv->lock);
+	fuse_reply_none(req);
+}

@@ -1,0 +1,156 @@
+/*
+ * fs_inval.c - kernel invalidation and the background thread: the queue of
+ * chunks the engine let go of (evicted, unlinked, replaced) or just
+ * published, the thread that sends the kernel's notify_inval_entry and
+ * notify_inval_inode for them and expires abandoned temporaries, and its
+ * start and stop (fs_start, fs_stop).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fs/fs_i.h"
+
+/* Queues a kernel invalidation of (ns, key) for the background thread. */
+void fs_queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		    bool published)
+{
+	struct fs_priv *p = fs->priv;
+
+	pthread_mutex_lock(&p->qlock);
+	if (!p->stop) {
+		if (p->qlen == p->qcap) {
+			size_t cap = p->qcap ? p->qcap * 2 : 256;
+			struct fs_gone *q = realloc(p->q, cap * sizeof(*q));
+
+			if (q) {
+				p->q = q;
+				p->qcap = cap;
+			}
+		}
+		/* without memory the entry just times out (FS_TTL) */
+		if (p->qlen < p->qcap) {
+			p->q[p->qlen].ns = ns;
+			p->q[p->qlen].published = published;
+			p->q[p->qlen].key = *key;
+			p->qlen++;
+			pthread_cond_signal(&p->qcond);
+		}
+	}
+	pthread_mutex_unlock(&p->qlock);
+}
+
+/* Called by the engine, maybe inside one of our tier_* calls: queue only. */
+void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
+		enum tier_gone_reason why)
+{
+	fs_queue_inval(arg, ns, key, false);
+}
+
+static void invalidate(struct fs *fs, const struct fs_gone *g)
+{
+	struct fs_priv *p = fs->priv;
+	char hex[KVFS_KEY_HEX_LEN + 1];
+	struct fs_inode *nsi, *in;
+	uint64_t nsino = 0, ino = 0;
+
+	pthread_mutex_lock(&p->lock);
+	nsi = fs_ns_find(p, g->ns);
+	if (nsi)
+		nsino = nsi->ino;
+	in = g->published ? NULL : fs_chunk_find(p, g->ns, &g->key);
+	if (in)
+		ino = in->ino;
+	pthread_mutex_unlock(&p->lock);
+	kvfs_key_hex(&g->key, hex);
+	if (nsino)
+		fuse_lowlevel_notify_inval_entry(fs->se, nsino, hex,
+						 KVFS_KEY_HEX_LEN);
+	if (ino)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	__atomic_add_fetch(&p->invalidations, 1, __ATOMIC_RELAXED);
+}
+
+/* The background thread: kernel invalidations for chunks the engine let go
+ * of, and expiry of abandoned temporaries. */
+static void *bg_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_priv *p = fs->priv;
+	struct fs_gone *batch = NULL;
+	size_t cap = 0;
+	uint64_t last_sweep = fs_now_ms();
+
+	pthread_mutex_lock(&p->qlock);
+	while (!p->stop) {
+		size_t n;
+
+		if (!p->qlen) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 250 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&p->qcond, &p->qlock, &ts);
+		}
+		n = p->qlen;
+		if (n > cap) {
+			struct fs_gone *b = realloc(batch, n * sizeof(*b));
+
+			if (b) {
+				batch = b;
+				cap = n;
+			} else {
+				n = cap;
+			}
+		}
+		if (n) {
+			memcpy(batch, p->q, n * sizeof(*batch));
+			memmove(p->q, p->q + n,
+				(p->qlen - n) * sizeof(*batch));
+			p->qlen -= n;
+		}
+		pthread_mutex_unlock(&p->qlock);
+		for (size_t i = 0; i < n; i++)
+			invalidate(fs, &batch[i]);
+		if (fs_now_ms() - last_sweep >= 250) {
+			fs_tmp_expire(fs);
+			last_sweep = fs_now_ms();
+		}
+		pthread_mutex_lock(&p->qlock);
+	}
+	pthread_mutex_unlock(&p->qlock);
+	free(batch);
+	return NULL;
+}
+
+int fs_start(struct fs *fs, struct fuse_session *se)
+{
+	struct fs_priv *p = fs->priv;
+	int r;
+
+	fs->se = se;
+	r = pthread_create(&p->thread, NULL, bg_main, fs);
+	if (r)
+		return -r;
+	p->thread_started = true;
+	return 0;
+}
+
+void fs_stop(struct fs *fs)
+{
+	struct fs_priv *p = fs->priv;
+
+	pthread_mutex_lock(&p->qlock);
+	p->stop = true;
+	pthread_cond_signal(&p->qcond);
+	pthread_mutex_unlock(&p->qlock);
+	if (p->thread_started) {
+		pthread_join(p->thread, NULL);
+		p->thread_started = false;
+	}
+}
