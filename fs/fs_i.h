@@ -203,9 +203,34 @@ struct fs_wr {
 	bool want_pin;          /* priv.lock */
 	bool excl;              /* created with O_EXCL (see fs_op_flush) */
 	pid_t creator_tid;      /* set at create, then constant */
-	uid_t uid;              /* set at create, then constant */
-	gid_t gid;              /* set at create, then constant */
+	uid_t uid;              /* priv.lock: the creator's; chown */
+	gid_t gid;              /* priv.lock */
+	mode_t mode;            /* priv.lock: permission bits (create, chmod);
+				 * shown and enforced while being written */
+	bool unlinked;          /* priv.lock: its name was removed (unlink,
+				 * replaced by a rename, expired): nlink 0 */
+	/* atomic: CLOCK_REALTIME ns; set at create, mtime and ctime moved by
+	 * writes and truncates, all three by utimensat, ctime by chmod */
+	uint64_t atime_ns, mtime_ns, ctime_ns;
 };
+
+/* fs_now_ns - CLOCK_REALTIME in nanoseconds (file times). */
+static inline uint64_t fs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* fs_wr_touch - w's bytes changed: mtime and ctime are now. */
+static inline void fs_wr_touch(struct fs_wr *w)
+{
+	uint64_t now = fs_now_ns();
+
+	__atomic_store_n(&w->mtime_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->ctime_ns, now, __ATOMIC_RELAXED);
+}
 
 /* One record per inode the kernel knows (fs_inode.c); every field is
  * protected by fs_priv.lock. */

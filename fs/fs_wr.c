@@ -73,6 +73,7 @@ void fs_tmp_unlist(struct fs_priv *p, struct fs_wr *w)
 	w->tprev->tnext = w->tnext;
 	w->tnext->tprev = w->tprev;
 	w->in_tmptab = false;
+	w->unlinked = true; /* nameless now (a publication says otherwise) */
 	p->ntemps--;
 }
 
@@ -114,8 +115,11 @@ void fs_wr_discard(struct fs *fs, struct fs_wr *w)
  * Publishes the chunk under key (NULL: the key given at create). Takes
  * w->lock exclusively. Returns 0 or -errno; the chunk is published or
  * discarded either way, except -EPERM/-EINVAL which report a writer that
- * was already finished, and, with keep_refused (a rename), -EEXIST and
- * -EMSGSIZE, which leave the writer open as it was.
+ * was already finished, and, with keep_refused (a rename), -EEXIST,
+ * -EMSGSIZE and -ENODATA, which leave the writer open as it was.
+ * A chunk without bytes is never published (-ENODATA): a lookup would
+ * report it found and a read would return nothing, and the name could
+ * not be written again (fio's open, close, reopen).
  */
 int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 		  bool keep_refused)
@@ -137,6 +141,12 @@ int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 		return err;
 	}
 	w->final_size = tier_wr_size(w->w);
+	if (!w->final_size) {
+		if (!keep_refused)
+			fs_wr_discard(fs, w);
+		pthread_rwlock_unlock(&w->lock);
+		return -ENODATA;
+	}
 	if (keep_refused) {
 		err = tier_wr_publish_or_keep(fs->tier, w->w, key);
 		if (err == -EEXIST || err == -EMSGSIZE) {

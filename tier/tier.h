@@ -139,9 +139,10 @@ long tier_ns_list(struct tier *t, uint32_t *ids, size_t max);
  *   now: a published chunk or another writer of the same key gives -EEXIST.
  * key == NULL: a temporary, published later by tier_wr_publish(key).
  * size_hint: expected size (0 = unknown; the namespace's chunk_bytes or the
- *   size of its last published chunk is used).
- * Errors: -ENOENT (namespace), -EEXIST, -ENOSPC (no arena space even after
- * eviction), -EFBIG (size_hint > max_chunk).
+ *   size of its last published chunk is used). No L1 space is taken here:
+ *   the first write takes an extent of the expected size (while such
+ *   guesses of all writers stay within half of L1), later ones grow it.
+ * Errors: -ENOENT (namespace), -EEXIST, -EFBIG (size_hint > max_chunk).
  */
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t size_hint, struct tier_wr **out);

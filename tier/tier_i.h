@@ -105,6 +105,8 @@ struct tier_wr {
 	uint32_t depth;
 	uint64_t size;               /* (mu) bytes written so far */
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
+	uint64_t hint;               /* expected size: the first extent's,
+				      * once bytes arrive (wr_grow) */
 };
 
 /* What tier_get hands out: a pin on a record, plus where its bytes are. */

@@ -5,8 +5,10 @@
  * (default 600). Every SOAK_INTERVAL seconds (default 30) it prints the
  * interval's throughput, p50/p99 latency per operation, and the daemon's
  * RSS and open fds. Fails (exit 1) when any byte read was wrong, or the
- * daemon's RSS grew more than 5% over the second half of the run (its
- * largest RSS there against its RSS at the half-way mark).
+ * daemon's RSS grew more than 5% over the second half of the run: its
+ * largest RSS in the second half against its largest in the first (RSS is
+ * sampled every second; the L2 queues fill and drain, so single samples
+ * swing by tens of MB and only peaks compare).
  *
  * The daemon is $KVFS_MOUNT_BIN (`make soak` runs the plain build: ASan's
  * quarantine would be measured as growth).
@@ -87,7 +89,7 @@ int main(void)
 	static struct load_hist diff;
 	uint64_t prev_ops[LOP_N] = { 0 }, prev_w = 0, prev_r = 0;
 	struct kvfs_mnt m;
-	long rss_half = -1, rss_max2 = 0, rss;
+	long rss_half = -1, rss_max1 = 0, rss_max2 = 0, rss;
 	bool gone = false;
 	double t0, last, half;
 	int rc;
@@ -132,6 +134,8 @@ int main(void)
 		}
 		if (rss_half < 0 && t >= half)
 			rss_half = rss;
+		if (rss_half < 0 && rss > rss_max1)
+			rss_max1 = rss;
 		if (rss_half >= 0 && rss > rss_max2)
 			rss_max2 = rss;
 		if (t - last < (double)every && t - t0 < (double)secs)
@@ -172,11 +176,12 @@ int main(void)
 	for (int i = 0; i < LOP_N; i++)
 		printf(" %s=%llu", load_op_names[i],
 		       (unsigned long long)atomic_load(&l.errs[i]));
-	printf("\nkvfs_soak: daemon RSS at half-time %.1f MB, largest in the "
-	       "second half %.1f MB (%+.1f%%)\n", (double)rss_half / 1024,
+	printf("\nkvfs_soak: daemon RSS: largest in the first half %.1f MB, at "
+	       "half-time %.1f MB, largest in the second half %.1f MB (%+.1f%%)"
+	       "\n", (double)rss_max1 / 1024, (double)rss_half / 1024,
 	       (double)rss_max2 / 1024,
-	       rss_half > 0 ? 100.0 * (double)(rss_max2 - rss_half) /
-			      (double)rss_half : 0.0);
+	       rss_max1 > 0 ? 100.0 * (double)(rss_max2 - rss_max1) /
+			      (double)rss_max1 : 0.0);
 	if (gone) {
 		printf("kvfs_soak: FAILED: the daemon exited under load\n");
 		rc = 1;
@@ -185,7 +190,7 @@ int main(void)
 		printf("kvfs_soak: FAILED: wrong bytes were read\n");
 		rc = 1;
 	}
-	if (rss_half <= 0 || (double)rss_max2 > 1.05 * (double)rss_half) {
+	if (rss_max1 <= 0 || (double)rss_max2 > 1.05 * (double)rss_max1) {
 		printf("kvfs_soak: FAILED: RSS grew more than 5%% over the "
 		       "second half\n");
 		rc = 1;
