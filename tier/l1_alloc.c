@@ -14,8 +14,8 @@
  *
  * Mixed sizes (several namespaces, writers that grow) fragment the arena, so
  * a freed extent is coalesced at once with its free neighbours, found through
- * two small hash tables keyed by the page where a free extent starts and the
- * page where it ends. Allocated extents are not tracked here at all (the
+ * two small hash tables (struct htab) keyed by the page where a free extent
+ * starts and the page where it ends. Allocated extents are not tracked here at all (the
  * chunk record holds offset and length), so the allocator's memory is
  * proportional to the number of free extents, not to the arena or the number
  * of chunks. Freeing an aligned tail of an allocated extent is just a free of
@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash/htab.h"
 #include "tier/l1_alloc.h"
 
 #define L1_SHIFT 12 /* log2(L1_ALIGN) */
@@ -43,7 +44,7 @@ _Static_assert(L1_ALIGN == 1u << L1_SHIFT, "L1_SHIFT");
 struct l1_ext {
 	uint64_t off, len;           /* bytes, both multiples of L1_ALIGN */
 	struct l1_ext *prev, *next;  /* size-class list */
-	struct l1_ext *snext, *enext; /* start / end hash chains */
+	struct htab_node snode, enode; /* in by_start / by_end */
 	uint32_t cls;
 };
 
@@ -51,8 +52,8 @@ struct l1_alloc {
 	uint64_t size, used, nfree;
 	struct l1_ext *cls[L1_NCLASS];
 	uint64_t bits[L1_WORDS];       /* bit c set: cls[c] not empty */
-	struct l1_ext **by_start, **by_end;
-	uint64_t nbuckets;             /* power of two */
+	struct htab by_start, by_end;  /* free extents by first page /
+					* by the page after their end */
 };
 
 static uint32_t class_of(uint64_t pages)
@@ -64,12 +65,6 @@ static uint32_t class_of(uint64_t pages)
 	fl = 63 - (uint32_t)__builtin_clzll(pages); /* >= 6 */
 	return L1_EXACT + (fl - 6) * L1_SL +
 	       (uint32_t)((pages >> (fl - L1_SL_BITS)) & (L1_SL - 1));
-}
-
-static uint64_t hash_page(uint64_t page, uint64_t nbuckets)
-{
-	page *= 0x9E3779B97F4A7C15ull;
-	return (page >> 32) & (nbuckets - 1);
 }
 
 static void class_link(struct l1_alloc *a, struct l1_ext *e)
@@ -97,86 +92,53 @@ static void class_unlink(struct l1_alloc *a, struct l1_ext *e)
 		a->bits[e->cls / 64] &= ~(1ull << (e->cls % 64));
 }
 
+/* The two tables' hashes of a page number (the keys are offsets the
+ * allocator chose, but one table serves every in-memory map of kvfs). */
+#define SALT_START 1
+#define SALT_END 2
+
 static void hash_link(struct l1_alloc *a, struct l1_ext *e)
 {
-	uint64_t hs = hash_page(e->off >> L1_SHIFT, a->nbuckets);
-	uint64_t he = hash_page((e->off + e->len) >> L1_SHIFT, a->nbuckets);
-
-	e->snext = a->by_start[hs];
-	a->by_start[hs] = e;
-	e->enext = a->by_end[he];
-	a->by_end[he] = e;
+	/* cannot fail: l1_alloc_create gave both tables buckets (a failed
+	 * doubling keeps them: longer chains) */
+	(void)htab_add(&a->by_start, &e->snode,
+		       htab_hash_u64(SALT_START, e->off >> L1_SHIFT));
+	(void)htab_add(&a->by_end, &e->enode,
+		       htab_hash_u64(SALT_END, (e->off + e->len) >> L1_SHIFT));
 }
 
 static void hash_unlink(struct l1_alloc *a, struct l1_ext *e)
 {
-	struct l1_ext **pp;
-
-	pp = &a->by_start[hash_page(e->off >> L1_SHIFT, a->nbuckets)];
-	while (*pp != e)
-		pp = &(*pp)->snext;
-	*pp = e->snext;
-	pp = &a->by_end[hash_page((e->off + e->len) >> L1_SHIFT, a->nbuckets)];
-	while (*pp != e)
-		pp = &(*pp)->enext;
-	*pp = e->enext;
+	htab_del(&a->by_start, &e->snode);
+	htab_del(&a->by_end, &e->enode);
 }
 
 static struct l1_ext *find_start(struct l1_alloc *a, uint64_t off)
 {
-	struct l1_ext *e = a->by_start[hash_page(off >> L1_SHIFT, a->nbuckets)];
+	struct htab_node *n;
 
-	while (e && e->off != off)
-		e = e->snext;
-	return e;
+	htab_for_each_hash(&a->by_start,
+			   htab_hash_u64(SALT_START, off >> L1_SHIFT), n) {
+		struct l1_ext *e = container_of(n, struct l1_ext, snode);
+
+		if (e->off == off)
+			return e;
+	}
+	return NULL;
 }
 
 static struct l1_ext *find_end(struct l1_alloc *a, uint64_t end)
 {
-	struct l1_ext *e = a->by_end[hash_page(end >> L1_SHIFT, a->nbuckets)];
+	struct htab_node *n;
 
-	while (e && e->off + e->len != end)
-		e = e->enext;
-	return e;
-}
+	htab_for_each_hash(&a->by_end,
+			   htab_hash_u64(SALT_END, end >> L1_SHIFT), n) {
+		struct l1_ext *e = container_of(n, struct l1_ext, enode);
 
-/* Doubles the hash tables when free extents outnumber buckets; on ENOMEM
- * the old tables stay (just longer chains). */
-static void maybe_grow(struct l1_alloc *a)
-{
-	uint64_t n = a->nbuckets * 2, i;
-	struct l1_ext **s, **e, *x, *next;
-	struct l1_ext **os = a->by_start, **oe = a->by_end;
-	uint64_t on = a->nbuckets;
-
-	if (a->nfree <= a->nbuckets)
-		return;
-	s = calloc(n, sizeof(*s));
-	e = calloc(n, sizeof(*e));
-	if (!s || !e) {
-		free(s);
-		free(e);
-		return;
+		if (e->off + e->len == end)
+			return e;
 	}
-	a->by_start = s;
-	a->by_end = e;
-	a->nbuckets = n;
-	for (i = 0; i < on; i++) {
-		for (x = os[i]; x; x = next) {
-			next = x->snext;
-			x->snext = s[hash_page(x->off >> L1_SHIFT, n)];
-			s[hash_page(x->off >> L1_SHIFT, n)] = x;
-		}
-		for (x = oe[i]; x; x = next) {
-			uint64_t h = hash_page((x->off + x->len) >> L1_SHIFT, n);
-
-			next = x->enext;
-			x->enext = e[h];
-			e[h] = x;
-		}
-	}
-	free(os);
-	free(oe);
+	return NULL;
 }
 
 int l1_alloc_create(uint64_t size, struct l1_alloc **out)
@@ -190,14 +152,11 @@ int l1_alloc_create(uint64_t size, struct l1_alloc **out)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
-	a->nbuckets = 64;
-	a->by_start = calloc(a->nbuckets, sizeof(*a->by_start));
-	a->by_end = calloc(a->nbuckets, sizeof(*a->by_end));
 	e = calloc(1, sizeof(*e));
-	if (!a->by_start || !a->by_end || !e) {
+	if (htab_init(&a->by_start, 0) || htab_init(&a->by_end, 0) || !e) {
 		free(e);
-		free(a->by_start);
-		free(a->by_end);
+		htab_free(&a->by_start);
+		htab_free(&a->by_end);
 		free(a);
 		return -ENOMEM;
 	}
@@ -222,8 +181,8 @@ void l1_alloc_destroy(struct l1_alloc *a)
 			next = e->next;
 			free(e);
 		}
-	free(a->by_start);
-	free(a->by_end);
+	htab_free(&a->by_start);
+	htab_free(&a->by_end);
 	free(a);
 }
 
@@ -323,7 +282,6 @@ void l1_alloc_put(struct l1_alloc *a, uint64_t off, uint64_t len)
 	a->used -= len;
 	class_link(a, e);
 	hash_link(a, e);
-	maybe_grow(a);
 }
 
 uint64_t l1_alloc_used(const struct l1_alloc *a)
@@ -349,6 +307,7 @@ uint64_t l1_alloc_largest(const struct l1_alloc *a)
 
 size_t l1_alloc_meta_bytes(const struct l1_alloc *a)
 {
-	return sizeof(*a) + 2 * a->nbuckets * sizeof(struct l1_ext *) +
+	return sizeof(*a) +
+	       (a->by_start.nb + a->by_end.nb) * sizeof(struct htab_node *) +
 	       a->nfree * sizeof(struct l1_ext);
 }

@@ -6,8 +6,8 @@
  * random salt for header checksums, so bytes inside a payload can never
  * pass for a record header), and segment files seg-<16 hex>.kvl2, numbered
  * in creation order. A segment is a sequence of records, each starting on a
- * 4096-byte boundary: a struct l2_rec_hdr, the payload (stored_len bytes),
- * zero padding to the next 4096 bytes. Segments are appended only, and
+ * 4096-byte boundary: a record of record.h (a struct kvrec_hdr, then the
+ * payload, stored_len bytes), zero padding to the next 4096 bytes. Segments are appended only, and
  * reclaimed (deleted) whole, oldest first.
  *
  * Who owns what: l2 knows where records are and which of them are live; the
@@ -34,37 +34,17 @@
 #include <stdint.h>
 
 #include "kvfs.h"
+#include "tier/record.h"
 
 #define L2_ALIGN 4096u
-#define L2_MAGIC 0x324c564bu /* "KVL2" little-endian */
-#define L2_FORMAT_VERSION 1
+#define L2_MAGIC KVREC_MAGIC
+#define L2_FORMAT_VERSION KVREC_VERSION
 #define L2_SEG_SIZE_DEFAULT (64ull << 20)
 #define L2_READ_TIMEOUT_MS_DEFAULT 5000
 
-/*
- * The on-disk record header (little-endian hosts only, as kvfs is).
- * hdr_sum is XXH3-64 of the bytes before it, seeded with the directory's
- * salt; stored_sum and raw_sum are XXH3-64 (seed 0) of the payload and of
- * the decoded bytes (raw_sum is also the chunk's user.kvfs.checksum).
- */
-struct l2_rec_hdr {
-	uint32_t magic;      /* L2_MAGIC */
-	uint16_t version;    /* L2_FORMAT_VERSION */
-	uint8_t codec;       /* enum codec_id */
-	uint8_t shuffle;     /* 0, 2 or 4 (0 when codec is none) */
-	uint32_t hdr_len;    /* sizeof(struct l2_rec_hdr) */
-	uint32_t flags;      /* 0; reserved */
-	uint64_t seq;        /* record number; the newest copy of a key wins */
-	uint64_t raw_len;    /* chunk bytes */
-	uint64_t stored_len; /* payload bytes */
-	uint64_t raw_sum;
-	uint64_t stored_sum;
-	uint8_t key[16];     /* struct kvfs_key */
-	char ns[KVFS_NS_NAME_MAX + 1]; /* NUL-terminated, zero-padded */
-	uint8_t reserved[48];
-	uint64_t hdr_sum;
-};
-_Static_assert(sizeof(struct l2_rec_hdr) == 256, "l2 record header is 256 bytes");
+/* The record format (header, checksums) is record.h's; the L2 names of
+ * it, kept for the code and tests that read segment files: */
+#define l2_rec_hdr kvrec_hdr
 
 /* Where a record lives. Compare all three fields for remove-if-match. */
 struct l2_loc {

@@ -1,6 +1,32 @@
 /*
- * l2_i.h - internals shared by l2.c (open, recovery, records, reads),
- * l2_io.c (the I/O thread) and l2_reclaim.c (the reclaim thread).
+ * l2_i.h - internals of the L2 log (l2.h), shared by its files:
+ *   l2.c          open/close, stats, logging, buffer and workspace pools
+ *   l2_seg.c      the segment table, segment entries, space accounting
+ *   record.h/.c   the record format: header, checksums, verification
+ *   l2_rec.c      building a record and appending it
+ *   l2_io.c       the I/O thread (io_uring: places appends, completes
+ *                 reads, writes and punches)
+ *   l2_read.c     synchronous bounded reads
+ *   l2_decode.c   decoding a payload (parallel zstd frames)
+ *   l2_free.c     freeing records (punches) and waiting for them
+ *   l2_recover.c  the recovery scan at open
+ *   l2_reclaim.c  the reclaim thread (moves live records out of the
+ *                 oldest segment, deletes it)
+ *
+ * Locks, in the order they are taken (never the other way):
+ *
+ *   (the engine's tier.lock) -> l2.lock
+ *   l2.mt_lock: a leaf, never held together with l2.lock
+ *
+ *   l2.lock     every field marked l2.lock: segments and their entries,
+ *               space, interned names, the request queues, pools, stats;
+ *               read requests wait on their cond with it. A leaf for the
+ *               engine: l2 never calls out (callbacks, logging) while
+ *               holding it.
+ *   l2.mt_lock  the decode jobs (fields marked mt_lock); nothing is taken
+ *               under it.
+ *   (imm)       set in l2_open before any thread starts, then only read.
+ *   (io)        the I/O thread's own, no lock.
  */
 #ifndef KVFS_L2_I_H
 #define KVFS_L2_I_H
@@ -9,6 +35,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <liburing.h>
 
@@ -22,6 +49,7 @@ enum l2_ent_state {
 };
 
 /* One record of a segment; segments keep them sorted by blk. */
+/* Every field: l2.lock. */
 struct l2_ent {
 	struct kvfs_key key;
 	uint64_t seq, raw_len, stored_len, raw_sum;
@@ -38,19 +66,20 @@ enum l2_seg_state {
 };
 
 struct l2_seg {
-	uint32_t id;
-	int fd;
+	uint32_t id;       /* (imm) once created */
+	int fd;            /* (imm) once created; closed at the last ref */
 	int refs;          /* l2.lock: 1 for the table + each request using fd */
 	int state;         /* l2.lock: enum l2_seg_state */
 	uint64_t tail;     /* l2.lock: bytes placed so far */
 	uint64_t pending;  /* l2.lock: writes in flight into it */
 	struct l2_ent *ents; /* l2.lock: sorted by blk */
-	size_t nents, cap;
+	size_t nents, cap; /* l2.lock */
 };
 
-/* A built record: one aligned buffer, header + payload + padding. */
+/* A built record: one aligned buffer, header + payload + padding. Owned
+ * by its caller until appended, then by the I/O thread until done. */
 struct l2_rec {
-	struct l2_rec_hdr *hdr; /* the buffer (4096-aligned) */
+	struct kvrec_hdr *hdr; /* the buffer (4096-aligned) */
 	size_t cap;             /* its allocated bytes */
 	uint32_t nblk;          /* bytes to write / L2_ALIGN */
 	struct l2_loc loc;      /* set when written */
@@ -62,6 +91,8 @@ enum l2_req_op {
 	REQ_PUNCH,
 };
 
+/* A request for the I/O thread. Owned by the thread that made it until
+ * queued (l2.lock), then by the I/O thread, except where marked. */
 struct l2_req {
 	struct l2_req *next;
 	int op;
@@ -97,7 +128,7 @@ struct l2_ws_item {
 /* One chunk being decoded by several threads, a frame at a time. */
 struct l2_mt {
 	struct l2_mt *next;
-	const uint8_t *src;
+	const uint8_t *src; /* src/out/f/n: set before queueing, then read */
 	uint8_t *out;
 	const struct codec_frame *f;
 	size_t n;          /* frames */
@@ -109,15 +140,16 @@ struct l2_mt {
 #define L2_MT_MAX 3
 
 struct l2 {
-	struct l2_config cfg;
-	char *dir;
-	int dir_fd;
-	int lock_fd;
-	uint64_t salt;      /* seed of header checksums (l2.id) */
-	uint64_t seg_size;  /* the largest record (and segment) */
-	uint32_t max_segs;  /* size / seg_size (sizes the fd limit) */
-	bool direct;        /* O_DIRECT works here (set once at open) */
-	bool direct_logged;
+	struct l2_config cfg; /* (imm) */
+	char *dir;          /* (imm) */
+	int dir_fd;         /* (imm) */
+	int lock_fd;        /* (imm) flock'ed l2_dir/LOCK */
+	uint64_t salt;      /* (imm) seed of header checksums (l2.id) */
+	uint64_t seg_size;  /* (imm) the largest record (and segment) */
+	uint32_t max_segs;  /* (imm) size / seg_size (sizes the fd limit) */
+	bool direct;        /* l2.lock (or open): O_DIRECT works here;
+			     * cleared once, when a segment open is refused */
+	bool direct_logged; /* l2.lock */
 
 	pthread_mutex_t lock; /* protects everything marked l2.lock */
 
@@ -145,7 +177,7 @@ struct l2 {
 	char **ns_names;
 	size_t nns, ns_cap;
 
-	_Atomic uint64_t next_seq;
+	_Atomic uint64_t next_seq; /* atomic: record numbers */
 
 	/* requests for the I/O thread: l2.lock */
 	struct l2_req *sub_head, *sub_tail;
@@ -164,26 +196,26 @@ struct l2 {
 	pthread_cond_t move_cond;   /* moves of the current reclaim done */
 	uint64_t moves_pending;
 
-	struct io_uring ring; /* the I/O thread's */
-	int efd;              /* eventfd: wakes the I/O thread */
-	uint64_t efd_val;
-	pthread_t io_thread, rc_thread;
-	bool io_started, rc_started;
+	struct io_uring ring; /* (io) */
+	int efd;              /* (imm) eventfd: wakes the I/O thread */
+	uint64_t efd_val;     /* (io) */
+	pthread_t io_thread, rc_thread; /* open/close only */
+	bool io_started, rc_started;    /* open/close only */
 
 	/* pools: l2.lock */
 	struct l2_buf *bufs;
 	size_t nbufs;
 	struct l2_ws_item *wss;
 	void *zero;           /* L2_ALIGN zero bytes (punch fallback) */
-	bool punch_ok;        /* I/O thread only */
+	bool punch_ok;        /* (io) */
 
 	/* decode helpers (mt_*: l2.mt_lock, a leaf) */
 	pthread_mutex_t mt_lock;
-	pthread_cond_t mt_cv, mt_done;
-	struct l2_mt *mt_head;
-	bool mt_stop;
-	int mt_n;
-	pthread_t mt_th[L2_MT_MAX];
+	pthread_cond_t mt_cv, mt_done; /* with mt_lock */
+	struct l2_mt *mt_head;         /* mt_lock: jobs with frames left */
+	bool mt_stop;                  /* mt_lock */
+	int mt_n;                      /* (imm) decode threads running */
+	pthread_t mt_th[L2_MT_MAX];    /* open/close only */
 
 	/* stats: l2.lock */
 	struct l2_stats st;
@@ -191,12 +223,47 @@ struct l2 {
 	uint64_t errs_since_log;
 };
 
-/* l2.c */
+static inline uint64_t l2_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t l2_align_up(uint64_t v)
+{
+	return (v + L2_ALIGN - 1) & ~(uint64_t)(L2_ALIGN - 1);
+}
+
+/* ------------------------------------------- l2.c: helpers, open/close */
 void l2_logf(struct l2 *l2, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void l2_log_err(struct l2 *l2, int err, const char *what, uint32_t seg);
 void *l2_buf_get(struct l2 *l2, size_t len, size_t *cap);
 void l2_buf_put(struct l2 *l2, void *p, size_t cap);
+/* A pooled codec workspace (NULL when out of memory); l2.lock taken. */
+struct codec_ws *l2_ws_get(struct l2 *l2);
+void l2_ws_put(struct l2 *l2, struct codec_ws *ws);
+/* A condition variable timed against CLOCK_MONOTONIC (see l2_deadline). */
+void l2_cond_init_monotonic(pthread_cond_t *c);
+/* *dl = now + ms on CLOCK_MONOTONIC. */
+void l2_deadline(struct timespec *dl, int ms);
+
+/* ------------------------------------------- l2_seg.c: segments, space */
+/* seg-<16 hex>.kvl2 of segment id. */
+void l2_seg_name(char *buf, size_t len, uint32_t id);
+int l2_seg_open_fd(struct l2 *l2, uint32_t id, int flags);
+/* Adds seg to the sorted table (l2.lock held or before threads run). */
+int l2_seg_insert(struct l2 *l2, struct l2_seg *seg);
+/* Appends an entry for header h at blk to seg (callers keep blk order;
+ * l2.lock held). NULL when out of memory. */
+struct l2_ent *l2_ent_add(struct l2 *l2, struct l2_seg *seg,
+			  const struct kvrec_hdr *h, uint32_t blk,
+			  uint32_t nblk);
+/* The same for a built record (the I/O thread placing a write). */
+struct l2_ent *l2_ent_add_rec(struct l2 *l2, struct l2_seg *seg,
+			      const struct l2_rec *rec, uint32_t blk);
 struct l2_seg *l2_seg_find(struct l2 *l2, uint32_t id);
 struct l2_ent *l2_ent_find(struct l2_seg *seg, uint32_t blk);
 void l2_ent_kill(struct l2 *l2, struct l2_ent *e);
@@ -207,10 +274,26 @@ void l2_set_space(struct l2 *l2, uint64_t cap, uint64_t est);
 uint64_t l2_room(const struct l2 *l2);
 uint64_t l2_disk_full(struct l2 *l2);
 void l2_log_disk_full(struct l2 *l2, uint64_t cap, int err);
-int l2_hdr_check(const struct l2 *l2, const struct l2_rec_hdr *h);
-uint64_t l2_sum(const void *p, size_t len, uint64_t seed);
 void l2_info_from_ent(const struct l2 *l2, const struct l2_seg *seg,
 		      const struct l2_ent *e, struct l2_rec_info *info);
+
+/* ------------------------------------------- l2_decode.c */
+void l2_mt_start(struct l2 *l2);
+void l2_mt_stop(struct l2 *l2);
+/* Decodes the payload following the checked header h into len bytes at
+ * dst and checks raw_sum: 0, -EBADMSG or -ENOMEM. */
+int l2_decode(struct l2 *l2, const struct kvrec_hdr *h, void *dst,
+	      size_t len);
+
+/* ------------------------------------------- l2_recover.c */
+/* The recovery scan of l2_open (before the threads start). */
+int l2_recover(struct l2 *l2, char *err, size_t errlen);
+
+/* record.h's header check with this store's salt and size limit. */
+static inline int l2_hdr_check(const struct l2 *l2, const struct kvrec_hdr *h)
+{
+	return kvrec_hdr_check(h, l2->salt, l2->seg_size);
+}
 
 /* l2_io.c */
 int l2_io_start(struct l2 *l2);

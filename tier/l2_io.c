@@ -23,9 +23,6 @@
 #define L2_MAX_INFLIGHT 128
 #define L2_NOSPC_TRIES 3 /* placements of an append that hit a full disk */
 
-struct l2_ent *l2_ent_add_rec(struct l2 *l2, struct l2_seg *seg,
-			      const struct l2_rec *rec, uint32_t blk);
-
 struct io_state {
 	struct l2_req *wait_head, *wait_tail; /* appends not placed yet */
 	struct l2_req *move_head, *move_tail; /* reclaim moves not placed */

@@ -71,7 +71,7 @@ static int read_back(struct l2 *l2, struct l2_seg *seg,
 {
 	size_t len = (size_t)info->loc.nblk * L2_ALIGN, got = 0;
 	struct l2_rec *rec = calloc(1, sizeof(*rec));
-	struct l2_rec_hdr *h;
+	struct kvrec_hdr *h;
 
 	if (!rec)
 		return -ENOMEM;
@@ -99,7 +99,7 @@ static int read_back(struct l2 *l2, struct l2_seg *seg,
 	if (l2_hdr_check(l2, h) || h->seq != info->seq ||
 	    memcmp(h->key, info->key.b, sizeof(h->key)) ||
 	    l2_record_bytes(h->stored_len) != len ||
-	    l2_sum((uint8_t *)h + sizeof(*h), h->stored_len, 0) != h->stored_sum) {
+	    kvrec_payload_check(h, (uint8_t *)h + sizeof(*h))) {
 		l2_rec_free(l2, rec);
 		return -EBADMSG;
 	}

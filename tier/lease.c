@@ -1,8 +1,9 @@
 /*
  * lease.c - the lease table (see lease.h).
  *
- * Leases live in two hash tables (by id, for UNPIN; by owner, because every
- * close of every file of the mount asks "does this fd own leases?") and,
+ * Leases live in two hash tables (struct htab: by id, for UNPIN; by owner,
+ * because every close of every file of the mount asks "does this fd own
+ * leases?") and,
  * when they can expire, on one list sorted by deadline. Most leases use the
  * mount's default lease_ms, so a new lease almost always goes at the tail
  * and insertion is O(1) in practice; the expiry thread only looks at the
@@ -16,23 +17,24 @@
 #include <string.h>
 #include <time.h>
 
+#include "hash/htab.h"
 #include "tier/lease.h"
 #include "tier/tier.h"
 
-#define LEASE_BUCKETS 4096u /* power of two */
-#define LEASE_UID_BUCKETS 64u /* power of two */
+/* Salts of the three tables' hashes (htab_hash_u64). */
+enum { SALT_ID = 1, SALT_OWNER, SALT_UID };
 
 /* How many leases one non-root uid holds (LEASE_MAX_PER_UID). */
 struct lease_uid {
-	struct lease_uid *next;
+	struct htab_node node;    /* in lt->by_uid */
 	uid_t uid;
 	uint32_t n;
 };
 #define LEASE_DEFAULT_MS 30000u
 
 struct lease {
-	struct lease *id_next;    /* chain in lt->by_id */
-	struct lease *own_next;   /* chain in lt->by_owner */
+	struct htab_node id_node; /* in lt->by_id */
+	struct htab_node own_node; /* in lt->by_owner */
 	struct lease *prev, *next; /* lt->expiry list (deadline != 0) */
 	struct lease *gone_next;  /* private list of leases being released */
 	uint64_t id;
@@ -55,10 +57,10 @@ struct lease_table {
 	pthread_mutex_t lock;     /* protects every field below */
 	bool stop;
 	uint64_t next_id;
-	struct lease *by_id[LEASE_BUCKETS];
-	struct lease *by_owner[LEASE_BUCKETS];
+	struct htab by_id;        /* struct lease by id_node */
+	struct htab by_owner;     /* struct lease by own_node */
 	struct lease *head, *tail; /* expiry list, ascending deadline */
-	struct lease_uid *by_uid[LEASE_UID_BUCKETS]; /* non-root users */
+	struct htab by_uid;       /* struct lease_uid: non-root users */
 	uint64_t nonroot;         /* leases held by non-root users */
 	struct lease_stats st;
 };
@@ -71,29 +73,24 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static unsigned bucket(uint64_t v)
+static struct lease_uid *uid_find(struct lease_table *lt, uid_t uid)
 {
-	v ^= v >> 33;
-	v *= 0xff51afd7ed558ccdull;
-	v ^= v >> 33;
-	return (unsigned)(v & (LEASE_BUCKETS - 1));
-}
+	struct htab_node *e;
 
-static struct lease_uid **uid_slot(struct lease_table *lt, uid_t uid)
-{
-	struct lease_uid **pp = &lt->by_uid[bucket(uid) &
-					     (LEASE_UID_BUCKETS - 1)];
+	htab_for_each_hash(&lt->by_uid, htab_hash_u64(SALT_UID, uid), e) {
+		struct lease_uid *u = container_of(e, struct lease_uid, node);
 
-	while (*pp && (*pp)->uid != uid)
-		pp = &(*pp)->next;
-	return pp;
+		if (u->uid == uid)
+			return u;
+	}
+	return NULL;
 }
 
 /* Room for one more lease of uid? Counts it if so. Caller holds lt->lock;
  * unlink_lease gives the count back. */
 static int admit(struct lease_table *lt, uid_t uid)
 {
-	struct lease_uid **pp, *u;
+	struct lease_uid *u;
 
 	if (lt->st.active >= LEASE_MAX)
 		return -ENOSPC;
@@ -101,8 +98,7 @@ static int admit(struct lease_table *lt, uid_t uid)
 		return 0;
 	if (lt->nonroot >= LEASE_MAX_NONROOT)
 		return -ENOSPC;
-	pp = uid_slot(lt, uid);
-	u = *pp;
+	u = uid_find(lt, uid);
 	if (u && u->n >= LEASE_MAX_PER_UID)
 		return -ENOSPC;
 	if (!u) {
@@ -110,7 +106,9 @@ static int admit(struct lease_table *lt, uid_t uid)
 		if (!u)
 			return -ENOMEM;
 		u->uid = uid;
-		*pp = u;
+		/* cannot fail: lease_table_create gave it buckets */
+		(void)htab_add(&lt->by_uid, &u->node,
+			       htab_hash_u64(SALT_UID, uid));
 	}
 	u->n++;
 	lt->nonroot++;
@@ -119,17 +117,16 @@ static int admit(struct lease_table *lt, uid_t uid)
 
 static void unadmit(struct lease_table *lt, uid_t uid)
 {
-	struct lease_uid **pp, *u;
+	struct lease_uid *u;
 
 	if (uid == 0)
 		return;
-	pp = uid_slot(lt, uid);
-	u = *pp;
+	u = uid_find(lt, uid);
 	if (!u)
 		return;
 	lt->nonroot--;
 	if (!--u->n) {
-		*pp = u->next;
+		htab_del(&lt->by_uid, &u->node);
 		free(u);
 	}
 }
@@ -139,18 +136,8 @@ static void unadmit(struct lease_table *lt, uid_t uid)
 static void unlink_lease(struct lease_table *lt, struct lease *l,
 			 uint64_t *counter)
 {
-	struct lease **pp;
-
-	for (pp = &lt->by_id[bucket(l->id)]; *pp; pp = &(*pp)->id_next)
-		if (*pp == l) {
-			*pp = l->id_next;
-			break;
-		}
-	for (pp = &lt->by_owner[bucket(l->owner)]; *pp; pp = &(*pp)->own_next)
-		if (*pp == l) {
-			*pp = l->own_next;
-			break;
-		}
+	htab_del(&lt->by_id, &l->id_node);
+	htab_del(&lt->by_owner, &l->own_node);
 	if (l->deadline_ns) {
 		if (l->prev)
 			l->prev->next = l->next;
@@ -249,6 +236,11 @@ int lease_table_create(struct tier *t, uint32_t default_ms,
 	lt->tier = t;
 	lt->default_ms = default_ms ? default_ms : LEASE_DEFAULT_MS;
 	lt->next_id = 1;
+	if (htab_init(&lt->by_id, 0) || htab_init(&lt->by_owner, 0) ||
+	    htab_init(&lt->by_uid, 0)) {
+		rc = -ENOMEM;
+		goto err_tables;
+	}
 	pthread_mutex_init(&lt->lock, NULL);
 	pthread_condattr_init(&ca);
 	/* Deadlines are monotonic: a clock step must not expire leases. */
@@ -259,16 +251,25 @@ int lease_table_create(struct tier *t, uint32_t default_ms,
 	if (rc) {
 		pthread_cond_destroy(&lt->cond);
 		pthread_mutex_destroy(&lt->lock);
-		free(lt);
-		return -rc;
+		rc = -rc;
+		goto err_tables;
 	}
 	*out = lt;
 	return 0;
+
+err_tables:
+	htab_free(&lt->by_id);
+	htab_free(&lt->by_owner);
+	htab_free(&lt->by_uid);
+	free(lt);
+	return rc;
 }
 
 void lease_table_destroy(struct lease_table *lt)
 {
 	struct lease *gone = NULL;
+	struct htab_node *e, *nx;
+	uint64_t b;
 
 	if (!lt)
 		return;
@@ -278,32 +279,30 @@ void lease_table_destroy(struct lease_table *lt)
 	pthread_mutex_unlock(&lt->lock);
 	pthread_join(lt->thread, NULL);
 
-	for (unsigned b = 0; b < LEASE_BUCKETS; b++)
-		while (lt->by_id[b]) {
-			struct lease *l = lt->by_id[b];
+	htab_for_each_safe(&lt->by_id, b, e, nx) {
+		struct lease *l = container_of(e, struct lease, id_node);
 
-			unlink_lease(lt, l, &lt->st.closed);
-			l->gone_next = gone;
-			gone = l;
-		}
+		unlink_lease(lt, l, &lt->st.closed);
+		l->gone_next = gone;
+		gone = l;
+	}
 	release_list(lt, gone);
 	pthread_cond_destroy(&lt->cond);
 	pthread_mutex_destroy(&lt->lock);
+	htab_free(&lt->by_id);
+	htab_free(&lt->by_owner);
+	htab_free(&lt->by_uid); /* empty: unlink_lease gave every count back */
 	free(lt);
 }
 
 /* Links a filled lease into the table. Caller holds lt->lock. */
 static void link_lease(struct lease_table *lt, struct lease *l)
 {
-	unsigned b;
-
 	l->id = lt->next_id++;
-	b = bucket(l->id);
-	l->id_next = lt->by_id[b];
-	lt->by_id[b] = l;
-	b = bucket(l->owner);
-	l->own_next = lt->by_owner[b];
-	lt->by_owner[b] = l;
+	/* cannot fail: lease_table_create gave both tables buckets */
+	(void)htab_add(&lt->by_id, &l->id_node, htab_hash_u64(SALT_ID, l->id));
+	(void)htab_add(&lt->by_owner, &l->own_node,
+		       htab_hash_u64(SALT_OWNER, l->owner));
 	if (l->deadline_ns) {
 		struct lease *p = lt->tail;
 
@@ -370,9 +369,14 @@ int lease_add(struct lease_table *lt, uint64_t owner, uid_t uid, uint32_t ms,
 
 static struct lease *find_owner_handle(struct lease_table *lt, uint64_t owner)
 {
-	for (struct lease *l = lt->by_owner[bucket(owner)]; l; l = l->own_next)
+	struct htab_node *e;
+
+	htab_for_each_hash(&lt->by_owner, htab_hash_u64(SALT_OWNER, owner), e) {
+		struct lease *l = container_of(e, struct lease, own_node);
+
 		if (l->owner == owner && l->is_handle)
 			return l;
+	}
 	return NULL;
 }
 
@@ -416,12 +420,16 @@ int lease_add_handle(struct lease_table *lt, uint64_t owner, uid_t uid,
 int lease_release(struct lease_table *lt, uint64_t id, uint64_t owner,
 		  uid_t uid, int handle)
 {
-	struct lease *l;
+	struct lease *l = NULL;
+	struct htab_node *e;
 
 	pthread_mutex_lock(&lt->lock);
-	for (l = lt->by_id[bucket(id)]; l; l = l->id_next)
-		if (l->id == id)
+	htab_for_each_hash(&lt->by_id, htab_hash_u64(SALT_ID, id), e) {
+		if (container_of(e, struct lease, id_node)->id == id) {
+			l = container_of(e, struct lease, id_node);
 			break;
+		}
+	}
 	if (!l || l->is_handle != !!handle ||
 	    (l->is_handle && l->owner != owner)) {
 		pthread_mutex_unlock(&lt->lock);
@@ -448,7 +456,9 @@ int lease_release(struct lease_table *lt, uint64_t id, uint64_t owner,
 
 long lease_release_owner(struct lease_table *lt, uint64_t owner)
 {
-	struct lease *gone = NULL, *l, *next;
+	uint64_t h = htab_hash_u64(SALT_OWNER, owner);
+	struct lease *gone = NULL, *l;
+	struct htab_node *e, *nx;
 	long n = 0;
 
 	pthread_mutex_lock(&lt->lock);
@@ -456,9 +466,10 @@ long lease_release_owner(struct lease_table *lt, uint64_t owner)
 		pthread_mutex_unlock(&lt->lock);
 		return 0;
 	}
-	for (l = lt->by_owner[bucket(owner)]; l; l = next) {
-		next = l->own_next;
-		if (l->owner != owner)
+	for (e = htab_first(&lt->by_owner, h); e; e = nx) {
+		nx = e->next;
+		l = container_of(e, struct lease, own_node);
+		if (e->h != h || l->owner != owner)
 			continue;
 		unlink_lease(lt, l, &lt->st.closed);
 		l->gone_next = gone;

@@ -15,15 +15,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hash/htab.h"
+
 /*
  * Per-chunk state a policy sees. The engine fills atime, depth, nchildren,
  * refs and hkey and keeps them current; prev/next/q/freq belong to the
- * policy.
+ * policy. node is the engine's: its link in the chunk index (a struct
+ * htab), whose hash node.h is hkey itself (one 64-bit field, two names),
+ * so a chunk record pays for the index link and the hash once.
  */
 struct policy_item {
 	struct policy_item *prev, *next; /* policy-owned list links */
 	uint64_t atime;     /* logical clock of the last access (engine) */
-	uint64_t hkey;      /* 64-bit hash of (namespace, key), for ghosts */
+	union {
+		struct htab_node node; /* engine: index link; node.h == hkey */
+		struct {
+			struct htab_node *node_next_; /* == node.next */
+			uint64_t hkey; /* 64-bit hash of (namespace, key),
+					* for ghosts */
+		};
+	};
 	uint32_t depth;     /* position in its prefix chain, 0 = unknown */
 	uint32_t nchildren; /* children currently cached in L1 (engine) */
 	uint32_t refs;      /* pins; an item with refs > 0 is never a victim */
@@ -31,6 +42,9 @@ struct policy_item {
 	uint8_t freq;       /* policy-owned: access counter */
 	uint16_t pflags;    /* policy-owned */
 };
+
+_Static_assert(offsetof(struct policy_item, hkey) ==
+	       offsetof(struct policy_item, node.h), "hkey is node.h");
 
 struct policy; /* a policy instance; opaque to the engine */
 

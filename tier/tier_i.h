@@ -1,25 +1,64 @@
 /*
- * tier_i.h - private to tier/: the engine's structures. fs/ and tests use
- * tier.h only.
+ * tier_i.h - private to tier/: the engine's structures, its lock order and
+ * who owns what. fs/ and tests use tier.h only.
  *
- * Locking: every field of struct tier, struct tier_ns and struct tier_rec is
- * protected by tier.lock unless its comment says otherwise. The bytes of a
- * chunk in the arena are not: they are written only by the writer that owns
- * the extent (serialized by tier_wr.mu) and are immutable once published;
- * readers copy them without tier.lock while they hold a pin (refs > 0), and
- * an extent is freed only when refs drops to 0.
+ * Where things are (one concern per file):
+ *   tier.c         life cycle (config, create/destroy), tier.lock, logging,
+ *                  the on_gone calls queued under the lock
+ *   tier_arena.c   bytes in the L1 arena (write/read/zero/move/checksum,
+ *                  export for zero-copy maps)
+ *   tier_index.c   the chunk index (struct htab) and parent/orphan counts
+ *   tier_ns.c      namespaces, and the snapshot readdir lists
+ *   tier_wr.c      writers: a chunk being written, then published
+ *   tier_read.c    pins, and reads/changes of one chunk (stat, checksum,
+ *                  get/put, unlink, user pin, parent)
+ *   tier_lookup.c  batched lookup of prefix chains, key pins
+ *   tier_evict.c   victim choice (through the policy) and eviction driving
+ *   tier_stats.c   counters and memory use
+ *   tier_l2*.c     the engine's side of L2 (tier_l2_i.h): hooks, recovery
+ *                  into the index, demotion (tier_l2_demote.c), promotion
+ *                  and prefetch (tier_l2_promote.c); the L2 log: l2_i.h
+ *   l1_alloc.c     extents of the arena; policy_*.c victim order;
+ *                  lease.c leases; codec.c compression; record.h/.c the
+ *                  on-disk record format
  *
- * Lock order: tier_wr.mu -> tier.lock -> (L2 locks). tier.lock is never held
- * while waiting for a tier_wr.mu.
+ * Locks, in the order they are taken (never the other way):
+ *
+ *   tier_wr.mu -> tier.lock -> l2.lock      (l2.mt_lock: a leaf)
+ *
+ *   tier_wr.mu    one writer's bytes and size (pwrite/pread/truncate of a
+ *                 chunk being written); tier.lock is never held while
+ *                 waiting for a tier_wr.mu.
+ *   tier.lock     everything in struct tier, struct tier_ns, struct
+ *                 tier_rec (with the policy's state inside pi), struct
+ *                 tier_orphan, struct tier_l2 and its jobs, the L1
+ *                 allocator and the policy instance (and so the
+ *                 fields of tier_l2_i.h). No callback of
+ *                 tier_config (log, on_gone) runs under it: they are
+ *                 queued and made by tier_unlock. tier_l2.c waits on
+ *                 tier_l2.cond with it.
+ *   l2.lock, l2.mt_lock: the L2 log's (see l2_i.h), leaves for the
+ *                 engine; the log's callbacks run without them and take
+ *                 tier.lock.
+ *   lease_table.lock (lease.c) is a leaf: leases are released into the
+ *                 engine only after it is dropped.
+ *
+ * Not under any lock: the bytes of a chunk in the arena. They are written
+ * only by the writer that owns the extent (serialized by tier_wr.mu) and are
+ * immutable once published; readers copy them without tier.lock while they
+ * hold a pin (refs > 0), and an extent is freed only when refs drops to 0.
  */
 #ifndef KVFS_TIER_I_H
 #define KVFS_TIER_I_H
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gpu/gpu.h"
+#include "hash/htab.h"
 #include "kvfs.h"
 #include "tier/l1_alloc.h"
 #include "tier/policy.h"
@@ -44,13 +83,13 @@ struct tier_l2loc {
 
 /*
  * One published chunk. Compact on purpose: a million chunks cost a million
- * of these (see tier_get_stats().meta_bytes).
+ * of these (see tier_get_stats().meta_bytes). Every field: tier.lock.
  */
 struct tier_rec {
 	struct policy_item pi;       /* pi.refs is THE pin count; pi.hkey is
 				      * hashkey_index(ns, key), also the
-				      * index hash */
-	struct tier_rec *hnext;      /* index chain */
+				      * index hash: pi.node is the record's
+				      * link in tier.idx */
 	struct tier_rec *ns_prev, *ns_next; /* namespace list (or zombies) */
 	struct kvfs_key key;
 	struct kvfs_key parent;      /* valid with TREC_HAS_PARENT */
@@ -75,12 +114,57 @@ struct tier_rec {
 /* 184 bytes: with malloc's 8-byte header, one 192-byte heap chunk. */
 _Static_assert(sizeof(struct tier_rec) <= 184, "tier_rec grew");
 
+/* The record of an index node (tier.idx). */
+#define idx_rec(e) container_of((e), struct tier_rec, pi.node)
+
+/* The record holding policy item it. */
+#define rec_of(it) \
+	((struct tier_rec *)((char *)(it) - offsetof(struct tier_rec, pi)))
+
+static inline bool tier_key_eq(const struct kvfs_key *a,
+			       const struct kvfs_key *b)
+{
+	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
+}
+
+/* Namespace lists and the zombie list (ns_prev/ns_next, newest first). */
+static inline void rec_list_push(struct tier_rec **head, struct tier_rec *r)
+{
+	r->ns_prev = NULL;
+	r->ns_next = *head;
+	if (*head)
+		(*head)->ns_prev = r;
+	*head = r;
+}
+
+static inline void rec_list_del(struct tier_rec **head, struct tier_rec *r)
+{
+	if (r->ns_prev)
+		r->ns_prev->ns_next = r->ns_next;
+	else
+		*head = r->ns_next;
+	if (r->ns_next)
+		r->ns_next->ns_prev = r->ns_prev;
+	r->ns_prev = r->ns_next = NULL;
+}
+
 /* Bytes of r's L1 extent. */
 static inline uint64_t rec_l1_len(const struct tier_rec *r)
 {
 	return (uint64_t)r->l1_pages * L1_ALIGN;
 }
 
+/* The children count of a parent key that is not indexed (tier_index.c).
+ * Every field: tier.lock. */
+struct tier_orphan {
+	struct htab_node node;       /* in tier.orphans; node.h is
+				      * hashkey_index(ns, key) */
+	struct kvfs_key key;
+	uint32_t ns;
+	uint32_t nchildren;
+};
+
+/* A namespace. Every field: tier.lock (id and name never change). */
 struct tier_ns {
 	uint32_t id;
 	char name[KVFS_NS_NAME_MAX + 1];
@@ -93,16 +177,16 @@ struct tier_ns {
 };
 
 /* A chunk being written. Fields marked (mu) are protected by w->mu; the
- * extent fields change under both mu and tier.lock. */
+ * extent fields change under both mu and tier.lock; the rest: tier.lock. */
 struct tier_wr {
-	struct tier_wr *prev, *next; /* tier.writers */
+	struct tier_wr *prev, *next; /* tier.lock: tier.writers */
 	pthread_mutex_t mu;          /* serializes pwrite/pread/truncate */
-	uint32_t ns;
-	bool keyed;
-	bool has_parent;
-	struct kvfs_key key;         /* valid when keyed */
-	struct kvfs_key parent;
-	uint32_t depth;
+	uint32_t ns;                 /* tier.lock */
+	bool keyed;                  /* tier.lock */
+	bool has_parent;             /* tier.lock */
+	struct kvfs_key key;         /* tier.lock; valid when keyed */
+	struct kvfs_key parent;      /* tier.lock */
+	uint32_t depth;              /* tier.lock */
 	uint64_t size;               /* (mu) bytes written so far */
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
 	uint64_t hint;               /* expected size: the first extent's,
@@ -125,61 +209,79 @@ struct tier_gone {
 	enum tier_gone_reason why;
 };
 
+/* The engine. (imm) = set by tier_create, read without a lock after it;
+ * every other field: tier.lock. */
 struct tier {
-	pthread_mutex_t lock;
-	struct tier_config cfg;      /* strings point into the copies below
-				      * (immutable after create) */
-	char *policy_name, *l1_spec, *l2_dir;
-	uint64_t l1_cap;             /* l1_size rounded down to L1_ALIGN */
+	pthread_mutex_t lock;        /* tier.lock */
+	struct tier_config cfg;      /* (imm) strings point into the copies
+				      * below */
+	char *policy_name, *l1_spec, *l2_dir; /* (imm) */
+	uint64_t l1_cap;             /* (imm) l1_size rounded down to
+				      * L1_ALIGN */
 
-	struct gpu_arena arena;      /* immutable after create */
-	struct l1_alloc *alloc;
-	const struct policy_ops *pops;
-	struct policy *pol;
-	uint64_t cap_items;          /* last capacity given to the policy */
+	struct gpu_arena arena;      /* (imm); its bytes: see above */
+	struct l1_alloc *alloc;      /* tier.lock: free extents */
+	const struct policy_ops *pops; /* (imm) */
+	struct policy *pol;          /* tier.lock: the policy's state */
+	uint64_t cap_items;          /* tier.lock: last capacity given to the
+				      * policy */
 
-	struct tier_rec **buckets;   /* the index */
-	uint64_t nbuckets, nrecs;    /* nbuckets a power of two */
+	struct htab idx;             /* tier.lock: the index, every indexed
+				      * record (L1 and L2, all namespaces)
+				      * by pi.node, hashed by
+				      * hashkey_index(ns, key); idx.n
+				      * records */
 
-	struct tier_ns **ns;         /* by id; NULL once removed */
-	uint32_t ns_cap, ns_next, ns_count;
+	struct tier_ns **ns;         /* tier.lock: by id; NULL once removed */
+	uint32_t ns_cap, ns_next, ns_count; /* tier.lock */
 
-	struct tier_wr *writers;     /* in flight */
-	uint64_t nwriters, writer_bytes;
-	struct tier_rec *zombies;    /* unlinked while pinned */
-	uint64_t nzombies;
+	struct tier_wr *writers;     /* tier.lock: in flight */
+	uint64_t nwriters, writer_bytes; /* tier.lock */
+	struct tier_rec *zombies;    /* tier.lock: unlinked while pinned */
+	uint64_t nzombies;           /* tier.lock */
 	/* Children counts of parent keys that are not indexed (the parent
 	 * was never published, or was unlinked / dropped): an indexed
-	 * record takes its count over when it is inserted (tier.c). */
-	struct tier_orphan **orphans;
-	uint64_t norphan_buckets, norphans; /* buckets: a power of two */
+	 * record takes its count over when it is inserted (tier_index.c). */
+	struct htab orphans;         /* tier.lock: struct tier_orphan by node */
 
-	uint64_t clock;              /* logical time for the policy */
-	uint64_t gen;                /* last publication number */
-	uint64_t pinned_bytes;       /* extents of records with refs > 0 */
-	uint64_t l1_bytes, l1_chunks;/* extents / count of indexed L1 records */
-	uint64_t nchunks_handed;     /* struct tier_chunk outstanding */
+	uint64_t clock;              /* tier.lock: logical time (policy) */
+	uint64_t gen;                /* tier.lock: last publication number */
+	uint64_t pinned_bytes;       /* tier.lock: extents of records with
+				      * refs > 0 */
+	uint64_t l1_bytes, l1_chunks;/* tier.lock: extents / count of indexed
+				      * L1 records */
+	uint64_t nchunks_handed;     /* tier.lock: struct tier_chunk out */
 
-	uint64_t hits, misses, evictions, publishes, discards;
-	uint64_t promotions, demotions;
+	uint64_t hits, misses, evictions, publishes, discards; /* tier.lock */
+	uint64_t promotions, demotions; /* tier.lock */
 
-	struct tier_gone *gone;      /* queued on_gone calls */
-	size_t ngone, gone_cap;
-	struct tier_l2 *l2;          /* the L2 engine (tier_l2.c), NULL without
-				      * l2_dir; set at create */
-	char logbuf[256];            /* a log line waiting for tier_unlock */
+	struct tier_gone *gone;      /* tier.lock: queued on_gone calls */
+	size_t ngone, gone_cap;      /* tier.lock */
+	struct tier_l2 *l2;          /* (imm) the L2 engine (tier_l2.c), NULL
+				      * without l2_dir; its fields: tier.lock */
+	char logbuf[256];            /* tier.lock: a log line waiting for
+				      * tier_unlock */
 };
 
-/* ------------------------------------------- shared inside tier/ (tier.c) */
+/* ------------------------------------------- tier.c: logging, locking */
 
 /* Logs through cfg.log; call WITHOUT tier.lock (callbacks never run under
  * it; tier.c queues messages made under the lock until tier_unlock). */
 void tier_log(struct tier *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The same with tier.lock held: the message waits in t->logbuf (only the
+ * first one if several come) until tier_unlock. */
+void tier_log_locked(struct tier *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 uint64_t tier_now_ns(void);
 void tier_lock(struct tier *t);
 /* Unlocks, then makes the queued on_gone calls. */
 void tier_unlock(struct tier *t);
+/* Queues an on_gone call for r, made at tier_unlock (tier.lock held). */
+void tier_queue_gone(struct tier *t, const struct tier_rec *r,
+		     enum tier_gone_reason why);
+
+/* ------------------------------------------- tier_arena.c */
 
 /* Arena byte access (no lock needed: callers own or pin the extent). */
 int tier_arena_write(struct tier *t, uint64_t off, const void *src,
@@ -190,22 +292,44 @@ int tier_arena_move(struct tier *t, uint64_t dst, uint64_t src, uint64_t len);
 int tier_arena_checksum(struct tier *t, uint64_t off, uint64_t len,
 			uint64_t *sum);
 
-/* The rest: tier.lock held. */
+/* The rest of this header: tier.lock held. */
+
+/* ------------------------------------------- tier_ns.c */
 struct tier_ns *tier_ns_get(struct tier *t, uint32_t id);
+
+/* ------------------------------------------- tier_index.c */
 struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 			       const struct kvfs_key *key);
+/* Inserts r (r->pi.hkey set) into the index and its namespace list. */
 void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r);
+/* Takes r out of the index and its namespace list; its children's count
+ * stays behind as an orphan entry. */
+void tier_idx_remove(struct tier *t, struct tier_rec *r);
 void tier_count_parent(struct tier *t, struct tier_rec *r);
+void tier_uncount_parent(struct tier *t, struct tier_rec *r);
+void tier_orphans_free(struct tier *t);
+
+/* ------------------------------------------- tier_read.c */
 void tier_ref(struct tier *t, struct tier_rec *r);
 void tier_unref(struct tier *t, struct tier_rec *r);
+/* r, unlinked from the index but pinned, waits on tier.zombies for its
+ * last tier_unref, which frees it. */
+void tier_zombie(struct tier *t, struct tier_rec *r);
+/* Frees r's L1 extent (if any). */
+void tier_free_extent(struct tier *t, struct tier_rec *r);
+/* An access at logical time tick (for the policy), wall clock for the
+ * xattr; tier_touch ticks the clock. */
+void tier_touch_at(struct tier *t, struct tier_rec *r, uint64_t tick);
+void tier_touch(struct tier *t, struct tier_rec *r);
+void tier_fill_info(const struct tier_rec *r, struct tier_info *info);
+/* Records r's parent key and depth (a chunk learns them once). */
+void tier_rec_set_parent(struct tier *t, struct tier_rec *r,
+			 const struct kvfs_key *parent, uint32_t depth);
+
+/* ------------------------------------------- tier_evict.c */
 void tier_policy_capacity(struct tier *t);
 int tier_evict_one(struct tier *t);
 int tier_alloc_evict(struct tier *t, uint64_t len, uint64_t *off);
-
-/* Exported for tier_l2.c (tier.lock held). */
-void tier_idx_remove(struct tier *t, struct tier_rec *r);
-void tier_queue_gone(struct tier *t, const struct tier_rec *r,
-		     enum tier_gone_reason why);
 
 /* ------------------------------------------- L2 hooks (tier_l2.c) */
 

@@ -1,39 +1,25 @@
 /*
- * tier_l2.c - the engine's L2 parts: demotion, ingestion, promotion,
- * prefetch, recovery into the index, and the callbacks of the L2 log
- * (tier/l2.h). tier.c and tier_wr.c call in through small hooks (tier_i.h,
- * "L2 hooks"); everything about L2 lives here.
- *
- * A published chunk (struct tier_rec) and L2:
- *   where == L1, no flag          only in L1;
- *   where == L1, TREC_L2          in L1 with a valid L2 copy at r->l2;
- *   where == L2, TREC_L2          only in L2 (r->l2 is its location);
- *   TREC_L2W                      an L2 write is in flight: r->l2 holds the
- *                                 job (struct tl2_job *), the job pins r;
- *                                 with where == L2 (a demotion) the job
- *                                 holds the only copy of the bytes, and
- *                                 readers copy from it;
- *   TREC_PROMO                    a promotion is reading it (others wait).
- *
- * Threads: a demoter (compresses and appends, outside tier.lock) and a
- * prefetcher (promotes what tier_lookup asked for). Both wait on
- * tier_l2.cond with tier.lock. The log's callbacks run on its threads
- * without its locks and take tier.lock (order: tier.lock -> l2 locks).
+ * tier_l2.c - the engine's side of L2 (tier/l2.h): the hooks tier_*.c call
+ * (tier_i.h, "L2 hooks"), the callbacks of the L2 log (recovery into the
+ * index, reclaim verdicts, moves), and open/close. Demotion is in
+ * tier_l2_demote.c, promotion and prefetch in tier_l2_promote.c; the
+ * states of a record and the threads are described in tier_l2_i.h.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "hash/hashkey.h"
 #include "tier/codec.h"
-#include "tier/l2.h"
-#include "tier/tier_i.h"
+#include "tier/tier_l2_i.h"
 
 /*
  * Memory the L2 path may hold beyond L1 (see "Memory" in kvfs-mount(8)):
@@ -53,102 +39,9 @@ static uint64_t queue_cap(const struct tier *t, unsigned int div,
 	return v > min ? v : min;
 }
 
-#define TL2_MAX_PREFETCH 4096
-/* Promotions ahead of readers run two at a time: one reads the disk while
- * the other decodes. */
-#define TL2_PREFETCHERS 2
-
-struct tl2_job {
-	struct tl2_job *next;
-	struct tier *t;
-	struct tier_rec *r;   /* pinned by the job */
-	void *raw;            /* the bytes of an evicted chunk, or NULL: read
-			       * them from r's (pinned) L1 extent */
-	uint64_t size;
-	char ns[KVFS_NS_NAME_MAX + 1];
-	struct kvfs_key key;
-	int shuffle;
-	unsigned readers;     /* tier.lock: promotions copying raw */
-	bool finished;        /* tier.lock */
-};
-
-struct tl2_pf {
-	struct tl2_pf *next;
-	uint32_t ns;
-	struct kvfs_key key;
-	uint64_t size;
-};
-
-struct tier_l2 {
-	struct l2 *l2;         /* NULL when L2 failed to open (disabled) */
-	pthread_cond_t cond;   /* with tier.lock: queues, promotions */
-	struct tl2_job *head, *tail;  /* tier.lock: demoter queue */
-	struct tl2_pf *pf_head, *pf_tail; /* tier.lock: prefetch queue */
-	uint64_t npf;          /* tier.lock */
-	uint64_t pf_bytes;     /* tier.lock: bytes of the queued prefetches */
-	uint64_t raw_queued;   /* tier.lock: bytes of job copies */
-	uint64_t raw_max;      /* bound of raw_queued (queue_cap) */
-	uint64_t l1_queued;    /* tier.lock: L1 bytes pinned by ingest jobs */
-	uint64_t errors;       /* tier.lock: open failure, dropped demotions */
-	bool stop;             /* tier.lock */
-	bool rescan;           /* tier.lock: ingest=all skipped a chunk */
-	bool threads;
-	pthread_t demoter, prefetcher[TL2_PREFETCHERS];
-	int level;
-	uint32_t hot_hits;
-};
-
-/* What r->l2 holds when TREC_L2 is set. */
-struct tl2_loc {
-	struct l2_loc loc;
-	uint32_t stored; /* payload bytes (user.kvfs.stored_bytes) */
-};
-_Static_assert(sizeof(struct tl2_loc) <= sizeof(struct tier_l2loc),
-	       "tier_l2loc too small");
-_Static_assert(sizeof(struct tl2_job *) <= sizeof(struct tier_l2loc),
-	       "tier_l2loc too small");
-
-static void loc_get(const struct tier_rec *r, struct tl2_loc *l)
-{
-	memcpy(l, r->l2.b, sizeof(*l));
-}
-
-static void loc_set(struct tier_rec *r, const struct l2_loc *loc,
-		    uint64_t stored)
-{
-	struct tl2_loc l = { .loc = *loc, .stored = (uint32_t)stored };
-
-	memset(r->l2.b, 0, sizeof(r->l2.b));
-	memcpy(r->l2.b, &l, sizeof(l));
-}
-
-static struct tl2_job *job_of(const struct tier_rec *r)
-{
-	struct tl2_job *j;
-
-	memcpy(&j, r->l2.b, sizeof(j));
-	return j;
-}
-
-static void job_set(struct tier_rec *r, struct tl2_job *j)
-{
-	memset(r->l2.b, 0, sizeof(r->l2.b));
-	memcpy(r->l2.b, &j, sizeof(j));
-}
-
-static bool rec_loc_is(const struct tier_rec *r, const struct l2_loc *loc)
-{
-	struct tl2_loc l;
-
-	if (!(r->flags & TREC_L2))
-		return false;
-	loc_get(r, &l);
-	return l2_loc_eq(&l.loc, loc);
-}
-
 /* The namespace's shuffle: the mount's default until user.kvfs.dtype
  * sets it (tier_ns_create copies the default). */
-static int ns_shuffle(struct tier *t, const struct tier_rec *r)
+int tl2_ns_shuffle(struct tier *t, const struct tier_rec *r)
 {
 	struct tier_ns *ns = tier_ns_get(t, r->ns);
 
@@ -160,8 +53,8 @@ static int ns_shuffle(struct tier *t, const struct tier_rec *r)
  * or L2 reclaimed it): out of the index, on_gone queued; pinned records
  * become zombies freed by their last tier_unref. tier.lock held.
  */
-static void drop_l2_only(struct tier *t, struct tier_rec *r,
-			 enum tier_gone_reason why)
+void tl2_drop_l2_only(struct tier *t, struct tier_rec *r,
+		      enum tier_gone_reason why)
 {
 	tier_idx_remove(t, r);
 	r->flags &= (uint8_t)~TREC_L2;
@@ -171,197 +64,10 @@ static void drop_l2_only(struct tier *t, struct tier_rec *r,
 	}
 	tier_queue_gone(t, r, why);
 	if (r->pi.refs) {
-		r->flags |= TREC_ZOMBIE;
-		r->ns_prev = NULL;
-		r->ns_next = t->zombies;
-		if (t->zombies)
-			t->zombies->ns_prev = r;
-		t->zombies = r;
-		t->nzombies++;
+		tier_zombie(t, r);
 	} else {
 		free(r);
 	}
-}
-
-/* ------------------------------------------------------------ writes */
-
-static void write_done(void *arg, struct l2_rec *rec, int err,
-		       const struct l2_loc *loc)
-{
-	struct tl2_job *job = arg;
-	struct tier *t = job->t;
-	struct tier_l2 *t2 = t->l2;
-	struct tier_rec *r = job->r;
-	struct l2_rec_info info = { 0 };
-	bool free_job;
-
-	if (rec)
-		l2_rec_info(rec, &info);
-	tier_lock(t);
-	if (!(r->flags & TREC_ZOMBIE) && (r->flags & TREC_L2W) &&
-	    job_of(r) == job) {
-		r->flags &= (uint8_t)~TREC_L2W;
-		memset(r->l2.b, 0, sizeof(r->l2.b));
-		if (!err) {
-			loc_set(r, loc, info.stored_len);
-			r->flags |= TREC_L2;
-			if (r->flags & TREC_NOSUM) {
-				/* the L2 write hashed the same bytes */
-				r->checksum = info.raw_sum;
-				r->flags &= (uint8_t)~TREC_NOSUM;
-			}
-		} else if (r->where != TIER_L1) {
-			/* the demoted bytes are lost: a miss from now on */
-			t2->errors++;
-			drop_l2_only(t, r, TIER_GONE_DROPPED);
-		}
-	} else if (!err) {
-		l2_free(t2->l2, loc); /* unlinked while being written */
-	}
-	job->finished = true;
-	if (job->raw)
-		t2->raw_queued -= job->size;
-	else
-		t2->l1_queued -= job->size;
-	/* the demoter's rescan, and an unlink waiting for this write */
-	pthread_cond_broadcast(&t2->cond);
-	tier_unref(t, r);
-	free_job = job->readers == 0;
-	tier_unlock(t);
-	if (rec)
-		l2_rec_free(t2->l2, rec);
-	if (free_job) {
-		free(job->raw);
-		free(job);
-	}
-}
-
-/* Queues an L2 write of r (tier.lock held). raw: a copy of the bytes that
- * the job takes over (demotion), or NULL to read r's L1 extent, which the
- * job keeps pinned. */
-static int queue_write(struct tier *t, struct tier_rec *r, void *raw)
-{
-	struct tier_l2 *t2 = t->l2;
-	struct tier_ns *ns = tier_ns_get(t, r->ns);
-	struct tl2_job *job;
-
-	if (!ns)
-		return -ENOENT;
-	job = calloc(1, sizeof(*job));
-	if (!job)
-		return -ENOMEM;
-	job->t = t;
-	job->r = r;
-	job->raw = raw;
-	job->size = r->size;
-	memcpy(job->ns, ns->name, sizeof(job->ns));
-	job->key = r->key;
-	job->shuffle = ns_shuffle(t, r);
-	tier_ref(t, r);
-	r->flags |= TREC_L2W;
-	r->l2_heat = 0; /* reads from now on make the new copy hot */
-	job_set(r, job);
-	if (raw)
-		t2->raw_queued += r->size;
-	else
-		t2->l1_queued += r->size;
-	if (t2->tail)
-		t2->tail->next = job;
-	else
-		t2->head = job;
-	t2->tail = job;
-	pthread_cond_broadcast(&t2->cond);
-	return 0;
-}
-
-/* ingest=all skipped chunks while too many writes were in flight: queue
- * the L1 chunks that have no L2 copy yet, up to the bound (tier.lock
- * held; a walk of the index, only after a skip). */
-static void rescan(struct tier *t)
-{
-	struct tier_l2 *t2 = t->l2;
-
-	t2->rescan = false;
-	for (uint64_t i = 0; i < t->nbuckets; i++)
-		for (struct tier_rec *r = t->buckets[i]; r; r = r->hnext) {
-			if (r->where != TIER_L1 ||
-			    (r->flags & (TREC_L2 | TREC_L2W)))
-				continue;
-			if (t2->l1_queued + r->size > t->l1_cap / 4 &&
-			    t2->l1_queued) {
-				t2->rescan = true; /* more after these */
-				return;
-			}
-			queue_write(t, r, NULL);
-		}
-}
-
-static void *demoter_main(void *arg)
-{
-	struct tier *t = arg;
-	struct tier_l2 *t2 = t->l2;
-
-	tier_lock(t);
-	for (;;) {
-		struct tl2_job *job = t2->head;
-		struct l2_rec *rec = NULL;
-		const void *src;
-		void *bounce = NULL;
-		int rc;
-
-		/* only once the earlier ingest writes are done (write_done
-		 * wakes us): otherwise the bound stops the walk at once and
-		 * we would spin here holding tier.lock */
-		if (!job && t2->rescan && !t2->stop && !t2->l1_queued) {
-			rescan(t);
-			continue;
-		}
-		if (!job) {
-			if (t2->stop)
-				break;
-			pthread_cond_wait(&t2->cond, &t->lock);
-			continue;
-		}
-		t2->head = job->next;
-		if (!t2->head)
-			t2->tail = NULL;
-		/* r is pinned by the job: its extent cannot move */
-		src = job->raw;
-		if (!src && job->size && t->arena.host)
-			src = (const char *)t->arena.host + job->r->l1_off;
-		else if (!src && job->size) {
-			bounce = malloc(job->size);
-			if (bounce && tier_arena_read(t, job->r->l1_off, bounce,
-						      job->size) == 0)
-				src = bounce;
-		}
-		tier_unlock(t);
-
-		rc = src || !job->size ? 0 : -ENOMEM;
-		if (rc == 0)
-			rc = l2_build(t2->l2, job->ns, &job->key, src, job->size,
-				      t2->level, job->shuffle, &rec);
-		free(bounce);
-		if (rc == 0) {
-			while ((rc = l2_append(t2->l2, rec, write_done, job)) ==
-			       -EAGAIN) {
-				struct timespec ts = { 0, 1000000 };
-
-				nanosleep(&ts, NULL);
-			}
-			if (rc)
-				l2_rec_free(t2->l2, rec);
-		}
-		if (rc) {
-			if (rc == -EFBIG)
-				tier_log(t, "l2: chunk of %" PRIu64 " bytes does not "
-					 "fit in L2 (l2_size too small)", job->size);
-			write_done(job, NULL, rc, NULL);
-		}
-		tier_lock(t);
-	}
-	tier_unlock(t);
-	return NULL;
 }
 
 /* ------------------------------------------------------------- hooks */
@@ -398,7 +104,7 @@ bool tier_l2_evicting(struct tier *t, struct tier_rec *r)
 		if (!raw)
 			return false;
 	}
-	if (queue_write(t, r, raw)) {
+	if (tl2_queue_write(t, r, raw)) {
 		free(raw);
 		return false;
 	}
@@ -417,7 +123,7 @@ void tier_l2_on_publish(struct tier *t, struct tier_rec *r)
 		t2->rescan = true; /* the demoter comes back for it */
 		return;
 	}
-	queue_write(t, r, NULL);
+	tl2_queue_write(t, r, NULL);
 }
 
 void tier_l2_on_hit(struct tier *t, struct tier_rec *r)
@@ -428,7 +134,7 @@ void tier_l2_on_hit(struct tier *t, struct tier_rec *r)
 	    r->where != TIER_L1 || (r->flags & (TREC_L2 | TREC_L2W)) ||
 	    r->hits < t2->hot_hits || t2->l1_queued + r->size > t->l1_cap / 4)
 		return;
-	queue_write(t, r, NULL);
+	tl2_queue_write(t, r, NULL);
 }
 
 bool tier_l2_forget(struct tier *t, struct tier_rec *r)
@@ -478,7 +184,7 @@ static bool cancel_queued(struct tier *t, struct tier_rec *r)
 		free(job);
 	}
 	tier_unref(t, r); /* the job's pin; r stays indexed */
-	pthread_cond_broadcast(&t2->cond); /* the demoter's rescan */
+	pthread_cond_broadcast(&t2->cond); /* the demoter's tl2_rescan */
 	return true;
 }
 
@@ -515,239 +221,6 @@ uint64_t tier_l2_stored(const struct tier_rec *r)
 		return r->size;
 	loc_get(r, &l);
 	return l.stored;
-}
-
-/* --------------------------------------------------------- promotion */
-
-static int wait_promo(struct tier *t, struct tier_rec *r)
-{
-	struct timespec dl;
-
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += L2_READ_TIMEOUT_MS_DEFAULT / 1000 + 1;
-	while (r->flags & TREC_PROMO)
-		if (pthread_cond_timedwait(&t->l2->cond, &t->lock, &dl) ==
-		    ETIMEDOUT)
-			return -ETIMEDOUT;
-	return 0;
-}
-
-/*
- * tier_l2_fill - makes the pinned L2 chunk r readable through c: promotes
- * it into L1 (evicting by policy), or, when L1 has no room (pinned chunks),
- * reads it into a temporary buffer (c->tmp). tier.lock held on entry and
- * on return; dropped while reading. Returns 0, or -ENOENT (the record
- * failed verification and was dropped, or the chunk was unlinked
- * meanwhile), -ETIMEDOUT / -EIO (the disk did not answer in time or
- * failed: a miss this time, the record stays), -ENOMEM.
- */
-int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
-{
-	struct tier_l2 *t2 = t->l2;
-	uint64_t len = l1_alloc_round(r->size), off = 0;
-	char ns[KVFS_NS_NAME_MAX + 1];
-	struct tl2_job *job = NULL;
-	struct tier_ns *n;
-	struct tl2_loc l = { 0 };
-	bool have_extent = false;
-	void *tmp = NULL, *dst;
-	bool retried = false;
-	int rc;
-
-	if (!t2 || !t2->l2)
-		return -ENOENT;
-again:
-	off = 0;
-	job = NULL;
-	memset(&l, 0, sizeof(l));
-	have_extent = false;
-	tmp = NULL;
-	rc = wait_promo(t, r);
-	if (rc)
-		return rc;
-	if (r->flags & TREC_ZOMBIE)
-		return -ENOENT;
-	if (r->where == TIER_L1)
-		goto in_l1;
-	n = tier_ns_get(t, r->ns);
-	if (!n)
-		return -ENOENT;
-	memcpy(ns, n->name, sizeof(ns));
-	if (r->flags & TREC_L2W) {
-		job = job_of(r);
-		job->readers++;
-	} else if (r->flags & TREC_L2) {
-		loc_get(r, &l);
-	} else {
-		return -ENOENT;
-	}
-	if (!len) {
-		/* an empty chunk needs no extent: it goes back to L1 as one
-		 * with l1_pages 0, like a freshly published empty chunk */
-		have_extent = true;
-	} else if (tier_alloc_evict(t, len, &off) == 0) {
-		have_extent = true;
-		t->writer_bytes += len; /* held like a writer's until done */
-	}
-	r->flags |= TREC_PROMO;
-	tier_unlock(t);
-
-	if (have_extent && t->arena.host && len) {
-		dst = (char *)t->arena.host + off;
-	} else {
-		tmp = malloc(r->size ? r->size : 1);
-		dst = tmp;
-	}
-	if (!dst)
-		rc = -ENOMEM;
-	else if (job) {
-		if (r->size) /* job->raw may be NULL for an empty chunk */
-			memcpy(dst, job->raw, r->size);
-	} else {
-		rc = l2_read(t2->l2, &l.loc, ns, &r->key, dst, r->size);
-	}
-	if (rc == 0 && have_extent && (!t->arena.host || !len)) {
-		rc = tier_arena_write(t, off, tmp, r->size);
-		free(tmp);
-		tmp = NULL;
-	}
-
-	tier_lock(t);
-	r->flags &= (uint8_t)~TREC_PROMO;
-	pthread_cond_broadcast(&t2->cond);
-	if (job && --job->readers == 0 && job->finished) {
-		free(job->raw);
-		free(job);
-	}
-	if (have_extent)
-		t->writer_bytes -= len;
-	if (rc || (r->flags & TREC_ZOMBIE)) {
-		if (have_extent && len)
-			l1_alloc_put(t->alloc, off, len);
-		free(tmp);
-		if (rc == -ENOENT && !job && !retried &&
-		    !(r->flags & TREC_ZOMBIE) && r->where == TIER_L2 &&
-		    (r->flags & TREC_L2) && !rec_loc_is(r, &l.loc)) {
-			/* a reclaim moved the record while we read the old
-			 * place (gone now): read it where it is */
-			retried = true;
-			goto again;
-		}
-		if (rc == -EBADMSG && !(r->flags & TREC_ZOMBIE) &&
-		    rec_loc_is(r, &l.loc)) {
-			/* never served: the engine recomputes (a miss) */
-			l2_free(t2->l2, &l.loc);
-			drop_l2_only(t, r, TIER_GONE_DROPPED);
-		}
-		/* (l2 logged what went wrong; no callbacks under tier.lock) */
-		if (rc == -EBADMSG || rc == 0)
-			rc = -ENOENT;
-		return rc;
-	}
-	if (!have_extent) {
-		/* L1 is full of pinned chunks: serve from the buffer */
-		c->tmp = tmp;
-		c->ptr = NULL;
-		c->off = 0;
-		return 0;
-	}
-	r->l1_off = off;
-	r->l1_pages = (uint32_t)(len / L1_ALIGN);
-	r->where = TIER_L1;
-	t->l1_bytes += len;
-	t->l1_chunks++;
-	if (r->pi.refs)
-		t->pinned_bytes += len;
-	t->pops->insert(t->pol, &r->pi);
-	tier_count_parent(t, r);
-	t->promotions++;
-	tier_policy_capacity(t);
-in_l1:
-	c->off = r->l1_off;
-	c->ptr = t->arena.host ? (const char *)t->arena.host + r->l1_off : NULL;
-	c->tmp = NULL;
-	return 0;
-}
-
-void tier_l2_pin_promote(struct tier *t, struct tier_rec *r)
-{
-	struct tier_chunk c = { 0 };
-
-	if (!t->l2 || !t->l2->l2 || r->where != TIER_L2)
-		return;
-	if (tier_l2_fill(t, r, &c) == 0)
-		free(c.tmp); /* no room in L1 now: stays in L2, pinned */
-}
-
-void tier_l2_prefetch(struct tier *t, struct tier_rec *r)
-{
-	struct tier_l2 *t2 = t->l2;
-	struct tl2_pf *p;
-
-	if (!t2 || !t2->l2 || r->where != TIER_L2 || t2->npf >= TL2_MAX_PREFETCH)
-		return;
-	/* A run larger than L1 would evict its own head (what the engine
-	 * reads first) to make room for its tail: prefetch at most three
-	 * quarters of L1 ahead; the rest is promoted when it is read. */
-	if (t2->pf_bytes + r->size > t->l1_cap / 4 * 3)
-		return;
-	p = malloc(sizeof(*p));
-	if (!p)
-		return;
-	p->next = NULL;
-	p->ns = r->ns;
-	p->key = r->key;
-	p->size = r->size;
-	t2->pf_bytes += r->size;
-	if (t2->pf_tail)
-		t2->pf_tail->next = p;
-	else
-		t2->pf_head = p;
-	t2->pf_tail = p;
-	t2->npf++;
-	pthread_cond_broadcast(&t2->cond);
-}
-
-static void *prefetcher_main(void *arg)
-{
-	struct tier *t = arg;
-	struct tier_l2 *t2 = t->l2;
-
-	tier_lock(t);
-	for (;;) {
-		struct tl2_pf *p = t2->pf_head;
-		struct tier_rec *r;
-
-		if (t2->stop)
-			break;
-		if (!p) {
-			pthread_cond_wait(&t2->cond, &t->lock);
-			continue;
-		}
-		t2->pf_head = p->next;
-		if (!t2->pf_head)
-			t2->pf_tail = NULL;
-		t2->npf--;
-		t2->pf_bytes -= p->size;
-		r = tier_idx_find(t, p->ns, &p->key);
-		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
-			struct tier_chunk c = { 0 };
-
-			tier_ref(t, r);
-			if (tier_l2_fill(t, r, &c) == 0) {
-				free(c.tmp);
-				/* asked for: an access, so a scan-resistant
-				 * policy (s3fifo) does not evict it before
-				 * the read that the lookup announced */
-				if (r->where == TIER_L1 && !(r->flags & TREC_ZOMBIE))
-					t->pops->access(t->pol, &r->pi);
-			}
-			tier_unref(t, r);
-		}
-		free(p);
-	}
-	tier_unlock(t);
-	return NULL;
 }
 
 /* --------------------------------------------------- log callbacks */
@@ -833,7 +306,7 @@ static enum l2_reclaim_verdict on_reclaim(void *arg,
 	if (r->where == TIER_L1)
 		r->flags &= (uint8_t)~TREC_L2; /* L1 still has it */
 	else
-		drop_l2_only(t, r, TIER_GONE_DROPPED);
+		tl2_drop_l2_only(t, r, TIER_GONE_DROPPED);
 	tier_unlock(t);
 	return L2_DROP;
 }
@@ -867,7 +340,7 @@ static bool on_moved(void *arg, const struct l2_rec_info *ri,
 		} else if (r->where == TIER_L1)
 			r->flags &= (uint8_t)~TREC_L2;
 		else
-			drop_l2_only(t, r, TIER_GONE_DROPPED);
+			tl2_drop_l2_only(t, r, TIER_GONE_DROPPED);
 	}
 	tier_unlock(t);
 	return matched;
@@ -1013,16 +486,16 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 		/* kvfs keeps serving from L1; stats count the error. Chunks
 		 * recovered before the failure (io_uring or threads failed
 		 * after the scan) cannot be read: forget them. */
-		tier_lock(t);
-		for (uint64_t i = 0; i < t->nbuckets; i++) {
-			struct tier_rec *r = t->buckets[i], *next;
+		struct htab_node *e, *nx;
+		uint64_t bkt;
 
-			for (; r; r = next) {
-				next = r->hnext;
-				if (r->where == TIER_L2) {
-					tier_idx_remove(t, r);
-					free(r);
-				}
+		tier_lock(t);
+		htab_for_each_safe(&t->idx, bkt, e, nx) {
+			struct tier_rec *r = idx_rec(e);
+
+			if (r->where == TIER_L2) {
+				tier_idx_remove(t, r);
+				free(r);
 			}
 		}
 		tier_unlock(t);
@@ -1032,10 +505,10 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 		t2->errors++;
 		return 0;
 	}
-	if (pthread_create(&t2->demoter, NULL, demoter_main, t))
+	if (pthread_create(&t2->demoter, NULL, tl2_demoter_main, t))
 		goto no_threads;
 	for (int i = 0; i < TL2_PREFETCHERS; i++) {
-		if (pthread_create(&t2->prefetcher[i], NULL, prefetcher_main, t)) {
+		if (pthread_create(&t2->prefetcher[i], NULL, tl2_prefetcher_main, t)) {
 			tier_lock(t);
 			t2->stop = true;
 			pthread_cond_broadcast(&t2->cond);
@@ -1065,12 +538,17 @@ void tier_l2_close(struct tier *t)
 		return;
 	if (t2->l2 && t2->threads && t->cfg.flush_on_exit) {
 		/* every L1 chunk without an L2 copy is written before exit */
+		struct htab_node *e, *nx;
+		uint64_t bkt;
+
 		tier_lock(t);
-		for (uint64_t i = 0; i < t->nbuckets; i++)
-			for (struct tier_rec *r = t->buckets[i]; r; r = r->hnext)
-				if (r->where == TIER_L1 &&
-				    !(r->flags & (TREC_L2 | TREC_L2W)))
-					queue_write(t, r, NULL);
+		htab_for_each_safe(&t->idx, bkt, e, nx) {
+			struct tier_rec *r = idx_rec(e);
+
+			if (r->where == TIER_L1 &&
+			    !(r->flags & (TREC_L2 | TREC_L2W)))
+				tl2_queue_write(t, r, NULL);
+		}
 		tier_unlock(t);
 	}
 	if (t2->threads) {

@@ -22,11 +22,6 @@
 #include "hash/hashkey.h"
 #include "tier/tier_i.h"
 
-static inline bool key_eq(const struct kvfs_key *a, const struct kvfs_key *b)
-{
-	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
-}
-
 /* The keyed writer reserving (ns, key), or NULL (tier.lock held). */
 static struct tier_wr *find_writer(struct tier *t, uint32_t ns,
 				   const struct kvfs_key *key,
@@ -36,7 +31,7 @@ static struct tier_wr *find_writer(struct tier *t, uint32_t ns,
 
 	for (w = t->writers; w; w = w->next)
 		if (w != except && w->keyed && w->ns == ns &&
-		    key_eq(&w->key, key))
+		    tier_key_eq(&w->key, key))
 			return w;
 	return NULL;
 }
@@ -295,7 +290,7 @@ static int publish(struct tier *t, struct tier_wr *w,
 	ns = tier_ns_get(t, w->ns);
 	if (w->keyed) {
 		pkey = &w->key;
-		if (key && !key_eq(key, &w->key))
+		if (key && !tier_key_eq(key, &w->key))
 			rc = -EINVAL;
 	} else {
 		pkey = key;
@@ -340,7 +335,7 @@ static int publish(struct tier *t, struct tier_wr *w,
 	r->pi.depth = w->depth;
 	r->pi.atime = ++t->clock;
 	r->atime_ns = tier_now_ns();
-	if (w->has_parent && !key_eq(&w->parent, pkey)) {
+	if (w->has_parent && !tier_key_eq(&w->parent, pkey)) {
 		r->parent = w->parent;
 		r->flags |= TREC_HAS_PARENT;
 	}

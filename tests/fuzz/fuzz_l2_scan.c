@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "tier/l2.h"
-#include "tier/l2_i.h" /* l2_sum: the checksum the format uses */
+#include "tier/record.h"
 
 #define SALT 0x6b76667366757a7aULL
 
@@ -99,17 +99,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!seg)
 		goto out;
 	memcpy(seg, data, size);
-	for (size_t off = 0; off + sizeof(struct l2_rec_hdr) <= size;
+	for (size_t off = 0; off + sizeof(struct kvrec_hdr) <= size;
 	     off += L2_ALIGN) {
-		struct l2_rec_hdr h;
+		struct kvrec_hdr h;
 
 		memcpy(&h, seg + off, sizeof(h));
-		if (h.magic != L2_MAGIC)
+		if (h.magic != KVREC_MAGIC)
 			continue;
 		if ((h.reserved[0] & 1) &&
 		    off + sizeof(h) + h.stored_len <= size)
-			h.stored_sum = l2_sum(seg + off + sizeof(h), h.stored_len, 0);
-		h.hdr_sum = l2_sum(&h, offsetof(struct l2_rec_hdr, hdr_sum), SALT);
+			h.stored_sum = kvrec_sum(seg + off + sizeof(h),
+						 h.stored_len, 0);
+		h.hdr_sum = kvrec_sum(&h, offsetof(struct kvrec_hdr, hdr_sum),
+				      SALT);
 		memcpy(seg + off, &h, sizeof(h));
 	}
 	snprintf(p, sizeof(p), "%s/l2.id", dir);
@@ -139,7 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!dst)
 			break;
 		rc = l2_read(l2, &r->loc, g->ns[i], &r->key, dst, len);
-		if (rc == 0 && l2_sum(dst, len, 0) != r->raw_sum)
+		if (rc == 0 && kvrec_sum(dst, len, 0) != r->raw_sum)
 			abort(); /* served bytes that are not the chunk's */
 		free(dst);
 	}

@@ -902,7 +902,7 @@ static void test_parent_count_republish(void **state)
 	assert_int_equal(tier_unlink(t, ns, &P), 0);
 	/* nothing left behind for keys without children */
 	tier_lock(t);
-	assert_int_equal(t->norphans, 0);
+	assert_int_equal(t->orphans.n, 0);
 	tier_unlock(t);
 	tier_get_stats(t, &st);
 	assert_int_equal(st.l1_chunks, 0);

@@ -1,0 +1,156 @@
+/*
+ * tier_arena.c - byte access to the L1 arena (host or GPU memory): write, read,
+ * zero, move and checksum an extent, and what fs/ and libkvfs learn about
+ * the arena (info, a chunk's offset, export for a zero-copy map).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash/hashkey.h"
+#include "tier/tier_i.h"
+
+int tier_arena_write(struct tier *t, uint64_t off, const void *src,
+		     size_t len)
+{
+	if (!len)
+		return 0;
+	if (t->arena.host) {
+		memcpy((char *)t->arena.host + off, src, len);
+		return 0;
+	}
+	return gpu_copy_in(&t->arena, off, src, len);
+}
+
+int tier_arena_read(struct tier *t, uint64_t off, void *dst, size_t len)
+{
+	if (!len)
+		return 0;
+	if (t->arena.host) {
+		memcpy(dst, (const char *)t->arena.host + off, len);
+		return 0;
+	}
+	return gpu_copy_out(&t->arena, off, dst, len);
+}
+
+int tier_arena_zero(struct tier *t, uint64_t off, uint64_t len)
+{
+	if (!len)
+		return 0;
+	if (t->arena.host) {
+		memset((char *)t->arena.host + off, 0, len);
+		return 0;
+	}
+	return gpu_zero(&t->arena, off, len);
+}
+
+/* Copies len bytes between two disjoint extents of the arena. */
+int tier_arena_move(struct tier *t, uint64_t dst, uint64_t src, uint64_t len)
+{
+	char *buf;
+	int rc = 0;
+
+	if (!len)
+		return 0;
+	if (t->arena.host) {
+		memcpy((char *)t->arena.host + dst,
+		       (const char *)t->arena.host + src, len);
+		return 0;
+	}
+	buf = malloc(1u << 20);
+	if (!buf)
+		return -ENOMEM;
+	while (len && rc == 0) {
+		size_t n = len < (1u << 20) ? len : (1u << 20);
+
+		rc = gpu_copy_out(&t->arena, src, buf, n);
+		if (rc == 0)
+			rc = gpu_copy_in(&t->arena, dst, buf, n);
+		src += n;
+		dst += n;
+		len -= n;
+	}
+	free(buf);
+	return rc;
+}
+
+/* XXH3-64 of bytes in the arena (device arenas through a bounce buffer). */
+int tier_arena_checksum(struct tier *t, uint64_t off, uint64_t len,
+			uint64_t *sum)
+{
+	struct hashkey_sum *s;
+	char *buf;
+	int rc = 0;
+
+	if (t->arena.host) {
+		*sum = hashkey_checksum((const char *)t->arena.host + off, len);
+		return 0;
+	}
+	s = malloc(sizeof(*s));
+	buf = malloc(1u << 20);
+	if (!s || !buf) {
+		free(s);
+		free(buf);
+		return -ENOMEM;
+	}
+	hashkey_sum_init(s);
+	while (len && rc == 0) {
+		size_t n = len < (1u << 20) ? len : (1u << 20);
+
+		rc = gpu_copy_out(&t->arena, off, buf, n);
+		hashkey_sum_update(s, buf, n);
+		off += n;
+		len -= n;
+	}
+	*sum = hashkey_sum_final(s);
+	free(s);
+	free(buf);
+	return rc;
+}
+
+void tier_arena_info(struct tier *t, struct tier_arena_info *info)
+{
+	info->memfd = t->arena.memfd;
+	info->kind = t->arena.handle_kind;
+	info->device = t->arena.device;
+	info->size = t->l1_cap;
+	info->backend = t->arena.ops->name;
+}
+
+long long tier_chunk_offset(const struct tier_chunk *c)
+{
+	if (c->tmp)
+		return -ENODATA;
+	return (long long)c->off;
+}
+
+int tier_arena_export(struct tier *t, const struct tier_chunk *c,
+		      uint8_t ipc[64], uint64_t *offset, void **cookie)
+{
+	struct gpu_export ex;
+	int rc;
+
+	*cookie = NULL;
+	if (c->tmp)
+		return -ENODATA;
+	/* host: -ENOTSUP from the backend; pinned: a DMA into a buffer of
+	 * its own; cuda: a device-to-device copy into one */
+	if (!t->arena.ops->export_handle)
+		return -ENOTSUP;
+	/* c is pinned: its extent cannot move or be freed meanwhile. */
+	memset(&ex, 0, sizeof(ex));
+	rc = gpu_export_range(&t->arena, c->off, c->size, &ex);
+	if (rc < 0)
+		return rc;
+	memcpy(ipc, ex.ipc, sizeof(ex.ipc));
+	*offset = ex.offset;
+	*cookie = ex.cookie;
+	return 0;
+}
+
+void tier_arena_unexport(struct tier *t, void *cookie)
+{
+	if (cookie)
+		gpu_unexport(&t->arena, cookie);
+}

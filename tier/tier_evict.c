@@ -1,0 +1,106 @@
+/*
+ * tier_evict.c - eviction driving: the policy's capacity estimate, the
+ * ONE place a victim leaves L1 for space (tier_evict_one: demoted to L2
+ * or dropped), and tier_alloc_evict, which evicts until an extent fits.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "tier/tier_i.h"
+
+/* Tells the policy about a new L1 capacity estimate when the average chunk
+ * size has moved by more than a quarter (tier.lock held). */
+void tier_policy_capacity(struct tier *t)
+{
+	uint64_t est;
+
+	if (t->l1_chunks < 16 || !t->l1_bytes || !t->pops->resize)
+		return;
+	est = (uint64_t)((double)t->l1_cap * (double)t->l1_chunks /
+			 (double)t->l1_bytes);
+	if (est < 16)
+		est = 16;
+	if (est > t->cap_items + t->cap_items / 4 ||
+	    est < t->cap_items - t->cap_items / 4) {
+		t->cap_items = est;
+		t->pops->resize(t->pol, est);
+	}
+}
+
+/* Takes r out of L1 bookkeeping (policy excluded): parent counts, stats,
+ * its extent. tier.lock held. */
+static void leave_l1(struct tier *t, struct tier_rec *r)
+{
+	tier_uncount_parent(t, r);
+	t->l1_bytes -= rec_l1_len(r);
+	t->l1_chunks--;
+	if (r->pi.refs)
+		t->pinned_bytes -= rec_l1_len(r);
+	tier_free_extent(t, r);
+	r->where = TIER_NONE;
+}
+
+/*
+ * tier_evict_one - evicts one unpinned published chunk chosen by the policy
+ * (tier.lock held). Returns 0, or -ENOSPC when every L1 chunk is pinned.
+ *
+ * This is the ONE place where a chunk leaves L1 because of space. Today the
+ * victim is dropped: it leaves the index and on_gone(TIER_GONE_EVICTED) is
+ * queued. The L2 engine hooks in here: with ingest=evicted it demotes the
+ * victim to L2 instead (record stays in the index with where = TIER_L2 and
+ * no on_gone call), and only drops it when L2 cannot take it.
+ */
+int tier_evict_one(struct tier *t)
+{
+	struct policy_item *it = t->pops->evict(t->pol);
+	struct tier_rec *r;
+
+	if (!it)
+		return -ENOSPC;
+	r = rec_of(it);
+	if (r->pi.refs) {
+		/* A policy bug; keep the chunk and refuse rather than free
+		 * pinned bytes. */
+		tier_log_locked(t, "tier: policy %s chose a pinned victim",
+			 t->pops->name);
+		t->pops->insert(t->pol, &r->pi);
+		return -ENOSPC;
+	}
+	if (t->l2 && tier_l2_evicting(t, r)) {
+		/* demoted: stays indexed as an L2 chunk */
+		leave_l1(t, r);
+		r->where = TIER_L2;
+		t->evictions++;
+		t->demotions++;
+		return 0;
+	}
+	tier_idx_remove(t, r);
+	leave_l1(t, r);
+	t->evictions++;
+	tier_queue_gone(t, r, TIER_GONE_EVICTED);
+	free(r);
+	return 0;
+}
+
+/*
+ * tier_alloc_evict - an arena extent of len bytes (len rounded, > 0),
+ * evicting unpinned chunks by policy until one fits. -ENOSPC (nothing
+ * evicted) when pinned chunks and writers leave too little room.
+ * tier.lock held.
+ */
+int tier_alloc_evict(struct tier *t, uint64_t len, uint64_t *off)
+{
+	uint64_t held = t->pinned_bytes + t->writer_bytes;
+	int rc;
+
+	if (held > t->l1_cap || len > t->l1_cap - held)
+		return -ENOSPC;
+	for (;;) {
+		rc = l1_alloc_get(t->alloc, len, off);
+		if (rc != -ENOSPC)
+			return rc;
+		if (tier_evict_one(t) < 0)
+			return -ENOSPC;
+	}
+}

@@ -1,0 +1,148 @@
+/*
+ * tier_lookup.c - batched lookup: how many chunks of a prefix chain are
+ * cached (tier_lookup, tier_lookup_pinned), and key pins (pin_key,
+ * unpin_key, unpin_gen) that hold a chunk for a later open.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tier/tier_i.h"
+
+/* tier_lookup and tier_lookup_pinned; gens (with pin) may be NULL. */
+static int lookup_run(struct tier *t, uint32_t ns,
+		      const struct kvfs_key *keys, uint32_t nkeys,
+		      uint32_t depth_base, bool pin, bool prefetch,
+		      uint64_t *gens, uint32_t *found, uint32_t *in_l1,
+		      uint32_t *in_l2)
+{
+	uint32_t i, l1 = 0, l2 = 0;
+	struct tier_rec *r;
+	uint64_t tick;
+
+	tier_lock(t);
+	if (!tier_ns_get(t, ns)) {
+		tier_unlock(t);
+		return -ENOENT;
+	}
+	/* The chunks of one request's chain are used together: one logical
+	 * time for all of them, so the prefix policy's tie rule (the deeper
+	 * chunk first) orders them. */
+	tick = ++t->clock;
+	for (i = 0; i < nkeys; i++) {
+		r = tier_idx_find(t, ns, &keys[i]);
+		if (!r)
+			break;
+		tier_rec_set_parent(t, r, i ? &keys[i - 1] : NULL, depth_base + i);
+		tier_touch_at(t, r, tick);
+		if (r->where == TIER_L1)
+			l1++;
+		else
+			l2++;
+		if (prefetch && r->where == TIER_L2)
+			tier_l2_prefetch(t, r);
+		if (pin) {
+			tier_ref(t, r);
+			r->kpins++;
+			if (gens)
+				gens[i] = r->gen;
+		}
+	}
+	/* the keys past the cached run: the engine recomputes them */
+	t->misses += nkeys - i;
+	tier_unlock(t);
+	if (found)
+		*found = i;
+	if (in_l1)
+		*in_l1 = l1;
+	if (in_l2)
+		*in_l2 = l2;
+	return 0;
+}
+
+int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		uint32_t nkeys, uint32_t depth_base, bool pin, bool prefetch,
+		uint32_t *found, uint32_t *in_l1, uint32_t *in_l2)
+{
+	return lookup_run(t, ns, keys, nkeys, depth_base, pin, prefetch, NULL,
+			  found, in_l1, in_l2);
+}
+
+int tier_lookup_pinned(struct tier *t, uint32_t ns,
+		       const struct kvfs_key *keys, uint32_t nkeys,
+		       uint32_t depth_base, bool prefetch, uint64_t *gens,
+		       uint32_t *found, uint32_t *in_l1, uint32_t *in_l2)
+{
+	if (!gens)
+		return -EINVAL;
+	return lookup_run(t, ns, keys, nkeys, depth_base, true, prefetch, gens,
+			  found, in_l1, in_l2);
+}
+
+int tier_pin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	struct tier_rec *r;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (r) {
+		tier_ref(t, r);
+		r->kpins++;
+	}
+	tier_unlock(t);
+	return r ? 0 : -ENOENT;
+}
+
+/*
+ * Key pins are interchangeable: the one released is the indexed chunk's if
+ * it holds any, else an unlinked (zombie) chunk's of the same key, so every
+ * tier_pin_key / tier_lookup(pin) is balanced by exactly one release even
+ * across an unlink and re-publication of the key.
+ */
+void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	struct tier_rec *r;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (!r || !r->kpins)
+		for (r = t->zombies; r; r = r->ns_next)
+			if (r->ns == ns && r->kpins && tier_key_eq(&r->key, key))
+				break;
+	if (r) {
+		r->kpins--;
+		tier_unref(t, r);
+	}
+	tier_unlock(t);
+}
+
+/*
+ * A pin remembers the generation it was taken on: the chunk released is the
+ * one of that publication, indexed or unlinked, never a later copy of the
+ * same key that someone else may have pinned meanwhile.
+ */
+void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    uint64_t gen)
+{
+	struct tier_rec *r;
+
+	if (!gen) {
+		tier_unpin_key(t, ns, key);
+		return;
+	}
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (!r || r->gen != gen || !r->kpins)
+		for (r = t->zombies; r; r = r->ns_next)
+			if (r->gen == gen && r->ns == ns && r->kpins &&
+			    tier_key_eq(&r->key, key))
+				break;
+	if (r) {
+		r->kpins--;
+		tier_unref(t, r);
+	} else {
+		tier_log_locked(t, "tier: unpin of a chunk (gen %llu) that holds no "
+			   "key pin", (unsigned long long)gen);
+	}
+	tier_unlock(t);
+}

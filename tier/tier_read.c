@@ -1,0 +1,344 @@
+/*
+ * tier_read.c - pins and everything that reads or changes one published
+ * chunk: tier_ref/tier_unref, stat, checksum, get/put (the bytes handed
+ * to fs/), unlink, the user pin and the parent key.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tier/tier_i.h"
+
+void tier_ref(struct tier *t, struct tier_rec *r)
+{
+	if (r->pi.refs++ == 0)
+		t->pinned_bytes += rec_l1_len(r);
+}
+
+void tier_free_extent(struct tier *t, struct tier_rec *r)
+{
+	if (r->l1_pages)
+		l1_alloc_put(t->alloc, r->l1_off, rec_l1_len(r));
+	r->l1_pages = 0;
+}
+
+/* r, out of the index but pinned, waits on the zombie list for its last
+ * tier_unref (tier.lock held). */
+void tier_zombie(struct tier *t, struct tier_rec *r)
+{
+	r->flags |= TREC_ZOMBIE;
+	rec_list_push(&t->zombies, r);
+	t->nzombies++;
+}
+
+void tier_unref(struct tier *t, struct tier_rec *r)
+{
+	if (!r->pi.refs || --r->pi.refs)
+		return;
+	t->pinned_bytes -= rec_l1_len(r);
+	if (!(r->flags & TREC_ZOMBIE))
+		return;
+	/* The last pin of an unlinked chunk: now its bytes can go. */
+	rec_list_del(&t->zombies, r);
+	t->nzombies--;
+	tier_free_extent(t, r);
+	free(r);
+}
+
+void tier_fill_info(const struct tier_rec *r, struct tier_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->size = r->size;
+	info->stored_bytes = tier_l2_stored(r);
+	info->checksum = r->checksum;
+	info->checksum_known = !(r->flags & TREC_NOSUM);
+	info->atime_ns = r->atime_ns;
+	info->hits = r->hits;
+	info->gen = r->gen;
+	info->refs = r->pi.refs;
+	info->depth = r->pi.depth;
+	info->where = (enum tier_where)r->where;
+	info->has_parent = r->flags & TREC_HAS_PARENT;
+	info->user_pin = r->flags & TREC_USER_PIN;
+	if (info->has_parent)
+		info->parent = r->parent;
+}
+
+int tier_stat(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+	      struct tier_info *info)
+{
+	struct tier_rec *r;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (r)
+		tier_fill_info(r, info);
+	tier_unlock(t);
+	return r ? 0 : -ENOENT;
+}
+
+int tier_checksum(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		  uint64_t gen, uint64_t *sum)
+{
+	struct tier_rec *r;
+	uint64_t off, len, s;
+	int rc;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (!r || (gen && r->gen != gen)) {
+		tier_unlock(t);
+		return r ? -ESTALE : -ENOENT;
+	}
+	if (!(r->flags & TREC_NOSUM) || r->where != TIER_L1) {
+		*sum = r->checksum;
+		tier_unlock(t);
+		return 0;
+	}
+	/* Only published L1 chunks lack a sum (an L2 copy brings its own):
+	 * hold a reference so the extent stays while we read it unlocked. */
+	tier_ref(t, r);
+	off = r->l1_off;
+	len = r->size;
+	tier_unlock(t);
+	rc = tier_arena_checksum(t, off, len, &s);
+	tier_lock(t);
+	if (rc == 0) {
+		r->checksum = s;
+		r->flags &= (uint8_t)~TREC_NOSUM;
+		*sum = s;
+	}
+	tier_unref(t, r);
+	tier_unlock(t);
+	return rc;
+}
+
+void tier_count_misses(struct tier *t, int64_t n)
+{
+	tier_lock(t);
+	if (n >= 0)
+		t->misses += (uint64_t)n;
+	else
+		t->misses -= t->misses < (uint64_t)-n ? t->misses : (uint64_t)-n;
+	tier_unlock(t);
+}
+
+/* An access at logical time tick (for the policy), wall clock for the
+ * xattr. */
+void tier_touch_at(struct tier *t, struct tier_rec *r, uint64_t tick)
+{
+	r->pi.atime = tick;
+	r->atime_ns = tier_now_ns();
+	if (r->where == TIER_L1)
+		t->pops->access(t->pol, &r->pi);
+}
+
+void tier_touch(struct tier *t, struct tier_rec *r)
+{
+	tier_touch_at(t, r, ++t->clock);
+}
+
+int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+	     struct tier_chunk **out)
+{
+	struct tier_chunk *c = malloc(sizeof(*c));
+	struct tier_rec *r;
+	struct tier_ns *n;
+
+	if (!c)
+		return -ENOMEM;
+	tier_lock(t);
+	n = tier_ns_get(t, ns);
+	r = n ? tier_idx_find(t, ns, key) : NULL;
+	if (!r) {
+		t->misses++;
+		tier_unlock(t);
+		free(c);
+		return -ENOENT;
+	}
+	tier_touch(t, r);
+	r->hits++;
+	if (r->l2_heat < UINT16_MAX)
+		r->l2_heat++;
+	n->hits++;
+	t->hits++;
+	tier_ref(t, r);
+	t->nchunks_handed++;
+	c->rec = r;
+	c->off = r->l1_off;
+	c->ptr = t->arena.host ? (const char *)t->arena.host + r->l1_off
+			       : NULL;
+	c->size = r->size;
+	c->gen = r->gen;
+	c->tmp = NULL;
+	if (r->where != TIER_L1) {
+		int rc = tier_l2_fill(t, r, c);
+
+		if (rc < 0) {
+			/* a miss: not served (see tier_l2_fill) */
+			t->hits--;
+			t->misses++;
+			if (!(r->flags & TREC_ZOMBIE))
+				n->hits--;
+			t->nchunks_handed--;
+			tier_unref(t, r);
+			tier_unlock(t);
+			free(c);
+			return rc == -ENOMEM ? rc : -ENOENT;
+		}
+	} else {
+		tier_l2_on_hit(t, r);
+	}
+	tier_unlock(t);
+	*out = c;
+	return 0;
+}
+
+const void *tier_chunk_ptr(const struct tier_chunk *c)
+{
+	return c->tmp ? c->tmp : c->ptr;
+}
+
+uint64_t tier_chunk_size(const struct tier_chunk *c)
+{
+	return c->size;
+}
+
+uint64_t tier_chunk_gen(const struct tier_chunk *c)
+{
+	return c->gen;
+}
+
+long tier_chunk_read(struct tier *t, const struct tier_chunk *c, void *buf,
+		     size_t len, uint64_t off)
+{
+	int rc;
+
+	if (off >= c->size)
+		return 0;
+	if (len > c->size - off)
+		len = (size_t)(c->size - off);
+	if (c->tmp) {
+		memcpy(buf, (const char *)c->tmp + off, len);
+		return (long)len;
+	}
+	rc = tier_arena_read(t, c->off + off, buf, len);
+	return rc < 0 ? rc : (long)len;
+}
+
+void tier_put(struct tier *t, struct tier_chunk *c)
+{
+	if (!c)
+		return;
+	tier_lock(t);
+	tier_unref(t, c->rec);
+	t->nchunks_handed--;
+	tier_unlock(t);
+	free(c->tmp);
+	free(c);
+}
+
+int tier_unlink(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	struct tier_rec *r;
+	bool waited = false, sync;
+	int waits = 0;
+
+	tier_lock(t);
+again:
+	r = tier_idx_find(t, ns, key);
+	if (!r) {
+		tier_unlock(t);
+		if (waited)
+			tier_l2_sync_frees(t);
+		return -ENOENT;
+	}
+	/* An L2 write of the chunk in flight: let it land, then erase it
+	 * with the rest, so a daemon killed after the unlink returns does
+	 * not bring the chunk back from L2. */
+	if (waits < 3 && tier_l2_wait_write(t, r)) {
+		waited = true;
+		waits++; /* republished meanwhile and written again: a few */
+		goto again;
+	}
+	tier_idx_remove(t, r);
+	sync = tier_l2_forget(t, r) || waited;
+	if (r->where == TIER_L1) {
+		t->pops->remove(t->pol, &r->pi);
+		/* Keep the extent while pinned: only the bookkeeping goes. */
+		tier_uncount_parent(t, r);
+		t->l1_bytes -= rec_l1_len(r);
+		t->l1_chunks--;
+	}
+	if (r->flags & TREC_USER_PIN) {
+		r->flags &= (uint8_t)~TREC_USER_PIN;
+		r->pi.refs--;
+		if (!r->pi.refs)
+			t->pinned_bytes -= rec_l1_len(r);
+	}
+	if (r->pi.refs) {
+		/* Readers and key pins keep the bytes until they let go. */
+		tier_zombie(t, r);
+	} else {
+		tier_free_extent(t, r);
+		free(r);
+	}
+	tier_unlock(t);
+	if (sync)
+		tier_l2_sync_frees(t);
+	return 0;
+}
+
+int tier_set_user_pin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		      bool on)
+{
+	struct tier_rec *r;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (r && on && !(r->flags & TREC_USER_PIN)) {
+		r->flags |= TREC_USER_PIN;
+		tier_ref(t, r);
+		if (r->where == TIER_L2)
+			tier_l2_pin_promote(t, r); /* "keeps it in L1" */
+	} else if (r && !on && (r->flags & TREC_USER_PIN)) {
+		r->flags &= (uint8_t)~TREC_USER_PIN;
+		tier_unref(t, r);
+	}
+	tier_unlock(t);
+	return r ? 0 : -ENOENT;
+}
+
+/* Fills unknown parent/depth of r (tier.lock held). */
+void tier_rec_set_parent(struct tier *t, struct tier_rec *r,
+			 const struct kvfs_key *parent, uint32_t depth)
+{
+	if (parent && !(r->flags & TREC_HAS_PARENT) &&
+	    !tier_key_eq(parent, &r->key)) {
+		r->parent = *parent;
+		r->flags |= TREC_HAS_PARENT;
+	}
+	if (depth && !r->pi.depth) {
+		r->pi.depth = depth;
+		if (r->where == TIER_L1 && t->pops->update)
+			t->pops->update(t->pol, &r->pi);
+	}
+	/* Also (re)counts a child whose parent was published after it. */
+	if (parent && (r->flags & TREC_HAS_PARENT) && tier_key_eq(parent, &r->parent))
+		tier_count_parent(t, r);
+}
+
+int tier_set_parent(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    const struct kvfs_key *parent, uint32_t depth)
+{
+	struct tier_rec *r;
+
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (r)
+		tier_rec_set_parent(t, r, parent, depth);
+	tier_unlock(t);
+	return r ? 0 : -ENOENT;
+}

@@ -1,0 +1,43 @@
+/*
+ * tier_stats.c - tier_get_stats: the engine's counters and memory use,
+ * summed under tier.lock (L2's through tier_l2_stats).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "tier/tier_i.h"
+
+void tier_get_stats(struct tier *t, struct tier_stats *st)
+{
+	uint64_t meta;
+
+	memset(st, 0, sizeof(*st));
+	tier_lock(t);
+	st->l1_capacity = t->l1_cap;
+	st->l1_bytes = t->l1_bytes;
+	st->l1_chunks = t->l1_chunks;
+	tier_l2_stats(t, st);
+	st->hits = t->hits;
+	st->misses = t->misses;
+	st->evictions = t->evictions;
+	st->publishes = t->publishes;
+	st->discards = t->discards;
+	st->promotions = t->promotions;
+	st->demotions = t->demotions;
+	st->writers = t->nwriters;
+	st->writer_bytes = t->writer_bytes;
+	meta = sizeof(*t);
+	meta += (t->idx.n + t->nzombies) * sizeof(struct tier_rec);
+	meta += t->idx.nb * sizeof(*t->idx.b);
+	meta += t->nwriters * sizeof(struct tier_wr);
+	meta += t->nchunks_handed * sizeof(struct tier_chunk);
+	meta += t->ns_cap * sizeof(*t->ns) + t->ns_count * sizeof(struct tier_ns);
+	meta += t->gone_cap * sizeof(struct tier_gone);
+	meta += t->orphans.nb * sizeof(*t->orphans.b) +
+		t->orphans.n * sizeof(struct tier_orphan);
+	meta += l1_alloc_meta_bytes(t->alloc);
+	if (t->pops->meta_bytes)
+		meta += t->pops->meta_bytes(t->pol);
+	st->meta_bytes = meta;
+	tier_unlock(t);
+}
