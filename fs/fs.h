@@ -20,12 +20,22 @@ enum fs_cache {
 	FS_CACHE_PAGE,       /* page cache + keep_cache for published chunks */
 };
 
+/* A published chunk's mtime and ctime are its publication time and never
+ * move; its atime follows reads as the mount's atime option says. */
+enum fs_atime {
+	FS_ATIME_RELATIME = 0, /* relatime (default): the first read after
+				* publication, then at most once a day */
+	FS_ATIME_NOATIME,      /* noatime: never moves (= mtime) */
+	FS_ATIME_STRICT,       /* strictatime: every read */
+};
+
 struct fs_config {
 	enum fs_cache cache;
 	uint32_t lease_ms;       /* default lease of KVFS_LOOKUP_PIN */
 	uint64_t seed;           /* key seed engines should use (shown) */
 	uint32_t tmp_timeout_ms; /* closed, unrenamed temporaries are dropped */
 	uint32_t max_read;       /* the max_read mount option, or 0 */
+	enum fs_atime atime;     /* what a chunk's atime shows */
 	char config_text[4096];  /* the effective options, for .kvfs/config */
 };
 

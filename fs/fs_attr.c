@@ -35,8 +35,43 @@ void fs_ns_attr(struct fs_inode *ns, struct stat *st)
 		 &ns->ctime);
 }
 
-void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
-		   const struct tier_info *info, struct stat *st)
+/* The atime to show for a chunk read last at atime, published at ptime
+ * (ns), given what in showed before. */
+static uint64_t shown_atime(const struct fs *fs, struct fs_inode *in,
+			    uint64_t ptime, uint64_t atime)
+{
+	const uint64_t day = 86400ULL * 1000000000ULL;
+	uint64_t shown;
+
+	if (atime < ptime)
+		atime = ptime;
+	switch (fs->cfg.atime) {
+	case FS_ATIME_NOATIME:
+		return ptime;
+	case FS_ATIME_STRICT:
+		return atime;
+	case FS_ATIME_RELATIME:
+	default:
+		break;
+	}
+	/* as Linux's relatime: moves when it is not after mtime (the first
+	 * read since publication) or a day old */
+	shown = in && in->shown_atime >= ptime ? in->shown_atime : ptime;
+	if (shown <= ptime || atime - shown >= day)
+		shown = atime;
+	if (in)
+		in->shown_atime = shown;
+	return shown;
+}
+
+static void ns_to_ts(uint64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000ULL);
+	ts->tv_nsec = (long)(ns % 1000000000ULL);
+}
+
+void fs_chunk_attr(struct fs *fs, struct fs_inode *nsi, struct fs_inode *in,
+		   uint64_t ino, const struct tier_info *info, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -47,17 +82,12 @@ void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
 	st->st_size = (off_t)info->size;
 	st->st_blocks = (blkcnt_t)((info->stored_bytes + 511) / 512);
 	st->st_blksize = 1 << 20;
-	st->st_atim.tv_sec = (time_t)(info->atime_ns / 1000000000ULL);
-	st->st_atim.tv_nsec = (long)(info->atime_ns % 1000000000ULL);
-	/* the publication time is not kept: show the last access */
-	st->st_mtim = st->st_atim;
-	st->st_ctim = st->st_atim;
-}
-
-static void ns_to_ts(uint64_t ns, struct timespec *ts)
-{
-	ts->tv_sec = (time_t)(ns / 1000000000ULL);
-	ts->tv_nsec = (long)(ns % 1000000000ULL);
+	/* immutable: mtime and ctime are the publication and never move
+	 * (tar, rsync, make compare them); only atime follows reads */
+	ns_to_ts(info->ptime_ns, &st->st_mtim);
+	st->st_ctim = st->st_mtim;
+	ns_to_ts(shown_atime(fs, in, info->ptime_ns, info->atime_ns),
+		 &st->st_atim);
 }
 
 void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
@@ -184,15 +214,18 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		info = in->info;
 		err = 0;
 	} else if (err && fi && fs_fh_of(fi) && fs_fh_of(fi)->chunk) {
-		/* the fd's pinned bytes */
-		memset(&info, 0, sizeof(info));
+		/* the fd's pinned bytes (times as last seen, if at all) */
+		if (in)
+			info = in->info;
+		else
+			memset(&info, 0, sizeof(info));
 		info.size = tier_chunk_size(fs_fh_of(fi)->chunk);
 		info.stored_bytes = info.size;
 		err = 0;
 	}
 	if (!err) {
 		nsi = fs_ns_find(p, ns);
-		fs_chunk_attr(nsi, ino, &info, st);
+		fs_chunk_attr(fs, nsi, in, ino, &info, st);
 		if (in && in->unlinked)
 			st->st_nlink = 0;
 	}

@@ -247,6 +247,7 @@ struct fs_inode {
 	uint64_t gen;
 	bool unlinked;          /* by unlink(2): fstat of open fds still works */
 	struct tier_info info;  /* as of the last lookup or getattr */
+	uint64_t shown_atime;   /* the atime stat shows (fs_chunk_attr) */
 	/* namespaces */
 	mode_t mode;
 	uid_t uid;
@@ -368,8 +369,10 @@ void fs_tmp_expire(struct fs *fs);
 /* ---------------------------------------------- fs_attr.c: attributes */
 
 void fs_ns_attr(struct fs_inode *ns, struct stat *st);
-void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
-		   const struct tier_info *info, struct stat *st);
+/* A published chunk's attributes (priv.lock held): in (may be NULL) is its
+ * inode, whose shown atime moves as fs->cfg.atime says. */
+void fs_chunk_attr(struct fs *fs, struct fs_inode *nsi, struct fs_inode *in,
+		   uint64_t ino, const struct tier_info *info, struct stat *st);
 /* Takes w->lock shared. */
 void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st);
 void fs_ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st);

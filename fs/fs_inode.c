@@ -269,7 +269,7 @@ static int lookup_in_ns(struct fs *fs, uint32_t ns, const char *name,
 	}
 	in->nlookup++;
 	in->info = info;
-	fs_chunk_attr(nsi, in->ino, &info, &e->attr);
+	fs_chunk_attr(fs, nsi, in, in->ino, &info, &e->attr);
 	pthread_mutex_unlock(&p->lock);
 	e->ino = in->ino;
 	e->attr_timeout = FS_TTL;

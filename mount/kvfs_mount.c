@@ -47,6 +47,7 @@ struct mopts {
 	char *l2_policy, *flush_on_exit, *tmp_timeout, *max_read;
 	int foreground, debug, help, version;
 	int overmount;           /* may mount over an existing kvfs mount */
+	int atime;               /* enum fs_atime */
 	int mount_form;          /* invoked as mount.kvfs / with SOURCE */
 	int fake;                /* mount(8) -f */
 	char *args[2];           /* non-options: [SOURCE] MOUNTPOINT */
@@ -65,6 +66,9 @@ enum {
 	KEY_MOUNT_IGN, /* mount(8) flags: -n -s -v */
 	KEY_MOUNT_F,   /* mount(8) -f (fake) or our -f */
 	KEY_FLUSH,     /* bare flush_on_exit */
+	KEY_NOATIME,   /* atime options: what a chunk's atime shows */
+	KEY_RELATIME,
+	KEY_STRICTATIME,
 };
 
 #define MOPT(t, f) { t, offsetof(struct mopts, f), 0 }
@@ -97,7 +101,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("ro", KEY_FUSE),
 	FUSE_OPT_KEY("noexec", KEY_FUSE),
 	FUSE_OPT_KEY("exec", KEY_FUSE),
-	FUSE_OPT_KEY("noatime", KEY_FUSE),
+	FUSE_OPT_KEY("noatime", KEY_NOATIME),
 	FUSE_OPT_KEY("atime", KEY_FUSE),
 	FUSE_OPT_KEY("fsname=", KEY_FUSE),
 	FUSE_OPT_KEY("max_read=", KEY_FUSE),
@@ -120,7 +124,8 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("suid", KEY_DROP),
 	FUSE_OPT_KEY("dev", KEY_DROP),
 	FUSE_OPT_KEY("async", KEY_DROP),
-	FUSE_OPT_KEY("relatime", KEY_DROP),
+	FUSE_OPT_KEY("relatime", KEY_RELATIME),
+	FUSE_OPT_KEY("strictatime", KEY_STRICTATIME),
 	FUSE_OPT_KEY("comment=", KEY_DROP),
 	FUSE_OPT_KEY("subtype=", KEY_DROP),
 
@@ -161,7 +166,8 @@ static void usage(FILE *f, const char *prog)
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
 "  -o overmount       mount even where a kvfs is mounted already (hiding it)\n"
-"  -o allow_other,allow_root,auto_unmount,ro,noexec,noatime,fsname=NAME\n"
+"  -o relatime|noatime|strictatime   what a chunk's atime shows (relatime)\n"
+"  -o allow_other,allow_root,auto_unmount,ro,noexec,fsname=NAME\n"
 "                     passed to FUSE; default_permissions is always on\n",
 		prog);
 }
@@ -190,6 +196,16 @@ static int opt_proc(void *data, const char *arg, int key,
 		return 0;
 	case KEY_FUSE:
 		add_fuse_opt(o, arg);
+		return 0;
+	case KEY_NOATIME:
+		o->atime = FS_ATIME_NOATIME;
+		add_fuse_opt(o, arg); /* the kernel's flag too */
+		return 0;
+	case KEY_RELATIME:
+		o->atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_STRICTATIME:
+		o->atime = FS_ATIME_STRICT;
 		return 0;
 	case KEY_FLUSH:
 		free(o->flush_on_exit); /* flush_on_exit=X given before */
@@ -328,6 +344,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	fc->cache = FS_CACHE_DIRECT;
 	fc->lease_ms = 30000;
 	fc->tmp_timeout_ms = 60000;
+	fc->atime = (enum fs_atime)o->atime;
 
 	if (o->l1_size) {
 		if (parse_size("l1_size", o->l1_size, &tc->l1_size))
@@ -498,6 +515,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("seed=%" PRIu64 "\n", fc->seed);
 	CFG("lease_ms=%u\n", fc->lease_ms);
 	CFG("tmp_timeout=%u\n", fc->tmp_timeout_ms / 1000);
+	CFG("atime=%s\n", fc->atime == FS_ATIME_NOATIME ? "noatime" :
+	    fc->atime == FS_ATIME_STRICT ? "strictatime" : "relatime");
 	CFG("l2_dir=%s\n", tc->l2_dir ? tc->l2_dir : "");
 	CFG("l2_size=%" PRIu64 "\n", tc->l2_size);
 	if (tc->compress_level)

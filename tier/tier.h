@@ -209,6 +209,9 @@ struct tier_info {
 	uint64_t checksum;     /* XXH3-64 of the raw bytes, seed 0; valid
 				* only with checksum_known (tier_checksum) */
 	uint64_t atime_ns;     /* CLOCK_REALTIME of the last access */
+	uint64_t ptime_ns;     /* CLOCK_REALTIME of the publication (whole
+				* seconds; for chunks recovered from L2 at
+				* start, the recovery): never changes */
 	uint64_t hits;
 	uint64_t gen;          /* publication number, unique per tier */
 	uint32_t refs;         /* pins: opens, leases, handles, user pin */

@@ -109,6 +109,9 @@ struct tier_rec {
 	uint16_t l2_heat;            /* hits since its L2 copy was written
 				      * or moved (saturating): what a reclaim
 				      * calls hot */
+	uint32_t ptime_s;            /* CLOCK_REALTIME seconds of its
+				      * publication (recovery, for a chunk
+				      * found in L2 at start): its mtime */
 };
 
 /* 184 bytes: with malloc's 8-byte header, one 192-byte heap chunk. */

@@ -261,6 +261,9 @@ static int on_recover(void *arg, const struct l2_rec_info *ri)
 	r->pi.hkey = hashkey_index(id, &ri->key);
 	r->pi.atime = ++t->clock;
 	r->atime_ns = tier_now_ns();
+	r->ptime_s = (uint32_t)(r->atime_ns / 1000000000ULL);
+	/* not yet read: atime = mtime (relatime shows the first read) */
+	r->atime_ns = (uint64_t)r->ptime_s * 1000000000ULL;
 	tier_idx_insert(t, ns, r);
 	if (ns->last_size < ri->raw_len)
 		ns->last_size = ri->raw_len;

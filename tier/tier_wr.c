@@ -335,6 +335,9 @@ static int publish(struct tier *t, struct tier_wr *w,
 	r->pi.depth = w->depth;
 	r->pi.atime = ++t->clock;
 	r->atime_ns = tier_now_ns();
+	r->ptime_s = (uint32_t)(r->atime_ns / 1000000000ULL);
+	/* not yet read: atime = mtime (relatime shows the first read) */
+	r->atime_ns = (uint64_t)r->ptime_s * 1000000000ULL;
 	if (w->has_parent && !tier_key_eq(&w->parent, pkey)) {
 		r->parent = w->parent;
 		r->flags |= TREC_HAS_PARENT;

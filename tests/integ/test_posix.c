@@ -64,6 +64,84 @@ static bool ts_eq(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
 }
 
+/* ------------------------------------------- 1: published chunk times */
+
+static void read_all(const char *p)
+{
+	char buf[65536];
+	int fd = open(p, O_RDONLY);
+
+	assert_true(fd >= 0);
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	close(fd);
+}
+
+static void test_published_times(void **state)
+{
+	char p[PATH_MAX], k[33], cmd[PATH_MAX + 64], out[4096];
+	struct stat a, b, c;
+
+	(void)state;
+	mkns("ptimes", 0755);
+	kvfs_test_key_name(7, k);
+	kvfs_test_path(&mnt, p, "ptimes/%s", k);
+	assert_int_equal(kvfs_test_write_file(p, 100000, 7, 0), 0);
+	assert_int_equal(stat(p, &a), 0);
+	sleep_ms(1100);
+	read_all(p); /* cat */
+	assert_int_equal(stat(p, &b), 0);
+	/* immutable: the publication time, never moved by a read */
+	assert_true(ts_eq(&a.st_mtim, &b.st_mtim));
+	assert_true(ts_eq(&a.st_ctim, &b.st_ctim));
+	assert_true(ts_eq(&a.st_mtim, &a.st_ctim));
+	/* relatime: the first read after publication shows, the next
+	 * within a day does not */
+	assert_true(b.st_atim.tv_sec > a.st_mtim.tv_sec);
+	sleep_ms(1100);
+	read_all(p);
+	assert_int_equal(stat(p, &c), 0);
+	assert_true(ts_eq(&b.st_atim, &c.st_atim));
+	assert_true(ts_eq(&a.st_mtim, &c.st_mtim));
+	/* tar reads every file and compares its times before and after */
+	if (access("/usr/bin/tar", X_OK) == 0 || access("/bin/tar", X_OK) == 0) {
+		const char *argv[] = { "sh", "-c", cmd, NULL };
+
+		snprintf(cmd, sizeof(cmd), "tar cf - -C '%s' ptimes | wc -c",
+			 mnt.dir);
+		assert_int_equal(kvfs_test_run(argv, out, sizeof(out)), 0);
+		snprintf(cmd, sizeof(cmd), "tar cf - -C '%s' ptimes >/dev/null"
+			 " </dev/null; echo rc=$?", mnt.dir);
+		assert_int_equal(kvfs_test_run(argv, out, sizeof(out)), 0);
+		assert_non_null(strstr(out, "rc=0"));
+		assert_null(strstr(out, "changed as we read it"));
+	} else {
+		fprintf(stderr, "# tar not installed: its check skipped\n");
+	}
+}
+
+/* noatime: a chunk's atime never moves */
+static void test_noatime(void **state)
+{
+	struct kvfs_mnt m;
+	char p[PATH_MAX], k[33];
+	struct stat a, b;
+
+	(void)state;
+	assert_int_equal(kvfs_test_mount(&m, "l1_size=16M,noatime"), 0);
+	assert_int_equal(mkdir(kvfs_test_path(&m, p, "ns"), 0755), 0);
+	kvfs_test_key_name(8, k);
+	kvfs_test_path(&m, p, "ns/%s", k);
+	assert_int_equal(kvfs_test_write_file(p, 5000, 8, 0), 0);
+	assert_int_equal(stat(p, &a), 0);
+	sleep_ms(1100);
+	read_all(p);
+	assert_int_equal(stat(p, &b), 0);
+	assert_true(ts_eq(&a.st_atim, &b.st_atim));
+	assert_true(ts_eq(&b.st_atim, &b.st_mtim));
+	assert_int_equal(kvfs_test_umount(&m), 0);
+}
+
 /* ------------------------------------------------- 2, 3: temporaries */
 
 static void test_temp_attrs(void **state)
@@ -347,6 +425,8 @@ static void test_idle_temps_evict_nothing(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_published_times),
+		cmocka_unit_test(test_noatime),
 		cmocka_unit_test(test_temp_attrs),
 		cmocka_unit_test(test_unlinked_temp_nlink),
 		cmocka_unit_test(test_rename_flags),
