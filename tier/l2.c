@@ -212,6 +212,7 @@ static int read_salt(struct l2 *l2, char *err, size_t errlen)
 	}
 	if (errno != ENOENT)
 		goto fail;
+	l2->salt_new = true; /* l2_recover says so if segments were there */
 	if (getrandom(&l2->salt, sizeof(l2->salt), 0) != sizeof(l2->salt)) {
 		uint64_t t = l2_now_ns();
 

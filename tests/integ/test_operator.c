@@ -161,6 +161,95 @@ static void test_default_l2_size(void **state)
 	unlink(log);
 }
 
+/* ---------------------------------------------------------- defect 9 */
+
+static void rm_l2(const char *dir)
+{
+	const char *argv[] = { "rm", "-rf", dir, NULL };
+	char out[256];
+
+	kvfs_test_run(argv, out, sizeof(out));
+}
+
+/* Mounts on l2dir with the log captured, returns the log's text after
+ * the unmount (static). */
+static const char *remount_log(const char *l2dir)
+{
+	char opts[PATH_MAX + 128], log[64];
+	struct kvfs_mnt m;
+	const char *out;
+
+	snprintf(opts, sizeof(opts), "l1_size=16M,max_chunk=1M,l2_dir=%s,"
+		 "l2_size=64M,ingest=all", l2dir);
+	assert_int_equal(mount_logged(&m, opts, log), 0);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+	out = slurp(log);
+	unlink(log);
+	return out;
+}
+
+static void test_l2_losses_logged(void **state)
+{
+	char l2dir[] = "/var/tmp/kvfs-integ-l2log-XXXXXX", p[PATH_MAX];
+	char opts[PATH_MAX + 128], k[33], seg[PATH_MAX];
+	struct kvfs_mnt m;
+	const char *out;
+	int fd, flipped = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(l2dir));
+	snprintf(opts, sizeof(opts), "l1_size=16M,max_chunk=1M,l2_dir=%s,"
+		 "l2_size=64M,ingest=all", l2dir);
+	assert_int_equal(kvfs_test_mount(&m, opts), 0);
+	assert_int_equal(mkdir(kvfs_test_path(&m, p, "ns"), 0755), 0);
+	for (uint64_t i = 0; i < 6; i++) {
+		kvfs_test_key_name(i, k);
+		assert_int_equal(kvfs_test_write_file(kvfs_test_path(&m, p,
+					"ns/%s", k), 100000, i, 0), 0);
+	}
+	assert_int_equal(kvfs_test_umount(&m), 0); /* L2 writes flushed */
+
+	/* three records damaged: one summary line, not three */
+	snprintf(seg, sizeof(seg), "%s/seg-0000000000000001.kvl2", l2dir);
+	fd = open(seg, O_RDWR);
+	assert_true(fd >= 0);
+	for (off_t off = 0; flipped < 3; off += 4096) {
+		uint32_t magic = 0;
+		unsigned char b;
+
+		if (pread(fd, &magic, 4, off) != 4)
+			break;
+		if (magic != 0x324c564bu)
+			continue;
+		assert_int_equal(pread(fd, &b, 1, off + 1000), 1);
+		b ^= 0x40;
+		assert_int_equal(pwrite(fd, &b, 1, off + 1000), 1);
+		flipped++;
+	}
+	close(fd);
+	assert_int_equal(flipped, 3);
+	out = remount_log(l2dir);
+	assert_int_equal(kvfs_test_count(out, "corrupt"), 1);
+	assert_non_null(strstr(out, "recovery skipped 3 corrupt and 0 torn "
+			       "record(s)"));
+
+	/* l2.id changed: nothing verifies, and the log says why */
+	snprintf(p, sizeof(p), "%s/l2.id", l2dir);
+	fd = open(p, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "0123456789abcdef\n", 17), 17);
+	close(fd);
+	out = remount_log(l2dir);
+	assert_int_equal(kvfs_test_count(out, "verifies against l2.id"), 1);
+
+	/* l2.id deleted: a new one is written, and the log says what that
+	 * cost */
+	assert_int_equal(unlink(p), 0);
+	out = remount_log(l2dir);
+	assert_int_equal(kvfs_test_count(out, "l2.id was missing"), 1);
+	rm_l2(l2dir);
+}
+
 /* ---------------------------------------------------------- defect 10 */
 
 static void test_log_flood(void **state)
@@ -201,6 +290,7 @@ int main(void)
 		cmocka_unit_test(test_second_mount_refused),
 		cmocka_unit_test_teardown(test_default_l2_size, teardown),
 		cmocka_unit_test(test_log_flood),
+		cmocka_unit_test(test_l2_losses_logged),
 	};
 
 	if (access("/dev/fuse", R_OK | W_OK)) {
