@@ -206,6 +206,7 @@ struct l2 {
 	/* pools: l2.lock */
 	struct l2_buf *bufs;
 	size_t nbufs;
+	size_t pool_bytes;    /* the bufs' caps together */
 	struct l2_ws_item *wss;
 	void *zero;           /* L2_ALIGN zero bytes (punch fallback) */
 	bool punch_ok;        /* (io) */
