@@ -579,6 +579,14 @@ int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 	     const void *in_buf, size_t in_bufsz, size_t out_bufsz);
 
 /*
+ * fs_xattr_value_check (fs_xattr.c) - parses a value for the settable
+ * attribute name as setxattr does, without applying it: 0, -EINVAL for a
+ * malformed value, -ENOTSUP for a name kvfs never sets. Pure (the fuzz
+ * target calls it).
+ */
+int fs_xattr_value_check(const char *name, const char *value, size_t size);
+
+/*
  * fs_ioctl_check - the validation fs_ioctl applies to an ioctl's argument
  * before it looks at the fd or the engine: kvfs's magic (-ENOTTY if not,
  * or an unknown number), direction, size and version header (-EINVAL),
