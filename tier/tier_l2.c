@@ -27,9 +27,10 @@
  * records waiting for the disk (the l2 append queue, l2_config.max_queue):
  * l1_size/4 (at least 4 chunks of max_chunk) and l1_size/8 (at least 2
  * records), so that what waits for the disk scales with the cache instead
- * of 512 + 256 MiB whatever l1_size is. A full raw queue drops the evicted
- * chunk (as before, counted in l2 errors: the disk is not keeping up); a
- * full append queue makes the demoter wait.
+ * of 512 + 256 MiB whatever l1_size is. Writers wait for room in the raw
+ * queue before they evict (tier_l2_throttle; an eviction that still finds
+ * it full drops the chunk, counted in l2 errors); a full append queue
+ * makes the demoter wait.
  */
 static uint64_t queue_cap(const struct tier *t, unsigned int div,
 			  uint64_t min)
@@ -186,6 +187,24 @@ static bool cancel_queued(struct tier *t, struct tier_rec *r)
 	tier_unref(t, r); /* the job's pin; r stays indexed */
 	pthread_cond_broadcast(&t2->cond); /* the demoter's tl2_rescan */
 	return true;
+}
+
+/* The longest a writer waits for the demoter (tier_l2_throttle). */
+#define TL2_THROTTLE_MS 5000
+
+void tier_l2_throttle(struct tier *t, uint64_t need)
+{
+	struct tier_l2 *t2 = t->l2;
+	struct timespec dl;
+
+	if (!t2 || !t2->l2 || t2->raw_queued + need <= t2->raw_max)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += TL2_THROTTLE_MS / 1000;
+	/* each finished demotion broadcasts t2->cond */
+	while (t2->raw_queued && t2->raw_queued + need > t2->raw_max &&
+	       pthread_cond_timedwait(&t2->cond, &t->lock, &dl) != ETIMEDOUT)
+		;
 }
 
 bool tier_l2_wait_write(struct tier *t, struct tier_rec *r)

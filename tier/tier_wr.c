@@ -118,6 +118,7 @@ static int wr_grow(struct tier *t, struct tier_wr *w, uint64_t need)
 	int rc;
 
 	tier_lock(t);
+	tier_l2_throttle(t, need); /* the disk's pace, not dropped evictions */
 	/* the first bytes: the expected size, if guesses fit (see above) */
 	dbl = !w->cap && w->hint > need &&
 	      t->writer_bytes + w->hint <= t->l1_cap / 2 ? w->hint : w->cap * 2;
