@@ -151,6 +151,8 @@ $(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+# kvfs_xbench (batched transfers) mounts with the tests' helper
+$(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 
 # ---------------------------------------------------------------- load
 # tests/load: the crash-consistency harness (make faults; 2 rounds in

@@ -122,7 +122,7 @@ def main():
     if not mnt:
         # Every repeat writes new keys: room for all of them.
         mnt, proc = mount(a.mount_bin,
-                          total * (2 * a.repeat + 1) + (64 << 20))
+                          total * (3 * a.repeat + 1) + (64 << 20))
         owned = (mnt, proc)
     shm = tempfile.mkdtemp(prefix="kvfs-pybench.", dir="/dev/shm")
     conn = None
@@ -175,6 +175,32 @@ def main():
         t = best(lambda r: drain(bytes(conn.get_mmap(k)[:])
                                  for k in keysets[0]), a.repeat)
         rows.append(("get  kvfs.Connector.get_mmap + copy (kvfs)", t))
+
+        # batched: put_many / get_many, 16 chunks per call (the daemon
+        # copies straight from/into these buffers)
+        b = 16
+        keys3 = [kvfs.keys(range(n * 16), 16, seed=2000 + r)
+                 for r in range(a.repeat)]
+        t = best(lambda r: drain(conn.put_many(keys3[r][i:i + b],
+                                               [data] * len(
+                                                   keys3[r][i:i + b]))
+                                 for i in range(0, n, b)), a.repeat)
+        rows.append(("put  Connector.put_many, 16 per call (kvfs)", t))
+        outs = [bytearray(a.chunk) for _ in range(b)]
+        t = best(lambda r: drain(plain_readinto(shm_path(0, i), outs[i % b])
+                                 for i in range(n)), a.repeat)
+        rows.append(("get  os.readv into 16 buffers in turn (tmpfs)", t))
+        t = best(lambda r: drain(conn.get_many(keysets[0][i:i + b],
+                                               outs[:len(
+                                                   keysets[0][i:i + b])])
+                                 for i in range(0, n, b)), a.repeat)
+        rows.append(("get  Connector.get_many, 16 per call (kvfs)", t))
+        if np is not None:
+            arrs = [np.empty(a.chunk, dtype=np.uint8) for _ in range(b)]
+            t = best(lambda r: drain(conn.get_many(
+                keysets[0][i:i + b], arrs[:len(keysets[0][i:i + b])])
+                for i in range(0, n, b)), a.repeat)
+            rows.append(("get  Connector.get_many into ndarrays (kvfs)", t))
         conn.close()
 
         print("py_bench: %d chunks of %d KiB (%.0f MiB), best of %d" % (
@@ -182,14 +208,18 @@ def main():
         d = dict(rows)
         ref = {"put": d["put  os.write (tmpfs)"],
                "get": d["get  os.readv into a buffer (tmpfs)"],
-               "byt": d["get  os.read -> bytes (tmpfs)"]}
+               "byt": d["get  os.read -> bytes (tmpfs)"],
+               "b16": d["get  os.readv into 16 buffers in turn (tmpfs)"]}
         for name, t in rows:
             kind = "byt" if ("bytes" in name or "mmap" in name) else name[:3]
+            if name.startswith("get") and ("16" in name or "ndarrays" in name):
+                kind = "b16"  # the same 16 destination buffers
             gbs = total / t / 1e9
             print("  %-48s %7.2f GB/s   %.2fx tmpfs" % (
                 name, gbs, ref[kind] / t))
         print("  (get rows compare with the tmpfs row of the same kind: "
-              "into a caller's buffer, or returning new bytes)")
+              "into a caller's buffer, into 16 buffers in turn (get_many),"
+              " or returning new bytes)")
     finally:
         if conn is not None:
             conn.close()

@@ -8,6 +8,7 @@
 #   BUILD/bench/kvfs_meta      metadata bytes per chunk, replay
 #   BUILD/bench/kvfs_l2bench   compression, L2 promotion vs O_DIRECT
 #   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
+#   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write()
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
 #   bench/py_bench.py          the Python binding vs os.read/os.write
 #
@@ -74,7 +75,8 @@ run() { # name cmd...
 }
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
-for b in kvfs_bench kvfs_meta kvfs_l2bench kvfs_ibench kvfs_gpubench; do
+for b in kvfs_bench kvfs_meta kvfs_l2bench kvfs_ibench kvfs_xbench \
+	kvfs_gpubench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"
 	else

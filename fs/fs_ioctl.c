@@ -18,10 +18,12 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_xfer.h"
 #include "tier/lease.h"
 
 struct fs_ioctl_state {
 	struct lease_table *leases;
+	struct fs_xfer *xfer; /* batched GET/PUT: fs_xfer.c */
 	/* counters, updated with atomics (no lock) */
 	uint64_t lookups, group_lookups, keys, prefetches, handles, errors;
 };
@@ -438,6 +440,11 @@ static size_t ioc_size(unsigned int nr)
 		return sizeof(struct kvfs_handle);
 	case _IOC_NR(KVFS_IOC_HANDLE_RELEASE):
 		return sizeof(struct kvfs_handle_release);
+	case _IOC_NR(KVFS_IOC_GET):
+	case _IOC_NR(KVFS_IOC_PUT):
+		return sizeof(struct kvfs_xfer);
+	case _IOC_NR(KVFS_IOC_XFER_REGISTER):
+		return sizeof(struct kvfs_xfer_register);
 	default:
 		return 0;
 	}
@@ -538,6 +545,12 @@ int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 		return do_unpin(fs, req, fh, fi->fh, in_buf);
 	case _IOC_NR(KVFS_IOC_HANDLE):
 		return do_handle(fs, req, fh, fi->fh, fi, in_buf);
+	case _IOC_NR(KVFS_IOC_GET):
+	case _IOC_NR(KVFS_IOC_PUT):
+	case _IOC_NR(KVFS_IOC_XFER_REGISTER):
+		return fs_xfer_ioctl(fs, ((struct fs_ioctl_state *)
+					  fs->ioctl_state)->xfer,
+				     req, fi, _IOC_NR(cmd), in_buf);
 	default:
 		return do_handle_release(fs, req, fh, fi->fh, in_buf);
 	}
@@ -548,8 +561,10 @@ void fs_ioctl_release(struct fs *fs, uint64_t fh)
 	struct fs_ioctl_state *st = fs->ioctl_state;
 	struct fs_fh *f = (struct fs_fh *)(uintptr_t)fh;
 
-	if (st)
+	if (st) {
 		lease_release_owner(st->leases, fh);
+		fs_xfer_release(st->xfer, fh);
+	}
 	/* ioctl_priv is unused: leases and handles are found by owner. */
 	if (f)
 		f->ioctl_priv = NULL;
@@ -568,6 +583,12 @@ int fs_ioctl_init(struct fs *fs)
 		free(st);
 		return rc;
 	}
+	rc = fs_xfer_create(fs, &st->xfer);
+	if (rc) {
+		lease_table_destroy(st->leases);
+		free(st);
+		return rc;
+	}
 	fs->ioctl_state = st;
 	return 0;
 }
@@ -578,6 +599,7 @@ void fs_ioctl_destroy(struct fs *fs)
 
 	if (!st)
 		return;
+	fs_xfer_destroy(st->xfer);
 	lease_table_destroy(st->leases);
 	free(st);
 	fs->ioctl_state = NULL;
@@ -586,24 +608,26 @@ void fs_ioctl_destroy(struct fs *fs)
 size_t fs_ioctl_stats_json(struct fs *fs, char *buf, size_t size)
 {
 	struct fs_ioctl_state *st = fs->ioctl_state;
-	char leases[512];
+	char leases[512], xfer[512];
 	int n;
 
 	if (!st)
 		n = snprintf(buf, size, "{}");
 	else {
 		lease_stats_json(st->leases, leases, sizeof(leases));
+		fs_xfer_stats_json(st->xfer, xfer, sizeof(xfer));
 		n = snprintf(buf, size,
 			     "{\"lookups\":%llu,\"group_lookups\":%llu,"
 			     "\"keys\":%llu,\"prefetches\":%llu,"
-			     "\"handles\":%llu,\"errors\":%llu,%s}",
+			     "\"handles\":%llu,\"errors\":%llu,%s,"
+			     "\"xfer\":%s}",
 			     (unsigned long long)__atomic_load_n(&st->lookups, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->group_lookups, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->keys, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->prefetches, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->handles, __ATOMIC_RELAXED),
 			     (unsigned long long)__atomic_load_n(&st->errors, __ATOMIC_RELAXED),
-			     leases);
+			     leases, xfer);
 	}
 	if (n < 0)
 		return 0;

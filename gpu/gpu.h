@@ -138,4 +138,28 @@ static inline void gpu_unexport(struct gpu_arena *a, void *cookie)
 	a->ops->unexport(a, cookie);
 }
 
+/*
+ * Imports: a device buffer of ANOTHER process (an engine's KV pool, given
+ * as a CUDA IPC handle) opened by the daemon once, so batched GETs can copy
+ * chunks straight into it (pinned arena: one host-to-device DMA; cuda
+ * arena: device to device). gpu_cuda.c; gpu_nocuda.c and host arenas say
+ * -ENOTSUP.
+ * gpu_import_open: opens ipc (64 bytes) for len bytes in the arena's
+ *   device context. -ENOTSUP (host arena), -EIO (not a live handle),
+ *   -ENOMEM.
+ * gpu_import_copy: copies len bytes into the import at dst_off, from the
+ *   arena at arena_off, or from host memory host_src when it is not NULL
+ *   (a chunk served from a temporary buffer). -EFAULT when
+ *   [dst_off, dst_off + len) is outside the import, -EINVAL outside the
+ *   arena, -EIO. Blocks until the copy is done. Thread-safe.
+ * gpu_import_close: closes it (no copy may be running on it).
+ */
+struct gpu_import;
+int gpu_import_open(struct gpu_arena *a, const uint8_t ipc[64], uint64_t len,
+		    struct gpu_import **out);
+int gpu_import_copy(struct gpu_arena *a, struct gpu_import *im,
+		    uint64_t dst_off, uint64_t arena_off, const void *host_src,
+		    size_t len);
+void gpu_import_close(struct gpu_arena *a, struct gpu_import *im);
+
 #endif /* KVFS_GPU_H */

@@ -599,6 +599,82 @@ static void cuda_unexport(struct gpu_arena *a, void *cookie)
 	free(e);
 }
 
+/* ------------------------------------------------------------ imports */
+
+/* An engine's device buffer, opened from its IPC handle (gpu.h). */
+struct gpu_import {
+	void *dptr;
+	uint64_t len;
+};
+
+static const struct gpu_ops gpu_pinned_ops, gpu_cuda_ops;
+
+int gpu_import_open(struct gpu_arena *a, const uint8_t ipc[64], uint64_t len,
+		    struct gpu_import **out)
+{
+	struct cuda_priv *p = cuda_priv(a);
+	struct gpu_rt_ipc h;
+	struct gpu_import *im;
+	int cr;
+
+	*out = NULL;
+	if (a->ops != &gpu_pinned_ops && a->ops != &gpu_cuda_ops)
+		return -ENOTSUP;
+	im = calloc(1, sizeof(*im));
+	if (!im)
+		return -ENOMEM;
+	memcpy(&h, ipc, sizeof(h));
+	p->rt.SetDevice(a->device);
+	cr = p->rt.IpcOpenMemHandle(&im->dptr, h, GPU_RT_IPC_LAZY_PEER);
+	if (cr != GPU_RT_SUCCESS) {
+		free(im);
+		return -EIO;
+	}
+	im->len = len;
+	*out = im;
+	return 0;
+}
+
+int gpu_import_copy(struct gpu_arena *a, struct gpu_import *im,
+		    uint64_t dst_off, uint64_t arena_off, const void *host_src,
+		    size_t len)
+{
+	struct cuda_priv *p = cuda_priv(a);
+	const void *src;
+	int kind;
+
+	if (dst_off > im->len || len > im->len - dst_off)
+		return -EFAULT;
+	if (host_src) {
+		src = host_src;
+		kind = GPU_RT_H2D;
+	} else if (!cuda_range_ok(a, arena_off, len)) {
+		return -EINVAL;
+	} else if (a->host) { /* pinned: DMA from the page-locked arena */
+		src = (const char *)a->host + arena_off;
+		kind = GPU_RT_H2D;
+	} else {
+		src = (const char *)p->dev + arena_off;
+		kind = GPU_RT_D2D;
+	}
+	p->rt.SetDevice(a->device);
+	return p->rt.Memcpy((char *)im->dptr + dst_off, src, len, kind) ==
+			       GPU_RT_SUCCESS
+		       ? 0
+		       : -EIO;
+}
+
+void gpu_import_close(struct gpu_arena *a, struct gpu_import *im)
+{
+	struct cuda_priv *p = cuda_priv(a);
+
+	if (!im)
+		return;
+	p->rt.SetDevice(a->device);
+	p->rt.IpcCloseMemHandle(im->dptr);
+	free(im);
+}
+
 static const struct gpu_ops gpu_pinned_ops = {
 	.name = "pinned",
 	.alloc = pinned_alloc,

@@ -276,6 +276,147 @@ struct kvfs_handle_release {
 #define KVFS_IOC_HANDLE _IOWR(KVFS_IOC_MAGIC, 4, struct kvfs_handle)
 #define KVFS_IOC_HANDLE_RELEASE _IOWR(KVFS_IOC_MAGIC, 5, struct kvfs_handle_release)
 
+/* ----------------------------------------------------------------------
+ * 3b. Batched transfers (KVFS_IOC_GET / KVFS_IOC_PUT, fs/fs_xfer.c)
+ *
+ * Many chunks per ioctl, copied by the daemon straight between its arena
+ * and the CALLER's memory with process_vm_readv/process_vm_writev on the
+ * pid of the FUSE request: one copy per byte, no FUSE data transfer, one
+ * round trip per batch. The arena is never mapped into or exposed to the
+ * caller. On a namespace directory fd. Entries name chunks by key (a
+ * namespace of 32-hex names); namespaces whose chunks have path names
+ * will take a later entry form (another ioctl number), not this one.
+ *
+ * Who may: the caller's uid and groups must be allowed to read (GET) or
+ * write (PUT) the namespace (else the whole batch fails with EACCES), and
+ * the daemon must be allowed to ptrace the caller (ptrace(2), "Ptrace
+ * access mode checking"): it is when it has CAP_SYS_PTRACE (root normally
+ * does); otherwise the caller must have the daemon's uid, no capability
+ * the daemon lacks, and be dumpable, and where Yama's ptrace_scope is 1
+ * it must name the daemon with prctl(PR_SET_PTRACER, daemon_pid)
+ * (kvfs_mget/kvfs_mput do this by themselves, see there). Without that
+ * the batch fails with EPERM.
+ *
+ * Entries: up to KVFS_XFER_MAX per call (the struct stays under FUSE's
+ * 16 KiB restricted-ioctl limit); kvfs_mget/kvfs_mput split longer lists.
+ * Each entry succeeds or fails alone, with its own result; a malformed
+ * batch (version/size, nents 0 or > KVFS_XFER_MAX, unknown flags, nonzero
+ * reserved fields, a key twice in one PUT) fails whole with EINVAL before
+ * anything is done. The ioctl then returns 0 and the entries' results say
+ * what happened; only the header and entries come back.
+ *
+ * Results of an entry (result):
+ *   GET  >= 0   bytes copied to [addr, addr + result)
+ *        -ENOENT   a miss (not cached, or an L2 record failed its check)
+ *        -EMSGSIZE the range does not fit cap (size still says the chunk's
+ *                  size; nothing copied)
+ *        -ERANGE   offset/length reach past the chunk's end (size says it)
+ *        -EFAULT   [addr, addr + n) is not writable memory of the caller
+ *                  (unmapped, read-only): bytes before the fault may have
+ *                  been written
+ *   PUT  0         stored by this call
+ *        -EEXIST   already published, or being written by another writer
+ *                  (count it as stored: the bytes there are the key's)
+ *        -EFBIG    length > the mount's max_chunk
+ *        -EMSGSIZE length differs from the namespace's chunk_bytes
+ *        -EFAULT   [addr, addr + length) is not readable memory of the
+ *                  caller: nothing is published for this key
+ *        -ENOSPC   L1 is full of pinned chunks and writers
+ *   both -EINTR    not attempted: the caller got a signal during the batch,
+ *                  so the daemon stopped early (it always does at least one
+ *                  entry); send the entry again (kvfs_mget/kvfs_mput do)
+ *        -ENOMEM, -EIO  the daemon's own trouble with this entry
+ * GET copies a consistent chunk even while eviction runs: the chunk is
+ * pinned for the copy, and a chunk only in L2 is read, verified and
+ * promoted into L1 first. PUT allocates the chunk in L1, copies the
+ * caller's bytes into it once, checksums them (XXH3-64, kept as
+ * user.kvfs.checksum) and publishes it atomically: a failed copy never
+ * publishes anything. Overlapping entries are allowed: PUT only reads its
+ * sources; GET entries may be copied concurrently (the daemon spreads a
+ * batch over its copy threads), so where two GET destinations overlap the
+ * bytes there come from either entry, while every other byte of each
+ * entry is its own and nothing outside the entries is written.
+ *
+ * Whole-batch errors (ioctl fails with errno): EINVAL (above), EACCES,
+ * ENOTTY (not a namespace directory fd), ENOENT (namespace removed), EPERM
+ * (the daemon may not access the caller's memory, see above), ESRCH (the
+ * caller's pid is not visible to the daemon: another pid namespace),
+ * EOPNOTSUPP (KVFS_XFER_DEVICE where L1 is host memory), ENODEV
+ * (KVFS_XFER_DEVICE without a registered device buffer).
+ * ---------------------------------------------------------------------- */
+
+/* Most entries one KVFS_IOC_GET / KVFS_IOC_PUT call takes. */
+#define KVFS_XFER_MAX 240
+
+/* Batch flags */
+/* GET: addr is an offset in the CUDA buffer this fd registered with
+ * KVFS_IOC_XFER_REGISTER (cap bounded by its length), not a host
+ * address: the daemon copies each chunk from its pinned or cuda L1
+ * straight into the engine's device memory. */
+#define KVFS_XFER_DEVICE 0x1u
+
+struct kvfs_xfer_ent {
+	struct kvfs_key key;
+	uint64_t addr;   /* caller's address (or device offset, see flags) */
+	uint64_t cap;    /* GET: bytes of room at addr; PUT: 0 */
+	uint64_t offset; /* GET: first byte of the chunk wanted; PUT: 0 */
+	uint64_t length; /* GET: bytes wanted, 0 = to the chunk's end;
+			  * PUT: the chunk's size (bytes at addr) */
+	/* out */
+	int64_t result;  /* see above */
+	uint64_t size;   /* GET: the chunk's size when known, else 0 */
+};
+
+/*
+ * KVFS_IOC_GET / KVFS_IOC_PUT, on a namespace directory fd.
+ * In:  nents entries (1..KVFS_XFER_MAX), flags (GET: 0 or
+ *      KVFS_XFER_DEVICE; PUT: 0), reserved 0.
+ * Out: done = entries whose result is >= 0 (GET) or 0 / -EEXIST (PUT);
+ *      bytes = bytes copied in all; daemon_pid = the daemon's pid (the
+ *      ptracer to name with prctl(PR_SET_PTRACER)), also written back when
+ *      the batch fails with EPERM; each entry's result and size.
+ */
+struct kvfs_xfer {
+	uint32_t version;
+	uint32_t size;
+	uint32_t flags;
+	uint32_t nents;
+	/* out */
+	uint32_t done;
+	int32_t daemon_pid;
+	uint64_t bytes;
+	struct kvfs_xfer_ent ents[KVFS_XFER_MAX];
+};
+
+/*
+ * KVFS_IOC_XFER_REGISTER, on a namespace directory fd, where L1 is pinned
+ * or cuda memory: registers the engine's device buffer (its KV pool) for
+ * KVFS_XFER_DEVICE GETs on this open file. ipc is a cudaIpcMemHandle_t of
+ * a cudaMalloc allocation of the engine's of at least length bytes on
+ * device `device` (the daemon's numbering). The daemon opens it once
+ * (cudaIpcOpenMemHandle) and keeps it open until the fd is closed or
+ * another buffer is registered (length 0 unregisters); it holds no device
+ * memory of its own per chunk. Out: buffer_id (> 0).
+ * Errors: EINVAL (version/size, length 0 with an ipc, reserved),
+ * EOPNOTSUPP (L1 is host memory), EACCES (caller may not read the
+ * namespace), EIO (the handle could not be opened: not a live buffer).
+ */
+struct kvfs_xfer_register {
+	uint32_t version;
+	uint32_t size;
+	int32_t device;
+	uint32_t reserved;
+	uint64_t length;
+	uint8_t ipc[64];
+	/* out */
+	uint64_t buffer_id;
+};
+
+#define KVFS_IOC_GET _IOWR(KVFS_IOC_MAGIC, 6, struct kvfs_xfer)
+#define KVFS_IOC_PUT _IOWR(KVFS_IOC_MAGIC, 7, struct kvfs_xfer)
+#define KVFS_IOC_XFER_REGISTER \
+	_IOWR(KVFS_IOC_MAGIC, 8, struct kvfs_xfer_register)
+
 /* C++ (and CUDA .cu) engines include this header too. */
 #ifdef __cplusplus
 #define KVFS_STATIC_ASSERT static_assert
@@ -285,6 +426,7 @@ struct kvfs_handle_release {
 KVFS_STATIC_ASSERT(sizeof(struct kvfs_lookup) < 16384, "restricted ioctl");
 KVFS_STATIC_ASSERT(sizeof(struct kvfs_group_lookup) < 16384,
 		   "restricted ioctl");
+KVFS_STATIC_ASSERT(sizeof(struct kvfs_xfer) <= 16000, "restricted ioctl");
 
 /* ======================================================================
  * 4. Client library (libkvfs)
@@ -457,6 +599,76 @@ int kvfs_handle_put(int fd, const struct kvfs_handle *h);
  */
 int kvfs_handle_map(int fd, const struct kvfs_handle *h, const void **addr);
 void kvfs_handle_unmap(const void *addr, const struct kvfs_handle *h);
+
+/* ----------------------------------------------------------------------
+ * 4a. Batched transfers (fs/client_xfer.c): KVFS_IOC_GET / KVFS_IOC_PUT
+ * ---------------------------------------------------------------------- */
+
+/* One chunk of a kvfs_mget / kvfs_mput. */
+struct kvfs_io {
+	struct kvfs_key key;
+	void *buf;       /* GET: where the bytes go; PUT: where they are
+			  * (only read) */
+	size_t len;      /* GET: bytes of room at buf; PUT: the chunk's size */
+	uint64_t offset; /* GET: first byte of the chunk wanted; PUT: 0 */
+	uint64_t length; /* GET: bytes wanted, 0 = to the chunk's end;
+			  * PUT: ignored (len is the size) */
+	/* out */
+	int64_t result;  /* as kvfs_xfer_ent.result (section 3b): GET bytes
+			  * copied or -ENOENT/-EMSGSIZE/-ERANGE/-EFAULT...;
+			  * PUT 0 or -EEXIST (both: stored), -EFBIG... */
+	uint64_t size;   /* GET: the chunk's size when it was found */
+};
+
+/*
+ * kvfs_mget - copies the chunks (or byte ranges of them) io[0..n) of
+ * nsfd's namespace into the caller's buffers, KVFS_XFER_MAX entries per
+ * KVFS_IOC_GET (1,000 chunks: 5 ioctls). Each entry gets its own result;
+ * entries the daemon left undone because a signal arrived (-EINTR) are
+ * sent again. Buffers may be any memory of this process (page-locked
+ * included); unmapped or read-only ones give that entry -EFAULT.
+ * flags: 0 (KVFS_XFER_DEVICE: see kvfs_mget_device).
+ * Permission: when the daemon first answers EPERM (it does not run as
+ * root and Yama restricts ptrace), this calls
+ * prctl(PR_SET_PTRACER, daemon_pid) -- replacing any ptracer this process
+ * named before -- and tries once more.
+ * Returns the number of entries that succeeded (result >= 0), or a
+ * whole-batch -errno: -EINVAL (n 0, io NULL, an entry with buf NULL and
+ * len > 0), -EACCES, -ENOTTY, -EPERM, -ESRCH (kvfs.h 3b). After a
+ * -errno, entries of earlier ioctls keep their results; the others are
+ * set to that -errno.
+ */
+long kvfs_mget(int nsfd, struct kvfs_io *io, size_t n, unsigned flags);
+
+/*
+ * kvfs_mput - publishes the chunks io[0..n) (io[i].len bytes at
+ * io[i].buf each) in nsfd's namespace, KVFS_XFER_MAX per KVFS_IOC_PUT:
+ * each is allocated in L1, copied once from buf, checksummed and
+ * published atomically, or not at all. Returns the number of entries
+ * stored (result 0 or -EEXIST), or a whole-batch -errno as kvfs_mget;
+ * -EINVAL also when a key appears twice in io (nothing is done).
+ */
+long kvfs_mput(int nsfd, struct kvfs_io *io, size_t n);
+
+/*
+ * kvfs_xfer_register - registers a CUDA buffer of this process (its KV
+ * pool) for kvfs_mget_device on nsfd: ipc is its cudaIpcMemHandle_t
+ * (cudaIpcGetMemHandle), length its size, device the daemon's device
+ * number (usually the same as yours). One buffer per open nsfd (a second
+ * call replaces it; length 0 unregisters). Returns 0, -EOPNOTSUPP (L1
+ * is host memory), -EIO (the daemon could not open the handle), -EINVAL.
+ */
+int kvfs_xfer_register(int nsfd, const void *ipc, size_t length,
+		       int device);
+
+/*
+ * kvfs_mget_device - kvfs_mget into the registered CUDA buffer: io[i].buf
+ * is not an address but an offset in that buffer ((void *)(uintptr_t)
+ * off), io[i].len the room there. The daemon copies from its pinned L1
+ * (host-to-device DMA) or cuda L1 (device to device). -ENODEV when no
+ * buffer is registered on nsfd, -EOPNOTSUPP on host L1.
+ */
+long kvfs_mget_device(int nsfd, struct kvfs_io *io, size_t n);
 
 /* ----------------------------------------------------------------------
  * 4b. CUDA handles (fs/client_cuda.c)

@@ -40,7 +40,7 @@ __all__ = [
     "HandleReleaseArg", "IOC_LOOKUP", "IOC_GROUP_LOOKUP", "IOC_UNPIN",
     "IOC_HANDLE", "IOC_HANDLE_RELEASE", "LookupResult",
     "MissingNamespaceError", "Handle", "Connector", "keys", "key_chunk",
-    "key_hex", "parse_key", "load_library",
+    "key_hex", "parse_key", "load_library", "XFER_MAX", "IoArg",
 ]
 
 # ---------------------------------------------------------------- ABI
@@ -115,6 +115,73 @@ class HandleReleaseArg(ctypes.Structure):
     """struct kvfs_handle_release"""
     _fields_ = [("version", ctypes.c_uint32), ("size", ctypes.c_uint32),
                 ("handle_id", ctypes.c_uint64)]
+
+
+# -- batched transfers (kvfs.h 3b / 4a): kvfs_mget / kvfs_mput via libkvfs
+XFER_MAX = 240
+
+
+class IoArg(ctypes.Structure):
+    """struct kvfs_io of include/kvfs.h (one chunk of kvfs_mget/mput)."""
+    _fields_ = [("key", Key), ("buf", ctypes.c_void_p),
+                ("len", ctypes.c_size_t), ("offset", ctypes.c_uint64),
+                ("length", ctypes.c_uint64), ("result", ctypes.c_int64),
+                ("size", ctypes.c_uint64)]
+
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer (the buffer protocol's view), to get the
+    address of any buffer object without copying it."""
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object),
+                ("len", ctypes.c_ssize_t), ("itemsize", ctypes.c_ssize_t),
+                ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p),
+                ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
+                ("strides", ctypes.POINTER(ctypes.c_ssize_t)),
+                ("suboffsets", ctypes.POINTER(ctypes.c_ssize_t)),
+                ("internal", ctypes.c_void_p)]
+
+
+_PyBUF_WRITABLE = 0x1
+_get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer),
+                        ctypes.c_int]
+_get_buffer.restype = ctypes.c_int
+_release_buffer = ctypes.pythonapi.PyBuffer_Release
+_release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
+_release_buffer.restype = None
+
+
+class _Views:
+    """Holds the Py_buffer views of a batch's buffers (contiguous, and
+    writable for a GET) until the call is over: while held, the objects
+    cannot be resized or closed under the daemon's copy."""
+
+    def __init__(self):
+        self._views = []
+
+    def add(self, obj, writable):
+        v = _PyBuffer()
+        try:
+            # PyBUF_SIMPLE(+WRITABLE): contiguous bytes, or BufferError
+            if _get_buffer(obj, ctypes.byref(v),
+                           _PyBUF_WRITABLE if writable else 0) != 0:
+                raise TypeError("not a buffer")  # pragma: no cover
+        except BufferError as e:
+            raise (TypeError if writable else ValueError)(
+                "%s buffer needed: %s" % (
+                    "a writable contiguous" if writable else "a contiguous",
+                    e)) from None
+        except TypeError:
+            raise TypeError("expected a buffer object, got %s"
+                            % type(obj).__name__) from None
+        self._views.append(v)
+        return v.buf, v.len
+
+    def close(self):
+        for v in self._views:
+            _release_buffer(ctypes.byref(v))
+        self._views = []
 
 
 def _iowr(nr, size):
@@ -200,6 +267,15 @@ def load_library():
             lib.kvfs_cuda_open.restype = ctypes.c_int
             lib.kvfs_cuda_close.argtypes = [ctypes.POINTER(CudaMapArg)]
             lib.kvfs_cuda_close.restype = ctypes.c_int
+            if hasattr(lib, "kvfs_mget"):  # batched transfers
+                lib.kvfs_mget.argtypes = [ctypes.c_int,
+                                          ctypes.POINTER(IoArg),
+                                          ctypes.c_size_t, ctypes.c_uint]
+                lib.kvfs_mget.restype = ctypes.c_long
+                lib.kvfs_mput.argtypes = [ctypes.c_int,
+                                          ctypes.POINTER(IoArg),
+                                          ctypes.c_size_t]
+                lib.kvfs_mput.restype = ctypes.c_long
             _lib = lib
             return lib
         raise OSError(_errno.ENOENT,
@@ -816,6 +892,81 @@ class Connector:
             os.close(fd)
             raise
         return Handle(fd, arg)
+
+    # -- batched transfers (KVFS_IOC_GET / KVFS_IOC_PUT through libkvfs)
+    def _xfer(self, keys, buffers, put, offsets=None, lengths=None):
+        kl = [parse_key(k) for k in keys]
+        bl = list(buffers)
+        if len(kl) != len(bl):
+            raise ValueError("%d keys but %d buffers" % (len(kl), len(bl)))
+        if not kl:
+            return []
+        if put and len(set(kl)) != len(kl):
+            raise ValueError("a key appears twice in one put_many")
+        n = len(kl)
+        for name, v in (("offsets", offsets), ("lengths", lengths)):
+            if v is not None and len(v) != n:
+                raise ValueError("%d keys but %d %s" % (n, len(v), name))
+        io = (IoArg * n)()
+        views = _Views()
+        try:
+            for i, (k, b) in enumerate(zip(kl, bl)):
+                addr, size = views.add(b, writable=not put)
+                ctypes.memmove(io[i].key.b, k, 16)
+                io[i].buf = addr
+                io[i].len = size
+                if offsets is not None:
+                    io[i].offset = int(offsets[i])
+                if lengths is not None:
+                    io[i].length = int(lengths[i])
+            lib = load_library()
+            if not hasattr(lib, "kvfs_mget"):
+                raise OSError(_errno.ENOSYS, "this libkvfs has no kvfs_mget")
+            # ctypes drops the GIL for the call: other threads run
+            rc = (lib.kvfs_mput(self.fd, io, n) if put else
+                  lib.kvfs_mget(self.fd, io, n, 0))
+        finally:
+            views.close()
+        if rc < 0:
+            raise OSError(-rc, "%s: %s" % ("put_many" if put else "get_many",
+                                           os.strerror(-rc)))
+        out = []
+        for e in io:
+            r = e.result
+            if put:
+                out.append(True if r == 0 else False if r == -_errno.EEXIST
+                           else OSError(-r, os.strerror(-r)))
+            else:
+                out.append(r if r >= 0 else None if r == -_errno.ENOENT
+                           else OSError(-r, os.strerror(-r)))
+        return out
+
+    def get_many(self, keys, buffers, offsets=None, lengths=None):
+        """Copies many chunks into the caller's buffers, 240 per ioctl, the
+        daemon writing straight into them (no FUSE data transfer).
+
+        buffers: writable, C-contiguous buffer objects (bytearray,
+        memoryview, numpy arrays, mmap...), one per key. offsets/lengths
+        (optional, one per key): the byte range of each chunk wanted
+        (length 0 = to the end), e.g. one layer's slice of many chunks.
+        Returns one result per key, in order: the number of bytes copied
+        (int), None on a miss, or an OSError instance (not raised) for
+        that key alone: EMSGSIZE (the buffer is too small; nothing
+        copied), ERANGE (the range reaches past the chunk's end), EFAULT.
+        Raises OSError for the whole call (EACCES, EPERM...), ValueError /
+        TypeError for bad arguments (read-only or non-contiguous buffer)."""
+        return self._xfer(keys, buffers, False, offsets, lengths)
+
+    def put_many(self, keys, buffers):
+        """Publishes many chunks from buffer objects (bytes, bytearray,
+        memoryview, numpy arrays, mmap; C-contiguous), 240 per ioctl: each
+        is copied once by the daemon, checksummed and published atomically.
+        Returns one result per key: True (stored), False (already there:
+        EEXIST, count it as stored), or an OSError instance for that key
+        alone (EFBIG above max_chunk, EMSGSIZE against the namespace's
+        chunk_bytes, ENOSPC...). A key twice raises ValueError; whole-call
+        errors (EACCES...) raise OSError."""
+        return self._xfer(keys, buffers, True)
 
     def list(self):
         """Key names published in the namespace."""

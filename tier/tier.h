@@ -138,11 +138,14 @@ long tier_ns_list(struct tier *t, uint32_t *ids, size_t max);
  * key != NULL: the chunk will be published under key; the key is reserved
  *   now: a published chunk or another writer of the same key gives -EEXIST.
  * key == NULL: a temporary, published later by tier_wr_publish(key).
- * size_hint: expected size (0 = unknown; the namespace's chunk_bytes or the
- *   size of its last published chunk is used). No L1 space is taken here:
- *   the first write takes an extent of the expected size (while such
- *   guesses of all writers stay within half of L1), later ones grow it.
- * Errors: -ENOENT (namespace), -EEXIST, -EFBIG (size_hint > max_chunk).
+ * size_hint: the size about to be written, taken in L1 now (-ENOSPC when
+ *   it cannot be, even after eviction); or 0 (unknown): nothing is taken
+ *   here, the first write takes an extent of the expected size (the
+ *   namespace's chunk_bytes or its last chunk's size, while such guesses
+ *   of all writers stay within half of L1) and later ones grow it, so an
+ *   idle writer costs no L1.
+ * Errors: -ENOENT (namespace), -EEXIST, -ENOSPC (size_hint only), -EFBIG
+ * (size_hint > max_chunk).
  */
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t size_hint, struct tier_wr **out);
@@ -196,6 +199,22 @@ int tier_wr_publish(struct tier *t, struct tier_wr *w,
  */
 int tier_wr_publish_or_keep(struct tier *t, struct tier_wr *w,
 			    const struct kvfs_key *key);
+
+/*
+ * tier_wr_map (tier_xfer.c) - for batched PUTs: the host address of the
+ * extent of a writer begun (tier_wr_begin) with size_hint >= len and not
+ * written to yet, and sets its size to len. The caller fills exactly
+ * [*ptr, *ptr + len) before tier_wr_publish / tier_wr_abort, and must not
+ * call tier_wr_pwrite/truncate meanwhile. -ENOTSUP when the arena is
+ * device memory (use tier_wr_pwrite), -EINVAL when the extent is smaller
+ * than len or the writer was written to.
+ */
+int tier_wr_map(struct tier *t, struct tier_wr *w, uint64_t len, void **ptr);
+
+/* tier_wr_set_checksum (tier_xfer.c) - the XXH3-64 (seed 0) of the bytes
+ * the writer will publish, computed by the caller while they were hot:
+ * publication keeps it instead of computing it later (tier_checksum). */
+void tier_wr_set_checksum(struct tier_wr *w, uint64_t sum);
 
 /* tier_wr_abort - discards the chunk being written and frees w. */
 void tier_wr_abort(struct tier *t, struct tier_wr *w);
@@ -389,5 +408,20 @@ int tier_arena_export(struct tier *t, const struct tier_chunk *c,
 		      uint8_t ipc[64], uint64_t *offset, void **cookie);
 /* tier_arena_unexport - frees what tier_arena_export made; NULL is a no-op. */
 void tier_arena_unexport(struct tier *t, void *cookie);
+
+/*
+ * Device imports (tier_xfer.c) - batched GETs straight into an engine's
+ * CUDA buffer (gpu.h, gpu_import_*). tier_import_open: -ENOTSUP on a host
+ * arena, -EIO, -ENOMEM. tier_import_copy: bytes [off, off + len) of the
+ * pinned chunk c to the import at dst_off (-EFAULT outside the import,
+ * -EIO); blocks for the copy. tier_import_close: no copy may be running.
+ */
+struct gpu_import;
+int tier_import_open(struct tier *t, const uint8_t ipc[64], uint64_t len,
+		     struct gpu_import **out);
+int tier_import_copy(struct tier *t, struct gpu_import *im,
+		     const struct tier_chunk *c, uint64_t off, uint64_t len,
+		     uint64_t dst_off);
+void tier_import_close(struct tier *t, struct gpu_import *im);
 
 #endif /* KVFS_TIER_H */

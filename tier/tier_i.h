@@ -194,6 +194,8 @@ struct tier_wr {
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
 	uint64_t hint;               /* expected size: the first extent's,
 				      * once bytes arrive (wr_grow) */
+	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
+	uint64_t sum;
 };
 
 /* What tier_get hands out: a pin on a record, plus where its bytes are. */

@@ -8,8 +8,9 @@
  * allocate, free and publish. Writer extents count against l1_size like
  * published chunks (tier.writer_bytes), and are never evicted.
  *
- * Space is taken as bytes arrive, never at tier_wr_begin: a writer that
- * writes nothing (an idle temporary) holds no L1 and evicts nothing. The
+ * Space is taken as bytes arrive, not at tier_wr_begin (unless its caller
+ * gives the size it is about to write): a writer that writes nothing (an
+ * idle temporary) holds no L1 and evicts nothing. The
  * first extent is the expected size (the namespace's chunk_bytes, the last
  * chunk's size) so one write pattern costs no copies, but only while such
  * guesses by all writers together stay within half of L1; beyond that a
@@ -88,6 +89,18 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	}
 	w->hint = size_hint ? size_hint : n->chunk_bytes ? n->chunk_bytes
 							 : n->last_size;
+	if (size_hint) {
+		/* the caller's own size (a batched PUT about to copy its
+		 * bytes, tier_wr_map): taken now, as bytes that arrive */
+		uint64_t len = l1_alloc_round(size_hint);
+
+		tier_l2_throttle(t, len);
+		rc = tier_alloc_evict(t, len, &w->off);
+		if (rc < 0)
+			goto err_unlock;
+		w->cap = len;
+		t->writer_bytes += len;
+	}
 	w->next = t->writers;
 	if (t->writers)
 		t->writers->prev = w;
@@ -327,7 +340,10 @@ static int publish(struct tier *t, struct tier_wr *w,
 	r->key = *pkey;
 	r->ns = w->ns;
 	r->size = w->size;
-	r->flags |= TREC_NOSUM; /* tier_checksum computes it if asked */
+	if (w->has_sum) /* tier_wr_set_checksum: computed by the writer */
+		r->checksum = w->sum;
+	else
+		r->flags |= TREC_NOSUM; /* tier_checksum computes it if asked */
 	r->gen = ++t->gen;
 	r->l1_off = keep ? w->off : 0;
 	r->l1_pages = (uint32_t)(keep / L1_ALIGN);

@@ -1,0 +1,397 @@
+/*
+ * kvfs_xbench - batched transfers against tmpfs, in the same run (a report,
+ * not a test): kvfs_mput / kvfs_mget (KVFS_IOC_PUT / KVFS_IOC_GET, the
+ * daemon copying straight between its arena and this process's buffers)
+ * against open + write + close and open + read + close of the same files
+ * on tmpfs. GET rows are the best of first and repeated reads.
+ *
+ *   2 MiB chunks in batches of 16, 256 KiB chunks in batches of 64;
+ *   1 and 2 threads; --mib MiB per phase (default 256); best of --trials.
+ *
+ * Mounts kvfs (l1_size=1G) on a temporary directory with the tests' mount
+ * helper (deadline, never a stale mount) and uses a tmpfs directory
+ * ($KVFS_TMPFS_DIR, else /dev/shm). Phases interleave kvfs and tmpfs so
+ * noise from other work on the machine hits both. Every byte of the last
+ * trial is verified, untimed. Exits 77 (skipped) when there is no
+ * kvfs-mount or no tmpfs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvfs.h"
+#include "tests/common/kvfs_test.h"
+
+#define TMPFS_MAGIC 0x01021994
+#define MAX_TRIALS 10
+
+enum op { OP_PUT, OP_GET, OP_NR };
+static const char *const op_names[OP_NR] = { "put", "get" };
+
+struct phase {
+	bool kvfs;        /* else tmpfs */
+	enum op op;
+	int nsfd;         /* kvfs namespace fd */
+	const char *dir;  /* tmpfs directory */
+	size_t size;      /* bytes per chunk */
+	unsigned batch;   /* chunks per kvfs call */
+	unsigned nchunks;
+	unsigned nthreads;
+	unsigned trial;   /* part of every key */
+	bool verify;
+	pthread_barrier_t start;
+	int err;
+};
+
+struct worker {
+	struct phase *ph;
+	unsigned tid;
+	uint8_t *buf; /* batch * size bytes */
+	pthread_t thread;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void key_of(const struct phase *ph, unsigned i, struct kvfs_key *k)
+{
+	uint64_t v[2] = { (uint64_t)ph->size << 8 | ph->trial, i };
+
+	memcpy(k->b, v, sizeof(k->b));
+}
+
+/* Chunk i's bytes: an 8-byte stamp, then a fixed pattern (made once). */
+static uint8_t *pattern;
+
+static void fill(const struct phase *ph, unsigned i, uint8_t *dst)
+{
+	uint64_t stamp = (uint64_t)ph->trial << 32 | i;
+
+	memcpy(dst, pattern, ph->size);
+	memcpy(dst, &stamp, sizeof(stamp));
+}
+
+static bool check(const struct phase *ph, unsigned i, const uint8_t *src)
+{
+	uint64_t stamp = (uint64_t)ph->trial << 32 | i, got;
+
+	memcpy(&got, src, sizeof(got));
+	if (got != stamp)
+		return false;
+	return !ph->verify ||
+	       !memcmp(src + 8, pattern + 8, ph->size - 8);
+}
+
+/* kvfs: this worker's chunks, ph->batch per call. */
+static int run_kvfs(struct phase *ph, struct worker *w)
+{
+	struct kvfs_io io[64];
+	unsigned per = ph->nchunks / ph->nthreads;
+	unsigned first = w->tid * per;
+
+	for (unsigned b = 0; b < per; b += ph->batch) {
+		unsigned n = per - b < ph->batch ? per - b : ph->batch;
+		long r;
+
+		memset(io, 0, n * sizeof(io[0]));
+		for (unsigned k = 0; k < n; k++) {
+			key_of(ph, first + b + k, &io[k].key);
+			io[k].buf = w->buf + (size_t)k * ph->size;
+			io[k].len = ph->size;
+			/* the engine's bytes are already there: stamp
+			 * only (8 bytes), untimed in effect */
+			if (ph->op == OP_PUT) {
+				uint64_t s = (uint64_t)ph->trial << 32 |
+					     (first + b + k);
+
+				memcpy(io[k].buf, &s, 8);
+			}
+		}
+		r = ph->op == OP_PUT ? kvfs_mput(ph->nsfd, io, n)
+				     : kvfs_mget(ph->nsfd, io, n, 0);
+		if (r != (long)n)
+			return r < 0 ? (int)-r : EIO;
+		for (unsigned k = 0; ph->op == OP_GET && k < n; k++)
+			if (!check(ph, first + b + k, io[k].buf))
+				return EILSEQ;
+	}
+	return 0;
+}
+
+/* tmpfs: the same chunks, one file each. */
+static int run_tmpfs(struct phase *ph, struct worker *w)
+{
+	unsigned per = ph->nchunks / ph->nthreads;
+	unsigned first = w->tid * per;
+	char name[PATH_MAX + 64];
+
+	for (unsigned j = 0; j < per; j++) {
+		struct kvfs_key k;
+		char hex[KVFS_KEY_HEX_LEN + 1];
+		uint8_t *buf = w->buf + (size_t)(j % ph->batch) * ph->size;
+		size_t done = 0;
+		int fd;
+
+		key_of(ph, first + j, &k);
+		kvfs_key_hex(&k, hex);
+		snprintf(name, sizeof(name), "%s/%s", ph->dir, hex);
+		if (ph->op == OP_PUT) {
+			uint64_t s = (uint64_t)ph->trial << 32 | (first + j);
+
+			memcpy(buf, &s, 8);
+			fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+				  0644);
+		} else {
+			fd = open(name, O_RDONLY | O_CLOEXEC);
+		}
+		if (fd < 0)
+			return errno;
+		while (done < ph->size) {
+			ssize_t n = ph->op == OP_PUT ?
+				write(fd, buf + done, ph->size - done) :
+				read(fd, buf + done, ph->size - done);
+
+			if (n <= 0) {
+				close(fd);
+				return n < 0 ? errno : EIO;
+			}
+			done += (size_t)n;
+		}
+		if (close(fd) < 0)
+			return errno;
+		if (ph->op == OP_GET && !check(ph, first + j, buf))
+			return EILSEQ;
+	}
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	int err;
+
+	pthread_barrier_wait(&w->ph->start);
+	err = w->ph->kvfs ? run_kvfs(w->ph, w) : run_tmpfs(w->ph, w);
+	if (err)
+		__atomic_store_n(&w->ph->err, err, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static double run_phase(struct phase *ph, struct worker *ws)
+{
+	double t0, t1;
+
+	ph->err = 0;
+	pthread_barrier_init(&ph->start, NULL, ph->nthreads + 1);
+	for (unsigned t = 0; t < ph->nthreads; t++) {
+		ws[t].ph = ph;
+		ws[t].tid = t;
+		if (pthread_create(&ws[t].thread, NULL, worker_main, &ws[t])) {
+			fprintf(stderr, "kvfs_xbench: pthread_create failed\n");
+			exit(1);
+		}
+	}
+	pthread_barrier_wait(&ph->start);
+	t0 = now_s();
+	for (unsigned t = 0; t < ph->nthreads; t++)
+		pthread_join(ws[t].thread, NULL);
+	t1 = now_s();
+	pthread_barrier_destroy(&ph->start);
+	if (ph->err) {
+		fprintf(stderr, "kvfs_xbench: %s %s %zu KiB: %s\n",
+			ph->kvfs ? "kvfs" : "tmpfs", op_names[ph->op],
+			ph->size >> 10, strerror(ph->err));
+		exit(1);
+	}
+	return t1 - t0;
+}
+
+static void remove_all(const struct phase *ph, const char *kvfs_ns)
+{
+	char name[PATH_MAX + 64], hex[KVFS_KEY_HEX_LEN + 1];
+
+	for (unsigned i = 0; i < ph->nchunks; i++) {
+		struct kvfs_key k;
+
+		key_of(ph, i, &k);
+		kvfs_key_hex(&k, hex);
+		snprintf(name, sizeof(name), "%s/%s",
+			 ph->kvfs ? kvfs_ns : ph->dir, hex);
+		if (unlink(name) < 0 && errno != ENOENT) {
+			fprintf(stderr, "kvfs_xbench: unlink %s: %s\n", name,
+				strerror(errno));
+			exit(1);
+		}
+	}
+}
+
+struct row {
+	size_t size;
+	unsigned batch, nthreads;
+	enum op op;
+	double best[2]; /* [0] kvfs, [1] tmpfs */
+};
+
+int main(int argc, char **argv)
+{
+	static const size_t sizes[] = { 2u << 20, 256u << 10 };
+	static const unsigned batches[] = { 16, 64 };
+	static const unsigned threads[] = { 1, 2 };
+	const char *shm = getenv("KVFS_TMPFS_DIR");
+	char tdir[PATH_MAX], kns[PATH_MAX + 16];
+	unsigned long mib = 256, trials = 3;
+	struct row rows[2 * 2 * OP_NR];
+	struct worker ws[2];
+	struct kvfs_mnt m;
+	struct statfs sf;
+	int nrows = 0, nsfd;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--mib"))
+			mib = strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--trials"))
+			trials = strtoul(argv[i + 1], NULL, 0);
+	}
+	if (mib < 32 || mib > 1024 || trials < 1 || trials > MAX_TRIALS) {
+		fprintf(stderr, "usage: kvfs_xbench [--mib 32..1024] "
+				"[--trials 1..%d]\n", MAX_TRIALS);
+		return 2;
+	}
+	if (!shm)
+		shm = "/dev/shm";
+	if (statfs(shm, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
+		printf("kvfs_xbench: skipped: %s is not a tmpfs\n", shm);
+		return 77;
+	}
+	if (access(kvfs_test_bin(), X_OK)) {
+		printf("kvfs_xbench: skipped: %s not built\n", kvfs_test_bin());
+		return 77;
+	}
+	snprintf(tdir, sizeof(tdir), "%s/kvfs-xbench.XXXXXX", shm);
+	if (!mkdtemp(tdir) || kvfs_test_mount(&m, "l1_size=1G") < 0) {
+		fprintf(stderr, "kvfs_xbench: setup failed\n");
+		return 1;
+	}
+	nsfd = kvfs_ns_open(m.dir, "xbench", KVFS_NS_CREATE, 0755);
+	snprintf(kns, sizeof(kns), "%s/xbench", m.dir);
+	pattern = malloc(sizes[0]);
+	for (int t = 0; t < 2; t++) {
+		/* the larger batch: 16 x 2 MiB (64 x 256 KiB is half) */
+		ws[t].buf = malloc(16u * (2u << 20));
+		if (ws[t].buf)
+			memset(ws[t].buf, 1, 16u * (2u << 20));
+	}
+	if (nsfd < 0 || !pattern || !ws[0].buf || !ws[1].buf) {
+		fprintf(stderr, "kvfs_xbench: setup failed\n");
+		return 1;
+	}
+	for (size_t i = 0; i < sizes[0]; i++)
+		pattern[i] = (uint8_t)(i * 2654435761u >> 13);
+
+	for (unsigned s = 0; s < 2; s++)
+		for (unsigned t = 0; t < 2; t++)
+			for (int op = 0; op < OP_NR; op++)
+				rows[nrows++] = (struct row){
+					.size = sizes[s], .batch = batches[s],
+					.nthreads = threads[t], .op = op,
+					.best = { 1e30, 1e30 } };
+	printf("kvfs_xbench: kvfs_mput/kvfs_mget on %s vs open+write/read+close "
+	       "on tmpfs %s; %lu MiB per phase, best of %lu\n", m.dir, tdir,
+	       mib, trials);
+	fflush(stdout);
+	for (unsigned long trial = 0; trial < trials; trial++) {
+		int r = 0;
+
+		for (unsigned s = 0; s < 2; s++) {
+			for (unsigned t = 0; t < 2; t++, r += OP_NR) {
+				for (int f = 0; f < 2; f++) {
+					struct phase ph = {
+						.kvfs = f == 0, .nsfd = nsfd,
+						.dir = tdir, .size = sizes[s],
+						.batch = batches[s],
+						.nchunks = (unsigned)((mib << 20) / sizes[s]),
+						.nthreads = threads[t],
+						.trial = (unsigned)(trial * 2 + t),
+					};
+
+					/* the source bytes, as the engine has them */
+					for (unsigned w = 0; w < 2; w++)
+						for (unsigned k = 0; k < batches[s]; k++)
+							fill(&ph, 0, ws[w].buf + (size_t)k * sizes[s]);
+					/* get twice: a first and a repeated
+					 * read (tmpfs's repeat is faster) */
+					for (int k = 0; k < OP_NR + 1; k++) {
+						int op = k ? OP_GET : OP_PUT;
+						double sec;
+
+						ph.op = op;
+						sec = run_phase(&ph, ws);
+						if (sec < rows[r + op].best[f])
+							rows[r + op].best[f] = sec;
+					}
+					if (trial == trials - 1) {
+						ph.op = OP_GET;
+						ph.verify = true;
+						run_phase(&ph, ws);
+					}
+					remove_all(&ph, kns);
+				}
+			}
+		}
+	}
+	printf("\n%-8s %5s %-4s %3s | %9s %10s | %10s %10s | %6s\n", "chunk",
+	       "batch", "op", "thr", "kvfs GB/s", "chunks/s", "tmpfs GB/s",
+	       "files/s", "ratio");
+	printf("-----------------------------+----------------------+"
+	       "-----------------------+-------\n");
+	for (int i = 0; i < nrows; i++) {
+		struct row *rw = &rows[i];
+		double n = (double)((mib << 20) / rw->size);
+		double bytes = (double)(mib << 20);
+
+		printf("%-8s %5u %-4s %3u | %9.2f %10.0f | %10.2f %10.0f | "
+		       "%5.2fx\n",
+		       rw->size >= (1u << 20) ? "2 MiB" : "256 KiB", rw->batch,
+		       op_names[rw->op], rw->nthreads,
+		       bytes / rw->best[0] / 1e9, n / rw->best[0],
+		       bytes / rw->best[1] / 1e9, n / rw->best[1],
+		       rw->best[1] / rw->best[0]);
+	}
+	{
+		/* rows: 0 put/1 get (2 MiB, 1 thr), 4 put/5 get (256 KiB) */
+		double p2 = rows[0].best[1] / rows[0].best[0];
+		double g2 = rows[1].best[1] / rows[1].best[0];
+		double g256 = (double)((mib << 20) / rows[5].size) /
+			      rows[5].best[0];
+
+		printf("\ntargets (1 thread): 2 MiB GET %.2fx tmpfs read() "
+		       "(>= 1.5x: %s), 2 MiB PUT %.2fx tmpfs write() (>= 2x: "
+		       "%s),\n                    256 KiB GET %.0f chunks/s "
+		       "(>= 30000: %s)\n",
+		       g2, g2 >= 1.5 ? "met" : "MISSED", p2,
+		       p2 >= 2 ? "met" : "MISSED", g256,
+		       g256 >= 30000 ? "met" : "MISSED");
+	}
+	printf("every byte of the last trial verified on both\n");
+	close(nsfd);
+	rmdir(tdir);
+	free(pattern);
+	free(ws[0].buf);
+	free(ws[1].buf);
+	return kvfs_test_umount(&m) == 0 ? 0 : 1;
+}

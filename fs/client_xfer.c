@@ -1,0 +1,196 @@
+/*
+ * client_xfer.c - libkvfs's batched transfers (kvfs.h section 4a):
+ * kvfs_mget / kvfs_mput cut a list of chunks into KVFS_IOC_GET / _PUT
+ * calls of KVFS_XFER_MAX entries, send again what a signal left undone,
+ * and name the daemon as this process's ptracer when it asks (Yama).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+
+#include "kvfs.h"
+
+#ifndef PR_SET_PTRACER
+#define PR_SET_PTRACER 0x59616d61
+#endif
+
+/* One ioctl; -errno on failure, retried on EINTR (the daemon did
+ * nothing then: a signal before it read the request). */
+static int xfer_ioctl(int fd, unsigned long cmd, struct kvfs_xfer *b)
+{
+	int rc;
+
+	do
+		rc = ioctl(fd, cmd, b);
+	while (rc < 0 && errno == EINTR);
+	return rc < 0 ? -errno : 0;
+}
+
+/* Fills b with the entries io[idx[0..m)) (those still to do). */
+static void fill(struct kvfs_xfer *b, unsigned flags, bool put,
+		 const struct kvfs_io *io, const size_t *idx, size_t m)
+{
+	memset(b, 0, offsetof(struct kvfs_xfer, ents));
+	b->version = KVFS_ABI_VERSION;
+	b->size = sizeof(*b);
+	b->flags = flags;
+	b->nents = (uint32_t)m;
+	for (size_t k = 0; k < m; k++) {
+		const struct kvfs_io *s = &io[idx[k]];
+		struct kvfs_xfer_ent *e = &b->ents[k];
+
+		memset(e, 0, sizeof(*e));
+		e->key = s->key;
+		e->addr = (uint64_t)(uintptr_t)s->buf;
+		if (put) {
+			e->length = s->len;
+		} else {
+			e->cap = s->len;
+			e->offset = s->offset;
+			e->length = s->length;
+		}
+	}
+}
+
+/*
+ * Runs the entries io[idx[0..m)) (m <= KVFS_XFER_MAX) to completion:
+ * resends the -EINTR ones, names the daemon as ptracer once on EPERM.
+ * Returns 0 or a whole-batch -errno.
+ */
+static int run_batch(int fd, unsigned long cmd, unsigned flags, bool put,
+		     struct kvfs_io *io, size_t *idx, size_t m,
+		     struct kvfs_xfer *b, bool *ptracer_set)
+{
+	int rc;
+
+	while (m) {
+		size_t left = 0;
+
+		fill(b, flags, put, io, idx, m);
+		rc = xfer_ioctl(fd, cmd, b);
+		if (rc == -EPERM && !*ptracer_set && b->daemon_pid > 0) {
+			/* Yama: let the daemon reach this process */
+			*ptracer_set = true;
+			if (prctl(PR_SET_PTRACER, (unsigned long)b->daemon_pid,
+				  0, 0, 0) == 0)
+				continue;
+		}
+		if (rc)
+			return rc;
+		for (size_t k = 0; k < m; k++) {
+			struct kvfs_io *d = &io[idx[k]];
+
+			d->result = b->ents[k].result;
+			d->size = b->ents[k].size;
+			if (d->result == -EINTR)
+				idx[left++] = idx[k];
+		}
+		m = left;
+	}
+	return 0;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct kvfs_key));
+}
+
+/* Whether a key appears twice in io (a PUT of both is ambiguous). */
+static int has_duplicates(const struct kvfs_io *io, size_t n)
+{
+	struct kvfs_key *k = malloc(n * sizeof(*k));
+	int dup = 0;
+
+	if (!k)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		k[i] = io[i].key;
+	qsort(k, n, sizeof(*k), key_cmp);
+	for (size_t i = 1; i < n && !dup; i++)
+		dup = !key_cmp(&k[i - 1], &k[i]);
+	free(k);
+	return dup;
+}
+
+static long mxfer(int fd, unsigned long cmd, unsigned flags, bool put,
+		  struct kvfs_io *io, size_t n)
+{
+	struct kvfs_xfer *b;
+	size_t idx[KVFS_XFER_MAX];
+	bool ptracer_set = false;
+	long ok = 0;
+	int rc = 0;
+
+	if (!io || n == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!io[i].buf && io[i].len && !(flags & KVFS_XFER_DEVICE))
+			return -EINVAL;
+	if (put) {
+		rc = has_duplicates(io, n);
+		if (rc)
+			return rc < 0 ? rc : -EINVAL;
+	}
+	b = malloc(sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	for (size_t off = 0; off < n && !rc; off += KVFS_XFER_MAX) {
+		size_t m = n - off < KVFS_XFER_MAX ? n - off : KVFS_XFER_MAX;
+
+		for (size_t k = 0; k < m; k++)
+			idx[k] = off + k;
+		rc = run_batch(fd, cmd, flags, put, io, idx, m, b,
+			       &ptracer_set);
+		if (rc) {
+			for (size_t i = off; i < n; i++) {
+				io[i].result = rc;
+				io[i].size = 0;
+			}
+			break;
+		}
+		for (size_t k = 0; k < m; k++) {
+			int64_t r = io[off + k].result;
+
+			ok += r >= 0 || (put && r == -EEXIST);
+		}
+	}
+	free(b);
+	return rc ? rc : ok;
+}
+
+long kvfs_mget(int nsfd, struct kvfs_io *io, size_t n, unsigned flags)
+{
+	if (flags & ~KVFS_XFER_DEVICE)
+		return -EINVAL;
+	return mxfer(nsfd, KVFS_IOC_GET, flags, false, io, n);
+}
+
+long kvfs_mget_device(int nsfd, struct kvfs_io *io, size_t n)
+{
+	return mxfer(nsfd, KVFS_IOC_GET, KVFS_XFER_DEVICE, false, io, n);
+}
+
+long kvfs_mput(int nsfd, struct kvfs_io *io, size_t n)
+{
+	return mxfer(nsfd, KVFS_IOC_PUT, 0, true, io, n);
+}
+
+int kvfs_xfer_register(int nsfd, const void *ipc, size_t length, int device)
+{
+	struct kvfs_xfer_register r;
+
+	if (length && !ipc)
+		return -EINVAL;
+	memset(&r, 0, sizeof(r));
+	r.version = KVFS_ABI_VERSION;
+	r.size = sizeof(r);
+	r.device = device;
+	r.length = length;
+	if (length)
+		memcpy(r.ipc, ipc, sizeof(r.ipc));
+	return ioctl(nsfd, KVFS_IOC_XFER_REGISTER, &r) < 0 ? -errno : 0;
+}

@@ -1,0 +1,795 @@
+/*
+ * fs_xfer.c - batched GET and PUT (include/kvfs.h section 3b): many chunks
+ * per ioctl, copied by the daemon straight between the L1 arena and the
+ * memory of the process that called the ioctl.
+ *
+ * ------------------------------------------------------------ mechanism
+ * process_vm_writev (GET) and process_vm_readv (PUT) on the pid of the FUSE
+ * request. Why this and not shared buffers the client registers: the
+ * engine's own buffers (a KV pool it page-locked for its GPU, numpy
+ * arrays, a Python bytearray) are the destination, so the one copy the
+ * kernel makes (pages of the caller pinned, memcpy from/to the arena) is
+ * the only copy: nothing is staged through FUSE, nothing is mapped into the
+ * daemon, and the arena is never exposed to the engine. A registered
+ * shared-memory ring would cost the engine a second copy out of the ring
+ * into its own buffers unless it allocated its KV pool from our memory.
+ *
+ * ------------------------------------------------------------- security
+ * 1. Whose memory. The daemon only ever names the pid the kernel put in
+ *    this FUSE request (fuse_req_ctx()->pid): the thread that is blocked in
+ *    this ioctl, in the pid namespace of the mount. It copies only to and
+ *    from addresses that thread's process gave, so a caller can only read
+ *    or overwrite its own memory. The kernel checks the daemon may ptrace
+ *    the caller (CAP_SYS_PTRACE, or the same uid, no capability the
+ *    daemon lacks, a dumpable caller, and Yama's rule): a daemon without
+ *    CAP_SYS_PTRACE cannot reach a process of another user even if asked
+ *    to (tests/integ/test_xfer.c, test_eperm).
+ * 2. Who may. The namespace's mode is checked for the caller's uid and
+ *    groups (fs_ns_access) before any entry: R_OK for GET, W_OK for PUT.
+ * 3. Pid reuse. A pid is reused only after its task was reaped. While this
+ *    handler runs, the caller cannot be reaped: the kernel's
+ *    request_wait_answer() (fs/fuse/dev.c) lets a signal end the wait only
+ *    while the request is still queued (FR_PENDING); once the daemon has
+ *    read it (FR_SENT: we are running) a signal, fatal or not, only queues
+ *    a FUSE_INTERRUPT, and the thread then sleeps uninterruptibly
+ *    (wait_event) until we reply. A SIGKILLed caller therefore stays a
+ *    zombie-in-waiting, mm included, until the reply, and its pid names it
+ *    throughout. We notice the interrupt (fuse_req_interrupted) between
+ *    entries and stop early, so a dying caller is not kept waiting for
+ *    a whole batch. The one way a request ends before its reply is an
+ *    abort of the whole FUSE connection (umount -f, or
+ *    /sys/fs/fuse/connections/N/abort: root only); for that case each batch
+ *    also holds a pidfd of the calling thread, opened when the batch
+ *    starts (while the caller is provably blocked), and checks it before
+ *    every entry: a thread that exited makes the rest of the batch stop
+ *    with ESRCH, and reusing its pid in the microseconds between that check
+ *    and the copy would need the pid counter to wrap through pid_max.
+ * 4. Bad addresses. process_vm_* fault in the caller's pages as the caller
+ *    would (no FOLL_FORCE): unmapped or read-only memory gives EFAULT for
+ *    that entry, never a write the caller itself could not make.
+ * 5. Chunks. GET pins each chunk (tier_get) for its copy, so eviction or
+ *    unlink cannot reuse the extent under the copy; PUT copies into a
+ *    writer extent nobody else sees and publishes only after the whole copy
+ *    succeeded, with its checksum.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "fs/fs_xfer.h"
+#include "hash/hashkey.h"
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* linux/pidfd.h, 6.9 */
+#endif
+
+/* Bytes copied per process_vm call when a checksum or a bounce buffer is
+ * computed along: small enough to still be in the cache for the checksum,
+ * large enough that the syscalls do not show. */
+#define XFER_PIECE (256u << 10)
+
+struct fs_xfer {
+	struct fs *fs;
+	/* counters, atomics (no lock) */
+	uint64_t gets, puts;             /* batches */
+	uint64_t get_entries, put_entries;
+	uint64_t get_bytes, put_bytes;
+	uint64_t entry_errors;           /* entries with a result < 0,
+					  * -EEXIST of PUT and misses excluded */
+	uint64_t misses;                 /* GET entries that were -ENOENT */
+	uint64_t exists;                 /* PUT entries that were -EEXIST */
+	uint64_t interrupted;            /* batches cut short by a signal */
+	uint64_t batch_errors;           /* batches failed whole */
+	uint64_t bounced;                /* entries copied through a bounce
+					  * buffer (device-memory L1) */
+	uint64_t registers;              /* device buffers registered */
+	uint64_t device_entries;         /* GET entries copied to a device */
+	struct pool *pool_p;             /* copy helpers (below) */
+
+	/* device buffers (KVFS_IOC_XFER_REGISTER), one per open file:
+	 * batches read them under the read lock for their whole run */
+	pthread_rwlock_t reg_lock;
+	struct reg *regs;                /* (reg_lock) */
+	uint64_t reg_ids;                /* (reg_lock) last id given */
+	int nregs;                       /* (reg_lock to write, atomic to
+					  * read) entries in regs */
+};
+
+struct reg {
+	struct reg *next;
+	uint64_t owner;                  /* fuse_file_info.fh */
+	uint64_t id, len;
+	struct gpu_import *im;
+};
+
+static void count(uint64_t *c, uint64_t n)
+{
+	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------------------ the caller */
+
+struct caller {
+	pid_t pid;
+	int pidfd; /* the calling thread, or -1 where pidfd_open is missing */
+};
+
+static int caller_open(struct caller *c, fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	c->pidfd = -1;
+	c->pid = ctx ? ctx->pid : 0;
+	/* 0: the caller lives in a pid namespace the mount cannot see. */
+	if (c->pid <= 0)
+		return -ESRCH;
+	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, PIDFD_THREAD);
+	if (c->pidfd < 0 && errno == EINVAL) /* before 6.9: a tgid only */
+		c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+	if (c->pidfd < 0 && errno == ESRCH)
+		return -ESRCH;
+	/* ENOSYS, EINVAL for a non-leader thread on old kernels, EMFILE:
+	 * go on with the FUSE guarantee alone (see the comment at the top). */
+	return 0;
+}
+
+static void caller_close(struct caller *c)
+{
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	c->pidfd = -1;
+}
+
+/* Whether the caller's thread still exists (a pidfd polls readable once
+ * it exited). */
+static bool caller_alive(const struct caller *c)
+{
+	struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
+
+	return c->pidfd < 0 || poll(&p, 1, 0) == 0;
+}
+
+/*
+ * Copies len bytes between local memory and the caller's address remote:
+ * into the caller (to_caller) or out of it. Returns 0, -EFAULT (the range
+ * is not mapped with the needed access, or wraps), -EPERM / -ESRCH (the
+ * daemon may not reach the caller at all), -ENOMEM.
+ */
+static int vm_copy(const struct caller *c, bool to_caller, void *local,
+		   uint64_t remote, size_t len)
+{
+	char *l = local;
+
+	if (remote + len < remote)
+		return -EFAULT;
+	while (len) {
+		struct iovec li = { l, len };
+		struct iovec ri = { (void *)(uintptr_t)remote, len };
+		ssize_t n = to_caller ?
+			process_vm_writev(c->pid, &li, 1, &ri, 1, 0) :
+			process_vm_readv(c->pid, &li, 1, &ri, 1, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0) /* a partial copy stops at the faulting page */
+			return -EFAULT;
+		l += n;
+		remote += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The errors that say nothing about an entry: the caller is out of reach. */
+static bool caller_fatal(long rc)
+{
+	return rc == -EPERM || rc == -ESRCH;
+}
+
+/* ------------------------------------------------------------------ GET */
+
+/* Copies bytes [off, off + n) of pinned chunk c to the caller at addr, or
+ * with im to offset addr of the caller's registered device buffer. */
+static int get_copy(struct fs *fs, const struct caller *cl,
+		    struct fs_xfer *x, struct gpu_import *im,
+		    struct tier_chunk *c, uint64_t off, uint64_t n,
+		    uint64_t addr)
+{
+	const char *p = tier_chunk_ptr(c);
+	char *bounce;
+	int rc = 0;
+
+	if (im) { /* pinned L1: a DMA; cuda L1: device to device */
+		rc = tier_import_copy(fs->tier, im, c, off, n, addr);
+		if (rc == 0)
+			count(&x->device_entries, 1);
+		return rc;
+	}
+	if (p) /* host or pinned L1: the one copy, arena -> caller */
+		return vm_copy(cl, true, (void *)(p + off), addr, n);
+	/* device-memory L1: through host memory, a piece at a time */
+	bounce = malloc(n < XFER_PIECE ? n : XFER_PIECE);
+	if (!bounce)
+		return -ENOMEM;
+	count(&x->bounced, 1);
+	for (uint64_t done = 0; rc == 0 && done < n;) {
+		uint64_t k = n - done < XFER_PIECE ? n - done : XFER_PIECE;
+		long got = tier_chunk_read(fs->tier, c, bounce, k, off + done);
+
+		if (got < 0)
+			rc = (int)got;
+		else if ((uint64_t)got != k)
+			rc = -EIO;
+		else
+			rc = vm_copy(cl, true, bounce, addr + done, k);
+		done += k;
+	}
+	free(bounce);
+	return rc;
+}
+
+/* One GET entry: its result (bytes copied or -errno); e->size is set when
+ * the chunk was found. */
+static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
+		       const struct caller *cl, struct gpu_import *im,
+		       struct kvfs_xfer_ent *e)
+{
+	struct tier_chunk *c;
+	uint64_t size, n;
+	int rc;
+
+	rc = tier_get(fs->tier, ns, &e->key, &c); /* pins, promotes */
+	if (rc)
+		return rc;
+	size = tier_chunk_size(c);
+	e->size = size;
+	n = e->length ? e->length : size - (e->offset <= size ? e->offset : 0);
+	if (e->offset > size || e->length > size - e->offset)
+		rc = -ERANGE;
+	else if (n > e->cap)
+		rc = -EMSGSIZE;
+	else
+		rc = get_copy(fs, cl, x, im, c, e->offset, n, e->addr);
+	tier_put(fs->tier, c);
+	return rc ? rc : (int64_t)n;
+}
+
+/* ------------------------------------------------------------------ PUT */
+
+/* Copies the caller's len bytes at addr into the writer w, checksumming
+ * them a piece at a time while they are in the cache. */
+static int put_copy(struct fs *fs, const struct caller *cl,
+		    struct fs_xfer *x, struct tier_wr *w, uint64_t addr,
+		    uint64_t len)
+{
+	struct hashkey_sum sum;
+	char *p = NULL, *bounce = NULL;
+	int rc;
+
+	rc = tier_wr_map(fs->tier, w, len, (void **)&p);
+	if (rc == -ENOTSUP) { /* device-memory L1 */
+		bounce = malloc(len < XFER_PIECE ? len : XFER_PIECE);
+		if (!bounce)
+			return -ENOMEM;
+		count(&x->bounced, 1);
+		rc = 0;
+	}
+	if (rc)
+		return rc;
+	hashkey_sum_init(&sum);
+	for (uint64_t done = 0; rc == 0 && done < len;) {
+		uint64_t k = len - done < XFER_PIECE ? len - done : XFER_PIECE;
+		char *dst = bounce ? bounce : p + done;
+
+		rc = vm_copy(cl, false, dst, addr + done, k);
+		if (rc == 0)
+			hashkey_sum_update(&sum, dst, k);
+		if (rc == 0 && bounce)
+			rc = tier_wr_pwrite(fs->tier, w, bounce, k, done);
+		done += k;
+	}
+	free(bounce);
+	if (rc == 0)
+		tier_wr_set_checksum(w, hashkey_sum_final(&sum));
+	return rc;
+}
+
+/* One PUT entry: 0 (stored), -EEXIST (already there), or -errno. */
+static int64_t put_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
+		       uint64_t chunk_bytes, const struct caller *cl,
+		       const struct kvfs_xfer_ent *e)
+{
+	struct tier_wr *w;
+	int rc;
+
+	/* refused before any byte moves (publication would refuse too) */
+	if (chunk_bytes && e->length != chunk_bytes)
+		return -EMSGSIZE;
+	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC */
+	rc = tier_wr_begin(fs->tier, ns, &e->key, e->length, &w);
+	if (rc)
+		return rc;
+	rc = put_copy(fs, cl, x, w, e->addr, e->length);
+	if (rc) {
+		tier_wr_abort(fs->tier, w);
+		return rc;
+	}
+	return tier_wr_publish(fs->tier, w, NULL);
+}
+
+/* ---------------------------------------------------------------- batch */
+
+static bool key_eq(const struct kvfs_key *a, const struct kvfs_key *b)
+{
+	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
+}
+
+/* EINVAL checks of a whole batch, before anything is done. */
+static int check_batch(const struct kvfs_xfer *b, bool put)
+{
+	if (b->nents == 0 || b->nents > KVFS_XFER_MAX ||
+	    (b->flags & ~(put ? 0u : KVFS_XFER_DEVICE)))
+		return -EINVAL;
+	if (!put)
+		return 0;
+	for (uint32_t i = 0; i < b->nents; i++) {
+		if (b->ents[i].cap || b->ents[i].offset)
+			return -EINVAL; /* reserved for PUT */
+		/* n <= 240: a quadratic scan is cheaper than a table */
+		for (uint32_t j = 0; j < i; j++)
+			if (key_eq(&b->ents[i].key, &b->ents[j].key))
+				return -EINVAL;
+	}
+	return 0;
+}
+
+static int reply_batch_err(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+			   const char *what, struct kvfs_xfer *b, int err)
+{
+	count(&x->batch_errors, 1);
+	/* a caller out of reach is told which pid to name as its ptracer */
+	if (err == EPERM && b) {
+		b->daemon_pid = (int32_t)getpid();
+		fuse_reply_ioctl(req, -EPERM, b,
+				 offsetof(struct kvfs_xfer, ents));
+		return 0;
+	}
+	fs_log(fs, "ioctl %s from pid %d: %s", what,
+	       (int)fuse_req_ctx(req)->pid, strerror(err));
+	fuse_reply_err(req, err);
+	return 0;
+}
+
+/*
+ * One batch in flight. The handler thread and any idle helper (see struct
+ * fs_xfer) take entries one at a time from next, so a batch of 2 MiB
+ * chunks is copied by as many cores as are free. Fields marked (atomic)
+ * are shared between them; the rest is set before the job is offered.
+ */
+struct job {
+	struct fs *fs;
+	struct fs_xfer *x;
+	fuse_req_t req;
+	struct kvfs_xfer *b;
+	const struct caller *cl;
+	uint32_t ns;
+	uint64_t chunk_bytes;
+	struct gpu_import *im; /* GET into a device buffer, else NULL */
+	bool put;
+	uint32_t next;     /* (atomic) next entry to take */
+	int stop;          /* (atomic) interrupted, or the caller is gone */
+	int fatal;         /* (atomic) -EPERM / -ESRCH seen, else 0 */
+	uint32_t done, ok; /* (atomic) entries attempted, succeeded */
+	uint64_t bytes;    /* (atomic) */
+	int offers;        /* (pool lock) helpers it may still take */
+	int active;        /* (pool lock) helpers inside job_run */
+	struct job *qnext; /* (pool lock) offered jobs */
+};
+
+/* Marks an entry the batch stopped before: set to -EINTR / -ESRCH at the
+ * reply. Not an errno any entry can have. */
+#define NOT_DONE INT64_MIN
+
+static void job_run(struct job *j)
+{
+	struct fs_xfer *x = j->x;
+	uint32_t i;
+
+	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) <
+	       j->b->nents) {
+		struct kvfs_xfer_ent *e = &j->b->ents[i];
+		int64_t r;
+
+		e->size = 0;
+		e->result = NOT_DONE;
+		if (__atomic_load_n(&j->stop, __ATOMIC_RELAXED))
+			continue;
+		/* a signal (SIGKILL included) ends the batch early, after at
+		 * least one entry so a retry always makes progress */
+		if (__atomic_load_n(&j->done, __ATOMIC_RELAXED) &&
+		    (fuse_req_interrupted(j->req) || !caller_alive(j->cl))) {
+			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		r = j->put ? put_one(j->fs, x, j->ns, j->chunk_bytes, j->cl, e)
+			   : get_one(j->fs, x, j->ns, j->cl, j->im, e);
+		if (caller_fatal(r)) {
+			__atomic_store_n(&j->fatal, (int)r, __ATOMIC_RELAXED);
+			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		e->result = r;
+		__atomic_fetch_add(&j->done, 1, __ATOMIC_RELAXED);
+		if (r >= 0 || (j->put && r == -EEXIST)) {
+			__atomic_fetch_add(&j->ok, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&j->bytes,
+					   j->put ? (r == 0 ? e->length : 0)
+						  : (uint64_t)r,
+					   __ATOMIC_RELAXED);
+		}
+		if (r == -ENOENT && !j->put)
+			count(&x->misses, 1);
+		else if (r == -EEXIST && j->put)
+			count(&x->exists, 1);
+		else if (r < 0)
+			count(&x->entry_errors, 1);
+	}
+}
+
+/* ------------------------------------------------------ copy helpers */
+
+/*
+ * The daemon's own copy helpers: a batch's entries are spread over the
+ * FUSE thread that got it and the helpers that are idle, because one
+ * thread's copy between two address spaces (about 7 GB/s here) is well
+ * below what the memory can do. Started at the first batch (threads do
+ * not survive the daemon's fork), one fewer than the CPUs, at most
+ * XFER_HELPERS_MAX.
+ */
+#define XFER_HELPERS_MAX 3
+
+struct pool {
+	pthread_mutex_t lock;
+	pthread_cond_t work;  /* a job was offered, or quit */
+	pthread_cond_t idle;  /* a job's last helper left it */
+	struct job *queue;    /* jobs taking helpers */
+	bool started, quit;
+	int n;
+	pthread_t th[XFER_HELPERS_MAX];
+};
+
+static void *helper_main(void *arg)
+{
+	struct pool *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct job *j;
+
+		while (!p->quit && !p->queue)
+			pthread_cond_wait(&p->work, &p->lock);
+		if (p->quit)
+			break;
+		j = p->queue;
+		if (--j->offers == 0) { /* its last helper: off the queue */
+			p->queue = j->qnext;
+			j->qnext = NULL;
+		}
+		j->active++;
+		pthread_mutex_unlock(&p->lock);
+		job_run(j);
+		pthread_mutex_lock(&p->lock);
+		if (--j->active == 0)
+			pthread_cond_broadcast(&p->idle);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+static void pool_start(struct pool *p)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int want = cpus > 1 ? (int)(cpus - 1) : 0;
+
+	if (want > XFER_HELPERS_MAX)
+		want = XFER_HELPERS_MAX;
+	p->started = true;
+	for (int i = 0; i < want; i++)
+		if (pthread_create(&p->th[p->n], NULL, helper_main, p) == 0)
+			p->n++;
+}
+
+/* Runs j on this thread and on up to nents - 1 idle helpers. */
+static void pool_run(struct pool *p, struct job *j)
+{
+	int offers;
+
+	pthread_mutex_lock(&p->lock);
+	if (!p->started)
+		pool_start(p);
+	offers = (int)j->b->nents - 1 < p->n ? (int)j->b->nents - 1 : p->n;
+	if (offers > 0) { /* at the tail: batches are helped in order */
+		struct job **q = &p->queue;
+
+		while (*q)
+			q = &(*q)->qnext;
+		*q = j;
+		j->offers = offers;
+		pthread_cond_broadcast(&p->work);
+	}
+	pthread_mutex_unlock(&p->lock);
+	job_run(j);
+	pthread_mutex_lock(&p->lock);
+	/* withdraw what nobody took, then wait for the takers */
+	for (struct job **q = &p->queue; j->offers && *q; q = &(*q)->qnext)
+		if (*q == j) {
+			*q = j->qnext;
+			j->offers = 0;
+			break;
+		}
+	while (j->active)
+		pthread_cond_wait(&p->idle, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void pool_stop(struct pool *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->quit = true;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->lock);
+	for (int i = 0; i < p->n; i++)
+		pthread_join(p->th[i], NULL);
+}
+
+/* ---------------------------------------------------------- the batch */
+
+static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		    struct fs_fh *fh, uint64_t owner, const void *in_buf,
+		    bool put)
+{
+	const char *what = put ? "PUT" : "GET";
+	struct tier_ns_info nsi;
+	struct kvfs_xfer *b;
+	struct caller cl = { 0, -1 };
+	struct job j;
+	struct reg *r = NULL;
+	bool alive, dev = false;
+	int rc;
+
+	if (fh->kind != FS_FH_NS)
+		return reply_batch_err(fs, x, req, what, NULL, ENOTTY);
+	b = malloc(sizeof(*b));
+	if (!b)
+		return reply_batch_err(fs, x, req, what, NULL, ENOMEM);
+	memcpy(b, in_buf, sizeof(*b));
+	/* Entries name keys. Path namespaces (names hashed to keys) would
+	 * resolve their names to keys here, before any entry runs. */
+	rc = check_batch(b, put);
+	if (rc == 0)
+		rc = fs_ns_access(fs, req, fh->ns, put ? W_OK : R_OK);
+	if (rc == 0)
+		rc = tier_ns_info(fs->tier, fh->ns, &nsi);
+	if (rc == 0)
+		rc = caller_open(&cl, req);
+	if (rc == 0 && (b->flags & KVFS_XFER_DEVICE)) {
+		struct tier_arena_info ai;
+
+		tier_arena_info(fs->tier, &ai);
+		dev = true;
+		pthread_rwlock_rdlock(&x->reg_lock);
+		for (r = x->regs; r && r->owner != owner; r = r->next)
+			;
+		if (!r)
+			rc = strcmp(ai.backend, "host") ? -ENODEV : -EOPNOTSUPP;
+	}
+	if (rc)
+		goto fail;
+	b->daemon_pid = (int32_t)getpid();
+	j = (struct job){ .fs = fs, .x = x, .req = req, .b = b, .cl = &cl,
+			  .ns = fh->ns, .chunk_bytes = nsi.chunk_bytes,
+			  .im = r ? r->im : NULL, .put = put };
+	pool_run(x->pool_p, &j);
+	if (dev)
+		pthread_rwlock_unlock(&x->reg_lock);
+	dev = false;
+	/* nothing done and the caller out of reach: fail it whole */
+	if (j.fatal && !j.ok) {
+		rc = j.fatal;
+		goto fail;
+	}
+	alive = caller_alive(&cl);
+	caller_close(&cl);
+	if (j.stop)
+		count(&x->interrupted, 1);
+	for (uint32_t i = 0; i < b->nents; i++)
+		if (b->ents[i].result == NOT_DONE)
+			b->ents[i].result = alive ? -EINTR : -ESRCH;
+	b->done = j.ok;
+	b->bytes = j.bytes;
+	count(put ? &x->puts : &x->gets, 1);
+	count(put ? &x->put_entries : &x->get_entries, j.done);
+	count(put ? &x->put_bytes : &x->get_bytes, j.bytes);
+	fuse_reply_ioctl(req, 0, b,
+			 offsetof(struct kvfs_xfer, ents) +
+				 (size_t)b->nents * sizeof(b->ents[0]));
+	free(b);
+	return 0;
+
+fail:
+	if (dev)
+		pthread_rwlock_unlock(&x->reg_lock);
+	caller_close(&cl);
+	reply_batch_err(fs, x, req, what, b, -rc);
+	free(b);
+	return 0;
+}
+
+/* ------------------------------------------------------ device buffers */
+
+/* Unlinks and returns owner's registration (reg_lock held for writing). */
+static struct reg *reg_take(struct fs_xfer *x, uint64_t owner)
+{
+	for (struct reg **p = &x->regs; *p; p = &(*p)->next)
+		if ((*p)->owner == owner) {
+			struct reg *r = *p;
+
+			*p = r->next;
+			__atomic_fetch_sub(&x->nregs, 1, __ATOMIC_RELEASE);
+			return r;
+		}
+	return NULL;
+}
+
+static void reg_free(struct fs *fs, struct reg *r)
+{
+	if (r) {
+		tier_import_close(fs->tier, r->im);
+		free(r);
+	}
+}
+
+static int do_register(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		       struct fs_fh *fh, uint64_t owner, const void *in_buf)
+{
+	struct kvfs_xfer_register a;
+	struct reg *r = NULL, *old;
+	int rc = 0;
+
+	if (fh->kind != FS_FH_NS)
+		return reply_batch_err(fs, x, req, "XFER_REGISTER", NULL,
+				       ENOTTY);
+	memcpy(&a, in_buf, sizeof(a));
+	if (a.reserved)
+		rc = -EINVAL;
+	if (rc == 0)
+		rc = fs_ns_access(fs, req, fh->ns, R_OK);
+	if (rc == 0 && a.length) {
+		r = calloc(1, sizeof(*r));
+		rc = r ? tier_import_open(fs->tier, a.ipc, a.length, &r->im)
+		       : -ENOMEM;
+	}
+	if (rc) {
+		free(r);
+		return reply_batch_err(fs, x, req, "XFER_REGISTER", NULL,
+				       rc == -ENOTSUP ? EOPNOTSUPP : -rc);
+	}
+	pthread_rwlock_wrlock(&x->reg_lock); /* waits for device batches */
+	old = reg_take(x, owner);
+	a.buffer_id = 0;
+	if (r) {
+		r->owner = owner;
+		r->len = a.length;
+		r->id = a.buffer_id = ++x->reg_ids;
+		r->next = x->regs;
+		x->regs = r;
+		__atomic_fetch_add(&x->nregs, 1, __ATOMIC_RELEASE);
+	}
+	pthread_rwlock_unlock(&x->reg_lock);
+	reg_free(fs, old);
+	if (r)
+		count(&x->registers, 1);
+	fuse_reply_ioctl(req, 0, &a, sizeof(a));
+	return 0;
+}
+
+/* ---------------------------------------------------------------- entry */
+
+int fs_xfer_ioctl(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
+		  struct fuse_file_info *fi, unsigned int nr,
+		  const void *in_buf)
+{
+	struct fs_fh *fh = fs_fh_of(fi);
+
+	switch (nr) {
+	case _IOC_NR(KVFS_IOC_GET):
+		return do_batch(fs, x, req, fh, fi->fh, in_buf, false);
+	case _IOC_NR(KVFS_IOC_PUT):
+		return do_batch(fs, x, req, fh, fi->fh, in_buf, true);
+	default:
+		return do_register(fs, x, req, fh, fi->fh, in_buf);
+	}
+}
+
+void fs_xfer_release(struct fs_xfer *x, uint64_t owner)
+{
+	struct reg *r;
+
+	/* every close of the mount comes here: most have nothing */
+	if (!x || !__atomic_load_n(&x->nregs, __ATOMIC_ACQUIRE))
+		return;
+	pthread_rwlock_wrlock(&x->reg_lock);
+	r = reg_take(x, owner);
+	pthread_rwlock_unlock(&x->reg_lock);
+	reg_free(x->fs, r);
+}
+
+int fs_xfer_create(struct fs *fs, struct fs_xfer **out)
+{
+	struct fs_xfer *x = calloc(1, sizeof(*x));
+
+	if (x)
+		x->pool_p = calloc(1, sizeof(*x->pool_p));
+	if (!x || !x->pool_p) {
+		free(x);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&x->pool_p->lock, NULL);
+	pthread_cond_init(&x->pool_p->work, NULL);
+	pthread_cond_init(&x->pool_p->idle, NULL);
+	pthread_rwlock_init(&x->reg_lock, NULL);
+	x->fs = fs;
+	*out = x;
+	return 0;
+}
+
+void fs_xfer_destroy(struct fs_xfer *x)
+{
+	if (!x)
+		return;
+	pool_stop(x->pool_p);
+	while (x->regs) /* fds the kernel never released */
+		reg_free(x->fs, reg_take(x, x->regs->owner));
+	pthread_rwlock_destroy(&x->reg_lock);
+	pthread_mutex_destroy(&x->pool_p->lock);
+	pthread_cond_destroy(&x->pool_p->work);
+	pthread_cond_destroy(&x->pool_p->idle);
+	free(x->pool_p);
+	free(x);
+}
+
+#define LD(f) ((unsigned long long)__atomic_load_n(&x->f, __ATOMIC_RELAXED))
+
+size_t fs_xfer_stats_json(struct fs_xfer *x, char *buf, size_t size)
+{
+	int n;
+
+	if (!x)
+		n = snprintf(buf, size, "{}");
+	else
+		n = snprintf(buf, size,
+			     "{\"gets\":%llu,\"puts\":%llu,"
+			     "\"get_entries\":%llu,\"put_entries\":%llu,"
+			     "\"get_bytes\":%llu,\"put_bytes\":%llu,"
+			     "\"misses\":%llu,\"exists\":%llu,"
+			     "\"entry_errors\":%llu,\"batch_errors\":%llu,"
+			     "\"interrupted\":%llu,\"bounced\":%llu,"
+			     "\"registers\":%llu,\"device_entries\":%llu}",
+			     LD(gets), LD(puts), LD(get_entries),
+			     LD(put_entries), LD(get_bytes), LD(put_bytes),
+			     LD(misses), LD(exists), LD(entry_errors),
+			     LD(batch_errors), LD(interrupted), LD(bounced),
+			     LD(registers), LD(device_entries));
+	if (n < 0)
+		return 0;
+	return (size_t)n < size ? (size_t)n : size ? size - 1 : 0;
+}
