@@ -29,6 +29,9 @@
 #include "tier/record.h"
 
 #define SALT 0x6b76667366757a7aULL
+/* the engine's max_chunk: its recover callback refuses larger records
+ * (l2 itself accepts raw lengths up to 2^40; tier_l2.c on_recover) */
+#define MAX_CHUNK (16u << 20)
 
 struct got {
 	struct l2_rec_info r[64];
@@ -42,6 +45,8 @@ static int on_recover(void *arg, const struct l2_rec_info *rec)
 
 	if (g->n == 64)
 		return -ENOSPC;
+	if (rec->raw_len > MAX_CHUNK)
+		return -EFBIG; /* as the engine does */
 	g->r[g->n] = *rec;
 	snprintf(g->ns[g->n], sizeof(g->ns[0]), "%s", rec->ns);
 	g->n++;
@@ -135,8 +140,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		void *dst;
 		int rc;
 
-		if (len > (16u << 20))
-			abort(); /* larger than any segment could decode to */
+		if (len > MAX_CHUNK)
+			abort(); /* the callback refused it: never offered */
 		dst = malloc(len ? len : 1);
 		if (!dst)
 			break;
