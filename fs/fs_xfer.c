@@ -314,6 +314,8 @@ static int64_t put_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	/* refused before any byte moves (publication would refuse too) */
 	if (chunk_bytes && e->length != chunk_bytes)
 		return -EMSGSIZE;
+	if (!e->length)
+		return -ENODATA; /* a chunk without bytes is never published */
 	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC */
 	rc = tier_wr_begin(fs->tier, ns, &e->key, e->length, &w);
 	if (rc)

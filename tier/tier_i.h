@@ -346,10 +346,10 @@ void tier_l2_close(struct tier *t);
 /* The rest: tier.lock held, no-ops without L2. */
 /* The victim r is about to leave L1: true when it stays indexed as an L2
  * chunk (a clean copy exists, or a demotion was queued). */
-/* Before evicting need bytes for a writer (tier.lock held, released while
- * waiting): waits, at most 5 s, while the copies of evicted
- * chunks waiting for the disk would exceed their bound, so writers slow
- * to the disk's pace instead of their evictions being dropped. */
+/* Before evicting need bytes for a writer or a promotion (tier.lock held,
+ * released while waiting): waits, at most 5 s, while the copies of evicted
+ * chunks waiting for the disk are at half their bound, so writers and
+ * readers slow to the disk's pace instead of evictions being dropped. */
 void tier_l2_throttle(struct tier *t, uint64_t need);
 bool tier_l2_evicting(struct tier *t, struct tier_rec *r);
 /* Makes the pinned L2 chunk r readable through c (promotion, or a

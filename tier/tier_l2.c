@@ -197,12 +197,14 @@ void tier_l2_throttle(struct tier *t, uint64_t need)
 	struct tier_l2 *t2 = t->l2;
 	struct timespec dl;
 
-	if (!t2 || !t2->l2 || t2->raw_queued + need <= t2->raw_max)
+	/* at half the bound: an eviction may free more than need (a
+	 * fragmented arena), and only the bound itself drops chunks */
+	if (!t2 || !t2->l2 || t2->raw_queued + need <= t2->raw_max / 2)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &dl);
 	dl.tv_sec += TL2_THROTTLE_MS / 1000;
 	/* each finished demotion broadcasts t2->cond */
-	while (t2->raw_queued && t2->raw_queued + need > t2->raw_max &&
+	while (t2->raw_queued && t2->raw_queued + need > t2->raw_max / 2 &&
 	       pthread_cond_timedwait(&t2->cond, &t->lock, &dl) != ETIMEDOUT)
 		;
 }

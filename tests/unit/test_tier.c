@@ -387,7 +387,8 @@ static void test_holes_growth_truncate(void **state)
 	assert_int_equal(tier_chunk_offset(c) % PAGE, 0);
 	tier_put(t, c);
 
-	/* An empty chunk is a valid chunk and takes no arena. */
+	/* An empty chunk is a valid chunk to the engine and takes no arena
+	 * (fs never publishes one: fs_wr_publish, fs_xfer's PUT). */
 	k = mkkey(4);
 	assert_int_equal(tier_wr_begin(t, ns, &k, 0, &w), 0);
 	assert_int_equal(tier_wr_truncate(t, w, 0), 0);
@@ -439,6 +440,7 @@ static void test_eexist(void **state)
 	assert_int_equal(tier_wr_publish(t, w2, &k), -EINVAL);
 	/* The failed keyed writer released its reservation. */
 	assert_int_equal(tier_wr_begin(t, ns, &k2, 0, &w2), 0);
+	assert_int_equal(tier_wr_pwrite(t, w2, "x", 1, 0), 0);
 	assert_int_equal(tier_wr_publish(t, w2, &k2), 0);
 	/* A temporary published under a free key works. */
 	k2 = mkkey(3);
