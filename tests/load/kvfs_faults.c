@@ -159,26 +159,29 @@ static uint64_t kill_writers(struct kvfs_mnt *m, const struct load_cfg *c,
 
 	for (int i = 0; i < n; i++) {
 		uint64_t id = c->nids + 1000 + rnd(1u << 20); /* no load id */
+		size_t len = load_len(c, id) / 2 + 1;
+		uint8_t *buf = malloc(len);
 		pid_t pid;
 
+		if (!buf)
+			continue;
+		/* everything prepared before the fork: the load's threads may
+		 * hold malloc's locks, so the child only makes system calls */
+		kvfs_test_fill(buf, len, id, 0);
 		load_name(id, name);
 		snprintf(p, sizeof(p), "%s/ns0/%s", m->dir, name);
 		pid = fork();
 		if (pid == 0) {
-			size_t len = load_len(c, id) / 2 + 1;
-			uint8_t *buf = malloc(len);
 			int fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
 
-			if (fd >= 0 && buf) {
-				kvfs_test_fill(buf, len, id, 0);
-				if (write(fd, buf, len) < 0)
-					_exit(2);
-			}
+			if (fd >= 0 && write(fd, buf, len) < 0)
+				_exit(2);
 			raise(SIGKILL);
 			_exit(3);
 		}
 		if (pid > 0)
 			waitpid(pid, NULL, 0);
+		free(buf);
 		/* the half-written chunk is never published */
 		int fd = open(p, O_RDONLY);
 
