@@ -112,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (h.magic != KVREC_MAGIC)
 			continue;
 		if ((h.reserved[0] & 1) &&
-		    off + sizeof(h) + h.stored_len <= size)
+		    h.stored_len <= size - off - sizeof(h))
 			h.stored_sum = kvrec_sum(seg + off + sizeof(h),
 						 h.stored_len, 0);
 		h.hdr_sum = kvrec_sum(&h, offsetof(struct kvrec_hdr, hdr_sum),
