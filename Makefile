@@ -144,7 +144,9 @@ $(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
-$(BUILD)/kvfs-mount: $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_events.o $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
+MOUNT_OBJ := $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_log.o \
+	$(BUILD)/mount/mount_events.o
+$(BUILD)/kvfs-mount: $(MOUNT_OBJ) $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(LIBS)
 
@@ -172,6 +174,62 @@ $(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 $(BUILD)/bench/kvfs_evbench: $(BUILD)/bench/kvfs_evbench.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) $(LIBS)
+# ---------------------------------------------------------------- load
+# tests/load: the crash-consistency harness (make faults; 2 rounds in
+# make test through tests/run.sh) and the soak (make soak), both driving
+# kvfs_load.c's mixed load against a mounted kvfs.
+FAULTS_ROUNDS ?= 20
+SOAK_SECONDS ?= 600
+LOAD_BIN := $(BUILD)/tests/load/kvfs_faults $(BUILD)/tests/load/kvfs_soak
+$(LOAD_BIN): $(BUILD)/tests/load/%: $(BUILD)/tests/load/%.o \
+		$(BUILD)/tests/load/kvfs_load.o $(TEST_COMMON_OBJ)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+tests: $(LOAD_BIN)
+# the rate limiter of the daemon's log, tested alone
+$(BUILD)/tests/unit/test_mount_log: $(BUILD)/tests/unit/test_mount_log.o \
+		$(BUILD)/mount/mount_log.o $(TEST_COMMON_OBJ)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(FUSE_LIBS) $(LIBS)
+
+.PHONY: faults soak
+faults: check-deps
+	$(Q)$(MAKE) --no-print-directory SANITIZE=1 all tests
+	$(Q)KVFS_MOUNT_BIN=$$PWD/build/asan/kvfs-mount \
+	  build/asan/tests/load/kvfs_faults -r $(FAULTS_ROUNDS)
+soak: check-deps
+	$(Q)$(MAKE) --no-print-directory all $(LOAD_BIN)
+	$(Q)SOAK_SECONDS=$(SOAK_SECONDS) KVFS_MOUNT_BIN=$$PWD/$(BUILD)/kvfs-mount \
+	  $(BUILD)/tests/load/kvfs_soak
+
+# ---------------------------------------------------------------- fuzz
+# libFuzzer targets (tests/fuzz/fuzz_*.c), one per parser of untrusted
+# bytes, built with clang into build/fuzz (ASan + UBSan + the fuzzer's
+# coverage), each with its seed corpus tests/fuzz/corpus/<target>/.
+# `make fuzz FUZZ_SECONDS=N` runs each N seconds (new inputs go to
+# build/fuzz/corpus/<target>, crashes to build/fuzz/crash-*); make test
+# runs each for FUZZ_SMOKE_SECONDS through tests/run.sh.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_BUILD := build/fuzz
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+.PHONY: fuzz fuzz-build
+fuzz-build:
+	$(Q)$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) \
+	  CUDA=0 SANITIZER= CFLAGS="-O1 -g -fno-omit-frame-pointer \
+	  -fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+	  LDFLAGS="$(FUZZ_SAN)" fuzz-bins
+fuzz-bins: $(FUZZ_BIN)
+$(FUZZ_BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FS_OBJ) \
+		$(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/mount/mount_log.o \
+		$(BUILD)/mount/mount_events.o $(EV_LIB) $(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ \
+	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson $(LIBS)
+fuzz: check-deps fuzz-build
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_BUILD)
 
 # ---------------------------------------------------------------- gpu
 # libfakecudart.so stands in for libcudart (KVFS_CUDART=...) so the pinned
@@ -221,6 +279,8 @@ APT_PKGS += libhiredis-dev redis-server redis-tools
 # the Python subscriber's modules, inotifywait for the delete-event test
 APT_PKGS += libzmq3-dev libmsgpack-dev libjansson-dev python3-zmq \
 	python3-msgpack inotify-tools
+# issue 12: libFuzzer (make fuzz), fio (the fio job test)
+APT_PKGS += clang libfuzzer-14-dev fio
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
@@ -233,12 +293,14 @@ check-deps:
 	  command -v inotifywait >/dev/null && \
 	  /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
+	  command -v clang >/dev/null && command -v fio >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 
 # ---------------------------------------------------------------- test
 test: check-deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory SANITIZE=1 tests
+	$(Q)$(MAKE) --no-print-directory fuzz-build
 	$(Q)BUILD=build/asan PLAIN_BUILD=build bash tests/run.sh
 
 demo: check-deps all

@@ -27,6 +27,14 @@ enum fs_cache {
 
 /* -o max_dirs default: directories of path namespaces, in all */
 #define FS_PATH_DIRS_DEFAULT (UINT64_C(4) << 20)
+/* A published chunk's mtime and ctime are its publication time and never
+ * move; its atime follows reads as the mount's atime option says. */
+enum fs_atime {
+	FS_ATIME_RELATIME = 0, /* relatime (default): the first read after
+				* publication, then at most once a day */
+	FS_ATIME_NOATIME,      /* noatime: never moves (= mtime) */
+	FS_ATIME_STRICT,       /* strictatime: every read */
+};
 
 struct fs_config {
 	enum fs_cache cache;
@@ -37,6 +45,7 @@ struct fs_config {
 	bool names_paths;        /* names=paths: new namespaces hold paths */
 	uint64_t max_dirs;       /* directories of path namespaces, in all
 				  * (0: FS_PATH_DIRS_DEFAULT) */
+	enum fs_atime atime;     /* what a chunk's atime shows */
 	char config_text[4096];  /* the effective options, for .kvfs/config */
 	struct ev_pub *events;   /* KV event publisher (events/events.h),
 				  * the caller's; NULL = events off */

@@ -35,8 +35,43 @@ void fs_ns_attr(struct fs_inode *ns, struct stat *st)
 		 &ns->ctime);
 }
 
-void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
-		   const struct tier_info *info, struct stat *st)
+/* The atime to show for a chunk read last at atime, published at ptime
+ * (ns), given what in showed before. */
+static uint64_t shown_atime(const struct fs *fs, struct fs_inode *in,
+			    uint64_t ptime, uint64_t atime)
+{
+	const uint64_t day = 86400ULL * 1000000000ULL;
+	uint64_t shown;
+
+	if (atime < ptime)
+		atime = ptime;
+	switch (fs->cfg.atime) {
+	case FS_ATIME_NOATIME:
+		return ptime;
+	case FS_ATIME_STRICT:
+		return atime;
+	case FS_ATIME_RELATIME:
+	default:
+		break;
+	}
+	/* as Linux's relatime: moves when it is not after mtime (the first
+	 * read since publication) or a day old */
+	shown = in && in->shown_atime >= ptime ? in->shown_atime : ptime;
+	if (shown <= ptime || atime - shown >= day)
+		shown = atime;
+	if (in)
+		in->shown_atime = shown;
+	return shown;
+}
+
+static void ns_to_ts(uint64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000ULL);
+	ts->tv_nsec = (long)(ns % 1000000000ULL);
+}
+
+void fs_chunk_attr(struct fs *fs, struct fs_inode *nsi, struct fs_inode *in,
+		   uint64_t ino, const struct tier_info *info, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
@@ -47,11 +82,12 @@ void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
 	st->st_size = (off_t)info->size;
 	st->st_blocks = (blkcnt_t)((info->stored_bytes + 511) / 512);
 	st->st_blksize = 1 << 20;
-	st->st_atim.tv_sec = (time_t)(info->atime_ns / 1000000000ULL);
-	st->st_atim.tv_nsec = (long)(info->atime_ns % 1000000000ULL);
-	/* the publication time is not kept: show the last access */
-	st->st_mtim = st->st_atim;
-	st->st_ctim = st->st_atim;
+	/* immutable: mtime and ctime are the publication and never move
+	 * (tar, rsync, make compare them); only atime follows reads */
+	ns_to_ts(info->ptime_ns, &st->st_mtim);
+	st->st_ctim = st->st_mtim;
+	ns_to_ts(shown_atime(fs, in, info->ptime_ns, info->atime_ns),
+		 &st->st_atim);
 }
 
 void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
@@ -60,23 +96,26 @@ void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
 
 	memset(st, 0, sizeof(*st));
 	st->st_ino = w->ino;
-	st->st_nlink = 1;
+	pthread_mutex_lock(&fs->priv->lock);
+	st->st_nlink = w->unlinked ? 0 : 1;
 	st->st_uid = w->uid;
 	st->st_gid = w->gid;
+	st->st_mode = S_IFREG | w->mode;
+	pthread_mutex_unlock(&fs->priv->lock);
 	st->st_blksize = 1 << 20;
 	pthread_rwlock_rdlock(&w->lock);
 	if (w->w) {
 		size = tier_wr_size(w->w);
-		st->st_mode = S_IFREG | 0644;
 	} else {
 		size = w->final_size;
-		st->st_mode = S_IFREG | 0444;
+		st->st_mode = S_IFREG | 0444; /* published: immutable */
 	}
 	pthread_rwlock_unlock(&w->lock);
 	st->st_size = (off_t)size;
 	st->st_blocks = (blkcnt_t)((size + 511) / 512);
-	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
-	st->st_atim = st->st_ctim = st->st_mtim;
+	ns_to_ts(__atomic_load_n(&w->atime_ns, __ATOMIC_RELAXED), &st->st_atim);
+	ns_to_ts(__atomic_load_n(&w->mtime_ns, __ATOMIC_RELAXED), &st->st_mtim);
+	ns_to_ts(__atomic_load_n(&w->ctime_ns, __ATOMIC_RELAXED), &st->st_ctim);
 }
 
 void fs_ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
@@ -175,8 +214,11 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 		info = in->info;
 		err = 0;
 	} else if (err && fi && fs_fh_of(fi) && fs_fh_of(fi)->chunk) {
-		/* the fd's pinned bytes */
-		memset(&info, 0, sizeof(info));
+		/* the fd's pinned bytes (times as last seen, if at all) */
+		if (in)
+			info = in->info;
+		else
+			memset(&info, 0, sizeof(info));
 		info.size = tier_chunk_size(fs_fh_of(fi)->chunk);
 		info.stored_bytes = info.size;
 		err = 0;
@@ -187,7 +229,7 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (err == -ENOENT && nsi && nsi->pdir)
 		err = -ESTALE;
 	if (!err) {
-		fs_chunk_attr(nsi, ino, &info, st);
+		fs_chunk_attr(fs, nsi, in, ino, &info, st);
 		fs_path_chunk_attr_locked(fs, nsi, &key, gen, st);
 		if (in && in->unlinked)
 			st->st_nlink = 0;
@@ -242,6 +284,66 @@ static void set_times(struct timespec *mt, struct timespec *ct,
 	*ct = now;
 }
 
+/*
+ * SETATTR of a chunk being written (a temporary, or a key before its
+ * close): size, mode, owner and times are applied for real, and shown by
+ * later stats; the mode governs later opens of a temporary by name (the
+ * kernel checks it: default_permissions). Once published the chunk is
+ * immutable: EPERM. The kernel has checked the caller's right to each
+ * change (owner or root; chown is root's).
+ */
+static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
+		      int to_set)
+{
+	struct fs_priv *p = fs->priv;
+	uint64_t now = fs_now_ns();
+	int err = 0;
+
+	pthread_rwlock_rdlock(&w->lock);
+	if (!w->w) {
+		pthread_rwlock_unlock(&w->lock);
+		return -EPERM; /* published (or discarded): immutable */
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		err = tier_wr_truncate(fs->tier, w->w, (uint64_t)attr->st_size);
+		if (!err) {
+			__atomic_add_fetch(&w->nwrites, 1, __ATOMIC_RELAXED);
+			fs_wr_touch(w);
+		}
+	}
+	pthread_rwlock_unlock(&w->lock);
+	if (err)
+		return err;
+	pthread_mutex_lock(&p->lock);
+	if (to_set & FUSE_SET_ATTR_MODE)
+		w->mode = attr->st_mode & 07777;
+	if (to_set & FUSE_SET_ATTR_UID)
+		w->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		w->gid = attr->st_gid;
+	pthread_mutex_unlock(&p->lock);
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		__atomic_store_n(&w->atime_ns, now, __ATOMIC_RELAXED);
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		__atomic_store_n(&w->atime_ns,
+				 (uint64_t)attr->st_atim.tv_sec * 1000000000ULL +
+				 (uint64_t)attr->st_atim.tv_nsec,
+				 __ATOMIC_RELAXED);
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		__atomic_store_n(&w->mtime_ns, now, __ATOMIC_RELAXED);
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		__atomic_store_n(&w->mtime_ns,
+				 (uint64_t)attr->st_mtim.tv_sec * 1000000000ULL +
+				 (uint64_t)attr->st_mtim.tv_nsec,
+				 __ATOMIC_RELAXED);
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+		      FUSE_SET_ATTR_GID | FUSE_SET_ATTR_ATIME |
+		      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
+		      FUSE_SET_ATTR_MTIME_NOW))
+		__atomic_store_n(&w->ctime_ns, now, __ATOMIC_RELAXED);
+	return 0;
+}
+
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		   int to_set, struct fuse_file_info *fi)
 {
@@ -287,17 +389,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 				     FUSE_SET_ATTR_GID)))
 		fs_nsmeta_save(fs);
 	if (w) {
-		/* a chunk being written: only its size can change */
-		if (to_set & FUSE_SET_ATTR_SIZE) {
-			pthread_rwlock_rdlock(&w->lock);
-			err = w->w ? tier_wr_truncate(fs->tier, w->w,
-						     (uint64_t)attr->st_size)
-				   : -EPERM;
-			if (!err)
-				__atomic_add_fetch(&w->nwrites, 1,
-						   __ATOMIC_RELAXED);
-			pthread_rwlock_unlock(&w->lock);
-		}
+		err = set_writer(fs, w, attr, to_set);
 		fs_wr_unref(fs, w);
 	}
 	if (!err)

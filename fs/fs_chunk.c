@@ -189,6 +189,8 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	w->ns = ns;
 	w->uid = ctx->uid;
 	w->gid = ctx->gid;
+	w->mode = mode & 07777; /* the kernel applied the umask */
+	w->atime_ns = w->mtime_ns = w->ctime_ns = fs_now_ns();
 	w->creator_tid = ctx->pid;
 	if (r == 1) {
 		w->temp = true;
@@ -565,8 +567,10 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		err = w->w ? tier_wr_pwrite(fs->tier, w->w, buf, size,
 					    (uint64_t)off) : -EPERM;
 	}
-	if (!err)
+	if (!err) {
 		__atomic_add_fetch(&w->nwrites, 1, __ATOMIC_RELAXED);
+		fs_wr_touch(w);
+	}
 	if (err && w->w) {
 		int zero = 0;
 
@@ -658,7 +662,8 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	err = fs_wr_publish(fs, w, NULL, false);
-	fuse_reply_err(req, -err);
+	/* truncated back to no bytes: nothing published, the name free */
+	fuse_reply_err(req, err == -ENODATA ? 0 : -err);
 }
 
 void fs_op_release(fuse_req_t req, fuse_ino_t ino,
@@ -671,14 +676,15 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 	if (fh->kind == FS_FH_WRITER && !w->temp) {
 		int err;
 
-		/* the last close, and no flush published it: e.g. `touch
-		 * key` (no bytes), or the writer's process closed early and
-		 * a child wrote the bytes */
+		/* the last close, and no flush published it: the writer's
+		 * process closed early and a child wrote the bytes; or no
+		 * bytes at all (`touch key`, fio's layout open): nothing is
+		 * published and the name stays free (-ENODATA) */
 		err = fs_wr_publish(fs, w, NULL, false);
 		if (!err)
 			__atomic_add_fetch(&fs->priv->late_publishes, 1,
 					   __ATOMIC_RELAXED);
-		if (err && err != -EEXIST && err != -ENOENT)
+		if (err && err != -EEXIST && err != -ENOENT && err != -ENODATA)
 			fs_log(fs, "chunk discarded at last close: %s",
 			       strerror(-err));
 	}

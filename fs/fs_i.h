@@ -210,8 +210,15 @@ struct fs_wr {
 	bool want_pin;          /* priv.lock */
 	bool excl;              /* created with O_EXCL (see fs_op_flush) */
 	pid_t creator_tid;      /* set at create, then constant */
-	uid_t uid;              /* set at create, then constant */
-	gid_t gid;              /* set at create, then constant */
+	uid_t uid;              /* priv.lock: the creator's; chown */
+	gid_t gid;              /* priv.lock */
+	mode_t mode;            /* priv.lock: permission bits (create, chmod);
+				 * shown and enforced while being written */
+	bool unlinked;          /* priv.lock: its name was removed (unlink,
+				 * replaced by a rename, expired): nlink 0 */
+	/* atomic: CLOCK_REALTIME ns; set at create, mtime and ctime moved by
+	 * writes and truncates, all three by utimensat, ctime by chmod */
+	uint64_t atime_ns, mtime_ns, ctime_ns;
 	/* path namespaces (fs_path.c): the name the file has, NULL once
 	 * unlinked or replaced (then it is discarded at its last close);
 	 * closed, unpublished writers wait on the pending list */
@@ -222,6 +229,24 @@ struct fs_wr {
 	bool closing;           /* priv.lock: its last fd was closed (FLUSH);
 				 * the RELEASE that follows is async */
 };
+
+/* fs_now_ns - CLOCK_REALTIME in nanoseconds (file times). */
+static inline uint64_t fs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* fs_wr_touch - w's bytes changed: mtime and ctime are now. */
+static inline void fs_wr_touch(struct fs_wr *w)
+{
+	uint64_t now = fs_now_ns();
+
+	__atomic_store_n(&w->mtime_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->ctime_ns, now, __ATOMIC_RELAXED);
+}
 
 /* One record per inode the kernel knows (fs_inode.c); every field is
  * protected by fs_priv.lock. */
@@ -238,6 +263,7 @@ struct fs_inode {
 	uint64_t gen;
 	bool unlinked;          /* by unlink(2): fstat of open fds still works */
 	struct tier_info info;  /* as of the last lookup or getattr */
+	uint64_t shown_atime;   /* the atime stat shows (fs_chunk_attr) */
 	/* namespaces */
 	mode_t mode;
 	uid_t uid;
@@ -375,8 +401,10 @@ void fs_tmp_expire(struct fs *fs);
 /* ---------------------------------------------- fs_attr.c: attributes */
 
 void fs_ns_attr(struct fs_inode *ns, struct stat *st);
-void fs_chunk_attr(struct fs_inode *nsi, uint64_t ino,
-		   const struct tier_info *info, struct stat *st);
+/* A published chunk's attributes (priv.lock held): in (may be NULL) is its
+ * inode, whose shown atime moves as fs->cfg.atime says. */
+void fs_chunk_attr(struct fs *fs, struct fs_inode *nsi, struct fs_inode *in,
+		   uint64_t ino, const struct tier_info *info, struct stat *st);
 /* Takes w->lock shared. */
 void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st);
 void fs_ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st);
@@ -711,6 +739,25 @@ int fs_nsfile_read(int dirfd, char **buf, size_t *len);
 int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 	     void *arg, struct fuse_file_info *fi, unsigned flags,
 	     const void *in_buf, size_t in_bufsz, size_t out_bufsz);
+
+/*
+ * fs_xattr_value_check (fs_xattr.c) - parses a value for the settable
+ * attribute name as setxattr does, without applying it: 0, -EINVAL for a
+ * malformed value, -ENOTSUP for a name kvfs never sets. Pure (the fuzz
+ * target calls it).
+ */
+int fs_xattr_value_check(const char *name, const char *value, size_t size);
+
+/*
+ * fs_ioctl_check - the validation fs_ioctl applies to an ioctl's argument
+ * before it looks at the fd or the engine: kvfs's magic (-ENOTTY if not,
+ * or an unknown number), direction, size and version header (-EINVAL),
+ * and each command's own fields (counts in range, known flags, namespace
+ * names, handle kinds: -EINVAL). 0 when the command may run. Pure: no
+ * state, safe on any bytes (the fuzz target calls it).
+ */
+int fs_ioctl_check(unsigned int cmd, const void *in_buf, size_t in_bufsz,
+		   size_t out_bufsz);
 
 /* fs_ioctl_release - the fd fh is closing: drop what fs_ioctl attached to
  * it (leases, handles) and free ioctl_priv. Called once per fh. */

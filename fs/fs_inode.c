@@ -271,7 +271,7 @@ int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	}
 	in->nlookup++;
 	in->info = info;
-	fs_chunk_attr(nsi, in->ino, &info, &e->attr);
+	fs_chunk_attr(fs, nsi, in, in->ino, &info, &e->attr);
 	fs_path_chunk_attr_locked(fs, nsi, key, info.gen, &e->attr);
 	pthread_mutex_unlock(&p->lock);
 	e->ino = in->ino;

@@ -39,10 +39,12 @@ static int reply_err(struct fs *fs, fuse_req_t req, const char *what, int err)
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
 	count(&st->errors, 1);
-	/* A miss or an expired lease is routine; bad input is worth a line. */
+	/* A miss or an expired lease is routine; bad input is worth a line
+	 * (the daemon's log, rate-limited there: a retry loop of bad calls
+	 * is a few lines and a count) */
 	if (err != ENOENT)
-		fprintf(stderr, "kvfs: ioctl %s from pid %d: %s\n", what,
-			ctx ? (int)ctx->pid : -1, strerror(err));
+		fs_log(fs, "ioctl %s from pid %d: %s", what,
+		       ctx ? (int)ctx->pid : -1, strerror(err));
 	fuse_reply_err(req, err);
 	return 0;
 }
@@ -87,11 +89,6 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	if (!lk)
 		return reply_err(fs, req, "LOOKUP", ENOMEM);
 	memcpy(lk, in_buf, sizeof(*lk));
-	if (lk->nkeys == 0 || lk->nkeys > KVFS_LOOKUP_MAX ||
-	    (lk->flags & ~(KVFS_LOOKUP_PIN | KVFS_LOOKUP_PREFETCH))) {
-		rc = -EINVAL;
-		goto out;
-	}
 	rc = fs_ns_access(fs, req, fh->ns, R_OK);
 	if (rc)
 		goto out;
@@ -176,21 +173,8 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	if (!g)
 		return reply_err(fs, req, "GROUP_LOOKUP", ENOMEM);
 	memcpy(g, in_buf, sizeof(*g));
-	if (g->nkeys == 0 || g->nkeys > KVFS_GROUP_KEYS_MAX || g->nns == 0 ||
-	    g->nns > KVFS_GROUP_MAX ||
-	    (g->flags & ~(KVFS_LOOKUP_PIN | KVFS_LOOKUP_PREFETCH))) {
-		rc = -EINVAL;
-		goto out;
-	}
 	memset(g->missing, 0, sizeof(g->missing));
 	for (i = 0; i < g->nns; i++) {
-		size_t len = strnlen(g->ns[i], sizeof(g->ns[i]));
-
-		if (len == 0 || len == sizeof(g->ns[i]) || g->ns[i][0] == '.' ||
-		    memchr(g->ns[i], '/', len)) {
-			rc = -EINVAL;
-			goto out;
-		}
 		rc = tier_ns_find(fs->tier, g->ns[i], &ids[i]);
 		if (rc == -ENOENT) {
 			g->missing[i] = 1;
@@ -364,9 +348,7 @@ static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		return reply_err(fs, req, "HANDLE", EBUSY);
 
 	memcpy(&h, in_buf, sizeof(h));
-	want = h.kind; /* in: 0 = the arena's own kind */
-	if (want > KVFS_HANDLE_CUDA_IPC)
-		return reply_err(fs, req, "HANDLE", EINVAL);
+	want = h.kind; /* in: 0 = the arena's own kind (fs_ioctl_check) */
 	rc = tier_get(fs->tier, fh->ns, &fh->key, &c);
 	if (rc)
 		return reply_err(fs, req, "HANDLE", -rc);
@@ -464,6 +446,14 @@ static int do_l3_drop(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 
 /* ------------------------------------------------------------ entry */
 
+static const char *ioc_name(unsigned int nr)
+{
+	static const char *const names[] = { "(unknown)", "LOOKUP",
+		"GROUP_LOOKUP", "UNPIN", "HANDLE", "HANDLE_RELEASE" };
+
+	return nr < sizeof(names) / sizeof(names[0]) ? names[nr] : names[0];
+}
+
 static size_t ioc_size(unsigned int nr)
 {
 	switch (nr) {
@@ -489,23 +479,60 @@ static size_t ioc_size(unsigned int nr)
 	}
 }
 
-int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
-	     void *arg, struct fuse_file_info *fi, unsigned flags,
-	     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+/* The per-command checks of fs_ioctl_check, on an argument whose header
+ * was checked. */
+static int check_args(unsigned int nr, const void *in_buf)
 {
-	struct fs_fh *fh = fi ? fs_fh_of(fi) : NULL;
-	size_t want;
+	const uint32_t flags_ok = KVFS_LOOKUP_PIN | KVFS_LOOKUP_PREFETCH;
 
-	if (_IOC_TYPE(cmd) != KVFS_IOC_MAGIC || !fh) {
-		/* Not ours (isatty()'s TCGETS on every Python open, say):
-		 * the answer any filesystem gives, neither counted as an
-		 * error nor logged. */
-		fuse_reply_err(req, ENOTTY);
+	switch (nr) {
+	case _IOC_NR(KVFS_IOC_LOOKUP): {
+		struct kvfs_lookup lk;
+
+		memcpy(&lk, in_buf, offsetof(struct kvfs_lookup, keys));
+		if (lk.nkeys == 0 || lk.nkeys > KVFS_LOOKUP_MAX ||
+		    (lk.flags & ~flags_ok))
+			return -EINVAL;
 		return 0;
 	}
+	case _IOC_NR(KVFS_IOC_GROUP_LOOKUP): {
+		const struct kvfs_group_lookup *g = in_buf;
+		uint32_t hdr[6]; /* version size flags nkeys nns lease_ms */
+
+		memcpy(hdr, in_buf, sizeof(hdr));
+		if (hdr[3] == 0 || hdr[3] > KVFS_GROUP_KEYS_MAX || hdr[4] == 0 ||
+		    hdr[4] > KVFS_GROUP_MAX || (hdr[2] & ~flags_ok))
+			return -EINVAL;
+		for (uint32_t i = 0; i < hdr[4]; i++) {
+			size_t len = strnlen(g->ns[i], sizeof(g->ns[i]));
+
+			if (len == 0 || len == sizeof(g->ns[i]) ||
+			    g->ns[i][0] == '.' || memchr(g->ns[i], '/', len))
+				return -EINVAL;
+		}
+		return 0;
+	}
+	case _IOC_NR(KVFS_IOC_HANDLE): {
+		struct kvfs_handle h;
+
+		memcpy(&h, in_buf, sizeof(h));
+		return h.kind > KVFS_HANDLE_CUDA_IPC ? -EINVAL : 0;
+	}
+	default:
+		return 0; /* UNPIN, HANDLE_RELEASE: any id; unknown ones ENOENT */
+	}
+}
+
+int fs_ioctl_check(unsigned int cmd, const void *in_buf, size_t in_bufsz,
+		   size_t out_bufsz)
+{
+	size_t want;
+
+	if (_IOC_TYPE(cmd) != KVFS_IOC_MAGIC)
+		return -ENOTTY;
 	want = ioc_size(_IOC_NR(cmd));
 	if (!want)
-		return reply_err(fs, req, "(unknown)", ENOTTY);
+		return -ENOTTY;
 	/*
 	 * Same number, other size or direction: a caller built against
 	 * another version of kvfs.h. Restricted ioctls copy _IOC_SIZE(cmd)
@@ -514,7 +541,29 @@ int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 	if (_IOC_DIR(cmd) != (_IOC_READ | _IOC_WRITE) ||
 	    _IOC_SIZE(cmd) != want ||
 	    check_head(in_buf, in_bufsz, out_bufsz, want))
-		return reply_err(fs, req, "(version/size)", EINVAL);
+		return -EINVAL;
+	return check_args(_IOC_NR(cmd), in_buf);
+}
+
+int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+	     void *arg, struct fuse_file_info *fi, unsigned flags,
+	     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+	struct fs_fh *fh = fi ? fs_fh_of(fi) : NULL;
+	int rc;
+
+	if (_IOC_TYPE(cmd) != KVFS_IOC_MAGIC || !fh) {
+		/* Not ours (isatty()'s TCGETS on every Python open, say):
+		 * the answer any filesystem gives, neither counted as an
+		 * error nor logged. */
+		fuse_reply_err(req, ENOTTY);
+		return 0;
+	}
+	rc = fs_ioctl_check(cmd, in_buf, in_bufsz, out_bufsz);
+	if (rc == -ENOTTY)
+		return reply_err(fs, req, "(unknown)", ENOTTY);
+	if (rc)
+		return reply_err(fs, req, ioc_name(_IOC_NR(cmd)), -rc);
 
 	switch (_IOC_NR(cmd)) {
 	case _IOC_NR(KVFS_IOC_LOOKUP):

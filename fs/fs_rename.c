@@ -64,7 +64,9 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	uint32_t ns, ns2;
 	int err, r;
 
-	if (flags & RENAME_EXCHANGE) {
+	/* RENAME_NOREPLACE is honoured; EXCHANGE, WHITEOUT and any flag
+	 * of a later kernel are not implemented: refused, never ignored */
+	if (flags & ~(unsigned int)RENAME_NOREPLACE) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
@@ -152,6 +154,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	if (!err) {
 		w->has_key = true;
 		w->key = tkey;
+		w->unlinked = false; /* its name is the key now */
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (!err) /* the kernel looked the new name up first: not a miss */

@@ -73,6 +73,7 @@ void fs_tmp_unlist(struct fs_priv *p, struct fs_wr *w)
 	w->tprev->tnext = w->tnext;
 	w->tnext->tprev = w->tprev;
 	w->in_tmptab = false;
+	w->unlinked = true; /* nameless now (a publication says otherwise) */
 	p->ntemps--;
 }
 
@@ -114,8 +115,12 @@ void fs_wr_discard(struct fs *fs, struct fs_wr *w)
  * Publishes the chunk under key (NULL: the key given at create). Takes
  * w->lock exclusively. Returns 0 or -errno; the chunk is published or
  * discarded either way, except -EPERM/-EINVAL which report a writer that
- * was already finished, and, with keep_refused (a rename), -EEXIST and
- * -EMSGSIZE, which leave the writer open as it was.
+ * was already finished, and, with keep_refused (a rename), -EEXIST,
+ * -EMSGSIZE and -ENODATA, which leave the writer open as it was.
+ * A key namespace's chunk without bytes is never published (-ENODATA;
+ * a path namespace's empty file is, as on any filesystem): a lookup would
+ * report it found and a read would return nothing, and the name could
+ * not be written again (fio's open, close, reopen).
  */
 enum { PUB_DISCARD, PUB_KEEP, PUB_REPLACE };
 
@@ -139,6 +144,12 @@ static int publish_mode(struct fs *fs, struct fs_wr *w,
 		return err;
 	}
 	w->final_size = tier_wr_size(w->w);
+	if (!w->final_size && !w->path) {
+		if (mode != PUB_KEEP)
+			fs_wr_discard(fs, w);
+		pthread_rwlock_unlock(&w->lock);
+		return -ENODATA;
+	}
 	if (mode == PUB_KEEP) {
 		err = tier_wr_publish_or_keep(fs->tier, w->w, key);
 		if (err == -EEXIST || err == -EMSGSIZE) {

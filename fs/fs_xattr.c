@@ -293,6 +293,37 @@ static int dtype_shuffle(const char *v, size_t len, char out[8])
 	return -EINVAL;
 }
 
+/* user.kvfs.parent's value: a key's 32 hex digits (a trailing newline or
+ * NUL allowed, as echo and setfattr give them). */
+static int parse_parent(const char *v, size_t len, struct kvfs_key *key)
+{
+	while (len && (v[len - 1] == '\n' || !v[len - 1]))
+		len--;
+	return kvfs_key_parse(v, len, key);
+}
+
+int fs_xattr_value_check(const char *name, const char *value, size_t size)
+{
+	struct kvfs_key key;
+	char dt[8];
+	uint64_t v;
+	int err;
+
+	if (!strcmp(name, KVFS_XATTR_CHUNK_BYTES))
+		return parse_u64(value, size, &v);
+	if (!strcmp(name, KVFS_XATTR_DTYPE))
+		return dtype_shuffle(value, size, dt) < 0 ? -EINVAL : 0;
+	if (!strcmp(name, KVFS_XATTR_PARENT))
+		return parse_parent(value, size, &key);
+	if (!strcmp(name, KVFS_XATTR_PIN) || !strcmp(name, KVFS_XATTR_DEPTH)) {
+		err = parse_u64(value, size, &v);
+		if (!err && v > (strcmp(name, KVFS_XATTR_PIN) ? UINT32_MAX : 1))
+			err = -EINVAL;
+		return err;
+	}
+	return -ENOTSUP;
+}
+
 /*
  * Unknown names: ENOTSUP on set (kvfs stores no free-form xattrs), ENODATA
  * on get and remove. Known read-only names: EPERM on set.
@@ -372,11 +403,7 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			break;
 		}
 		if (is_parent) {
-			size_t l = size;
-
-			while (l && (value[l - 1] == '\n' || !value[l - 1]))
-				l--;
-			err = kvfs_key_parse(value, l, &key);
+			err = parse_parent(value, size, &key);
 		} else {
 			err = parse_u64(value, size, &v);
 			if (!err && v > UINT32_MAX)

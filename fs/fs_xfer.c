@@ -329,12 +329,10 @@ static int64_t put_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	/* a path namespace's files are written through their names */
 	if (fs_path_ns(fs, ns))
 		return -EPERM;
-	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC. The size
-	 * is known: an empty chunk asks for 1 byte (one page, trimmed at
-	 * publication), as a hint of 0 would reserve the namespace's last
-	 * chunk size and could evict that much for nothing. */
-	rc = tier_wr_begin(fs->tier, ns, &e->key, e->length ? e->length : 1,
-			   &w);
+	if (!e->length)
+		return -ENODATA; /* a chunk without bytes is never published */
+	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC */
+	rc = tier_wr_begin(fs->tier, ns, &e->key, e->length, &w);
 	if (rc)
 		return rc;
 	rc = put_copy(fs, cl, x, w, e->addr, e->length);

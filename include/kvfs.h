@@ -401,6 +401,7 @@ struct kvfs_l3_drop {
  *                  (count it as stored: the bytes there are the key's)
  *        -EFBIG    length > the mount's max_chunk
  *        -EMSGSIZE length differs from the namespace's chunk_bytes
+ *        -ENODATA  length 0: a chunk without bytes is never published
  *        -EFAULT   [addr, addr + length) is not readable memory of the
  *                  caller: nothing is published for this key
  *        -ENOSPC   L1 is full of pinned chunks and writers
@@ -565,7 +566,8 @@ int kvfs_exists(int nsfd, const struct kvfs_key *key);
  * Returns 0; -EEXIST when the key is already published (not an error for
  * a cache: the bytes are there); -EFBIG (len > the mount's max_chunk),
  * -ENOSPC (L1 full of pinned chunks), -EMSGSIZE (len differs from the
- * namespace's chunk_bytes), or another -errno of openat/write/close/
+ * namespace's chunk_bytes), -ENODATA (len 0: a chunk without bytes is
+ * never published), or another -errno of openat/write/close/
  * renameat. On any failure the temporary is unlinked: a partial chunk is
  * never published.
  */

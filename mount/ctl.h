@@ -3,6 +3,8 @@
 #ifndef KVFS_CTL_H
 #define KVFS_CTL_H
 
+#include <stddef.h>
+
 int ctl_hash(int argc, char **argv);     /* ctl_hash.c */
 int ctl_replay(int argc, char **argv);   /* ctl_replay.c */
 int ctl_stats(int argc, char **argv);    /* ctl_stats.c */
@@ -20,5 +22,11 @@ int ctl_parse_u64(const char *s, unsigned long long *out);
 /* Parses a plain number (seeds, counts, ids): decimal, or hex after 0x;
  * no suffix. Returns 0 or -EINVAL. */
 int ctl_parse_count(const char *s, unsigned long long *out);
+
+/* ctl_replay_check_line (ctl_replay.c) - parses one line of a replay trace
+ * (len bytes, no NUL needed) as `kvfsctl replay` does: 0 with *nids its
+ * hash ids, or -EINVAL with *why and the 1-based column *col. */
+int ctl_replay_check_line(const char *line, size_t len, size_t *nids,
+			  const char **why, size_t *col);
 
 #endif

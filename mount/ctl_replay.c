@@ -316,6 +316,18 @@ fail:
 	return -EINVAL;
 }
 
+int ctl_replay_check_line(const char *line, size_t len, size_t *nids,
+			  const char **why, size_t *col)
+{
+	struct replay_trace tr = { 0 };
+	int rc = trace_line(&tr, line, len, why, col);
+
+	*nids = tr.nids;
+	free(tr.ids);
+	free(tr.req);
+	return rc;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

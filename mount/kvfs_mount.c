@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,7 +26,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <syslog.h>
 #include <unistd.h>
 
 #define FUSE_USE_VERSION 314
@@ -35,6 +35,7 @@
 #include "kvfs.h"
 #include "fs/fs.h"
 #include "mount/mount_events.h"
+#include "mount/mount_log.h"
 #include "tier/policy.h"
 #include "tier/tier.h"
 
@@ -50,6 +51,8 @@ struct mopts {
 	char *l3_prefix, *l3_user;
 	char *names, *max_dirs;  /* path namespaces */
 	int foreground, debug, help, version;
+	int overmount;           /* may mount over an existing kvfs mount */
+	int atime;               /* enum fs_atime */
 	int mount_form;          /* invoked as mount.kvfs / with SOURCE */
 	int fake;                /* mount(8) -f */
 	char *args[2];           /* non-options: [SOURCE] MOUNTPOINT */
@@ -70,6 +73,9 @@ enum {
 	KEY_MOUNT_IGN, /* mount(8) flags: -n -s -v */
 	KEY_MOUNT_F,   /* mount(8) -f (fake) or our -f */
 	KEY_FLUSH,     /* bare flush_on_exit */
+	KEY_NOATIME,   /* atime options: what a chunk's atime shows */
+	KEY_RELATIME,
+	KEY_STRICTATIME,
 };
 
 #define MOPT(t, f) { t, offsetof(struct mopts, f), 0 }
@@ -109,6 +115,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("events_hash=%s", ev.events_hash),
 	MOPT("events_buffer=%s", ev.events_buffer),
 	MOPT("l3_user=%s", l3_user),
+	{ "overmount", offsetof(struct mopts, overmount), 1 },
 
 	/* libfuse's own mount options */
 	FUSE_OPT_KEY("allow_other", KEY_FUSE),
@@ -118,7 +125,7 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("ro", KEY_FUSE),
 	FUSE_OPT_KEY("noexec", KEY_FUSE),
 	FUSE_OPT_KEY("exec", KEY_FUSE),
-	FUSE_OPT_KEY("noatime", KEY_FUSE),
+	FUSE_OPT_KEY("noatime", KEY_NOATIME),
 	FUSE_OPT_KEY("atime", KEY_FUSE),
 	FUSE_OPT_KEY("fsname=", KEY_FUSE),
 	FUSE_OPT_KEY("max_read=", KEY_FUSE),
@@ -141,7 +148,8 @@ static const struct fuse_opt opt_spec[] = {
 	FUSE_OPT_KEY("suid", KEY_DROP),
 	FUSE_OPT_KEY("dev", KEY_DROP),
 	FUSE_OPT_KEY("async", KEY_DROP),
-	FUSE_OPT_KEY("relatime", KEY_DROP),
+	FUSE_OPT_KEY("relatime", KEY_RELATIME),
+	FUSE_OPT_KEY("strictatime", KEY_STRICTATIME),
 	FUSE_OPT_KEY("comment=", KEY_DROP),
 	FUSE_OPT_KEY("subtype=", KEY_DROP),
 
@@ -191,7 +199,9 @@ static void usage(FILE *f, const char *prog)
 "  -o events_replay=ENDPOINT  replay socket (ROUTER)   node=NAME\n"
 "  -o events_format=map|array  events_hash=u64|bytes  events_buffer=N\n"
 "  -o l3_user=NAME     an ACL user (its password in l3_auth_file)\n"
-"  -o allow_other,allow_root,auto_unmount,ro,noexec,noatime,fsname=NAME\n"
+"  -o overmount       mount even where a kvfs is mounted already (hiding it)\n"
+"  -o relatime|noatime|strictatime   what a chunk's atime shows (relatime)\n"
+"  -o allow_other,allow_root,auto_unmount,ro,noexec,fsname=NAME\n"
 "                     passed to FUSE; default_permissions is always on\n",
 		prog);
 }
@@ -241,7 +251,18 @@ static int opt_proc(void *data, const char *arg, int key,
 	case KEY_FUSE:
 		add_fuse_opt(o, arg);
 		return 0;
+	case KEY_NOATIME:
+		o->atime = FS_ATIME_NOATIME;
+		add_fuse_opt(o, arg); /* the kernel's flag too */
+		return 0;
+	case KEY_RELATIME:
+		o->atime = FS_ATIME_RELATIME;
+		return 0;
+	case KEY_STRICTATIME:
+		o->atime = FS_ATIME_STRICT;
+		return 0;
 	case KEY_FLUSH:
+		free(o->flush_on_exit); /* flush_on_exit=X given before */
 		o->flush_on_exit = strdup("1");
 		return 0;
 	case KEY_MOUNT_F:
@@ -481,6 +502,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	fc->cache = FS_CACHE_DIRECT;
 	fc->lease_ms = 30000;
 	fc->tmp_timeout_ms = 60000;
+	fc->atime = (enum fs_atime)o->atime;
 
 	if (o->l1_size) {
 		if (parse_size("l1_size", o->l1_size, &tc->l1_size))
@@ -677,6 +699,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("tmp_timeout=%u\n", fc->tmp_timeout_ms / 1000);
 	CFG("names=%s\n", fc->names_paths ? "paths" : "keys");
 	CFG("max_dirs=%" PRIu64 "\n", fc->max_dirs);
+	CFG("atime=%s\n", fc->atime == FS_ATIME_NOATIME ? "noatime" :
+	    fc->atime == FS_ATIME_STRICT ? "strictatime" : "relatime");
 	CFG("l2_dir=%s\n", tc->l2_dir ? tc->l2_dir : "");
 	CFG("l2_size=%" PRIu64 "\n", tc->l2_size);
 	if (tc->compress_level)
@@ -706,11 +730,6 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	if (mount_events_config(&o->ev, &o->evc, cfg, cl))
 		return -1;
 	return 0;
-}
-
-static void log_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
-{
-	vsyslog((int)level, fmt, ap);
 }
 
 /* The event publisher's log lines: stderr until the mount is ready, then
@@ -762,7 +781,7 @@ static void *ready_main(void *arg)
 	if (fd >= 0) {
 		int nul = open("/dev/null", O_RDWR);
 
-		fuse_set_log_func(log_syslog);
+		mount_log_start(true); /* stderr goes away */
 		if (nul >= 0) {
 			dup2(nul, 0);
 			dup2(nul, 1);
@@ -802,6 +821,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
+	mount_log_start(false); /* until ready_main detaches: stderr */
 
 	/* KV events first: fs_create announces what L2 recovery found */
 	o->evc.log = ev_log;
@@ -894,9 +914,52 @@ out_mask:
 	ev_pub_destroy(fc->events); /* sends what is still queued */
 	fc->events = NULL;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	mount_log_flush(); /* no suppressed count is lost */
 	/* the mount never worked: the parent says so and exits non-zero */
 	report(__atomic_exchange_n(&rd.fd, -1, __ATOMIC_ACQ_REL), 1);
 	return ret;
+}
+
+/*
+ * Whether dir (a full path, as realpath gives) is the mount point of a
+ * kvfs already: mounting again would hide it and every chunk in it from
+ * the engines using it, which is never what an operator meant twice.
+ */
+static bool is_kvfs_mount(const char *dir)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char *line = NULL, path[PATH_MAX];
+	size_t cap = 0;
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		char *mp = NULL, *sep = strstr(line, " - ");
+		size_t i = 0;
+
+		/* id parent major:minor root MOUNTPOINT ... - TYPE ... */
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %ms", &mp) != 1)
+			continue;
+		/* mountinfo escapes space, tab, newline, backslash as \ooo */
+		for (const char *p = mp; *p && i + 1 < sizeof(path); i++) {
+			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' &&
+			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
+			    p[3] <= '7') {
+				path[i] = (char)((p[1] - '0') * 64 +
+						 (p[2] - '0') * 8 + (p[3] - '0'));
+				p += 4;
+			} else {
+				path[i] = *p++;
+			}
+		}
+		path[i] = 0;
+		found = !strcmp(path, dir) && !strncmp(sep + 3, "fuse.kvfs ", 10);
+		free(mp);
+	}
+	free(line);
+	fclose(f);
+	return found;
 }
 
 static void free_opts(struct mopts *o)
@@ -931,6 +994,17 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	prog = prog ? prog + 1 : argv[0];
+	/*
+	 * glibc gives each thread that allocates its own arena (up to 8 per
+	 * core) and raises its mmap threshold to the largest block freed, so
+	 * chunk-sized buffers (L2 records, zstd, FUSE replies) end up
+	 * fragmenting every arena: RSS grew by more than l1_size beyond the
+	 * arena under mixed load. Two arenas and a fixed threshold (blocks of
+	 * 256 KiB and more are mapped and unmapped) keep it flat; see
+	 * "Memory" in kvfs-mount(8).
+	 */
+	mallopt(M_ARENA_MAX, 2);
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	memset(&o, 0, sizeof(o));
 	o.mount_form = !strncmp(prog, "mount.", 6);
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) == -1 || o.bad) {
@@ -969,6 +1043,12 @@ int main(int argc, char **argv)
 	if (!S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "%s: mount point %s: %s\n", prog, mnt,
 			strerror(ENOTDIR));
+		goto out;
+	}
+	if (!o.overmount && is_kvfs_mount(mnt)) {
+		fprintf(stderr, "%s: %s is a kvfs mount already; unmount it "
+			"first (fusermount3 -u %s), or pass -o overmount to "
+			"mount over it and hide it\n", prog, mnt, mnt);
 		goto out;
 	}
 	if (build_config(&o, &tc, &fc))

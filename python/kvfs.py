@@ -695,7 +695,8 @@ class Connector:
         """Writes and publishes one chunk from a buffer object (bytes,
         bytearray, memoryview, array, numpy array). Returns True when
         written, False when the key was already there (EEXIST: someone
-        else cached it). Other errors raise OSError. Like kvfs_put, it
+        else cached it). Other errors raise OSError (ENODATA for no bytes:
+        a chunk without bytes is never published). Like kvfs_put, it
         writes a temporary and renames it onto the key, so a failed write
         never publishes a partial chunk."""
         name = key_hex(key)

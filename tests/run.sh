@@ -43,6 +43,15 @@ for t in tests/sh/test_*.sh; do
 	[ -f "$t" ] && run "sh/$(basename "$t")" 300 bash "$t"
 done
 
+# Issue 12: each fuzz target for a few seconds (its seeds and what it
+# finds), and two rounds of the crash-consistency harness.
+if [ -d build/fuzz ]; then
+	run "fuzz/smoke" 300 env FUZZ_SECONDS="${FUZZ_SMOKE_SECONDS:-3}" \
+		bash tests/fuzz/run.sh build/fuzz
+fi
+[ -x "$BUILD/tests/load/kvfs_faults" ] &&
+	run "load/kvfs_faults" 300 "$BUILD/tests/load/kvfs_faults" -r 2
+
 # No test may leave a kvfs mount behind.
 left=$(comm -13 <(echo "$mounts_before") <(kvfs_mounts) | tr '\n' ' ')
 if [ -n "${left// /}" ]; then

@@ -26,6 +26,10 @@
 #include "tier/l2_i.h"
 
 #define L2_POOL_BUFS 16
+/* Bytes the buffer pool may hold idle: up to 16 buffers as large as a
+ * segment would be 1 GiB with max_chunk=64M; it keeps at most this much,
+ * or one buffer when that one is larger (see "Memory" in kvfs-mount(8)). */
+#define L2_POOL_BYTES (32u << 20)
 #define L2_POOL_WS 8
 
 /* ----------------------------------------------------------- helpers */
@@ -75,6 +79,7 @@ void *l2_buf_get(struct l2 *l2, size_t len, size_t *cap)
 		if (b->cap >= len && b->cap <= 4 * len) {
 			*pp = b->next;
 			l2->nbufs--;
+			l2->pool_bytes -= b->cap;
 			pthread_mutex_unlock(&l2->lock);
 			p = b->p;
 			*cap = b->cap;
@@ -97,7 +102,8 @@ void l2_buf_put(struct l2 *l2, void *p, size_t cap)
 		return;
 	b = malloc(sizeof(*b));
 	pthread_mutex_lock(&l2->lock);
-	if (!b || l2->nbufs >= L2_POOL_BUFS) {
+	if (!b || l2->nbufs >= L2_POOL_BUFS ||
+	    (l2->nbufs && l2->pool_bytes + cap > L2_POOL_BYTES)) {
 		pthread_mutex_unlock(&l2->lock);
 		free(b);
 		free(p);
@@ -108,6 +114,7 @@ void l2_buf_put(struct l2 *l2, void *p, size_t cap)
 	b->next = l2->bufs;
 	l2->bufs = b;
 	l2->nbufs++;
+	l2->pool_bytes += cap;
 	pthread_mutex_unlock(&l2->lock);
 }
 
@@ -212,6 +219,7 @@ static int read_salt(struct l2 *l2, char *err, size_t errlen)
 	}
 	if (errno != ENOENT)
 		goto fail;
+	l2->salt_new = true; /* l2_recover says so if segments were there */
 	if (getrandom(&l2->salt, sizeof(l2->salt), 0) != sizeof(l2->salt)) {
 		uint64_t t = l2_now_ns();
 

@@ -145,6 +145,7 @@ struct l2 {
 	int dir_fd;         /* (imm) */
 	int lock_fd;        /* (imm) flock'ed l2_dir/LOCK */
 	uint64_t salt;      /* (imm) seed of header checksums (l2.id) */
+	bool salt_new;      /* (imm) l2.id was missing: written at this open */
 	uint64_t seg_size;  /* (imm) the largest record (and segment) */
 	uint32_t max_segs;  /* (imm) size / seg_size (sizes the fd limit) */
 	bool direct;        /* l2.lock (or open): O_DIRECT works here;
@@ -205,6 +206,7 @@ struct l2 {
 	/* pools: l2.lock */
 	struct l2_buf *bufs;
 	size_t nbufs;
+	size_t pool_bytes;    /* the bufs' caps together */
 	struct l2_ws_item *wss;
 	void *zero;           /* L2_ALIGN zero bytes (punch fallback) */
 	bool punch_ok;        /* (io) */

@@ -220,12 +220,39 @@ static int seg_id_cmp(const void *a, const void *b)
 
 /* Lists seg-*.kvl2, deletes the oldest beyond what size allows, scans the
  * rest and reports the newest copy of each key. */
+/*
+ * Says, in one line each, what recovery could not take: segments written
+ * under an l2.id that is gone or changed (nothing verifies: the whole L2 is
+ * lost, which is worth knowing), and corrupt or torn records (counted in
+ * the stats too; one summary line, not one per record).
+ */
+static void log_losses(struct l2 *l2, size_t nsegs, uint64_t corrupt,
+		       uint64_t torn, uint64_t valid)
+{
+	if (l2->salt_new && nsegs)
+		l2_logf(l2, "l2_dir %s: l2.id was missing (deleted?) and a new "
+			"one was written: the %zu segment file(s) there cannot "
+			"be verified, %" PRIu64 " record(s) dropped; L2 starts "
+			"empty", l2->dir, nsegs, corrupt);
+	else if (corrupt && !valid)
+		l2_logf(l2, "l2_dir %s: none of the %" PRIu64 " record(s) in "
+			"%zu segment(s) verifies against l2.id: l2.id was "
+			"changed or replaced (or every record is damaged); "
+			"they are dropped, L2 starts empty", l2->dir, corrupt,
+			nsegs);
+	else if (corrupt || torn)
+		l2_logf(l2, "l2_dir %s: recovery skipped %" PRIu64 " corrupt "
+			"and %" PRIu64 " torn record(s) (never served; %" PRIu64
+			" recovered)", l2->dir, corrupt, torn, valid);
+}
+
 int l2_recover(struct l2 *l2, char *err, size_t errlen)
 {
 	struct scan s = { 0 };
 	uint32_t *ids = NULL;
 	size_t nids = 0, cap = 0, i, first = 0, keep;
 	uint64_t t0 = l2_now_ns(), room;
+	uint64_t corrupt0 = l2->st.corrupt, torn0 = l2->st.torn;
 	struct dirent *de;
 	DIR *d;
 	int rc = 0, dfd;
@@ -369,6 +396,8 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 				seg->ents[j].state = ENT_DEAD;
 	}
 	l2->st.recover_ns = l2_now_ns() - t0;
+	log_losses(l2, nids - first, l2->st.corrupt - corrupt0,
+		   l2->st.torn - torn0, s.n);
 out:
 	closedir(d);
 	free(ids);

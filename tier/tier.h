@@ -167,10 +167,14 @@ long tier_ns_list(struct tier *t, uint32_t *ids, size_t max);
  * key != NULL: the chunk will be published under key; the key is reserved
  *   now: a published chunk or another writer of the same key gives -EEXIST.
  * key == NULL: a temporary, published later by tier_wr_publish(key).
- * size_hint: expected size (0 = unknown; the namespace's chunk_bytes or the
- *   size of its last published chunk is used).
- * Errors: -ENOENT (namespace), -EEXIST, -ENOSPC (no arena space even after
- * eviction), -EFBIG (size_hint > max_chunk).
+ * size_hint: the size about to be written, taken in L1 now (-ENOSPC when
+ *   it cannot be, even after eviction); or 0 (unknown): nothing is taken
+ *   here, the first write takes an extent of the expected size (the
+ *   namespace's chunk_bytes or its last chunk's size, while such guesses
+ *   of all writers stay within half of L1) and later ones grow it, so an
+ *   idle writer costs no L1.
+ * Errors: -ENOENT (namespace), -EEXIST, -ENOSPC (size_hint only), -EFBIG
+ * (size_hint > max_chunk).
  */
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t size_hint, struct tier_wr **out);
@@ -267,6 +271,9 @@ struct tier_info {
 	uint64_t checksum;     /* XXH3-64 of the raw bytes, seed 0; valid
 				* only with checksum_known (tier_checksum) */
 	uint64_t atime_ns;     /* CLOCK_REALTIME of the last access */
+	uint64_t ptime_ns;     /* CLOCK_REALTIME of the publication (whole
+				* seconds; for chunks recovered from L2 at
+				* start, the recovery): never changes */
 	uint64_t hits;
 	uint64_t gen;          /* publication number, unique per tier */
 	uint32_t refs;         /* pins: opens, leases, handles, user pin */

@@ -113,10 +113,13 @@ struct tier_rec {
 	uint32_t kpins;              /* of refs: key pins (lookup, pin_key) */
 	uint8_t where;               /* enum tier_where */
 	uint8_t flags;               /* TREC_* */
-	uint16_t l2_heat;            /* hits since its L2 copy was written
-				      * or moved (saturating): what a reclaim
-				      * calls hot */
-	uint8_t l3;                  /* TL3_* (tier_l3.c); in the padding */
+	uint8_t l2_heat;             /* hits since its L2 copy was written
+				      * or moved (saturating; only > 0 is
+				      * asked): what a reclaim calls hot */
+	uint8_t l3;                  /* TL3_* (tier_l3.c) */
+	uint32_t ptime_s;            /* CLOCK_REALTIME seconds of its
+				      * publication (recovery, for a chunk
+				      * found in L2 at start): its mtime */
 };
 
 /* rec.l3: what this node knows of the chunk's copy in L3 */
@@ -204,6 +207,8 @@ struct tier_wr {
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
 	bool from_l3;                /* (mu) a promotion from L3: its record
 				      * is marked TL3_IN, not written back */
+	uint64_t hint;               /* expected size: the first extent's,
+				      * once bytes arrive (wr_grow) */
 	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
 	uint64_t sum;
 };
@@ -381,6 +386,11 @@ void tier_l2_close(struct tier *t);
 /* The rest: tier.lock held, no-ops without L2. */
 /* The victim r is about to leave L1: true when it stays indexed as an L2
  * chunk (a clean copy exists, or a demotion was queued). */
+/* Before evicting need bytes for a writer or a promotion (tier.lock held,
+ * released while waiting): waits, at most 5 s, while the copies of evicted
+ * chunks waiting for the disk are at half their bound, so writers and
+ * readers slow to the disk's pace instead of evictions being dropped. */
+void tier_l2_throttle(struct tier *t, uint64_t need);
 bool tier_l2_evicting(struct tier *t, struct tier_rec *r);
 /* Makes the pinned L2 chunk r readable through c (promotion, or a
  * temporary buffer); drops and retakes tier.lock. 0 or -errno. */

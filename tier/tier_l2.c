@@ -21,6 +21,25 @@
 #include "tier/codec.h"
 #include "tier/tier_l2_i.h"
 
+/*
+ * Memory the L2 path may hold beyond L1 (see "Memory" in kvfs-mount(8)):
+ * copies of evicted chunks waiting to be compressed (raw_max), and built
+ * records waiting for the disk (the l2 append queue, l2_config.max_queue):
+ * l1_size/4 (at least 4 chunks of max_chunk) and l1_size/8 (at least 2
+ * records), so that what waits for the disk scales with the cache instead
+ * of 512 + 256 MiB whatever l1_size is. Writers wait for room in the raw
+ * queue before they evict (tier_l2_throttle; an eviction that still finds
+ * it full drops the chunk, counted in l2 errors); a full append queue
+ * makes the demoter wait.
+ */
+static uint64_t queue_cap(const struct tier *t, unsigned int div,
+			  uint64_t min)
+{
+	uint64_t v = t->l1_cap / div;
+
+	return v > min ? v : min;
+}
+
 /* The namespace's shuffle: the mount's default until user.kvfs.dtype
  * sets it (tier_ns_create copies the default). */
 int tl2_ns_shuffle(struct tier *t, const struct tier_rec *r)
@@ -68,7 +87,7 @@ bool tier_l2_evicting(struct tier *t, struct tier_rec *r)
 		return false; /* cannot happen: the job pins r */
 	if (t->cfg.ingest == TIER_INGEST_HOT && r->hits < t2->hot_hits)
 		return false;
-	if (t2->raw_queued + r->size > TL2_MAX_QUEUED) {
+	if (t2->raw_queued + r->size > t2->raw_max) {
 		t2->errors++;
 		return false;
 	}
@@ -171,6 +190,26 @@ static bool cancel_queued(struct tier *t, struct tier_rec *r)
 	return true;
 }
 
+/* The longest a writer waits for the demoter (tier_l2_throttle). */
+#define TL2_THROTTLE_MS 5000
+
+void tier_l2_throttle(struct tier *t, uint64_t need)
+{
+	struct tier_l2 *t2 = t->l2;
+	struct timespec dl;
+
+	/* at half the bound: an eviction may free more than need (a
+	 * fragmented arena), and only the bound itself drops chunks */
+	if (!t2 || !t2->l2 || t2->raw_queued + need <= t2->raw_max / 2)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += TL2_THROTTLE_MS / 1000;
+	/* each finished demotion broadcasts t2->cond */
+	while (t2->raw_queued && t2->raw_queued + need > t2->raw_max / 2 &&
+	       pthread_cond_timedwait(&t2->cond, &t->lock, &dl) != ETIMEDOUT)
+		;
+}
+
 bool tier_l2_wait_write(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
@@ -244,6 +283,9 @@ static int on_recover(void *arg, const struct l2_rec_info *ri)
 	r->pi.hkey = hashkey_index(id, &ri->key);
 	r->pi.atime = ++t->clock;
 	r->atime_ns = tier_now_ns();
+	r->ptime_s = (uint32_t)(r->atime_ns / 1000000000ULL);
+	/* not yet read: atime = mtime (relatime shows the first read) */
+	r->atime_ns = (uint64_t)r->ptime_s * 1000000000ULL;
 	tier_idx_insert(t, ns, r);
 	if (ns->last_size < ri->raw_len)
 		ns->last_size = ri->raw_len;
@@ -339,20 +381,17 @@ static void on_log(void *arg, const char *msg)
 
 /* ------------------------------------------------------ open, close */
 
-/* l2_size 0: half of the free space of l2_dir's filesystem, at least
- * 256 MiB. */
-static uint64_t default_size(const char *dir)
+/* l2_size 0: half of the free space of l2_dir's filesystem, and at least
+ * what the checks of tier_l2_open need (4 records of max_chunk, and 256
+ * MiB), so that the default always passes them; the free space itself
+ * is checked there. */
+static uint64_t default_size(const struct statvfs *sv, uint64_t need)
 {
-	struct statvfs sv;
-	uint64_t v = 256ull << 20;
+	uint64_t f = (uint64_t)sv->f_bavail * sv->f_frsize / 2, v = 256ull << 20;
 
-	if (statvfs(dir, &sv) == 0) {
-		uint64_t f = (uint64_t)sv.f_bavail * sv.f_frsize / 2;
-
-		if (f > v)
-			v = f;
-	}
-	return v;
+	if (v < 4 * need)
+		v = 4 * need;
+	return f > v ? f : v;
 }
 
 /* Leaves L2 disabled (t->l2 set, t->l2->l2 NULL) with the reason logged
@@ -387,6 +426,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	struct l2_config lc = { 0 };
 	struct tier_l2 *t2;
 	pthread_condattr_t ca;
+	struct statvfs sv;
 	uint64_t need;
 	int rc;
 
@@ -408,10 +448,15 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	lc.dir = cfg->l2_dir;
-	lc.size = cfg->l2_size ? cfg->l2_size : default_size(cfg->l2_dir);
 	/* a segment holds at least one chunk of max_chunk, and l2 keeps at
 	 * least four segments */
 	need = l2_record_bytes(cfg->max_chunk);
+	if (statvfs(cfg->l2_dir, &sv))
+		/* missing, not a directory, unreadable: say that, not
+		 * something about sizes */
+		return l2_disable(t, "l2_dir %s: %s", cfg->l2_dir,
+				  strerror(errno));
+	lc.size = cfg->l2_size ? cfg->l2_size : default_size(&sv, need);
 	if (lc.size / 4 < need && cfg->l2_size) {
 		/* the user's own l2_size: a clear error is the right answer */
 		snprintf(err, errlen, "l2_size %" PRIu64 " is too small for "
@@ -420,16 +465,19 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 			 lc.size, cfg->max_chunk, 4 * need);
 		return -EINVAL;
 	}
-	if (lc.size / 4 < need)
-		/* The default (half the free space) is too small: an L2
-		 * problem, not a reason to refuse the mount. */
-		return l2_disable(t, "l2_dir %s: the default l2_size %" PRIu64
-				  " (half the free space, at least 256 MiB) "
-				  "cannot hold 4 chunks of max_chunk %" PRIu64
-				  " (needs %" PRIu64 "); give l2_size= or lower "
-				  "max_chunk", cfg->l2_dir, lc.size,
+	if (!cfg->l2_size &&
+	    (uint64_t)sv.f_bavail * sv.f_frsize < 4 * need)
+		/* Not room for 4 chunks of max_chunk on that filesystem: an
+		 * L2 problem, not a reason to refuse the mount. */
+		return l2_disable(t, "l2_dir %s: its filesystem has %" PRIu64
+				  " bytes free, fewer than 4 chunks of "
+				  "max_chunk %" PRIu64 " need (%" PRIu64 "); "
+				  "free space there, give l2_size= or lower "
+				  "max_chunk", cfg->l2_dir,
+				  (uint64_t)sv.f_bavail * sv.f_frsize,
 				  cfg->max_chunk, 4 * need);
 	lc.seg_size = need > L2_SEG_SIZE_DEFAULT ? need : L2_SEG_SIZE_DEFAULT;
+	lc.max_queue = queue_cap(t, 8, 2 * need);
 	lc.log = on_log;
 	lc.log_arg = t;
 	lc.recover = on_recover;
@@ -448,6 +496,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	pthread_cond_init(&t2->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	t2->level = cfg->compress_level;
+	t2->raw_max = queue_cap(t, 4, 4 * cfg->max_chunk);
 	t2->hot_hits = cfg->hot_hits ? cfg->hot_hits : 1;
 	t->l2 = t2;
 

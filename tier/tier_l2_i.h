@@ -37,9 +37,6 @@
 #include "tier/l2.h"
 #include "tier/tier_i.h"
 
-/* Raw bytes held by demotions in flight (copies of evicted chunks); over
- * this an evicted chunk is dropped instead (the disk is not keeping up). */
-#define TL2_MAX_QUEUED (512ull << 20)
 #define TL2_MAX_PREFETCH 4096
 /* Promotions ahead of readers run two at a time: one reads the disk while
  * the other decodes. */
@@ -74,6 +71,7 @@ struct tier_l2 {
 	uint64_t npf;          /* tier.lock */
 	uint64_t pf_bytes;     /* tier.lock: bytes of the queued prefetches */
 	uint64_t raw_queued;   /* tier.lock: bytes of job copies */
+	uint64_t raw_max;      /* bound of raw_queued (tier_l2.c, queue_cap) */
 	uint64_t l1_queued;    /* tier.lock: L1 bytes pinned by ingest jobs */
 	uint64_t errors;       /* tier.lock: open failure, dropped demotions */
 	bool stop;             /* tier.lock */

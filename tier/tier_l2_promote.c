@@ -56,6 +56,9 @@ again:
 	memset(&l, 0, sizeof(l));
 	have_extent = false;
 	tmp = NULL;
+	/* its extent may evict chunks whose copies wait for the disk: at
+	 * the disk's pace (r is pinned; its state is looked at after) */
+	tier_l2_throttle(t, len);
 	rc = wait_promo(t, r);
 	if (rc)
 		return rc;

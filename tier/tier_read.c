@@ -55,6 +55,7 @@ void tier_fill_info(const struct tier_rec *r, struct tier_info *info)
 	info->checksum = r->checksum;
 	info->checksum_known = !(r->flags & TREC_NOSUM);
 	info->atime_ns = r->atime_ns;
+	info->ptime_ns = (uint64_t)r->ptime_s * 1000000000ULL;
 	info->hits = r->hits;
 	info->gen = r->gen;
 	info->refs = r->pi.refs;
@@ -170,7 +171,7 @@ again:
 	}
 	tier_touch(t, r);
 	r->hits++;
-	if (r->l2_heat < UINT16_MAX)
+	if (r->l2_heat < UINT8_MAX)
 		r->l2_heat++;
 	n->hits++;
 	t->hits++;

@@ -7,6 +7,14 @@
  * serializes concurrent pwrites on one writer. tier.lock is taken only to
  * allocate, free and publish. Writer extents count against l1_size like
  * published chunks (tier.writer_bytes), and are never evicted.
+ *
+ * Space is taken as bytes arrive, not at tier_wr_begin (unless its caller
+ * gives the size it is about to write): a writer that writes nothing (an
+ * idle temporary) holds no L1 and evicts nothing. The
+ * first extent is the expected size (the namespace's chunk_bytes, the last
+ * chunk's size) so one write pattern costs no copies, but only while such
+ * guesses by all writers together stay within half of L1; beyond that a
+ * writer gets what its bytes need, doubling as they come.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -55,7 +63,6 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 {
 	struct tier_wr *w;
 	struct tier_ns *n;
-	uint64_t hint, len;
 	int rc = 0;
 
 	if (size_hint > t->cfg.max_chunk)
@@ -80,10 +87,14 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		rc = -EEXIST;
 		goto err_unlock;
 	}
-	hint = size_hint ? size_hint : n->chunk_bytes ? n->chunk_bytes
-						      : n->last_size;
-	len = l1_alloc_round(hint);
-	if (len) {
+	w->hint = size_hint ? size_hint : n->chunk_bytes ? n->chunk_bytes
+							 : n->last_size;
+	if (size_hint) {
+		/* the caller's own size (a batched PUT about to copy its
+		 * bytes, tier_wr_map): taken now, as bytes that arrive */
+		uint64_t len = l1_alloc_round(size_hint);
+
+		tier_l2_throttle(t, len);
 		rc = tier_alloc_evict(t, len, &w->off);
 		if (rc < 0)
 			goto err_unlock;
@@ -119,12 +130,16 @@ static int wr_grow(struct tier *t, struct tier_wr *w, uint64_t need)
 	uint64_t want = l1_alloc_round(need), dbl, off;
 	int rc;
 
-	dbl = l1_alloc_round(w->cap * 2);
+	tier_lock(t);
+	tier_l2_throttle(t, need); /* the disk's pace, not dropped evictions */
+	/* the first bytes: the expected size, if guesses fit (see above) */
+	dbl = !w->cap && w->hint > need &&
+	      t->writer_bytes + w->hint <= t->l1_cap / 2 ? w->hint : w->cap * 2;
+	dbl = l1_alloc_round(dbl);
 	if (dbl > l1_alloc_round(t->cfg.max_chunk))
 		dbl = l1_alloc_round(t->cfg.max_chunk);
 	if (dbl > want)
 		want = dbl;
-	tier_lock(t);
 	rc = tier_alloc_evict(t, want, &off);
 	if (rc == -ENOSPC && want > l1_alloc_round(need)) {
 		want = l1_alloc_round(need);
@@ -344,6 +359,9 @@ static int publish(struct tier *t, struct tier_wr *w,
 	r->pi.depth = w->depth;
 	r->pi.atime = ++t->clock;
 	r->atime_ns = tier_now_ns();
+	r->ptime_s = (uint32_t)(r->atime_ns / 1000000000ULL);
+	/* not yet read: atime = mtime (relatime shows the first read) */
+	r->atime_ns = (uint64_t)r->ptime_s * 1000000000ULL;
 	if (w->has_parent && !tier_key_eq(&w->parent, pkey)) {
 		r->parent = w->parent;
 		r->flags |= TREC_HAS_PARENT;

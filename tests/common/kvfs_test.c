@@ -366,6 +366,20 @@ static uint64_t mix64(uint64_t x)
 	return x;
 }
 
+uint64_t kvfs_test_mix64(uint64_t x)
+{
+	return mix64(x);
+}
+
+int kvfs_test_count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
 static uint8_t fill_byte(uint64_t seed, uint64_t pos)
 {
 	uint64_t w = mix64(seed * 0x9e3779b97f4a7c15ULL + (pos >> 3) + 1);

@@ -96,4 +96,11 @@ int kvfs_test_write_file(const char *path, size_t len, uint64_t seed,
  * -errno, or -EILSEQ on a mismatch. */
 int kvfs_test_read_check(const char *path, size_t len, uint64_t seed);
 
+/* kvfs_test_mix64 - a 64-bit finalizer (splitmix): deterministic names and
+ * sizes from small numbers. */
+uint64_t kvfs_test_mix64(uint64_t x);
+
+/* kvfs_test_count - how many times needle occurs in hay (overlaps too). */
+int kvfs_test_count(const char *hay, const char *needle);
+
 #endif /* KVFS_TEST_H */

@@ -757,9 +757,9 @@ static void test_put_get(void **state)
 	assert_int_equal(kvfs_get(fd, &keys[0], out, CHUNK), CHUNK);
 	assert_memory_equal(buf, out, CHUNK);
 	assert_int_equal(kvfs_get(fd, &keys[0], out, CHUNK - 1), -ENOBUFS);
-	/* Empty chunks are legal. */
-	assert_int_equal(kvfs_put(fd, &keys[1], buf, 0), 0);
-	assert_int_equal(kvfs_get(fd, &keys[1], out, CHUNK), 0);
+	/* A chunk without bytes is never published. */
+	assert_int_equal(kvfs_put(fd, &keys[1], buf, 0), -ENODATA);
+	assert_int_equal(kvfs_get(fd, &keys[1], out, CHUNK), -ENOENT);
 	assert_int_equal(kvfs_put(fd, NULL, buf, 1), -EINVAL);
 	assert_int_equal(kvfs_ns_open(mnt.dir, "no-such-ns", 0, 0), -ENOENT);
 	assert_int_equal(kvfs_ns_open(mnt.dir, ".hidden", KVFS_NS_CREATE, 0755),

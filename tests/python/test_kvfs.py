@@ -242,7 +242,7 @@ class MountTest(unittest.TestCase):
         ks = c.keys(range(40))
         datas = [b"hello" * 1000, bytearray(b"x" * 3000),
                  memoryview(b"abc" * 999), array.array("f", range(500)),
-                 b""]
+                 b"z"]
         for k, d in zip(ks, datas):
             self.assertTrue(c.put(k, d))
             self.assertFalse(c.put(k, d))  # EEXIST: already cached
@@ -260,6 +260,11 @@ class MountTest(unittest.TestCase):
         self.assertIn(kvfs.key_hex(ks[0]), c.list())
         # Hex names work as keys too.
         self.assertEqual(c.get(kvfs.key_hex(ks[0])), datas[0])
+        # a chunk without bytes is never published
+        with self.assertRaises(OSError) as cm:
+            c.put(ks[len(datas)], b"")
+        self.assertEqual(cm.exception.errno, errno.ENODATA)
+        self.assertIsNone(c.get(ks[len(datas)]))
 
     def test_numpy_put_get(self):
         if np is None:
@@ -328,7 +333,7 @@ class MountTest(unittest.TestCase):
         c = self.conn
         ks = chain(600, 77)
         for k in ks[:530]:
-            c.put(k, b"")
+            c.put(k, b"x")
         r = c.lookup(ks, pin=True)
         self.assertEqual(r.found, 530)
         self.assertEqual(len(r.leases), 2)  # 512 + 18 in two calls

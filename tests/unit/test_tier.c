@@ -387,7 +387,8 @@ static void test_holes_growth_truncate(void **state)
 	assert_int_equal(tier_chunk_offset(c) % PAGE, 0);
 	tier_put(t, c);
 
-	/* An empty chunk is a valid chunk and takes no arena. */
+	/* An empty chunk is a valid chunk to the engine and takes no arena
+	 * (fs never publishes one: fs_wr_publish, fs_xfer's PUT). */
 	k = mkkey(4);
 	assert_int_equal(tier_wr_begin(t, ns, &k, 0, &w), 0);
 	assert_int_equal(tier_wr_truncate(t, w, 0), 0);
@@ -439,6 +440,7 @@ static void test_eexist(void **state)
 	assert_int_equal(tier_wr_publish(t, w2, &k), -EINVAL);
 	/* The failed keyed writer released its reservation. */
 	assert_int_equal(tier_wr_begin(t, ns, &k2, 0, &w2), 0);
+	assert_int_equal(tier_wr_pwrite(t, w2, "x", 1, 0), 0);
 	assert_int_equal(tier_wr_publish(t, w2, &k2), 0);
 	/* A temporary published under a free key works. */
 	k2 = mkkey(3);
@@ -562,6 +564,22 @@ static void test_concurrent_pwrite(void **state)
 
 /* ---------------------------------------------------------- pins, full */
 
+/* A writer takes L1 as its bytes arrive: begins (no space taken), then
+ * writes one byte; returns what that write says (the writer is gone). */
+static int begin_write(struct tier *t, uint32_t ns, const struct kvfs_key *k,
+		       uint64_t hint)
+{
+	struct tier_wr *w;
+	uint8_t b = 1;
+	int rc = tier_wr_begin(t, ns, k, hint, &w);
+
+	if (rc)
+		return rc;
+	rc = tier_wr_pwrite(t, w, &b, 1, 0);
+	tier_wr_abort(t, w);
+	return rc;
+}
+
 static void test_enospc_pinned(void **state)
 {
 	/* 16 pages of arena, 4-page chunks: 4 fit. */
@@ -581,12 +599,12 @@ static void test_enospc_pinned(void **state)
 		assert_int_equal(put_chunk(t, ns, &k[i], 4 * PAGE, 0), 0);
 		assert_int_equal(tier_get(t, ns, &k[i], &c[i]), 0);
 	}
-	/* Everything pinned: no room, and nothing is evicted. */
-	assert_int_equal(tier_wr_begin(t, ns, &k[4], 4 * PAGE, &w), -ENOSPC);
-	assert_int_equal(tier_wr_begin(t, ns, &k[4], 1, &w), -ENOSPC);
-	/* A temporary with no hint gets the namespace's last size (4
-	 * pages): no room either. */
-	assert_int_equal(tier_wr_begin(t, ns, NULL, 0, &w), -ENOSPC);
+	/* Everything pinned: no room for the first byte, and nothing is
+	 * evicted. */
+	assert_int_equal(begin_write(t, ns, &k[4], 4 * PAGE), -ENOSPC);
+	assert_int_equal(begin_write(t, ns, &k[4], 1), -ENOSPC);
+	/* A temporary with no hint: no room either. */
+	assert_int_equal(begin_write(t, ns, NULL, 0), -ENOSPC);
 	/* In a fresh namespace a writer with no size yet starts, then fails
 	 * on its first write without harm. */
 	{
@@ -623,7 +641,7 @@ static void test_enospc_pinned(void **state)
 		if (i != 2)
 			assert_int_equal(tier_pin_key(t, ns, &k[i]), 0);
 	assert_int_equal(tier_set_user_pin(t, ns, &k[4], true), 0);
-	assert_int_equal(tier_wr_begin(t, ns, &k[5], 0, &w), -ENOSPC);
+	assert_int_equal(begin_write(t, ns, &k[5], 0), -ENOSPC);
 	for (int i = 0; i < 4; i++)
 		if (i != 2)
 			tier_unpin_key(t, ns, &k[i]);
@@ -704,14 +722,14 @@ static void test_unlink_pinned(void **state)
 	 * pinned too, a new 4-page chunk finds no room. */
 	assert_int_equal(put_chunk(t, ns, &other, 4 * PAGE, 0), 0);
 	assert_int_equal(tier_get(t, ns, &other, &c2), 0);
-	assert_int_equal(tier_wr_begin(t, ns, &k, 4 * PAGE, &w), -ENOSPC);
+	assert_int_equal(begin_write(t, ns, &k, 4 * PAGE), -ENOSPC);
 	assert_int_equal(tier_chunk_read(t, c, back, sizeof(back), 0),
 			 4 * PAGE);
 	for (size_t i = 0; i < sizeof(back); i++)
 		assert_int_equal(back[i], pattern(&k, i));
 	tier_put(t, c);
 	/* The lease still holds the bytes. */
-	assert_int_equal(tier_wr_begin(t, ns, &k, 4 * PAGE, &w), -ENOSPC);
+	assert_int_equal(begin_write(t, ns, &k, 4 * PAGE), -ENOSPC);
 	tier_unpin_key(t, ns, &k);
 	tier_get_stats(t, &st);
 	assert_int_equal(st.l1_chunks, 1);
