@@ -37,6 +37,10 @@ struct fs_wr *fs_wr_new(struct fs_priv *p)
 	pthread_rwlock_init(&w->lock, NULL);
 	w->ino = FS_INO_OBJ | p->next_obj++;
 	w->refs = 1;
+	/* what a path namespace's file shows while being written, as once
+	 * published; a key namespace's create sets the create mode */
+	w->mode = 0644;
+	w->atime_ns = w->mtime_ns = w->ctime_ns = fs_now_ns();
 	return w;
 }
 

@@ -109,6 +109,23 @@ class Paths(unittest.TestCase):
         self.assertEqual(os.listdir(ns), [])
         os.rmdir(ns)  # an empty path namespace goes like any other
 
+    def test_empty_file_is_a_file(self):
+        # touch: an empty file is published (as on any filesystem), with
+        # the mode of every path file, while open and after close
+        ns = self.ns("empty")
+        p = os.path.join(ns, "marker")
+        fd = os.open(p, os.O_CREAT | os.O_WRONLY, 0o644)
+        st = os.fstat(fd)
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o644)
+        self.assertEqual(st.st_size, 0)
+        self.assertEqual(st.st_nlink, 1)
+        os.close(fd)
+        st = os.stat(p)
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o644)
+        self.assertEqual(st.st_size, 0)
+        self.assertEqual(get(p), b"")
+        self.assertEqual(os.listdir(ns), ["marker"])
+
     def test_large_directory(self):
         ns = self.ns("large")
         # empty files: the names are the point (small files would be
