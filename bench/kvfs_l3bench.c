@@ -93,29 +93,6 @@ static struct kvfs_key key_of(int set, int i)
 	return k;
 }
 
-static long long l3_stat(const struct kvfs_mnt *m, const char *obj,
-			 const char *key)
-{
-	char p[PATH_MAX], buf[32768], pat[64];
-	const char *s;
-	ssize_t n;
-	int fd = open(kvfs_test_path(m, p, KVFS_CTL_STATS), O_RDONLY);
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	s = obj ? strstr(buf, obj) : buf;
-	if (!s)
-		return -1;
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	s = strstr(s, pat);
-	return s ? strtoll(s + strlen(pat), NULL, 10) : -1;
-}
-
 static int publish(const struct kvfs_mnt *m, const char *ns, int set, int n,
 		   size_t len)
 {
@@ -403,8 +380,8 @@ static int promotion(const struct rt_server *srv, const char *url)
 			return -1;
 		close(fd);
 	}
-	for (int i = 0; i < 1000 && (l3_stat(&a, "\"l3\"", "puts") < nchunks ||
-				     l3_stat(&a2, "\"l3\"", "puts") < nchunks); i++)
+	for (int i = 0; i < 1000 && (kvfs_test_stat(&a, "l3", "puts") < nchunks ||
+				     kvfs_test_stat(&a2, "l3", "puts") < nchunks); i++)
 		usleep(10000);
 	/* the raw baseline: the same bytes under other keys of the server */
 	{
@@ -432,7 +409,8 @@ static int promotion(const struct rt_server *srv, const char *url)
 		return -1;
 	if (publish(&l2m, NS, 1, nchunks, CHUNK))
 		return -1;
-	for (int i = 0; i < 1000 && l3_stat(&l2m, "\"l2\"", "writes") < nchunks; i++)
+	for (int i = 0;
+	     i < 1000 && kvfs_test_stat(&l2m, "l2", "writes") < nchunks; i++)
 		usleep(10000);
 	/* tmpfs */
 	snprintf(shm, sizeof(shm), "/dev/shm/kvfs-l3bench-XXXXXX");
@@ -510,9 +488,11 @@ static int promotion(const struct rt_server *srv, const char *url)
 	printf("(B: L3 hits %lld, misses %lld, corrupt %lld, promotions %lld; "
 	       "L2 mount promotions %lld; reads that missed or failed %d, "
 	       "reads with wrong bytes %d)\n",
-	       l3_stat(&b, "\"l3\"", "hits"), l3_stat(&b, "\"l3\"", "misses"),
-	       l3_stat(&b, "\"l3\"", "corrupt"),
-	       l3_stat(&b, NULL, "promotions"), l3_stat(&l2m, NULL, "promotions"),
+	       kvfs_test_stat(&b, "l3", "hits"),
+	       kvfs_test_stat(&b, "l3", "misses"),
+	       kvfs_test_stat(&b, "l3", "corrupt"),
+	       kvfs_test_stat(&b, NULL, "promotions"),
+	       kvfs_test_stat(&l2m, NULL, "promotions"),
 	       errors, wrong_total);
 	kvfs_test_umount(&l2m);
 	kvfs_test_umount(&b);
@@ -558,15 +538,15 @@ static int lookups(const char *what, const char *url)
 			kvfs_put(nsfd, &keys[i], data[0], 4096);
 		close(nsfd);
 	}
-	for (int i = 0; i < 1000 && l3_stat(&a, "\"l3\"", "puts") < CHAIN; i++)
+	for (int i = 0; i < 1000 && kvfs_test_stat(&a, "l3", "puts") < CHAIN; i++)
 		usleep(10000);
 	fd = kvfs_ns_open(b.dir, "chain", KVFS_NS_CREATE, 0755);
-	rt0 = l3_stat(&b, "\"l3\"", "roundtrips");
+	rt0 = kvfs_test_stat(&b, "l3", "roundtrips");
 	t0 = now_s();
 	found = kvfs_lookup(fd, keys, CHAIN, 0, 0, 0, &res);
 	dt = now_s() - t0;
-	rt1 = l3_stat(&b, "\"l3\"", "roundtrips");
-	nodes = l3_stat(&b, "\"l3\"", "nodes");
+	rt1 = kvfs_test_stat(&b, "l3", "roundtrips");
+	nodes = kvfs_test_stat(&b, "l3", "nodes");
 	printf("| %s | %ld of %d | %u | %lld over %lld node(s): %.1f per node "
 	       "| %.2f ms |\n", what, found, CHAIN, res.in_l3, rt1 - rt0, nodes,
 	       (double)(rt1 - rt0) / (double)(nodes ? nodes : 1), dt * 1e3);

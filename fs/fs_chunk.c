@@ -140,6 +140,15 @@ void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 	free(fh);
 }
 
+void fs_fh_attach_wr_locked(struct fs_fh *fh, struct fs_wr *w, uint32_t ns)
+{
+	w->refs++;
+	w->opens++;
+	fh->wr = w;
+	fh->ns = ns;
+	fh->ino = w->ino;
+}
+
 void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		  mode_t mode, struct fuse_file_info *fi)
 {
@@ -207,11 +216,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fh->key = key;
 	}
 	in->nlookup = 1;
-	w->refs++;       /* the fh's */
-	w->opens++;
-	fh->wr = w;
-	fh->ns = ns;
-	fh->ino = w->ino;
+	fs_fh_attach_wr_locked(fh, w, ns);
 	pthread_mutex_unlock(&p->lock);
 
 	if (fs_writer_reply_create(fs, req, fh, fi))

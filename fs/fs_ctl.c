@@ -84,21 +84,12 @@ static void sb_prom_str(struct sbuf *b, const char *s)
 /* Namespace ids and infos, malloc'd (caller frees). */
 static long ns_all(struct fs *fs, struct tier_ns_info **out)
 {
-	uint32_t *ids = NULL;
+	uint32_t *ids;
 	struct tier_ns_info *infos;
-	long n = tier_ns_list(fs->tier, NULL, 0), got, k = 0;
+	long got = fs_ns_ids(fs, &ids), k = 0;
 
-	for (;;) {
-		if (n < 0)
-			return n;
-		ids = realloc(ids, (size_t)(n ? n : 1) * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
-		got = tier_ns_list(fs->tier, ids, (size_t)n);
-		if (got <= n)
-			break;
-		n = got;
-	}
+	if (got < 0)
+		return got;
 	infos = calloc((size_t)(got ? got : 1), sizeof(*infos));
 	if (!infos) {
 		free(ids);

@@ -39,21 +39,11 @@ static int snap_root(struct fs *fs, struct fs_dirsnap **out)
 {
 	struct fs_priv *p = fs->priv;
 	struct fs_dirsnap *s;
-	uint32_t *ids = NULL;
-	long n, got;
+	uint32_t *ids;
+	long got = fs_ns_ids(fs, &ids);
 
-	n = tier_ns_list(fs->tier, NULL, 0);
-	for (;;) {
-		if (n < 0)
-			return (int)n;
-		ids = realloc(ids, (size_t)(n ? n : 1) * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
-		got = tier_ns_list(fs->tier, ids, (size_t)n);
-		if (got <= n)
-			break;
-		n = got;
-	}
+	if (got < 0)
+		return (int)got;
 	s = snap_alloc((size_t)got + 3);
 	if (!s) {
 		free(ids);

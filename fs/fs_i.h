@@ -230,6 +230,18 @@ struct fs_wr {
 				 * the RELEASE that follows is async */
 };
 
+/* fs_hexval - the value of hex digit c (either case), or -1. */
+static inline int fs_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 /* fs_now_ns - CLOCK_REALTIME in nanoseconds (file times). */
 static inline uint64_t fs_now_ns(void)
 {
@@ -361,6 +373,9 @@ int fs_entry_writer(struct fs *fs, uint32_t ns, struct fs_wr *w,
 		    struct fuse_entry_param *e);
 int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		   struct fuse_entry_param *e);
+/* The entry of namespace directory in for a lookup or mkdir reply: counts
+ * one lookup. priv.lock held. */
+void fs_entry_ns_locked(struct fs_inode *in, struct fuse_entry_param *e);
 
 void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void fs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
@@ -423,6 +438,9 @@ int fs_ns_of(struct fs *fs, fuse_ino_t ino, uint32_t *id);
  * the first -errno. */
 int fs_ns_child(struct fs *fs, fuse_ino_t parent, const char *name,
 		uint32_t *ns, struct kvfs_key *key);
+/* The engine's namespace ids, malloc'd into *out (free it): the count or
+ * -errno (then *out is untouched). */
+long fs_ns_ids(struct fs *fs, uint32_t **out);
 
 void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		 mode_t mode);
@@ -435,6 +453,9 @@ void fs_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
  * reference) and frees it. Both take priv.lock. */
 struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino);
 void fs_fh_free(struct fs *fs, struct fs_fh *fh);
+/* fh becomes an open of writer w in namespace ns: w gains a reference
+ * and an open, fh takes w's inode. priv.lock held. */
+void fs_fh_attach_wr_locked(struct fs_fh *fh, struct fs_wr *w, uint32_t ns);
 
 /* fs_writer_reply_create: replies to a create with writer fh->wr's new
  * inode (one lookup, counted by the caller) and fh. Nonzero when the

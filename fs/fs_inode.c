@@ -232,6 +232,14 @@ int fs_entry_writer(struct fs *fs, uint32_t ns, struct fs_wr *w,
 	return 0;
 }
 
+void fs_entry_ns_locked(struct fs_inode *in, struct fuse_entry_param *e)
+{
+	in->nlookup++;
+	fs_ns_attr(in, &e->attr);
+	e->ino = in->ino;
+	e->attr_timeout = e->entry_timeout = FS_TTL;
+}
+
 int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		   struct fuse_entry_param *e)
 {
@@ -340,11 +348,8 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		in->nlookup++;
-		fs_ns_attr(in, &e.attr);
-		e.ino = in->ino;
+		fs_entry_ns_locked(in, &e);
 		pthread_mutex_unlock(&p->lock);
-		e.attr_timeout = e.entry_timeout = FS_TTL;
 		fs_reply_entry_counted(fs, req, &e);
 		return;
 	}

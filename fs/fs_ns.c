@@ -63,14 +63,11 @@ void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	in->nlookup++;
-	fs_ns_attr(in, &e.attr);
-	e.ino = in->ino;
+	fs_entry_ns_locked(in, &e);
 	pthread_mutex_unlock(&p->lock);
 	if (fs->cfg.names_paths)
 		fs_path_mode_saved(fs, name, true);
 	fs_nsmeta_save(fs); /* on disk before mkdir returns */
-	e.attr_timeout = e.entry_timeout = FS_TTL;
 	fs_reply_entry_counted(fs, req, &e);
 }
 
@@ -184,6 +181,33 @@ int fs_ns_child(struct fs *fs, fuse_ino_t parent, const char *name,
 	int err = fs_ns_of(fs, parent, ns);
 
 	return err ? err : fs_chunk_name(name, key);
+}
+
+/* fs_i.h */
+long fs_ns_ids(struct fs *fs, uint32_t **out)
+{
+	size_t cap = 64;
+	uint32_t *ids = NULL;
+	long n;
+
+	for (;;) {
+		uint32_t *a = realloc(ids, cap * sizeof(*a));
+
+		if (!a) {
+			free(ids);
+			return -ENOMEM;
+		}
+		ids = a;
+		n = tier_ns_list(fs->tier, ids, cap);
+		if (n < 0 || (size_t)n <= cap)
+			break;
+		cap = (size_t)n + 16; /* created meanwhile */
+	}
+	if (n < 0)
+		free(ids);
+	else
+		*out = ids;
+	return n;
 }
 
 /*

@@ -73,17 +73,6 @@ static void name_escape(const char *name, char *out)
 	*out = '\0';
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The escaped token s (len bytes) -> out[KVFS_NS_NAME_MAX + 1]. -EBADMSG. */
 static int name_unescape(const char *s, size_t len, char *out)
 {
@@ -97,8 +86,8 @@ static int name_unescape(const char *s, size_t len, char *out)
 
 			if (i + 2 >= len)
 				return -EBADMSG;
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
+			hi = fs_hexval(s[i + 1]);
+			lo = fs_hexval(s[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -EBADMSG;
 			c = hi << 4 | lo;
@@ -221,7 +210,7 @@ static int parse_u64_base(const char *s, int base, uint64_t max, uint64_t *out)
 	char *end;
 
 	if (!*s || !((*s >= '0' && *s <= '9') ||
-		     (base == 16 && hexval(*s) >= 0)))
+		     (base == 16 && fs_hexval(*s) >= 0)))
 		return -EBADMSG;
 	errno = 0;
 	*out = strtoull(s, &end, base);

@@ -45,38 +45,11 @@ struct fs_nsmeta {
 	bool dirty;  /* lock: the last save failed */
 };
 
-/* The engine's namespace ids, malloc'd. -ENOMEM. */
-static long ns_ids(struct fs *fs, uint32_t **out)
-{
-	size_t cap = 64;
-	uint32_t *ids = NULL;
-	long n;
-
-	for (;;) {
-		uint32_t *a = realloc(ids, cap * sizeof(*a));
-
-		if (!a) {
-			free(ids);
-			return -ENOMEM;
-		}
-		ids = a;
-		n = tier_ns_list(fs->tier, ids, cap);
-		if (n < 0 || (size_t)n <= cap)
-			break;
-		cap = (size_t)n + 16; /* created meanwhile */
-	}
-	if (n < 0)
-		free(ids);
-	else
-		*out = ids;
-	return n;
-}
-
 /* What the file must hold now. 0 or -ENOMEM. */
 static int snapshot(struct fs *fs, struct fs_nsfile *f)
 {
 	uint32_t *ids;
-	long n = ns_ids(fs, &ids);
+	long n = fs_ns_ids(fs, &ids);
 
 	memset(f, 0, sizeof(*f));
 	if (n < 0)
@@ -198,7 +171,7 @@ static long fail_closed(struct fs *fs, uint32_t *done, size_t ndone)
 {
 	struct fs_nsattr a = { .mode = S_IFDIR | 0700 };
 	uint32_t *ids;
-	long n = ns_ids(fs, &ids), count = 0;
+	long n = fs_ns_ids(fs, &ids), count = 0;
 
 	if (n < 0)
 		return n;

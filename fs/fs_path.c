@@ -285,11 +285,7 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 		w = e->wr;
 		pending_del(paths_of(fs), w);
 		w->closing = false;
-		w->refs++;
-		w->opens++;
-		fh->wr = w;
-		fh->ns = ns;
-		fh->ino = w->ino;
+		fs_fh_attach_wr_locked(fh, w, ns);
 		pthread_mutex_unlock(&p->lock);
 		tier_wr_abort(fs->tier, tw);
 		pthread_rwlock_rdlock(&w->lock);
@@ -332,11 +328,7 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 	}
 	e->wr = w;         /* the entry's reference */
 	w->pent = e;
-	w->refs++;         /* the fh's */
-	w->opens++;
-	fh->wr = w;
-	fh->ns = ns;
-	fh->ino = w->ino;
+	fs_fh_attach_wr_locked(fh, w, ns);
 	pthread_mutex_unlock(&p->lock);
 	*out = fh;
 	return 0;

@@ -363,25 +363,14 @@ void fs_ptree_free(struct fs *fs, struct fs_paths *t)
 	pthread_cond_destroy(&t->idle);
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 uint64_t fs_ptree_event_hash(const char *name, size_t len,
 			     const struct kvfs_key *key)
 {
 	uint64_t h = 0;
 	size_t n = 0;
 
-	while (n < len && hexval(name[n]) >= 0)
-		h = h << 4 | (uint64_t)hexval(name[n++]); /* keeps the low 64 */
+	while (n < len && fs_hexval(name[n]) >= 0)
+		h = h << 4 | (uint64_t)fs_hexval(name[n++]); /* keeps the low 64 */
 	if (n >= 16)
 		return h;
 	h = 0;

@@ -18,6 +18,25 @@
 #include "kvfs.h"
 #include "mount/ctl.h"
 
+/* Room in *keys (*cap entries, n used) for one more: 0, or -1 (the message
+ * is printed; *keys is still the caller's to free). */
+static int keys_room(struct kvfs_key **keys, size_t n, size_t *cap)
+{
+	size_t ncap = *cap ? 2 * *cap : 256;
+	struct kvfs_key *k;
+
+	if (n < *cap)
+		return 0;
+	k = realloc(*keys, ncap * sizeof(*k));
+	if (!k) {
+		perror("kvfsctl");
+		return -1;
+	}
+	*keys = k;
+	*cap = ncap;
+	return 0;
+}
+
 /* Reads keys from f into a malloc'd array. Returns the count or -1 (the
  * message is printed). */
 static long read_keys(FILE *f, const char *cmd, struct kvfs_key **out)
@@ -43,17 +62,8 @@ static long read_keys(FILE *f, const char *cmd, struct kvfs_key **out)
 					cmd, line);
 				goto err;
 			}
-			if (n == cap) {
-				size_t ncap = cap ? 2 * cap : 256;
-				struct kvfs_key *k = realloc(keys, ncap * sizeof(*k));
-
-				if (!k) {
-					perror("kvfsctl");
-					goto err;
-				}
-				keys = k;
-				cap = ncap;
-			}
+			if (keys_room(&keys, n, &cap))
+				goto err;
 			word[KVFS_KEY_HEX_LEN] = '\0';
 			if (kvfs_key_parse(word, KVFS_KEY_HEX_LEN, &keys[n]) < 0) {
 				fprintf(stderr, "kvfsctl %s: line %llu: bad key '%s'\n",
@@ -103,17 +113,8 @@ static long read_paths(FILE *f, const char *cmd, struct kvfs_key **out)
 				"path\n", cmd, lno);
 			goto err;
 		}
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 256;
-			struct kvfs_key *k = realloc(keys, ncap * sizeof(*k));
-
-			if (!k) {
-				perror("kvfsctl");
-				goto err;
-			}
-			keys = k;
-			cap = ncap;
-		}
+		if (keys_room(&keys, n, &cap))
+			goto err;
 		rc = kvfs_path_keys(&p, 1, &keys[n]);
 		if (rc < 0) {
 			fprintf(stderr, "kvfsctl %s: line %llu: %s\n", cmd, lno,

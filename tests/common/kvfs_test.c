@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvfs.h"
 #include "tests/common/kvfs_test.h"
 
 /*
@@ -505,4 +506,30 @@ int kvfs_test_read_check(const char *path, size_t len, uint64_t seed)
 	free(buf);
 	close(fd);
 	return err;
+}
+
+long long kvfs_test_stat(const struct kvfs_mnt *m, const char *obj,
+			 const char *key)
+{
+	char p[PATH_MAX], buf[32768], pat[64];
+	const char *s = buf;
+	ssize_t n;
+	int fd = open(kvfs_test_path(m, p, KVFS_CTL_STATS), O_RDONLY);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	if (obj) {
+		snprintf(pat, sizeof(pat), "\"%s\"", obj);
+		s = strstr(buf, pat);
+		if (!s)
+			return -1;
+	}
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	s = strstr(s, pat);
+	return s ? strtoll(s + strlen(pat), NULL, 10) : -1;
 }

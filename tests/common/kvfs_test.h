@@ -100,6 +100,11 @@ int kvfs_test_read_check(const char *path, size_t len, uint64_t seed);
  * sizes from small numbers. */
 uint64_t kvfs_test_mix64(uint64_t x);
 
+/* kvfs_test_stat - the number after "key": in /.kvfs/stats, searched from
+ * the object "obj" on (NULL: from the start), or -1. */
+long long kvfs_test_stat(const struct kvfs_mnt *m, const char *obj,
+			 const char *key);
+
 /* kvfs_test_count - how many times needle occurs in hay (overlaps too). */
 int kvfs_test_count(const char *hay, const char *needle);
 

@@ -87,25 +87,7 @@ static char *chunk_path(const struct kvfs_mnt *m, char *buf, uint64_t n)
 /* The number after "key": in the "l2" object of /.kvfs/stats, or -1. */
 static long long l2_stat(const struct kvfs_mnt *m, const char *key)
 {
-	char p[PATH_MAX], buf[16384], pat[64];
-	const char *s;
-	ssize_t n;
-	int fd;
-
-	fd = open(kvfs_test_path(m, p, KVFS_CTL_STATS), O_RDONLY);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	s = strstr(buf, "\"l2\"");
-	if (!s)
-		return -1;
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	s = strstr(s, pat);
-	return s ? strtoll(s + strlen(pat), NULL, 10) : -1;
+	return kvfs_test_stat(m, "l2", key);
 }
 
 /* "l1", "l2", or "" when the chunk is gone. */

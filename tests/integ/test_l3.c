@@ -88,24 +88,7 @@ static void mount_l3(struct kvfs_mnt *m, const char *url, const char *extra)
 /* A field of /.kvfs/stats' "l3" object. */
 static long long l3_stat(const struct kvfs_mnt *m, const char *key)
 {
-	char p[PATH_MAX], buf[32768], pat[64];
-	const char *s;
-	ssize_t n;
-	int fd = open(kvfs_test_path(m, p, KVFS_CTL_STATS), O_RDONLY);
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	s = strstr(buf, "\"l3\"");
-	if (!s)
-		return -1;
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	s = strstr(s, pat);
-	return s ? strtoll(s + strlen(pat), NULL, 10) : -1;
+	return kvfs_test_stat(m, "l3", key);
 }
 
 static void wait_stat(const struct kvfs_mnt *m, const char *key,
