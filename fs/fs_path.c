@@ -80,14 +80,6 @@ static void pending_del(struct fs_paths *t, struct fs_wr *w)
 	t->npending--;
 }
 
-/* Waits until e is not busy (priv.lock held; it is dropped meanwhile;
- * a busy entry is never freed, an idle one may be right after). */
-void fs_path_wait_idle(struct fs *fs, struct fs_pent *e)
-{
-	while (e->busy)
-		pthread_cond_wait(&paths_of(fs)->idle, &fs->priv->lock);
-}
-
 /* e's name no longer has w (priv.lock held): drops the entry's reference
  * and, when nothing published holds the name, the name. */
 void fs_path_detach_writer(struct fs *fs, struct fs_pent *e, struct fs_wr *w)
@@ -134,7 +126,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 
 	pthread_mutex_lock(&p->lock);
 	while ((e = w->pent) && e->wr == w && e->busy)
-		fs_path_wait_idle(fs, e);
+		fs_ptree_wait_idle(fs, e);
 	if (!e || e->wr != w || !closed_locked(w)) {
 		pthread_mutex_unlock(&p->lock);
 		return;
@@ -267,10 +259,9 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 	}
 	pthread_mutex_lock(&p->lock);
 	if (key) {
-		e = fs_ptree_by_key(paths_of(fs), ns, key);
-		if (e)
-			fs_path_wait_idle(fs, e);
-		e = fs_ptree_by_key(paths_of(fs), ns, key);
+		while ((e = fs_ptree_by_key(paths_of(fs), ns, key)) &&
+		       e->busy)
+			fs_ptree_wait_idle(fs, e);
 		err = e ? 0 : -ENOENT;
 	} else {
 		d = fs_ptree_dir(fs, dir_ino);
@@ -693,7 +684,7 @@ static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	struct fs_wr *w = NULL;
 
 	while ((e = fs_ptree_by_key(paths_of(fs), ns, key)) && e->busy)
-		fs_path_wait_idle(fs, e);
+		fs_ptree_wait_idle(fs, e);
 	if (e && e->wr && closed_locked(e->wr)) {
 		w = e->wr;
 		w->refs++;
@@ -730,7 +721,7 @@ static int open_writer(fuse_req_t req, fuse_ino_t ino, struct fs_wr *w,
 again:
 	pthread_mutex_lock(&p->lock);
 	while ((e = w->pent) && e->wr == w && e->busy)
-		fs_path_wait_idle(fs, e);
+		fs_ptree_wait_idle(fs, e);
 	if (e && e->wr == w && w->opens && !closed_locked(w)) {
 		/* being written, and no publication can start now */
 		pending_del(paths_of(fs), w);

@@ -198,7 +198,7 @@ void fs_path_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	while ((e = fs_ptree_find(paths_of(fs), d, name, len)) && e->busy)
-		fs_path_wait_idle(fs, e);
+		fs_ptree_wait_idle(fs, e);
 	if (!e || e->dir) {
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_err(req, e ? EISDIR : ENOENT);
@@ -354,7 +354,7 @@ again:
 		goto out;
 	}
 	if (e->busy || (o && o->busy)) {
-		fs_path_wait_idle(fs, e->busy ? e : o);
+		fs_ptree_wait_idle(fs, e->busy ? e : o);
 		goto again;
 	}
 	if (e == o)

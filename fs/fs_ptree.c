@@ -216,6 +216,14 @@ void fs_ptree_release_dir(struct fs_paths *t, struct fs_pdir *d)
 	free(d);
 }
 
+/* Once, not while (e->busy): the entry may be freed before the lock
+ * comes back (see fs_ptree.h). */
+void fs_ptree_wait_idle(struct fs *fs, struct fs_pent *e)
+{
+	if (e->busy)
+		pthread_cond_wait(&fs->priv->paths->idle, &fs->priv->lock);
+}
+
 void fs_ptree_remove(struct fs_paths *t, struct fs_pent *e)
 {
 	ent_unlink(t, e);

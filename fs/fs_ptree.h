@@ -123,9 +123,12 @@ uint64_t fs_ptree_event_hash(const char *name, size_t len,
 /* Is a inside directory d's subtree (d itself included)? */
 bool fs_ptree_within(const struct fs_pdir *a, const struct fs_pdir *d);
 
+/* Waits once for busy entry e to go idle (priv.lock held, dropped
+ * meanwhile). An idle entry may be freed at once, so e may be gone when
+ * this returns: callers look it up again (in a loop), never read e. */
+void fs_ptree_wait_idle(struct fs *fs, struct fs_pent *e);
+
 /* Shared by fs_path.c and fs_pname.c (fs_path.c). */
-/* Waits until e is not busy (priv.lock held, dropped meanwhile). */
-void fs_path_wait_idle(struct fs *fs, struct fs_pent *e);
 /* e no longer has writer w (priv.lock held): drops e's reference, and e
  * itself when nothing published holds its name. */
 void fs_path_detach_writer(struct fs *fs, struct fs_pent *e,

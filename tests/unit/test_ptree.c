@@ -2,13 +2,16 @@
  * test_ptree.c - the directory trees of path namespaces (fs/fs_ptree.c):
  * names per directory, paths and their limit, moves, the key index, the
  * directory limit (ENOSPC), the metadata count, and the block hash a KV
- * event takes from a file name.
+ * event takes from a file name, and waiting for a busy entry that is
+ * freed as soon as it goes idle.
  *
  * fs/ is linked into kvfs-mount only, so the tree's source is compiled in
  * here; the two fs/ calls it makes on teardown (inodes of namespaces,
  * writers' references) are stubs: this test has neither.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -177,6 +180,67 @@ static void test_event_hash(void **state)
 					&key) == 0xa8a9aaabacadaeafULL);
 }
 
+struct waiter {
+	struct fs *fs;
+	struct fs_pent *e;
+	bool waiting;
+};
+
+static void *wait_thread(void *arg)
+{
+	struct waiter *w = arg;
+
+	pthread_mutex_lock(&w->fs->priv->lock);
+	w->waiting = true;
+	fs_ptree_wait_idle(w->fs, w->e);
+	pthread_mutex_unlock(&w->fs->priv->lock);
+	return NULL;
+}
+
+/*
+ * A thread waits for a busy entry; its owner makes it idle and a rename
+ * replacing the name frees it before the waiter gets the lock back. The
+ * waiter must not read the entry again (a heap-use-after-free under ASan
+ * once crashed kvfs-mount in test_paths_vllm's eight threads).
+ */
+static void test_wait_idle_entry_freed(void **state)
+{
+	struct fs_priv p;
+	struct fs fs;
+	struct fs_paths t;
+	struct fs_pdir *root = fs_ptree_root(7, 1234);
+	struct waiter w = { .fs = &fs };
+	pthread_t th;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	memset(&fs, 0, sizeof(fs));
+	fs.priv = &p;
+	p.paths = &t;
+	assert_int_equal(pthread_mutex_init(&p.lock, NULL), 0);
+	assert_int_equal(fs_ptree_init(&t, 0), 0);
+	assert_int_equal(fs_ptree_mkfile(&t, root, "f.bin", 5, &w.e), 0);
+	w.e->busy = true;
+	assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+	for (;;) { /* holding the lock once it is waiting: it is in the wait */
+		pthread_mutex_lock(&p.lock);
+		if (w.waiting)
+			break;
+		pthread_mutex_unlock(&p.lock);
+		sched_yield();
+	}
+	w.e->busy = false;
+	pthread_cond_broadcast(&t.idle);
+	fs_ptree_remove(&t, w.e); /* idle: a rename's replace frees it */
+	pthread_mutex_unlock(&p.lock);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_null(fs_ptree_find(&t, root, "f.bin", 5));
+	fs_ptree_clear(NULL, &t, root);
+	free(root);
+	fs_ptree_free(NULL, &t);
+	pthread_mutex_destroy(&p.lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -184,6 +248,7 @@ int main(void)
 		cmocka_unit_test(test_path_limit),
 		cmocka_unit_test(test_dir_limit),
 		cmocka_unit_test(test_event_hash),
+		cmocka_unit_test(test_wait_idle_entry_freed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
