@@ -38,7 +38,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ except ImportError:
     sys.exit(77)
 
 import kvfs  # noqa: E402
+import py_bench  # noqa: E402  (mount/umount; same directory)
 
 BLOCK = 2 << 20
 O_DIRECT = os.O_DIRECT
@@ -119,29 +119,11 @@ def kv_blocks(n):
 
 
 def mount(binary, opts):
-    d = tempfile.mkdtemp(prefix="kvfs-pathsbench.")
-    before = os.stat(d).st_dev
-    p = subprocess.Popen([binary, "-f", "-o", ",".join(opts), d],
-                         stderr=subprocess.DEVNULL)
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
-        if p.poll() is not None:
-            raise SystemExit("kvfs-mount exited with %d" % p.returncode)
-        if os.stat(d).st_dev != before:
-            return d, p
-        time.sleep(0.01)
-    p.kill()
-    raise SystemExit("mount timed out")
+    return py_bench.mount(binary, opts, prefix="kvfs-pathsbench.",
+                          quiet=True)
 
 
-def umount(d, p):
-    subprocess.call(["fusermount3", "-u", d])
-    try:
-        p.wait(60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    os.rmdir(d)
+umount = py_bench.umount
 
 
 class Target:

@@ -28,11 +28,15 @@ except ImportError:
     np = None
 
 
-def mount(binary, l1):
-    d = tempfile.mkdtemp(prefix="kvfs-pybench.")
+def mount(binary, opts, prefix="kvfs-pybench.", quiet=False):
+    """Mounts kvfs (foreground daemon) with the -o options in opts on a new
+    temporary directory; returns (directory, daemon). Also used by
+    paths_bench.py."""
+    d = tempfile.mkdtemp(prefix=prefix)
     before = os.stat(d).st_dev
-    p = subprocess.Popen([binary, "-f", "-o", "l1_size=%d" % l1, d])
-    end = time.monotonic() + 30
+    p = subprocess.Popen([binary, "-f", "-o", ",".join(opts), d],
+                         stderr=subprocess.DEVNULL if quiet else None)
+    end = time.monotonic() + 60
     while time.monotonic() < end:
         if p.poll() is not None:
             raise SystemExit("kvfs-mount exited with %d" % p.returncode)
@@ -46,7 +50,7 @@ def mount(binary, l1):
 def umount(d, p):
     subprocess.call(["fusermount3", "-u", d])
     try:
-        p.wait(30)
+        p.wait(60)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
@@ -121,8 +125,8 @@ def main():
     mnt = a.mountpoint
     if not mnt:
         # Every repeat writes new keys: room for all of them.
-        mnt, proc = mount(a.mount_bin,
-                          total * (3 * a.repeat + 1) + (64 << 20))
+        mnt, proc = mount(a.mount_bin, ["l1_size=%d" % (
+            total * (3 * a.repeat + 1) + (64 << 20))])
         owned = (mnt, proc)
     shm = tempfile.mkdtemp(prefix="kvfs-pybench.", dir="/dev/shm")
     conn = None
