@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct fs;
 struct fuse_session;
@@ -49,6 +50,11 @@ struct fs_config {
 	char config_text[4096];  /* the effective options, for .kvfs/config */
 	struct ev_pub *events;   /* KV event publisher (events/events.h),
 				  * the caller's; NULL = events off */
+	mode_t ctl_mode;         /* permission bits of /.kvfs's files, read
+				  * bits only (0: 0444) */
+	bool ctl_gid_set;        /* /.kvfs's group is ctl_gid, else the
+				  * mount owner's */
+	gid_t ctl_gid;
 };
 
 /*
