@@ -174,7 +174,7 @@ int fs_ctl_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		struct fuse_file_info *fi, struct stat *st)
 {
 	struct fs_priv *p = fs->priv;
-	mode_t mode = fs->cfg.ctl_mode ? fs->cfg.ctl_mode : 0444;
+	mode_t mode = fs->cfg.ctl_mode_set ? fs->cfg.ctl_mode : 0444;
 	int file = (int)(ino - FS_INO_CTL_FIRST);
 	struct fs_fh *fh;
 	struct fs_cred c;

@@ -679,3 +679,17 @@ int fs_metrics_render(struct fs *fs, enum fs_metrics_format f,
 	free(dt);
 	return b->oom ? -ENOMEM : 0;
 }
+
+int fs_metrics_prom(struct fs *fs, char **buf, size_t *len)
+{
+	struct fs_sbuf b = { 0 };
+	int err = fs_metrics_render(fs, FS_METRICS_PROM, NULL, &b);
+
+	if (err) {
+		free(b.p);
+		return err;
+	}
+	*buf = b.p;
+	*len = b.len;
+	return 0;
+}
