@@ -25,31 +25,6 @@
 
 #include "tests/common/kvfs_test.h"
 
-static char *slurp(const char *path, size_t *len)
-{
-	int fd = open(path, O_RDONLY);
-	size_t cap = 1 << 16, n = 0;
-	char *buf;
-	ssize_t r;
-
-	if (fd < 0)
-		return NULL;
-	buf = malloc(cap + 1);
-	while (buf && (r = read(fd, buf + n, cap - n)) > 0) {
-		n += (size_t)r;
-		if (n == cap) {
-			cap *= 2;
-			buf = realloc(buf, cap + 1);
-		}
-	}
-	close(fd);
-	if (buf)
-		buf[n] = '\0';
-	if (len)
-		*len = n;
-	return buf;
-}
-
 /* Runs kvfs-mount with args (the mount point is a fresh directory named
  * @DIR@, or @MISSING@ for one that does not exist) expecting failure. */
 static void expect_refused(const char *const *extra, const char *want_msg)
@@ -173,7 +148,7 @@ static void test_control_files(void **state)
 				      &st), 0);
 		assert_int_equal(st.st_size, 0);
 	}
-	s = slurp(kvfs_test_path(&m, p, ".kvfs/stats"), NULL);
+	s = kvfs_test_slurp(kvfs_test_path(&m, p, ".kvfs/stats"), NULL);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "\"capacity\": 33554432"));
 	assert_non_null(strstr(s, "\"compression_ratio\": 1.000"));
@@ -182,17 +157,17 @@ static void test_control_files(void **state)
 	assert_non_null(strstr(s, "\"model.bf16\": {\"chunks\": 1, "
 			       "\"bytes\": 100000"));
 	free(s);
-	s = slurp(kvfs_test_path(&m, p, ".kvfs/config"), NULL);
+	s = kvfs_test_slurp(kvfs_test_path(&m, p, ".kvfs/config"), NULL);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "policy=lru\n"));
 	assert_non_null(strstr(s, "seed=7\n"));
 	assert_non_null(strstr(s, "l1_size=33554432\n"));
 	free(s);
-	s = slurp(kvfs_test_path(&m, p, ".kvfs/version"), NULL);
+	s = kvfs_test_slurp(kvfs_test_path(&m, p, ".kvfs/version"), NULL);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "kvfs "));
 	free(s);
-	s = slurp(kvfs_test_path(&m, p, ".kvfs/metrics"), NULL);
+	s = kvfs_test_slurp(kvfs_test_path(&m, p, ".kvfs/metrics"), NULL);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "kvfs_publishes_total 1\n"));
 	free(s);
