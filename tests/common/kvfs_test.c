@@ -571,3 +571,21 @@ long long kvfs_test_metric(const char *text, const char *sample)
 			return strtoll(s + sl + 1, NULL, 10);
 	return -1;
 }
+
+char *kvfs_test_undocumented(const char *text)
+{
+	char *man = kvfs_test_slurp("man/kvfs.7", NULL);
+	char fam[128];
+
+	if (!man)
+		return strdup("man/kvfs.7 (unreadable)");
+	for (const char *s = strstr(text, "# TYPE "); s;
+	     s = strstr(s + 1, "# TYPE ")) {
+		if (sscanf(s + 7, "%127s", fam) != 1 || !strstr(man, fam)) {
+			free(man);
+			return strdup(fam);
+		}
+	}
+	free(man);
+	return NULL;
+}

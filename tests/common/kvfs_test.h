@@ -114,6 +114,11 @@ char *kvfs_test_slurp(const char *path, size_t *len);
  * metrics text, or -1 when there is none. */
 long long kvfs_test_metric(const char *text, const char *sample);
 
+/* kvfs_test_undocumented - the first metric family (a "# TYPE" line of
+ * the metrics text) that man/kvfs.7 (read from the current directory,
+ * the repository's root) does not name, malloc'd; NULL when all are. */
+char *kvfs_test_undocumented(const char *text);
+
 /* kvfs_test_count - how many times needle occurs in hay (overlaps too). */
 int kvfs_test_count(const char *hay, const char *needle);
 

@@ -85,6 +85,13 @@ static void test_promtool(void **state)
 		assert_int_equal(kvfs_test_metric(text, "kvfs_l3_nodes"), 1);
 	assert_non_null(strstr(text,
 		"{namespace=\"model \\\"a\\\"\\\\b\"}"));
+	{ /* kvfs(7) describes every family, L3's and the events' too */
+		char *undoc = kvfs_test_undocumented(text);
+
+		if (undoc)
+			fprintf(stderr, "not in man/kvfs.7: %s\n", undoc);
+		assert_null(undoc);
+	}
 	free(text);
 	/* promtool reads the file from stdin; its findings go to out */
 	snprintf(cmd, sizeof(cmd), "cat %s/.kvfs/metrics > %s/metrics.txt",
