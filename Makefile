@@ -227,10 +227,12 @@ fuzz-build:
 fuzz-bins: $(FUZZ_BIN)
 $(FUZZ_BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FS_OBJ) \
 		$(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/mount/mount_log.o \
-		$(BUILD)/mount/mount_events.o $(EV_LIB) $(BUILD)/libkvfs.a
+		$(BUILD)/mount/mount_events.o $(BUILD)/mount/mount_http.o \
+		$(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ \
-	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson $(LIBS)
+	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson \
+	  $(MHD_LIBS) $(LIBS)
 fuzz: check-deps fuzz-build
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_BUILD)
 

@@ -53,15 +53,17 @@ int mount_http_parse(const char *spec, struct mount_http_addr *out)
 		return -1;
 	}
 	snprintf(host, sizeof(host), "%.*s", (int)hl, spec);
-	if (!host[0]) /* :PORT: loopback only */
+	if (!host[0] || !strcmp(host, "localhost")) /* loopback only */
 		snprintf(host, sizeof(host), "127.0.0.1");
+	/* numeric: a mount never waits on DNS */
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
 	rc = getaddrinfo(host, NULL, &hints, &res);
 	if (rc || !res || res->ai_addrlen > sizeof(out->sa)) {
-		fprintf(stderr, "kvfs-mount: bad metrics_http address '%s': "
-			"%s\n", host, rc ? gai_strerror(rc) : "no address");
+		fprintf(stderr, "kvfs-mount: bad metrics_http address '%s' "
+			"(a numeric IPv4 or [IPv6] address, or localhost)\n",
+			host);
 		if (res)
 			freeaddrinfo(res);
 		return -1;

@@ -20,7 +20,7 @@ struct mount_http_addr {
 
 /*
  * mount_http_parse - "ADDR:PORT", "[IPV6]:PORT" or ":PORT" (loopback,
- * 127.0.0.1); ADDR a numeric address or a host name, PORT 0..65535 (0:
+ * 127.0.0.1); ADDR a numeric address or localhost, PORT 0..65535 (0:
  * the kernel picks one). 0, or -1 with the reason printed to stderr.
  */
 int mount_http_parse(const char *spec, struct mount_http_addr *out);
