@@ -287,6 +287,8 @@ int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	char *ctl_buf;
+	size_t ctl_len;
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in, *nsi;
@@ -316,12 +318,16 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		/* rendered once per open so reads at offsets agree */
 		err = fs_ctl_open(fs, req, (int)(ino - FS_INO_CTL_FIRST),
-				  &fh->ctl_buf, &fh->ctl_len);
+				  &ctl_buf, &ctl_len);
 		if (err) {
 			fs_fh_free(fs, fh);
 			fuse_reply_err(req, -err);
 			return;
 		}
+		pthread_mutex_lock(&p->lock); /* fs_ctl_attr looks */
+		fh->ctl_buf = ctl_buf;
+		fh->ctl_len = ctl_len;
+		pthread_mutex_unlock(&p->lock);
 		fi->fh = (uint64_t)(uintptr_t)fh;
 		fi->direct_io = 1;
 		fi->noflush = 1;

@@ -170,6 +170,28 @@ int fs_ctl_open(struct fs *fs, fuse_req_t req, int file, char **buf,
 	return render(fs, reader(req, &c), file, buf, len);
 }
 
+/*
+ * The length of the snapshot of ino that process pid has open, if any:
+ * the kernel does not say which file an fstat(2) is about, and tar
+ * compares the size it gets there with the one it archived.
+ */
+static bool open_by(struct fs *fs, pid_t pid, fuse_ino_t ino, size_t *len)
+{
+	struct fs_priv *p = fs->priv;
+	bool found = false;
+
+	pthread_mutex_lock(&p->lock);
+	for (struct fs_fh *fh = p->fh_head.next; fh != &p->fh_head && !found;
+	     fh = fh->next)
+		if (fh->kind == FS_FH_CTL && fh->ino == ino &&
+		    fh->pid == pid && fh->ctl_buf) {
+			found = true;
+			*len = fh->ctl_len;
+		}
+	pthread_mutex_unlock(&p->lock);
+	return found;
+}
+
 int fs_ctl_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		struct fuse_file_info *fi, struct stat *st)
 {
@@ -180,6 +202,7 @@ int fs_ctl_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	struct fs_cred c;
 	char *buf;
 	size_t len;
+	bool found;
 	int err;
 
 	memset(st, 0, sizeof(*st));
@@ -198,8 +221,14 @@ int fs_ctl_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
 	fh = fi ? (struct fs_fh *)(uintptr_t)fi->fh : NULL;
 	if (fh && fh->kind == FS_FH_CTL && fh->ino == ino) {
-		st->st_size = (off_t)fh->ctl_len;
-		st->st_blocks = (blkcnt_t)((fh->ctl_len + 511) / 512);
+		len = fh->ctl_len; /* the request's own open file */
+		found = true;
+	} else {
+		found = open_by(fs, fuse_req_ctx(req)->pid, ino, &len);
+	}
+	if (found) { /* fstat: the open file's snapshot */
+		st->st_size = (off_t)len;
+		st->st_blocks = (blkcnt_t)((len + 511) / 512);
 		return 0;
 	}
 	err = render(fs, reader(req, &c), file, &buf, &len);

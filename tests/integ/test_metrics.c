@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <signal.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -400,6 +401,7 @@ static void test_sizes_and_copies(void **state)
 	struct kvfs_key k;
 	struct stat st;
 	size_t len;
+	pid_t busy;
 	char *s;
 
 	(void)state;
@@ -431,6 +433,19 @@ static void test_sizes_and_copies(void **state)
 		assert_int_equal(n, st.st_size);
 		close(fd);
 	}
+	/* counters move all along (a reader in a loop): each copy is still
+	 * of one consistent rendering, as long as stat said */
+	{
+		char name[KVFS_KEY_HEX_LEN + 1];
+
+		kvfs_key_hex(&k, name);
+		kvfs_test_path(&m, p, "n/%s", name);
+		busy = fork();
+		assert_true(busy >= 0);
+		if (busy == 0)
+			for (;;)
+				kvfs_test_read_check(p, CHUNK, 1);
+	}
 	assert_non_null(mkdtemp(tmp));
 	snprintf(cmd, sizeof(cmd), "cp -a %s/.kvfs %s/cp", m.dir, tmp);
 	assert_int_equal(system(cmd), 0);
@@ -459,6 +474,8 @@ static void test_sizes_and_copies(void **state)
 		fprintf(stderr, "rsync not installed (make deps adds it): "
 			"its copy not checked\n");
 	}
+	kill(busy, SIGKILL);
+	waitpid(busy, NULL, 0);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	assert_int_equal(system(cmd), 0);
 	assert_int_equal(kvfs_test_umount(&m), 0);
