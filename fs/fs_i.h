@@ -713,8 +713,6 @@ struct fs_counters {
 };
 void fs_counters(struct fs *fs, struct fs_counters *c);
 
-/* fs_ns_attrs - dtype ("" when unset) and mode of a namespace. -ENOENT. */
-int fs_ns_attrs(struct fs *fs, uint32_t ns, char dtype[8], mode_t *mode);
 
 /* ------------------------------------ namespace attributes across restarts */
 

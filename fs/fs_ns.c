@@ -364,19 +364,3 @@ int fs_nsattr_set(struct fs *fs, uint32_t ns, const struct fs_nsattr *a)
 	pthread_mutex_unlock(&p->lock);
 	return err;
 }
-
-/* Namespace attributes fs keeps (for .kvfs/stats). -ENOENT. */
-int fs_ns_attrs(struct fs *fs, uint32_t ns, char dtype[8], mode_t *mode)
-{
-	struct fs_priv *p = fs->priv;
-	struct fs_inode *in;
-
-	pthread_mutex_lock(&p->lock);
-	in = fs_ns_find(p, ns);
-	if (in) {
-		memcpy(dtype, in->dtype, 8);
-		*mode = in->mode & 07777;
-	}
-	pthread_mutex_unlock(&p->lock);
-	return in ? 0 : -ENOENT;
-}
