@@ -5,7 +5,7 @@
  * bytes in and out per second, publishes, evictions, promotions, leases,
  * L2 use and errors. On a terminal the frame redraws in place (ANSI home
  * and clear) and `q` quits (stdin in non-canonical mode, restored on exit
- * and on SIGINT/SIGTERM/SIGHUP); otherwise frames follow each other with
+ * and on SIGINT/SIGTERM/SIGHUP/SIGPIPE); otherwise frames follow each other with
  * no escape codes. --json prints one object a line per interval.
  *
  * Hit ratios are a cascade over the interval's deltas: L1 = reads served
@@ -409,6 +409,7 @@ int ctl_top(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGPIPE, &sa, NULL); /* `top | head`: restore, then die */
 	term_raw(&term);
 	while (!got_sig && !quit) {
 		struct frame f;
