@@ -5,7 +5,7 @@
  * bytes in and out per second, publishes, evictions, promotions, leases,
  * L2 use and errors. On a terminal the frame redraws in place (ANSI home
  * and clear) and `q` quits (stdin in non-canonical mode, restored on exit
- * and on SIGINT/SIGTERM/SIGHUP/SIGPIPE); otherwise frames follow each other with
+ * and on SIGINT/SIGTERM/SIGHUP/SIGPIPE, and while ^Z stops it); otherwise frames follow each other with
  * no escape codes. --json prints one object a line per interval.
  *
  * Hit ratios are a cascade over the interval's deltas: L1 = reads served
@@ -286,34 +286,55 @@ static json_t *frame_json(const char *mnt, const struct frame *f)
 
 /* ---------------------------------------------------------------- terminal */
 
-struct term {
-	bool raw; /* stdin switched to non-canonical mode: restore it */
-	struct termios saved;
-};
+/* The terminal's mode before top, and top's own (no echo, no line
+ * editing, ISIG kept so ^C and ^Z work): file-static, since the SIGTSTP
+ * handler switches between them. */
+static struct termios tty_saved, tty_top;
+static volatile sig_atomic_t tty_is_raw;
 
-static void term_raw(struct term *t)
+static void term_raw(void)
 {
-	struct termios r;
-
-	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &t->saved))
+	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &tty_saved))
 		return;
-	r = t->saved;
-	r.c_lflag &= ~(tcflag_t)(ICANON | ECHO); /* ISIG stays: ^C works */
-	r.c_cc[VMIN] = 0;
-	r.c_cc[VTIME] = 0;
-	if (tcsetattr(STDIN_FILENO, TCSANOW, &r) == 0)
-		t->raw = true;
+	tty_top = tty_saved;
+	tty_top.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+	tty_top.c_cc[VMIN] = 0;
+	tty_top.c_cc[VTIME] = 0;
+	if (tcsetattr(STDIN_FILENO, TCSANOW, &tty_top) == 0)
+		tty_is_raw = 1;
 }
 
-static void term_restore(struct term *t)
+static void term_restore(void)
 {
-	if (t->raw)
-		tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
-	t->raw = false;
+	if (tty_is_raw)
+		tcsetattr(STDIN_FILENO, TCSANOW, &tty_saved);
+	tty_is_raw = 0;
+}
+
+/* ^Z: the shell gets its terminal mode back while top is stopped, and top
+ * its own when it continues (tcsetattr is async-signal-safe). */
+static void on_tstp(int sig)
+{
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	struct sigaction me = { .sa_handler = on_tstp };
+	int saved_errno = errno;
+	sigset_t set;
+
+	if (tty_is_raw)
+		tcsetattr(STDIN_FILENO, TCSANOW, &tty_saved);
+	sigaction(sig, &dfl, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig); /* stops here until SIGCONT */
+	sigaction(sig, &me, NULL);
+	if (tty_is_raw)
+		tcsetattr(STDIN_FILENO, TCSANOW, &tty_top);
+	errno = saved_errno;
 }
 
 /* Waits up to ms for a key. true when q (or Q) was pressed. */
-static bool wait_key(const struct term *t, int ms)
+static bool wait_key(int ms)
 {
 	struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
 	uint64_t end = evsub_now_ms() + (uint64_t)ms;
@@ -324,7 +345,7 @@ static bool wait_key(const struct term *t, int ms)
 
 		if (left <= 0)
 			return false;
-		if (!t->raw) {
+		if (!tty_is_raw) {
 			struct timespec d = { left / 1000,
 					      (left % 1000) * 1000000L };
 
@@ -370,7 +391,6 @@ int ctl_top(int argc, char **argv)
 	double interval = 1.0;
 	bool json = false, tty, quit = false;
 	struct sigaction sa = { .sa_handler = on_sig };
-	struct term term = { 0 };
 	const char *mnt;
 	int c, rc = 0;
 
@@ -410,11 +430,13 @@ int ctl_top(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGPIPE, &sa, NULL); /* `top | head`: restore, then die */
-	term_raw(&term);
+	sa.sa_handler = on_tstp;
+	sigaction(SIGTSTP, &sa, NULL);
+	term_raw();
 	while (!got_sig && !quit) {
 		struct frame f;
 
-		quit = wait_key(&term, (int)(interval * 1000));
+		quit = wait_key((int)(interval * 1000));
 		if (got_sig || quit)
 			break;
 		if (take(&b, mnt)) {
@@ -443,7 +465,7 @@ int ctl_top(int argc, char **argv)
 		if (iters && ++done >= iters)
 			break;
 	}
-	term_restore(&term);
+	term_restore();
 	json_decref(a.st);
 	json_decref(b.st);
 	if (got_sig) {
