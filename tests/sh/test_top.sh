@@ -116,8 +116,9 @@ tmux -L "$sock" kill-server 2>/dev/null
 
 # SIGTERM: the terminal restored, and top dies of the signal (143)
 rm -f "$tmp/status" "$tmp/stty" "$tmp/pid"
+sock=$sock-term # a server of its own: the last one may still be exiting
 tmux -L "$sock" -f /dev/null new-session -d -s top -x 110 -y 30 \
-	"exec bash $tmp/pane.sh"
+	"exec bash $tmp/pane.sh" || bad "tmux new-session (SIGTERM case)"
 wait_for . "$tmp/pid"
 for _ in $(seq 50); do pane | grep -q '^L1 ' && break; sleep 0.1; done
 toppid=$(pgrep -P "$(cat "$tmp/pid")" -x kvfsctl)
