@@ -15,12 +15,33 @@
 
 #include "mount/ctl.h"
 
+/* The column where the option descriptions of help start (that of its
+ * first "  -opt   text" line), so -h lines up with them; at least 14. */
+static int help_column(const char *help)
+{
+	const char *l = help;
+
+	while (l && *l) {
+		const char *end = strchrnul(l, '\n'), *gap;
+
+		gap = strncmp(l, "  -", 3) ? NULL : strstr(l + 3, "  ");
+		if (gap && gap < end) {
+			int col = (int)(gap + strspn(gap, " ") - l);
+
+			return col < 14 ? 14 : col;
+		}
+		l = *end ? end + 1 : NULL;
+	}
+	return 14;
+}
+
 int ctl_help(const struct ctl_cmd *c)
 {
 	printf("usage: kvfsctl %s\n", c->synopsis);
 	if (c->help)
 		printf("\n%s", c->help);
-	printf("  -h, --help    print this help and exit\n");
+	printf("%-*sprint this help and exit\n", help_column(c->help),
+	       "  -h, --help");
 	return 0;
 }
 

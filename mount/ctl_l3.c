@@ -21,7 +21,7 @@ static const struct ctl_cmd CMD = {
 	"l3", "l3 drop [--json] NAMESPACE MOUNTPOINT",
 	"drop: deletes NAMESPACE's chunks from the mount's shared L3 tier\n"
 	"(root or the mount's owner).\n\n"
-	"  --json    print the result as one JSON object\n",
+	"  --json      print the result as one JSON object\n",
 };
 
 int ctl_l3(int argc, char **argv)

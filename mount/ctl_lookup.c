@@ -176,7 +176,7 @@ static const struct ctl_cmd CMD_LOOKUP = {
 	"Prints how much of the chain of keys on stdin (32 hex digits each,\n"
 	"whitespace-separated, in chain order) NSDIR holds, and in which tier.\n\n"
 	"  --paths   stdin holds paths of a path namespace, one a line\n"
-	"  --json    print the result as one JSON object\n",
+	"  --json      print the result as one JSON object\n",
 };
 static const struct ctl_cmd CMD_PIN = {
 	"pin", "pin [--lease-ms MS] [--paths] [--json] NSDIR < keys|paths",
@@ -195,12 +195,12 @@ static const struct ctl_cmd CMD_PREFETCH = {
 	"Looks the chain up as lookup does and promotes the L2 part of its\n"
 	"leading run into L1 in the background.\n\n"
 	"  --paths   stdin holds paths of a path namespace, one a line\n"
-	"  --json    print the result as one JSON object\n",
+	"  --json      print the result as one JSON object\n",
 };
 static const struct ctl_cmd CMD_UNPIN = {
 	"unpin", "unpin [--json] NSDIR LEASE_ID",
 	"Gives back the lease LEASE_ID (from pin), taken in NSDIR's mount.\n\n"
-	"  --json    print the result as one JSON object\n",
+	"  --json      print the result as one JSON object\n",
 };
 
 static void print_result(long found, long nkeys, const struct kvfs_result *res,
