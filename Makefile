@@ -293,6 +293,9 @@ APT_PKGS += clang libfuzzer-14-dev fio
 APT_PKGS += libmicrohttpd-dev curl rsync
 deps-promtool:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus
+# issue 17: tmux (kvfsctl top's test drives it in a real terminal);
+# libjansson-dev above is also kvfsctl's JSON in and out
+APT_PKGS += tmux
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
@@ -308,6 +311,7 @@ check-deps:
 	  command -v clang >/dev/null && command -v fio >/dev/null && \
 	  $(PKG_CONFIG) --exists libmicrohttpd 2>/dev/null && \
 	  command -v curl >/dev/null && command -v rsync >/dev/null && \
+	  command -v tmux >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 
 # ---------------------------------------------------------------- test

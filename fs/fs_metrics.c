@@ -297,6 +297,12 @@ static const struct fs_metric metrics[] = {
 	  t.promotions),
 	C("", "demotions", "demotions_total", NULL,
 	  "Chunks written from L1 to L2", t.demotions),
+	C("", "bytes_in", "published_bytes_total", NULL,
+	  "Chunk bytes published by writers (files, PUTs; not L3 promotions)",
+	  t.bytes_in),
+	C("", "bytes_out", "served_bytes_total", NULL,
+	  "Chunk bytes handed to readers (an open, a GET, a handle: the "
+	  "chunk's size once each)", t.bytes_out),
 	G("", "writers", "writers", NULL, "Chunks being written now",
 	  t.writers),
 	G("", "writer_bytes", "writer_bytes", NULL,

@@ -454,6 +454,10 @@ struct tier_stats {
 	 * misses, name lookups of absent keys (see kvfs(7)) */
 	uint64_t read_hits[TIER_FROM_N], read_misses, name_misses;
 	uint64_t evictions, publishes, discards;
+	/* bytes_in: chunk bytes published by writers (files and PUTs; not
+	 * promotions from L3); bytes_out: chunk bytes handed to readers (an
+	 * open, a GET, a handle: each counts the chunk's size once) */
+	uint64_t bytes_in, bytes_out;
 	uint64_t promotions, demotions;
 	/* writers in flight and their arena bytes */
 	uint64_t writers, writer_bytes;

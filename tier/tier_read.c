@@ -198,6 +198,7 @@ again:
 	c->size = r->size;
 	c->gen = r->gen;
 	c->tmp = NULL;
+	t->bytes_out += r->size;
 	if (r->where != TIER_L1) {
 		int rc = tier_l2_fill(t, r, c);
 
@@ -205,6 +206,7 @@ again:
 			/* a miss: not served (see tier_l2_fill) */
 			t->read_hits[from] -= count;
 			t->read_misses += count;
+			t->bytes_out -= r->size;
 			if (!(r->flags & TREC_ZOMBIE))
 				n->hits -= count;
 			t->nchunks_handed--;
