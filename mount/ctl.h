@@ -66,8 +66,9 @@ int ctl_usage_err(const struct ctl_cmd *c, const char *fmt, ...)
 
 /* ctl_json_out - prints v (json_dumps flags: JSON_COMPACT, JSON_INDENT(n);
  * ASCII-escaped, key order kept) and a newline on stdout, and drops the
- * reference. Returns 0, or 1 after a message (v NULL: out of memory, or
- * the write failed). */
+ * reference. Returns 0, or 1: after a message when v is NULL (out of
+ * memory); a failed write is left on stdout's error flag, which main()
+ * reports ("kvfsctl SUB: write error: ...", exit 1) for every command. */
 int ctl_json_out(json_t *v, size_t flags);
 
 /* Parses a size: decimal (or hex after 0x) with an optional K/M/G/T

@@ -65,6 +65,7 @@ int ctl_usage_err(const struct ctl_cmd *c, const char *fmt, ...)
 int ctl_json_out(json_t *v, size_t flags)
 {
 	char *s;
+	int rc;
 
 	if (!v) {
 		fprintf(stderr, "kvfsctl: out of memory building JSON\n");
@@ -76,9 +77,9 @@ int ctl_json_out(json_t *v, size_t flags)
 		fprintf(stderr, "kvfsctl: out of memory writing JSON\n");
 		return 1;
 	}
-	puts(s);
+	rc = puts(s) < 0 || fflush(stdout) ? 1 : 0;
 	free(s);
-	return fflush(stdout) ? 1 : 0;
+	return rc;
 }
 
 /* Decimal, or hex after 0x; never octal (a seed typed as 010 is ten). */

@@ -118,6 +118,21 @@ ctl stats /nonexistent-kvfs
 [ "$rc" = 1 ] && grep -q "No such file" "$tmp/err" && ok "stats of no mount: exit 1" ||
 	bad "stats of no mount: exit $rc"
 
+# --- a write that fails (full disk) is exit 1 with a message, never a
+# silent 0: every command, data or --help
+for args in "hash --chunk-tokens 4" "hash --json --chunk-tokens 4" \
+	    "stats $tmp/m" "lookup --json $ns" "lookup $ns" "--help" \
+	    "stats --help" "--version"; do
+	in=$tmp/keys
+	case $args in hash*) seq 1 40 >"$tmp/wtok"; in=$tmp/wtok ;; esac
+	# shellcheck disable=SC2086 # words on purpose
+	"$CTL" $args <"$in" >/dev/full 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = 1 ] && grep -q "write error" "$tmp/err" &&
+		ok "$args > /dev/full: write error, exit 1" ||
+		bad "$args > /dev/full: exit $rc, stderr '$(cat "$tmp/err")'"
+done
+
 # --- --opt=V and --opt V give the same result
 seq 1 40 >"$tmp/tok"
 "$CTL" hash --chunk-tokens=8 --seed=0x7 --extra=lora1 <"$tmp/tok" >"$tmp/h1"
