@@ -79,6 +79,10 @@ static long read_keys(FILE *f, const char *cmd, struct kvfs_key **out)
 		if (c == '\n')
 			line++;
 	} while (c != EOF);
+	if (ferror(f)) {
+		fprintf(stderr, "kvfsctl %s: stdin: %s\n", cmd, strerror(errno));
+		goto err;
+	}
 	if (n == 0) {
 		fprintf(stderr, "kvfsctl %s: no keys on stdin\n", cmd);
 		goto err;
@@ -129,6 +133,10 @@ static long read_paths(FILE *f, const char *cmd, struct kvfs_key **out)
 		n++;
 	}
 	free(line);
+	if (ferror(f)) {
+		fprintf(stderr, "kvfsctl %s: stdin: %s\n", cmd, strerror(errno));
+		goto err_nofree;
+	}
 	if (n == 0) {
 		fprintf(stderr, "kvfsctl %s: no paths on stdin\n", cmd);
 		goto err_nofree;

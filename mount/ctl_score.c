@@ -402,6 +402,10 @@ int ctl_score(int argc, char **argv)
 			score_chain(&nodes[i], keys, nk, w, chain, json);
 	}
 	free(keys);
+	if (r == 0 && ferror(stdin)) {
+		fprintf(stderr, "kvfsctl score: stdin: %s\n", strerror(errno));
+		rc = 1;
+	}
 	if (r < 0)
 		rc = 1;
 out:

@@ -133,6 +133,18 @@ for args in "hash --chunk-tokens 4" "hash --json --chunk-tokens 4" \
 		bad "$args > /dev/full: exit $rc, stderr '$(cat "$tmp/err")'"
 done
 
+# --- stdin that cannot be read (a directory) is exit 1 naming the error,
+# not an empty input (hash printed nothing and exited 0)
+for args in "hash --chunk-tokens 4" "lookup $ns" "pin --paths $ns" \
+	    "score --events tcp://127.0.0.1:9 --warmup-ms 0"; do
+	# shellcheck disable=SC2086 # words on purpose
+	"$CTL" $args </ >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = 1 ] && grep -q "stdin: Is a directory" "$tmp/err" &&
+		ok "$args < /: stdin: Is a directory, exit 1" ||
+		bad "$args < /: exit $rc, stderr '$(cat "$tmp/err")'"
+done
+
 # --- --opt=V and --opt V give the same result
 seq 1 40 >"$tmp/tok"
 "$CTL" hash --chunk-tokens=8 --seed=0x7 --extra=lora1 <"$tmp/tok" >"$tmp/h1"
