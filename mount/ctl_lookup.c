@@ -377,9 +377,9 @@ int ctl_unpin(int argc, char **argv)
 	rc = kvfs_unpin(fd, id);
 	close(fd);
 	if (rc < 0) {
-		fprintf(stderr, "kvfsctl unpin: lease %llu: %s\n", id,
-			rc == -ENOENT ? "no such lease (unknown, expired or released)" :
-			strerror(-rc));
+		fprintf(stderr, "kvfsctl unpin: %s: lease %llu: %s\n",
+			argv[optind], id, rc == -ENOENT ? "no such lease "
+			"(unknown, expired or released)" : lookup_err(rc));
 		return 1;
 	}
 	if (json)

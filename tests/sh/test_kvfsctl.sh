@@ -118,6 +118,21 @@ ctl stats /nonexistent-kvfs
 [ "$rc" = 1 ] && grep -q "No such file" "$tmp/err" && ok "stats of no mount: exit 1" ||
 	bad "stats of no mount: exit $rc"
 
+# --- a path that is not a kvfs mount: exit 1, a message that says so
+# (unpin printed only "Inappropriate ioctl for device")
+mkdir -p "$tmp/plain"
+for args in "stats $tmp/plain" "top --once -d 0.1 $tmp/plain" \
+	    "lookup $tmp/plain" "pin $tmp/plain" "prefetch $tmp/plain" \
+	    "unpin $tmp/plain 5" "l3 drop ns $tmp/plain"; do
+	# shellcheck disable=SC2086 # words on purpose
+	"$CTL" $args <"$tmp/keys" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = 1 ] && [ ! -s "$tmp/out" ] &&
+	grep -Eq "is a kvfs mounted there|not a kvfs namespace|not the root of a kvfs mount" "$tmp/err" &&
+		ok "${args%% *} on a plain directory: exit 1, says not kvfs" ||
+		bad "${args%% *} on a plain directory: exit $rc, stderr '$(cat "$tmp/err")'"
+done
+
 # --- a write that fails (full disk) is exit 1 with a message, never a
 # silent 0: every command, data or --help
 for args in "hash --chunk-tokens 4" "hash --json --chunk-tokens 4" \
