@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,7 @@ static int parse_weights(char *s, double w[EV_MEDIUM_COUNT])
 		*eq = 0;
 		int m = ev_medium_parse(t);
 		double v = strtod(eq + 1, &end);
-		if (m < 0 || end == eq + 1 || *end || v < 0)
+		if (m < 0 || end == eq + 1 || *end || !(v >= 0) || !isfinite(v))
 			return -1;
 		w[m] = v;
 	}

@@ -111,6 +111,9 @@ expect_usage "l3 drop bad name" "bad namespace name '.x'" l3 drop .x "$tmp/m"
 expect_usage "events without ENDPOINT" "ENDPOINT is required" events
 expect_usage "events --from without --replay" "--from needs --replay" events --from=3 tcp://127.0.0.1:1
 expect_usage "score without --events" "--events EP1" score
+expect_usage "score --weights GPU=nan" "--weights is MEDIUM=W" score --events tcp://127.0.0.1:9 --weights GPU=nan
+expect_usage "score --weights=CPU=inf" "--weights is MEDIUM=W" score --events tcp://127.0.0.1:9 --weights=CPU=inf
+expect_usage "score --weights DISK=1e999" "--weights is MEDIUM=W" score --events tcp://127.0.0.1:9 --weights DISK=1e999
 expect_usage "unknown command" "unknown command 'frob'" frob
 
 # --- runtime failures are exit 1, not 2
