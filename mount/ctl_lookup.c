@@ -183,7 +183,7 @@ static const struct ctl_cmd CMD_LOOKUP = {
 	"lookup", "lookup [--paths] [--json] NSDIR < keys|paths",
 	"Prints how much of the chain of keys on stdin (32 hex digits each,\n"
 	"whitespace-separated, in chain order) NSDIR holds, and in which tier.\n\n"
-	"  --paths   stdin holds paths of a path namespace, one a line\n"
+	"  --paths     stdin holds paths of a path namespace, one a line\n"
 	"  --json      print the result as one JSON object\n",
 };
 static const struct ctl_cmd CMD_PIN = {
@@ -202,7 +202,7 @@ static const struct ctl_cmd CMD_PREFETCH = {
 	"prefetch", "prefetch [--paths] [--json] NSDIR < keys|paths",
 	"Looks the chain up as lookup does and promotes the L2 part of its\n"
 	"leading run into L1 in the background.\n\n"
-	"  --paths   stdin holds paths of a path namespace, one a line\n"
+	"  --paths     stdin holds paths of a path namespace, one a line\n"
 	"  --json      print the result as one JSON object\n",
 };
 static const struct ctl_cmd CMD_UNPIN = {

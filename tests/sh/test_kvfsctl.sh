@@ -66,6 +66,14 @@ for s in $SUBS; do
 	[ "$rc" = 0 ] && grep -q "^usage: kvfsctl $s" "$tmp/out" &&
 		ok "$s -h" || bad "$s -h: exit $rc"
 done
+# the option descriptions of each --help start in one column
+for s in $SUBS; do
+	"$CTL" "$s" --help | "$PY" -c 'import re, sys
+cols = {m.end(1) for m in map(re.compile(r"^( +-\S.*?  +)\S").match, sys.stdin) if m}
+assert len(cols) == 1, sorted(cols)' 2>"$tmp/pyerr" &&
+		ok "$s --help: options in one column" ||
+		bad "$s --help: option columns $(tail -1 "$tmp/pyerr")"
+done
 ctl --help
 [ "$rc" = 0 ] && grep -q '^  top ' "$tmp/out" && ok "kvfsctl --help lists top" ||
 	bad "kvfsctl --help: exit $rc"
