@@ -183,8 +183,10 @@ static const char *ratio(char out[16], double hits, double asked)
 	return out;
 }
 
-static void print_text(FILE *o, const char *mnt, const struct frame *f,
-		       bool tty)
+/* The header says the interval asked for (-d), not the one measured
+ * (f->dt, a little longer under load), which only scales the rates. */
+static void print_text(FILE *o, const char *mnt, double interval,
+		       const struct frame *f, bool tty)
 {
 	char now[32], b1[16], b2[16], b3[16];
 	time_t t = time(NULL);
@@ -194,7 +196,7 @@ static void print_text(FILE *o, const char *mnt, const struct frame *f,
 	strftime(now, sizeof(now), "%H:%M:%S", &tm);
 	if (tty)
 		fputs("\033[H\033[2J", o);
-	fprintf(o, "kvfs top - %s  %s  every %.1f s%s\n", mnt, now, f->dt,
+	fprintf(o, "kvfs top - %s  %s  every %g s%s\n", mnt, now, interval,
 		tty ? "  (q quits)" : "");
 	fprintf(o, "in %7.3f GB/s   out %7.3f GB/s   publishes %8.0f/s"
 		"   evictions %8.0f/s\n",
@@ -451,7 +453,7 @@ int ctl_top(int argc, char **argv)
 				break;
 			}
 		} else {
-			print_text(stdout, mnt, &f, tty);
+			print_text(stdout, mnt, interval, &f, tty);
 			if (!tty && iters != 1)
 				putchar('\n');
 			if (fflush(stdout)) {
