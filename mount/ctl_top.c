@@ -186,7 +186,7 @@ static const char *ratio(char out[16], double hits, double asked)
 /* The header says the interval asked for (-d), not the one measured
  * (f->dt, a little longer under load), which only scales the rates. */
 static void print_text(FILE *o, const char *mnt, double interval,
-		       const struct frame *f, bool tty)
+		       const struct frame *f, bool tty, bool q_quits)
 {
 	char now[32], b1[16], b2[16], b3[16];
 	time_t t = time(NULL);
@@ -197,7 +197,7 @@ static void print_text(FILE *o, const char *mnt, double interval,
 	if (tty)
 		fputs("\033[H\033[2J", o);
 	fprintf(o, "kvfs top - %s  %s  every %g s%s\n", mnt, now, interval,
-		tty ? "  (q quits)" : "");
+		tty && q_quits ? "  (q quits)" : "");
 	fprintf(o, "in %7.3f GB/s   out %7.3f GB/s   publishes %8.0f/s"
 		"   evictions %8.0f/s\n",
 		isnan(f->in_bps) ? 0 : f->in_bps / 1e9,
@@ -453,7 +453,8 @@ int ctl_top(int argc, char **argv)
 				break;
 			}
 		} else {
-			print_text(stdout, mnt, interval, &f, tty);
+			/* q only quits when stdin is the terminal */
+			print_text(stdout, mnt, interval, &f, tty, tty_is_raw);
 			if (!tty && iters != 1)
 				putchar('\n');
 			if (fflush(stdout)) {

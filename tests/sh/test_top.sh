@@ -134,6 +134,17 @@ else
 fi
 tmux -L "$sock" kill-server 2>/dev/null
 
+# stdin not the terminal (top < /dev/null): q cannot quit, so no q hint
+sock=$sock-nostdin
+tmux -L "$sock" -f /dev/null new-session -d -s top -x 110 -y 30 \
+	"exec bash -c '\"\$0\" top -d 0.3 \"\$1\" </dev/null; sleep 60' \"$CTL\" \"$tmp/m\"" ||
+	bad "tmux new-session (stdin case)"
+for _ in $(seq 50); do pane >"$tmp/frame"; grep -q '^L1 ' "$tmp/frame" && break; sleep 0.1; done
+grep -q '^kvfs top - ' "$tmp/frame" && ! grep -q 'q quits' "$tmp/frame" &&
+	ok "top < /dev/null on a terminal: no '(q quits)'" ||
+	bad "top < /dev/null on a terminal: $(head -1 "$tmp/frame")"
+tmux -L "$sock" kill-server 2>/dev/null
+
 # --- no terminal: --once is one frame, no escape codes
 "$CTL" top --once -d 0.5 "$tmp/m" >"$tmp/once" 2>"$tmp/err"
 rc=$?
