@@ -71,6 +71,13 @@ int ctl_usage_err(const struct ctl_cmd *c, const char *fmt, ...)
  * reports ("kvfsctl SUB: write error: ...", exit 1) for every command. */
 int ctl_json_out(json_t *v, size_t flags);
 
+/* ctl_json_str - a JSON string of s, a C string from outside (a path, a
+ * topic off the network) that may not be UTF-8: as is when it is, else
+ * with each byte >= 0x80 written as \xNN, so the key is never dropped (a
+ * NULL from json_string() made json_object_set_new skip it). NULL only
+ * when out of memory. */
+json_t *ctl_json_str(const char *s);
+
 /* Parses a size: decimal (or hex after 0x) with an optional K/M/G/T
  * suffix (powers of 1024). Returns 0 or -EINVAL. */
 int ctl_parse_u64(const char *s, unsigned long long *out);

@@ -82,6 +82,25 @@ int ctl_json_out(json_t *v, size_t flags)
 	return rc;
 }
 
+json_t *ctl_json_str(const char *s)
+{
+	json_t *v = json_string(s);
+	char *q, *p;
+
+	if (v || !s)
+		return v;
+	q = p = malloc(4 * strlen(s) + 1);
+	if (!q)
+		return NULL;
+	for (; *s; s++)
+		p += (unsigned char)*s < 0x80 ? sprintf(p, "%c", *s) :
+		     sprintf(p, "\\x%02X", (unsigned char)*s);
+	*p = '\0';
+	v = json_string(q);
+	free(q);
+	return v;
+}
+
 /* Decimal, or hex after 0x; never octal (a seed typed as 010 is ten). */
 static int parse_base(const char *s, unsigned long long *v, char **end)
 {

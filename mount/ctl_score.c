@@ -246,9 +246,10 @@ static void score_chain(struct node *n, const uint64_t *keys, size_t nk,
 		score += w[best];
 	}
 	if (json) {
-		json_t *o = json_pack("{s:I, s:s, s:I, s:f}", "chain",
-				      (json_int_t)chain, "node", n->name,
-				      "run", (json_int_t)run, "score", score);
+		json_t *o = json_pack("{s:I, s:o, s:I, s:f}", "chain",
+				      (json_int_t)chain, "node",
+				      ctl_json_str(n->name), "run",
+				      (json_int_t)run, "score", score);
 		json_t *t = json_object();
 		for (int m = 0; m < EV_MEDIUM_COUNT; m++)
 			json_object_set_new(t, ev_medium_name(m),

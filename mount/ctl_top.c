@@ -243,7 +243,7 @@ static json_t *frame_json(const char *mnt, const struct frame *f)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	json_object_set_new(o, "mount", json_string(mnt));
+	json_object_set_new(o, "mount", ctl_json_str(mnt));
 	json_object_set_new(o, "time", json_real((double)ts.tv_sec +
 						  (double)ts.tv_nsec / 1e9));
 	json_object_set_new(o, "interval_s", json_real(f->dt));

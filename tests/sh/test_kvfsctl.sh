@@ -231,6 +231,14 @@ ctl top --json --iterations=2 --interval 0.2 "$tmp/m"; json_ok "top --json" line
 [ "$(grep -c . "$tmp/out")" = 2 ] && ok "top --json -n 2: two lines" ||
 	bad "top --json -n 2: $(grep -c . "$tmp/out") lines"
 
+# a mount path that is not UTF-8 keeps its "mount" key (json_string()
+# refused it and the key was silently dropped)
+ln -s "$tmp/m" "$tmp/l$(printf '\377')"
+ctl top --once --json -d 0.1 "$tmp/l$(printf '\377')"; json_ok "top --json, path not UTF-8"
+"$PY" -c 'import json, sys; o = json.load(open(sys.argv[1])); assert o["mount"].endswith("/l\\xFF"), o.get("mount")' "$tmp/out" 2>"$tmp/pyerr" &&
+	ok "top --json: a path not UTF-8 is kept, \\xFF escaped" ||
+	bad "top --json: mount $(cat "$tmp/pyerr")"
+
 # unpin --json: a lease held by a pin in the background
 "$CTL" pin --lease-ms 20000 "$ns" <"$tmp/keys" >"$tmp/pinout" 2>/dev/null &
 pinpid=$!
