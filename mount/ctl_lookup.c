@@ -200,8 +200,8 @@ static const struct ctl_cmd CMD_PIN = {
 };
 static const struct ctl_cmd CMD_PREFETCH = {
 	"prefetch", "prefetch [--paths] [--json] NSDIR < keys|paths",
-	"Looks the chain up as lookup does and promotes the L2 part of its\n"
-	"leading run into L1 in the background.\n\n"
+	"Looks the chain up as lookup does and promotes the L2 and L3 parts of\n"
+	"its leading run into L1 in the background.\n\n"
 	"  --paths     stdin holds paths of a path namespace, one a line\n"
 	"  --json      print the result as one JSON object\n",
 };

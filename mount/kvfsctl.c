@@ -18,7 +18,7 @@ static const struct {
 	{ "lookup", ctl_lookup, "how much of a chain of keys is cached, where" },
 	{ "pin", ctl_pin, "pin a chain's leading run under a lease" },
 	{ "unpin", ctl_unpin, "give a lease back" },
-	{ "prefetch", ctl_prefetch, "promote a chain's L2 part into L1" },
+	{ "prefetch", ctl_prefetch, "promote a chain's L2 and L3 parts into L1" },
 	{ "l3", ctl_l3, "l3 drop: delete a namespace from the shared L3" },
 	{ "events", ctl_events, "subscribe to KV events and print them" },
 	{ "score", ctl_score, "score chains per node from KV events" },

@@ -78,6 +78,25 @@ ctl --help
 [ "$rc" = 0 ] && grep -q '^  top ' "$tmp/out" && ok "kvfsctl --help lists top" ||
 	bad "kvfsctl --help: exit $rc"
 
+# kvfsctl(1): every command of --help has its entry under COMMANDS, and no
+# paragraph there falls out of its entry (a .PP outside .RS/.RE)
+man1=$(dirname "$0")/../../man/kvfsctl.1
+"$CTL" --help | sed -n 's/^  \([a-z0-9]*\) .*/\1/p' >"$tmp/cmds"
+"$PY" - "$man1" "$tmp/cmds" <<'PY' 2>"$tmp/pyerr" &&
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+sec = lines[lines.index(".SH COMMANDS"):lines.index(".SH EXIT STATUS")]
+entries = {sec[i + 1].split()[1] for i, l in enumerate(sec) if l == ".TP"}
+missing = [c for c in open(sys.argv[2]).read().split() if c not in entries]
+assert not missing, "no entry for %s" % missing
+depth = 0
+for l in sec:
+    depth += (l == ".RS") - (l == ".RE")
+    assert not (l == ".PP" and depth == 0), "a .PP outside an entry"
+PY
+	ok "kvfsctl(1): an entry per command, nothing outside them" ||
+	bad "kvfsctl(1): $(tail -1 "$tmp/pyerr")"
+
 # --- a bad option: stderr names it, one usage line and a --help hint,
 # exit 2, nothing on stdout
 for s in $SUBS; do
