@@ -97,6 +97,15 @@ PY
 	ok "kvfsctl(1): an entry per command, nothing outside them" ||
 	bad "kvfsctl(1): $(tail -1 "$tmp/pyerr")"
 
+# README's kvfsctl hash example works when pasted (it had a literal "...")
+readme=$(dirname "$0")/../../README.md
+ex=$(grep -m1 '| build/kvfsctl hash ' "$readme")
+bash -c "${ex//build\/kvfsctl/$CTL}" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 0 ] && [ "$(grep -cE '^[0-9a-f]{32}$' "$tmp/out")" = 4 ] &&
+	ok "README: '$ex' prints 4 keys" ||
+	bad "README: '$ex': exit $rc $(cat "$tmp/err")"
+
 # --- a bad option: stderr names it, one usage line and a --help hint,
 # exit 2, nothing on stdout
 for s in $SUBS; do
