@@ -206,7 +206,7 @@ int ctl_events(int argc, char **argv)
 		return 1;
 	}
 	if (dur)
-		deadline = evsub_now_ms() + dur;
+		deadline = evsub_after_ms(dur);
 	if (have_from) {
 		/* let the subscription reach the publisher first */
 		usleep(200 * 1000);

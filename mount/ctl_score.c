@@ -371,7 +371,7 @@ int ctl_score(int argc, char **argv)
 		zmq_close(d);
 	}
 	fprintf(stderr, "kvfsctl score: listening for %llu ms\n", warmup);
-	uint64_t end = evsub_now_ms() + warmup;
+	uint64_t end = evsub_after_ms(warmup);
 	zmq_pollitem_t *items = calloc((size_t)neps, sizeof(*items));
 	if (!items) {
 		rc = 1;
@@ -382,7 +382,8 @@ int ctl_score(int argc, char **argv)
 		items[i].events = ZMQ_POLLIN;
 	}
 	for (uint64_t now; (now = evsub_now_ms()) < end;) {
-		if (zmq_poll(items, neps, (long)(end - now)) <= 0)
+		if (zmq_poll(items, neps, end - now > 1000 ? 1000 :
+			     (long)(end - now)) <= 0)
 			continue;
 		for (int i = 0; i < neps; i++) {
 			struct evsub_msg m;

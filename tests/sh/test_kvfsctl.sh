@@ -199,6 +199,19 @@ for args in "hash --chunk-tokens 4" "lookup $ns" "pin --paths $ns" \
 		bad "$args < /: exit $rc, stderr '$(cat "$tmp/err")'"
 done
 
+# --- the largest --duration-ms / --warmup-ms is "forever", not a deadline
+# that wraps into the past (both ended at once with exit 0)
+timeout 1 "$CTL" events --duration-ms=18446744073709551615 tcp://127.0.0.1:9 \
+	>/dev/null 2>&1
+rc=$?
+[ "$rc" = 124 ] && ok "events --duration-ms 2^64-1: still running after 1 s" ||
+	bad "events --duration-ms 2^64-1: exit $rc at once"
+timeout 1 "$CTL" score --events tcp://127.0.0.1:9 \
+	--warmup-ms 18446744073709551615 </dev/null >/dev/null 2>&1
+rc=$?
+[ "$rc" = 124 ] && ok "score --warmup-ms 2^64-1: still listening after 1 s" ||
+	bad "score --warmup-ms 2^64-1: exit $rc at once"
+
 # --- --opt=V and --opt V give the same result
 seq 1 40 >"$tmp/tok"
 "$CTL" hash --chunk-tokens=8 --seed=0x7 --extra=lora1 <"$tmp/tok" >"$tmp/h1"
