@@ -179,9 +179,10 @@ static int parse_weights(char *s, double w[EV_MEDIUM_COUNT])
 	return 0;
 }
 
-/* Reads one chain (a line of hex keys). 1 = a chain, 0 = EOF, -1 = bad. */
+/* Reads one chain (a line of hex keys; blank lines skipped, *line counts
+ * every line read). 1 = a chain, 0 = EOF, -1 = bad. */
 static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
-		      unsigned long long line)
+		      unsigned long long *line)
 {
 	char *buf = NULL;
 	size_t bl = 0;
@@ -194,7 +195,7 @@ static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
 			free(buf);
 			return 0;
 		}
-		line++;
+		(*line)++;
 	} while (strspn(buf, " \t\r\n") == (size_t)len); /* blank lines */
 	for (char *t = strtok(buf, " \t\r\n"); t; t = strtok(NULL, " \t\r\n")) {
 		struct kvfs_key k;
@@ -203,7 +204,7 @@ static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
 		if (strlen(t) != KVFS_KEY_HEX_LEN ||
 		    kvfs_key_parse(t, KVFS_KEY_HEX_LEN, &k)) {
 			fprintf(stderr, "kvfsctl score: line %llu: bad key '%s' "
-				"(32 hex digits)\n", line, t);
+				"(32 hex digits)\n", *line, t);
 			free(buf);
 			return -1;
 		}
@@ -397,9 +398,9 @@ int ctl_score(int argc, char **argv)
 
 	uint64_t *keys = NULL;
 	size_t nk = 0, cap = 0;
-	unsigned long long chain = 0;
+	unsigned long long chain = 0, line = 0;
 	int r;
-	while ((r = read_chain(stdin, &keys, &nk, &cap, chain)) > 0) {
+	while ((r = read_chain(stdin, &keys, &nk, &cap, &line)) > 0) {
 		chain++;
 		for (int i = 0; i < neps; i++)
 			score_chain(&nodes[i], keys, nk, w, chain, json);

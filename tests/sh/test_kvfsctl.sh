@@ -199,6 +199,15 @@ for args in "hash --chunk-tokens 4" "lookup $ns" "pin --paths $ns" \
 		bad "$args < /: exit $rc, stderr '$(cat "$tmp/err")'"
 done
 
+# score names the line of a bad key counting blank lines (said line 2
+# for the 4th line below)
+printf '\n%s\n\nzz\n' "$(head -1 "$tmp/keys")" |
+	"$CTL" score --events tcp://127.0.0.1:9 --warmup-ms 0 >/dev/null 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "line 4: bad key 'zz'" "$tmp/err" &&
+	ok "score: a bad key after blank lines: line 4" ||
+	bad "score bad key: exit $rc, '$(cat "$tmp/err")'"
+
 # --- the largest --duration-ms / --warmup-ms is "forever", not a deadline
 # that wraps into the past (both ended at once with exit 0)
 timeout 1 "$CTL" events --duration-ms=18446744073709551615 tcp://127.0.0.1:9 \
