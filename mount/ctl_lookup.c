@@ -319,6 +319,14 @@ static int run_lookup(const struct ctl_cmd *cmd, int argc, char **argv,
 	found = kvfs_lookup(fd, keys, (size_t)nkeys, 0, flags,
 			    (uint32_t)lease_ms, &res);
 	free(keys);
+	if (found == -EINVAL && hold &&
+	    nkeys > (long)KVFS_RESULT_LEASES * KVFS_LOOKUP_MAX) {
+		fprintf(stderr, "kvfsctl %s: %ld keys: a pin takes at most %d "
+			"(KVFS_RESULT_LEASES leases of KVFS_LOOKUP_MAX)\n",
+			cmd->name, nkeys, KVFS_RESULT_LEASES * KVFS_LOOKUP_MAX);
+		close(fd);
+		return 1;
+	}
 	if (found < 0) {
 		fprintf(stderr, "kvfsctl %s: %s: %s\n", cmd->name, dir,
 			lookup_err((int)found));

@@ -208,6 +208,13 @@ rc=$?
 	ok "score: a bad key after blank lines: line 4" ||
 	bad "score bad key: exit $rc, '$(cat "$tmp/err")'"
 
+# pin of more keys than its leases can hold says so (was "Invalid
+# argument")
+seq 1 40000 | "$CTL" hash --chunk-tokens 4 >"$tmp/bigkeys"
+ctl pin "$ns" <"$tmp/bigkeys"
+[ "$rc" = 1 ] && grep -q "10000 keys: a pin takes at most 8192" "$tmp/err" &&
+	ok "pin of 10000 keys: at most 8192" || bad "pin of 10000 keys: exit $rc, '$(cat "$tmp/err")'"
+
 # --- the largest --duration-ms / --warmup-ms is "forever", not a deadline
 # that wraps into the past (both ended at once with exit 0)
 timeout 1 "$CTL" events --duration-ms=18446744073709551615 tcp://127.0.0.1:9 \
