@@ -86,8 +86,10 @@ int ctl_parse_u64(const char *s, unsigned long long *out);
 int ctl_parse_count(const char *s, unsigned long long *out);
 
 /* ctl_read_file - the whole file at path ("-" = stdin), NUL-terminated,
- * malloc'd; NULL with *err an errno. */
+ * malloc'd; NULL with *err an errno. ctl_read_file_len also gives its
+ * length in *len (the file may hold NUL bytes). */
 char *ctl_read_file(const char *path, int *err);
+char *ctl_read_file_len(const char *path, int *err, size_t *len);
 
 /* ctl_load_stats - the mount's .kvfs/stats (MNT/.kvfs/stats, or file when
  * not NULL: "-" = stdin) parsed by jansson, a JSON object (the caller

@@ -148,6 +148,13 @@ int ctl_parse_u64(const char *s, unsigned long long *out)
 
 char *ctl_read_file(const char *path, int *err)
 {
+	size_t len;
+
+	return ctl_read_file_len(path, err, &len);
+}
+
+char *ctl_read_file_len(const char *path, int *err, size_t *len)
+{
 	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
 	size_t cap = 65536, n = 0;
 	ssize_t r = 0;
@@ -183,6 +190,7 @@ char *ctl_read_file(const char *path, int *err)
 		close(fd);
 	if (buf)
 		buf[n] = '\0';
+	*len = n;
 	return buf;
 }
 
@@ -192,20 +200,22 @@ json_t *ctl_load_stats(const char *cmd, const char *mnt, const char *file)
 	json_error_t je;
 	json_t *root;
 	char *text;
+	size_t len;
 	int err = 0;
 
 	if (!file) {
 		snprintf(path, sizeof(path), "%s/%s", mnt, KVFS_CTL_STATS);
 		file = path;
 	}
-	text = ctl_read_file(file, &err);
+	text = ctl_read_file_len(file, &err, &len);
 	if (!text) {
 		fprintf(stderr, "kvfsctl %s: %s: %s%s\n", cmd, file,
 			strerror(err), err == ENOENT && file == path ?
 			" (is a kvfs mounted there?)" : "");
 		return NULL;
 	}
-	root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	/* loadb: a NUL byte is an error, not the end of the input */
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	free(text);
 	if (!root) {
 		fprintf(stderr, "kvfsctl %s: %s: line %d, column %d: %s\n",

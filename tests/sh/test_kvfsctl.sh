@@ -329,6 +329,11 @@ rc=$?
 [ "$rc" = 1 ] && grep -q -- "-: line 2, column 1: " "$tmp/err" &&
 	ok "stats: trailing garbage on stdin: line 2, column 1" ||
 	bad "stats trailing: exit $rc, '$(cat "$tmp/err")'"
+printf '{"hits": 1}\0{"x"' | "$CTL" stats --file - >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && grep -q -- "-: line 1, column 12: " "$tmp/err" &&
+	ok "stats: a NUL byte is an error, not the end of the input" ||
+	bad "stats NUL: exit $rc, '$(cat "$tmp/err")'"
 printf '[1, 2]' | "$CTL" stats --file - >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" = 1 ] && grep -q "not a JSON object" "$tmp/err" &&
