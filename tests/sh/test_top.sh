@@ -26,6 +26,8 @@ loadpid=
 cleanup() {
 	[ -n "$loadpid" ] && kill "$loadpid" 2>/dev/null && wait "$loadpid" 2>/dev/null
 	tmux -L "$sock" kill-server 2>/dev/null
+	# kill-server leaves the socket files of this run's servers behind
+	rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/kvfs-top-$$"*
 	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
 	rm -rf "$tmp"
 }
