@@ -224,6 +224,17 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 		  st.l2_capacity, st.l2_bytes, st.l2_raw_bytes, st.l2_chunks,
 		  st.l2_reads, st.l2_writes, st.l2_reclaims, st.l2_corrupt,
 		  st.l2_errors, l2_ratio(&st));
+	sb_printf(b, "  \"l2_recovery\": {\"from\": \"%s\", \"seconds\": %.3f"
+		  ", \"ckpt_records\": %" PRIu64 ", \"scan_records\": %" PRIu64
+		  ", \"scan_bytes\": %" PRIu64 ", \"checkpoints\": %" PRIu64
+		  ", \"checkpoint_errors\": %" PRIu64
+		  ", \"checkpoint_entries\": %" PRIu64
+		  ", \"checkpoint_seconds\": %.3f},\n",
+		  st.l2_recover_ckpt ? "checkpoint" : "scan",
+		  (double)st.l2_recover_ns / 1e9, st.l2_recover_ckpt_records,
+		  st.l2_recover_scan_records, st.l2_recover_scan_bytes,
+		  st.l2_checkpoints, st.l2_ckpt_errors, st.l2_ckpt_records,
+		  (double)st.l2_ckpt_write_ns / 1e9);
 	render_l3_json(b, &st);
 	sb_printf(b, "  \"hits\": %" PRIu64 ",\n  \"misses\": %" PRIu64
 		  ",\n  \"evictions\": %" PRIu64 ",\n  \"publishes\": %" PRIu64
@@ -287,6 +298,21 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	prom(b, "l2_raw_bytes", "gauge", "L2 bytes before compression",
 	     st.l2_raw_bytes);
 	prom(b, "l2_chunks", "gauge", "chunks in L2", st.l2_chunks);
+	prom(b, "l2_recovered_from_checkpoint", "gauge", "1 when the last "
+	     "mount loaded the L2 checkpoint, 0 when it scanned every segment",
+	     st.l2_recover_ckpt);
+	sb_printf(b, "# HELP kvfs_l2_recovery_seconds time the last mount "
+		  "spent recovering L2\n# TYPE kvfs_l2_recovery_seconds gauge\n"
+		  "kvfs_l2_recovery_seconds %.6f\n",
+		  (double)st.l2_recover_ns / 1e9);
+	prom(b, "l2_recovered_checkpoint_records", "gauge", "L2 records the "
+	     "last mount took from the checkpoint", st.l2_recover_ckpt_records);
+	prom(b, "l2_recovered_scan_records", "gauge", "L2 records the last "
+	     "mount found by scanning segments", st.l2_recover_scan_records);
+	prom(b, "l2_checkpoints_total", "counter", "L2 index checkpoints "
+	     "written since the mount", st.l2_checkpoints);
+	prom(b, "l2_checkpoint_errors_total", "counter", "L2 index "
+	     "checkpoint writes that failed", st.l2_ckpt_errors);
 	sb_printf(b, "# HELP kvfs_l2_compression_ratio L2 raw bytes / bytes "
 		  "on disk (1 when empty)\n# TYPE kvfs_l2_compression_ratio "
 		  "gauge\nkvfs_l2_compression_ratio %.3f\n", l2_ratio(&st));
