@@ -290,7 +290,7 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 	l2->next_seg = 1;
 	l2->flog_fd = -1;
 	pthread_mutex_init(&l2->ckpt_lock, NULL);
-	pthread_cond_init(&l2->ck_cond, NULL);
+	l2_cond_init_monotonic(&l2->ck_cond); /* timed (l2_deadline) */
 	pthread_mutex_init(&l2->lock, NULL);
 	pthread_cond_init(&l2->idle_cond, NULL);
 	l2_cond_init_monotonic(&l2->free_cond); /* l2_sync_frees */

@@ -515,7 +515,7 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 	} else if (nids - first || l2->nns) {
 		/* not for an empty l2_dir: nothing to say there */
 		if (!(l2->salt_new))
-			l2_logf(l2, "l2_dir %s: no usable checkpoint (%s %s): "
+			l2_logf(l2, "l2_dir %s: no usable checkpoint (%s: %s): "
 				"scanning every segment", l2->dir,
 				KVCKPT_FILE, why);
 		/* never trusted later either (it may miss frees the scan
