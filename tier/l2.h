@@ -162,8 +162,11 @@ struct l2_rec; /* a record built in memory, ready to append */
 
 /*
  * l2_open - opens (creating files as needed) the log in cfg->dir, takes
- * its lock, scans the segments and calls cfg->recover for each recovered
- * record before returning. Records that fail verification are skipped and
+ * its lock, loads the index checkpoint (record.h) when one verifies,
+ * scans the segments (or parts) it does not cover, applies the unlink
+ * log, and calls cfg->recover for each recovered record before returning
+ * (a missing, stale or damaged checkpoint: every segment is scanned, and
+ * one log line says why). Records that fail verification are skipped and
  * counted (corrupt; torn for a record cut off by the end of its file).
  * On failure writes a one-line reason to err.
  * Errors: -EBUSY (another process holds the lock), -EINVAL (size too small
