@@ -31,27 +31,6 @@ struct scan_cand {
 	bool ckpt;       /* from the checkpoint (else found by the scan) */
 };
 
-static int cand_by_key(const void *a, const void *b)
-{
-	const struct scan_cand *x = a, *y = b;
-	int c;
-
-	if (x->ns != y->ns)
-		return x->ns < y->ns ? -1 : 1;
-	c = memcmp(x->key.b, y->key.b, sizeof(x->key.b));
-	if (c)
-		return c;
-	/* newest first */
-	return x->seq > y->seq ? -1 : x->seq < y->seq ? 1 : 0;
-}
-
-static int cand_by_seq(const void *a, const void *b)
-{
-	const struct scan_cand *x = a, *y = b;
-
-	return x->seq < y->seq ? -1 : x->seq > y->seq ? 1 : 0;
-}
-
 struct scan {
 	struct scan_cand *c;
 	size_t n, cap;
@@ -228,6 +207,55 @@ static void punch_sync(struct l2 *l2, struct l2_seg *seg,
 	if (pwrite(seg->fd, l2->zero, L2_ALIGN, off) != L2_ALIGN)
 		l2_logf(l2, "l2: cannot erase a freed record in seg %" PRIu32
 			": %s", seg->id, strerror(errno));
+}
+
+/*
+ * Newest copy of each (namespace, key) wins (the highest seq; on a tie, a
+ * reclaim's move, the later one in log order); the others are marked dead
+ * and erased so they cannot come back once the winner is unlinked. A hash
+ * table of candidate indexes (linear probing): O(n) for the millions of
+ * entries a checkpoint brings, where sorting them took seconds.
+ */
+static int dedupe(struct l2 *l2, struct scan_cand *c, size_t n)
+{
+	size_t cap = 64, mask, i;
+	uint32_t *slot;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	slot = malloc(cap * sizeof(*slot));
+	if (!slot)
+		return -ENOMEM;
+	memset(slot, 0xff, cap * sizeof(*slot));
+	mask = cap - 1;
+	for (i = 0; i < n; i++) {
+		size_t h;
+
+		if (c[i].seg->ents[c[i].ent].state == ENT_DEAD)
+			continue; /* the unlink log's */
+		h = (size_t)kvrec_sum(c[i].key.b, sizeof(c[i].key.b), c[i].ns) &
+		    mask;
+		for (;; h = (h + 1) & mask) {
+			struct scan_cand *o, *lose;
+
+			if (slot[h] == UINT32_MAX) {
+				slot[h] = (uint32_t)i;
+				break;
+			}
+			o = &c[slot[h]];
+			if (o->ns != c[i].ns ||
+			    memcmp(o->key.b, c[i].key.b, sizeof(o->key.b)))
+				continue;
+			lose = c[i].seq >= o->seq ? o : &c[i];
+			if (lose == o)
+				slot[h] = (uint32_t)i;
+			lose->seg->ents[lose->ent].state = ENT_DEAD;
+			punch_sync(l2, lose->seg, &lose->seg->ents[lose->ent]);
+			break;
+		}
+	}
+	free(slot);
+	return 0;
 }
 
 static int seg_id_cmp(const void *a, const void *b)
@@ -410,7 +438,7 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 	struct scan s = { 0 };
 	struct ckpt ck = { 0 };
 	struct kvckpt_freed *freed = NULL;
-	size_t nfreed = 0;
+	size_t nfreed = 0, valid = 0;
 	bool use_ckpt, flog_damaged = false;
 	char why[160];
 	uint32_t *ids = NULL;
@@ -576,35 +604,23 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 		}
 	apply_flog(l2, freed, nfreed);
 
-	/* newest copy of each (namespace, key) wins; older ones are freed so
-	 * they cannot come back once the winner is unlinked */
-	if (s.n)
-		qsort(s.c, s.n, sizeof(*s.c), cand_by_key);
-	{
-		size_t w = 0;
-
-		for (i = 0; i < s.n; i++) {
-			struct l2_ent *e = &s.c[i].seg->ents[s.c[i].ent];
-
-			if (e->state == ENT_DEAD)
-				continue; /* the unlink log's */
-			if (w > 0 && s.c[i].ns == s.c[w - 1].ns &&
-			    !memcmp(s.c[i].key.b, s.c[w - 1].key.b, 16)) {
-				e->state = ENT_DEAD;
-				punch_sync(l2, s.c[i].seg, e);
-				continue;
-			}
-			s.c[w++] = s.c[i];
-		}
-		s.n = w;
+	/* in log order (segment, block): about seq order, and what a
+	 * checkpoint holds already */
+	if (s.n > UINT32_MAX - 1) {
+		rc = -EOVERFLOW;
+		goto out;
 	}
-	if (s.n)
-		qsort(s.c, s.n, sizeof(*s.c), cand_by_seq);
+	rc = dedupe(l2, s.c, s.n);
+	if (rc)
+		goto out;
 	for (i = 0; i < s.n; i++) {
 		struct l2_seg *seg = s.c[i].seg;
 		struct l2_ent *e = &seg->ents[s.c[i].ent];
 		struct l2_rec_info info;
 
+		if (e->state == ENT_DEAD)
+			continue;
+		valid++;
 		l2_info_from_ent(l2, seg, e, &info);
 		if (l2->cfg.recover && l2->cfg.recover(l2->cfg.cb_arg, &info)) {
 			e->state = ENT_DEAD;
@@ -633,7 +649,7 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 			   !ck.gone && !nfreed ? 0 : 1;
 	l2->st.recover_ns = l2_now_ns() - t0;
 	log_losses(l2, nids - first, l2->st.corrupt - corrupt0,
-		   l2->st.torn - torn0, s.n);
+		   l2->st.torn - torn0, valid);
 out:
 	closedir(d);
 	free(ids);

@@ -171,6 +171,64 @@ static void test_kill_after_checkpoint(void **state)
 	env_free(e);
 }
 
+/* A damaged unlink log (a torn or flipped entry): the checkpoint cannot
+ * be trusted without it, so the mount scans; what the log's valid part
+ * names stays erased. */
+static void test_damaged_unlink_log_scans(void **state)
+{
+	struct env *e = ckpt_env();
+	struct l2_stats st;
+	char p[256];
+	int fd;
+
+	(void)state;
+	put_n(e, 0, 20, 0);
+	l2_close(e->l2);
+	e->l2 = NULL;
+	{
+		char err[256];
+
+		env_reset_index(e);
+		assert_int_equal(env_open(e, 64ull << 20, err, sizeof(err)), 0);
+	}
+	for (uint64_t i = 0; i < 4; i++) {
+		struct kvfs_key k = mkkey(i);
+
+		l2_free(e->l2, &find(e, NS(i), &k)->loc);
+	}
+	l2_sync_frees(e->l2, 5000);
+	/* as if killed now (the close would checkpoint): keep the files */
+	snprintf(p, sizeof(p), "%s/%s", e->dir, KVCKPT_FREED_FILE);
+	fd = open(p, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "garbage", 7), 7);
+	close(fd);
+	{
+		/* a second process may not open it (LOCK): copy the
+		 * directory's state by closing without a checkpoint */
+		struct kvckpt_freed f[8];
+
+		fd = open(p, O_RDONLY);
+		assert_int_equal(read(fd, f, sizeof(f)), 4 * sizeof(f[0]) + 7);
+		close(fd);
+		e->l2->cfg.checkpoint_s = -1;
+		l2_close(e->l2);
+		e->l2 = NULL;
+		fd = open(p, O_WRONLY | O_TRUNC);
+		assert_int_equal(write(fd, f, 4 * sizeof(f[0]) + 7),
+				 4 * (ssize_t)sizeof(f[0]) + 7);
+		close(fd);
+	}
+	reopen(e);
+	l2_get_stats(e->l2, &st);
+	assert_false(st.recover_ckpt);
+	assert_non_null(strstr(e->lastlog, "unlink log"));
+	assert_int_equal(st.records, 16);
+	check_n(e, 0, 4, 0, true);
+	check_n(e, 4, 20, 0, false);
+	env_free(e);
+}
+
 /* The checkpoint says a record is there; on disk it is gone (erased by
  * hand, as a reclaim or unlink whose log was lost would): a miss at the
  * first read, which drops it, never other bytes. */
@@ -400,6 +458,7 @@ int main(void)
 		cmocka_unit_test(test_clean_reopen_loads_checkpoint),
 		cmocka_unit_test(test_kill_after_checkpoint),
 		cmocka_unit_test(test_erased_record_is_a_miss),
+		cmocka_unit_test(test_damaged_unlink_log_scans),
 		cmocka_unit_test(test_segment_deleted_by_hand),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_bit_flip),
