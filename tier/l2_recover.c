@@ -385,6 +385,16 @@ static int ckpt_segment(struct l2 *l2, struct ckpt *ck, struct l2_seg *seg,
 	}
 	if (!ck->cur || ck->cur->id != seg->id)
 		return 0; /* newer than the checkpoint: scanned whole */
+	if (seg->cap < seg->nents + ck->cur->nents) {
+		/* one allocation, not a doubling series, per segment */
+		size_t n = seg->nents + ck->cur->nents + 64;
+		struct l2_ent *a = realloc(seg->ents, n * sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		seg->ents = a;
+		seg->cap = n;
+	}
 	for (uint32_t i = 0; i < ck->cur->nents; i++) {
 		struct kvckpt_ent ce;
 		struct l2_ent *e;
@@ -536,6 +546,12 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 		use_ckpt = crc == 0;
 	}
 	if (use_ckpt) {
+		s.cap = (size_t)ck.ci.records + 1024;
+		s.c = malloc(s.cap * sizeof(*s.c));
+		if (!s.c) {
+			rc = -ENOMEM;
+			goto out;
+		}
 		if (ck.ci.next_seg > l2->next_seg)
 			l2->next_seg = ck.ci.next_seg;
 		if (ck.ci.next_seq > atomic_load(&l2->next_seq))
