@@ -1,6 +1,6 @@
 /*
- * kvfs_faults - the crash-consistency harness (`make faults`; 2 rounds in
- * `make test`).
+ * kvfs_faults - the crash-consistency harness (`make faults`; in `make
+ * test`: 2 rounds, 1 of ckpt, 2 of ckptbad).
  *
  *   kvfs_faults [-r ROUNDS] [-s SEED]
  *
