@@ -281,6 +281,9 @@ APT_PKGS += libzmq3-dev libmsgpack-dev libjansson-dev python3-zmq \
 	python3-msgpack inotify-tools
 # issue 12: libFuzzer (make fuzz), fio (the fio job test)
 APT_PKGS += clang libfuzzer-14-dev fio
+# issue 17: tmux (kvfsctl top's test drives it in a real terminal);
+# libjansson-dev above is also kvfsctl's JSON in and out
+APT_PKGS += tmux
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
@@ -294,6 +297,7 @@ check-deps:
 	  /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
 	  command -v clang >/dev/null && command -v fio >/dev/null && \
+	  command -v tmux >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 
 # ---------------------------------------------------------------- test
