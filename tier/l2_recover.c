@@ -546,7 +546,10 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 		use_ckpt = crc == 0;
 	}
 	if (use_ckpt) {
-		s.cap = (size_t)ck.ci.records + 1024;
+		/* room for a tail too: growing this array later copies all
+		 * of it (untouched capacity costs no memory) */
+		s.cap = (size_t)ck.ci.records + (size_t)ck.ci.records / 2 +
+			65536;
 		s.c = malloc(s.cap * sizeof(*s.c));
 		if (!s.c) {
 			rc = -ENOMEM;
