@@ -22,154 +22,25 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <getopt.h>
+#include <jansson.h>
+
 #include "kvfs.h"
 #include "mount/ctl.h"
+#include "mount/ctl_replay.h"
 #include "tier/l1_alloc.h"
 #include "tier/policy.h"
 #include "tier/tier.h"
 
-#define REPLAY_JSON_DEPTH 64 /* nesting of values we skip over */
-
-struct replay_trace {
-	uint64_t *ids;    /* every request's hash_ids, back to back */
-	size_t nids, ids_cap;
-	size_t *req;      /* request i is ids[req[i] .. req[i + 1]) */
-	size_t nreq, req_cap;
-	uint64_t unique;  /* distinct ids */
-};
-
 /* ------------------------------------------------------- trace parsing */
-
-/* A cursor over one line; why is set on the first error. */
-struct jcur {
-	const char *p, *end, *start;
-	const char *why;
-};
-
-static void j_ws(struct jcur *c)
-{
-	while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' ||
-				 *c->p == '\r' || *c->p == '\n'))
-		c->p++;
-}
-
-static int j_fail(struct jcur *c, const char *why)
-{
-	if (!c->why)
-		c->why = why;
-	return -EINVAL;
-}
-
-/* Skips a string; key and klen get its raw bytes (escapes not decoded). */
-static int j_string(struct jcur *c, const char **key, size_t *klen)
-{
-	const char *s;
-
-	if (c->p >= c->end || *c->p != '"')
-		return j_fail(c, "expected a string");
-	s = ++c->p;
-	while (c->p < c->end && *c->p != '"') {
-		if ((unsigned char)*c->p < 0x20)
-			return j_fail(c, "control character in a string");
-		if (*c->p == '\\') {
-			c->p++;
-			if (c->p >= c->end)
-				break;
-		}
-		c->p++;
-	}
-	if (c->p >= c->end)
-		return j_fail(c, "unterminated string");
-	if (key) {
-		*key = s;
-		*klen = (size_t)(c->p - s);
-	}
-	c->p++;
-	return 0;
-}
-
-static int j_value(struct jcur *c, int depth);
-
-static int j_number(struct jcur *c)
-{
-	const char *s = c->p;
-
-	while (c->p < c->end && strchr("+-0123456789.eE", *c->p))
-		c->p++;
-	if (c->p == s)
-		return j_fail(c, "expected a value");
-	return 0;
-}
-
-static int j_literal(struct jcur *c, const char *lit)
-{
-	size_t n = strlen(lit);
-
-	if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n))
-		return j_fail(c, "expected a value");
-	c->p += n;
-	return 0;
-}
-
-/* Skips a container; open is '[' or '{'. */
-static int j_container(struct jcur *c, int depth)
-{
-	char close = *c->p == '[' ? ']' : '}';
-	bool obj = close == '}';
-
-	if (depth > REPLAY_JSON_DEPTH)
-		return j_fail(c, "nested too deeply");
-	c->p++;
-	j_ws(c);
-	if (c->p < c->end && *c->p == close) {
-		c->p++;
-		return 0;
-	}
-	for (;;) {
-		if (obj) {
-			if (j_string(c, NULL, NULL))
-				return -EINVAL;
-			j_ws(c);
-			if (c->p >= c->end || *c->p != ':')
-				return j_fail(c, "expected ':'");
-			c->p++;
-			j_ws(c);
-		}
-		if (j_value(c, depth + 1))
-			return -EINVAL;
-		j_ws(c);
-		if (c->p < c->end && *c->p == ',') {
-			c->p++;
-			j_ws(c);
-			continue;
-		}
-		if (c->p < c->end && *c->p == close) {
-			c->p++;
-			return 0;
-		}
-		return j_fail(c, obj ? "expected ',' or '}'" : "expected ',' or ']'");
-	}
-}
-
-static int j_value(struct jcur *c, int depth)
-{
-	if (c->p >= c->end)
-		return j_fail(c, "expected a value");
-	switch (*c->p) {
-	case '"': return j_string(c, NULL, NULL);
-	case '[': case '{': return j_container(c, depth);
-	case 't': return j_literal(c, "true");
-	case 'f': return j_literal(c, "false");
-	case 'n': return j_literal(c, "null");
-	default: return j_number(c);
-	}
-}
 
 static int trace_push_id(struct replay_trace *tr, uint64_t id)
 {
@@ -186,121 +57,64 @@ static int trace_push_id(struct replay_trace *tr, uint64_t id)
 	return 0;
 }
 
-/* "hash_ids": an array of non-negative integers, appended to tr->ids. */
-static int j_hash_ids(struct jcur *c, struct replay_trace *tr)
+/* The 1-based column of a jansson error inside a line of len bytes. */
+static size_t err_col(const json_error_t *e, size_t len)
 {
-	if (c->p >= c->end || *c->p != '[')
-		return j_fail(c, "hash_ids is not an array");
-	c->p++;
-	j_ws(c);
-	if (c->p < c->end && *c->p == ']') {
-		c->p++;
-		return 0;
-	}
-	for (;;) {
-		uint64_t v = 0;
-		const char *s = c->p;
+	size_t c = e->position > 0 ? (size_t)e->position : 1;
 
-		while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-			unsigned d = (unsigned)(*c->p - '0');
-
-			if (v > (UINT64_MAX - d) / 10)
-				return j_fail(c, "hash id out of range");
-			v = v * 10 + d;
-			c->p++;
-		}
-		if (c->p == s || (c->p < c->end && strchr(".eE", *c->p)))
-			return j_fail(c, "hash_ids must hold non-negative integers");
-		if (trace_push_id(tr, v))
-			return j_fail(c, "out of memory");
-		j_ws(c);
-		if (c->p < c->end && *c->p == ',') {
-			c->p++;
-			j_ws(c);
-			continue;
-		}
-		if (c->p < c->end && *c->p == ']') {
-			c->p++;
-			return 0;
-		}
-		return j_fail(c, "expected ',' or ']' in hash_ids");
-	}
+	return c > len + 1 ? len + 1 : c;
 }
 
-/* One line: an object with a "hash_ids" member (other members skipped, in
- * any order). On success a request is appended to tr. */
+/*
+ * One line: an object with a "hash_ids" member, an array of non-negative
+ * integers (other members ignored, in any order; a duplicated member is
+ * refused). Parsed by jansson; on success a request is appended to tr.
+ */
 static int trace_line(struct replay_trace *tr, const char *line, size_t len,
 		      const char **why, size_t *col)
 {
-	struct jcur c = { .p = line, .end = line + len, .start = line };
-	size_t mark = tr->nids;
-	bool seen = false;
+	static __thread char msg[JSON_ERROR_TEXT_LENGTH];
+	size_t mark = tr->nids, i;
+	json_error_t e;
+	json_t *o, *ids, *v;
 
-	j_ws(&c);
-	if (c.p >= c.end || *c.p != '{') {
-		j_fail(&c, "expected a JSON object");
+	o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &e);
+	if (!o) {
+		snprintf(msg, sizeof(msg), "%s", e.text);
+		*why = msg;
+		*col = err_col(&e, len);
+		return -EINVAL;
+	}
+	*col = 1;
+	if (!json_is_object(o)) {
+		*why = "expected a JSON object";
 		goto fail;
 	}
-	c.p++;
-	j_ws(&c);
-	if (c.p < c.end && *c.p == '}') {
-		c.p++;
-		goto done;
+	ids = json_object_get(o, "hash_ids");
+	if (!ids) {
+		*why = "no \"hash_ids\" member";
+		goto fail;
 	}
-	for (;;) {
-		const char *k;
-		size_t kl;
-
-		if (j_string(&c, &k, &kl))
-			goto fail;
-		j_ws(&c);
-		if (c.p >= c.end || *c.p != ':') {
-			j_fail(&c, "expected ':'");
-			goto fail;
-		}
-		c.p++;
-		j_ws(&c);
-		if (kl == 8 && !memcmp(k, "hash_ids", 8)) {
-			if (seen) {
-				j_fail(&c, "hash_ids given twice");
-				goto fail;
-			}
-			seen = true;
-			if (j_hash_ids(&c, tr))
-				goto fail;
-		} else if (j_value(&c, 1)) {
+	if (!json_is_array(ids)) {
+		*why = "hash_ids is not an array";
+		goto fail;
+	}
+	json_array_foreach(ids, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0) {
+			*why = "hash_ids must hold non-negative integers";
 			goto fail;
 		}
-		j_ws(&c);
-		if (c.p < c.end && *c.p == ',') {
-			c.p++;
-			j_ws(&c);
-			continue;
+		if (trace_push_id(tr, (uint64_t)json_integer_value(v))) {
+			*why = "out of memory";
+			goto fail;
 		}
-		if (c.p < c.end && *c.p == '}') {
-			c.p++;
-			break;
-		}
-		j_fail(&c, "expected ',' or '}'");
-		goto fail;
-	}
-done:
-	j_ws(&c);
-	if (c.p != c.end) {
-		j_fail(&c, "text after the object");
-		goto fail;
-	}
-	if (!seen) {
-		c.p = line;
-		j_fail(&c, "no \"hash_ids\" member");
-		goto fail;
 	}
 	if (tr->nreq + 1 >= tr->req_cap) {
 		size_t cap = tr->req_cap ? tr->req_cap * 2 : 1024;
 		size_t *n = realloc(tr->req, cap * sizeof(*n));
 
 		if (!n) {
-			j_fail(&c, "out of memory");
+			*why = "out of memory";
 			goto fail;
 		}
 		tr->req = n;
@@ -308,11 +122,11 @@ done:
 	}
 	tr->req[tr->nreq++] = mark;
 	tr->req[tr->nreq] = tr->nids;
+	json_decref(o);
 	return 0;
 fail:
 	tr->nids = mark;
-	*why = c.why;
-	*col = (size_t)(c.p - line) + 1;
+	json_decref(o);
 	return -EINVAL;
 }
 
@@ -402,11 +216,6 @@ static int trace_load(const char *path, struct replay_trace *tr)
 }
 
 /* ------------------------------------------------------------- the run */
-
-struct replay_result {
-	uint64_t blocks, hits, prefix_hits, evictions, cached;
-	double secs;
-};
 
 /* The block's key: the id as 16 big-endian bytes. */
 static void replay_key(uint64_t id, struct kvfs_key *k)
@@ -544,29 +353,46 @@ out_free:
 
 /* ------------------------------------------------------------ commands */
 
-static void replay_usage(FILE *f)
+#define REPLAY_SYNOPSIS "replay --policy P|all --capacity C[,C...] " \
+	"[--chunk-bytes B] [--json] TRACE.jsonl"
+#define REPLAY_MAX_CAPS 16
+
+/* The usage on stdout (--help: exit 0) or, after a reason, on stderr
+ * (exit 2); the shape of ctl.h's convention. */
+static int replay_help(void)
 {
 	const char *const *n;
 
-	fprintf(f, "usage: kvfsctl replay --policy P|all --capacity N|P%% "
-		"[--chunk-bytes B] TRACE.jsonl\n  policies:");
+	printf("usage: kvfsctl " REPLAY_SYNOPSIS "\n\n"
+	       "  --policy P         an engine policy, belady (the offline optimum) or all\n"
+	       "  --capacity C       L1 room in blocks, or a percentage of the trace's\n"
+	       "                     unique blocks (10%%); a comma list runs each\n"
+	       "  --chunk-bytes B    chunk size in the arena (default 4096)\n"
+	       "  --json             one JSON document instead of the tables\n"
+	       "  -h, --help         print this help and exit\n"
+	       "policies:");
 	for (n = policy_names(); *n; n++)
-		fprintf(f, " %s", *n);
-	fprintf(f, " all\n");
+		printf(" %s", *n);
+	printf(" belady all\n");
+	return 0;
 }
 
-/* "--opt V" or "--opt=V"; advances *i past what it used. */
-static const char *replay_opt(int argc, char **argv, int *i, const char *opt)
+static int replay_usage_err(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static int replay_usage_err(const char *fmt, ...)
 {
-	size_t n = strlen(opt);
+	if (fmt) {
+		va_list ap;
 
-	if (strncmp(argv[*i], opt, n))
-		return NULL;
-	if (argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	if (argv[*i][n] == '\0' && *i + 1 < argc)
-		return argv[++*i];
-	return NULL;
+		fprintf(stderr, "kvfsctl replay: ");
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+	}
+	fprintf(stderr, "usage: kvfsctl " REPLAY_SYNOPSIS "\n"
+		"Try 'kvfsctl replay --help' for more information.\n");
+	return 2;
 }
 
 /* N blocks, or P% of the unique blocks (at least 1). */
@@ -591,91 +417,246 @@ static int replay_capacity(const char *s, uint64_t unique, uint64_t *out)
 	return 0;
 }
 
+/* Splits a comma list of capacities (kept as text until the trace is
+ * loaded: a percentage needs its unique count). */
+static int replay_cap_list(char *s, char **caps, int *ncaps)
+{
+	char *save = NULL, *tok;
+
+	*ncaps = 0;
+	for (tok = strtok_r(s, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (*ncaps == REPLAY_MAX_CAPS)
+			return -E2BIG;
+		caps[(*ncaps)++] = tok;
+	}
+	return *ncaps ? 0 : -EINVAL;
+}
+
+static double ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0.0;
+}
+
+/* The share of the LRU-to-Belady prefix-hit gap res closes; NAN when
+ * there is no gap. */
+static double gap_closed(const struct replay_result *res,
+			 const struct replay_result *lru,
+			 const struct replay_result *bel)
+{
+	double gap = ratio(bel->prefix_hits, bel->blocks) -
+		     ratio(lru->prefix_hits, lru->blocks);
+
+	if (gap < 1e-9)
+		return NAN;
+	return (ratio(res->prefix_hits, res->blocks) -
+		ratio(lru->prefix_hits, lru->blocks)) / gap;
+}
+
+/* One capacity: every policy asked for, plus LRU and Belady (the two ends
+ * of the gap) whatever was asked. Prints a table, or appends to jcaps. */
+static int replay_capacity_run(const struct replay_trace *tr,
+			       const char *path, const char *policy,
+			       uint64_t cap, uint64_t chunk, json_t *jcaps)
+{
+	const char *const *names = policy_names();
+	struct replay_result lru, bel, res;
+	json_t *jc = NULL, *jr = NULL;
+	bool all = !strcmp(policy, "all");
+
+	if (replay_one(tr, "lru", cap, chunk, &lru))
+		return 1;
+	if (replay_belady(tr, cap, &bel)) {
+		fprintf(stderr, "kvfsctl replay: belady: out of memory\n");
+		return 1;
+	}
+	if (jcaps) {
+		jc = json_pack("{s:I, s:f, s:[]}", "capacity", (json_int_t)cap,
+			       "capacity_pct", tr->unique ? 100.0 * (double)cap /
+			       (double)tr->unique : 0.0, "results");
+		if (!jc || json_array_append_new(jcaps, jc))
+			return 1;
+		jr = json_object_get(jc, "results");
+	} else {
+		printf("trace %s: %zu requests, %zu blocks, %" PRIu64 " unique; "
+		       "capacity %" PRIu64 " blocks (%.2f%% of unique) x %" PRIu64
+		       " B\n", path, tr->nreq, tr->nids, tr->unique, cap,
+		       tr->unique ? 100.0 * (double)cap / (double)tr->unique : 0.0,
+		       chunk);
+		printf("%-8s %10s %10s %10s %10s %8s %8s\n", "policy", "block_hit",
+		       "prefix_hit", "gap_closed", "evictions", "cached",
+		       "seconds");
+	}
+	for (const char *const *n = names;; n++) {
+		const char *name = *n ? *n : "belady";
+		double g;
+
+		if (!all && strcmp(policy, name)) {
+			if (!*n)
+				break;
+			continue;
+		}
+		if (!*n)
+			res = bel;
+		else if (!strcmp(name, "lru"))
+			res = lru;
+		else if (replay_one(tr, name, cap, chunk, &res))
+			return 1;
+		g = gap_closed(&res, &lru, &bel);
+		if (jr) {
+			json_t *o = json_pack("{s:s, s:f, s:f, s:o, s:I, s:I, s:f}",
+				"policy", name,
+				"block_hit", ratio(res.hits, res.blocks),
+				"prefix_hit", ratio(res.prefix_hits, res.blocks),
+				"gap_closed", isnan(g) ? json_null() : json_real(g),
+				"evictions", (json_int_t)res.evictions,
+				"cached", (json_int_t)res.cached,
+				"seconds", res.secs);
+
+			if (!o || json_array_append_new(jr, o))
+				return 1;
+		} else {
+			printf("%-8s %10.4f %10.4f ", name,
+			       ratio(res.hits, res.blocks),
+			       ratio(res.prefix_hits, res.blocks));
+			if (isnan(g))
+				printf("%10s", "-");
+			else
+				printf("%10.3f", g);
+			printf(" %10" PRIu64 " %8" PRIu64 " %8.2f\n",
+			       res.evictions, res.cached, res.secs);
+			fflush(stdout);
+		}
+		if (!*n)
+			break;
+	}
+	return 0;
+}
+
 int ctl_replay(int argc, char **argv)
 {
-	const char *policy = NULL, *capacity = NULL, *path = NULL, *v;
-	const char *const *names = policy_names();
+	static const struct option opts[] = {
+		{ "policy", required_argument, NULL, 'p' },
+		{ "capacity", required_argument, NULL, 'c' },
+		{ "chunk-bytes", required_argument, NULL, 'b' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *policy = NULL, *path;
+	char *caps[REPLAY_MAX_CAPS], *capstr = NULL;
 	unsigned long long chunk = 4096;
 	struct replay_trace tr = { 0 };
-	uint64_t cap;
-	int rc = 2;
+	json_t *doc = NULL, *jcaps = NULL;
+	bool json = false;
+	int opt, ncaps = 0, rc = 2;
 
-	for (int i = 1; i < argc; i++) {
-		if ((v = replay_opt(argc, argv, &i, "--policy"))) {
-			policy = v;
-		} else if ((v = replay_opt(argc, argv, &i, "--capacity"))) {
-			capacity = v;
-		} else if ((v = replay_opt(argc, argv, &i, "--chunk-bytes"))) {
-			if (ctl_parse_u64(v, &chunk) || chunk == 0 ||
-			    chunk > (1ull << 30)) {
-				fprintf(stderr, "kvfsctl replay: bad --chunk-bytes '%s'\n", v);
-				return 2;
-			}
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			replay_usage(stdout);
-			return 0;
-		} else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-			fprintf(stderr, "kvfsctl replay: unknown or incomplete option '%s'\n",
-				argv[i]);
-			replay_usage(stderr);
-			return 2;
-		} else if (!path) {
-			path = argv[i];
-		} else {
-			fprintf(stderr, "kvfsctl replay: one trace only\n");
-			return 2;
+	optind = 1;
+	opterr = 1;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'p':
+			policy = optarg;
+			break;
+		case 'c':
+			capstr = optarg;
+			break;
+		case 'b':
+			if (ctl_parse_u64(optarg, &chunk) || chunk == 0 ||
+			    chunk > (1ull << 30))
+				return replay_usage_err("bad --chunk-bytes '%s'",
+							optarg);
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			return replay_help();
+		default:
+			return replay_usage_err(NULL);
 		}
 	}
-	if (!policy || !capacity || !path) {
-		replay_usage(stderr);
+	if (!policy)
+		return replay_usage_err("--policy is required");
+	if (!capstr)
+		return replay_usage_err("--capacity is required");
+	if (optind >= argc)
+		return replay_usage_err("no trace file");
+	if (optind + 1 < argc)
+		return replay_usage_err("one trace only");
+	path = argv[optind];
+	if (strcmp(policy, "all") && strcmp(policy, "belady") &&
+	    !policy_find(policy)) {
+		fprintf(stderr, "kvfsctl replay: unknown policy '%s'; valid:", policy);
+		for (const char *const *n = policy_names(); *n; n++)
+			fprintf(stderr, " %s", *n);
+		fprintf(stderr, " belady all\n");
 		return 2;
 	}
-	if (strcmp(policy, "all") && !policy_find(policy)) {
-		fprintf(stderr, "kvfsctl replay: unknown policy '%s'; valid:", policy);
-		for (const char *const *n = names; *n; n++)
-			fprintf(stderr, " %s", *n);
-		fprintf(stderr, " all\n");
-		return 2;
+	capstr = strdup(capstr);
+	if (!capstr) {
+		fprintf(stderr, "kvfsctl replay: out of memory\n");
+		return 1;
+	}
+	if (replay_cap_list(capstr, caps, &ncaps)) {
+		rc = replay_usage_err("bad --capacity (at most %d, comma-separated)",
+				      REPLAY_MAX_CAPS);
+		goto out;
 	}
 
 	if (trace_load(path, &tr)) {
 		rc = 1;
 		goto out;
 	}
-	if (replay_capacity(capacity, tr.unique, &cap)) {
-		fprintf(stderr, "kvfsctl replay: bad --capacity '%s' (blocks, "
-			"or a percentage of unique blocks like 10%%)\n", capacity);
-		goto out;
-	}
-	if (cap > UINT64_MAX / chunk) {
-		fprintf(stderr, "kvfsctl replay: capacity x chunk-bytes overflows\n");
-		goto out;
-	}
-
-	printf("trace %s: %zu requests, %zu blocks, %" PRIu64 " unique; "
-	       "capacity %" PRIu64 " blocks (%.2f%% of unique) x %llu B\n",
-	       path, tr.nreq, tr.nids, tr.unique, cap,
-	       tr.unique ? 100.0 * (double)cap / (double)tr.unique : 0.0, chunk);
-	printf("%-8s %10s %10s %10s %8s %8s\n", "policy", "block_hit",
-	       "prefix_hit", "evictions", "cached", "seconds");
-	fflush(stdout);
-	rc = 0;
-	for (const char *const *n = names; *n; n++) {
-		struct replay_result res;
-
-		if (strcmp(policy, "all") && strcmp(policy, *n))
-			continue;
-		if (replay_one(&tr, *n, cap, chunk, &res)) {
+	if (json) {
+		doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:[]}", "trace", path,
+				"requests", (json_int_t)tr.nreq,
+				"blocks", (json_int_t)tr.nids,
+				"unique", (json_int_t)tr.unique,
+				"chunk_bytes", (json_int_t)chunk, "capacities");
+		if (!doc) {
+			fprintf(stderr, "kvfsctl replay: out of memory\n");
 			rc = 1;
-			break;
+			goto out;
 		}
-		printf("%-8s %10.4f %10.4f %10" PRIu64 " %8" PRIu64 " %8.2f\n", *n,
-		       res.blocks ? (double)res.hits / (double)res.blocks : 0.0,
-		       res.blocks ? (double)res.prefix_hits / (double)res.blocks : 0.0,
-		       res.evictions, res.cached, res.secs);
-		fflush(stdout);
+		jcaps = json_object_get(doc, "capacities");
+	}
+	for (int i = 0; i < ncaps; i++) {
+		uint64_t cap;
+
+		if (replay_capacity(caps[i], tr.unique, &cap)) {
+			rc = replay_usage_err("bad --capacity '%s' (blocks, or a "
+					      "percentage of unique blocks like "
+					      "10%%)", caps[i]);
+			goto out;
+		}
+		if (cap > UINT64_MAX / chunk) {
+			rc = replay_usage_err("capacity x chunk-bytes overflows");
+			goto out;
+		}
+	}
+	rc = 0;
+	for (int i = 0; i < ncaps && !rc; i++) {
+		uint64_t cap;
+
+		replay_capacity(caps[i], tr.unique, &cap);
+		rc = replay_capacity_run(&tr, path, policy, cap, chunk, jcaps);
+	}
+	if (!rc && doc) {
+		char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+				     JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
+
+		if (!s) {
+			fprintf(stderr, "kvfsctl replay: out of memory\n");
+			rc = 1;
+		} else {
+			puts(s);
+			free(s);
+		}
 	}
 out:
+	json_decref(doc);
+	free(capstr);
 	free(tr.ids);
 	free(tr.req);
 	return rc;
