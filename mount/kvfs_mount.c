@@ -176,7 +176,7 @@ static void usage(FILE *f, const char *prog)
 "  -d                 FUSE debug output (implies -f)\n"
 "  -o l1_size=SIZE    L1 arena bytes, K/M/G/T suffixes\n"
 "                     (default 25%% of MemTotal, at most 4G)\n"
-"  -o policy=NAME     lru|fifo|s3fifo|prefix (default s3fifo)\n"
+"  -o policy=NAME     lru|fifo|s3fifo|prefix|s2lru (default prefix)\n"
 "  -o max_chunk=SIZE  largest chunk (default 64M, at most l1_size)\n"
 "  -o seed=N          key seed engines should use (shown in .kvfs/config)\n"
 "  -o cache=MODE      direct (default: reads served from the arena) or\n"
@@ -691,7 +691,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 } while (0)
 	CFG("l1_size=%" PRIu64 "\n", tc->l1_size);
 	CFG("max_chunk=%" PRIu64 "\n", tc->max_chunk);
-	CFG("policy=%s\n", tc->policy ? tc->policy : "s3fifo");
+	CFG("policy=%s\n", tc->policy ? tc->policy : "prefix");
 	CFG("l1=%s\n", tc->l1);
 	CFG("cache=%s\n", fc->cache == FS_CACHE_PAGE ? "page" : "direct");
 	CFG("seed=%" PRIu64 "\n", fc->seed);

@@ -58,7 +58,7 @@ static void expect_order(const struct policy_ops *ops, struct policy *p,
 static void test_table(void **state)
 {
 	const char *const *names = policy_names();
-	const char *want[] = { "lru", "fifo", "s3fifo", "prefix" };
+	const char *want[] = { "lru", "fifo", "s3fifo", "prefix", "s2lru" };
 	size_t n = 0;
 
 	for (; names[n]; n++) {
@@ -74,8 +74,8 @@ static void test_table(void **state)
 		assert_non_null(ops->evict);
 		assert_non_null(ops->meta_bytes);
 	}
-	assert_int_equal(n, 4);
-	for (size_t i = 0; i < 4; i++)
+	assert_int_equal(n, 5);
+	for (size_t i = 0; i < 5; i++)
 		assert_non_null(policy_find(want[i]));
 	assert_null(policy_find("LRU"));
 	assert_null(policy_find("s3fifox"));
@@ -370,6 +370,52 @@ static void test_scan_resistance(void **state)
 	assert_int_equal(fifo, 0);
 	assert_int_equal(s3, 30);
 	assert_true(s3_hits > lru_hits);
+}
+
+/* s2lru resists the same scan: the hot keys were hit, so they live in M;
+ * the 2000 first sights flow through P (1% of the cache) and out. */
+static void test_s2lru_scan_resistance(void **state)
+{
+	size_t hits, kept = scan_keeps("s2lru", &hits);
+
+	print_message("s2lru: hot keys kept after the scan: %zu of 30\n", kept);
+	assert_int_equal(kept, 30);
+	assert_int_equal(hits, 30);
+}
+
+/*
+ * What s2lru must keep: a key that comes back after it was evicted (its
+ * second sight, remembered by the filter long after the chunk left) goes
+ * straight to M and survives a following run of first sights, which an
+ * LRU would let flush it.
+ */
+static void test_s2lru_second_sight(void **state)
+{
+	enum { CAP = 100, BACK = 20, ONEOFF = 500 };
+	struct sim s;
+	size_t next = BACK, kept = 0;
+
+	sim_init(&s, "s2lru", CAP, BACK + 3 * ONEOFF);
+	/* first sights of the keys that will come back */
+	for (size_t k = 0; k < BACK; k++)
+		sim_req(&s, k);
+	/* pushed out by one-offs (first sights: they leave from P first,
+	 * but P is tiny, so the BACK keys go too) */
+	for (size_t i = 0; i < ONEOFF; i++)
+		sim_req(&s, next++);
+	for (size_t k = 0; k < BACK; k++)
+		assert_false(s.resident[k]);
+	/* second sight: a miss, inserted into M */
+	for (size_t k = 0; k < BACK; k++)
+		assert_int_equal(sim_req(&s, k), 0);
+	/* a run of first sights five times the cache */
+	for (size_t i = 0; i < ONEOFF; i++)
+		sim_req(&s, next++);
+	for (size_t k = 0; k < BACK; k++)
+		kept += s.resident[k];
+	print_message("s2lru: second-sight keys kept: %zu of %d\n", kept, BACK);
+	assert_int_equal(kept, BACK);
+	sim_fini(&s);
 }
 
 /* A scan interleaved with the hot set (one hot read every 20 scan keys):
@@ -783,6 +829,8 @@ int main(void)
 		cmocka_unit_test(test_all_pinned_large),
 		cmocka_unit_test(test_scan_resistance),
 		cmocka_unit_test(test_scan_interleaved),
+		cmocka_unit_test(test_s2lru_scan_resistance),
+		cmocka_unit_test(test_s2lru_second_sight),
 		cmocka_unit_test(test_s3fifo_ghost),
 		cmocka_unit_test(test_s3fifo_ghost_bounded),
 		cmocka_unit_test(test_s3fifo_ghost_churn),
