@@ -201,15 +201,7 @@ static void s2_access(struct policy *p, struct policy_item *it)
 {
 	if (it->q == S2_NONE)
 		return;
-#ifdef S2_CLOCK
-	if (it->freq < S2_CLOCK)
-		it->freq++;
-	if (it->q == S2_MAIN) {
-		bloom_add(&p->seen, it->hkey);
-		return;
-	}
-#endif
-	plist_del(it->q == S2_MAIN ? &p->main : &p->prob, it);
+	plist_del(s2_list(p, it->q), it);
 	s2_push(p, it, S2_MAIN);
 	bloom_add(&p->seen, it->hkey);
 }
@@ -231,17 +223,6 @@ static struct policy_item *s2_evict(struct policy *p)
 		p->max_res = res;
 	if (p->prob.n * 100 > p->max_res * S2_PROB_PCT || !p->main.n)
 		it = plist_evict_rotate(&p->prob);
-#ifdef S2_CLOCK
-	while (!it && p->main.head) {
-		it = plist_evict_rotate(&p->main);
-		if (it && it->freq) {
-			it->freq--;
-			plist_push_tail(&p->main, it);
-			it = NULL;
-		} else
-			break;
-	}
-#endif
 	if (!it)
 		it = plist_evict_rotate(&p->main);
 	if (!it)
