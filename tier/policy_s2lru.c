@@ -20,13 +20,13 @@
  *      of a key the filter remembers: the second sight is a miss, the
  *      third a hit).
  *
- * The memory of "seen before" is a pair of Bloom filters (the current and
- * the previous generation, S2_BLOOM_BITS bits per remembered key, 3 hash
+ * The memory of "seen before" is tier/seen.h's pair of Bloom filters (current and
+ * the previous generation, SEEN_BITS bits per remembered key, 3 hash
  * probes in one 64-bit word); every key inserted or hit is added to the
  * current one; once it holds S2_GHOST_MULT x capacity keys, the previous
  * generation is dropped and the current becomes the previous. So a key is
  * remembered for between one and two generations of insertions, 8 to 16
- * capacities by default, for S2_BLOOM_BITS * 2 * S2_GHOST_MULT / 8 = 16
+ * capacities by default, for SEEN_BITS * 2 * S2_GHOST_MULT / 8 = 16
  * bytes per chunk of capacity. A false positive (~2%) only admits a
  * first sight into M, never serves anything wrong.
  *
@@ -44,101 +44,23 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "tier/policy.h"
 #include "tier/policy_list.h"
+#include "tier/seen.h"
 
 enum { S2_NONE = 0, S2_PROB = 1, S2_MAIN = 2 }; /* policy_item.q */
 
 #define S2_PROB_PCT 1   /* P's share of the resident chunks */
 #define S2_GHOST_MULT 8 /* keys per filter generation, in capacities */
-#define S2_BLOOM_BITS 8 /* bits per remembered key */
-
-struct s2_bloom {
-	uint64_t *gen[2];  /* current, previous; nwords each */
-	uint64_t nwords;   /* a power of two */
-	uint64_t added;    /* keys added to the current generation */
-	uint64_t per_gen;  /* keys a generation takes before it ages */
-};
 
 struct policy {
 	/* Everything is protected by tier.lock. head = next victim. */
 	struct plist prob, main;
-	struct s2_bloom seen;
+	struct seen_filter seen; /* every key inserted or hit lately */
 	uint64_t cap;      /* capacity estimate the filter is sized for */
 	uint64_t max_res;  /* most chunks resident at an eviction */
 };
-
-static uint64_t s2_mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
-static int bloom_init(struct s2_bloom *b, uint64_t capacity)
-{
-	uint64_t keys = capacity * S2_GHOST_MULT, nw = 1;
-	uint64_t *g0, *g1;
-
-	while (nw * 64 < keys * S2_BLOOM_BITS)
-		nw <<= 1;
-	g0 = calloc(nw, sizeof(*g0));
-	g1 = calloc(nw, sizeof(*g1));
-	if (!g0 || !g1) {
-		free(g0);
-		free(g1);
-		return -ENOMEM;
-	}
-	free(b->gen[0]);
-	free(b->gen[1]);
-	b->gen[0] = g0;
-	b->gen[1] = g1;
-	b->nwords = nw;
-	b->added = 0;
-	b->per_gen = keys;
-	return 0;
-}
-
-/* The word and the three bits of a key: one cache line per probe set. */
-static uint64_t bloom_mask(const struct s2_bloom *b, uint64_t hkey,
-			   uint64_t *word)
-{
-	uint64_t h = s2_mix(hkey);
-
-	*word = h & (b->nwords - 1);
-	return (1ULL << ((h >> 40) & 63)) | (1ULL << ((h >> 46) & 63)) |
-	       (1ULL << ((h >> 52) & 63));
-}
-
-static bool bloom_has(const struct s2_bloom *b, uint64_t hkey)
-{
-	uint64_t w, m = bloom_mask(b, hkey, &w);
-
-	return (b->gen[0][w] & m) == m || (b->gen[1][w] & m) == m;
-}
-
-static void bloom_add(struct s2_bloom *b, uint64_t hkey)
-{
-	uint64_t w, m = bloom_mask(b, hkey, &w);
-
-	if ((b->gen[0][w] & m) == m)
-		return;
-	b->gen[0][w] |= m;
-	if (++b->added < b->per_gen)
-		return;
-	/* the current generation is full: it becomes the previous one */
-	uint64_t *old = b->gen[1];
-
-	memset(old, 0, b->nwords * sizeof(*old));
-	b->gen[1] = b->gen[0];
-	b->gen[0] = old;
-	b->added = 0;
-}
 
 static int s2_create(struct policy **out, uint64_t capacity_items)
 {
@@ -149,7 +71,7 @@ static int s2_create(struct policy **out, uint64_t capacity_items)
 	plist_init(&p->prob);
 	plist_init(&p->main);
 	p->cap = capacity_items < 16 ? 16 : capacity_items;
-	if (bloom_init(&p->seen, p->cap)) {
+	if (seen_init(&p->seen, p->cap * S2_GHOST_MULT)) {
 		free(p);
 		return -ENOMEM;
 	}
@@ -159,8 +81,7 @@ static int s2_create(struct policy **out, uint64_t capacity_items)
 
 static void s2_destroy(struct policy *p)
 {
-	free(p->seen.gen[0]);
-	free(p->seen.gen[1]);
+	seen_free(&p->seen);
 	free(p);
 }
 
@@ -171,7 +92,7 @@ static void s2_resize(struct policy *p, uint64_t capacity_items)
 	if (capacity_items < 16)
 		capacity_items = 16;
 	if ((capacity_items > p->cap * 2 || capacity_items * 2 < p->cap) &&
-	    !bloom_init(&p->seen, capacity_items))
+	    !seen_init(&p->seen, capacity_items * S2_GHOST_MULT))
 		p->cap = capacity_items;
 }
 
@@ -193,8 +114,8 @@ static void s2_push(struct policy *p, struct policy_item *it, uint8_t q)
 static void s2_insert(struct policy *p, struct policy_item *it)
 {
 	it->freq = 0;
-	s2_push(p, it, bloom_has(&p->seen, it->hkey) ? S2_MAIN : S2_PROB);
-	bloom_add(&p->seen, it->hkey);
+	s2_push(p, it, seen_has(&p->seen, it->hkey) ? S2_MAIN : S2_PROB);
+	seen_add(&p->seen, it->hkey);
 }
 
 static void s2_access(struct policy *p, struct policy_item *it)
@@ -203,7 +124,7 @@ static void s2_access(struct policy *p, struct policy_item *it)
 		return;
 	plist_del(s2_list(p, it->q), it);
 	s2_push(p, it, S2_MAIN);
-	bloom_add(&p->seen, it->hkey);
+	seen_add(&p->seen, it->hkey);
 }
 
 static void s2_remove(struct policy *p, struct policy_item *it)
@@ -234,7 +155,7 @@ static struct policy_item *s2_evict(struct policy *p)
 
 static size_t s2_meta_bytes(const struct policy *p)
 {
-	return sizeof(*p) + 2 * p->seen.nwords * sizeof(uint64_t);
+	return sizeof(*p) + seen_bytes(&p->seen);
 }
 
 const struct policy_ops policy_s2lru_ops = {
