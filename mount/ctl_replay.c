@@ -139,6 +139,8 @@ int ctl_replay_check_line(const char *line, size_t len, size_t *nids,
 	*nids = tr.nids;
 	free(tr.ids);
 	free(tr.req);
+	free(tr.uids);
+	free(tr.dense);
 	return rc;
 }
 
@@ -148,6 +150,8 @@ static int cmp_u64(const void *a, const void *b)
 
 	return x < y ? -1 : x > y;
 }
+
+static int trace_dense(struct replay_trace *tr);
 
 /* Reads the whole trace; prints "path:line:col: reason" on a bad line. */
 static int trace_load(const char *path, struct replay_trace *tr)
@@ -198,21 +202,40 @@ static int trace_load(const char *path, struct replay_trace *tr)
 		fprintf(stderr, "kvfsctl replay: %s: no requests\n", path);
 		return -EINVAL;
 	}
-	if (tr->nids) {
-		uint64_t *s = malloc(tr->nids * sizeof(*s));
-
-		if (!s) {
-			fprintf(stderr, "kvfsctl replay: out of memory\n");
-			return -ENOMEM;
-		}
-		memcpy(s, tr->ids, tr->nids * sizeof(*s));
-		qsort(s, tr->nids, sizeof(*s), cmp_u64);
-		tr->unique = 1;
-		for (size_t i = 1; i < tr->nids; i++)
-			tr->unique += s[i] != s[i - 1];
-		free(s);
+	if (trace_dense(tr)) {
+		fprintf(stderr, "kvfsctl replay: out of memory\n");
+		return -ENOMEM;
 	}
 	return 0;
+}
+
+/* tr->uids (the distinct ids, sorted), tr->unique and tr->dense (each
+ * position's index into uids). */
+static int trace_dense(struct replay_trace *tr)
+{
+	size_t u = 0;
+
+	tr->uids = malloc((tr->nids ? tr->nids : 1) * sizeof(*tr->uids));
+	tr->dense = malloc((tr->nids ? tr->nids : 1) * sizeof(*tr->dense));
+	if (!tr->uids || !tr->dense)
+		return -ENOMEM;
+	memcpy(tr->uids, tr->ids, tr->nids * sizeof(*tr->uids));
+	qsort(tr->uids, tr->nids, sizeof(*tr->uids), cmp_u64);
+	for (size_t i = 0; i < tr->nids; i++)
+		if (!u || tr->uids[u - 1] != tr->uids[i])
+			tr->uids[u++] = tr->uids[i];
+	tr->unique = u;
+	for (size_t i = 0; i < tr->nids; i++)
+		tr->dense[i] = (uint32_t)replay_dense_of(tr, tr->ids[i]);
+	return 0;
+}
+
+size_t replay_dense_of(const struct replay_trace *tr, uint64_t id)
+{
+	const uint64_t *f = bsearch(&id, tr->uids, tr->unique,
+				    sizeof(*tr->uids), cmp_u64);
+
+	return f ? (size_t)(f - tr->uids) : SIZE_MAX;
 }
 
 /* ------------------------------------------------------------- the run */
@@ -225,10 +248,36 @@ static void replay_key(uint64_t id, struct kvfs_key *k)
 		k->b[8 + i] = (uint8_t)(id >> (56 - 8 * i));
 }
 
+/* What the engine's on_gone tells a two-tier replay: a block left L1. */
+struct replay_gone {
+	const struct replay_trace *tr;
+	struct replay_l2 *l2;
+};
+
+static void replay_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
+			   enum tier_gone_reason why)
+{
+	struct replay_gone *g = arg;
+	uint64_t id = 0;
+	size_t u;
+
+	for (int i = 0; i < 8; i++)
+		id = id << 8 | key->b[8 + i];
+	u = replay_dense_of(g->tr, id);
+	if (u != SIZE_MAX)
+		replay_l2_evicted(g->l2, (uint32_t)u);
+}
+
+/*
+ * One run of tr through a fresh engine with policy and room for capacity
+ * blocks in L1; l2 (may be NULL) is the model of L2 below it, fed with
+ * what leaves L1.
+ */
 static int replay_one(const struct replay_trace *tr, const char *policy,
-		      uint64_t capacity, uint64_t chunk,
+		      uint64_t capacity, uint64_t chunk, struct replay_l2 *l2,
 		      struct replay_result *res)
 {
+	struct replay_gone gone = { .tr = tr, .l2 = l2 };
 	struct tier_config cfg;
 	struct tier *t = NULL;
 	struct tier_stats st;
@@ -259,6 +308,10 @@ static int replay_one(const struct replay_trace *tr, const char *policy,
 	cfg.policy = policy;
 	cfg.l1 = "host";
 	cfg.l2_dir = NULL;
+	if (l2) {
+		cfg.on_gone = replay_on_gone;
+		cfg.on_gone_arg = &gone;
+	}
 	rc = tier_create(&cfg, &t, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "kvfsctl replay: %s: engine: %s (%s)\n", policy,
@@ -285,6 +338,15 @@ static int replay_one(const struct replay_trace *tr, const char *policy,
 
 			replay_key(ids[i], &key);
 			rc = tier_get(t, ns, &key, &c);
+			if (rc == -ENOENT && l2 &&
+			    replay_l2_read(l2, tr->dense[tr->req[r] + i])) {
+				/* from L2: a hit; published back into L1 below,
+				 * as a promotion does */
+				found[i] = 2;
+				res->hits++;
+				res->prefix_hits += leading;
+				continue;
+			}
 			if (rc == -ENOENT) {
 				found[i] = 0;
 				leading = false;
@@ -296,6 +358,8 @@ static int replay_one(const struct replay_trace *tr, const char *policy,
 				goto out_tier;
 			}
 			tier_put(t, c);
+			if (l2)
+				replay_l2_l1_hit(l2, tr->dense[tr->req[r] + i]);
 			found[i] = 1;
 			res->hits++;
 			res->prefix_hits += leading;
@@ -305,7 +369,7 @@ static int replay_one(const struct replay_trace *tr, const char *policy,
 		for (size_t i = 0; i < n; i++) {
 			struct tier_wr *w;
 
-			if (found[i])
+			if (found[i] == 1)
 				continue;
 			replay_key(ids[i], &key);
 			rc = tier_wr_begin(t, ns, &key, chunk, &w);
@@ -326,6 +390,9 @@ static int replay_one(const struct replay_trace *tr, const char *policy,
 				tier_wr_abort(t, w);
 			} else {
 				rc = tier_wr_publish(t, w, NULL);
+				if (!rc && l2)
+					replay_l2_published(l2,
+						tr->dense[tr->req[r] + i]);
 				if (rc == -EEXIST)
 					rc = 0;
 			}
@@ -342,6 +409,8 @@ static int replay_one(const struct replay_trace *tr, const char *policy,
 	tier_get_stats(t, &st);
 	res->evictions = st.evictions;
 	res->cached = st.l1_chunks;
+	if (l2)
+		replay_l2_counts(l2, &res->l2_hits, &res->l2_writes);
 	rc = 0;
 out_tier:
 	tier_destroy(t);
@@ -354,7 +423,8 @@ out_free:
 /* ------------------------------------------------------------ commands */
 
 #define REPLAY_SYNOPSIS "replay --policy P|all --capacity C[,C...] " \
-	"[--chunk-bytes B] [--json] TRACE.jsonl"
+	"[--chunk-bytes B] [--l2-capacity C [--ingest M[,M...]|each]] " \
+	"[--json] TRACE.jsonl"
 #define REPLAY_MAX_CAPS 16
 
 /* The usage on stdout (--help: exit 0) or, after a reason, on stderr
@@ -368,6 +438,10 @@ static int replay_help(void)
 	       "  --capacity C       L1 room in blocks, or a percentage of the trace's\n"
 	       "                     unique blocks (10%%); a comma list runs each\n"
 	       "  --chunk-bytes B    chunk size in the arena (default 4096)\n"
+	       "  --l2-capacity C    a second tier: a model of L2 (a FIFO log of C\n"
+	       "                     blocks, or a percentage) under the engine's L1\n"
+	       "  --ingest M         what L2 admits: evicted (default), hot, twice,\n"
+	       "                     all, a comma list, or each\n"
 	       "  --json             one JSON document instead of the tables\n"
 	       "  -h, --help         print this help and exit\n"
 	       "policies:");
@@ -453,84 +527,169 @@ static double gap_closed(const struct replay_result *res,
 		ratio(lru->prefix_hits, lru->blocks)) / gap;
 }
 
-/* One capacity: every policy asked for, plus LRU and Belady (the two ends
- * of the gap) whatever was asked. Prints a table, or appends to jcaps. */
+/* What one invocation asks for. */
+struct replay_args {
+	const char *policy;   /* a name, "belady" or "all" */
+	uint64_t chunk;
+	uint64_t l2cap;       /* blocks of the L2 model; 0 = L1 only */
+	unsigned ingests;     /* with l2cap: bit i = enum replay_ingest i */
+	const char *path;
+};
+
+/* policy with L1 capacity cap (and the L2 model when a->l2cap). */
+static int run_policy(const struct replay_trace *tr, const struct replay_args *a,
+		      const char *policy, uint64_t cap, enum replay_ingest ing,
+		      struct replay_result *res)
+{
+	struct replay_l2 *l2 = NULL;
+	int rc;
+
+	if (a->l2cap && replay_l2_create(&l2, a->l2cap, ing, tr->unique)) {
+		fprintf(stderr, "kvfsctl replay: out of memory\n");
+		return 1;
+	}
+	rc = replay_one(tr, policy, cap, a->chunk, l2, res) ? 1 : 0;
+	replay_l2_destroy(l2);
+	return rc;
+}
+
+/* One result: a table line, or an object appended to jr. */
+static int print_result(json_t *jr, const char *name, const char *ingest,
+			const struct replay_result *res, double g)
+{
+	if (jr) {
+		json_t *o = json_pack("{s:s, s:f, s:f, s:o, s:I, s:I, s:f}",
+			"policy", name,
+			"block_hit", ratio(res->hits, res->blocks),
+			"prefix_hit", ratio(res->prefix_hits, res->blocks),
+			"gap_closed", isnan(g) ? json_null() : json_real(g),
+			"evictions", (json_int_t)res->evictions,
+			"cached", (json_int_t)res->cached,
+			"seconds", res->secs);
+
+		if (o && ingest &&
+		    json_object_update_new(o, json_pack("{s:s, s:f, s:I}",
+				"ingest", ingest,
+				"l2_hit", ratio(res->l2_hits, res->blocks),
+				"l2_writes", (json_int_t)res->l2_writes)))
+			o = (json_decref(o), NULL);
+		return !o || json_array_append_new(jr, o);
+	}
+	printf("%-8s ", name);
+	if (ingest)
+		printf("%-8s ", ingest);
+	printf("%10.4f %10.4f ", ratio(res->hits, res->blocks),
+	       ratio(res->prefix_hits, res->blocks));
+	if (isnan(g))
+		printf("%10s", "-");
+	else
+		printf("%10.3f", g);
+	if (ingest)
+		printf(" %8.4f %10" PRIu64, ratio(res->l2_hits, res->blocks),
+		       res->l2_writes);
+	printf(" %10" PRIu64 " %8" PRIu64 " %8.2f\n", res->evictions,
+	       res->cached, res->secs);
+	fflush(stdout);
+	return 0;
+}
+
+/*
+ * One L1 capacity: every policy asked for (times every ingest mode when
+ * there is an L2), plus LRU and Belady, the two ends of the gap, whatever
+ * was asked. With L2, Belady gets one cache the size of both tiers (the
+ * ceiling of any two-tier scheme) and the gap is taken against LRU with
+ * the same ingest mode. Prints a table, or appends to jcaps.
+ */
 static int replay_capacity_run(const struct replay_trace *tr,
-			       const char *path, const char *policy,
-			       uint64_t cap, uint64_t chunk, json_t *jcaps)
+			       const struct replay_args *a, uint64_t cap,
+			       json_t *jcaps)
 {
 	const char *const *names = policy_names();
-	struct replay_result lru, bel, res;
-	json_t *jc = NULL, *jr = NULL;
-	bool all = !strcmp(policy, "all");
+	struct replay_result lru[REPLAY_INGEST_NMODES], bel, res;
+	bool all = !strcmp(a->policy, "all");
+	unsigned ingests = a->l2cap ? a->ingests : 1;
+	json_t *jr = NULL;
 
-	if (replay_one(tr, "lru", cap, chunk, &lru))
-		return 1;
-	if (replay_belady(tr, cap, &bel)) {
+	if (replay_belady(tr, cap + a->l2cap, &bel)) {
 		fprintf(stderr, "kvfsctl replay: belady: out of memory\n");
 		return 1;
 	}
+	for (int m = 0; m < REPLAY_INGEST_NMODES; m++)
+		if ((ingests & (1u << m)) &&
+		    run_policy(tr, a, "lru", cap, (enum replay_ingest)m, &lru[m]))
+			return 1;
 	if (jcaps) {
-		jc = json_pack("{s:I, s:f, s:[]}", "capacity", (json_int_t)cap,
-			       "capacity_pct", tr->unique ? 100.0 * (double)cap /
-			       (double)tr->unique : 0.0, "results");
+		json_t *jc = json_pack("{s:I, s:f, s:I, s:[]}",
+			"capacity", (json_int_t)cap, "capacity_pct",
+			tr->unique ? 100.0 * (double)cap / (double)tr->unique : 0.0,
+			"l2_capacity", (json_int_t)a->l2cap, "results");
+
 		if (!jc || json_array_append_new(jcaps, jc))
 			return 1;
 		jr = json_object_get(jc, "results");
 	} else {
 		printf("trace %s: %zu requests, %zu blocks, %" PRIu64 " unique; "
 		       "capacity %" PRIu64 " blocks (%.2f%% of unique) x %" PRIu64
-		       " B\n", path, tr->nreq, tr->nids, tr->unique, cap,
+		       " B", a->path, tr->nreq, tr->nids, tr->unique, cap,
 		       tr->unique ? 100.0 * (double)cap / (double)tr->unique : 0.0,
-		       chunk);
-		printf("%-8s %10s %10s %10s %10s %8s %8s\n", "policy", "block_hit",
-		       "prefix_hit", "gap_closed", "evictions", "cached",
-		       "seconds");
+		       a->chunk);
+		if (a->l2cap)
+			printf("; L2 model %" PRIu64 " blocks (fifo)", a->l2cap);
+		printf("\n%-8s ", "policy");
+		if (a->l2cap)
+			printf("%-8s ", "ingest");
+		printf("%10s %10s %10s", "block_hit", "prefix_hit", "gap_closed");
+		if (a->l2cap)
+			printf(" %8s %10s", "l2_hit", "l2_writes");
+		printf(" %10s %8s %8s\n", "evictions", "cached", "seconds");
 	}
-	for (const char *const *n = names;; n++) {
-		const char *name = *n ? *n : "belady";
-		double g;
-
-		if (!all && strcmp(policy, name)) {
-			if (!*n)
-				break;
+	for (const char *const *n = names; *n; n++) {
+		if (!all && strcmp(a->policy, *n))
 			continue;
-		}
-		if (!*n)
-			res = bel;
-		else if (!strcmp(name, "lru"))
-			res = lru;
-		else if (replay_one(tr, name, cap, chunk, &res))
-			return 1;
-		g = gap_closed(&res, &lru, &bel);
-		if (jr) {
-			json_t *o = json_pack("{s:s, s:f, s:f, s:o, s:I, s:I, s:f}",
-				"policy", name,
-				"block_hit", ratio(res.hits, res.blocks),
-				"prefix_hit", ratio(res.prefix_hits, res.blocks),
-				"gap_closed", isnan(g) ? json_null() : json_real(g),
-				"evictions", (json_int_t)res.evictions,
-				"cached", (json_int_t)res.cached,
-				"seconds", res.secs);
-
-			if (!o || json_array_append_new(jr, o))
+		for (int m = 0; m < REPLAY_INGEST_NMODES; m++) {
+			if (!(ingests & (1u << m)))
+				continue;
+			if (!strcmp(*n, "lru"))
+				res = lru[m];
+			else if (run_policy(tr, a, *n, cap,
+					    (enum replay_ingest)m, &res))
 				return 1;
-		} else {
-			printf("%-8s %10.4f %10.4f ", name,
-			       ratio(res.hits, res.blocks),
-			       ratio(res.prefix_hits, res.blocks));
-			if (isnan(g))
-				printf("%10s", "-");
-			else
-				printf("%10.3f", g);
-			printf(" %10" PRIu64 " %8" PRIu64 " %8.2f\n",
-			       res.evictions, res.cached, res.secs);
-			fflush(stdout);
+			if (print_result(jr, *n, a->l2cap ? replay_ingest_name(
+					 (enum replay_ingest)m) : NULL, &res,
+					 gap_closed(&res, &lru[m], &bel)))
+				return 1;
 		}
-		if (!*n)
-			break;
+	}
+	if (all || !strcmp(a->policy, "belady")) {
+		int m = __builtin_ctz(ingests);
+
+		bel.l2_hits = bel.l2_writes = 0;
+		if (print_result(jr, "belady", a->l2cap ? "-" : NULL, &bel,
+				 gap_closed(&bel, &lru[m], &bel)))
+			return 1;
 	}
 	return 0;
+}
+
+/* "evicted", "twice,hot", "each" (all four) into a bit set. */
+static int parse_ingests(char *s, unsigned *out)
+{
+	char *save = NULL, *tok;
+
+	*out = 0;
+	if (!strcmp(s, "each")) {
+		*out = (1u << REPLAY_INGEST_NMODES) - 1;
+		return 0;
+	}
+	for (tok = strtok_r(s, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		enum replay_ingest m;
+
+		if (replay_ingest_parse(tok, &m))
+			return -EINVAL;
+		*out |= 1u << m;
+	}
+	return *out ? 0 : -EINVAL;
 }
 
 int ctl_replay(int argc, char **argv)
@@ -539,16 +698,20 @@ int ctl_replay(int argc, char **argv)
 		{ "policy", required_argument, NULL, 'p' },
 		{ "capacity", required_argument, NULL, 'c' },
 		{ "chunk-bytes", required_argument, NULL, 'b' },
+		{ "l2-capacity", required_argument, NULL, 'l' },
+		{ "ingest", required_argument, NULL, 'i' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *policy = NULL, *path;
-	char *caps[REPLAY_MAX_CAPS], *capstr = NULL;
-	unsigned long long chunk = 4096;
+	struct replay_args a = { .chunk = 4096,
+				 .ingests = 1u << REPLAY_INGEST_EVICTED };
+	char *caps[REPLAY_MAX_CAPS], *capstr = NULL, *ingstr = NULL;
+	const char *l2str = NULL;
+	unsigned long long chunk;
 	struct replay_trace tr = { 0 };
 	json_t *doc = NULL, *jcaps = NULL;
-	bool json = false;
+	bool json = false, ingest_given;
 	int opt, ncaps = 0, rc = 2;
 
 	optind = 1;
@@ -556,7 +719,7 @@ int ctl_replay(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
-			policy = optarg;
+			a.policy = optarg;
 			break;
 		case 'c':
 			capstr = optarg;
@@ -566,6 +729,13 @@ int ctl_replay(int argc, char **argv)
 			    chunk > (1ull << 30))
 				return replay_usage_err("bad --chunk-bytes '%s'",
 							optarg);
+			a.chunk = chunk;
+			break;
+		case 'l':
+			l2str = optarg;
+			break;
+		case 'i':
+			ingstr = optarg;
 			break;
 		case 'j':
 			json = true;
@@ -576,7 +746,7 @@ int ctl_replay(int argc, char **argv)
 			return replay_usage_err(NULL);
 		}
 	}
-	if (!policy)
+	if (!a.policy)
 		return replay_usage_err("--policy is required");
 	if (!capstr)
 		return replay_usage_err("--capacity is required");
@@ -584,42 +754,45 @@ int ctl_replay(int argc, char **argv)
 		return replay_usage_err("no trace file");
 	if (optind + 1 < argc)
 		return replay_usage_err("one trace only");
-	path = argv[optind];
-	if (strcmp(policy, "all") && strcmp(policy, "belady") &&
-	    !policy_find(policy)) {
-		fprintf(stderr, "kvfsctl replay: unknown policy '%s'; valid:", policy);
+	if (ingstr && !l2str)
+		return replay_usage_err("--ingest needs --l2-capacity");
+	a.path = argv[optind];
+	if (strcmp(a.policy, "all") && strcmp(a.policy, "belady") &&
+	    !policy_find(a.policy)) {
+		fprintf(stderr, "kvfsctl replay: unknown policy '%s'; valid:",
+			a.policy);
 		for (const char *const *n = policy_names(); *n; n++)
 			fprintf(stderr, " %s", *n);
 		fprintf(stderr, " belady all\n");
 		return 2;
 	}
 	capstr = strdup(capstr);
-	if (!capstr) {
+	ingest_given = ingstr != NULL;
+	ingstr = ingstr ? strdup(ingstr) : NULL;
+	if (!capstr || (ingest_given && !ingstr)) {
 		fprintf(stderr, "kvfsctl replay: out of memory\n");
-		return 1;
+		rc = 1;
+		goto out;
 	}
 	if (replay_cap_list(capstr, caps, &ncaps)) {
 		rc = replay_usage_err("bad --capacity (at most %d, comma-separated)",
 				      REPLAY_MAX_CAPS);
 		goto out;
 	}
+	if (ingstr && parse_ingests(ingstr, &a.ingests)) {
+		rc = replay_usage_err("bad --ingest (evicted, hot, twice, all, "
+				      "a comma list of them, or each)");
+		goto out;
+	}
 
-	if (trace_load(path, &tr)) {
+	if (trace_load(a.path, &tr)) {
 		rc = 1;
 		goto out;
 	}
-	if (json) {
-		doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:[]}", "trace", path,
-				"requests", (json_int_t)tr.nreq,
-				"blocks", (json_int_t)tr.nids,
-				"unique", (json_int_t)tr.unique,
-				"chunk_bytes", (json_int_t)chunk, "capacities");
-		if (!doc) {
-			fprintf(stderr, "kvfsctl replay: out of memory\n");
-			rc = 1;
-			goto out;
-		}
-		jcaps = json_object_get(doc, "capacities");
+	if (l2str && replay_capacity(l2str, tr.unique, &a.l2cap)) {
+		rc = replay_usage_err("bad --l2-capacity '%s' (blocks, or a "
+				      "percentage of unique blocks)", l2str);
+		goto out;
 	}
 	for (int i = 0; i < ncaps; i++) {
 		uint64_t cap;
@@ -630,34 +803,50 @@ int ctl_replay(int argc, char **argv)
 					      "10%%)", caps[i]);
 			goto out;
 		}
-		if (cap > UINT64_MAX / chunk) {
+		if (cap > UINT64_MAX / a.chunk) {
 			rc = replay_usage_err("capacity x chunk-bytes overflows");
 			goto out;
 		}
+	}
+	if (json) {
+		doc = json_pack("{s:s, s:I, s:I, s:I, s:I, s:[]}", "trace", a.path,
+				"requests", (json_int_t)tr.nreq,
+				"blocks", (json_int_t)tr.nids,
+				"unique", (json_int_t)tr.unique,
+				"chunk_bytes", (json_int_t)a.chunk, "capacities");
+		if (!doc) {
+			fprintf(stderr, "kvfsctl replay: out of memory\n");
+			rc = 1;
+			goto out;
+		}
+		jcaps = json_object_get(doc, "capacities");
 	}
 	rc = 0;
 	for (int i = 0; i < ncaps && !rc; i++) {
 		uint64_t cap;
 
 		replay_capacity(caps[i], tr.unique, &cap);
-		rc = replay_capacity_run(&tr, path, policy, cap, chunk, jcaps);
+		rc = replay_capacity_run(&tr, &a, cap, jcaps);
 	}
 	if (!rc && doc) {
-		char *s = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
-				     JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
+		char *js = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+				      JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
 
-		if (!s) {
+		if (!js) {
 			fprintf(stderr, "kvfsctl replay: out of memory\n");
 			rc = 1;
 		} else {
-			puts(s);
-			free(s);
+			puts(js);
+			free(js);
 		}
 	}
 out:
 	json_decref(doc);
 	free(capstr);
+	free(ingstr);
 	free(tr.ids);
 	free(tr.req);
+	free(tr.uids);
+	free(tr.dense);
 	return rc;
 }

@@ -4,8 +4,7 @@
  * measured against. It needs the future, so it runs here, beside the
  * engine rather than in it.
  *
- * Ids are first mapped to dense indexes (sort + binary search), then one
- * backward pass gives each position the position of its id's next use in
+ * Ids come mapped to dense indexes (trace_load), then one backward pass gives each position the position of its id's next use in
  * a LATER request (uses inside the same request are served by the state at
  * the request's start, as in the engine replay). The cache is a max-heap
  * on next use with lazy deletion: an entry is live while it matches the
@@ -89,52 +88,20 @@ static void bel_pop(struct bel_heap *h)
 	}
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Dense index of every position's id: dense[i] in [0, nuniq). */
-static int bel_dense(const struct replay_trace *tr, uint32_t *dense,
-		     size_t *nuniq)
-{
-	uint64_t *s = malloc((tr->nids ? tr->nids : 1) * sizeof(*s));
-	size_t u = 0;
-
-	if (!s)
-		return -ENOMEM;
-	memcpy(s, tr->ids, tr->nids * sizeof(*s));
-	qsort(s, tr->nids, sizeof(*s), cmp_u64);
-	for (size_t i = 0; i < tr->nids; i++)
-		if (!u || s[u - 1] != s[i])
-			s[u++] = s[i];
-	for (size_t i = 0; i < tr->nids; i++) {
-		const uint64_t *f = bsearch(&tr->ids[i], s, u, sizeof(*s),
-					    cmp_u64);
-
-		dense[i] = (uint32_t)(f - s);
-	}
-	free(s);
-	*nuniq = u;
-	return 0;
-}
-
 int replay_belady(const struct replay_trace *tr, uint64_t capacity,
 		  struct replay_result *res)
 {
-	uint32_t *dense = malloc((tr->nids ? tr->nids : 1) * sizeof(*dense));
+	const uint32_t *dense = tr->dense;
 	uint64_t *next = malloc((tr->nids ? tr->nids : 1) * sizeof(*next));
 	uint64_t *last = NULL, *cur = NULL, held = 0;
 	struct bel_heap h = { 0 };
 	struct timespec t0, t1;
-	size_t nuniq = 0;
+	size_t nuniq = tr->unique;
 	int rc = -ENOMEM;
 
 	memset(res, 0, sizeof(*res));
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (!dense || !next || bel_dense(tr, dense, &nuniq))
+	if (!next)
 		goto out;
 	last = malloc((nuniq ? nuniq : 1) * sizeof(*last));
 	cur = malloc((nuniq ? nuniq : 1) * sizeof(*cur));
@@ -206,6 +173,5 @@ out:
 	free(cur);
 	free(last);
 	free(next);
-	free(dense);
 	return rc;
 }

@@ -186,7 +186,7 @@ static void usage(FILE *f, const char *prog)
 "                     where CUDA and a GPU are usable, else host)\n"
 "  -o l2_dir=PATH     enable L2 in PATH;  l2_size=SIZE\n"
 "  -o compress=zstd[:LEVEL]|none   shuffle=0|2|4\n"
-"  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
+"  -o ingest=all|hot|evicted|twice   hot_hits=N   l2_policy=fifo\n"
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
 "  -o names=keys|paths      what new namespaces hold (keys)\n"
@@ -489,7 +489,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			struct fs_config *fc)
 {
 	static const char *const caches[] = { "direct", "page", NULL };
-	static const char *const ingests[] = { "evicted", "all", "hot", NULL };
+	static const char *const ingests[] = { "evicted", "all", "hot",
+					       "twice", NULL };
 	static const char *const l2pols[] = { "fifo", NULL };
 	uint64_t v;
 	char *cfg = fc->config_text;
@@ -658,7 +659,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 		if (i < 0)
 			return -1;
 		tc->ingest = i == 0 ? TIER_INGEST_EVICTED :
-			     i == 1 ? TIER_INGEST_ALL : TIER_INGEST_HOT;
+			     i == 1 ? TIER_INGEST_ALL :
+			     i == 2 ? TIER_INGEST_HOT : TIER_INGEST_TWICE;
 	}
 	if (o->hot_hits) {
 		if (parse_num("hot_hits", o->hot_hits, UINT32_MAX, &v))
@@ -709,7 +711,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 		CFG("compress=none\n");
 	CFG("shuffle=%d\n", tc->shuffle);
 	CFG("ingest=%s\n", tc->ingest == TIER_INGEST_ALL ? "all" :
-	    tc->ingest == TIER_INGEST_HOT ? "hot" : "evicted");
+	    tc->ingest == TIER_INGEST_HOT ? "hot" :
+	    tc->ingest == TIER_INGEST_TWICE ? "twice" : "evicted");
 	CFG("hot_hits=%u\n", tc->hot_hits);
 	CFG("l2_policy=fifo\n");
 	CFG("flush_on_exit=%d\n", tc->flush_on_exit ? 1 : 0);

@@ -33,6 +33,8 @@ enum tier_ingest {
 	TIER_INGEST_EVICTED = 0, /* L1 victims go to L2 (default) */
 	TIER_INGEST_ALL,         /* every published chunk also goes to L2 */
 	TIER_INGEST_HOT,         /* chunks with >= hot_hits hits go to L2 */
+	TIER_INGEST_TWICE,       /* L1 victims seen twice go to L2: hit in L1,
+				  * or published before (tier/seen.h) */
 };
 
 enum tier_where {
