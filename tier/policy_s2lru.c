@@ -20,15 +20,14 @@
  *      of a key the filter remembers: the second sight is a miss, the
  *      third a hit).
  *
- * The memory of "seen before" is tier/seen.h's pair of Bloom filters (current and
- * the previous generation, SEEN_BITS bits per remembered key, 3 hash
- * probes in one 64-bit word); every key inserted or hit is added to the
- * current one; once it holds S2_GHOST_MULT x capacity keys, the previous
- * generation is dropped and the current becomes the previous. So a key is
- * remembered for between one and two generations of insertions, 8 to 16
- * capacities by default, for SEEN_BITS * 2 * S2_GHOST_MULT / 8 = 16
- * bytes per chunk of capacity. A false positive (~2%) only admits a
- * first sight into M, never serves anything wrong.
+ * The memory of "seen before" is tier/seen.h's decaying Bloom filter
+ * (two generations, SEEN_BITS bits per remembered key, three probes in
+ * one 64-bit word): every key inserted or hit is added; once the current
+ * generation holds S2_GHOST_MULT x capacity keys the previous one is
+ * dropped. So a key is remembered for 8 to 16 capacities of insertions,
+ * for SEEN_BITS * 2 * S2_GHOST_MULT / 8 = 16 bytes per chunk of capacity.
+ * A false positive (4-7%, seen.h) only admits a first sight into M; it
+ * never serves anything wrong.
  *
  * Chains. Every hit in a request touches its prefix from the root down,
  * so M's LRU end holds the root of the least recently used chain first;
