@@ -21,13 +21,13 @@ static uint64_t seen_mix(uint64_t h)
 
 int seen_init(struct seen_filter *f, uint64_t keys)
 {
-	uint64_t nw = 1;
-	uint64_t *g0, *g1;
+	uint64_t nw, *g0, *g1;
 
 	if (!keys)
 		keys = 1;
-	while (nw * 64 < keys * SEEN_BITS)
-		nw <<= 1;
+	if (keys > (UINT32_MAX / SEEN_BITS) * 64ULL)
+		keys = (UINT32_MAX / SEEN_BITS) * 64ULL; /* word index: 32 bits */
+	nw = (keys * SEEN_BITS + 63) / 64;
 	g0 = calloc(nw, sizeof(*g0));
 	g1 = calloc(nw, sizeof(*g1));
 	if (!g0 || !g1) {
@@ -56,7 +56,8 @@ static uint64_t seen_mask(const struct seen_filter *f, uint64_t h,
 			  uint64_t *word)
 {
 	h = seen_mix(h);
-	*word = h & (f->nwords - 1);
+	/* Lemire's multiply-shift: any word count, no power-of-two rounding */
+	*word = ((h & 0xffffffffULL) * f->nwords) >> 32;
 	return (1ULL << ((h >> 40) & 63)) | (1ULL << ((h >> 46) & 63)) |
 	       (1ULL << ((h >> 52) & 63));
 }

@@ -23,7 +23,7 @@
 
 struct seen_filter {
 	uint64_t *gen[2]; /* current, previous; nwords each */
-	uint64_t nwords;  /* a power of two */
+	uint64_t nwords;  /* keys * SEEN_BITS / 64, rounded up */
 	uint64_t added;   /* keys added to the current generation */
 	uint64_t per_gen; /* keys a generation takes before it ages */
 };
