@@ -7,8 +7,10 @@
  * keys it becomes the previous one and the old previous is cleared, so a
  * key is remembered for between `keys` and 2 x `keys` later additions.
  * SEEN_BITS bits per key and three probes in one 64-bit word (a blocked
- * filter: one cache line per lookup): about 4% false positives with one
- * full generation, 7% with both (tests/unit/test_seen.c measures it). A
+ * filter: one cache line per lookup): under 1% false positives with one
+ * full generation, under 2% with both (tests/unit/test_seen.c measures
+ * it; at 8 bits a key it was 7%, enough for a long scan to leak into
+ * s2lru's main list). A
  * false positive only ever admits a chunk early; it never serves anything
  * wrong. Not thread safe: callers hold their lock.
  */
@@ -19,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SEEN_BITS 8 /* filter bits per remembered key */
+#define SEEN_BITS 16 /* filter bits per remembered key */
 
 struct seen_filter {
 	uint64_t *gen[2]; /* current, previous; nwords each */

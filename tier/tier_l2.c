@@ -504,7 +504,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	t2->raw_max = queue_cap(t, 4, 4 * cfg->max_chunk);
 	t2->hot_hits = cfg->hot_hits ? cfg->hot_hits : 1;
 	/* ingest=twice remembers keys for 1-2 L2-fulls of 256 KiB chunks
-	 * (at least 4096): 4 bytes per key (seen.h) */
+	 * (at least 4096): 8 bytes per key (seen.h) */
 	if (cfg->ingest == TIER_INGEST_TWICE &&
 	    seen2_init(&t2->seen, lc.size / (256 << 10) > 4096 ?
 		       lc.size / (256 << 10) : 4096)) {
