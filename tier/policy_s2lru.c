@@ -11,21 +11,26 @@
  * back once tends to come back again. On multi-turn chat and agent loops,
  * the new blocks of a turn are re-read by the next one, soon. So:
  *
- *   P, probation: a FIFO for first sights, evicted first while it holds
- *      more than S2_PROB_PCT (1%) of the resident chunks: in effect a
- *      first sight is admitted only until the next insertion needs room
- *      (the engine always inserts after evicting, so "admission" can only
- *      mean "first in line to leave"); a hit while there promotes it;
+ *   P, probation: a FIFO of first sights; a hit there promotes to M;
  *   M, main: an LRU for chunks seen before (a hit while in P, or an insert
  *      of a key the filter remembers: the second sight is a miss, the
- *      third a hit) - and for first sights too while second_sight is off.
+ *      third a hit).
+ *
+ * With second_sight off, the victim is the older of P's and M's heads by
+ * the engine's clock (atime): exactly LRU over both, P being in touch
+ * order too. With it on, P is evicted first while it holds more than
+ * S2_PROB_PCT (1%) of the resident chunks: in effect a first sight is
+ * admitted only until the next insertion needs room (the engine always
+ * inserts after evicting, so "admission" can only mean "first in line to
+ * leave"). Switching on finds every first sight of the LRU phase already
+ * in P, first to go, so the cache turns over at once.
  *
  * Which one: two shadow caches of keys (LRU insertion, second-sight
  * insertion) run on a spatial sample of the keys, at most S2_SHADOW_MAX
  * entries each (a miniature simulation, Waldspurger et al., ATC 2017); the
  * one with more hits, past a 1/32 margin, sets second_sight. It starts off:
  * without evidence the policy is an LRU, so on chat and agent traffic it
- * stays within 0.001 of LRU's prefix hit ratio (README has the table), and
+ * stays within 0.003 of LRU's prefix hit ratio (README has the table), and
  * a scan with no re-use in it flushes it as it flushes LRU; once the
  * shadows have shown second sight pays, one-off blocks leave from P.
  *
@@ -87,7 +92,7 @@ static uint64_t s2_mix(uint64_t h)
  * like LRU and one like s2lru, run on a spatial sample of the keys (those
  * whose hash is 0 modulo rate) with capacity / rate entries (Waldspurger
  * et al., "Cache modeling and optimization using miniature simulations",
- * ATC 2017): the one with more hits decides where real first sights go.
+ * ATC 2017): the one with more hits decides which list evict takes from.
  */
 struct s2_shadow {
 	uint64_t *key;
@@ -108,7 +113,7 @@ struct policy {
 	struct s2_shadow sh[2]; /* [0] inserts like LRU, [1] like s2lru */
 	uint64_t rate;     /* shadows see keys with hash % rate == 0 */
 	uint64_t refs;     /* sampled references since the last decay */
-	bool second_sight; /* first sights go to P (else to M, as LRU) */
+	bool second_sight; /* evict P first (else the older of P and M) */
 };
 
 static void shadow_free(struct s2_shadow *sh)
@@ -332,7 +337,7 @@ static void s2_insert(struct policy *p, struct policy_item *it)
 
 	it->freq = 0;
 	s2_sample(p, it->hkey, seen);
-	s2_push(p, it, seen || !p->second_sight ? S2_MAIN : S2_PROB);
+	s2_push(p, it, seen ? S2_MAIN : S2_PROB);
 	seen_add(&p->seen, it->hkey);
 }
 
@@ -361,7 +366,9 @@ static struct policy_item *s2_evict(struct policy *p)
 
 	if (res > p->max_res)
 		p->max_res = res;
-	if (p->prob.n * 100 > p->max_res * S2_PROB_PCT || !p->main.n)
+	if (!p->main.n ||
+	    (p->second_sight ? p->prob.n * 100 > p->max_res * S2_PROB_PCT :
+	     p->prob.head && p->prob.head->atime < p->main.head->atime))
 		it = plist_evict_rotate(&p->prob);
 	if (!it)
 		it = plist_evict_rotate(&p->main);
