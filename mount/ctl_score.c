@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,16 +172,17 @@ static int parse_weights(char *s, double w[EV_MEDIUM_COUNT])
 		*eq = 0;
 		int m = ev_medium_parse(t);
 		double v = strtod(eq + 1, &end);
-		if (m < 0 || end == eq + 1 || *end || v < 0)
+		if (m < 0 || end == eq + 1 || *end || !(v >= 0) || !isfinite(v))
 			return -1;
 		w[m] = v;
 	}
 	return 0;
 }
 
-/* Reads one chain (a line of hex keys). 1 = a chain, 0 = EOF, -1 = bad. */
+/* Reads one chain (a line of hex keys; blank lines skipped, *line counts
+ * every line read). 1 = a chain, 0 = EOF, -1 = bad. */
 static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
-		      unsigned long long line)
+		      unsigned long long *line)
 {
 	char *buf = NULL;
 	size_t bl = 0;
@@ -193,7 +195,7 @@ static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
 			free(buf);
 			return 0;
 		}
-		line++;
+		(*line)++;
 	} while (strspn(buf, " \t\r\n") == (size_t)len); /* blank lines */
 	for (char *t = strtok(buf, " \t\r\n"); t; t = strtok(NULL, " \t\r\n")) {
 		struct kvfs_key k;
@@ -202,7 +204,7 @@ static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
 		if (strlen(t) != KVFS_KEY_HEX_LEN ||
 		    kvfs_key_parse(t, KVFS_KEY_HEX_LEN, &k)) {
 			fprintf(stderr, "kvfsctl score: line %llu: bad key '%s' "
-				"(32 hex digits)\n", line, t);
+				"(32 hex digits)\n", *line, t);
 			free(buf);
 			return -1;
 		}
@@ -245,19 +247,16 @@ static void score_chain(struct node *n, const uint64_t *keys, size_t nk,
 		score += w[best];
 	}
 	if (json) {
-		json_t *o = json_pack("{s:I, s:s, s:I, s:f}", "chain",
-				      (json_int_t)chain, "node", n->name,
-				      "run", (json_int_t)run, "score", score);
+		json_t *o = json_pack("{s:I, s:o, s:I, s:f}", "chain",
+				      (json_int_t)chain, "node",
+				      ctl_json_str(n->name), "run",
+				      (json_int_t)run, "score", score);
 		json_t *t = json_object();
 		for (int m = 0; m < EV_MEDIUM_COUNT; m++)
 			json_object_set_new(t, ev_medium_name(m),
 					    json_integer((json_int_t)per[m]));
 		json_object_set_new(o, "by_medium", t);
-		char *s = json_dumps(o, JSON_COMPACT);
-		if (s)
-			puts(s);
-		free(s);
-		json_decref(o);
+		ctl_json_out(o, JSON_COMPACT);
 		return;
 	}
 	printf("chain=%llu node=%s run=%zu score=%.3f", chain, n->name, run,
@@ -267,12 +266,19 @@ static void score_chain(struct node *n, const uint64_t *keys, size_t nk,
 	putchar('\n');
 }
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: kvfsctl score --events EP1[,EP2...] "
-		"[--replay R1[,R2...]] [--warmup-ms MS] "
-		"[--weights GPU=1,CPU=0.8,DISK=0.5,REMOTE=0.3] [--json] < chains\n");
-}
+static const struct ctl_cmd CMD = {
+	"score", "score --events EP1[,EP2...] [--replay R1[,R2...]] "
+	"[--warmup-ms MS] [--weights GPU=1,CPU=0.8,DISK=0.5,REMOTE=0.3] "
+	"[--json] < chains",
+	"Learns from KV events which blocks each node holds, in which medium,\n"
+	"then scores each chain of keys on stdin (hex, one chain a line) per\n"
+	"node: the leading run held, each block weighted by its best medium.\n\n"
+	"  --events EPS     the nodes' event endpoints, comma-separated\n"
+	"  --replay EPS     their replay endpoints, one per --events endpoint\n"
+	"  --warmup-ms MS   listen this long before scoring (default 1000)\n"
+	"  --weights M=W,.. weight per medium (GPU, CPU, DISK, REMOTE)\n"
+	"  --json           one JSON object a line\n",
+};
 
 int ctl_score(int argc, char **argv)
 {
@@ -282,6 +288,7 @@ int ctl_score(int argc, char **argv)
 		{ "warmup-ms", required_argument, NULL, 'w' },
 		{ "weights", required_argument, NULL, 'W' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	double w[EV_MEDIUM_COUNT] = { 1.0, 0.8, 0.5, 0.3 };
@@ -292,35 +299,35 @@ int ctl_score(int argc, char **argv)
 	bool json = false;
 	void *ctx;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e': neps = split(optarg, eps, SCORE_EPS_MAX); break;
 		case 'r': nreps = split(optarg, reps, SCORE_EPS_MAX); break;
 		case 'w':
-			if (ctl_parse_count(optarg, &warmup)) {
-				fprintf(stderr, "kvfsctl score: bad --warmup-ms '%s'\n",
-					optarg);
-				return 2;
-			}
+			if (ctl_parse_count(optarg, &warmup))
+				return ctl_usage_err(&CMD, "bad --warmup-ms '%s'",
+						     optarg);
 			break;
 		case 'W':
-			if (parse_weights(optarg, w)) {
-				fprintf(stderr, "kvfsctl score: --weights is MEDIUM=W,... "
-					"with GPU, CPU, DISK, REMOTE and W >= 0\n");
-				return 2;
-			}
+			if (parse_weights(optarg, w))
+				return ctl_usage_err(&CMD, "--weights is MEDIUM=W,... "
+						     "with GPU, CPU, DISK, REMOTE "
+						     "and W >= 0");
 			break;
 		case 'j': json = true; break;
-		default: usage(); return 2;
+		case 'h': return ctl_help(&CMD);
+		default: return ctl_usage_err(&CMD, NULL);
 		}
 	}
-	if (optind != argc || neps <= 0 || nreps < 0 ||
-	    (nreps && nreps != neps)) {
-		if (nreps && nreps != neps)
-			fprintf(stderr, "kvfsctl score: --replay needs one endpoint per --events endpoint\n");
-		usage();
-		return 2;
-	}
+	if (optind != argc)
+		return ctl_usage_err(&CMD, "unexpected '%s' (chains come on "
+				     "stdin)", argv[optind]);
+	if (neps <= 0 || nreps < 0)
+		return ctl_usage_err(&CMD, "--events EP1[,EP2...] is required"
+				     " (at most %d)", SCORE_EPS_MAX);
+	if (nreps && nreps != neps)
+		return ctl_usage_err(&CMD, "--replay needs one endpoint per "
+				     "--events endpoint");
 	nodes = calloc((size_t)neps, sizeof(*nodes));
 	ctx = zmq_ctx_new();
 	if (!nodes || !ctx) {
@@ -365,7 +372,7 @@ int ctl_score(int argc, char **argv)
 		zmq_close(d);
 	}
 	fprintf(stderr, "kvfsctl score: listening for %llu ms\n", warmup);
-	uint64_t end = evsub_now_ms() + warmup;
+	uint64_t end = evsub_after_ms(warmup);
 	zmq_pollitem_t *items = calloc((size_t)neps, sizeof(*items));
 	if (!items) {
 		rc = 1;
@@ -376,7 +383,8 @@ int ctl_score(int argc, char **argv)
 		items[i].events = ZMQ_POLLIN;
 	}
 	for (uint64_t now; (now = evsub_now_ms()) < end;) {
-		if (zmq_poll(items, neps, (long)(end - now)) <= 0)
+		if (zmq_poll(items, neps, end - now > 1000 ? 1000 :
+			     (long)(end - now)) <= 0)
 			continue;
 		for (int i = 0; i < neps; i++) {
 			struct evsub_msg m;
@@ -390,14 +398,18 @@ int ctl_score(int argc, char **argv)
 
 	uint64_t *keys = NULL;
 	size_t nk = 0, cap = 0;
-	unsigned long long chain = 0;
+	unsigned long long chain = 0, line = 0;
 	int r;
-	while ((r = read_chain(stdin, &keys, &nk, &cap, chain)) > 0) {
+	while ((r = read_chain(stdin, &keys, &nk, &cap, &line)) > 0) {
 		chain++;
 		for (int i = 0; i < neps; i++)
 			score_chain(&nodes[i], keys, nk, w, chain, json);
 	}
 	free(keys);
+	if (r == 0 && ferror(stdin)) {
+		fprintf(stderr, "kvfsctl score: stdin: %s\n", strerror(errno));
+		rc = 1;
+	}
 	if (r < 0)
 		rc = 1;
 out:
