@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,52 +421,23 @@ out_free:
 
 /* ------------------------------------------------------------ commands */
 
-#define REPLAY_SYNOPSIS "replay --policy P|all --capacity C[,C...] " \
-	"[--chunk-bytes B] [--l2-capacity C [--ingest M[,M...]|each]] " \
-	"[--json] TRACE.jsonl"
 #define REPLAY_MAX_CAPS 16
 
-/* The usage on stdout (--help: exit 0) or, after a reason, on stderr
- * (exit 2); the shape of ctl.h's convention. */
-static int replay_help(void)
-{
-	const char *const *n;
-
-	printf("usage: kvfsctl " REPLAY_SYNOPSIS "\n\n"
-	       "  --policy P         an engine policy, belady (the offline optimum) or all\n"
-	       "  --capacity C       L1 room in blocks, or a percentage of the trace's\n"
-	       "                     unique blocks (10%%); a comma list runs each\n"
-	       "  --chunk-bytes B    chunk size in the arena (default 4096)\n"
-	       "  --l2-capacity C    a second tier: a model of L2 (a FIFO log of C\n"
-	       "                     blocks, or a percentage) under the engine's L1\n"
-	       "  --ingest M         what L2 admits: evicted (default), hot, twice,\n"
-	       "                     all, a comma list, or each\n"
-	       "  --json             one JSON document instead of the tables\n"
-	       "  -h, --help         print this help and exit\n"
-	       "policies:");
-	for (n = policy_names(); *n; n++)
-		printf(" %s", *n);
-	printf(" belady all\n");
-	return 0;
-}
-
-static int replay_usage_err(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-static int replay_usage_err(const char *fmt, ...)
-{
-	if (fmt) {
-		va_list ap;
-
-		fprintf(stderr, "kvfsctl replay: ");
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-		fputc('\n', stderr);
-	}
-	fprintf(stderr, "usage: kvfsctl " REPLAY_SYNOPSIS "\n"
-		"Try 'kvfsctl replay --help' for more information.\n");
-	return 2;
-}
+static const struct ctl_cmd CMD = {
+	"replay", "replay --policy P|all --capacity C[,C...] [--chunk-bytes B] "
+	"[--l2-capacity C [--ingest M[,M...]|each]] [--json] TRACE.jsonl",
+	"Runs a Mooncake-format trace through the real engine and prints block\n"
+	"and prefix hit ratios per policy, beside Belady's offline optimum.\n\n"
+	"  --policy P         lru, fifo, s3fifo, prefix, s2lru, belady or all\n"
+	"  --capacity C       L1 room in blocks, or a percentage of the trace's\n"
+	"                     unique blocks (10%); a comma list runs each\n"
+	"  --chunk-bytes B    chunk size in the arena (default 4096)\n"
+	"  --l2-capacity C    a second tier: a model of L2 (a FIFO log of C\n"
+	"                     blocks, or a percentage) under the engine's L1\n"
+	"  --ingest M         what L2 admits: evicted (default), hot, twice,\n"
+	"                     all, a comma list, or each\n"
+	"  --json             one JSON document instead of the tables\n",
+};
 
 /* N blocks, or P% of the unique blocks (at least 1). */
 static int replay_capacity(const char *s, uint64_t unique, uint64_t *out)
@@ -727,7 +697,7 @@ int ctl_replay(int argc, char **argv)
 		case 'b':
 			if (ctl_parse_u64(optarg, &chunk) || chunk == 0 ||
 			    chunk > (1ull << 30))
-				return replay_usage_err("bad --chunk-bytes '%s'",
+				return ctl_usage_err(&CMD, "bad --chunk-bytes '%s'",
 							optarg);
 			a.chunk = chunk;
 			break;
@@ -741,21 +711,21 @@ int ctl_replay(int argc, char **argv)
 			json = true;
 			break;
 		case 'h':
-			return replay_help();
+			return ctl_help(&CMD);
 		default:
-			return replay_usage_err(NULL);
+			return ctl_usage_err(&CMD, NULL);
 		}
 	}
 	if (!a.policy)
-		return replay_usage_err("--policy is required");
+		return ctl_usage_err(&CMD, "--policy is required");
 	if (!capstr)
-		return replay_usage_err("--capacity is required");
+		return ctl_usage_err(&CMD, "--capacity is required");
 	if (optind >= argc)
-		return replay_usage_err("no trace file");
+		return ctl_usage_err(&CMD, "no trace file");
 	if (optind + 1 < argc)
-		return replay_usage_err("one trace only");
+		return ctl_usage_err(&CMD, "one trace only");
 	if (ingstr && !l2str)
-		return replay_usage_err("--ingest needs --l2-capacity");
+		return ctl_usage_err(&CMD, "--ingest needs --l2-capacity");
 	a.path = argv[optind];
 	if (strcmp(a.policy, "all") && strcmp(a.policy, "belady") &&
 	    !policy_find(a.policy)) {
@@ -775,12 +745,12 @@ int ctl_replay(int argc, char **argv)
 		goto out;
 	}
 	if (replay_cap_list(capstr, caps, &ncaps)) {
-		rc = replay_usage_err("bad --capacity (at most %d, comma-separated)",
+		rc = ctl_usage_err(&CMD, "bad --capacity (at most %d, comma-separated)",
 				      REPLAY_MAX_CAPS);
 		goto out;
 	}
 	if (ingstr && parse_ingests(ingstr, &a.ingests)) {
-		rc = replay_usage_err("bad --ingest (evicted, hot, twice, all, "
+		rc = ctl_usage_err(&CMD, "bad --ingest (evicted, hot, twice, all, "
 				      "a comma list of them, or each)");
 		goto out;
 	}
@@ -790,7 +760,7 @@ int ctl_replay(int argc, char **argv)
 		goto out;
 	}
 	if (l2str && replay_capacity(l2str, tr.unique, &a.l2cap)) {
-		rc = replay_usage_err("bad --l2-capacity '%s' (blocks, or a "
+		rc = ctl_usage_err(&CMD, "bad --l2-capacity '%s' (blocks, or a "
 				      "percentage of unique blocks)", l2str);
 		goto out;
 	}
@@ -798,13 +768,13 @@ int ctl_replay(int argc, char **argv)
 		uint64_t cap;
 
 		if (replay_capacity(caps[i], tr.unique, &cap)) {
-			rc = replay_usage_err("bad --capacity '%s' (blocks, or a "
+			rc = ctl_usage_err(&CMD, "bad --capacity '%s' (blocks, or a "
 					      "percentage of unique blocks like "
 					      "10%%)", caps[i]);
 			goto out;
 		}
 		if (cap > UINT64_MAX / a.chunk) {
-			rc = replay_usage_err("capacity x chunk-bytes overflows");
+			rc = ctl_usage_err(&CMD, "capacity x chunk-bytes overflows");
 			goto out;
 		}
 	}
@@ -829,16 +799,8 @@ int ctl_replay(int argc, char **argv)
 		rc = replay_capacity_run(&tr, &a, cap, jcaps);
 	}
 	if (!rc && doc) {
-		char *js = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
-				      JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
-
-		if (!js) {
-			fprintf(stderr, "kvfsctl replay: out of memory\n");
-			rc = 1;
-		} else {
-			puts(js);
-			free(js);
-		}
+		rc = ctl_json_out(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+		doc = NULL; /* ctl_json_out dropped it */
 	}
 out:
 	json_decref(doc);
