@@ -185,7 +185,7 @@ static void usage(FILE *f, const char *prog)
 "  -d                 FUSE debug output (implies -f)\n"
 "  -o l1_size=SIZE    L1 arena bytes, K/M/G/T suffixes\n"
 "                     (default 25%% of MemTotal, at most 4G)\n"
-"  -o policy=NAME     lru|fifo|s3fifo|prefix (default s3fifo)\n"
+"  -o policy=NAME     lru|fifo|s3fifo|prefix|s2lru (default prefix)\n"
 "  -o max_chunk=SIZE  largest chunk (default 64M, at most l1_size)\n"
 "  -o seed=N          key seed engines should use (shown in .kvfs/config)\n"
 "  -o cache=MODE      direct (default: reads served from the arena) or\n"
@@ -195,7 +195,7 @@ static void usage(FILE *f, const char *prog)
 "                     where CUDA and a GPU are usable, else host)\n"
 "  -o l2_dir=PATH     enable L2 in PATH;  l2_size=SIZE\n"
 "  -o compress=zstd[:LEVEL]|none   shuffle=0|2|4\n"
-"  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
+"  -o ingest=all|hot|evicted|twice   hot_hits=N   l2_policy=fifo\n"
 "  -o l2_checkpoint_s=N   checkpoint the L2 index every N s (0: at unmount)\n"
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
@@ -546,7 +546,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			struct fs_config *fc)
 {
 	static const char *const caches[] = { "direct", "page", NULL };
-	static const char *const ingests[] = { "evicted", "all", "hot", NULL };
+	static const char *const ingests[] = { "evicted", "all", "hot",
+					       "twice", NULL };
 	static const char *const l2pols[] = { "fifo", NULL };
 	uint64_t v;
 	char *cfg = fc->config_text;
@@ -717,7 +718,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 		if (i < 0)
 			return -1;
 		tc->ingest = i == 0 ? TIER_INGEST_EVICTED :
-			     i == 1 ? TIER_INGEST_ALL : TIER_INGEST_HOT;
+			     i == 1 ? TIER_INGEST_ALL :
+			     i == 2 ? TIER_INGEST_HOT : TIER_INGEST_TWICE;
 	}
 	if (o->hot_hits) {
 		if (parse_num("hot_hits", o->hot_hits, UINT32_MAX, &v))
@@ -755,7 +757,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 } while (0)
 	CFG("l1_size=%" PRIu64 "\n", tc->l1_size);
 	CFG("max_chunk=%" PRIu64 "\n", tc->max_chunk);
-	CFG("policy=%s\n", tc->policy ? tc->policy : "s3fifo");
+	CFG("policy=%s\n", tc->policy ? tc->policy : "prefix");
 	CFG("l1=%s\n", tc->l1);
 	CFG("cache=%s\n", fc->cache == FS_CACHE_PAGE ? "page" : "direct");
 	CFG("seed=%" PRIu64 "\n", fc->seed);
@@ -777,7 +779,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 		CFG("compress=none\n");
 	CFG("shuffle=%d\n", tc->shuffle);
 	CFG("ingest=%s\n", tc->ingest == TIER_INGEST_ALL ? "all" :
-	    tc->ingest == TIER_INGEST_HOT ? "hot" : "evicted");
+	    tc->ingest == TIER_INGEST_HOT ? "hot" :
+	    tc->ingest == TIER_INGEST_TWICE ? "twice" : "evicted");
 	CFG("hot_hits=%u\n", tc->hot_hits);
 	CFG("l2_policy=fifo\n");
 	CFG("l2_checkpoint_s=%d\n", tc->l2_checkpoint_s);

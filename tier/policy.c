@@ -10,7 +10,7 @@
 #include "tier/policy.h"
 
 /* The order is the order `kvfsctl replay --policy all` prints. */
-#define POLICY_TABLE(X) X(lru) X(fifo) X(s3fifo) X(prefix)
+#define POLICY_TABLE(X) X(lru) X(fifo) X(s3fifo) X(prefix) X(s2lru)
 
 #define POLICY_EXTERN(n) extern const struct policy_ops policy_##n##_ops;
 #define POLICY_OPS(n) &policy_##n##_ops,

@@ -8,6 +8,16 @@
  * Adding a policy: write tier/policy_NAME.c defining
  *   const struct policy_ops policy_NAME_ops = { .name = "NAME", ... };
  * and add one line to the table in tier/policy.c.
+ *
+ * Admission. The engine makes room first (evict, until the new chunk's
+ * extent fits) and inserts after, on publish and on promotion from L2 or
+ * L3 alike, so a policy cannot refuse a chunk: it admits on probation by
+ * placing the new item first in line to leave (s2lru's 1% FIFO), which
+ * costs the chunk nothing until the next insertion needs room. An insert
+ * is also a miss (the engine publishes what was not found), so a policy
+ * counting accesses counts inserts and hits; it sees the key only as
+ * hkey, a hash keyed with a per-process random seed, so anything it
+ * derives from hkey (filters, sketches) varies slightly between runs.
  */
 #ifndef KVFS_POLICY_H
 #define KVFS_POLICY_H

@@ -138,7 +138,7 @@ void tier_config_default(struct tier_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->l1_size = 1ull << 30;
 	cfg->max_chunk = 64ull << 20;
-	cfg->policy = "s3fifo";
+	cfg->policy = "prefix";
 	cfg->l1 = "host";
 	cfg->compress_level = 1;
 	cfg->ingest = TIER_INGEST_EVICTED;

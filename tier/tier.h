@@ -33,6 +33,8 @@ enum tier_ingest {
 	TIER_INGEST_EVICTED = 0, /* L1 victims go to L2 (default) */
 	TIER_INGEST_ALL,         /* every published chunk also goes to L2 */
 	TIER_INGEST_HOT,         /* chunks with >= hot_hits hits go to L2 */
+	TIER_INGEST_TWICE,       /* L1 victims seen twice go to L2: hit in L1,
+				  * or published before (tier/seen.h) */
 };
 
 enum tier_where {
@@ -50,7 +52,8 @@ enum tier_gone_reason {
 struct tier_config {
 	uint64_t l1_size;   /* bytes of arena; must hold at least one chunk */
 	uint64_t max_chunk; /* largest chunk, bytes (default 64 MiB) */
-	const char *policy; /* "lru" | "fifo" | "s3fifo" | "prefix" */
+	const char *policy; /* a tier/policy.c name: "lru", "fifo", "s3fifo",
+			     * "prefix" (default), "s2lru" */
 	const char *l1;     /* gpu backend spec: "host" | "pinned" | "cuda[:N]" */
 
 	/* L2: disabled when l2_dir is NULL. */
@@ -100,7 +103,7 @@ struct tier_config {
 	void *log_arg;
 };
 
-/* Fills cfg with defaults (l1_size 1 GiB, max_chunk 64 MiB, s3fifo, host,
+/* Fills cfg with defaults (l1_size 1 GiB, max_chunk 64 MiB, prefix, host,
  * no L2, zstd level 1, shuffle 2, ingest evicted, hot_hits 2). */
 void tier_config_default(struct tier_config *cfg);
 

@@ -87,6 +87,9 @@ bool tier_l2_evicting(struct tier *t, struct tier_rec *r)
 		return false; /* cannot happen: the job pins r */
 	if (t->cfg.ingest == TIER_INGEST_HOT && r->hits < t2->hot_hits)
 		return false;
+	if (t->cfg.ingest == TIER_INGEST_TWICE && !r->hits &&
+	    !seen2_twice(&t2->seen, r->pi.hkey))
+		return false; /* a first sight: not worth a disk write */
 	if (t2->raw_queued + r->size > t2->raw_max) {
 		t2->errors++;
 		return false;
@@ -117,6 +120,8 @@ void tier_l2_on_publish(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 
+	if (t2 && t->cfg.ingest == TIER_INGEST_TWICE)
+		seen2_note(&t2->seen, r->pi.hkey);
 	if (!t2 || !t2->l2 || t->cfg.ingest != TIER_INGEST_ALL)
 		return;
 	/* the job pins the chunk until it is written: bounded so writers
@@ -443,7 +448,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (cfg->ingest != TIER_INGEST_EVICTED && cfg->ingest != TIER_INGEST_ALL &&
-	    cfg->ingest != TIER_INGEST_HOT) {
+	    cfg->ingest != TIER_INGEST_HOT && cfg->ingest != TIER_INGEST_TWICE) {
 		snprintf(err, errlen, "ingest %d: unknown", (int)cfg->ingest);
 		return -EINVAL;
 	}
@@ -499,12 +504,23 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	t2->level = cfg->compress_level;
 	t2->raw_max = queue_cap(t, 4, 4 * cfg->max_chunk);
 	t2->hot_hits = cfg->hot_hits ? cfg->hot_hits : 1;
+	/* ingest=twice remembers keys for 1-2 L2-fulls of 256 KiB chunks
+	 * (at least 4096): 8 bytes per key (seen.h) */
+	if (cfg->ingest == TIER_INGEST_TWICE &&
+	    seen2_init(&t2->seen, lc.size / (256 << 10) > 4096 ?
+		       lc.size / (256 << 10) : 4096)) {
+		pthread_cond_destroy(&t2->cond);
+		free(t2);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	t->l2 = t2;
 
 	rc = l2_open(&lc, &t2->l2, err, errlen);
 	if (rc == -EBUSY || rc == -EINVAL) {
 		t->l2 = NULL;
 		pthread_cond_destroy(&t2->cond);
+		seen2_free(&t2->seen);
 		free(t2);
 		return rc;
 	}
@@ -551,6 +567,7 @@ no_threads:
 	l2_close(t2->l2);
 	t->l2 = NULL;
 	pthread_cond_destroy(&t2->cond);
+	seen2_free(&t2->seen);
 	free(t2);
 	snprintf(err, errlen, "l2: cannot start threads");
 	return -ENOMEM;
@@ -596,6 +613,7 @@ void tier_l2_close(struct tier *t)
 	}
 	t->l2 = NULL;
 	pthread_cond_destroy(&t2->cond);
+	seen2_free(&t2->seen);
 	free(t2);
 }
 

@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tier/seen.h"
 #include "tier/l2.h"
 #include "tier/tier_i.h"
 
@@ -80,6 +81,7 @@ struct tier_l2 {
 	pthread_t demoter, prefetcher[TL2_PREFETCHERS];
 	int level;
 	uint32_t hot_hits;
+	struct seen2 seen;     /* tier.lock: ingest=twice's memory of keys */
 };
 
 /* What r->l2 holds when TREC_L2 is set. */

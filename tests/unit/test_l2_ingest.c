@@ -1,6 +1,7 @@
 /*
  * test_l2_ingest.c - the engine (tier.h) putting chunks into L2 before
- * L1 evicts them (ingest=all, ingest=hot) and prefetching them back:
+ * L1 evicts them (ingest=all, ingest=hot), admitting only chunks seen
+ * twice (ingest=twice), and prefetching them back:
  * the prefetch bound, reclaim by heat, unlinks while writes are queued,
  * hot chunks and pins.
  */
@@ -250,6 +251,58 @@ static void test_engine_ingest_hot_and_pin(void **state)
 	env_free(e);
 }
 
+/*
+ * ingest=twice: an L1 victim goes to L2 only when it was seen twice - hit
+ * while in L1, or published before (remembered across its eviction). A
+ * flood of first sights writes nothing.
+ */
+static void test_engine_ingest_twice(void **state)
+{
+	struct env *e = env_new();
+	const size_t len = 256 * 1024; /* L1 holds 16 */
+	struct tier_config c;
+	struct tier_stats st;
+	struct tier_info info;
+	struct kvfs_key k;
+	struct tier *t;
+	char err[256];
+	uint32_t ns;
+
+	(void)state;
+	ecfg(&c, e->dir);
+	c.ingest = TIER_INGEST_TWICE;
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+	assert_int_equal(tier_ns_create(t, "ns", &ns), 0);
+	/* 32 first sights through 16 slots: 0..15 are dropped, unwritten */
+	for (uint64_t i = 0; i < 32; i++)
+		assert_int_equal(eput(t, ns, i, len), 0);
+	for (uint64_t i = 0; i < 16; i++) {
+		k = mkkey(i);
+		assert_int_equal(tier_stat(t, ns, &k, &info), -ENOENT);
+	}
+	/* 31 is hit in L1; 0 comes back (its second sight) */
+	assert_int_equal(echeck(t, ns, 31, len, NULL), 0);
+	assert_int_equal(eput(t, ns, 0, len), 0);
+	/* 16 more first sights evict 16..31 and 0: only 31 and 0 go down */
+	for (uint64_t i = 32; i < 48; i++)
+		assert_int_equal(eput(t, ns, i, len), 0);
+	ewait_writes(t, 2);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l2_writes, 2);
+	k = mkkey(0);
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	assert_int_equal(info.where, TIER_L2);
+	k = mkkey(31);
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	assert_int_equal(info.where, TIER_L2);
+	k = mkkey(17);
+	assert_int_equal(tier_stat(t, ns, &k, &info), -ENOENT);
+	assert_int_equal(echeck(t, ns, 0, len, NULL), 0);
+	assert_int_equal(echeck(t, ns, 31, len, NULL), 0);
+	tier_destroy(t);
+	env_free(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +311,7 @@ int main(void)
 		cmocka_unit_test(test_engine_reclaim_heat),
 		cmocka_unit_test(test_engine_unlink_during_ingest),
 		cmocka_unit_test(test_engine_ingest_hot_and_pin),
+		cmocka_unit_test(test_engine_ingest_twice),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,7 +58,7 @@ static void expect_order(const struct policy_ops *ops, struct policy *p,
 static void test_table(void **state)
 {
 	const char *const *names = policy_names();
-	const char *want[] = { "lru", "fifo", "s3fifo", "prefix" };
+	const char *want[] = { "lru", "fifo", "s3fifo", "prefix", "s2lru" };
 	size_t n = 0;
 
 	for (; names[n]; n++) {
@@ -74,8 +74,8 @@ static void test_table(void **state)
 		assert_non_null(ops->evict);
 		assert_non_null(ops->meta_bytes);
 	}
-	assert_int_equal(n, 4);
-	for (size_t i = 0; i < 4; i++)
+	assert_int_equal(n, 5);
+	for (size_t i = 0; i < 5; i++)
 		assert_non_null(policy_find(want[i]));
 	assert_null(policy_find("LRU"));
 	assert_null(policy_find("s3fifox"));
@@ -370,6 +370,116 @@ static void test_scan_resistance(void **state)
 	assert_int_equal(fifo, 0);
 	assert_int_equal(s3, 30);
 	assert_true(s3_hits > lru_hits);
+}
+
+/*
+ * s2lru's training: 30 hot keys re-read between runs of 100 one-off keys
+ * through a cache of 100. LRU loses the hot set every round; second-sight
+ * admission keeps it, so s2lru's shadows turn second_sight on. Returns the
+ * hot hits of the last 10 rounds (of 300).
+ */
+static size_t s2_train(struct sim *s, size_t *next)
+{
+	size_t hits = 0;
+
+	for (int round = 0; round < 40; round++) {
+		for (size_t k = 0; k < 30; k++) {
+			size_t h = sim_req(s, k);
+
+			hits += round >= 30 ? h : 0;
+		}
+		for (int i = 0; i < 100; i++)
+			sim_req(s, (*next)++);
+	}
+	return hits;
+}
+
+/* What it must resist, once trained: a scan of 2000 one-off keys flows
+ * through P and out, and the hot set stays; LRU is flushed. */
+static void test_s2lru_scan_resistance(void **state)
+{
+	const char *names[] = { "lru", "s2lru" };
+	size_t trained[2], kept[2];
+
+	for (int n = 0; n < 2; n++) {
+		struct sim s;
+		size_t next = 30;
+
+		sim_init(&s, names[n], 100, 30 + 4000 + 2000);
+		trained[n] = s2_train(&s, &next);
+		for (int i = 0; i < 2000; i++)
+			sim_req(&s, next++);
+		kept[n] = 0;
+		for (size_t k = 0; k < 30; k++)
+			kept[n] += s.resident[k];
+		sim_fini(&s);
+	}
+	print_message("hot hits while training: lru %zu, s2lru %zu of 300; "
+		      "kept after the scan: lru %zu, s2lru %zu of 30\n",
+		      trained[0], trained[1], kept[0], kept[1]);
+	assert_int_equal(trained[0], 0);
+	assert_true(trained[1] >= 290);
+	assert_int_equal(kept[0], 0);
+	assert_int_equal(kept[1], 30);
+}
+
+/*
+ * What it must keep: LRU's hits where LRU is right. A loop over 90 keys,
+ * each re-read soon after its first sight, in a cache of 100: LRU hits
+ * everything after the first pass; s2lru, whose shadows see no gain in
+ * second sight, inserts like LRU and hits exactly as often.
+ */
+static void test_s2lru_lru_without_evidence(void **state)
+{
+	const char *names[] = { "lru", "s2lru" };
+	size_t hits[2];
+
+	for (int n = 0; n < 2; n++) {
+		struct sim s;
+
+		sim_init(&s, names[n], 100, 2000);
+		hits[n] = 0;
+		for (size_t base = 0; base + 90 < 2000; base += 10)
+			for (size_t k = base; k < base + 90; k++)
+				hits[n] += sim_req(&s, k);
+		sim_fini(&s);
+	}
+	print_message("sliding window hits: lru %zu, s2lru %zu\n", hits[0],
+		      hits[1]);
+	assert_true(hits[0] > 10000);
+	assert_int_equal(hits[1], hits[0]);
+}
+
+/*
+ * Once trained, a key that comes back after it was evicted (its second
+ * sight, remembered by the filter long after the chunk left) goes straight
+ * to M and survives a following run of first sights twice the cache.
+ */
+static void test_s2lru_second_sight(void **state)
+{
+	enum { CAP = 100, BACK = 20, ONEOFF = 200 };
+	struct sim s;
+	size_t next = 30, kept = 0, first;
+
+	sim_init(&s, "s2lru", CAP, 30 + 4000 + BACK + 2 * ONEOFF);
+	s2_train(&s, &next);
+	first = next;
+	for (size_t k = 0; k < BACK; k++)
+		sim_req(&s, next++);
+	for (size_t i = 0; i < ONEOFF; i++)
+		sim_req(&s, next++);
+	for (size_t k = first; k < first + BACK; k++)
+		assert_false(s.resident[k]);
+	/* second sight: a miss, inserted into M */
+	for (size_t k = first; k < first + BACK; k++)
+		assert_int_equal(sim_req(&s, k), 0);
+	for (size_t i = 0; i < ONEOFF; i++)
+		sim_req(&s, next++);
+	for (size_t k = first; k < first + BACK; k++)
+		kept += s.resident[k];
+	print_message("s2lru: second-sight keys kept: %zu of %d\n", kept, BACK);
+	assert_int_equal(kept, BACK);
+	sim_fini(&s);
 }
 
 /* A scan interleaved with the hot set (one hot read every 20 scan keys):
@@ -783,6 +893,9 @@ int main(void)
 		cmocka_unit_test(test_all_pinned_large),
 		cmocka_unit_test(test_scan_resistance),
 		cmocka_unit_test(test_scan_interleaved),
+		cmocka_unit_test(test_s2lru_scan_resistance),
+		cmocka_unit_test(test_s2lru_lru_without_evidence),
+		cmocka_unit_test(test_s2lru_second_sight),
 		cmocka_unit_test(test_s3fifo_ghost),
 		cmocka_unit_test(test_s3fifo_ghost_bounded),
 		cmocka_unit_test(test_s3fifo_ghost_churn),

@@ -17,7 +17,7 @@ static void test_config(void **state)
 	(void)state;
 	tier_config_default(&cfg);
 	assert_int_equal(cfg.max_chunk, 64ull << 20);
-	assert_string_equal(cfg.policy, "s3fifo");
+	assert_string_equal(cfg.policy, "prefix");
 
 	cfg.l1_size = 100;
 	cfg.max_chunk = 64;

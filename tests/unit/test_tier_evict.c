@@ -163,10 +163,10 @@ static void test_parent_count_republish(void **state)
 static void test_churn_policies(void **state)
 {
 	static const char *const names[] = { "lru", "fifo", "s3fifo",
-					     "prefix" };
+					     "prefix", "s2lru" };
 
 	(void)state;
-	for (size_t p = 0; p < 4; p++) {
+	for (size_t p = 0; p < sizeof(names) / sizeof(names[0]); p++) {
 		struct tier *t = mk(64 * PAGE, 8 * PAGE, names[p], NULL);
 		uint32_t ns = mkns(t, "ns");
 		struct tier_stats st;
