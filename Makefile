@@ -287,6 +287,9 @@ APT_PKGS += clang libfuzzer-14-dev fio
 # issue 17: sd_notify for kvfs@.service; systemd-analyze verify and man(1)
 # in the install test
 APT_PKGS += libsystemd-dev systemd man-db
+# issue 17: tmux (kvfsctl top's test drives it in a real terminal);
+# libjansson-dev above is also kvfsctl's JSON in and out
+APT_PKGS += tmux
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
@@ -300,6 +303,8 @@ check-deps:
 	  /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
 	  command -v clang >/dev/null && command -v fio >/dev/null && \
+	  command -v tmux >/dev/null && command -v man >/dev/null && \
+	  command -v systemd-analyze >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 
 # ---------------------------------------------------------------- test

@@ -228,9 +228,10 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 	sb_printf(b, "  \"hits\": %" PRIu64 ",\n  \"misses\": %" PRIu64
 		  ",\n  \"evictions\": %" PRIu64 ",\n  \"publishes\": %" PRIu64
 		  ",\n  \"discards\": %" PRIu64 ",\n  \"promotions\": %" PRIu64
-		  ",\n  \"demotions\": %" PRIu64 ",\n",
+		  ",\n  \"demotions\": %" PRIu64 ",\n  \"bytes_in\": %" PRIu64
+		  ",\n  \"bytes_out\": %" PRIu64 ",\n",
 		  st.hits, st.misses, st.evictions, st.publishes, st.discards,
-		  st.promotions, st.demotions);
+		  st.promotions, st.demotions, st.bytes_in, st.bytes_out);
 	sb_printf(b, "  \"writers\": %" PRIu64 ",\n  \"writer_bytes\": %" PRIu64
 		  ",\n  \"meta_bytes\": %" PRIu64 ",\n",
 		  st.writers, st.writer_bytes, st.meta_bytes);
@@ -303,6 +304,10 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	     st.promotions);
 	prom(b, "demotions_total", "counter", "L1 to L2 demotions",
 	     st.demotions);
+	prom(b, "bytes_in_total", "counter",
+	     "chunk bytes published by writers", st.bytes_in);
+	prom(b, "bytes_out_total", "counter",
+	     "chunk bytes handed to readers", st.bytes_out);
 	render_l3_metrics(b, &st);
 	fs_path_counts(fs, &pc);
 	prom(b, "path_dirs", "gauge", "directories of path namespaces",

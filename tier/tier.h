@@ -440,6 +440,10 @@ struct tier_stats {
 	uint64_t l2_reads, l2_writes, l2_reclaims, l2_corrupt, l2_errors;
 	/* events */
 	uint64_t hits, misses, evictions, publishes, discards;
+	/* bytes_in: chunk bytes published by writers (files and PUTs; not
+	 * promotions from L3); bytes_out: chunk bytes handed to readers (an
+	 * open, a GET, a handle: each counts the chunk's size once) */
+	uint64_t bytes_in, bytes_out;
 	uint64_t promotions, demotions;
 	/* writers in flight and their arena bytes */
 	uint64_t writers, writer_bytes;

@@ -273,6 +273,9 @@ struct tier {
 	uint64_t nchunks_handed;     /* tier.lock: struct tier_chunk out */
 
 	uint64_t hits, misses, evictions, publishes, discards; /* tier.lock */
+	/* chunk bytes published by writers (not L3 promotions), and handed
+	 * to readers by tier_get (tier.lock) */
+	uint64_t bytes_in, bytes_out;
 	uint64_t promotions, demotions; /* tier.lock */
 
 	struct tier_gone *gone;      /* tier.lock: queued on_gone calls */

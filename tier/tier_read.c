@@ -184,6 +184,7 @@ again:
 	c->size = r->size;
 	c->gen = r->gen;
 	c->tmp = NULL;
+	t->bytes_out += r->size;
 	if (r->where != TIER_L1) {
 		int rc = tier_l2_fill(t, r, c);
 
@@ -191,6 +192,7 @@ again:
 			/* a miss: not served (see tier_l2_fill) */
 			t->hits--;
 			t->misses++;
+			t->bytes_out -= r->size;
 			if (!(r->flags & TREC_ZOMBIE))
 				n->hits--;
 			t->nchunks_handed--;

@@ -23,6 +23,8 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->misses = t->misses;
 	st->evictions = t->evictions;
 	st->publishes = t->publishes;
+	st->bytes_in = t->bytes_in;
+	st->bytes_out = t->bytes_out;
 	st->discards = t->discards;
 	st->promotions = t->promotions;
 	st->demotions = t->demotions;
