@@ -230,7 +230,8 @@ $(FUZZ_BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FS_OBJ) \
 		$(BUILD)/mount/mount_events.o $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ \
-	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson $(LIBS)
+	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson \
+	  $(SD_LIBS) $(LIBS)
 fuzz: check-deps fuzz-build
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_BUILD)
 

@@ -1049,8 +1049,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (!realpath(o.args[o.nargs - 1], mnt) || stat(mnt, &st)) {
-		fprintf(stderr, "%s: mount point %s: %s\n", prog,
-			o.args[o.nargs - 1], strerror(errno));
+		int e = errno;
+
+		/* what a crashed daemon leaves: say how to clear it */
+		fprintf(stderr, "%s: mount point %s: %s%s%s\n", prog,
+			o.args[o.nargs - 1], strerror(e), e == ENOTCONN ?
+			"; a dead mount? detach it with fusermount3 -u -z " :
+			"", e == ENOTCONN ? o.args[o.nargs - 1] : "");
 		goto out;
 	}
 	if (!S_ISDIR(st.st_mode)) {

@@ -140,6 +140,12 @@ class NotifyTest(unittest.TestCase):
         self.assertTrue(mounted(self.mnt))
         with self.assertRaises(OSError):  # ENOTCONN (stat may be cached)
             os.statvfs(self.mnt)
+        # by hand, kvfs-mount says what to do about it
+        r = subprocess.run([MOUNT_BIN, "-f", self.mnt], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 1)
+        # stat cached: "a kvfs mount already"; expired: ENOTCONN
+        self.assertIn("fusermount3 -u", r.stderr)
         # ExecStopPost detaches it; a restart mounts again
         subprocess.run(["sh", "-c", script], env=env)
         self.assertFalse(mounted(self.mnt))
