@@ -78,7 +78,7 @@ if command -v man >/dev/null; then
 	MANPATH=$D/usr/share/man MANPAGER=cat MANWIDTH=80 man mount.kvfs \
 		>"$T/page" 2>&1
 	check "man mount.kvfs shows kvfs-mount(8)" \
-		grep -q 'kvfs-mount, mount.kvfs' "$T/page"
+		grep -Eq 'kvfs-mount, +mount\.kvfs' "$T/page"
 	(cd "$D/usr/share/man" && MANPAGER=cat man -l man8/mount.fuse.kvfs.8) \
 		>"$T/page" 2>&1
 	check "man -l mount.fuse.kvfs.8 shows kvfs-mount(8)" \
