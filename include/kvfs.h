@@ -160,7 +160,11 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 
 /* Control directory at the mount root. */
 #define KVFS_CTL_DIR ".kvfs"
-#define KVFS_CTL_STATS ".kvfs/stats" /* JSON */
+#define KVFS_CTL_STATS ".kvfs/stats" /* JSON; .kvfs/metrics: the same
+					* counters in Prometheus text. Each
+					* is described in kvfs(7) COUNTERS;
+					* per-namespace rows only for the
+					* namespaces the reader may list */
 
 /* Namespace names: 1..KVFS_NS_NAME_MAX bytes of UTF-8, no '/', not starting
  * with '.' (mkdir of any other name fails with EINVAL) */

@@ -136,6 +136,22 @@ static void compute(const struct sample *a, const struct sample *b,
 		delta(a, b, "l3.hits"),
 		delta(a, b, "l3.hits") + delta(a, b, "l3.misses"), NAN, NAN,
 		NAN };
+	if (!isnan(num(b->st, "read.hits_l1"))) {
+		/* the daemon counts reads by the tier they came from
+		 * (kvfs(7) COUNTERS): each tier's share of what reached it */
+		double h1 = delta(a, b, "read.hits_l1");
+		double h2 = delta(a, b, "read.hits_l2");
+		double asked = h1 + h2 + delta(a, b, "read.hits_l3") +
+			       delta(a, b, "read.misses") +
+			       delta(a, b, "name_misses");
+
+		f->t[0].hits = h1;
+		f->t[0].asked = asked;
+		f->t[1].hits = h2;
+		f->t[1].asked = asked - h1;
+		f->t[2].hits = delta(a, b, "read.hits_l3");
+		f->t[2].asked = asked - h1 - h2;
+	}
 	for (int i = 0; i < 3; i++)
 		if (f->t[i].hits > f->t[i].asked) /* prefetches promote too */
 			f->t[i].hits = f->t[i].asked;

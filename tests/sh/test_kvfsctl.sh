@@ -227,8 +227,8 @@ s = json.load(open(sys.argv[1]))
 assert s["bytes_in"] == 3 * 65536, s["bytes_in"]
 assert s["bytes_out"] >= 3 * 65536, s["bytes_out"]
 PY
-grep -q '^kvfs_bytes_in_total 196608$' "$tmp/m/.kvfs/metrics" &&
-	ok "metrics: kvfs_bytes_in_total" || bad "metrics: no kvfs_bytes_in_total 196608"
+grep -q '^kvfs_published_bytes_total 196608$' "$tmp/m/.kvfs/metrics" &&
+	ok "metrics: kvfs_published_bytes_total" || bad "metrics: no kvfs_published_bytes_total 196608"
 
 printf '1..%d\n' "$n"
 [ "$fails" = 0 ]
