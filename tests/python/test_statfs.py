@@ -78,6 +78,9 @@ class StatfsTest(unittest.TestCase):
             try:
                 sv = settled(m.mnt, sv.f_blocks - 3 * MIB // BLK)
                 self.assertEqual(sv.f_blocks - sv.f_bfree, 3 * MIB // BLK)
+                # the same figure an operator sees in .kvfs/stats
+                self.assertEqual(
+                    pathmount.stats(m.mnt)["l1"]["pinned_bytes"], 3 * MIB)
                 self.assertEqual(sv.f_bavail, sv.f_bfree)
                 # a writer in flight holds its bytes too
                 w = open(os.path.join(m.mnt, "df", ".tmp.w"), "wb")
