@@ -193,6 +193,9 @@ static const struct fs_metric metrics[] = {
 	G("l1", "capacity", "capacity_bytes", T("l1"), H_CAP, t.l1_capacity),
 	G("l1", "bytes", "stored_bytes", T("l1"), H_STORED, t.l1_bytes),
 	G("l1", "chunks", "chunks", T("l1"), H_CHUNKS, t.l1_chunks),
+	G("l1", "pinned_bytes", "l1_pinned_bytes", NULL,
+	  "L1 bytes of chunks pinned now (opens, leases, handles, user pins): "
+	  "never evicted", t.l1_pinned_bytes),
 	/* L2 */
 	G("l2", "capacity", "capacity_bytes", T("l2"), H_CAP, t.l2_capacity),
 	G("l2", "bytes", "stored_bytes", T("l2"), H_STORED, t.l2_bytes),

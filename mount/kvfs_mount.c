@@ -10,6 +10,10 @@
  * reports through a pipe; the parent exits 0 only once the mount is ready,
  * and with the child's failure status otherwise (its error went to
  * stderr, and nothing is left mounted).
+ *
+ * Under systemd (Type=notify, NOTIFY_SOCKET set; see kvfs@.service) it
+ * sends READY=1 once the mount answers and STOPPING=1 when it stops;
+ * without NOTIFY_SOCKET sd_notify does nothing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +32,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <systemd/sd-daemon.h>
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -823,10 +829,12 @@ static void report(int fd, unsigned char status)
 	}
 }
 
-/* Daemon mode: says "ready" once the kernel has the mount working. */
+/* Daemon mode, or under systemd: says "ready" once the kernel has the
+ * mount working. */
 struct ready {
 	char path[PATH_MAX + 32];
-	int fd;                  /* the parent's pipe; taken by exchange */
+	const char *mnt;
+	int fd;                  /* the parent's pipe (or -1); taken by exchange */
 	struct fuse_session *se;
 	pthread_t thread;
 };
@@ -849,6 +857,8 @@ static void *ready_main(void *arg)
 		kill(getpid(), SIGTERM);
 		return NULL;
 	}
+	/* a no-op without NOTIFY_SOCKET; systemd needs no reply */
+	sd_notifyf(0, "READY=1\nSTATUS=serving %s", rd->mnt);
 	fd = __atomic_exchange_n(&rd->fd, -1, __ATOMIC_ACQ_REL);
 	if (fd >= 0) {
 		int nul = open("/dev/null", O_RDWR);
@@ -953,11 +963,12 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		fprintf(stderr, "kvfs-mount: %s\n", strerror(-r));
 		goto out_unmount;
 	}
-	if (ready_fd >= 0) {
+	if (ready_fd >= 0 || getenv("NOTIFY_SOCKET")) {
 		/* started with the stop signals still blocked: they stay
 		 * with the loop's thread */
 		snprintf(rd.path, sizeof(rd.path), "%s/" KVFS_CTL_DIR "/version",
 			 mnt);
+		rd.mnt = mnt;
 		rd.se = se;
 		if (pthread_create(&rd.thread, NULL, ready_main, &rd)) {
 			fprintf(stderr, "kvfs-mount: cannot start a thread\n");
@@ -979,6 +990,8 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(lc);
 	}
+	/* flushing L2 may take a while: systemd shows why */
+	sd_notify(0, "STOPPING=1\nSTATUS=stopping: flushing and unmounting");
 out_stop:
 	fs_stop(fs);
 out_unmount:
@@ -1125,8 +1138,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (!realpath(o.args[o.nargs - 1], mnt) || stat(mnt, &st)) {
-		fprintf(stderr, "%s: mount point %s: %s\n", prog,
-			o.args[o.nargs - 1], strerror(errno));
+		int e = errno;
+
+		/* what a crashed daemon leaves: say how to clear it */
+		fprintf(stderr, "%s: mount point %s: %s%s%s\n", prog,
+			o.args[o.nargs - 1], strerror(e), e == ENOTCONN ?
+			"; a dead mount? detach it with fusermount3 -u -z " :
+			"", e == ENOTCONN ? o.args[o.nargs - 1] : "");
 		goto out;
 	}
 	if (!S_ISDIR(st.st_mode)) {

@@ -476,6 +476,10 @@ struct tier_stats {
 	uint64_t promotions, demotions;
 	/* writers in flight and their arena bytes */
 	uint64_t writers, writer_bytes;
+	/* L1 bytes of chunks pinned now (opens, leases, handles, user
+	 * pins): not evictable (statfs counts them, with writer_bytes, as
+	 * used) */
+	uint64_t l1_pinned_bytes;
 	/* engine metadata: bytes of index + chunk records + policy state */
 	uint64_t meta_bytes;
 	/* L3 (all zero without l3): the store's counters, and the engine's

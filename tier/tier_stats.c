@@ -31,6 +31,7 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->demotions = t->demotions;
 	st->writers = t->nwriters;
 	st->writer_bytes = t->writer_bytes;
+	st->l1_pinned_bytes = t->pinned_bytes;
 	meta = sizeof(*t);
 	meta += (t->idx.n + t->nzombies) * sizeof(struct tier_rec);
 	meta += t->idx.nb * sizeof(*t->idx.b);
