@@ -512,6 +512,29 @@ class NotKvfsMountError(OSError):
                          % why, path)
 
 
+def _kvfs_mount_root(fd):
+    """True when fd is the root directory of a fuse.kvfs mount (by
+    /proc/self/mountinfo: fs type, device, and the FUSE root inode 1)."""
+    st = os.fstat(fd)
+    if st.st_ino != 1:
+        return False
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8",
+                  errors="replace") as f:
+            for line in f:
+                head, sep, tail = line.partition(" - ")
+                fields = head.split()
+                if not sep or len(fields) < 5 or not tail:
+                    continue
+                major, _, minor = fields[2].partition(":")
+                if (tail.split()[0] == "fuse.kvfs" and fields[3] == "/" and
+                        os.makedev(int(major), int(minor)) == st.st_dev):
+                    return True
+    except (OSError, ValueError):
+        pass
+    return False
+
+
 def _oserror(e, what):
     """e (an OSError) again, its message naming what the caller did
     instead of the file name of a syscall; the class follows the errno
@@ -754,10 +777,18 @@ class Connector:
 
     def _check_mount(self, root):
         """NotKvfsMountError unless root is the root of a kvfs mount: its
-        .kvfs/version says "kvfs <version>"."""
+        .kvfs/version says "kvfs <version>", or, where ctl_mode keeps the
+        caller out of .kvfs/ (EACCES), the kernel's mount table has a
+        fuse.kvfs mount on root's device, rooted there."""
         try:
             fd = os.open(".kvfs/version", os.O_RDONLY | os.O_CLOEXEC,
                          dir_fd=root)
+        except PermissionError:
+            if _kvfs_mount_root(root):
+                return
+            raise NotKvfsMountError(
+                self.mountpoint, "no readable .kvfs/version and no kvfs "
+                "mount here in /proc/self/mountinfo") from None
         except OSError as e:
             raise NotKvfsMountError(
                 self.mountpoint, "no .kvfs/version: %s; mount one with "

@@ -82,6 +82,53 @@ class ConstructTest(unittest.TestCase):
         with self.assertRaises(FileNotFoundError):
             kvfs.Connector("/nonexistent/kvfs", "ns")
 
+    def test_ctl_mode_keeps_user_out_of_kvfs_dir(self):
+        """ctl_mode=0400 denies an engine's user .kvfs/version; the
+        Connector still knows the mount (mountinfo) and works, and a
+        subdirectory of that mount is still refused."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root to drop to uid 65534")
+        m = pathmount.new_mount(["l1_size=8M", "max_chunk=1M", "allow_other",
+                                 "ctl_mode=0400"], l2=False)
+        try:
+            os.mkdir(os.path.join(m.mnt, "shared"), 0o777)
+            os.chmod(os.path.join(m.mnt, "shared"), 0o777)
+            key = kvfs.keys([1, 2, 3, 4], 4)[0]
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: an unprivileged engine
+                code = 1
+                try:
+                    os.close(r)
+                    os.setgroups([])
+                    os.setgid(65534)
+                    os.setuid(65534)
+                    try:
+                        open(os.path.join(m.mnt, ".kvfs", "version")).close()
+                        out = "version readable"
+                    except PermissionError:
+                        with kvfs.Connector(m.mnt, "shared",
+                                            create=False) as c:
+                            out = "%s %r" % (c.put(key, b"abc"), c.get(key))
+                        try:
+                            kvfs.Connector(os.path.join(m.mnt, "shared"),
+                                           "x", create=False)
+                        except kvfs.NotKvfsMountError:
+                            out += " sub refused"
+                    code = 0
+                except BaseException as e:  # noqa: B902 - report it
+                    out = "%s: %s" % (type(e).__name__, e)
+                os.write(w, out.encode())
+                os._exit(code)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                got = f.read().decode()
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(got, "True b'abc' sub refused")
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        finally:
+            pathmount.drop_mount(m)
+
 
 class MissTest(unittest.TestCase):
     """One way: None from every getter, False from exists and delete, 0
