@@ -127,6 +127,9 @@ class Mount:
             shutil.rmtree(self.mnt, ignore_errors=True)
             if self.l2:
                 shutil.rmtree(self.l2, ignore_errors=True)
+            if self.log:  # the daemon's log: no ResourceWarning
+                self.log.close()
+                self.log = None
 
 
 _MOUNTS = []
