@@ -386,8 +386,9 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	 * A cache is full by design, so "free" here is what a writer can
 	 * get: everything but the L1 bytes nothing may evict (pinned chunks,
 	 * writers in flight). Size is L1 + L2 (the space the daemon
-	 * manages); L2 is always reclaimable. df then warns only when writes
-	 * are about to fail with ENOSPC; how full the cache is, is in
+	 * manages); L2 is always reclaimable. Without L2, df then warns only
+	 * when writes are about to fail with ENOSPC; with L2, never (used
+	 * tops out at L1 / (L1 + L2)); how full the cache is, is in
 	 * .kvfs/stats (kvfs(7), "df").
 	 */
 	held = st.l1_pinned_bytes + st.writer_bytes;

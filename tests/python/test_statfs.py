@@ -5,8 +5,9 @@ Size is L1 + L2 capacity; free (and available) is all of it but the L1
 bytes nothing may evict: chunks pinned by open fds, leases, handles and
 user pins, and writers in flight. So a cache that is full by design (L1
 and L2 both full of evictable chunks) reports nearly everything free and
-a disk-full alert stays quiet, while a mount whose L1 is pinned full,
-where writes do fail with ENOSPC, reports it. Mounts real kvfs daemons
+a disk-full alert stays quiet, while a mount without L2 whose L1 is
+pinned full, where writes do fail with ENOSPC, reports it (with L2 on,
+the used share tops out at L1 / (L1 + L2)). Mounts real kvfs daemons
 ($KVFS_MOUNT_BIN) with pathmount's helper.
 """
 import os
@@ -123,6 +124,44 @@ class StatfsTest(unittest.TestCase):
                     self.assertEqual(sv.f_bavail, 0)
                     with self.assertRaises(OSError):
                         fill(m.mnt, "pin2", 1)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        finally:
+            pathmount.drop_mount(m)
+
+    def test_l2_on_pinned_full_is_not_df_full(self):
+        """With L2 on, df's used share tops out at L1 / (L1 + L2) even
+        while writes fail with ENOSPC (kvfs(7), README: alert on
+        kvfs_l1_pinned_bytes over the L1 capacity instead)."""
+        m = pathmount.new_mount(["l1_size=8M", "max_chunk=1M",
+                                 "l2_size=64M"], l2=True)
+        try:
+            st = pathmount.stats(m.mnt)
+            l1, l2 = st["l1"]["capacity"], st["l2"]["capacity"]
+            names = fill(m.mnt, "pin", 8, MIB - BLK)
+            fds = []
+            try:
+                for n in names:
+                    try:
+                        fds.append(os.open(os.path.join(m.mnt, "pin", n),
+                                           os.O_RDONLY))
+                    except FileNotFoundError:
+                        pass
+                if len(fds) < 8:
+                    self.skipTest("only %d of 8 chunks still in L1" %
+                                  len(fds))
+                with self.assertRaises(OSError) as cm:
+                    fill(m.mnt, "pin2", 1)
+                self.assertEqual(cm.exception.errno, 28)  # ENOSPC
+                sv = os.statvfs(m.mnt)
+                self.assertEqual(sv.f_blocks, (l1 + l2) // BLK)
+                used = sv.f_blocks - sv.f_bfree
+                self.assertLessEqual(used * (l1 + l2), l1 * sv.f_blocks)
+                self.assertGreater(sv.f_bavail, 0)
+                st = pathmount.stats(m.mnt)
+                self.assertGreater(st["l1"]["pinned_bytes"] * 10,
+                                   st["l1"]["capacity"] * 9)
             finally:
                 for fd in fds:
                     os.close(fd)
