@@ -6,7 +6,9 @@
  * Sizes: a stat renders the file for its caller and reports that length;
  * the rendering is kept (ctl_snap, a few slots) for the same process's
  * next open within a short while, so `tar`, `rsync` and `cp -a`, which
- * stat and then open, read exactly as many bytes as stat said. An open
+ * stat and then open, read exactly as many bytes as stat said; the same
+ * process's stats within a second report it again (the open's permission
+ * check asks too). An open
  * without such a stat renders afresh; fstat on the open file reports its
  * snapshot's length. Each open has its own snapshot, so reads at any
  * offset agree.
@@ -23,6 +25,12 @@
 
 /* How long a stat's rendering waits for the same process's open. */
 #define CTL_KEEP_NS 2000000000LL
+/* How long the same process's next stat reports that rendering again
+ * instead of rendering afresh: the kernel asks again (attributes of these
+ * files are never cached) for the permission check of the open that
+ * follows a stat, once a clock tick has passed, and that must not replace
+ * what the stat sized. */
+#define CTL_RESTAT_NS 1000000000LL
 
 static int render(struct fs *fs, const struct fs_cred *who, int file,
 		  char **buf, size_t *len)
@@ -107,32 +115,65 @@ static void snap_keep(struct fs *fs, const struct fuse_ctx *c, int file,
 	pthread_mutex_unlock(&p->ctl_lock);
 }
 
+/* The caller's kept rendering of file and its age in ns, or NULL; with
+ * ctl_lock held. */
+static struct fs_ctl_snap *snap_find(struct fs_priv *p,
+				     const struct fuse_ctx *c, int file,
+				     int64_t *age)
+{
+	for (size_t i = 0; i < sizeof(p->ctl_snap) / sizeof(p->ctl_snap[0]);
+	     i++) {
+		struct fs_ctl_snap *s = &p->ctl_snap[i];
+
+		if (snap_is(s, file, c)) {
+			*age = mono_ns() - ((int64_t)s->at.tv_sec *
+					    1000000000LL + s->at.tv_nsec);
+			return s;
+		}
+	}
+	return NULL;
+}
+
+/* The length of the caller's kept rendering of file, when it is younger
+ * than CTL_RESTAT_NS; it stays kept. */
+static bool snap_len(struct fs *fs, const struct fuse_ctx *c, int file,
+		     size_t *len)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_ctl_snap *s;
+	bool found = false;
+	int64_t age;
+
+	pthread_mutex_lock(&p->ctl_lock);
+	s = snap_find(p, c, file, &age);
+	if (s && age <= CTL_RESTAT_NS) {
+		*len = s->len;
+		found = true;
+	}
+	pthread_mutex_unlock(&p->ctl_lock);
+	return found;
+}
+
 /* The caller's kept rendering of file, taken out of its slot (fresh
  * enough), or NULL. */
 static char *snap_take(struct fs *fs, const struct fuse_ctx *c, int file,
 		       size_t *len)
 {
 	struct fs_priv *p = fs->priv;
+	struct fs_ctl_snap *s;
 	char *buf = NULL;
-	int64_t now = mono_ns();
+	int64_t age;
 
 	pthread_mutex_lock(&p->ctl_lock);
-	for (size_t i = 0; i < sizeof(p->ctl_snap) / sizeof(p->ctl_snap[0]);
-	     i++) {
-		struct fs_ctl_snap *s = &p->ctl_snap[i];
-		int64_t at = (int64_t)s->at.tv_sec * 1000000000LL +
-			     s->at.tv_nsec;
-
-		if (!snap_is(s, file, c))
-			continue;
-		if (now - at <= CTL_KEEP_NS) {
+	s = snap_find(p, c, file, &age);
+	if (s) {
+		if (age <= CTL_KEEP_NS) {
 			buf = s->buf;
 			*len = s->len;
 		} else {
 			free(s->buf);
 		}
 		s->buf = NULL;
-		break;
 	}
 	pthread_mutex_unlock(&p->ctl_lock);
 	return buf;
@@ -226,7 +267,8 @@ int fs_ctl_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	} else {
 		found = open_by(fs, fuse_req_ctx(req)->pid, ino, &len);
 	}
-	if (found) { /* fstat: the open file's snapshot */
+	if (found || /* fstat: the open file's snapshot */
+	    snap_len(fs, fuse_req_ctx(req), file, &len)) { /* restat */
 		st->st_size = (off_t)len;
 		st->st_blocks = (blkcnt_t)((len + 511) / 512);
 		return 0;

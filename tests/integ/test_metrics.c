@@ -446,6 +446,27 @@ static void test_sizes_and_copies(void **state)
 			for (;;)
 				kvfs_test_read_check(p, CHUNK, 1);
 	}
+	/* a pause between stat and open (a slow copier): the kernel asks
+	 * the daemon again for the open's permission check (attributes of
+	 * control files are never cached), and the read must still be the
+	 * rendering stat sized */
+	for (int i = 0; i < 8; i++) {
+		const char *f = files[i % 2];
+
+		len = 0;
+		if (stat(kvfs_test_path(&m, p, ".kvfs/%s", f), &st) == 0) {
+			usleep(30000);
+			s = kvfs_test_slurp(p, &len);
+			free(s);
+		}
+		if ((size_t)st.st_size != len) {
+			fprintf(stderr, "%s: stat said %lld, read %zu after "
+				"30 ms\n", f, (long long)st.st_size, len);
+			kill(busy, SIGKILL);
+			waitpid(busy, NULL, 0);
+			fail();
+		}
+	}
 	assert_non_null(mkdtemp(tmp));
 	snprintf(cmd, sizeof(cmd), "cp -a %s/.kvfs %s/cp", m.dir, tmp);
 	assert_int_equal(system(cmd), 0);
