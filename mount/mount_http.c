@@ -183,8 +183,10 @@ int mount_http_start(const struct mount_http_addr *a, struct mount_http **out,
 	else
 		addr_name(&a->sa, bound, boundlen);
 	h = calloc(1, sizeof(*h));
+	/* AUTO: epoll, not select(): with a large L2 (a descriptor per
+	 * segment) a scrape's socket is above FD_SETSIZE */
 	if (h)
-		h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD |
+		h->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD |
 					(a->sa.ss_family == AF_INET6 ?
 					 MHD_USE_IPv6 : 0),
 					0, NULL, NULL, on_request, h,

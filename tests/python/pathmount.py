@@ -57,7 +57,8 @@ class Mount:
     """One kvfs mount point; mount()/unmount() may be called repeatedly on
     the same L2 directory (a warm restart)."""
 
-    def __init__(self, opts=None, l2=True):
+    def __init__(self, opts=None, l2=True, pass_fds=()):
+        self.pass_fds = tuple(pass_fds)  # fds the daemon inherits
         self.mnt = tempfile.mkdtemp(prefix="kvfs-paths.")
         self.l2 = tempfile.mkdtemp(prefix="kvfs-paths-l2.",
                                    dir=os.environ.get("KVFS_L2_TMP",
@@ -80,7 +81,7 @@ class Mount:
         self.daemon = subprocess.Popen(
             [MOUNT_BIN, "-d" if os.environ.get("KVFS_TEST_FUSE_DEBUG")
              else "-f", "-o", ",".join(self.opts), self.mnt],
-            stderr=self.log)
+            stderr=self.log, pass_fds=self.pass_fds)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.daemon.poll() is not None:
@@ -149,12 +150,12 @@ def _on_signal(sig, frame):
     os.kill(os.getpid(), sig)
 
 
-def new_mount(opts=None, l2=True):
+def new_mount(opts=None, l2=True, pass_fds=()):
     if not _MOUNTS:
         atexit.register(_cleanup_all)
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, _on_signal)
-    m = Mount(opts, l2)
+    m = Mount(opts, l2, pass_fds)
     _MOUNTS.append(m)
     m.mount()
     return m
