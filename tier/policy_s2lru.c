@@ -31,7 +31,7 @@
  * one ahead on the references where they disagree (decayed) sets
  * second_sight. It starts off:
  * without evidence the policy is an LRU, so on chat and agent traffic it
- * stays within 0.003 of LRU's prefix hit ratio (README has the table), and
+ * stays within 0.001 of LRU's prefix hit ratio (README has the table), and
  * a scan with no re-use in it flushes it as it flushes LRU; once the
  * shadows have shown second sight pays, one-off blocks leave from P.
  *
@@ -61,9 +61,9 @@
  * closed at every capacity (1%: 0.08 to 0.10; README has the table).
  *
  * Costs: O(1) per call (list moves, 3 bit probes, for sampled keys two
- * shadow updates; update() puts a chunk at an end of a list); dropping a generation clears its words once per
- * S2_GHOST_MULT x capacity insertions, O(1) amortised and never on the
- * eviction path. Memory: 16 bytes per chunk of capacity for the filter,
+ * shadow updates; update() puts a chunk at an end of a list); dropping a
+ * generation clears its words once per S2_GHOST_MULT x capacity
+ * insertions, O(1) amortised and never on the eviction path. Memory: 16 bytes per chunk of capacity for the filter,
  * plus at most ~70 KiB for the shadows (meta_bytes; bench/kvfs_meta).
  * Pinned chunks are skipped by policy_list.h's bounded walk.
  */
@@ -286,7 +286,8 @@ static void s2_sample(struct policy *p, uint64_t hkey, bool seen)
 	s2 = p->sh[1].hits;
 	shadow_ref(&p->sh[0], h, false);
 	shadow_ref(&p->sh[1], h, !seen);
-	p->lead += (int64_t)(p->sh[1].hits - s2) - (int64_t)(p->sh[0].hits - lru);
+	p->lead += (int64_t)(p->sh[1].hits - s2) -
+		   (int64_t)(p->sh[0].hits - lru);
 	if (++p->refs >= S2_DECAY * p->sh[0].cap) {
 		p->refs = 0;
 		p->sh[0].hits /= 2;
