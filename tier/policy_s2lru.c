@@ -63,8 +63,10 @@
  * Costs: O(1) per call (list moves, 3 bit probes, for sampled keys two
  * shadow updates; update() puts a chunk at an end of a list); dropping a
  * generation clears its words once per S2_GHOST_MULT x capacity
- * insertions, O(1) amortised and never on the eviction path. Memory: 16 bytes per chunk of capacity for the filter,
- * plus at most ~70 KiB for the shadows (meta_bytes; bench/kvfs_meta).
+ * insertions, O(1) amortised and never on the eviction path. Memory: 16
+ * bytes per chunk of capacity for the filter, plus at most ~70 KiB for the
+ * shadows and 32 bytes for the two extra lists (meta_bytes;
+ * bench/kvfs_meta); no byte more per chunk (the list flag is in pflags).
  * Pinned chunks are skipped by policy_list.h's bounded walk.
  */
 #include <errno.h>
