@@ -225,6 +225,9 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 		  st.l2_reads, st.l2_writes, st.l2_reclaims, st.l2_corrupt,
 		  st.l2_errors, l2_ratio(&st));
 	render_l3_json(b, &st);
+	sb_printf(b, "  \"readahead\": {\"max\": %" PRIu64 ", \"promotions\": %"
+		  PRIu64 ", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 "},\n",
+		  st.ra_max, st.ra_promotions, st.ra_hits, st.ra_wasted);
 	sb_printf(b, "  \"hits\": %" PRIu64 ",\n  \"misses\": %" PRIu64
 		  ",\n  \"evictions\": %" PRIu64 ",\n  \"publishes\": %" PRIu64
 		  ",\n  \"discards\": %" PRIu64 ",\n  \"promotions\": %" PRIu64
@@ -304,6 +307,14 @@ static void render_metrics(struct fs *fs, struct sbuf *b)
 	prom(b, "demotions_total", "counter", "L1 to L2 demotions",
 	     st.demotions);
 	render_l3_metrics(b, &st);
+	prom(b, "readahead_max_chunks", "gauge",
+	     "largest readahead window, chunks (0 = off)", st.ra_max);
+	prom(b, "readahead_promotions_total", "counter",
+	     "chunks promoted from L2/L3 by chain readahead", st.ra_promotions);
+	prom(b, "readahead_hits_total", "counter",
+	     "readahead promotions read later", st.ra_hits);
+	prom(b, "readahead_wasted_total", "counter",
+	     "readahead promotions evicted unread", st.ra_wasted);
 	fs_path_counts(fs, &pc);
 	prom(b, "path_dirs", "gauge", "directories of path namespaces",
 	     pc.dirs);

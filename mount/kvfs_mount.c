@@ -50,6 +50,7 @@ struct mopts {
 	char *l3, *l3_cluster, *l3_auth_file, *l3_ingest, *l3_timeout_ms;
 	char *l3_prefix, *l3_user;
 	char *names, *max_dirs;  /* path namespaces */
+	char *readahead;         /* chain readahead window (chunks) */
 	int foreground, debug, help, version;
 	int overmount;           /* may mount over an existing kvfs mount */
 	int atime;               /* enum fs_atime */
@@ -99,6 +100,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("tmp_timeout=%s", tmp_timeout),
 	MOPT("names=%s", names),
 	MOPT("max_dirs=%s", max_dirs),
+	MOPT("readahead=%s", readahead),
 	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
 	/* L3 */
 	MOPT("l3=%s", l3),
@@ -188,6 +190,8 @@ static void usage(FILE *f, const char *prog)
 "  -o compress=zstd[:LEVEL]|none   shuffle=0|2|4\n"
 "  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
+"  -o readahead=N     chunks promoted from L2/L3 ahead of a reader that\n"
+"                     follows a chain, at most (16; 0 = off; <= 1024)\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
 "  -o names=keys|paths      what new namespaces hold (keys)\n"
 "  -o max_dirs=N            directories of path namespaces, in all (4194304)\n"
@@ -674,6 +678,11 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			return -1;
 		tc->flush_on_exit = v;
 	}
+	if (o->readahead) {
+		if (parse_num("readahead", o->readahead, TIER_READAHEAD_MAX, &v))
+			return -1;
+		tc->readahead = (uint32_t)v;
+	}
 	if (build_l3(o, tc))
 		return -1;
 	/* compress and shuffle also shape L3's records */
@@ -713,6 +722,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("hot_hits=%u\n", tc->hot_hits);
 	CFG("l2_policy=fifo\n");
 	CFG("flush_on_exit=%d\n", tc->flush_on_exit ? 1 : 0);
+	CFG("readahead=%u\n", tc->readahead);
 	CFG("max_write=1048576\n");
 	/* L3 (never the password) */
 	CFG("l3=%s\n", tc->l3 ? tc->l3 : "");
@@ -971,7 +981,7 @@ static void free_opts(struct mopts *o)
 		       &o->tmp_timeout, &o->max_read, &o->l3,
 		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
 		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,
-		       &o->names, &o->max_dirs, &o->args[0],
+		       &o->names, &o->max_dirs, &o->readahead, &o->args[0],
 		       &o->args[1] };
 
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {

@@ -144,6 +144,7 @@ void tier_config_default(struct tier_config *cfg)
 	cfg->ingest = TIER_INGEST_EVICTED;
 	cfg->hot_hits = 2;
 	cfg->shuffle = 2; /* KV caches are mostly bf16/fp16 */
+	cfg->readahead = TIER_READAHEAD_DEFAULT;
 }
 
 static int check_config(const struct tier_config *cfg, char *err,
@@ -259,6 +260,8 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 	rc = tier_l2_open(t, err, errlen);
 	if (rc == 0)
 		rc = tier_l3_open(t, err, errlen);
+	if (rc == 0 && (rc = tier_ra_open(t)) < 0)
+		errf(err, errlen, "readahead: %s", strerror(-rc));
 	/* the L3 strings were copied where they are kept (the password by
 	 * the connections): none is kept here */
 	t->cfg.l3 = t->cfg.l3_password = t->cfg.l3_prefix = NULL;
@@ -295,6 +298,7 @@ void tier_destroy(struct tier *t)
 
 	if (!t)
 		return;
+	tier_ra_close(t); /* its workers promote from L2 and L3 */
 	tier_l3_close(t); /* sends its queue: releases unpin records */
 	tier_l2_close(t); /* flush_on_exit; callbacks still see the index */
 	/* The policy only links records; drop it before freeing them. */

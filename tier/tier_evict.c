@@ -68,6 +68,7 @@ int tier_evict_one(struct tier *t)
 		return -ENOSPC;
 	}
 	tier_l3_evicting(t, r); /* l3_ingest=evicted: a copy goes to L3 */
+	tier_ra_leaving(t, r, true);
 	if (t->l2 && tier_l2_evicting(t, r)) {
 		/* demoted: stays indexed as an L2 chunk */
 		leave_l1(t, r);

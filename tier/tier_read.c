@@ -144,6 +144,12 @@ void tier_touch(struct tier *t, struct tier_rec *r)
 int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	     struct tier_chunk **out)
 {
+	return tier_get_by(t, ns, key, 0, out);
+}
+
+int tier_get_by(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		uint64_t reader, struct tier_chunk **out)
+{
 	struct tier_chunk *c = malloc(sizeof(*c));
 	struct tier_rec *r;
 	struct tier_ns *n;
@@ -203,6 +209,7 @@ again:
 		tier_l2_on_hit(t, r);
 		tier_l3_on_hit(t, r);
 	}
+	tier_ra_on_read(t, r, reader);
 	tier_unlock(t);
 	*out = c;
 	return 0;
@@ -287,6 +294,7 @@ bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
 	bool sync;
 
 	tier_ev(t, r, TIER_EV_REMOVED, r->where, TIER_EV_UNLINK);
+	tier_ra_leaving(t, r, false);
 	tier_idx_remove(t, r);
 	sync = tier_l2_forget(t, r);
 	tier_l3_forget(t, r);
@@ -341,6 +349,7 @@ void tier_rec_set_parent(struct tier *t, struct tier_rec *r,
 	    !tier_key_eq(parent, &r->key)) {
 		r->parent = *parent;
 		r->flags |= TREC_HAS_PARENT;
+		tier_ra_link(t, r->ns, parent, &r->key);
 	}
 	if (depth && !r->pi.depth) {
 		r->pi.depth = depth;
