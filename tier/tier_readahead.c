@@ -11,8 +11,10 @@
  *     by chunk) in one namespace; a read of the successor of the chunk
  *     it read last is in order; any other read (a jump) resets its
  *     stream to no window: a random reader never triggers readahead;
- *   - the second chunk read in chain order opens a window of TRA_INIT
- *     chunks (or the maximum, if smaller) ahead of the reader;
+ *   - the second chunk read in chain order, or the head of a chain (no
+ *     parent, a child by link: as a read at offset 0 is for the kernel),
+ *     opens a window of TRA_INIT chunks (or the maximum, if smaller)
+ *     ahead of the reader;
  *   - each time the reader has consumed half the window from chunks that
  *     readahead promoted (hits), the window doubles, up to readahead=N;
  *   - each read in order tops the window up: the successors past the
@@ -414,6 +416,17 @@ static void top_up(struct tier *t, int si)
 
 /* ---------------------------------------------------------- streams */
 
+/* Whether r heads a chain: no parent, and a child by a link. */
+static bool chain_head(struct tier_ra *ra, const struct tier_rec *r)
+{
+	struct tra_succ *s;
+
+	if (r->flags & TREC_HAS_PARENT)
+		return false;
+	s = succ_find(ra, r->ns, &r->key);
+	return s && s->kind == TRA_LINK;
+}
+
 /* Whether r follows the chunk stream s read last. */
 static bool follows(struct tier_ra *ra, const struct tra_stream *s,
 		    const struct tier_rec *r)
@@ -485,7 +498,8 @@ void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 	si = stream_of(ra, r, reader);
 	if (ra->pend_head)
 		pend_release(t, -1);
-	if (si < 0 || !follows(ra, &ra->st[si], r)) {
+	if (si < 0 || !follows(ra, &ra->st[si], r) ||
+	    chain_head(ra, r)) {
 		/* a jump: the chunk read before (by this reader, or in this
 		 * namespace when readers are not known) learns its
 		 * successor, and the stream starts over with no window */
@@ -503,6 +517,12 @@ void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 		s->reader = reader;
 		s->last = s->tail = r->key;
 		s->used_at = t->clock;
+		if (!chain_head(ra, r))
+			return;
+		/* the head of a chain: its reader starts there, as a read at
+		 * offset 0 starts the kernel's window */
+		s->win = ra->max < TRA_INIT ? ra->max : TRA_INIT;
+		top_up(t, si);
 		return;
 	}
 	s = &ra->st[si];
