@@ -19,6 +19,9 @@
  *   tier_l2*.c     the engine's side of L2 (tier_l2_i.h): hooks, recovery
  *                  into the index, demotion (tier_l2_demote.c), promotion
  *                  and prefetch (tier_l2_promote.c); the L2 log: l2_i.h
+ *   tier_readahead.c  chain readahead: per-reader windows along parent
+ *                  links and learned read order, promoted from L2/L3 by
+ *                  its workers (its fields: tier.lock)
  *   tier_l3.c      the engine's side of L3 (shared, on Redis): ingest,
  *                  promotion, lookups past the local run, prefetch; the
  *                  store: l3.h (l3.c, l3_redis.c, l3_conn.c, l3_slot.c)
