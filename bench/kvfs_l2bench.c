@@ -836,6 +836,7 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 
 #define RA_CHAINS 4
 #define RA_JUMPS 64
+#define RA_RUN 4    /* the second jumper reads runs of this many */
 #define RA_ROUNDS 5 /* pread then chain reader, alternately: the median
 		     * round's ratio (the machine is shared) */
 
@@ -891,6 +892,7 @@ struct ra_result {
 	double cores;                /* daemon + reader CPU / wall, chain */
 	long long prom, hits, wasted; /* of the chain reader */
 	long long jprom, jhits, jwasted; /* of the jumper */
+	long long rprom, rhits, rwasted; /* of the reader of short runs */
 	int errors;
 };
 
@@ -1002,6 +1004,29 @@ static int ra_run(const char *tmp, const char *bin, size_t chunk, int n,
 	res->jprom = mnt_stat(mnt, "promotions", "readahead") - res->prom;
 	res->jhits = mnt_stat(mnt, "hits", "readahead") - res->hits;
 	res->jwasted = mnt_stat(mnt, "wasted", "readahead") - res->wasted;
+	/* short runs: RA_RUN chunks of a chain in order, then a jump */
+	for (int k = 0; k + RA_RUN <= RA_JUMPS; k += RA_RUN) {
+		int s;
+
+		do
+			s = (int)(rng_next(&seed) % (uint64_t)half);
+		while (s % len > len - RA_RUN);
+		for (int q = 0; q < RA_RUN; q++)
+			order[k + q] = s + q;
+	}
+	res->rprom = mnt_stat(mnt, "promotions", "readahead");
+	res->rhits = mnt_stat(mnt, "hits", "readahead");
+	res->rwasted = mnt_stat(mnt, "wasted", "readahead");
+	run_mnt_readers(&mj, 1);
+	usleep(200000);
+	res->rprom = mnt_stat(mnt, "promotions", "readahead") - res->rprom;
+	res->rhits = mnt_stat(mnt, "hits", "readahead") - res->rhits;
+	/* what it promoted and left unread (unpinned at its jumps) is
+	 * evicted by a pass over every chain */
+	mj.order = NULL;
+	mj.n = len * RA_CHAINS;
+	run_mnt_readers(&mj, 1);
+	res->rwasted = mnt_stat(mnt, "wasted", "readahead") - res->rwasted;
 	res->errors = mj.errors + job.errors;
 	umount_kvfs(mnt, pid);
 	rm_rf(l2dir);
@@ -1045,6 +1070,11 @@ static void readahead_mount(const char *tmp, const char *bin, size_t chunk,
 	       "evicted unread (wasted %.1f%% of the chunks it read)\n",
 	       RA_JUMPS, RA_CHAINS / 2, r[1].jprom, r[1].jhits, r[1].jwasted,
 	       100.0 * (double)(r[1].jprom - r[1].jhits) / RA_JUMPS);
+	printf("Reader of short runs (%d runs of %d chunks in chain order, "
+	       "then a jump): %lld promotions, %lld read, %lld evicted unread "
+	       "(wasted %.1f%% of the chunks it read)\n", RA_JUMPS / RA_RUN,
+	       RA_RUN, r[1].rprom, r[1].rhits, r[1].rwasted,
+	       100.0 * (double)r[1].rwasted / RA_JUMPS);
 	printf("(errors %d)\n", r[0].errors + r[1].errors);
 }
 
