@@ -225,9 +225,6 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 		  st.l2_reads, st.l2_writes, st.l2_reclaims, st.l2_corrupt,
 		  st.l2_errors, l2_ratio(&st));
 	render_l3_json(b, &st);
-	sb_printf(b, "  \"readahead\": {\"max\": %" PRIu64 ", \"promotions\": %"
-		  PRIu64 ", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 "},\n",
-		  st.ra_max, st.ra_promotions, st.ra_hits, st.ra_wasted);
 	sb_printf(b, "  \"hits\": %" PRIu64 ",\n  \"misses\": %" PRIu64
 		  ",\n  \"evictions\": %" PRIu64 ",\n  \"publishes\": %" PRIu64
 		  ",\n  \"discards\": %" PRIu64 ",\n  \"promotions\": %" PRIu64
@@ -237,6 +234,10 @@ static void render_stats(struct fs *fs, struct sbuf *b)
 	sb_printf(b, "  \"writers\": %" PRIu64 ",\n  \"writer_bytes\": %" PRIu64
 		  ",\n  \"meta_bytes\": %" PRIu64 ",\n",
 		  st.writers, st.writer_bytes, st.meta_bytes);
+	/* after the engine's own "promotions": readers of the first match */
+	sb_printf(b, "  \"readahead\": {\"max\": %" PRIu64 ", \"promotions\": %"
+		  PRIu64 ", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 "},\n",
+		  st.ra_max, st.ra_promotions, st.ra_hits, st.ra_wasted);
 	sb_printf(b, "  \"fs\": {\"inodes\": %" PRIu64 ", \"temporaries\": %"
 		  PRIu64 ", \"temporaries_expired\": %" PRIu64
 		  ", \"opens\": %" PRIu64 ", \"writers_killed\": %" PRIu64

@@ -678,6 +678,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			return -1;
 		tc->flush_on_exit = v;
 	}
+	tc->readahead = TIER_READAHEAD_DEFAULT;
 	if (o->readahead) {
 		if (parse_num("readahead", o->readahead, TIER_READAHEAD_MAX, &v))
 			return -1;

@@ -144,7 +144,6 @@ void tier_config_default(struct tier_config *cfg)
 	cfg->ingest = TIER_INGEST_EVICTED;
 	cfg->hot_hits = 2;
 	cfg->shuffle = 2; /* KV caches are mostly bf16/fp16 */
-	cfg->readahead = TIER_READAHEAD_DEFAULT;
 }
 
 static int check_config(const struct tier_config *cfg, char *err,
@@ -184,6 +183,11 @@ static int check_config(const struct tier_config *cfg, char *err,
 	if (cfg->max_chunk / L1_ALIGN > UINT32_MAX) {
 		errf(err, errlen, "max_chunk %llu is too large",
 		     (unsigned long long)cfg->max_chunk);
+		return -EINVAL;
+	}
+	if (cfg->readahead > TIER_READAHEAD_MAX) {
+		errf(err, errlen, "readahead %u is too large (at most %u chunks)",
+		     cfg->readahead, TIER_READAHEAD_MAX);
 		return -EINVAL;
 	}
 	return 0; /* L2 options: tier_l2_open */

@@ -82,7 +82,9 @@ struct tier_config {
 
 	/* Chain readahead (tier_readahead.c): the largest window, in
 	 * chunks, promoted from L2/L3 ahead of a reader that follows a
-	 * chain; 0 = off. Default TIER_READAHEAD_DEFAULT. */
+	 * chain; 0 = off (tier_config_default: the engine alone does not
+	 * promote behind its caller's back; kvfs-mount's default is
+	 * TIER_READAHEAD_DEFAULT). At most TIER_READAHEAD_MAX. */
 	uint32_t readahead;
 
 	/*
@@ -106,7 +108,8 @@ struct tier_config {
 };
 
 /* Fills cfg with defaults (l1_size 1 GiB, max_chunk 64 MiB, s3fifo, host,
- * no L2, zstd level 1, shuffle 2, ingest evicted, hot_hits 2). */
+ * no L2, zstd level 1, shuffle 2, ingest evicted, hot_hits 2, no
+ * readahead). */
 void tier_config_default(struct tier_config *cfg);
 
 /*

@@ -164,6 +164,23 @@ static void test_learned_and_jumps(void **state)
 	env_free(e);
 }
 
+static void test_bad_config(void **state)
+{
+	struct tier_config c;
+	struct tier *t = NULL;
+	char err[256] = "";
+
+	(void)state;
+	tier_config_default(&c);
+	assert_int_equal(c.readahead, 0); /* the engine alone: off */
+	c.l1_size = 16 * CH;
+	c.max_chunk = CH;
+	c.readahead = TIER_READAHEAD_MAX + 1;
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "readahead"));
+	assert_null(t);
+}
+
 static void test_off(void **state)
 {
 	struct env *e = env_new();
@@ -220,6 +237,7 @@ int main(void)
 		cmocka_unit_test(test_two_readers),
 		cmocka_unit_test(test_learned_and_jumps),
 		cmocka_unit_test(test_off),
+		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_unlink_pending),
 	};
 
