@@ -98,13 +98,18 @@ int tier_alloc_evict(struct tier *t, uint64_t len, uint64_t *off)
 	uint64_t held = t->pinned_bytes + t->writer_bytes;
 	int rc;
 
+	if ((held > t->l1_cap || len > t->l1_cap - held) &&
+	    !tier_ra_unpin_all(t))
+		return -ENOSPC;
+	held = t->pinned_bytes + t->writer_bytes;
 	if (held > t->l1_cap || len > t->l1_cap - held)
 		return -ENOSPC;
 	for (;;) {
 		rc = l1_alloc_get(t->alloc, len, off);
 		if (rc != -ENOSPC)
 			return rc;
-		if (tier_evict_one(t) < 0)
+		/* every chunk left is pinned: readahead's may go */
+		if (tier_evict_one(t) < 0 && !tier_ra_unpin_all(t))
 			return -ENOSPC;
 	}
 }

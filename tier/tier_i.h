@@ -471,6 +471,9 @@ void tier_ra_link(struct tier *t, uint32_t ns, const struct kvfs_key *parent,
 /* r leaves L1 (evicted: counted as wasted when readahead promoted it and
  * nobody read it) or the index. */
 void tier_ra_leaving(struct tier *t, const struct tier_rec *r, bool evicted);
+/* L1 is full: lets go of every chunk readahead holds for its readers;
+ * true when there was one. */
+bool tier_ra_unpin_all(struct tier *t);
 void tier_ra_stats(struct tier *t, struct tier_stats *st);
 uint64_t tier_ra_meta_bytes(struct tier *t);
 

@@ -30,12 +30,16 @@
  * several children, the one read after it most recently is followed,
  * else the newest published; a jumping reader never overwrites a link.
  *
- * Bounds: what readahead promoted and nobody read yet, plus what is
- * queued, plus the lookup prefetch queue, stays within three quarters of
- * L1 (the bound of tier_l2_prefetch) and within L1 not held by pins and
- * writers; promotions are inserted into the policy as new chunks, never
- * as accessed ones, so pinned chunks (never victims) and hot ones (an
- * s3fifo main queue) are not pushed out by chunks nobody asked for.
+ * Bounds: what readahead promoted and nobody read yet is pinned (so the
+ * policy cannot evict it before the reader gets there: s3fifo would
+ * take an unread chunk first), until it is read, its stream jumps, or
+ * TRA_HOLD_NS pass; with what is queued and the lookup prefetch queue it
+ * stays within three quarters of L1 (the bound of tier_l2_prefetch) and
+ * within the L1 not held by other pins and writers, and an allocation
+ * that finds L1 full lets all of it go (tier_ra_unpin_all). Promotions
+ * enter the policy as new chunks, never as accessed ones, so pinned
+ * chunks (never victims) and hot ones (an s3fifo main queue) are not
+ * pushed out for chunks nobody asked for.
  *
  * Workers: TRA_WORKERS threads take the queue in order; each promotion
  * is an io_uring read of L2 (tier_l2_fill) or an L3 GET, then the check
@@ -53,6 +57,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hash/hashkey.h"
 #include "tier/tier_i.h"
@@ -331,6 +336,20 @@ static void pend_release(struct tier *t, int si)
 			break; /* oldest first */
 }
 
+bool tier_ra_unpin_all(struct tier *t)
+{
+	bool any = false;
+
+	if (!t->ra)
+		return false;
+	for (struct tra_pend *p = t->ra->pend_head; p; p = p->next)
+		if (p->rec) {
+			pend_unpin(t, p);
+			any = true;
+		}
+	return any;
+}
+
 void tier_ra_leaving(struct tier *t, const struct tier_rec *r, bool evicted)
 {
 	if (t->ra && pend_take(t, r) && evicted)
@@ -592,7 +611,15 @@ static void *worker_main(void *arg)
 		if (ra->stop)
 			break;
 		if (!j) {
-			pthread_cond_wait(&ra->cond, &t->lock);
+			struct timespec dl;
+
+			/* idle: what nobody read for TRA_HOLD_NS is let go,
+			 * reads or not */
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_sec += 1;
+			pthread_cond_timedwait(&ra->cond, &t->lock, &dl);
+			if (ra->pend_head)
+				pend_release(t, -1);
 			continue;
 		}
 		ra->head = j->next;

@@ -164,6 +164,37 @@ static void test_learned_and_jumps(void **state)
 	env_free(e);
 }
 
+/* L1 full of what readahead holds and of a reader's own pins: the next
+ * promotion takes readahead's chunks back instead of falling back to a
+ * temporary buffer. */
+static void test_pressure_unpins(void **state)
+{
+	struct env *e = env_new();
+	struct tier_chunk *held[12];
+	struct tier_stats st;
+	struct tier *t;
+	uint32_t ns;
+
+	(void)state;
+	t = mk(e, 16, &ns);
+	fill(t, ns, 0, 2, false);
+	for (uint64_t j = 0; j < 3; j++)
+		get_chunk(t, ns, j, 5);
+	stats(t, &st);
+	assert_true(st.ra_promotions - st.ra_hits >= 8); /* held ahead */
+	for (int k = 0; k < 12; k++) {
+		struct kvfs_key key = mkkey(1000 + (uint64_t)(k * 2));
+
+		/* every other chunk of chain 2: jumps, nothing more ahead */
+		assert_int_equal(tier_get_by(t, ns, &key, 6, &held[k]), 0);
+		assert_true(tier_chunk_offset(held[k]) >= 0); /* in L1 */
+	}
+	for (int k = 0; k < 12; k++)
+		tier_put(t, held[k]);
+	tier_destroy(t);
+	env_free(e);
+}
+
 static void test_bad_config(void **state)
 {
 	struct tier_config c;
@@ -238,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_learned_and_jumps),
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_bad_config),
+		cmocka_unit_test(test_pressure_unpins),
 		cmocka_unit_test(test_unlink_pending),
 	};
 
