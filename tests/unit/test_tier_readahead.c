@@ -4,7 +4,8 @@
  * reader; two readers interleaved each keep their window; chunks without
  * parent links are followed in the order read before; readahead=0 starts
  * nothing; an unlink of a chunk readahead holds pinned frees it; what
- * readahead pins stays within its bound.
+ * readahead pins stays within its bound and is taken back when L1 is
+ * full; of two children, the one read after the parent last is followed.
  */
 #include "tests/unit/l2_test.h"
 
@@ -195,6 +196,60 @@ static void test_pressure_unpins(void **state)
 	env_free(e);
 }
 
+/* A chunk with two children: readahead follows the newest published one
+ * until a reader goes down the other; from then on, that one. */
+static void test_branch_read_most_recently(void **state)
+{
+	struct env *e = env_new();
+	struct tier_info info;
+	struct tier *t;
+	uint32_t ns;
+	struct kvfs_key a = mkkey(5001), b = mkkey(6001);
+
+	(void)state;
+	t = mk(e, 4, &ns);
+	/* trunk 0..7, then branch A (5000.., parent 7) and branch B (6000..,
+	 * parent 7, published last) */
+	for (uint64_t j = 0; j < 8; j++)
+		put_chunk(t, ns, j, j ? (int64_t)j - 1 : -1);
+	for (uint64_t j = 0; j < 6; j++)
+		put_chunk(t, ns, 5000 + j, j ? (int64_t)(5000 + j - 1) : 7);
+	for (uint64_t j = 0; j < 6; j++)
+		put_chunk(t, ns, 6000 + j, j ? (int64_t)(6000 + j - 1) : 7);
+	for (uint64_t j = 0; j < 16; j++)
+		put_chunk(t, ns, 900000 + j, -1);
+	ewait_writes(t, 8 + 12 + 16);
+	/* down branch A: 0..7, 5000..5005 */
+	for (uint64_t j = 0; j < 8; j++)
+		get_chunk(t, ns, j, 1);
+	for (uint64_t j = 0; j < 6; j++)
+		get_chunk(t, ns, 5000 + j, 1);
+	for (uint64_t j = 0; j < 16; j++) /* everything back to L2 */
+		get_chunk(t, ns, 900000 + j, 2);
+	usleep(2100 * 1000); /* what readahead held is let go */
+	for (uint64_t j = 0; j < 16; j++)
+		get_chunk(t, ns, 900000 + j, 2);
+	assert_int_equal(tier_stat(t, ns, &a, &info), 0);
+	assert_int_equal(info.where, TIER_L2);
+	assert_int_equal(tier_stat(t, ns, &b, &info), 0);
+	assert_int_equal(info.where, TIER_L2);
+	/* the trunk again, up to 7: the window reaches past the branch point
+	 * into A (read after 7 last time), not B (the newest child) */
+	for (uint64_t j = 0; j < 8; j++)
+		get_chunk(t, ns, j, 3);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(tier_stat(t, ns, &a, &info), 0);
+		if (info.where == TIER_L1)
+			break;
+		usleep(10000);
+	}
+	assert_int_equal(info.where, TIER_L1);
+	assert_int_equal(tier_stat(t, ns, &b, &info), 0);
+	assert_int_equal(info.where, TIER_L2);
+	tier_destroy(t);
+	env_free(e);
+}
+
 static void test_bad_config(void **state)
 {
 	struct tier_config c;
@@ -270,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_pressure_unpins),
+		cmocka_unit_test(test_branch_read_most_recently),
 		cmocka_unit_test(test_unlink_pending),
 	};
 
