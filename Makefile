@@ -104,6 +104,7 @@ PROGS := $(BUILD)/kvfsctl $(BUILD)/kvfs-mount
 LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
 
 .PHONY: all tests test unit integ pytest deps check-deps demo bench install \
+	deps-promtool \
 	clean gpu-tests gpu-test
 
 all: $(LIBKVFS) $(PROGS)
@@ -145,10 +146,12 @@ $(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
 MOUNT_OBJ := $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_log.o \
-	$(BUILD)/mount/mount_events.o
+	$(BUILD)/mount/mount_events.o $(BUILD)/mount/mount_http.o
+# -o metrics_http (mount/mount_http.c): libmicrohttpd
+MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 $(BUILD)/kvfs-mount: $(MOUNT_OBJ) $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(MHD_LIBS) $(LIBS)
 
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
@@ -224,10 +227,12 @@ fuzz-build:
 fuzz-bins: $(FUZZ_BIN)
 $(FUZZ_BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FS_OBJ) \
 		$(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/mount/mount_log.o \
-		$(BUILD)/mount/mount_events.o $(EV_LIB) $(BUILD)/libkvfs.a
+		$(BUILD)/mount/mount_events.o $(BUILD)/mount/mount_http.o \
+		$(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ \
-	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson $(LIBS)
+	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson \
+	  $(MHD_LIBS) $(LIBS)
 fuzz: check-deps fuzz-build
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_BUILD)
 
@@ -281,6 +286,16 @@ APT_PKGS += libzmq3-dev libmsgpack-dev libjansson-dev python3-zmq \
 	python3-msgpack inotify-tools
 # issue 12: libFuzzer (make fuzz), fio (the fio job test)
 APT_PKGS += clang libfuzzer-14-dev fio
+# issue 17: -o metrics_http (libmicrohttpd), its test (curl), the control
+# files' copy test (rsync). promtool (Debian's prometheus, ~96 MB with the
+# server) is not installed by default: `make deps-promtool` adds it, and
+# the metrics test then runs `promtool check metrics` (else it says so).
+APT_PKGS += libmicrohttpd-dev curl rsync
+deps-promtool:
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus
+# issue 17: tmux (kvfsctl top's test drives it in a real terminal);
+# libjansson-dev above is also kvfsctl's JSON in and out
+APT_PKGS += tmux
 deps:
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
@@ -294,6 +309,9 @@ check-deps:
 	  /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
 	  command -v clang >/dev/null && command -v fio >/dev/null && \
+	  $(PKG_CONFIG) --exists libmicrohttpd 2>/dev/null && \
+	  command -v curl >/dev/null && command -v rsync >/dev/null && \
+	  command -v tmux >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 
 # ---------------------------------------------------------------- test

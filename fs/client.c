@@ -261,8 +261,10 @@ long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 		res->in_l1 += lk->in_l1;
 		res->in_l2 += lk->in_l2;
 		res->in_l3 += lk->in_l3;
-		if (lk->lease_id)
+		if (lk->lease_id) {
 			res->leases[res->nleases++] = lk->lease_id;
+			res->lease_ms = lk->lease_ms; /* granted */
+		}
 		if (lk->found < n)
 			break;
 		off += n;
@@ -334,8 +336,10 @@ long kvfs_group_lookup_at(int fd, const char *const *ns, size_t nns,
 			goto err;
 		}
 		res->found += g->found;
-		if (g->lease_id)
+		if (g->lease_id) {
 			res->leases[res->nleases++] = g->lease_id;
+			res->lease_ms = g->lease_ms; /* granted */
+		}
 		if (g->found < n)
 			break;
 		off += n;

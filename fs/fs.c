@@ -152,6 +152,7 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 	fs->priv = p;
 	fs->cfg = *fc;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->ctl_lock, NULL);
 	pthread_mutex_init(&p->qlock, NULL);
 	pthread_cond_init(&p->qcond, NULL);
 	p->tmp_head.tnext = p->tmp_head.tprev = &p->tmp_head;
@@ -199,6 +200,7 @@ fail:
 	fs_events_destroy(fs);
 	pthread_cond_destroy(&p->qcond);
 	pthread_mutex_destroy(&p->qlock);
+	pthread_mutex_destroy(&p->ctl_lock);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 	free(fs);
@@ -249,6 +251,7 @@ void fs_destroy(struct fs *fs)
 	htab_free(&p->ntab);
 	htab_free(&p->tmptab);
 	free(p->q);
+	fs_ctl_destroy(fs);
 	pthread_cond_destroy(&p->qcond);
 	pthread_mutex_destroy(&p->qlock);
 	pthread_mutex_destroy(&p->lock);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct fs;
 struct fuse_session;
@@ -49,6 +50,12 @@ struct fs_config {
 	char config_text[4096];  /* the effective options, for .kvfs/config */
 	struct ev_pub *events;   /* KV event publisher (events/events.h),
 				  * the caller's; NULL = events off */
+	bool ctl_mode_set;       /* /.kvfs's files have mode ctl_mode (read
+				  * bits only), else 0444 */
+	mode_t ctl_mode;
+	bool ctl_gid_set;        /* /.kvfs's group is ctl_gid, else the
+				  * mount owner's */
+	gid_t ctl_gid;
 };
 
 /*
@@ -73,6 +80,11 @@ int fs_start(struct fs *fs, struct fuse_session *se);
 /* fs_stop - stops the background thread; call after the loop returned and
  * before fuse_session_unmount/destroy. Idempotent. */
 void fs_stop(struct fs *fs);
+
+/* fs_metrics_prom (fs_metrics.c) - the Prometheus text root reads in
+ * /.kvfs/metrics (every namespace), malloc'd into *buf (the caller frees).
+ * Thread-safe. 0 or -ENOMEM. */
+int fs_metrics_prom(struct fs *fs, char **buf, size_t *len);
 
 /* fs_destroy - frees every inode, handle and writer, then the engine. */
 void fs_destroy(struct fs *fs);

@@ -118,35 +118,10 @@ void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
 	ns_to_ts(__atomic_load_n(&w->ctime_ns, __ATOMIC_RELAXED), &st->st_ctim);
 }
 
-void fs_ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st)
-{
-	struct fs_priv *p = fs->priv;
-
-	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
-	st->st_uid = p->root_uid;
-	st->st_gid = p->root_gid;
-	st->st_mtim = st->st_atim = st->st_ctim = p->mount_time;
-	if (ino == FS_INO_KVFS) {
-		st->st_mode = S_IFDIR | 0555;
-		st->st_nlink = 2;
-		return;
-	}
-	st->st_mode = S_IFREG | 0444;
-	st->st_nlink = 1;
-	/*
-	 * Size 0, as /proc does: the content is rendered at open and its
-	 * length is not known before; tools then read to EOF (a made-up
-	 * size made cp(1) stop there).
-	 */
-	st->st_size = 0;
-	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
-}
-
 /* Attributes of ino; fi (may be NULL) lets an open fd answer for an inode
  * whose chunk was unlinked or replaced meanwhile. */
-static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
-		    struct stat *st, double *ttl)
+static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
+		    struct fuse_file_info *fi, struct stat *st, double *ttl)
 {
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in, *nsi;
@@ -167,9 +142,8 @@ static int get_attr(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (ino < FS_INO_CHUNK) {
 		if (ino > FS_INO_CTL_FIRST + FS_CTL_NFILES - 1)
 			return -ENOENT;
-		fs_ctl_attr(fs, ino, st);
 		*ttl = ino == FS_INO_KVFS ? 3600 : 0;
-		return 0;
+		return fs_ctl_attr(fs, req, ino, fi, st);
 	}
 	pthread_mutex_lock(&p->lock);
 	in = fs_ino_find(p, ino);
@@ -250,7 +224,7 @@ void fs_op_getattr(fuse_req_t req, fuse_ino_t ino,
 {
 	struct stat st;
 	double ttl;
-	int err = get_attr(fs_req(req), ino, fi, &st, &ttl);
+	int err = get_attr(fs_req(req), req, ino, fi, &st, &ttl);
 
 	if (err)
 		fuse_reply_err(req, -err);
@@ -393,7 +367,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fs_wr_unref(fs, w);
 	}
 	if (!err)
-		err = get_attr(fs, ino, fi, &st, &ttl);
+		err = get_attr(fs, req, ino, fi, &st, &ttl);
 	if (err)
 		fuse_reply_err(req, -err);
 	else

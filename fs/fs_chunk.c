@@ -185,7 +185,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		return;
 	}
 	if (r == 0) /* the kernel's lookup before a create is no miss */
-		tier_count_misses(fs->tier, -1);
+		tier_count_name_misses(fs->tier, -1);
 	fh = fs_fh_new(req, FS_FH_WRITER, 0);
 	pthread_mutex_lock(&p->lock);
 	w = fh ? fs_wr_new(p) : NULL;
@@ -287,6 +287,8 @@ int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	char *ctl_buf;
+	size_t ctl_len;
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in, *nsi;
@@ -315,13 +317,17 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		/* rendered once per open so reads at offsets agree */
-		err = fs_ctl_render(fs, (int)(ino - FS_INO_CTL_FIRST),
-				    &fh->ctl_buf, &fh->ctl_len);
+		err = fs_ctl_open(fs, req, (int)(ino - FS_INO_CTL_FIRST),
+				  &ctl_buf, &ctl_len);
 		if (err) {
 			fs_fh_free(fs, fh);
 			fuse_reply_err(req, -err);
 			return;
 		}
+		pthread_mutex_lock(&p->lock); /* fs_ctl_attr looks */
+		fh->ctl_buf = ctl_buf;
+		fh->ctl_len = ctl_len;
+		pthread_mutex_unlock(&p->lock);
 		fi->fh = (uint64_t)(uintptr_t)fh;
 		fi->direct_io = 1;
 		fi->noflush = 1;
@@ -450,7 +456,7 @@ static long read_published(struct fs *fs, struct fs_wr *w, void *buf,
 	struct tier_chunk *c;
 	long r;
 
-	if (tier_get(fs->tier, w->ns, &w->key, &c))
+	if (tier_get_flags(fs->tier, w->ns, &w->key, TIER_GET_NOCOUNT, &c))
 		return -EBADF;
 	r = tier_chunk_gen(c) == w->final_gen ?
 	    tier_chunk_read(fs->tier, c, buf, size, off) : -EBADF;

@@ -1,391 +1,241 @@
 /*
  * fs_ctl.c - the read-only files of /.kvfs: stats (JSON), metrics
- * (Prometheus text), config (the mount's effective options) and version.
- * Each open renders a snapshot, so reads at any offset agree.
+ * (Prometheus text), both from fs_metrics.c's table, config (the mount's
+ * effective options) and version.
+ *
+ * Sizes: a stat renders the file for its caller and reports that length;
+ * the rendering is kept (ctl_snap, a few slots) for the same process's
+ * next open within a short while, so `tar`, `rsync` and `cp -a`, which
+ * stat and then open, read exactly as many bytes as stat said. An open
+ * without such a stat renders afresh; fstat on the open file reports its
+ * snapshot's length. Each open has its own snapshot, so reads at any
+ * offset agree.
  */
 #include <errno.h>
-#include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_metrics.h"
 
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
+/* How long a stat's rendering waits for the same process's open. */
+#define CTL_KEEP_NS 2000000000LL
 
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
+static int render(struct fs *fs, const struct fs_cred *who, int file,
+		  char **buf, size_t *len)
 {
-	va_list ap;
-	int n;
+	struct fs_sbuf b = { 0 };
+	int err = 0;
 
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = (b->cap + (size_t)n + 1) * 2;
-		char *p = realloc(b->p, cap);
-
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-}
-
-/* A JSON string: namespace names may hold quotes, backslashes, controls. */
-static void sb_json_str(struct sbuf *b, const char *s)
-{
-	sb_printf(b, "\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			sb_printf(b, "\\%c", c);
-		else if (c < 0x20)
-			sb_printf(b, "\\u%04x", c);
-		else
-			sb_printf(b, "%c", c);
-	}
-	sb_printf(b, "\"");
-}
-
-/* Prometheus label values escape backslash, quote and newline. */
-static void sb_prom_str(struct sbuf *b, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			sb_printf(b, "\\%c", *s);
-		else if (*s == '\n')
-			sb_printf(b, "\\n");
-		else
-			sb_printf(b, "%c", *s);
-	}
-}
-
-/* Namespace ids and infos, malloc'd (caller frees). */
-static long ns_all(struct fs *fs, struct tier_ns_info **out)
-{
-	uint32_t *ids;
-	struct tier_ns_info *infos;
-	long got = fs_ns_ids(fs, &ids), k = 0;
-
-	if (got < 0)
-		return got;
-	infos = calloc((size_t)(got ? got : 1), sizeof(*infos));
-	if (!infos) {
-		free(ids);
-		return -ENOMEM;
-	}
-	for (long i = 0; i < got; i++)
-		if (tier_ns_info(fs->tier, ids[i], &infos[k]) == 0)
-			k++;
-	free(ids);
-	*out = infos;
-	return k;
-}
-
-/* Raw bytes per byte on disk in L2: 1 when L2 holds nothing. */
-static double l2_ratio(const struct tier_stats *st)
-{
-	return st->l2_bytes ? (double)st->l2_raw_bytes / (double)st->l2_bytes
-			    : 1.0;
-}
-
-static void prom(struct sbuf *b, const char *name, const char *type,
-		 const char *help, uint64_t v)
-{
-	sb_printf(b, "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\nkvfs_%s %" PRIu64
-		  "\n", name, help, name, type, name, v);
-}
-
-/* ---------------------------------------------------------------- L3 */
-
-/* The L3 counters, by name, for the JSON object and the metrics. */
-struct l3_field {
-	const char *name, *type, *help;
-	uint64_t v;
-};
-
-static size_t l3_fields(const struct tier_stats *st, struct l3_field *f)
-{
-	const struct l3_stats *l = &st->l3;
-	size_t n = 0;
-
-#define F(nm, ty, hl, val) f[n++] = (struct l3_field){ nm, ty, hl, val }
-	F("nodes", "gauge", "L3 Redis nodes known", l->redis.nodes);
-	F("nodes_down", "gauge", "L3 nodes backing off after a failure",
-	  l->redis.nodes_down);
-	F("cluster", "gauge", "1 when L3 is a Redis Cluster", l->redis.cluster);
-	F("hits", "counter", "L3 GETs that found a good value", l->hits);
-	F("misses", "counter", "L3 GETs that found none, failed or were corrupt",
-	  l->misses);
-	F("corrupt", "counter", "L3 values that failed a check (misses)",
-	  l->corrupt);
-	F("errors", "counter", "failed L3 operations", l->errors);
-	F("timeouts", "counter", "L3 pipelines past their bound", l->timeouts);
-	F("bytes_in", "counter", "value bytes read from L3", l->bytes_in);
-	F("bytes_out", "counter", "value bytes written to L3", l->bytes_out);
-	F("puts", "counter", "chunks written to L3", l->puts);
-	F("dels", "counter", "chunks deleted from L3", l->dels);
-	F("queue_drops", "counter", "L3 writes dropped (queue full, failed)",
-	  l->queue_drops);
-	F("queued_bytes", "gauge", "L3 write queue bytes", l->queued_bytes);
-	F("lookups", "counter", "batched L3 existence lookups", l->lookups);
-	F("lookup_keys", "counter", "keys asked by L3 lookups", l->lookup_keys);
-	F("promotions", "counter", "chunks promoted from L3 into L1",
-	  st->l3_promotions);
-	F("skipped", "counter", "L3 writes skipped (no memory for a copy)",
-	  st->l3_skipped);
-	F("pinned_bytes", "gauge", "L1 bytes pinned for L3 writes",
-	  st->l3_pinned_bytes);
-	F("get_avg_us", "gauge", "mean L3 GET latency, microseconds",
-	  l->gets ? l->get_ns / l->gets / 1000 : 0);
-	F("get_max_us", "gauge", "worst L3 GET latency, microseconds",
-	  l->get_max_ns / 1000);
-	F("roundtrips", "counter", "L3 pipelines sent", l->redis.roundtrips);
-	F("moved", "counter", "MOVED redirections followed", l->redis.moved);
-	F("ask", "counter", "ASK redirections followed", l->redis.ask);
-	F("refreshes", "counter", "L3 slot maps loaded", l->redis.refreshes);
-	F("connects", "counter", "L3 connections made", l->redis.connects);
-	F("failures", "counter", "L3 connections lost or refused",
-	  l->redis.failures);
-#undef F
-	return n;
-}
-
-#define L3_FIELDS 32
-
-static void render_l3_json(struct sbuf *b, const struct tier_stats *st)
-{
-	struct l3_field f[L3_FIELDS];
-	size_t n = l3_fields(st, f);
-
-	sb_printf(b, "  \"l3\": {\"enabled\": %d", st->l3_on ? 1 : 0);
-	for (size_t i = 0; st->l3_on && i < n; i++)
-		sb_printf(b, ", \"%s\": %" PRIu64, f[i].name, f[i].v);
-	sb_printf(b, "},\n");
-}
-
-static void render_l3_metrics(struct sbuf *b, const struct tier_stats *st)
-{
-	struct l3_field f[L3_FIELDS];
-	size_t n = l3_fields(st, f);
-
-	for (size_t i = 0; st->l3_on && i < n; i++) {
-		char name[64];
-
-		snprintf(name, sizeof(name), "l3_%s%s", f[i].name,
-			 !strcmp(f[i].type, "counter") ? "_total" : "");
-		prom(b, name, f[i].type, f[i].help, f[i].v);
-	}
-}
-
-static void render_stats(struct fs *fs, struct sbuf *b)
-{
-	struct tier_stats st;
-	struct tier_arena_info ai;
-	struct fs_counters c;
-	struct tier_ns_info *ns = NULL;
-	char ioc[4096];
-	struct fs_path_counts pc;
-	long n;
-
-	tier_get_stats(fs->tier, &st);
-	fs_counters(fs, &c);
-	sb_printf(b, "{\n  \"version\": \"%s\",\n", KVFS_VERSION_STRING);
-	tier_arena_info(fs->tier, &ai);
-	sb_printf(b, "  \"l1\": {\"backend\": \"%s\", \"capacity\": %" PRIu64
-		  ", \"bytes\": %" PRIu64 ", \"chunks\": %" PRIu64 "},\n",
-		  ai.backend, st.l1_capacity, st.l1_bytes, st.l1_chunks);
-	sb_printf(b, "  \"l2\": {\"capacity\": %" PRIu64 ", \"bytes\": %" PRIu64
-		  ", \"raw_bytes\": %" PRIu64 ", \"chunks\": %" PRIu64
-		  ", \"reads\": %" PRIu64 ", \"writes\": %" PRIu64
-		  ", \"reclaims\": %" PRIu64 ", \"corrupt\": %" PRIu64
-		  ", \"errors\": %" PRIu64 ", \"compression_ratio\": %.3f},\n",
-		  st.l2_capacity, st.l2_bytes, st.l2_raw_bytes, st.l2_chunks,
-		  st.l2_reads, st.l2_writes, st.l2_reclaims, st.l2_corrupt,
-		  st.l2_errors, l2_ratio(&st));
-	render_l3_json(b, &st);
-	sb_printf(b, "  \"hits\": %" PRIu64 ",\n  \"misses\": %" PRIu64
-		  ",\n  \"evictions\": %" PRIu64 ",\n  \"publishes\": %" PRIu64
-		  ",\n  \"discards\": %" PRIu64 ",\n  \"promotions\": %" PRIu64
-		  ",\n  \"demotions\": %" PRIu64 ",\n",
-		  st.hits, st.misses, st.evictions, st.publishes, st.discards,
-		  st.promotions, st.demotions);
-	sb_printf(b, "  \"writers\": %" PRIu64 ",\n  \"writer_bytes\": %" PRIu64
-		  ",\n  \"meta_bytes\": %" PRIu64 ",\n",
-		  st.writers, st.writer_bytes, st.meta_bytes);
-	/* after the engine's own "promotions": readers of the first match */
-	sb_printf(b, "  \"readahead\": {\"max\": %" PRIu64 ", \"promotions\": %"
-		  PRIu64 ", \"hits\": %" PRIu64 ", \"wasted\": %" PRIu64 "},\n",
-		  st.ra_max, st.ra_promotions, st.ra_hits, st.ra_wasted);
-	sb_printf(b, "  \"fs\": {\"inodes\": %" PRIu64 ", \"temporaries\": %"
-		  PRIu64 ", \"temporaries_expired\": %" PRIu64
-		  ", \"opens\": %" PRIu64 ", \"writers_killed\": %" PRIu64
-		  ", \"late_publishes\": %" PRIu64 ", \"invalidations\": %"
-		  PRIu64 ", \"stale\": %" PRIu64 "},\n",
-		  c.inodes, c.temporaries, c.tmp_expired, c.opens,
-		  c.writers_killed, c.late_publishes, c.invalidations, c.stale);
-	fs_path_counts(fs, &pc);
-	sb_printf(b, "  \"paths\": {\"dirs\": %" PRIu64 ", \"files\": %"
-		  PRIu64 ", \"meta_bytes\": %" PRIu64 ", \"pending\": %"
-		  PRIu64 ", \"orphans\": %" PRIu64 "},\n", pc.dirs, pc.files,
-		  pc.meta_bytes, pc.pending, pc.orphans);
-	ioc[0] = '\0';
-	fs_ioctl_stats_json(fs, ioc, sizeof(ioc));
-	sb_printf(b, "  \"ioctl\": %s,\n", ioc[0] ? ioc : "{}");
-	fs_events_stats_json(fs, ioc, sizeof(ioc)); /* KV events */
-	sb_printf(b, "  \"events\": %s,\n", ioc[0] ? ioc : "{}");
-	sb_printf(b, "  \"namespaces\": {");
-	n = ns_all(fs, &ns);
-	for (long i = 0; i < n; i++) {
-		char dtype[8] = "";
-		mode_t mode = 0;
-
-		fs_ns_attrs(fs, ns[i].id, dtype, &mode);
-		sb_printf(b, "%s\n    ", i ? "," : "");
-		sb_json_str(b, ns[i].name);
-		sb_printf(b, ": {\"chunks\": %" PRIu64 ", \"bytes\": %" PRIu64
-			  ", \"hits\": %" PRIu64 ", \"chunk_bytes\": %" PRIu64
-			  ", \"shuffle\": %d, \"dtype\": \"%s\"}",
-			  ns[i].chunks, ns[i].bytes, ns[i].hits,
-			  ns[i].chunk_bytes, ns[i].shuffle, dtype);
-	}
-	free(ns);
-	sb_printf(b, "%s}\n}\n", n > 0 ? "\n  " : "");
-}
-
-static void render_metrics(struct fs *fs, struct sbuf *b)
-{
-	struct tier_stats st;
-	struct tier_ns_info *ns = NULL;
-	struct fs_path_counts pc;
-	long n;
-
-	tier_get_stats(fs->tier, &st);
-	prom(b, "l1_capacity_bytes", "gauge", "L1 arena size", st.l1_capacity);
-	prom(b, "l1_bytes", "gauge", "L1 bytes in chunks", st.l1_bytes);
-	prom(b, "l1_chunks", "gauge", "chunks in L1", st.l1_chunks);
-	prom(b, "l2_capacity_bytes", "gauge", "L2 size on disk",
-	     st.l2_capacity);
-	prom(b, "l2_bytes", "gauge", "L2 bytes on disk", st.l2_bytes);
-	prom(b, "l2_raw_bytes", "gauge", "L2 bytes before compression",
-	     st.l2_raw_bytes);
-	prom(b, "l2_chunks", "gauge", "chunks in L2", st.l2_chunks);
-	sb_printf(b, "# HELP kvfs_l2_compression_ratio L2 raw bytes / bytes "
-		  "on disk (1 when empty)\n# TYPE kvfs_l2_compression_ratio "
-		  "gauge\nkvfs_l2_compression_ratio %.3f\n", l2_ratio(&st));
-	prom(b, "hits_total", "counter", "chunk reads that found it", st.hits);
-	prom(b, "misses_total", "counter", "chunk reads that missed",
-	     st.misses);
-	prom(b, "evictions_total", "counter", "chunks evicted from L1",
-	     st.evictions);
-	prom(b, "publishes_total", "counter", "chunks published",
-	     st.publishes);
-	prom(b, "discards_total", "counter", "chunks discarded unpublished",
-	     st.discards);
-	prom(b, "promotions_total", "counter", "L2 to L1 promotions",
-	     st.promotions);
-	prom(b, "demotions_total", "counter", "L1 to L2 demotions",
-	     st.demotions);
-	render_l3_metrics(b, &st);
-	prom(b, "readahead_max_chunks", "gauge",
-	     "largest readahead window, chunks (0 = off)", st.ra_max);
-	prom(b, "readahead_promotions_total", "counter",
-	     "chunks promoted from L2/L3 by chain readahead", st.ra_promotions);
-	prom(b, "readahead_hits_total", "counter",
-	     "readahead promotions read later", st.ra_hits);
-	prom(b, "readahead_wasted_total", "counter",
-	     "readahead promotions evicted unread", st.ra_wasted);
-	fs_path_counts(fs, &pc);
-	prom(b, "path_dirs", "gauge", "directories of path namespaces",
-	     pc.dirs);
-	prom(b, "path_files", "gauge", "file names of path namespaces",
-	     pc.files);
-	prom(b, "path_meta_bytes", "gauge",
-	     "bytes of path namespace trees (names, directories)",
-	     pc.meta_bytes);
-	{ /* KV events */
-		char ev[2048];
-
-		if (fs_events_metrics(fs, ev, sizeof(ev)))
-			sb_printf(b, "%s", ev);
-	}
-	sb_printf(b, "# HELP kvfs_ns_chunks chunks per namespace\n"
-		  "# TYPE kvfs_ns_chunks gauge\n");
-	n = ns_all(fs, &ns);
-	for (long i = 0; i < n; i++) {
-		sb_printf(b, "kvfs_ns_chunks{ns=\"");
-		sb_prom_str(b, ns[i].name);
-		sb_printf(b, "\"} %" PRIu64 "\n", ns[i].chunks);
-	}
-	sb_printf(b, "# HELP kvfs_ns_bytes bytes per namespace\n"
-		  "# TYPE kvfs_ns_bytes gauge\n");
-	for (long i = 0; i < n; i++) {
-		sb_printf(b, "kvfs_ns_bytes{ns=\"");
-		sb_prom_str(b, ns[i].name);
-		sb_printf(b, "\"} %" PRIu64 "\n", ns[i].bytes);
-	}
-	sb_printf(b, "# HELP kvfs_ns_hits_total hits per namespace\n"
-		  "# TYPE kvfs_ns_hits_total counter\n");
-	for (long i = 0; i < n; i++) {
-		sb_printf(b, "kvfs_ns_hits_total{ns=\"");
-		sb_prom_str(b, ns[i].name);
-		sb_printf(b, "\"} %" PRIu64 "\n", ns[i].hits);
-	}
-	free(ns);
-}
-
-int fs_ctl_render(struct fs *fs, int file, char **buf, size_t *len)
-{
-	struct sbuf b = { 0 };
-
-	b.cap = 4096;
-	b.p = malloc(b.cap);
-	if (!b.p)
-		return -ENOMEM;
-	b.p[0] = '\0';
 	switch (file) {
 	case FS_CTL_STATS:
-		render_stats(fs, &b);
+		err = fs_metrics_render(fs, FS_METRICS_JSON, who, &b);
 		break;
 	case FS_CTL_METRICS:
-		render_metrics(fs, &b);
+		err = fs_metrics_render(fs, FS_METRICS_PROM, who, &b);
 		break;
 	case FS_CTL_CONFIG:
-		sb_printf(&b, "%s", fs->cfg.config_text);
+		fs_sb_printf(&b, "%s", fs->cfg.config_text);
 		break;
 	case FS_CTL_VERSION:
-		sb_printf(&b, "kvfs %s\n", KVFS_VERSION_STRING);
+		fs_sb_printf(&b, "kvfs %s\n", KVFS_VERSION_STRING);
 		break;
 	default:
-		free(b.p);
 		return -ENOENT;
 	}
-	if (b.oom) {
+	if (!err && b.oom)
+		err = -ENOMEM;
+	if (!err && !b.p) /* nothing printed (an empty config) */
+		b.p = calloc(1, 1);
+	if (!err && !b.p)
+		err = -ENOMEM;
+	if (err) {
 		free(b.p);
-		return -ENOMEM;
+		return err;
 	}
 	*buf = b.p;
 	*len = b.len;
+	return 0;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static bool snap_is(const struct fs_ctl_snap *s, int file,
+		    const struct fuse_ctx *c)
+{
+	return s->buf && s->file == file && s->pid == c->pid &&
+	       s->uid == c->uid && s->gid == c->gid;
+}
+
+/* Keeps buf (taken over) as the caller's latest rendering of file. */
+static void snap_keep(struct fs *fs, const struct fuse_ctx *c, int file,
+		      char *buf, size_t len)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_ctl_snap *slot = NULL;
+	int64_t now = mono_ns(), oldest = INT64_MAX;
+
+	pthread_mutex_lock(&p->ctl_lock);
+	for (size_t i = 0; i < sizeof(p->ctl_snap) / sizeof(p->ctl_snap[0]);
+	     i++) {
+		struct fs_ctl_snap *s = &p->ctl_snap[i];
+		int64_t at = (int64_t)s->at.tv_sec * 1000000000LL +
+			     s->at.tv_nsec;
+
+		if (snap_is(s, file, c) || !s->buf) {
+			slot = s;
+			break;
+		}
+		if (at < oldest) {
+			oldest = at;
+			slot = s;
+		}
+	}
+	free(slot->buf);
+	*slot = (struct fs_ctl_snap){ buf, len, file, c->pid, c->uid, c->gid,
+				      { now / 1000000000LL,
+					now % 1000000000LL } };
+	pthread_mutex_unlock(&p->ctl_lock);
+}
+
+/* The caller's kept rendering of file, taken out of its slot (fresh
+ * enough), or NULL. */
+static char *snap_take(struct fs *fs, const struct fuse_ctx *c, int file,
+		       size_t *len)
+{
+	struct fs_priv *p = fs->priv;
+	char *buf = NULL;
+	int64_t now = mono_ns();
+
+	pthread_mutex_lock(&p->ctl_lock);
+	for (size_t i = 0; i < sizeof(p->ctl_snap) / sizeof(p->ctl_snap[0]);
+	     i++) {
+		struct fs_ctl_snap *s = &p->ctl_snap[i];
+		int64_t at = (int64_t)s->at.tv_sec * 1000000000LL +
+			     s->at.tv_nsec;
+
+		if (!snap_is(s, file, c))
+			continue;
+		if (now - at <= CTL_KEEP_NS) {
+			buf = s->buf;
+			*len = s->len;
+		} else {
+			free(s->buf);
+		}
+		s->buf = NULL;
+		break;
+	}
+	pthread_mutex_unlock(&p->ctl_lock);
+	return buf;
+}
+
+void fs_ctl_destroy(struct fs *fs)
+{
+	struct fs_priv *p = fs->priv;
+
+	for (size_t i = 0; i < sizeof(p->ctl_snap) / sizeof(p->ctl_snap[0]);
+	     i++)
+		free(p->ctl_snap[i].buf);
+	pthread_mutex_destroy(&p->ctl_lock);
+}
+
+/* The reader's credentials, NULL when it sees everything anyway. */
+static const struct fs_cred *reader(fuse_req_t req, struct fs_cred *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (ctx->uid == 0 || ctx->uid == getuid())
+		return NULL;
+	fs_cred_of_req(req, c);
+	return c;
+}
+
+int fs_ctl_open(struct fs *fs, fuse_req_t req, int file, char **buf,
+		size_t *len)
+{
+	struct fs_cred c;
+
+	*buf = snap_take(fs, fuse_req_ctx(req), file, len);
+	if (*buf)
+		return 0;
+	return render(fs, reader(req, &c), file, buf, len);
+}
+
+/*
+ * The length of the snapshot of ino that process pid has open, if any:
+ * the kernel does not say which file an fstat(2) is about, and tar
+ * compares the size it gets there with the one it archived.
+ */
+static bool open_by(struct fs *fs, pid_t pid, fuse_ino_t ino, size_t *len)
+{
+	struct fs_priv *p = fs->priv;
+	bool found = false;
+
+	pthread_mutex_lock(&p->lock);
+	for (struct fs_fh *fh = p->fh_head.next; fh != &p->fh_head && !found;
+	     fh = fh->next)
+		if (fh->kind == FS_FH_CTL && fh->ino == ino &&
+		    fh->pid == pid && fh->ctl_buf) {
+			found = true;
+			*len = fh->ctl_len;
+		}
+	pthread_mutex_unlock(&p->lock);
+	return found;
+}
+
+int fs_ctl_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi, struct stat *st)
+{
+	struct fs_priv *p = fs->priv;
+	mode_t mode = fs->cfg.ctl_mode_set ? fs->cfg.ctl_mode : 0444;
+	int file = (int)(ino - FS_INO_CTL_FIRST);
+	struct fs_fh *fh;
+	struct fs_cred c;
+	char *buf;
+	size_t len;
+	bool found;
+	int err;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_uid = getuid(); /* the mount's owner */
+	st->st_gid = fs->cfg.ctl_gid_set ? fs->cfg.ctl_gid : getgid();
+	st->st_mtim = st->st_atim = st->st_ctim = p->mount_time;
+	if (ino == FS_INO_KVFS) {
+		/* searchable by whoever may read the files */
+		st->st_mode = S_IFDIR | mode | ((mode & 0444) >> 2);
+		st->st_nlink = 2;
+		return 0;
+	}
+	st->st_mode = S_IFREG | mode;
+	st->st_nlink = 1;
+	clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+	fh = fi ? (struct fs_fh *)(uintptr_t)fi->fh : NULL;
+	if (fh && fh->kind == FS_FH_CTL && fh->ino == ino) {
+		len = fh->ctl_len; /* the request's own open file */
+		found = true;
+	} else {
+		found = open_by(fs, fuse_req_ctx(req)->pid, ino, &len);
+	}
+	if (found) { /* fstat: the open file's snapshot */
+		st->st_size = (off_t)len;
+		st->st_blocks = (blkcnt_t)((len + 511) / 512);
+		return 0;
+	}
+	err = render(fs, reader(req, &c), file, &buf, &len);
+	if (err)
+		return err;
+	st->st_size = (off_t)len;
+	st->st_blocks = (blkcnt_t)((len + 511) / 512); /* not sparse */
+	snap_keep(fs, fuse_req_ctx(req), file, buf, len);
 	return 0;
 }

@@ -145,94 +145,15 @@ void fs_events_destroy(struct fs *fs)
 	fs->events = NULL;
 }
 
-/* s as a JSON string body (quotes, backslashes, control bytes escaped). */
-static void json_body(char *out, size_t size, const char *s)
+bool fs_events_counts(struct fs *fs, struct ev_stats *st, const char **ep,
+		      const char **replay_ep)
 {
-	size_t o = 0;
-
-	for (; *s && o + 7 < size; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\') {
-			out[o++] = '\\';
-			out[o++] = (char)c;
-		} else if (c < 0x20) {
-			o += (size_t)snprintf(out + o, size - o, "\\u%04x", c);
-		} else {
-			out[o++] = (char)c;
-		}
-	}
-	out[o] = '\0';
-}
-
-size_t fs_events_stats_json(struct fs *fs, char *buf, size_t size)
-{
-	struct ev_stats st;
-	char ep[1100], rep[1100];
-	int n;
-
-	if (!fs->events) {
-		n = snprintf(buf, size, "{\"enabled\": false}");
-	} else {
-		ev_stats(fs->events->pub, &st);
-		json_body(ep, sizeof(ep), ev_pub_endpoint(fs->events->pub));
-		json_body(rep, sizeof(rep),
-			  ev_pub_replay_endpoint(fs->events->pub));
-		n = snprintf(buf, size,
-			     "{\"enabled\": true, \"endpoint\": \"%s\", "
-			     "\"replay_endpoint\": \"%s\", \"published\": %"
-			     PRIu64 ", \"dropped\": %" PRIu64 ", \"batches\": %"
-			     PRIu64 ", \"next_seq\": %" PRIu64 ", \"queued\": %"
-			     PRIu64 ", \"buffered\": %" PRIu64
-			     ", \"replay_requests\": %" PRIu64
-			     ", \"replay_batches\": %" PRIu64
-			     ", \"replay_bad\": %" PRIu64
-			     ", \"replay_limited\": %" PRIu64 "}",
-			     ep, rep, st.published, st.dropped, st.batches, st.next_seq,
-			     st.queued, st.buffered, st.replay_requests,
-			     st.replay_batches, st.replay_bad, st.replay_limited);
-	}
-	if (n < 0)
-		return 0;
-	return (size_t)n < size ? (size_t)n : size ? size - 1 : 0;
-}
-
-size_t fs_events_metrics(struct fs *fs, char *buf, size_t size)
-{
-	static const struct {
-		const char *name, *type, *help;
-		size_t off;
-	} m[] = {
-#define M(n, t, h, f) { n, t, h, offsetof(struct ev_stats, f) }
-		M("events_published_total", "counter", "KV events sent", published),
-		M("events_dropped_total", "counter",
-		  "KV events dropped: the queue was full", dropped),
-		M("events_batches_total", "counter", "KV event batches sent", batches),
-		M("events_queued", "gauge", "KV events waiting to be sent", queued),
-		M("events_replay_requests_total", "counter",
-		  "replay requests served", replay_requests),
-		M("events_replay_bad_total", "counter",
-		  "malformed replay requests ignored", replay_bad),
-		M("events_replay_limited_total", "counter",
-		  "replay requests ignored over the rate limit", replay_limited),
-#undef M
-	};
-	struct ev_stats st;
-	size_t len = 0;
-
-	if (!fs->events || !size)
-		return 0;
-	buf[0] = '\0';
-	ev_stats(fs->events->pub, &st);
-	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
-		uint64_t v;
-		memcpy(&v, (const char *)&st + m[i].off, sizeof(v));
-		int n = snprintf(buf + len, size - len,
-				 "# HELP kvfs_%s %s\n# TYPE kvfs_%s %s\n"
-				 "kvfs_%s %" PRIu64 "\n", m[i].name, m[i].help,
-				 m[i].name, m[i].type, m[i].name, v);
-		if (n < 0 || (size_t)n >= size - len)
-			break;
-		len += (size_t)n;
-	}
-	return len;
+	memset(st, 0, sizeof(*st));
+	*ep = *replay_ep = "";
+	if (!fs->events)
+		return false;
+	ev_stats(fs->events->pub, st);
+	*ep = ev_pub_endpoint(fs->events->pub);
+	*replay_ep = ev_pub_replay_endpoint(fs->events->pub);
+	return true;
 }

@@ -92,6 +92,8 @@
 #include "tier/tier.h"
 #include "fs/fs.h"
 #include "hash/htab.h"
+#include "events/events.h"
+#include "tier/lease.h"
 
 enum fs_fh_kind {
 	FS_FH_ROOT = 1,
@@ -311,6 +313,18 @@ struct fs_priv {
 	uid_t root_uid;
 	gid_t root_gid;
 	struct timespec mount_time; /* set at fs_create, then constant */
+	/* fs_ctl.c: control files rendered by a stat, kept for the same
+	 * process's open (so stat's size is what it reads) */
+	pthread_mutex_t ctl_lock;
+	struct fs_ctl_snap {
+		char *buf;             /* NULL: free slot */
+		size_t len;
+		int file;              /* enum fs_ctl_file */
+		pid_t pid;
+		uid_t uid;
+		gid_t gid;
+		struct timespec at;    /* CLOCK_MONOTONIC */
+	} ctl_snap[8];
 
 	/* invalidation queue (qlock) */
 	pthread_mutex_t qlock;
@@ -422,7 +436,11 @@ void fs_chunk_attr(struct fs *fs, struct fs_inode *nsi, struct fs_inode *in,
 		   uint64_t ino, const struct tier_info *info, struct stat *st);
 /* Takes w->lock shared. */
 void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st);
-void fs_ctl_attr(struct fs *fs, fuse_ino_t ino, struct stat *st);
+/* fs_ctl_attr (fs_ctl.c) - attributes of /.kvfs or a file in it for the
+ * caller of req; a file's size is that of its contents as the caller
+ * would read them now (fi: the open file's snapshot). 0 or -ENOMEM. */
+int fs_ctl_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
+		struct fuse_file_info *fi, struct stat *st);
 
 void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -646,6 +664,21 @@ void fs_path_op_removexattr(fuse_req_t req, fuse_ino_t ino,
  */
 int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask);
 
+/* A caller's credentials, kept to check many namespaces at once. */
+#define FS_CRED_GROUPS 64
+struct fs_cred {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[FS_CRED_GROUPS]; /* supplementary groups */
+};
+/* fs_cred_of_req - the caller of req (its groups from /proc; none when
+ * that fails). */
+void fs_cred_of_req(fuse_req_t req, struct fs_cred *c);
+/* fs_cred_may - as fs_ns_access, for a mode, owner and group. */
+bool fs_cred_may(const struct fs_cred *c, mode_t mode, uid_t uid, gid_t gid,
+		 int mask);
+
 /* ----------------------------------------------------- fs/ <-> fs_ctl.c */
 
 /* The files of /.kvfs, in inode order. */
@@ -660,8 +693,17 @@ enum fs_ctl_file {
 /* fs.c: the names of /.kvfs's files, by enum fs_ctl_file. */
 extern const char *const fs_ctl_names[FS_CTL_NFILES];
 
-/* fs_ctl_render - malloc'd contents of a control file. 0 or -errno. */
-int fs_ctl_render(struct fs *fs, int file, char **buf, size_t *len);
+/*
+ * fs_ctl_open - the contents of control file `file` for the caller of req
+ * (malloc'd, *buf and *len): the snapshot the same process's stat just
+ * rendered when there is one (so the size stat gave is what it reads),
+ * else a new rendering. Per-namespace rows only for the namespaces the
+ * caller may list (fs_metrics.h). 0 or -errno.
+ */
+int fs_ctl_open(struct fs *fs, fuse_req_t req, int file, char **buf,
+		size_t *len);
+/* fs_ctl_destroy - frees the kept snapshots (fs_destroy). */
+void fs_ctl_destroy(struct fs *fs);
 
 struct fs_counters {
 	uint64_t inodes, temporaries, tmp_expired, opens;
@@ -671,8 +713,6 @@ struct fs_counters {
 };
 void fs_counters(struct fs *fs, struct fs_counters *c);
 
-/* fs_ns_attrs - dtype ("" when unset) and mode of a namespace. -ENOENT. */
-int fs_ns_attrs(struct fs *fs, uint32_t ns, char dtype[8], mode_t *mode);
 
 /* ------------------------------------ namespace attributes across restarts */
 
@@ -789,13 +829,24 @@ void fs_ioctl_release(struct fs *fs, uint64_t fh);
 int fs_ioctl_init(struct fs *fs);
 void fs_ioctl_destroy(struct fs *fs);
 
-/*
- * fs_ioctl_stats_json - writes one JSON value (an object, e.g.
- * {"leases_active":1,...}) describing ioctl state into buf (NUL-terminated,
- * at most size bytes); fs embeds it in .kvfs/stats as "ioctl". Returns the
- * length written.
- */
-size_t fs_ioctl_stats_json(struct fs *fs, char *buf, size_t size);
+/* The transfer counters (see struct fs_xfer in fs_xfer.c, kvfs(7)). */
+struct fs_xfer_counts {
+	uint64_t gets, puts, get_entries, put_entries, get_bytes, put_bytes;
+	uint64_t misses, exists, entry_errors, batch_errors, interrupted;
+	uint64_t busy, bounced, registers, device_entries;
+};
+struct fs_xfer;
+void fs_xfer_counts(struct fs_xfer *x, struct fs_xfer_counts *c);
+
+/* fs_ioctl_counts - the ioctl, lease and transfer counters (kvfs(7)),
+ * for .kvfs/stats and .kvfs/metrics (fs_metrics.c). */
+struct fs_ioctl_counts {
+	uint64_t lookups, group_lookups, keys, prefetches, handles, errors;
+	uint64_t lookup_hits[TIER_FROM_N], lookup_misses;
+	struct lease_stats leases;
+	struct fs_xfer_counts xfer;
+};
+void fs_ioctl_counts(struct fs *fs, struct fs_ioctl_counts *c);
 
 /* ------------------------------------------------------- fs_events.c */
 
@@ -809,9 +860,9 @@ void fs_events_unmount(struct fs *fs);
 /* After tier_destroy: AllBlocksCleared per namespace; frees the sink.
  * Also on fs_create's failure path. */
 void fs_events_destroy(struct fs *fs);
-/* The "events" object of .kvfs/stats, and the kvfs_events_* metrics;
- * bytes written (NUL-terminated, truncated to size). */
-size_t fs_events_stats_json(struct fs *fs, char *buf, size_t size);
-size_t fs_events_metrics(struct fs *fs, char *buf, size_t size);
+/* fs_events_counts - the publisher's counters and endpoints (valid while
+ * the mount lives); false (st zeroed) when events are off. */
+bool fs_events_counts(struct fs *fs, struct ev_stats *st, const char **ep,
+		      const char **replay_ep);
 
 #endif /* KVFS_FS_I_H */

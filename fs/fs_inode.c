@@ -251,7 +251,7 @@ int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 
 	if (r) {
 		if (r == -ENOENT)
-			tier_count_misses(fs->tier, 1);
+			tier_count_name_misses(fs->tier, 1);
 		return r;
 	}
 	pthread_mutex_lock(&p->lock);
@@ -327,7 +327,7 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (parent == FUSE_ROOT_ID) {
 		if (!strcmp(name, KVFS_CTL_DIR)) {
 			e.ino = FS_INO_KVFS;
-			fs_ctl_attr(fs, e.ino, &e.attr);
+			fs_ctl_attr(fs, req, e.ino, NULL, &e.attr);
 			e.attr_timeout = e.entry_timeout = 3600;
 			fuse_reply_entry(req, &e);
 			return;
@@ -358,7 +358,11 @@ void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			if (strcmp(name, fs_ctl_names[i]))
 				continue;
 			e.ino = FS_INO_CTL_FIRST + i;
-			fs_ctl_attr(fs, e.ino, &e.attr);
+			err = fs_ctl_attr(fs, req, e.ino, NULL, &e.attr);
+			if (err) {
+				fuse_reply_err(req, -err);
+				return;
+			}
 			e.attr_timeout = 0;
 			e.entry_timeout = 3600;
 			fuse_reply_entry(req, &e);

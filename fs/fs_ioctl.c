@@ -26,11 +26,28 @@ struct fs_ioctl_state {
 	struct fs_xfer *xfer; /* batched GET/PUT: fs_xfer.c */
 	/* counters, updated with atomics (no lock) */
 	uint64_t lookups, group_lookups, keys, prefetches, handles, errors;
+	/* what lookups told the engine: keys of the run found, by tier
+	 * (enum tier_from), and keys past it */
+	uint64_t lookup_hits[TIER_FROM_N], lookup_misses;
 };
 
 static void count(uint64_t *c, uint64_t n)
 {
 	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+/* One namespace's answer: found of nkeys, the first l1 + l2 of the run
+ * local (capped at found: a group's common run may be shorter than the
+ * rank's own), the rest from L3. */
+static void count_lookup(struct fs_ioctl_state *st, uint32_t nkeys,
+			 uint32_t found, uint32_t l1, uint32_t l2)
+{
+	l1 = l1 < found ? l1 : found;
+	l2 = l2 < found - l1 ? l2 : found - l1;
+	count(&st->lookup_hits[TIER_FROM_L1], l1);
+	count(&st->lookup_hits[TIER_FROM_L2], l2);
+	count(&st->lookup_hits[TIER_FROM_L3], found - l1 - l2);
+	count(&st->lookup_misses, nkeys - found);
 }
 
 static int reply_err(struct fs *fs, fuse_req_t req, const char *what, int err)
@@ -114,6 +131,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		goto out;
 	count(&st->lookups, 1);
 	count(&st->keys, lk->nkeys);
+	count_lookup(st, lk->nkeys, found, in_l1, in_l2);
 	if (lk->flags & KVFS_LOOKUP_PREFETCH)
 		count(&st->prefetches, 1);
 	lk->lease_id = 0;
@@ -161,6 +179,7 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct kvfs_group_lookup *g;
 	uint32_t ids[KVFS_GROUP_MAX], got[KVFS_GROUP_MAX] = { 0 };
+	uint32_t gl1[KVFS_GROUP_MAX] = { 0 }, gl2[KVFS_GROUP_MAX] = { 0 };
 	uint32_t n, l1, l2, i, k, npinned = 0;
 	struct lease_pin *pins = NULL;
 	uint64_t *gens = NULL; /* with PIN: [rank * nkeys + k] */
@@ -233,6 +252,8 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 			got[i] = 0;
 			break;
 		}
+		gl1[i] = l1;
+		gl2[i] = l2;
 		if (got[i] < n)
 			n = got[i];
 	}
@@ -249,6 +270,8 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	}
 	count(&st->group_lookups, 1);
 	count(&st->keys, (uint64_t)g->nkeys * g->nns);
+	for (i = 0; i < g->nns; i++) /* every rank is told the common run */
+		count_lookup(st, g->nkeys, n, gl1[i], gl2[i]);
 	g->lease_id = 0;
 	if (pin) {
 		for (i = 0; i < g->nns; i++)
@@ -349,7 +372,7 @@ static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 
 	memcpy(&h, in_buf, sizeof(h));
 	want = h.kind; /* in: 0 = the arena's own kind (fs_ioctl_check) */
-	rc = tier_get(fs->tier, fh->ns, &fh->key, &c);
+	rc = tier_get_flags(fs->tier, fh->ns, &fh->key, TIER_GET_NOCOUNT, &c);
 	if (rc)
 		return reply_err(fs, req, "HANDLE", -rc);
 	/* Unlinked and published again since this fd was opened: the handle
@@ -636,31 +659,24 @@ void fs_ioctl_destroy(struct fs *fs)
 	fs->ioctl_state = NULL;
 }
 
-size_t fs_ioctl_stats_json(struct fs *fs, char *buf, size_t size)
+void fs_ioctl_counts(struct fs *fs, struct fs_ioctl_counts *c)
 {
 	struct fs_ioctl_state *st = fs->ioctl_state;
-	char leases[512], xfer[512];
-	int n;
 
+	memset(c, 0, sizeof(*c));
 	if (!st)
-		n = snprintf(buf, size, "{}");
-	else {
-		lease_stats_json(st->leases, leases, sizeof(leases));
-		fs_xfer_stats_json(st->xfer, xfer, sizeof(xfer));
-		n = snprintf(buf, size,
-			     "{\"lookups\":%llu,\"group_lookups\":%llu,"
-			     "\"keys\":%llu,\"prefetches\":%llu,"
-			     "\"handles\":%llu,\"errors\":%llu,%s,"
-			     "\"xfer\":%s}",
-			     (unsigned long long)__atomic_load_n(&st->lookups, __ATOMIC_RELAXED),
-			     (unsigned long long)__atomic_load_n(&st->group_lookups, __ATOMIC_RELAXED),
-			     (unsigned long long)__atomic_load_n(&st->keys, __ATOMIC_RELAXED),
-			     (unsigned long long)__atomic_load_n(&st->prefetches, __ATOMIC_RELAXED),
-			     (unsigned long long)__atomic_load_n(&st->handles, __ATOMIC_RELAXED),
-			     (unsigned long long)__atomic_load_n(&st->errors, __ATOMIC_RELAXED),
-			     leases, xfer);
-	}
-	if (n < 0)
-		return 0;
-	return (size_t)n < size ? (size_t)n : size ? size - 1 : 0;
+		return;
+#define LD(f) __atomic_load_n(&st->f, __ATOMIC_RELAXED)
+	c->lookups = LD(lookups);
+	c->group_lookups = LD(group_lookups);
+	c->keys = LD(keys);
+	c->prefetches = LD(prefetches);
+	c->handles = LD(handles);
+	c->errors = LD(errors);
+	for (int i = 0; i < TIER_FROM_N; i++)
+		c->lookup_hits[i] = LD(lookup_hits[i]);
+	c->lookup_misses = LD(lookup_misses);
+#undef LD
+	lease_get_stats(st->leases, &c->leases);
+	fs_xfer_counts(st->xfer, &c->xfer);
 }

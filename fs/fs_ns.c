@@ -256,8 +256,8 @@ int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask)
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;
-	gid_t groups[64];
-	int n, perm, err;
+	struct fs_cred c;
+	int n, err;
 
 	err = tier_ns_info(fs->tier, ns, &(struct tier_ns_info){ 0 });
 	if (err)
@@ -272,20 +272,44 @@ int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask)
 	uid = in->uid;
 	gid = in->gid;
 	pthread_mutex_unlock(&p->lock);
-	if (ctx->uid == 0)
-		return 0;
-	if (ctx->uid == uid) {
+	c.uid = ctx->uid;
+	c.gid = ctx->gid;
+	c.ngroups = 0;
+	/* the supplementary groups (from /proc) only when they matter */
+	if (c.uid && c.uid != uid && c.gid != gid) {
+		n = req_groups(req, c.groups, FS_CRED_GROUPS);
+		c.ngroups = n > 0 ? n : 0;
+	}
+	return fs_cred_may(&c, mode, uid, gid, mask) ? 0 : -EACCES;
+}
+
+void fs_cred_of_req(fuse_req_t req, struct fs_cred *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int n = req_groups(req, c->groups, FS_CRED_GROUPS);
+
+	c->uid = ctx->uid;
+	c->gid = ctx->gid;
+	c->ngroups = n > 0 ? n : 0;
+}
+
+bool fs_cred_may(const struct fs_cred *c, mode_t mode, uid_t uid, gid_t gid,
+		 int mask)
+{
+	int perm;
+
+	if (c->uid == 0)
+		return true;
+	if (c->uid == uid) {
 		perm = (mode >> 6) & 7;
 	} else {
-		bool ingroup = ctx->gid == gid;
+		bool ingroup = c->gid == gid;
 
-		n = ingroup ? 0 : req_groups(req, groups, 64);
-		for (int i = 0; i < n && i < 64; i++)
-			if (groups[i] == gid)
-				ingroup = true;
+		for (int i = 0; i < c->ngroups && !ingroup; i++)
+			ingroup = c->groups[i] == gid;
 		perm = ingroup ? (mode >> 3) & 7 : mode & 7;
 	}
-	return (perm & mask) == mask ? 0 : -EACCES;
+	return (perm & mask) == mask;
 }
 
 int fs_nsattr_get(struct fs *fs, uint32_t ns, struct fs_nsattr *a)
@@ -339,20 +363,4 @@ int fs_nsattr_set(struct fs *fs, uint32_t ns, const struct fs_nsattr *a)
 	}
 	pthread_mutex_unlock(&p->lock);
 	return err;
-}
-
-/* Namespace attributes fs keeps (for .kvfs/stats). -ENOENT. */
-int fs_ns_attrs(struct fs *fs, uint32_t ns, char dtype[8], mode_t *mode)
-{
-	struct fs_priv *p = fs->priv;
-	struct fs_inode *in;
-
-	pthread_mutex_lock(&p->lock);
-	in = fs_ns_find(p, ns);
-	if (in) {
-		memcpy(dtype, in->dtype, 8);
-		*mode = in->mode & 07777;
-	}
-	pthread_mutex_unlock(&p->lock);
-	return in ? 0 : -ENOENT;
 }

@@ -236,7 +236,7 @@ static int copy_to_writer(struct fs *fs, struct fs_pent *e, uid_t uid,
 
 	e->busy = true;
 	pthread_mutex_unlock(&p->lock);
-	err = tier_get(fs->tier, ns, &key, &c);
+	err = tier_get_flags(fs->tier, ns, &key, TIER_GET_NOCOUNT, &c);
 	if (!err)
 		err = tier_wr_begin(fs->tier, ns, NULL, tier_chunk_size(c),
 				    &tw);

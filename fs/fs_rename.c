@@ -158,7 +158,7 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (!err) /* the kernel looked the new name up first: not a miss */
-		tier_count_misses(fs->tier, -1);
+		tier_count_name_misses(fs->tier, -1);
 	fs_wr_unref(fs, w);
 	fuse_reply_err(req, -err);
 }

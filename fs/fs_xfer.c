@@ -809,29 +809,24 @@ void fs_xfer_destroy(struct fs_xfer *x)
 
 #define LD(f) ((unsigned long long)__atomic_load_n(&x->f, __ATOMIC_RELAXED))
 
-size_t fs_xfer_stats_json(struct fs_xfer *x, char *buf, size_t size)
+void fs_xfer_counts(struct fs_xfer *x, struct fs_xfer_counts *c)
 {
-	int n;
-
+	memset(c, 0, sizeof(*c));
 	if (!x)
-		n = snprintf(buf, size, "{}");
-	else
-		n = snprintf(buf, size,
-			     "{\"gets\":%llu,\"puts\":%llu,"
-			     "\"get_entries\":%llu,\"put_entries\":%llu,"
-			     "\"get_bytes\":%llu,\"put_bytes\":%llu,"
-			     "\"misses\":%llu,\"exists\":%llu,"
-			     "\"entry_errors\":%llu,\"batch_errors\":%llu,"
-			     "\"interrupted\":%llu,\"busy\":%llu,"
-			     "\"bounced\":%llu,"
-			     "\"registers\":%llu,\"device_entries\":%llu}",
-			     LD(gets), LD(puts), LD(get_entries),
-			     LD(put_entries), LD(get_bytes), LD(put_bytes),
-			     LD(misses), LD(exists), LD(entry_errors),
-			     LD(batch_errors), LD(interrupted), LD(busy),
-			     LD(bounced),
-			     LD(registers), LD(device_entries));
-	if (n < 0)
-		return 0;
-	return (size_t)n < size ? (size_t)n : size ? size - 1 : 0;
+		return;
+	c->gets = LD(gets);
+	c->puts = LD(puts);
+	c->get_entries = LD(get_entries);
+	c->put_entries = LD(put_entries);
+	c->get_bytes = LD(get_bytes);
+	c->put_bytes = LD(put_bytes);
+	c->misses = LD(misses);
+	c->exists = LD(exists);
+	c->entry_errors = LD(entry_errors);
+	c->batch_errors = LD(batch_errors);
+	c->interrupted = LD(interrupted);
+	c->busy = LD(busy);
+	c->bounced = LD(bounced);
+	c->registers = LD(registers);
+	c->device_entries = LD(device_entries);
 }

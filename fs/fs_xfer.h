@@ -29,8 +29,5 @@ int fs_xfer_ioctl(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
  * device buffer it registered, if any. */
 void fs_xfer_release(struct fs_xfer *x, uint64_t owner);
 
-/* fs_xfer_stats_json - the transfer counters as one JSON object (see
- * README "Counters"); returns the length written (NUL-terminated). */
-size_t fs_xfer_stats_json(struct fs_xfer *x, char *buf, size_t size);
 
 #endif /* KVFS_FS_XFER_H */

@@ -162,7 +162,11 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 
 /* Control directory at the mount root. */
 #define KVFS_CTL_DIR ".kvfs"
-#define KVFS_CTL_STATS ".kvfs/stats" /* JSON */
+#define KVFS_CTL_STATS ".kvfs/stats" /* JSON; .kvfs/metrics: the same
+					* counters in Prometheus text. Each
+					* is described in kvfs(7) COUNTERS;
+					* per-namespace rows only for the
+					* namespaces the reader may list */
 
 /* Namespace names: 1..KVFS_NS_NAME_MAX bytes of UTF-8, no '/', not starting
  * with '.' (mkdir of any other name fails with EINVAL) */
@@ -596,6 +600,11 @@ long kvfs_get(int nsfd, const struct kvfs_key *key, void *buf, size_t len);
  * KVFS_LOOKUP_PIN, leases[0..nleases) hold the run pinned: give them back with kvfs_release (or kvfs_unpin
  * each), or they expire after lease_ms, or when the fd used is closed.
  * missing[i] = 1 when group namespace i does not exist (-ENOENT).
+ * lease_ms: with PIN and nleases > 0, the lease time the daemon granted
+ * (after the caps of KVFS_IOC_LOOKUP's lease_ms: the leases expire that
+ * long after the call); 0 otherwise. It sits in what was the struct's
+ * tail padding, so sizeof and every earlier offset are unchanged; a
+ * libkvfs from before it leaves it 0.
  */
 struct kvfs_result {
 	uint32_t found;
@@ -605,7 +614,12 @@ struct kvfs_result {
 	uint64_t leases[KVFS_RESULT_LEASES];
 	uint8_t missing[KVFS_GROUP_MAX];
 	uint32_t in_l3;
+	uint32_t lease_ms;   /* granted with PIN; was tail padding */
 };
+/* the layout libkvfs 0.1 callers were built with */
+KVFS_STATIC_ASSERT(sizeof(struct kvfs_result) == 168, "kvfs_result ABI");
+KVFS_STATIC_ASSERT(offsetof(struct kvfs_result, lease_ms) == 164,
+		   "kvfs_result ABI");
 
 /*
  * kvfs_lookup - the leading run of the chain keys[0..nkeys) cached in

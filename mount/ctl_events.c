@@ -80,13 +80,8 @@ static int print_json(struct pr *p, const struct ev_dec_event *ev)
 		json_object_set_new(o, "block_size",
 				    json_integer(ev->block_size));
 	}
-	char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
-	if (s)
-		puts(s);
-	free(s);
 	json_decref(hs);
-	json_decref(o);
-	return s ? 0 : -ENOMEM;
+	return ctl_json_out(o, JSON_COMPACT) ? -EIO : 0;
 }
 
 static int print_event(void *arg, const struct ev_dec_event *ev)
@@ -139,11 +134,18 @@ static bool show(struct pr *p, struct evsub_msg *m)
 	return rc == 0;
 }
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: kvfsctl events ENDPOINT [--json] [--from SEQ "
-		"--replay ENDPOINT] [--count N] [--duration-ms MS]\n");
-}
+static const struct ctl_cmd CMD = {
+	"events", "events [--json] [--from SEQ --replay ENDPOINT] [--count N] "
+	"[--duration-ms MS] ENDPOINT",
+	"Subscribes to the KV-event publisher at ENDPOINT (kvfs or vLLM) and\n"
+	"prints one event a line.\n\n"
+	"  --json             one JSON object a line\n"
+	"  --from SEQ         first print the buffered batches from SEQ on,\n"
+	"                     asked of the ROUTER at --replay ENDPOINT\n"
+	"  --replay ENDPOINT  the publisher's replay endpoint\n"
+	"  --count N          stop after N events\n"
+	"  --duration-ms MS   stop after MS milliseconds\n",
+};
 
 int ctl_events(int argc, char **argv)
 {
@@ -153,6 +155,7 @@ int ctl_events(int argc, char **argv)
 		{ "replay", required_argument, NULL, 'r' },
 		{ "count", required_argument, NULL, 'c' },
 		{ "duration-ms", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct pr p = { 0 };
@@ -164,7 +167,7 @@ int ctl_events(int argc, char **argv)
 	struct evsub_msg m;
 	int c, rc = 0;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': p.json = true; break;
 		case 'r': replay_ep = optarg; break;
@@ -172,11 +175,9 @@ int ctl_events(int argc, char **argv)
 		case 'c':
 		case 'd': {
 			unsigned long long v;
-			if (ctl_parse_count(optarg, &v)) {
-				fprintf(stderr, "kvfsctl events: bad number '%s'\n",
-					optarg);
-				return 2;
-			}
+			if (ctl_parse_count(optarg, &v))
+				return ctl_usage_err(&CMD, "bad number '%s'",
+						     optarg);
 			if (c == 'f') {
 				from = v;
 				have_from = true;
@@ -187,15 +188,15 @@ int ctl_events(int argc, char **argv)
 			}
 			break;
 		}
-		default: usage(); return 2;
+		case 'h': return ctl_help(&CMD);
+		default: return ctl_usage_err(&CMD, NULL);
 		}
 	}
-	if (optind != argc - 1 || (have_from && !replay_ep)) {
-		if (have_from && !replay_ep)
-			fprintf(stderr, "kvfsctl events: --from needs --replay ENDPOINT\n");
-		usage();
-		return 2;
-	}
+	if (have_from && !replay_ep)
+		return ctl_usage_err(&CMD, "--from needs --replay ENDPOINT");
+	if (optind != argc - 1)
+		return ctl_usage_err(&CMD, optind < argc ? "one ENDPOINT only" :
+				     "ENDPOINT is required");
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
 	ctx = zmq_ctx_new();

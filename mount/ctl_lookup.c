@@ -8,7 +8,9 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 
 #include "kvfs.h"
 #include "mount/ctl.h"
+#include "mount/ctl_evsub.h"
 
 /* Room in *keys (*cap entries, n used) for one more: 0, or -1 (the message
  * is printed; *keys is still the caller's to free). */
@@ -160,31 +163,6 @@ static const char *lookup_err(int rc)
 	}
 }
 
-/* The mount's lease_ms, from "lease_ms":N in NSDIR/../.kvfs/stats, or
- * 30000 when it cannot be read. */
-static unsigned mount_lease_ms(const char *nsdir)
-{
-	char path[4096], buf[16384];
-	unsigned ms = 30000;
-	const char *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/../" KVFS_CTL_STATS, nsdir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return ms;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return ms;
-	buf[n] = '\0';
-	p = strstr(buf, "\"lease_ms\":");
-	if (p)
-		ms = (unsigned)strtoul(p + 11, NULL, 10);
-	return ms ? ms : 30000;
-}
-
 static volatile sig_atomic_t stop_hold;
 
 static void on_signal(int sig)
@@ -193,46 +171,139 @@ static void on_signal(int sig)
 	stop_hold = 1;
 }
 
-static int run_lookup(const char *cmd, int argc, char **argv, unsigned flags)
+static const struct ctl_cmd CMD_LOOKUP = {
+	"lookup", "lookup [--paths] [--json] NSDIR < keys|paths",
+	"Prints how much of the chain of keys on stdin (32 hex digits each,\n"
+	"whitespace-separated, in chain order) NSDIR holds, and in which tier.\n\n"
+	"  --paths   stdin holds paths of a path namespace, one a line\n"
+	"  --json      print the result as one JSON object\n",
+};
+static const struct ctl_cmd CMD_PIN = {
+	"pin", "pin [--lease-ms MS] [--paths] [--json] NSDIR < keys|paths",
+	"Looks the chain up as lookup does and pins its leading run under a\n"
+	"lease, prints the lease ids and the lease time the daemon granted,\n"
+	"and holds the lease (its fd) until it expires or SIGINT/SIGTERM\n"
+	"(which give it back at once).\n\n"
+	"  --lease-ms MS  lease time asked for (default: the mount's lease_ms;\n"
+	"                 the daemon caps it: users other than root at the\n"
+	"                 mount's lease_ms, root at 24 h)\n"
+	"  --paths        stdin holds paths of a path namespace, one a line\n"
+	"  --json         print the result as one JSON object\n",
+};
+static const struct ctl_cmd CMD_PREFETCH = {
+	"prefetch", "prefetch [--paths] [--json] NSDIR < keys|paths",
+	"Looks the chain up as lookup does and promotes the L2 part of its\n"
+	"leading run into L1 in the background.\n\n"
+	"  --paths   stdin holds paths of a path namespace, one a line\n"
+	"  --json      print the result as one JSON object\n",
+};
+static const struct ctl_cmd CMD_UNPIN = {
+	"unpin", "unpin [--json] NSDIR LEASE_ID",
+	"Gives back the lease LEASE_ID (from pin), taken in NSDIR's mount.\n\n"
+	"  --json      print the result as one JSON object\n",
+};
+
+static void print_result(long found, long nkeys, const struct kvfs_result *res,
+			 unsigned flags, bool json)
 {
+	bool pin = flags & KVFS_LOOKUP_PIN;
+
+	if (json) {
+		json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I}",
+				      "found", (json_int_t)found,
+				      "keys", (json_int_t)nkeys,
+				      "l1", (json_int_t)res->in_l1,
+				      "l2", (json_int_t)res->in_l2,
+				      "l3", (json_int_t)res->in_l3);
+		json_t *ls = pin ? json_array() : NULL;
+
+		for (uint32_t i = 0; ls && i < res->nleases; i++)
+			json_array_append_new(ls, json_integer(
+					(json_int_t)res->leases[i]));
+		if (o && pin) {
+			json_object_set_new(o, "leases", ls);
+			json_object_set_new(o, "lease_ms",
+					    json_integer(res->lease_ms));
+		}
+		ctl_json_out(o, JSON_COMPACT);
+		return;
+	}
+	printf("found=%ld keys=%ld l1=%u l2=%u l3=%u\n", found, nkeys,
+	       res->in_l1, res->in_l2, res->in_l3);
+	for (uint32_t i = 0; i < res->nleases; i++)
+		printf("lease=%llu\n", (unsigned long long)res->leases[i]);
+	if (pin && res->nleases)
+		printf("lease_ms=%u\n", res->lease_ms);
+	fflush(stdout);
+}
+
+/* Holds the leases of res (taken on fd) for ms, or until SIGINT/SIGTERM/
+ * SIGHUP, which give them back at once: they die with the fd. */
+static void hold_leases(const char *cmd, int fd, struct kvfs_result *res,
+			unsigned ms)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	uint64_t end = evsub_now_ms() + ms;
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	fprintf(stderr, "kvfsctl %s: holding for %u ms (Ctrl-C releases)\n",
+		cmd, ms);
+	while (!stop_hold && evsub_now_ms() < end) {
+		struct timespec d = { 0, 50 * 1000000L };
+
+		nanosleep(&d, NULL);
+	}
+	if (stop_hold)
+		(void)kvfs_release(fd, res);
+}
+
+static int run_lookup(const struct ctl_cmd *cmd, int argc, char **argv,
+		      unsigned flags)
+{
+	static const struct option opts[] = {
+		{ "paths", no_argument, NULL, 'p' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "lease-ms", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	unsigned long long lease_ms = 0;
-	const char *dir = NULL;
+	bool hold = flags & KVFS_LOOKUP_PIN, paths = false, json = false;
+	const char *dir;
 	struct kvfs_key *keys;
 	struct kvfs_result res;
-	int hold = (flags & KVFS_LOOKUP_PIN) != 0, paths = 0;
 	long nkeys, found;
-	int fd;
+	int fd, c;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--paths")) {
-			paths = 1;
-		} else if (hold && !strcmp(argv[i], "--lease-ms") &&
-			   i + 1 < argc) {
-			if (ctl_parse_count(argv[++i], &lease_ms) ||
-			    lease_ms > UINT32_MAX) {
-				fprintf(stderr, "kvfsctl %s: bad --lease-ms '%s'\n",
-					cmd, argv[i]);
-				return 2;
-			}
-		} else if (argv[i][0] != '-' && !dir) {
-			dir = argv[i];
-		} else {
-			fprintf(stderr, "usage: kvfsctl %s%s [--paths] NSDIR "
-				"< keys|paths\n", cmd,
-				hold ? " [--lease-ms MS]" : "");
-			return 2;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p': paths = true; break;
+		case 'j': json = true; break;
+		case 'l':
+			if (!hold)
+				return ctl_usage_err(cmd, "--lease-ms is for pin");
+			if (ctl_parse_count(optarg, &lease_ms) ||
+			    lease_ms > UINT32_MAX)
+				return ctl_usage_err(cmd, "bad --lease-ms '%s'",
+						     optarg);
+			break;
+		case 'h': return ctl_help(cmd);
+		default: return ctl_usage_err(cmd, NULL);
 		}
 	}
-	if (!dir) {
-		fprintf(stderr, "usage: kvfsctl %s%s [--paths] NSDIR "
-			"< keys|paths\n", cmd, hold ? " [--lease-ms MS]" : "");
-		return 2;
-	}
-	fd = open_ns(cmd, dir);
+	if (optind >= argc)
+		return ctl_usage_err(cmd, "NSDIR is required");
+	if (optind + 1 < argc)
+		return ctl_usage_err(cmd, "unexpected '%s' (keys come on stdin)",
+				     argv[optind + 1]);
+	dir = argv[optind];
+	fd = open_ns(cmd->name, dir);
 	if (fd < 0)
 		return 1;
-	nkeys = paths ? read_paths(stdin, cmd, &keys) :
-			read_keys(stdin, cmd, &keys);
+	nkeys = paths ? read_paths(stdin, cmd->name, &keys) :
+			read_keys(stdin, cmd->name, &keys);
 	if (nkeys < 0) {
 		close(fd);
 		return 1;
@@ -241,81 +312,58 @@ static int run_lookup(const char *cmd, int argc, char **argv, unsigned flags)
 			    (uint32_t)lease_ms, &res);
 	free(keys);
 	if (found < 0) {
-		fprintf(stderr, "kvfsctl %s: %s: %s\n", cmd, dir,
+		fprintf(stderr, "kvfsctl %s: %s: %s\n", cmd->name, dir,
 			lookup_err((int)found));
 		close(fd);
 		return 1;
 	}
-	printf("found=%ld keys=%ld l1=%u l2=%u l3=%u\n", found, nkeys,
-	       res.in_l1, res.in_l2, res.in_l3);
-	for (uint32_t i = 0; i < res.nleases; i++)
-		printf("lease=%llu\n", (unsigned long long)res.leases[i]);
-	fflush(stdout);
-	if (hold && res.nleases) {
-		/* The lease dies with this fd: hold it until it expires, or
-		 * until SIGINT/SIGTERM (then give it back at once). */
-		struct sigaction sa = { .sa_handler = on_signal };
-		unsigned mount_ms = mount_lease_ms(dir);
-		unsigned ms = lease_ms ? (unsigned)lease_ms : mount_ms;
-		struct timespec end, now;
-
-		/* the mount grants users other than root at most its
-		 * lease_ms: hold no longer than the lease lives */
-		if (geteuid() != 0 && mount_ms && ms > mount_ms)
-			ms = mount_ms;
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
-		clock_gettime(CLOCK_MONOTONIC, &end);
-		end.tv_sec += ms / 1000;
-		end.tv_nsec += (long)(ms % 1000) * 1000000L;
-		if (end.tv_nsec >= 1000000000L) {
-			end.tv_sec++;
-			end.tv_nsec -= 1000000000L;
-		}
-		fprintf(stderr, "kvfsctl %s: holding for %u ms (Ctrl-C releases)\n",
-			cmd, ms);
-		while (!stop_hold) {
-			struct timespec d = { 0, 50 * 1000000L };
-
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if (now.tv_sec > end.tv_sec ||
-			    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
-				break;
-			nanosleep(&d, NULL);
-		}
-		if (stop_hold)
-			(void)kvfs_release(fd, &res);
-	}
+	print_result(found, nkeys, &res, flags, json);
+	if (hold && res.nleases)
+		hold_leases(cmd->name, fd, &res, res.lease_ms);
 	close(fd);
 	return 0;
 }
 
 int ctl_lookup(int argc, char **argv)
 {
-	return run_lookup("lookup", argc, argv, 0);
+	return run_lookup(&CMD_LOOKUP, argc, argv, 0);
 }
 
 int ctl_pin(int argc, char **argv)
 {
-	return run_lookup("pin", argc, argv, KVFS_LOOKUP_PIN);
+	return run_lookup(&CMD_PIN, argc, argv, KVFS_LOOKUP_PIN);
 }
 
 int ctl_prefetch(int argc, char **argv)
 {
-	return run_lookup("prefetch", argc, argv, KVFS_LOOKUP_PREFETCH);
+	return run_lookup(&CMD_PREFETCH, argc, argv, KVFS_LOOKUP_PREFETCH);
 }
 
 int ctl_unpin(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
 	unsigned long long id;
-	int fd, rc;
+	bool json = false;
+	int fd, rc, c;
 
-	if (argc != 3 || ctl_parse_count(argv[2], &id) || id == 0) {
-		fprintf(stderr, "usage: kvfsctl unpin NSDIR LEASE_ID\n");
-		return 2;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': json = true; break;
+		case 'h': return ctl_help(&CMD_UNPIN);
+		default: return ctl_usage_err(&CMD_UNPIN, NULL);
+		}
 	}
-	fd = open_ns("unpin", argv[1]);
+	if (argc - optind != 2)
+		return ctl_usage_err(&CMD_UNPIN, "NSDIR and LEASE_ID are "
+				     "required");
+	if (ctl_parse_count(argv[optind + 1], &id) || id == 0)
+		return ctl_usage_err(&CMD_UNPIN, "bad LEASE_ID '%s'",
+				     argv[optind + 1]);
+	fd = open_ns("unpin", argv[optind]);
 	if (fd < 0)
 		return 1;
 	rc = kvfs_unpin(fd, id);
@@ -326,6 +374,9 @@ int ctl_unpin(int argc, char **argv)
 			strerror(-rc));
 		return 1;
 	}
+	if (json)
+		return ctl_json_out(json_pack("{s:I}", "unpinned",
+					      (json_int_t)id), JSON_COMPACT);
 	printf("unpinned lease=%llu\n", id);
 	return 0;
 }

@@ -253,11 +253,7 @@ static void score_chain(struct node *n, const uint64_t *keys, size_t nk,
 			json_object_set_new(t, ev_medium_name(m),
 					    json_integer((json_int_t)per[m]));
 		json_object_set_new(o, "by_medium", t);
-		char *s = json_dumps(o, JSON_COMPACT);
-		if (s)
-			puts(s);
-		free(s);
-		json_decref(o);
+		ctl_json_out(o, JSON_COMPACT);
 		return;
 	}
 	printf("chain=%llu node=%s run=%zu score=%.3f", chain, n->name, run,
@@ -267,12 +263,19 @@ static void score_chain(struct node *n, const uint64_t *keys, size_t nk,
 	putchar('\n');
 }
 
-static void usage(void)
-{
-	fprintf(stderr, "usage: kvfsctl score --events EP1[,EP2...] "
-		"[--replay R1[,R2...]] [--warmup-ms MS] "
-		"[--weights GPU=1,CPU=0.8,DISK=0.5,REMOTE=0.3] [--json] < chains\n");
-}
+static const struct ctl_cmd CMD = {
+	"score", "score --events EP1[,EP2...] [--replay R1[,R2...]] "
+	"[--warmup-ms MS] [--weights GPU=1,CPU=0.8,DISK=0.5,REMOTE=0.3] "
+	"[--json] < chains",
+	"Learns from KV events which blocks each node holds, in which medium,\n"
+	"then scores each chain of keys on stdin (hex, one chain a line) per\n"
+	"node: the leading run held, each block weighted by its best medium.\n\n"
+	"  --events EPS     the nodes' event endpoints, comma-separated\n"
+	"  --replay EPS     their replay endpoints, one per --events endpoint\n"
+	"  --warmup-ms MS   listen this long before scoring (default 1000)\n"
+	"  --weights M=W,.. weight per medium (GPU, CPU, DISK, REMOTE)\n"
+	"  --json           one JSON object a line\n",
+};
 
 int ctl_score(int argc, char **argv)
 {
@@ -282,6 +285,7 @@ int ctl_score(int argc, char **argv)
 		{ "warmup-ms", required_argument, NULL, 'w' },
 		{ "weights", required_argument, NULL, 'W' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	double w[EV_MEDIUM_COUNT] = { 1.0, 0.8, 0.5, 0.3 };
@@ -292,35 +296,35 @@ int ctl_score(int argc, char **argv)
 	bool json = false;
 	void *ctx;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e': neps = split(optarg, eps, SCORE_EPS_MAX); break;
 		case 'r': nreps = split(optarg, reps, SCORE_EPS_MAX); break;
 		case 'w':
-			if (ctl_parse_count(optarg, &warmup)) {
-				fprintf(stderr, "kvfsctl score: bad --warmup-ms '%s'\n",
-					optarg);
-				return 2;
-			}
+			if (ctl_parse_count(optarg, &warmup))
+				return ctl_usage_err(&CMD, "bad --warmup-ms '%s'",
+						     optarg);
 			break;
 		case 'W':
-			if (parse_weights(optarg, w)) {
-				fprintf(stderr, "kvfsctl score: --weights is MEDIUM=W,... "
-					"with GPU, CPU, DISK, REMOTE and W >= 0\n");
-				return 2;
-			}
+			if (parse_weights(optarg, w))
+				return ctl_usage_err(&CMD, "--weights is MEDIUM=W,... "
+						     "with GPU, CPU, DISK, REMOTE "
+						     "and W >= 0");
 			break;
 		case 'j': json = true; break;
-		default: usage(); return 2;
+		case 'h': return ctl_help(&CMD);
+		default: return ctl_usage_err(&CMD, NULL);
 		}
 	}
-	if (optind != argc || neps <= 0 || nreps < 0 ||
-	    (nreps && nreps != neps)) {
-		if (nreps && nreps != neps)
-			fprintf(stderr, "kvfsctl score: --replay needs one endpoint per --events endpoint\n");
-		usage();
-		return 2;
-	}
+	if (optind != argc)
+		return ctl_usage_err(&CMD, "unexpected '%s' (chains come on "
+				     "stdin)", argv[optind]);
+	if (neps <= 0 || nreps < 0)
+		return ctl_usage_err(&CMD, "--events EP1[,EP2...] is required"
+				     " (at most %d)", SCORE_EPS_MAX);
+	if (nreps && nreps != neps)
+		return ctl_usage_err(&CMD, "--replay needs one endpoint per "
+				     "--events endpoint");
 	nodes = calloc((size_t)neps, sizeof(*nodes));
 	ctx = zmq_ctx_new();
 	if (!nodes || !ctx) {

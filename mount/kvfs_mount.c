@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <malloc.h>
@@ -35,6 +36,7 @@
 #include "kvfs.h"
 #include "fs/fs.h"
 #include "mount/mount_events.h"
+#include "mount/mount_http.h"
 #include "mount/mount_log.h"
 #include "tier/policy.h"
 #include "tier/tier.h"
@@ -50,6 +52,8 @@ struct mopts {
 	char *l3, *l3_cluster, *l3_auth_file, *l3_ingest, *l3_timeout_ms;
 	char *l3_prefix, *l3_user;
 	char *names, *max_dirs;  /* path namespaces */
+	char *metrics_http, *ctl_mode, *ctl_gid; /* operators' access */
+	struct mount_http_addr http; /* metrics_http, parsed */
 	char *readahead;         /* chain readahead window (chunks) */
 	int foreground, debug, help, version;
 	int overmount;           /* may mount over an existing kvfs mount */
@@ -100,6 +104,9 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("tmp_timeout=%s", tmp_timeout),
 	MOPT("names=%s", names),
 	MOPT("max_dirs=%s", max_dirs),
+	MOPT("metrics_http=%s", metrics_http),
+	MOPT("ctl_mode=%s", ctl_mode),
+	MOPT("ctl_gid=%s", ctl_gid),
 	MOPT("readahead=%s", readahead),
 	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
 	/* L3 */
@@ -205,6 +212,10 @@ static void usage(FILE *f, const char *prog)
 "  -o l3_user=NAME     an ACL user (its password in l3_auth_file)\n"
 "  -o overmount       mount even where a kvfs is mounted already (hiding it)\n"
 "  -o relatime|noatime|strictatime   what a chunk's atime shows (relatime)\n"
+"  -o metrics_http=[ADDR]:PORT   serve GET /metrics over HTTP (:PORT =\n"
+"                     loopback only; PORT 0: any free port)\n"
+"  -o ctl_mode=MODE,ctl_gid=GROUP   mode (read bits, e.g. 0440) and group\n"
+"                     of the .kvfs/ files (0444, the mount owner's group)\n"
 "  -o allow_other,allow_root,auto_unmount,ro,noexec,fsname=NAME\n"
 "                     passed to FUSE; default_permissions is always on\n",
 		prog);
@@ -488,6 +499,49 @@ static int build_l3(struct mopts *o, struct tier_config *tc)
 	return 0;
 }
 
+/* ctl_mode, ctl_gid, metrics_http: who may read the counters. */
+static int build_ctl(struct mopts *o, struct fs_config *fc)
+{
+	char *end;
+	unsigned long v;
+
+	if (o->ctl_mode) {
+		errno = 0;
+		v = strtoul(o->ctl_mode, &end, 8);
+		if (errno || end == o->ctl_mode || *end || v > 0777 ||
+		    (v & ~0444UL)) {
+			fprintf(stderr, "kvfs-mount: bad ctl_mode '%s' (octal, "
+				"read bits only: e.g. 0440, 0400)\n",
+				o->ctl_mode);
+			return -1;
+		}
+		fc->ctl_mode_set = true;
+		fc->ctl_mode = (mode_t)v;
+	}
+	if (o->ctl_gid) {
+		struct group gr, *g = NULL;
+		char buf[4096];
+
+		errno = 0;
+		v = strtoul(o->ctl_gid, &end, 10);
+		if (errno || end == o->ctl_gid || *end) { /* a name */
+			if (getgrnam_r(o->ctl_gid, &gr, buf, sizeof(buf), &g))
+				g = NULL;
+			v = g ? (unsigned long)g->gr_gid : (gid_t)-1;
+		}
+		if (v >= (gid_t)-1) {
+			fprintf(stderr, "kvfs-mount: bad ctl_gid '%s' (a group "
+				"id or name)\n", o->ctl_gid);
+			return -1;
+		}
+		fc->ctl_gid_set = true;
+		fc->ctl_gid = (gid_t)v;
+	}
+	if (o->metrics_http && mount_http_parse(o->metrics_http, &o->http))
+		return -1;
+	return 0;
+}
+
 /* Turns the option strings into engine and fs configurations. */
 static int build_config(struct mopts *o, struct tier_config *tc,
 			struct fs_config *fc)
@@ -587,6 +641,8 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 		}
 		fc->max_dirs = v;
 	}
+	if (build_ctl(o, fc))
+		return -1;
 	/* auto: pinned where CUDA and a GPU are usable, else host */
 	tc->l1 = "auto";
 	if (o->l1) {
@@ -709,6 +765,10 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("tmp_timeout=%u\n", fc->tmp_timeout_ms / 1000);
 	CFG("names=%s\n", fc->names_paths ? "paths" : "keys");
 	CFG("max_dirs=%" PRIu64 "\n", fc->max_dirs);
+	CFG("ctl_mode=%04o\n", fc->ctl_mode_set ? (unsigned)fc->ctl_mode :
+	    0444u);
+	if (fc->ctl_gid_set)
+		CFG("ctl_gid=%u\n", (unsigned)fc->ctl_gid);
 	CFG("atime=%s\n", fc->atime == FS_ATIME_NOATIME ? "noatime" :
 	    fc->atime == FS_ATIME_STRICT ? "strictatime" : "relatime");
 	CFG("l2_dir=%s\n", tc->l2_dir ? tc->l2_dir : "");
@@ -819,6 +879,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	char err[512] = "", opts[1400];
 	sigset_t block, old;
 	struct ready rd = { .fd = ready_fd };
+	struct mount_http *http = NULL;
 	bool ready_started = false;
 	int ret = 1, r;
 
@@ -838,6 +899,16 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	o->evc.log = ev_log;
 	if (mount_events_start(&o->evc, &fc->events))
 		goto out_mask;
+	if (o->metrics_http) {
+		char bound[80];
+		size_t n = strlen(fc->config_text);
+
+		/* bound before the mount: a taken port fails the mount */
+		if (mount_http_start(&o->http, &http, bound, sizeof(bound)))
+			goto out_mask;
+		snprintf(fc->config_text + n, sizeof(fc->config_text) - n,
+			 "metrics_http=%s\n", bound);
+	}
 	r = fs_create(fc, tc, &fs, err, sizeof(err));
 	explicit_bzero(l3_password, sizeof(l3_password)); /* L3 has a copy */
 	if (r) {
@@ -845,6 +916,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 			strerror(-r));
 		goto out_mask;
 	}
+	mount_http_attach(http, fs);
 	/* /proc/mounts shows SOURCE (mount(8) form) or "kvfs" as fsname */
 	if (strstr(o->fuse_opts, "fsname="))
 		snprintf(opts, sizeof(opts), "default_permissions,subtype=kvfs,%s",
@@ -920,8 +992,11 @@ out_se:
 out_args:
 	fuse_opt_free_args(&args);
 out_fs:
+	mount_http_stop(http); /* before the fs it reads goes */
+	http = NULL;
 	fs_destroy(fs);
 out_mask:
+	mount_http_stop(http);
 	ev_pub_destroy(fc->events); /* sends what is still queued */
 	fc->events = NULL;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -982,7 +1057,8 @@ static void free_opts(struct mopts *o)
 		       &o->tmp_timeout, &o->max_read, &o->l3,
 		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
 		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,
-		       &o->names, &o->max_dirs, &o->readahead, &o->args[0],
+		       &o->names, &o->max_dirs, &o->metrics_http,
+		       &o->ctl_mode, &o->ctl_gid, &o->readahead, &o->args[0],
 		       &o->args[1] };
 
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {

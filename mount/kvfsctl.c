@@ -8,35 +8,36 @@
 static const struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
-	const char *usage;
+	const char *what;
 } cmds[] = {
-	{ "hash", ctl_hash,
-	  "hash --chunk-tokens N [--seed S] [--extra STR] < tokens" },
-	{ "replay", ctl_replay,
-	  "replay --policy P|all --capacity N|P% [--chunk-bytes B] TRACE.jsonl" },
-	{ "stats", ctl_stats, "stats [--json] MOUNTPOINT" },
-	{ "lookup", ctl_lookup, "lookup [--paths] NSDIR < keys|paths" },
-	{ "pin", ctl_pin,
-	  "pin [--lease-ms MS] [--paths] NSDIR < keys|paths" },
-	{ "unpin", ctl_unpin, "unpin NSDIR LEASE_ID" },
-	{ "prefetch", ctl_prefetch, "prefetch [--paths] NSDIR < keys|paths" },
-	{ "l3", ctl_l3, "l3 drop NAMESPACE MOUNTPOINT" },
-	{ "events", ctl_events,
-	  "events ENDPOINT [--json] [--from SEQ --replay EP] [--count N] [--duration-ms MS]" },
-	{ "score", ctl_score,
-	  "score --events EP1[,EP2] [--replay R1[,R2]] [--warmup-ms MS] [--weights M=W,...] [--json] < chains" },
+	{ "hash", ctl_hash, "token ids in, chunk keys out" },
+	{ "replay", ctl_replay, "a cache trace through the engine, per policy" },
+	{ "stats", ctl_stats, "the mount's .kvfs/stats, for people or as JSON" },
+	{ "top", ctl_top, "a live view of the mount, refreshed every second" },
+	{ "lookup", ctl_lookup, "how much of a chain of keys is cached, where" },
+	{ "pin", ctl_pin, "pin a chain's leading run under a lease" },
+	{ "unpin", ctl_unpin, "give a lease back" },
+	{ "prefetch", ctl_prefetch, "promote a chain's L2 part into L1" },
+	{ "l3", ctl_l3, "l3 drop: delete a namespace from the shared L3" },
+	{ "events", ctl_events, "subscribe to KV events and print them" },
+	{ "score", ctl_score, "score chains per node from KV events" },
 };
+
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: kvfsctl COMMAND [ARGS]\n");
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		fprintf(f, "  kvfsctl %s\n", cmds[i].usage);
-	fprintf(f, "  kvfsctl --version\n");
+	fprintf(f, "usage: kvfsctl COMMAND [OPTIONS] [ARGS]\n"
+		"       kvfsctl COMMAND --help\n"
+		"       kvfsctl --version\n\ncommands:\n");
+	for (size_t i = 0; i < NCMDS; i++)
+		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].what);
 }
 
 int main(int argc, char **argv)
 {
+	char name[64];
+
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
@@ -49,9 +50,14 @@ int main(int argc, char **argv)
 		printf("kvfsctl %s\n", KVFS_VERSION_STRING);
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(argv[1], cmds[i].name))
-			return cmds[i].fn(argc - 1, argv + 1);
+	for (size_t i = 0; i < NCMDS; i++) {
+		if (strcmp(argv[1], cmds[i].name))
+			continue;
+		/* getopt's messages say "kvfsctl SUB: ..." */
+		snprintf(name, sizeof(name), "kvfsctl %s", cmds[i].name);
+		argv[1] = name;
+		return cmds[i].fn(argc - 1, argv + 1);
+	}
 	fprintf(stderr, "kvfsctl: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

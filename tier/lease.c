@@ -510,23 +510,5 @@ void lease_get_stats(struct lease_table *lt, struct lease_stats *st)
 	pthread_mutex_lock(&lt->lock);
 	*st = lt->st;
 	pthread_mutex_unlock(&lt->lock);
-}
-
-int lease_stats_json(struct lease_table *lt, char *buf, size_t len)
-{
-	struct lease_stats st;
-
-	lease_get_stats(lt, &st);
-	return snprintf(buf, len,
-			"\"leases\":{\"active\":%llu,\"handles\":%llu,"
-			"\"pinned_chunks\":%llu,\"taken\":%llu,"
-			"\"unpinned\":%llu,\"expired\":%llu,\"closed\":%llu,"
-			"\"lease_ms\":%u}",
-			(unsigned long long)st.active,
-			(unsigned long long)st.handles,
-			(unsigned long long)st.pinned,
-			(unsigned long long)st.taken,
-			(unsigned long long)st.unpinned,
-			(unsigned long long)st.expired,
-			(unsigned long long)st.closed, lt->default_ms);
+	st->lease_ms = lt->default_ms;
 }

@@ -65,6 +65,7 @@ struct lease_stats {
 	uint64_t unpinned;    /* released by KVFS_IOC_UNPIN / HANDLE_RELEASE */
 	uint64_t expired;     /* released because lease_ms passed */
 	uint64_t closed;      /* released because their fd was closed */
+	uint64_t lease_ms;    /* the table's default lease time (a gauge) */
 };
 
 /*
@@ -140,12 +141,5 @@ uint64_t lease_owner_handle(struct lease_table *lt, uint64_t owner);
 long lease_expire_now(struct lease_table *lt);
 
 void lease_get_stats(struct lease_table *lt, struct lease_stats *st);
-
-/*
- * lease_stats_json - writes `"leases":{"active":N,...}` (no surrounding
- * braces, no trailing comma) into buf for /.kvfs/stats. Returns the length
- * it wrote or would have written (like snprintf).
- */
-int lease_stats_json(struct lease_table *lt, char *buf, size_t len);
 
 #endif /* KVFS_LEASE_H */

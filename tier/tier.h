@@ -314,24 +314,36 @@ int tier_checksum(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t gen, uint64_t *sum);
 
 /*
- * tier_count_misses - adds n (may be negative; the count never goes below
- * zero) to the misses counter, for lookups the engine does not see: a
- * name looked up through the filesystem and not found (+1), and the
- * lookup the kernel makes before it creates or renames onto a new key,
- * which is not a reader's miss (-1 at the create). tier_get and the
- * batched lookups count their own.
+ * tier_count_name_misses - adds n (may be negative; the count never goes
+ * below zero) to the name-miss counter: a name looked up through the
+ * filesystem and not found (+1: an open, stat or access of an absent key,
+ * which the daemon cannot tell apart), and the lookup the kernel makes
+ * before it creates or renames onto a new key, which is nobody's miss (-1
+ * at the create). tier_get counts reads; fs counts the batched lookups.
  */
-void tier_count_misses(struct tier *t, int64_t n);
+void tier_count_name_misses(struct tier *t, int64_t n);
+
+/* Where a read or lookup found a chunk: the tiers, as the tier="" label. */
+enum tier_from { TIER_FROM_L1, TIER_FROM_L2, TIER_FROM_L3, TIER_FROM_N };
+
+/* tier_get_flags: TIER_GET_NOCOUNT = not an engine's read (a further
+ * reference to a chunk already opened, a copy-up): no read hit or miss,
+ * no namespace hit. */
+#define TIER_GET_NOCOUNT 1u
 
 /*
- * tier_get - pins a published chunk for reading and counts a hit (or a
- * miss on -ENOENT). If it lives only in L2 it is read, verified and
+ * tier_get - pins a published chunk for reading and counts a read hit (by
+ * the tier it came from), or a read miss on -ENOENT. If it lives only in
+ * L2 it is read, verified and
  * promoted into L1 first (evicting by policy); if L1 is full of pinned
  * chunks it is served from a temporary buffer instead. Never blocks on the
  * disk longer than a bounded wait.
  * Errors: -ENOENT (not published, or an L2 record failed verification: a
  * miss, so the engine recomputes), -ENOMEM.
+ * tier_get_flags - the same with flags (TIER_GET_NOCOUNT).
  */
+int tier_get_flags(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		   unsigned flags, struct tier_chunk **out);
 int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	     struct tier_chunk **out);
 /* tier_get_by - tier_get for a known reader (an id of whoever reads, e.g.
@@ -454,8 +466,14 @@ struct tier_stats {
 	/* L2 (zero without l2_dir) */
 	uint64_t l2_capacity, l2_bytes, l2_raw_bytes, l2_chunks;
 	uint64_t l2_reads, l2_writes, l2_reclaims, l2_corrupt, l2_errors;
-	/* events */
-	uint64_t hits, misses, evictions, publishes, discards;
+	/* events; reads (tier_get) by where the chunk came from, read
+	 * misses, name lookups of absent keys (see kvfs(7)) */
+	uint64_t read_hits[TIER_FROM_N], read_misses, name_misses;
+	uint64_t evictions, publishes, discards;
+	/* bytes_in: chunk bytes published by writers (files and PUTs; not
+	 * promotions from L3); bytes_out: chunk bytes handed to readers (an
+	 * open, a GET, a handle: each counts the chunk's size once) */
+	uint64_t bytes_in, bytes_out;
 	uint64_t promotions, demotions;
 	/* writers in flight and their arena bytes */
 	uint64_t writers, writer_bytes;

@@ -275,7 +275,13 @@ struct tier {
 				      * L1 records */
 	uint64_t nchunks_handed;     /* tier.lock: struct tier_chunk out */
 
-	uint64_t hits, misses, evictions, publishes, discards; /* tier.lock */
+	uint64_t evictions, publishes, discards; /* tier.lock */
+	/* tier_get's reads, by where the chunk came from (enum tier_from),
+	 * and its misses; name lookups of absent keys (tier.lock) */
+	uint64_t read_hits[TIER_FROM_N], read_misses, name_misses;
+	/* chunk bytes published by writers (not L3 promotions), and handed
+	 * to readers by tier_get (tier.lock) */
+	uint64_t bytes_in, bytes_out;
 	uint64_t promotions, demotions; /* tier.lock */
 
 	struct tier_gone *gone;      /* tier.lock: queued on_gone calls */

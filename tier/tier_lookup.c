@@ -84,8 +84,8 @@ local:
 			tier_l3_prefetch(t, ns, keys + i, l3run);
 		tier_lock(t);
 	}
-	/* the keys past the cached run: the engine recomputes them */
-	t->misses += nkeys - i - l3run;
+	/* hits and misses of lookups are counted by the caller (fs), which
+	 * sees what the engine is told (a group lookup's common run) */
 	tier_unlock(t);
 	/* promoted from L3 for the pins: they count as L3's */
 	if (promoted) {

@@ -116,13 +116,15 @@ int tier_checksum(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	return rc;
 }
 
-void tier_count_misses(struct tier *t, int64_t n)
+void tier_count_name_misses(struct tier *t, int64_t n)
 {
+	uint64_t *m = &t->name_misses;
+
 	tier_lock(t);
 	if (n >= 0)
-		t->misses += (uint64_t)n;
+		*m += (uint64_t)n;
 	else
-		t->misses -= t->misses < (uint64_t)-n ? t->misses : (uint64_t)-n;
+		*m -= *m < (uint64_t)-n ? *m : (uint64_t)-n;
 	tier_unlock(t);
 }
 
@@ -144,12 +146,30 @@ void tier_touch(struct tier *t, struct tier_rec *r)
 int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	     struct tier_chunk **out)
 {
-	return tier_get_by(t, ns, key, 0, out);
+	return tier_get_flags(t, ns, key, 0, out);
+}
+
+static int get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+	       unsigned flags, uint64_t reader, struct tier_chunk **out);
+
+int tier_get_flags(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		   unsigned flags, struct tier_chunk **out)
+{
+	return get(t, ns, key, flags, 0, out);
 }
 
 int tier_get_by(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		uint64_t reader, struct tier_chunk **out)
 {
+	return get(t, ns, key, 0, reader, out);
+}
+
+/* tier_get_flags for reader (0: not known). */
+static int get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+	       unsigned flags, uint64_t reader, struct tier_chunk **out)
+{
+	bool count = !(flags & TIER_GET_NOCOUNT);
+	enum tier_from from = TIER_FROM_L1;
 	struct tier_chunk *c = malloc(sizeof(*c));
 	struct tier_rec *r;
 	struct tier_ns *n;
@@ -165,22 +185,26 @@ again:
 		/* not local: L3 may have it (another node wrote it) */
 		tier_unlock(t);
 		tried_l3 = true;
-		if (tier_l3_promote(t, ns, key) == 0)
+		if (tier_l3_promote(t, ns, key) == 0) {
+			from = TIER_FROM_L3;
 			goto again;
+		}
 		tier_lock(t);
 	}
 	if (!r) {
-		t->misses++;
+		t->read_misses += count;
 		tier_unlock(t);
 		free(c);
 		return -ENOENT;
 	}
+	if (r->where != TIER_L1)
+		from = TIER_FROM_L2;
 	tier_touch(t, r);
 	r->hits++;
 	if (r->l2_heat < UINT8_MAX)
 		r->l2_heat++;
-	n->hits++;
-	t->hits++;
+	n->hits += count;
+	t->read_hits[from] += count;
 	tier_ref(t, r);
 	t->nchunks_handed++;
 	c->rec = r;
@@ -190,15 +214,17 @@ again:
 	c->size = r->size;
 	c->gen = r->gen;
 	c->tmp = NULL;
+	t->bytes_out += r->size;
 	if (r->where != TIER_L1) {
 		int rc = tier_l2_fill(t, r, c);
 
 		if (rc < 0) {
 			/* a miss: not served (see tier_l2_fill) */
-			t->hits--;
-			t->misses++;
+			t->read_hits[from] -= count;
+			t->read_misses += count;
+			t->bytes_out -= r->size;
 			if (!(r->flags & TREC_ZOMBIE))
-				n->hits--;
+				n->hits -= count;
 			t->nchunks_handed--;
 			tier_unref(t, r);
 			tier_unlock(t);
@@ -209,7 +235,8 @@ again:
 		tier_l2_on_hit(t, r);
 		tier_l3_on_hit(t, r);
 	}
-	tier_ra_on_read(t, r, reader);
+	if (count) /* an engine's read: readahead follows it */
+		tier_ra_on_read(t, r, reader);
 	tier_unlock(t);
 	*out = c;
 	return 0;

@@ -19,10 +19,13 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->l1_bytes = t->l1_bytes;
 	st->l1_chunks = t->l1_chunks;
 	tier_l2_stats(t, st);
-	st->hits = t->hits;
-	st->misses = t->misses;
+	memcpy(st->read_hits, t->read_hits, sizeof(st->read_hits));
+	st->read_misses = t->read_misses;
+	st->name_misses = t->name_misses;
 	st->evictions = t->evictions;
 	st->publishes = t->publishes;
+	st->bytes_in = t->bytes_in;
+	st->bytes_out = t->bytes_out;
 	st->discards = t->discards;
 	st->promotions = t->promotions;
 	st->demotions = t->demotions;

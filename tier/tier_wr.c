@@ -376,6 +376,8 @@ static int publish(struct tier *t, struct tier_wr *w,
 	tier_count_parent(t, r);
 	ns->last_size = w->size;
 	t->publishes++;
+	if (!w->from_l3)
+		t->bytes_in += w->size;
 	tier_l2_on_publish(t, r); /* ingest=all */
 	if (w->from_l3)
 		r->l3 = TL3_IN; /* L3 has it: never written back */

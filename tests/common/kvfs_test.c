@@ -587,3 +587,59 @@ int kvfs_test_l2_damage(const char *l2dir, uint64_t n)
 	closedir(d);
 	return hits;
 }
+
+char *kvfs_test_slurp(const char *path, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t cap = 1 << 16, n = 0;
+	char *buf, *nb;
+	ssize_t r;
+
+	if (fd < 0)
+		return NULL;
+	buf = malloc(cap + 1);
+	while (buf && (r = read(fd, buf + n, cap - n)) > 0) {
+		n += (size_t)r;
+		if (n == cap) {
+			cap *= 2;
+			nb = realloc(buf, cap + 1);
+			if (!nb)
+				free(buf);
+			buf = nb;
+		}
+	}
+	close(fd);
+	if (buf)
+		buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
+}
+
+long long kvfs_test_metric(const char *text, const char *sample)
+{
+	size_t sl = strlen(sample);
+
+	for (const char *s = text; s && *s; s = strchr(s, '\n'), s = s ? s + 1 : s)
+		if (!strncmp(s, sample, sl) && s[sl] == ' ')
+			return strtoll(s + sl + 1, NULL, 10);
+	return -1;
+}
+
+char *kvfs_test_undocumented(const char *text)
+{
+	char *man = kvfs_test_slurp("man/kvfs.7", NULL);
+	char fam[128];
+
+	if (!man)
+		return strdup("man/kvfs.7 (unreadable)");
+	for (const char *s = strstr(text, "# TYPE "); s;
+	     s = strstr(s + 1, "# TYPE ")) {
+		if (sscanf(s + 7, "%127s", fam) != 1 || !strstr(man, fam)) {
+			free(man);
+			return strdup(fam);
+		}
+	}
+	free(man);
+	return NULL;
+}

@@ -105,6 +105,20 @@ uint64_t kvfs_test_mix64(uint64_t x);
 long long kvfs_test_stat(const struct kvfs_mnt *m, const char *obj,
 			 const char *key);
 
+/* kvfs_test_slurp - the whole file, malloc'd and NUL-terminated (*len
+ * its length, len may be NULL), read to EOF; NULL (errno set) on failure. */
+char *kvfs_test_slurp(const char *path, size_t *len);
+
+/* kvfs_test_metric - the value of the Prometheus sample whose name and
+ * labels are exactly `sample` (e.g. kvfs_chunks{tier="l1"}) in the
+ * metrics text, or -1 when there is none. */
+long long kvfs_test_metric(const char *text, const char *sample);
+
+/* kvfs_test_undocumented - the first metric family (a "# TYPE" line of
+ * the metrics text) that man/kvfs.7 (read from the current directory,
+ * the repository's root) does not name, malloc'd; NULL when all are. */
+char *kvfs_test_undocumented(const char *text);
+
 /* kvfs_test_count - how many times needle occurs in hay (overlaps too). */
 int kvfs_test_count(const char *hay, const char *needle);
 

@@ -203,7 +203,7 @@ static void run_on(const char *l1)
 	assert_true(n > 0);
 	buf[n] = '\0';
 	printf("l1=%s: %s\n", l1, strstr(buf, "\"xfer\""));
-	assert_non_null(strstr(buf, "\"device_entries\":7"));
+	assert_non_null(strstr(buf, "\"device_entries\": 7"));
 	assert_int_equal(kvfs_test_umount(&m), 0);
 }
 

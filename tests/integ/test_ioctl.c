@@ -877,7 +877,7 @@ static void test_stats(void **state)
 
 	read_stats(buf, sizeof(buf));
 	assert_non_null(strstr(buf, "\"leases\""));
-	assert_non_null(strstr(buf, "\"lease_ms\":400"));
+	assert_non_null(strstr(buf, "\"lease_ms\": 400"));
 	assert_non_null(strstr(buf, "\"expired\":"));
 
 	/* isatty() (TCGETS, another magic) is ENOTTY but not an error of

@@ -420,7 +420,7 @@ static void test_ingest_pin_prefetch(void **state)
 	close(fd);
 	assert_true(n > 0);
 	out[n] = '\0';
-	assert_non_null(strstr(out, "kvfs_l3_promotions_total 30"));
+	assert_non_null(strstr(out, "kvfs_promotions_total{tier=\"l3\"} 30"));
 	assert_non_null(strstr(out, "kvfs_l3_nodes 1"));
 	const char *ctl = getenv("KVFS_CTL_BIN");
 	const char *argv[] = { ctl ? ctl : "build/asan/kvfsctl", "stats", b.dir,

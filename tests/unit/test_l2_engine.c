@@ -244,7 +244,7 @@ static void test_engine_corrupt_live(void **state)
 		assert_int_equal(tier_stat(t, ns, &k, &info), -ENOENT);
 		tier_get_stats(t, &st);
 		assert_int_equal(st.l2_corrupt, 1);
-		assert_true(st.misses >= 1);
+		assert_true(st.read_misses >= 1);
 	}
 	tier_destroy(t);
 	env_free(e);

@@ -446,13 +446,13 @@ static void test_stats_two_engines(void **state)
 	assert_int_equal(st.l1_capacity, 1 << 20);
 	assert_int_equal(st.l1_chunks, 1);
 	assert_int_equal(st.l1_bytes, 2 * PAGE);
-	assert_int_equal(st.hits, 1);
-	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.read_hits[TIER_FROM_L1], 1);
+	assert_int_equal(st.read_misses, 1);
 	assert_int_equal(st.publishes, 1);
 	assert_int_equal(st.l2_capacity, 0);
 	assert_true(st.meta_bytes > 0);
 	tier_get_stats(t2, &st);
-	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.read_misses, 1);
 	assert_int_equal(st.publishes, 0);
 	assert_int_equal(tier_ns_info(t1, n1, &ni), 0);
 	assert_int_equal(ni.chunks, 1);

@@ -34,7 +34,7 @@ static void test_evict_lru_order(void **state)
 	tier_get_stats(t, &st);
 	assert_int_equal(st.evictions, 2);
 	assert_int_equal(st.l1_chunks, 3);
-	assert_int_equal(st.hits, 1);
+	assert_int_equal(st.read_hits[TIER_FROM_L1], 1);
 	tier_destroy(t);
 }
 
