@@ -6,7 +6,8 @@
  * the chain triggers no readahead; a chain without links (learned read
  * order) is followed on the second pass; a damaged record met by
  * readahead is a miss for the reader, never bad bytes; pinned chunks stay
- * in L1 under readahead.
+ * in L1 under readahead; chunks only in L3 (a real redis-server) are read
+ * ahead in the order a first pass taught, with their bytes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@
 
 #include "kvfs.h"
 #include "tests/common/kvfs_test.h"
+#include "tests/common/redis_test.h"
 
 #define MIB (1u << 20)
 #define NS "ra.bf16"
@@ -35,6 +37,9 @@
 
 static char l2dir[PATH_MAX];
 static struct kvfs_mnt *mounted; /* unmounted by a failed test's teardown */
+static struct kvfs_mnt *mounted2; /* the second node of test_l3_chain */
+static struct rt_server *server;  /* its redis-server, stopped likewise */
+static char auth[] = "/tmp/kvfs-ra-auth-XXXXXX";
 
 static void sleep_ms(int ms)
 {
@@ -93,9 +98,18 @@ static void do_umount(struct kvfs_mnt *m)
 static int test_teardown(void **state)
 {
 	(void)state;
+	if (mounted2) {
+		kvfs_test_umount(mounted2);
+		mounted2 = NULL;
+	}
 	if (mounted) {
 		kvfs_test_umount(mounted);
 		mounted = NULL;
+	}
+	if (server) {
+		rt_stop(server, true);
+		server = NULL;
+		unlink(auth);
 	}
 	rm_l2();
 	return 0;
@@ -328,6 +342,63 @@ static void test_pinned_stay(void **state)
 	do_umount(&m);
 }
 
+/* Node A writes a chain to L3 (a redis-server of this test); node B,
+ * whose L1 holds 8 chunks, reads it twice in order: the second pass is
+ * read ahead from L3 (B knows no links of chunks it never held: the
+ * order of the first pass). */
+static void test_l3_chain(void **state)
+{
+	const char *pw = "kvfs-ra-l3-secret";
+	char opts[PATH_MAX + 512], url[128], p[PATH_MAX];
+	static struct kvfs_mnt a, b;
+	static struct rt_server srv;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	if (rt_skip_reason())
+		skip();
+	fd = mkstemp(auth);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fprintf(f, "%s\n", pw);
+	fclose(f);
+	assert_int_equal(rt_start(&srv, false, pw), 0);
+	server = &srv;
+	rt_url(&srv, url, sizeof(url));
+	snprintf(opts, sizeof(opts), "l1_size=64M,max_chunk=1M,l3=%s,"
+		 "l3_auth_file=%s,l3_ingest=all,readahead=0", url, auth);
+	assert_int_equal(kvfs_test_mount(&a, opts), 0);
+	mounted = &a;
+	assert_int_equal(mkdir(kvfs_test_path(&a, p, "%s", NS), 0755), 0);
+	for (uint64_t i = 0; i < 16; i++)
+		put(&a, NS, i, false);
+	for (int i = 0; i < 300 && kvfs_test_stat(&a, "l3", "puts") < 16; i++)
+		sleep_ms(20);
+	assert_int_equal(kvfs_test_stat(&a, "l3", "puts"), 16);
+	snprintf(opts, sizeof(opts), "l1_size=8M,max_chunk=1M,l3=%s,"
+		 "l3_auth_file=%s,l3_timeout_ms=1000", url, auth);
+	assert_int_equal(kvfs_test_mount(&b, opts), 0);
+	mounted2 = &b;
+	assert_int_equal(mkdir(kvfs_test_path(&b, p, "%s", NS), 0755), 0);
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t i = 0; i < 16; i++)
+			assert_int_equal(check(&b, NS, i), 0);
+	settle(&b);
+	print_message("l3 readahead: %lld promotions, %lld hits\n",
+		      ra(&b, "promotions"), ra(&b, "hits"));
+	assert_true(ra(&b, "promotions") >= 4);
+	assert_true(ra(&b, "hits") >= 4);
+	assert_int_equal(kvfs_test_stat(&b, "l3", "corrupt"), 0);
+	mounted2 = NULL;
+	assert_int_equal(kvfs_test_umount(&b), 0);
+	mounted = NULL;
+	assert_int_equal(kvfs_test_umount(&a), 0);
+	server = NULL;
+	rt_stop(&srv, true);
+	unlink(auth);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +408,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_learned_successors, test_teardown),
 		cmocka_unit_test_teardown(test_corrupt_record_is_a_miss, test_teardown),
 		cmocka_unit_test_teardown(test_pinned_stay, test_teardown),
+		cmocka_unit_test_teardown(test_l3_chain, test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
