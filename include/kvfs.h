@@ -195,9 +195,9 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 
 /* Lookup flags */
 #define KVFS_LOOKUP_PIN 0x1u      /* pin the leading run under a lease */
-/* promote its L2 part into L1 in the background, from the head of the run,
- * at most three quarters of L1 ahead (a longer run would evict its own
- * head) */
+/* promote its L2 and L3 parts into L1 in the background, from the head of
+ * the run, at most three quarters of L1 ahead (a longer run would evict
+ * its own head) */
 #define KVFS_LOOKUP_PREFETCH 0x2u
 
 /*

@@ -66,9 +66,17 @@ int ctl_usage_err(const struct ctl_cmd *c, const char *fmt, ...)
 
 /* ctl_json_out - prints v (json_dumps flags: JSON_COMPACT, JSON_INDENT(n);
  * ASCII-escaped, key order kept) and a newline on stdout, and drops the
- * reference. Returns 0, or 1 after a message (v NULL: out of memory, or
- * the write failed). */
+ * reference. Returns 0, or 1: after a message when v is NULL (out of
+ * memory); a failed write is left on stdout's error flag, which main()
+ * reports ("kvfsctl SUB: write error: ...", exit 1) for every command. */
 int ctl_json_out(json_t *v, size_t flags);
+
+/* ctl_json_str - a JSON string of s, a C string from outside (a path, a
+ * topic off the network) that may not be UTF-8: as is when it is, else
+ * with each byte >= 0x80 written as \xNN, so the key is never dropped (a
+ * NULL from json_string() made json_object_set_new skip it). NULL only
+ * when out of memory. */
+json_t *ctl_json_str(const char *s);
 
 /* Parses a size: decimal (or hex after 0x) with an optional K/M/G/T
  * suffix (powers of 1024). Returns 0 or -EINVAL. */
@@ -78,8 +86,10 @@ int ctl_parse_u64(const char *s, unsigned long long *out);
 int ctl_parse_count(const char *s, unsigned long long *out);
 
 /* ctl_read_file - the whole file at path ("-" = stdin), NUL-terminated,
- * malloc'd; NULL with *err an errno. */
+ * malloc'd; NULL with *err an errno. ctl_read_file_len also gives its
+ * length in *len (the file may hold NUL bytes). */
 char *ctl_read_file(const char *path, int *err);
+char *ctl_read_file_len(const char *path, int *err, size_t *len);
 
 /* ctl_load_stats - the mount's .kvfs/stats (MNT/.kvfs/stats, or file when
  * not NULL: "-" = stdin) parsed by jansson, a JSON object (the caller

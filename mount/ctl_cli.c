@@ -65,6 +65,7 @@ int ctl_usage_err(const struct ctl_cmd *c, const char *fmt, ...)
 int ctl_json_out(json_t *v, size_t flags)
 {
 	char *s;
+	int rc;
 
 	if (!v) {
 		fprintf(stderr, "kvfsctl: out of memory building JSON\n");
@@ -76,9 +77,28 @@ int ctl_json_out(json_t *v, size_t flags)
 		fprintf(stderr, "kvfsctl: out of memory writing JSON\n");
 		return 1;
 	}
-	puts(s);
+	rc = puts(s) < 0 || fflush(stdout) ? 1 : 0;
 	free(s);
-	return fflush(stdout) ? 1 : 0;
+	return rc;
+}
+
+json_t *ctl_json_str(const char *s)
+{
+	json_t *v = json_string(s);
+	char *q, *p;
+
+	if (v || !s)
+		return v;
+	q = p = malloc(4 * strlen(s) + 1);
+	if (!q)
+		return NULL;
+	for (; *s; s++)
+		p += (unsigned char)*s < 0x80 ? sprintf(p, "%c", *s) :
+		     sprintf(p, "\\x%02X", (unsigned char)*s);
+	*p = '\0';
+	v = json_string(q);
+	free(q);
+	return v;
 }
 
 /* Decimal, or hex after 0x; never octal (a seed typed as 010 is ten). */
@@ -128,6 +148,13 @@ int ctl_parse_u64(const char *s, unsigned long long *out)
 
 char *ctl_read_file(const char *path, int *err)
 {
+	size_t len;
+
+	return ctl_read_file_len(path, err, &len);
+}
+
+char *ctl_read_file_len(const char *path, int *err, size_t *len)
+{
 	int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : 0;
 	size_t cap = 65536, n = 0;
 	ssize_t r = 0;
@@ -163,6 +190,7 @@ char *ctl_read_file(const char *path, int *err)
 		close(fd);
 	if (buf)
 		buf[n] = '\0';
+	*len = n;
 	return buf;
 }
 
@@ -172,20 +200,22 @@ json_t *ctl_load_stats(const char *cmd, const char *mnt, const char *file)
 	json_error_t je;
 	json_t *root;
 	char *text;
+	size_t len;
 	int err = 0;
 
 	if (!file) {
 		snprintf(path, sizeof(path), "%s/%s", mnt, KVFS_CTL_STATS);
 		file = path;
 	}
-	text = ctl_read_file(file, &err);
+	text = ctl_read_file_len(file, &err, &len);
 	if (!text) {
 		fprintf(stderr, "kvfsctl %s: %s: %s%s\n", cmd, file,
 			strerror(err), err == ENOENT && file == path ?
 			" (is a kvfs mounted there?)" : "");
 		return NULL;
 	}
-	root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	/* loadb: a NUL byte is an error, not the end of the input */
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	free(text);
 	if (!root) {
 		fprintf(stderr, "kvfsctl %s: %s: line %d, column %d: %s\n",

@@ -59,8 +59,8 @@ static int print_json(struct pr *p, const struct ev_dec_event *ev)
 	json_object_set_new(o, "seq", json_integer((json_int_t)p->m->seq));
 	json_object_set_new(o, "ts", json_real(p->ts));
 	if (p->node) {
-		json_object_set_new(o, "node", json_string(p->node));
-		json_object_set_new(o, "namespace", json_string(p->ns));
+		json_object_set_new(o, "node", ctl_json_str(p->node));
+		json_object_set_new(o, "namespace", ctl_json_str(p->ns));
 	}
 	json_object_set_new(o, "replayed", json_boolean(p->m->replayed));
 	json_object_set_new(o, "type", json_string(ev_kind_name(ev->kind)));
@@ -71,7 +71,7 @@ static int print_json(struct pr *p, const struct ev_dec_event *ev)
 		}
 		json_object_set(o, "block_hashes", hs);
 		json_object_set_new(o, "medium", ev->medium[0]
-				    ? json_string(ev->medium) : json_null());
+				    ? ctl_json_str(ev->medium) : json_null());
 	}
 	if (ev->kind == EV_STORED) {
 		hash_hex(hx, ev->parent, ev->parent_raw, ev->parent_rawlen);
@@ -206,7 +206,7 @@ int ctl_events(int argc, char **argv)
 		return 1;
 	}
 	if (dur)
-		deadline = evsub_now_ms() + dur;
+		deadline = evsub_after_ms(dur);
 	if (have_from) {
 		/* let the subscription reach the publisher first */
 		usleep(200 * 1000);

@@ -19,6 +19,13 @@ uint64_t evsub_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t evsub_after_ms(uint64_t ms)
+{
+	uint64_t now = evsub_now_ms();
+
+	return ms > UINT64_MAX - now ? UINT64_MAX : now + ms;
+}
+
 /* A batch is kilobytes; a publisher sending more is cut off, not
  * buffered. */
 #define EVSUB_MAXMSG ((int64_t)16 << 20)

@@ -47,4 +47,8 @@ bool evsub_topic(char *topic, char **node, char **ns);
 /* Monotonic milliseconds. */
 uint64_t evsub_now_ms(void);
 
+/* evsub_now_ms() + ms, saturating: a huge --duration-ms is "forever", not
+ * a sum that wraps into the past. */
+uint64_t evsub_after_ms(uint64_t ms);
+
 #endif

@@ -81,6 +81,10 @@ static int hash_stdin(unsigned long long chunk, unsigned long long seed,
 		if (c == '\n')
 			line++;
 	} while (c != EOF);
+	if (ferror(stdin)) {
+		fprintf(stderr, "kvfsctl hash: stdin: %s\n", strerror(errno));
+		goto out;
+	}
 	rc = 0;
 out:
 	free(buf);

@@ -79,6 +79,10 @@ static long read_keys(FILE *f, const char *cmd, struct kvfs_key **out)
 		if (c == '\n')
 			line++;
 	} while (c != EOF);
+	if (ferror(f)) {
+		fprintf(stderr, "kvfsctl %s: stdin: %s\n", cmd, strerror(errno));
+		goto err;
+	}
 	if (n == 0) {
 		fprintf(stderr, "kvfsctl %s: no keys on stdin\n", cmd);
 		goto err;
@@ -129,6 +133,10 @@ static long read_paths(FILE *f, const char *cmd, struct kvfs_key **out)
 		n++;
 	}
 	free(line);
+	if (ferror(f)) {
+		fprintf(stderr, "kvfsctl %s: stdin: %s\n", cmd, strerror(errno));
+		goto err_nofree;
+	}
 	if (n == 0) {
 		fprintf(stderr, "kvfsctl %s: no paths on stdin\n", cmd);
 		goto err_nofree;
@@ -175,7 +183,7 @@ static const struct ctl_cmd CMD_LOOKUP = {
 	"lookup", "lookup [--paths] [--json] NSDIR < keys|paths",
 	"Prints how much of the chain of keys on stdin (32 hex digits each,\n"
 	"whitespace-separated, in chain order) NSDIR holds, and in which tier.\n\n"
-	"  --paths   stdin holds paths of a path namespace, one a line\n"
+	"  --paths     stdin holds paths of a path namespace, one a line\n"
 	"  --json      print the result as one JSON object\n",
 };
 static const struct ctl_cmd CMD_PIN = {
@@ -192,9 +200,9 @@ static const struct ctl_cmd CMD_PIN = {
 };
 static const struct ctl_cmd CMD_PREFETCH = {
 	"prefetch", "prefetch [--paths] [--json] NSDIR < keys|paths",
-	"Looks the chain up as lookup does and promotes the L2 part of its\n"
-	"leading run into L1 in the background.\n\n"
-	"  --paths   stdin holds paths of a path namespace, one a line\n"
+	"Looks the chain up as lookup does and promotes the L2 and L3 parts of\n"
+	"its leading run into L1 in the background.\n\n"
+	"  --paths     stdin holds paths of a path namespace, one a line\n"
 	"  --json      print the result as one JSON object\n",
 };
 static const struct ctl_cmd CMD_UNPIN = {
@@ -311,6 +319,14 @@ static int run_lookup(const struct ctl_cmd *cmd, int argc, char **argv,
 	found = kvfs_lookup(fd, keys, (size_t)nkeys, 0, flags,
 			    (uint32_t)lease_ms, &res);
 	free(keys);
+	if (found == -EINVAL && hold &&
+	    nkeys > (long)KVFS_RESULT_LEASES * KVFS_LOOKUP_MAX) {
+		fprintf(stderr, "kvfsctl %s: %ld keys: a pin takes at most %d "
+			"(KVFS_RESULT_LEASES leases of KVFS_LOOKUP_MAX)\n",
+			cmd->name, nkeys, KVFS_RESULT_LEASES * KVFS_LOOKUP_MAX);
+		close(fd);
+		return 1;
+	}
 	if (found < 0) {
 		fprintf(stderr, "kvfsctl %s: %s: %s\n", cmd->name, dir,
 			lookup_err((int)found));
@@ -369,9 +385,9 @@ int ctl_unpin(int argc, char **argv)
 	rc = kvfs_unpin(fd, id);
 	close(fd);
 	if (rc < 0) {
-		fprintf(stderr, "kvfsctl unpin: lease %llu: %s\n", id,
-			rc == -ENOENT ? "no such lease (unknown, expired or released)" :
-			strerror(-rc));
+		fprintf(stderr, "kvfsctl unpin: %s: lease %llu: %s\n",
+			argv[optind], id, rc == -ENOENT ? "no such lease "
+			"(unknown, expired or released)" : lookup_err(rc));
 		return 1;
 	}
 	if (json)

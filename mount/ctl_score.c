@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,16 +172,17 @@ static int parse_weights(char *s, double w[EV_MEDIUM_COUNT])
 		*eq = 0;
 		int m = ev_medium_parse(t);
 		double v = strtod(eq + 1, &end);
-		if (m < 0 || end == eq + 1 || *end || v < 0)
+		if (m < 0 || end == eq + 1 || *end || !(v >= 0) || !isfinite(v))
 			return -1;
 		w[m] = v;
 	}
 	return 0;
 }
 
-/* Reads one chain (a line of hex keys). 1 = a chain, 0 = EOF, -1 = bad. */
+/* Reads one chain (a line of hex keys; blank lines skipped, *line counts
+ * every line read). 1 = a chain, 0 = EOF, -1 = bad. */
 static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
-		      unsigned long long line)
+		      unsigned long long *line)
 {
 	char *buf = NULL;
 	size_t bl = 0;
@@ -193,7 +195,7 @@ static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
 			free(buf);
 			return 0;
 		}
-		line++;
+		(*line)++;
 	} while (strspn(buf, " \t\r\n") == (size_t)len); /* blank lines */
 	for (char *t = strtok(buf, " \t\r\n"); t; t = strtok(NULL, " \t\r\n")) {
 		struct kvfs_key k;
@@ -202,7 +204,7 @@ static int read_chain(FILE *f, uint64_t **keys, size_t *n, size_t *cap,
 		if (strlen(t) != KVFS_KEY_HEX_LEN ||
 		    kvfs_key_parse(t, KVFS_KEY_HEX_LEN, &k)) {
 			fprintf(stderr, "kvfsctl score: line %llu: bad key '%s' "
-				"(32 hex digits)\n", line, t);
+				"(32 hex digits)\n", *line, t);
 			free(buf);
 			return -1;
 		}
@@ -245,9 +247,10 @@ static void score_chain(struct node *n, const uint64_t *keys, size_t nk,
 		score += w[best];
 	}
 	if (json) {
-		json_t *o = json_pack("{s:I, s:s, s:I, s:f}", "chain",
-				      (json_int_t)chain, "node", n->name,
-				      "run", (json_int_t)run, "score", score);
+		json_t *o = json_pack("{s:I, s:o, s:I, s:f}", "chain",
+				      (json_int_t)chain, "node",
+				      ctl_json_str(n->name), "run",
+				      (json_int_t)run, "score", score);
 		json_t *t = json_object();
 		for (int m = 0; m < EV_MEDIUM_COUNT; m++)
 			json_object_set_new(t, ev_medium_name(m),
@@ -369,7 +372,7 @@ int ctl_score(int argc, char **argv)
 		zmq_close(d);
 	}
 	fprintf(stderr, "kvfsctl score: listening for %llu ms\n", warmup);
-	uint64_t end = evsub_now_ms() + warmup;
+	uint64_t end = evsub_after_ms(warmup);
 	zmq_pollitem_t *items = calloc((size_t)neps, sizeof(*items));
 	if (!items) {
 		rc = 1;
@@ -380,7 +383,8 @@ int ctl_score(int argc, char **argv)
 		items[i].events = ZMQ_POLLIN;
 	}
 	for (uint64_t now; (now = evsub_now_ms()) < end;) {
-		if (zmq_poll(items, neps, (long)(end - now)) <= 0)
+		if (zmq_poll(items, neps, end - now > 1000 ? 1000 :
+			     (long)(end - now)) <= 0)
 			continue;
 		for (int i = 0; i < neps; i++) {
 			struct evsub_msg m;
@@ -394,14 +398,18 @@ int ctl_score(int argc, char **argv)
 
 	uint64_t *keys = NULL;
 	size_t nk = 0, cap = 0;
-	unsigned long long chain = 0;
+	unsigned long long chain = 0, line = 0;
 	int r;
-	while ((r = read_chain(stdin, &keys, &nk, &cap, chain)) > 0) {
+	while ((r = read_chain(stdin, &keys, &nk, &cap, &line)) > 0) {
 		chain++;
 		for (int i = 0; i < neps; i++)
 			score_chain(&nodes[i], keys, nk, w, chain, json);
 	}
 	free(keys);
+	if (r == 0 && ferror(stdin)) {
+		fprintf(stderr, "kvfsctl score: stdin: %s\n", strerror(errno));
+		rc = 1;
+	}
 	if (r < 0)
 		rc = 1;
 out:

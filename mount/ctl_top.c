@@ -199,8 +199,10 @@ static const char *ratio(char out[16], double hits, double asked)
 	return out;
 }
 
-static void print_text(FILE *o, const char *mnt, const struct frame *f,
-		       bool tty)
+/* The header says the interval asked for (-d), not the one measured
+ * (f->dt, a little longer under load), which only scales the rates. */
+static void print_text(FILE *o, const char *mnt, double interval,
+		       const struct frame *f, bool tty, bool q_quits)
 {
 	char now[32], b1[16], b2[16], b3[16];
 	time_t t = time(NULL);
@@ -210,8 +212,8 @@ static void print_text(FILE *o, const char *mnt, const struct frame *f,
 	strftime(now, sizeof(now), "%H:%M:%S", &tm);
 	if (tty)
 		fputs("\033[H\033[2J", o);
-	fprintf(o, "kvfs top - %s  %s  every %.1f s%s\n", mnt, now, f->dt,
-		tty ? "  (q quits)" : "");
+	fprintf(o, "kvfs top - %s  %s  every %g s%s\n", mnt, now, interval,
+		tty && q_quits ? "  (q quits)" : "");
 	fprintf(o, "in %7.3f GB/s   out %7.3f GB/s   publishes %8.0f/s"
 		"   evictions %8.0f/s\n",
 		isnan(f->in_bps) ? 0 : f->in_bps / 1e9,
@@ -257,7 +259,7 @@ static json_t *frame_json(const char *mnt, const struct frame *f)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	json_object_set_new(o, "mount", json_string(mnt));
+	json_object_set_new(o, "mount", ctl_json_str(mnt));
 	json_object_set_new(o, "time", json_real((double)ts.tv_sec +
 						  (double)ts.tv_nsec / 1e9));
 	json_object_set_new(o, "interval_s", json_real(f->dt));
@@ -467,7 +469,8 @@ int ctl_top(int argc, char **argv)
 				break;
 			}
 		} else {
-			print_text(stdout, mnt, &f, tty);
+			/* q only quits when stdin is the terminal */
+			print_text(stdout, mnt, interval, &f, tty, tty_is_raw);
 			if (!tty && iters != 1)
 				putchar('\n');
 			if (fflush(stdout)) {

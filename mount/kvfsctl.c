@@ -1,4 +1,5 @@
 /* kvfsctl - the operator's and tester's command line for kvfs. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ static const struct {
 	{ "lookup", ctl_lookup, "how much of a chain of keys is cached, where" },
 	{ "pin", ctl_pin, "pin a chain's leading run under a lease" },
 	{ "unpin", ctl_unpin, "give a lease back" },
-	{ "prefetch", ctl_prefetch, "promote a chain's L2 part into L1" },
+	{ "prefetch", ctl_prefetch, "promote a chain's L2 and L3 parts into L1" },
 	{ "l3", ctl_l3, "l3 drop: delete a namespace from the shared L3" },
 	{ "events", ctl_events, "subscribe to KV events and print them" },
 	{ "score", ctl_score, "score chains per node from KV events" },
@@ -34,6 +35,19 @@ static void usage(FILE *f)
 		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].what);
 }
 
+/* What was written to stdout reached it: a full disk or a closed pipe is a
+ * failure (exit 1 with a message), not a silent success, as coreutils'
+ * close_stdout. Returns rc, or 1 after the message. */
+static int stdout_done(const char *cmd, int rc)
+{
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return rc;
+	fprintf(stderr, "%s: write error%s%s\n", cmd, errno ? ": " : "",
+		errno ? strerror(errno) : "");
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	char name[64];
@@ -44,11 +58,11 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(stdout);
-		return 0;
+		return stdout_done("kvfsctl", 0);
 	}
 	if (!strcmp(argv[1], "--version")) {
 		printf("kvfsctl %s\n", KVFS_VERSION_STRING);
-		return 0;
+		return stdout_done("kvfsctl", 0);
 	}
 	for (size_t i = 0; i < NCMDS; i++) {
 		if (strcmp(argv[1], cmds[i].name))
@@ -56,7 +70,7 @@ int main(int argc, char **argv)
 		/* getopt's messages say "kvfsctl SUB: ..." */
 		snprintf(name, sizeof(name), "kvfsctl %s", cmds[i].name);
 		argv[1] = name;
-		return cmds[i].fn(argc - 1, argv + 1);
+		return stdout_done(name, cmds[i].fn(argc - 1, argv + 1));
 	}
 	fprintf(stderr, "kvfsctl: unknown command '%s'\n", argv[1]);
 	usage(stderr);

@@ -66,9 +66,45 @@ for s in $SUBS; do
 	[ "$rc" = 0 ] && grep -q "^usage: kvfsctl $s" "$tmp/out" &&
 		ok "$s -h" || bad "$s -h: exit $rc"
 done
+# the option descriptions of each --help start in one column
+for s in $SUBS; do
+	"$CTL" "$s" --help | "$PY" -c 'import re, sys
+cols = {m.end(1) for m in map(re.compile(r"^( +-\S.*?  +)\S").match, sys.stdin) if m}
+assert len(cols) == 1, sorted(cols)' 2>"$tmp/pyerr" &&
+		ok "$s --help: options in one column" ||
+		bad "$s --help: option columns $(tail -1 "$tmp/pyerr")"
+done
 ctl --help
 [ "$rc" = 0 ] && grep -q '^  top ' "$tmp/out" && ok "kvfsctl --help lists top" ||
 	bad "kvfsctl --help: exit $rc"
+
+# kvfsctl(1): every command of --help has its entry under COMMANDS, and no
+# paragraph there falls out of its entry (a .PP outside .RS/.RE)
+man1=$(dirname "$0")/../../man/kvfsctl.1
+"$CTL" --help | sed -n 's/^  \([a-z0-9]*\) .*/\1/p' >"$tmp/cmds"
+"$PY" - "$man1" "$tmp/cmds" <<'PY' 2>"$tmp/pyerr" &&
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+sec = lines[lines.index(".SH COMMANDS"):lines.index(".SH EXIT STATUS")]
+entries = {sec[i + 1].split()[1] for i, l in enumerate(sec) if l == ".TP"}
+missing = [c for c in open(sys.argv[2]).read().split() if c not in entries]
+assert not missing, "no entry for %s" % missing
+depth = 0
+for l in sec:
+    depth += (l == ".RS") - (l == ".RE")
+    assert not (l == ".PP" and depth == 0), "a .PP outside an entry"
+PY
+	ok "kvfsctl(1): an entry per command, nothing outside them" ||
+	bad "kvfsctl(1): $(tail -1 "$tmp/pyerr")"
+
+# README's kvfsctl hash example works when pasted (it had a literal "...")
+readme=$(dirname "$0")/../../README.md
+ex=$(grep -m1 '| build/kvfsctl hash ' "$readme")
+bash -c "${ex//build\/kvfsctl/$CTL}" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 0 ] && [ "$(grep -cE '^[0-9a-f]{32}$' "$tmp/out")" = 4 ] &&
+	ok "README: '$ex' prints 4 keys" ||
+	bad "README: '$ex': exit $rc $(cat "$tmp/err")"
 
 # --- a bad option: stderr names it, one usage line and a --help hint,
 # exit 2, nothing on stdout
@@ -111,12 +147,86 @@ expect_usage "l3 drop bad name" "bad namespace name '.x'" l3 drop .x "$tmp/m"
 expect_usage "events without ENDPOINT" "ENDPOINT is required" events
 expect_usage "events --from without --replay" "--from needs --replay" events --from=3 tcp://127.0.0.1:1
 expect_usage "score without --events" "--events EP1" score
+expect_usage "score --weights GPU=nan" "--weights is MEDIUM=W" score --events tcp://127.0.0.1:9 --weights GPU=nan
+expect_usage "score --weights=CPU=inf" "--weights is MEDIUM=W" score --events tcp://127.0.0.1:9 --weights=CPU=inf
+expect_usage "score --weights DISK=1e999" "--weights is MEDIUM=W" score --events tcp://127.0.0.1:9 --weights DISK=1e999
 expect_usage "unknown command" "unknown command 'frob'" frob
 
 # --- runtime failures are exit 1, not 2
 ctl stats /nonexistent-kvfs
 [ "$rc" = 1 ] && grep -q "No such file" "$tmp/err" && ok "stats of no mount: exit 1" ||
 	bad "stats of no mount: exit $rc"
+
+# --- a path that is not a kvfs mount: exit 1, a message that says so
+# (unpin printed only "Inappropriate ioctl for device")
+mkdir -p "$tmp/plain"
+for args in "stats $tmp/plain" "top --once -d 0.1 $tmp/plain" \
+	    "lookup $tmp/plain" "pin $tmp/plain" "prefetch $tmp/plain" \
+	    "unpin $tmp/plain 5" "l3 drop ns $tmp/plain"; do
+	# shellcheck disable=SC2086 # words on purpose
+	"$CTL" $args <"$tmp/keys" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = 1 ] && [ ! -s "$tmp/out" ] &&
+	grep -Eq "is a kvfs mounted there|not a kvfs namespace|not the root of a kvfs mount" "$tmp/err" &&
+		ok "${args%% *} on a plain directory: exit 1, says not kvfs" ||
+		bad "${args%% *} on a plain directory: exit $rc, stderr '$(cat "$tmp/err")'"
+done
+
+# --- a write that fails (full disk) is exit 1 with a message, never a
+# silent 0: every command, data or --help
+for args in "hash --chunk-tokens 4" "hash --json --chunk-tokens 4" \
+	    "stats $tmp/m" "lookup --json $ns" "lookup $ns" "--help" \
+	    "stats --help" "--version"; do
+	in=$tmp/keys
+	case $args in hash*) seq 1 40 >"$tmp/wtok"; in=$tmp/wtok ;; esac
+	# shellcheck disable=SC2086 # words on purpose
+	"$CTL" $args <"$in" >/dev/full 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = 1 ] && grep -q "write error" "$tmp/err" &&
+		ok "$args > /dev/full: write error, exit 1" ||
+		bad "$args > /dev/full: exit $rc, stderr '$(cat "$tmp/err")'"
+done
+
+# --- stdin that cannot be read (a directory) is exit 1 naming the error,
+# not an empty input (hash printed nothing and exited 0)
+for args in "hash --chunk-tokens 4" "lookup $ns" "pin --paths $ns" \
+	    "score --events tcp://127.0.0.1:9 --warmup-ms 0"; do
+	# shellcheck disable=SC2086 # words on purpose
+	"$CTL" $args </ >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	[ "$rc" = 1 ] && grep -q "stdin: Is a directory" "$tmp/err" &&
+		ok "$args < /: stdin: Is a directory, exit 1" ||
+		bad "$args < /: exit $rc, stderr '$(cat "$tmp/err")'"
+done
+
+# score names the line of a bad key counting blank lines (said line 2
+# for the 4th line below)
+printf '\n%s\n\nzz\n' "$(head -1 "$tmp/keys")" |
+	"$CTL" score --events tcp://127.0.0.1:9 --warmup-ms 0 >/dev/null 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "line 4: bad key 'zz'" "$tmp/err" &&
+	ok "score: a bad key after blank lines: line 4" ||
+	bad "score bad key: exit $rc, '$(cat "$tmp/err")'"
+
+# pin of more keys than its leases can hold says so (was "Invalid
+# argument")
+seq 1 40000 | "$CTL" hash --chunk-tokens 4 >"$tmp/bigkeys"
+ctl pin "$ns" <"$tmp/bigkeys"
+[ "$rc" = 1 ] && grep -q "10000 keys: a pin takes at most 8192" "$tmp/err" &&
+	ok "pin of 10000 keys: at most 8192" || bad "pin of 10000 keys: exit $rc, '$(cat "$tmp/err")'"
+
+# --- the largest --duration-ms / --warmup-ms is "forever", not a deadline
+# that wraps into the past (both ended at once with exit 0)
+timeout 1 "$CTL" events --duration-ms=18446744073709551615 tcp://127.0.0.1:9 \
+	>/dev/null 2>&1
+rc=$?
+[ "$rc" = 124 ] && ok "events --duration-ms 2^64-1: still running after 1 s" ||
+	bad "events --duration-ms 2^64-1: exit $rc at once"
+timeout 1 "$CTL" score --events tcp://127.0.0.1:9 \
+	--warmup-ms 18446744073709551615 </dev/null >/dev/null 2>&1
+rc=$?
+[ "$rc" = 124 ] && ok "score --warmup-ms 2^64-1: still listening after 1 s" ||
+	bad "score --warmup-ms 2^64-1: exit $rc at once"
 
 # --- --opt=V and --opt V give the same result
 seq 1 40 >"$tmp/tok"
@@ -148,6 +258,12 @@ if grep -q '^L1 ' "$tmp/t1" && grep -q 'every 0.2 s' "$tmp/t1" &&
 else
 	bad "top --interval: $(cat "$tmp/t1")"
 fi
+# the header says the interval asked for, not the one measured (a little
+# longer under load: "every 0.3 s" for -d 0.2 made the test above flaky)
+ctl top --once -d 0.15 "$tmp/m"
+grep -q '^kvfs top - .* every 0\.15 s$' "$tmp/out" &&
+	ok "top -d 0.15: the header says every 0.15 s" ||
+	bad "top -d 0.15: header '$(head -1 "$tmp/out")'"
 
 # --- --json everywhere it prints data, parsed
 json_ok() { # NAME [lines]
@@ -171,6 +287,14 @@ ctl pin --json --lease-ms 100 "$ns" <"$tmp/keys"; json_ok "pin --json"
 ctl top --json --iterations=2 --interval 0.2 "$tmp/m"; json_ok "top --json" lines
 [ "$(grep -c . "$tmp/out")" = 2 ] && ok "top --json -n 2: two lines" ||
 	bad "top --json -n 2: $(grep -c . "$tmp/out") lines"
+
+# a mount path that is not UTF-8 keeps its "mount" key (json_string()
+# refused it and the key was silently dropped)
+ln -s "$tmp/m" "$tmp/l$(printf '\377')"
+ctl top --once --json -d 0.1 "$tmp/l$(printf '\377')"; json_ok "top --json, path not UTF-8"
+"$PY" -c 'import json, sys; o = json.load(open(sys.argv[1])); assert o["mount"].endswith("/l\\xFF"), o.get("mount")' "$tmp/out" 2>"$tmp/pyerr" &&
+	ok "top --json: a path not UTF-8 is kept, \\xFF escaped" ||
+	bad "top --json: mount $(cat "$tmp/pyerr")"
 
 # unpin --json: a lease held by a pin in the background
 "$CTL" pin --lease-ms 20000 "$ns" <"$tmp/keys" >"$tmp/pinout" 2>/dev/null &
@@ -205,6 +329,11 @@ rc=$?
 [ "$rc" = 1 ] && grep -q -- "-: line 2, column 1: " "$tmp/err" &&
 	ok "stats: trailing garbage on stdin: line 2, column 1" ||
 	bad "stats trailing: exit $rc, '$(cat "$tmp/err")'"
+printf '{"hits": 1}\0{"x"' | "$CTL" stats --file - >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && grep -q -- "-: line 1, column 12: " "$tmp/err" &&
+	ok "stats: a NUL byte is an error, not the end of the input" ||
+	bad "stats NUL: exit $rc, '$(cat "$tmp/err")'"
 printf '[1, 2]' | "$CTL" stats --file - >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" = 1 ] && grep -q "not a JSON object" "$tmp/err" &&

@@ -26,6 +26,8 @@ loadpid=
 cleanup() {
 	[ -n "$loadpid" ] && kill "$loadpid" 2>/dev/null && wait "$loadpid" 2>/dev/null
 	tmux -L "$sock" kill-server 2>/dev/null
+	# kill-server leaves the socket files of this run's servers behind
+	rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/kvfs-top-$$"*
 	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
 	rm -rf "$tmp"
 }
@@ -132,6 +134,41 @@ if [ -n "$toppid" ] && kill -TERM "$toppid" && wait_for . "$tmp/status"; then
 else
 	bad "top: no top process to signal (pane pid $(cat "$tmp/pid" 2>/dev/null))"
 fi
+tmux -L "$sock" kill-server 2>/dev/null
+
+# ^Z then fg: top takes its own terminal mode again (q works without
+# Enter), and q exits 0 with the shell's mode restored. (While stopped the
+# mode is bash's whatever top does: bash resets it when a job stops, so
+# only the way back is tested.)
+sock=$sock-tstp
+tmux -L "$sock" -f /dev/null new-session -d -s top -x 110 -y 30 \
+	"exec bash --norc --noprofile -i" || bad "tmux new-session (^Z case)"
+sleep 0.3
+tmux -L "$sock" send-keys -t top "stty -g >$tmp/g0; $CTL top -d 0.3 $tmp/m" Enter
+for _ in $(seq 50); do pane | grep -q '^L1 ' && break; sleep 0.1; done
+tmux -L "$sock" send-keys -t top C-z
+sleep 0.5
+tmux -L "$sock" send-keys -t top "stty -g >$tmp/g1; fg" Enter
+wait_for . "$tmp/g1"
+sleep 0.8
+tmux -L "$sock" send-keys -t top q
+sleep 0.5
+tmux -L "$sock" send-keys -t top "echo status=\$?; stty -g >$tmp/g2" Enter
+wait_for . "$tmp/g2"
+pane | grep -q '^status=0$' && cmp -s "$tmp/g0" "$tmp/g2" &&
+	ok "top: after fg, q exits 0 with the terminal restored" ||
+	bad "top: after fg: $(pane | grep status=) $(cat "$tmp/g2")"
+tmux -L "$sock" kill-server 2>/dev/null
+
+# stdin not the terminal (top < /dev/null): q cannot quit, so no q hint
+sock=$sock-nostdin
+tmux -L "$sock" -f /dev/null new-session -d -s top -x 110 -y 30 \
+	"exec bash -c '\"\$0\" top -d 0.3 \"\$1\" </dev/null; sleep 60' \"$CTL\" \"$tmp/m\"" ||
+	bad "tmux new-session (stdin case)"
+for _ in $(seq 50); do pane >"$tmp/frame"; grep -q '^L1 ' "$tmp/frame" && break; sleep 0.1; done
+grep -q '^kvfs top - ' "$tmp/frame" && ! grep -q 'q quits' "$tmp/frame" &&
+	ok "top < /dev/null on a terminal: no '(q quits)'" ||
+	bad "top < /dev/null on a terminal: $(head -1 "$tmp/frame")"
 tmux -L "$sock" kill-server 2>/dev/null
 
 # --- no terminal: --once is one frame, no escape codes
