@@ -108,6 +108,8 @@ struct snap {
 	/* derived (sums and unit changes of the rows above) */
 	uint64_t hits, misses, l3_get_avg_us, l3_get_max_us;
 	double l2_ratio, l3_get_s, l3_get_max_s, lease_s;
+	const char *l2_from;
+	double l2_recover_s, l2_ckpt_write_s;
 };
 
 static void snap_take(struct fs *fs, struct snap *s)
@@ -134,6 +136,9 @@ static void snap_take(struct fs *fs, struct snap *s)
 	s->l3_get_s = (double)l->get_ns / 1e9;
 	s->l3_get_max_s = (double)l->get_max_ns / 1e9;
 	s->lease_s = (double)s->ioc.leases.lease_ms / 1000.0;
+	s->l2_from = s->t.l2_recover_ckpt ? "checkpoint" : "scan";
+	s->l2_recover_s = (double)s->t.l2_recover_ns / 1e9;
+	s->l2_ckpt_write_s = (double)s->t.l2_ckpt_write_ns / 1e9;
 }
 
 /* -------------------------------------------------------------- table */
@@ -171,6 +176,7 @@ struct fs_metric {
 #define H_WRITES "Records written to the tier (L2 appends, L3 SETs)"
 #define H_ERRORS "Failed operations of the tier"
 #define H_CORRUPT "Records of the tier that failed a check (served as misses)"
+#define H_RECOV "Chunks the mount recovered into L2, by way"
 #define H_PROMO "Chunks promoted from the tier into L1"
 #define H_HITS "Keys found, by operation and tier (kvfs(7) HITS AND MISSES)"
 #define H_MISSES "Keys not found, by operation (kvfs(7) HITS AND MISSES)"
@@ -203,6 +209,29 @@ static const struct fs_metric metrics[] = {
 	ROW("l2", "compression_ratio", "l2_compression_ratio", NULL, M_GAUGE,
 	    V_F64, W_ALWAYS, "L2 raw bytes per byte on disk (1 when empty)",
 	    l2_ratio),
+	/* how the mount recovered L2 (kvfs(7) L2 RECOVERY) */
+	JSON_STR("l2_recovery", "from", W_ALWAYS, l2_from),
+	ROW("l2_recovery", NULL, "l2_recovered_from_checkpoint", NULL, M_GAUGE,
+	    V_U64, W_ALWAYS, "1 when the mount recovered L2 from its checkpoint",
+	    t.l2_recover_ckpt),
+	ROW("l2_recovery", "seconds", "l2_recovery_seconds", NULL, M_GAUGE,
+	    V_F64, W_ALWAYS, "Time the mount's L2 recovery took", l2_recover_s),
+	G("l2_recovery", "ckpt_records", "l2_recovered_records",
+	  "from=\"checkpoint\"", H_RECOV, t.l2_recover_ckpt_records),
+	G("l2_recovery", "scan_records", "l2_recovered_records",
+	  "from=\"scan\"", H_RECOV, t.l2_recover_scan_records),
+	G("l2_recovery", "scan_bytes", "l2_recovery_scanned_bytes", NULL,
+	  "Segment bytes read by the L2 recovery scan",
+	  t.l2_recover_scan_bytes),
+	C("l2_recovery", "checkpoints", "l2_checkpoints_total", NULL,
+	  "L2 index checkpoints written", t.l2_checkpoints),
+	C("l2_recovery", "checkpoint_errors", "l2_checkpoint_errors_total",
+	  NULL, "L2 index checkpoints that failed", t.l2_ckpt_errors),
+	G("l2_recovery", "checkpoint_entries", "l2_checkpoint_entries", NULL,
+	  "Records in the last L2 checkpoint", t.l2_ckpt_records),
+	ROW("l2_recovery", "checkpoint_seconds", "l2_checkpoint_seconds", NULL,
+	    M_GAUGE, V_F64, W_ALWAYS, "Time the last L2 checkpoint took",
+	    l2_ckpt_write_s),
 	/* L3 (its rows but "enabled" only when it is on) */
 	G("l3", "enabled", "l3_enabled", NULL, "1 when L3 is configured",
 	  l3_on),

@@ -47,6 +47,7 @@
 struct mopts {
 	char *l1_size, *policy, *max_chunk, *seed, *cache, *lease_ms, *l1;
 	char *l2_dir, *l2_size, *compress, *shuffle, *ingest, *hot_hits;
+	char *l2_checkpoint_s;
 	char *l2_policy, *flush_on_exit, *tmp_timeout, *max_read;
 	/* L3 */
 	char *l3, *l3_cluster, *l3_auth_file, *l3_ingest, *l3_timeout_ms;
@@ -99,6 +100,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("shuffle=%s", shuffle),
 	MOPT("ingest=%s", ingest),
 	MOPT("hot_hits=%s", hot_hits),
+	MOPT("l2_checkpoint_s=%s", l2_checkpoint_s),
 	MOPT("l2_policy=%s", l2_policy),
 	MOPT("flush_on_exit=%s", flush_on_exit),
 	MOPT("tmp_timeout=%s", tmp_timeout),
@@ -196,6 +198,7 @@ static void usage(FILE *f, const char *prog)
 "  -o l2_dir=PATH     enable L2 in PATH;  l2_size=SIZE\n"
 "  -o compress=zstd[:LEVEL]|none   shuffle=0|2|4\n"
 "  -o ingest=all|hot|evicted   hot_hits=N   l2_policy=fifo\n"
+"  -o l2_checkpoint_s=N   checkpoint the L2 index every N s (0: at unmount)\n"
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
 "  -o readahead=N     chunks promoted from L2/L3 ahead of a reader that\n"
 "                     follows a chain, at most (16; 0 = off; <= 1024)\n"
@@ -725,6 +728,11 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			return -1;
 		tc->hot_hits = (uint32_t)v;
 	}
+	if (o->l2_checkpoint_s) {
+		if (parse_num("l2_checkpoint_s", o->l2_checkpoint_s, 86400, &v))
+			return -1;
+		tc->l2_checkpoint_s = (int)v;
+	}
 	/* L2 reclaims whole segments oldest first (re-inserting hot
 	 * records): that is the only L2 order the engine has. */
 	if (o->l2_policy && one_of("l2_policy", o->l2_policy, l2pols) < 0)
@@ -746,7 +754,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	if (!tc->l2_dir && (o->l2_size ||
 			    ((o->compress || o->shuffle) && !tc->l3) ||
 			    o->ingest || (o->hot_hits && !tc->l3) ||
-			    o->l2_policy ||
+			    o->l2_policy || o->l2_checkpoint_s ||
 			    (o->flush_on_exit && tc->flush_on_exit)))
 		fprintf(stderr, "kvfs-mount: note: L2 options have no effect "
 			"without l2_dir\n");
@@ -782,6 +790,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	    tc->ingest == TIER_INGEST_HOT ? "hot" : "evicted");
 	CFG("hot_hits=%u\n", tc->hot_hits);
 	CFG("l2_policy=fifo\n");
+	CFG("l2_checkpoint_s=%d\n", tc->l2_checkpoint_s);
 	CFG("flush_on_exit=%d\n", tc->flush_on_exit ? 1 : 0);
 	CFG("readahead=%u\n", tc->readahead);
 	CFG("max_write=1048576\n");
@@ -1053,7 +1062,8 @@ static void free_opts(struct mopts *o)
 	char **s[] = { &o->l1_size, &o->policy, &o->max_chunk, &o->seed,
 		       &o->cache, &o->lease_ms, &o->l1, &o->l2_dir,
 		       &o->l2_size, &o->compress, &o->shuffle, &o->ingest,
-		       &o->hot_hits, &o->l2_policy, &o->flush_on_exit,
+		       &o->hot_hits, &o->l2_checkpoint_s, &o->l2_policy,
+		       &o->flush_on_exit,
 		       &o->tmp_timeout, &o->max_read, &o->l3,
 		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
 		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,

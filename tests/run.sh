@@ -51,6 +51,11 @@ if [ -d build/fuzz ]; then
 fi
 [ -x "$BUILD/tests/load/kvfs_faults" ] &&
 	run "load/kvfs_faults" 300 "$BUILD/tests/load/kvfs_faults" -r 2
+# issue 19: the L2 index checkpoint under SIGKILL, and damaged
+if [ -x "$BUILD/tests/load/kvfs_faults" ]; then
+	run "load/kvfs_faults ckpt" 300 "$BUILD/tests/load/kvfs_faults" -f 4 -r 1
+	run "load/kvfs_faults ckptbad" 300 "$BUILD/tests/load/kvfs_faults" -f 5 -r 2
+fi
 
 # No test may leave a kvfs mount behind.
 left=$(comm -13 <(echo "$mounts_before") <(kvfs_mounts) | tr '\n' ' ')

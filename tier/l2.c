@@ -181,6 +181,11 @@ void l2_deadline(struct timespec *dl, int ms)
 	}
 }
 
+int l2_checkpoint(struct l2 *l2)
+{
+	return l2 ? l2_ckpt_write(l2, false) : -EINVAL;
+}
+
 void l2_get_stats(struct l2 *l2, struct l2_stats *st)
 {
 	pthread_mutex_lock(&l2->lock);
@@ -283,6 +288,9 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 	l2->punch_ok = true;
 	l2->next_seq = 1;
 	l2->next_seg = 1;
+	l2->flog_fd = -1;
+	pthread_mutex_init(&l2->ckpt_lock, NULL);
+	l2_cond_init_monotonic(&l2->ck_cond); /* timed (l2_deadline) */
 	pthread_mutex_init(&l2->lock, NULL);
 	pthread_cond_init(&l2->idle_cond, NULL);
 	l2_cond_init_monotonic(&l2->free_cond); /* l2_sync_frees */
@@ -384,7 +392,13 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 		snprintf(err, errlen, "l2: reclaim thread: %s", strerror(-rc));
 		goto fail;
 	}
+	rc = l2_ckpt_start(l2);
+	if (rc) {
+		snprintf(err, errlen, "l2: checkpoint thread: %s", strerror(-rc));
+		goto fail;
+	}
 	l2_mt_start(l2);
+	l2->opened = true;
 	*out = l2;
 	return 0;
 fail:
@@ -405,9 +419,15 @@ void l2_close(struct l2 *l2)
 	 * make room for them), then the threads stop */
 	if (l2->io_started && l2->rc_started)
 		l2_flush(l2);
+	l2_ckpt_stop(l2);
 	l2_reclaim_stop(l2);
 	l2_io_stop(l2);
 	l2_mt_stop(l2);
+	/* quiet now: the index as it stands, for a fast next open */
+	if (l2->opened && l2->cfg.checkpoint_s >= 0)
+		l2_ckpt_write(l2, true);
+	if (l2->flog_fd >= 0)
+		close(l2->flog_fd);
 	pthread_mutex_lock(&l2->lock);
 	for (i = 0; i < l2->nsegs; i++)
 		l2_seg_unref(l2, l2->segs[i]);
@@ -441,6 +461,8 @@ void l2_close(struct l2 *l2)
 	pthread_cond_destroy(&l2->mt_cv);
 	pthread_cond_destroy(&l2->mt_done);
 	pthread_mutex_destroy(&l2->mt_lock);
+	pthread_cond_destroy(&l2->ck_cond);
+	pthread_mutex_destroy(&l2->ckpt_lock);
 	pthread_mutex_destroy(&l2->lock);
 	free(l2->zero);
 	free(l2->dir);

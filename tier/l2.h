@@ -86,6 +86,9 @@ struct l2_config {
 			      * than size (a quarter of what fits) */
 	uint64_t max_queue;  /* bytes of appends waiting; 0 = 256 MiB */
 	int read_timeout_ms; /* bound of a synchronous read; 0 = 5000 */
+	int checkpoint_s;    /* seconds between checkpoints of the index
+			      * (record.h) while open; 0 = only at l2_close;
+			      * < 0 = never (l2_open still reads one) */
 
 	/* Log lines (errors, the O_DIRECT fallback). May be NULL. */
 	void (*log)(void *arg, const char *msg);
@@ -143,6 +146,14 @@ struct l2_stats {
 	uint64_t recovered;  /* records recovered by l2_open */
 	uint64_t recover_ns; /* time l2_open spent scanning */
 	uint64_t torn;       /* records cut short (crash) found by recovery */
+	bool recover_ckpt;   /* l2_open loaded a checkpoint (else scanned) */
+	uint64_t recover_ckpt_records; /* recovered from the checkpoint */
+	uint64_t recover_scan_records; /* recovered by scanning segments */
+	uint64_t recover_scan_bytes;   /* segment bytes scanned by l2_open */
+	uint64_t checkpoints;  /* checkpoints written since l2_open */
+	uint64_t ckpt_errors;  /* checkpoint writes that failed */
+	uint64_t ckpt_records; /* entries of the last checkpoint written */
+	uint64_t ckpt_write_ns;/* time the last checkpoint took to write */
 	bool direct;         /* O_DIRECT in use */
 };
 
@@ -151,8 +162,11 @@ struct l2_rec; /* a record built in memory, ready to append */
 
 /*
  * l2_open - opens (creating files as needed) the log in cfg->dir, takes
- * its lock, scans the segments and calls cfg->recover for each recovered
- * record before returning. Records that fail verification are skipped and
+ * its lock, loads the index checkpoint (record.h) when one verifies,
+ * scans the segments (or parts) it does not cover, applies the unlink
+ * log, and calls cfg->recover for each recovered record before returning
+ * (a missing, stale or damaged checkpoint: every segment is scanned, and
+ * one log line says why). Records that fail verification are skipped and
  * counted (corrupt; torn for a record cut off by the end of its file).
  * On failure writes a one-line reason to err.
  * Errors: -EBUSY (another process holds the lock), -EINVAL (size too small
@@ -164,7 +178,8 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 	    size_t errlen);
 
 /* l2_close - waits for queued appends (their callbacks run), stops the
- * threads, releases the lock and frees everything. NULL is a no-op. */
+ * threads, writes the checkpoint (unless checkpoint_s < 0), releases the
+ * lock and frees everything. NULL is a no-op. */
 void l2_close(struct l2 *l2);
 
 /*
@@ -243,6 +258,10 @@ int l2_sync_frees(struct l2 *l2, int timeout_ms);
 void l2_flush(struct l2 *l2);
 
 void l2_get_stats(struct l2 *l2, struct l2_stats *st);
+
+/* l2_checkpoint - writes the checkpoint of the index now (record.h), as
+ * the periodic one does: 0, or -errno (the previous one stays). */
+int l2_checkpoint(struct l2 *l2);
 
 /* l2_record_bytes - bytes a chunk of len raw bytes takes on disk at most
  * (header + payload, padded): what l2_size must at least hold. */

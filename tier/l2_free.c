@@ -30,6 +30,9 @@ void l2_free(struct l2 *l2, const struct l2_loc *loc)
 		return;
 	}
 	l2_ent_kill(l2, e);
+	/* before the punch: a kill between the two must not let a
+	 * checkpoint bring it back */
+	l2_flog_append(l2, seg->id, e->blk, e->seq);
 	/* Erased even in a segment being reclaimed (deleted soon, but a
 	 * crash before that would recover the record); its fd stays open
 	 * while the punch holds a reference. */

@@ -9,7 +9,9 @@
  *   l2_read.c     synchronous bounded reads
  *   l2_decode.c   decoding a payload (parallel zstd frames)
  *   l2_free.c     freeing records (punches) and waiting for them
- *   l2_recover.c  the recovery scan at open
+ *   l2_recover.c  the recovery at open: checkpoint + scan of the rest
+ *   l2_ckpt.c     checkpoints of the index: check, write, the thread
+ *   l2_flog.c     the unlink log (records freed since the checkpoint)
  *   l2_reclaim.c  the reclaim thread (moves live records out of the
  *                 oldest segment, deletes it)
  *
@@ -219,6 +221,18 @@ struct l2 {
 	int mt_n;                      /* (imm) decode threads running */
 	pthread_t mt_th[L2_MT_MAX];    /* open/close only */
 
+	/* checkpoint (l2_ckpt.c) and unlink log (l2_flog.c) */
+	pthread_mutex_t ckpt_lock; /* one checkpoint writer; before l2.lock */
+	pthread_cond_t ck_cond;    /* with l2.lock: wakes the thread */
+	pthread_t ck_thread;       /* open/close only */
+	bool ck_started, ck_stop;  /* ck_stop: l2.lock */
+	bool opened;               /* l2_open succeeded: close checkpoints */
+	uint64_t changes;          /* l2.lock: entries made live or dead */
+	uint64_t ckpt_changes;     /* l2.lock: changes at the last checkpoint */
+	int flog_fd;               /* l2.lock: l2.freed, O_APPEND */
+	uint64_t flog_bytes;       /* l2.lock: its length */
+	bool flog_failed;          /* l2.lock: an append failed */
+
 	/* stats: l2.lock */
 	struct l2_stats st;
 	int last_err_logged;
@@ -268,6 +282,10 @@ struct l2_ent *l2_ent_add_rec(struct l2 *l2, struct l2_seg *seg,
 			      const struct l2_rec *rec, uint32_t blk);
 struct l2_seg *l2_seg_find(struct l2 *l2, uint32_t id);
 struct l2_ent *l2_ent_find(struct l2_seg *seg, uint32_t blk);
+/* l2.lock held: a zeroed entry at the end of seg (NULL: no memory). */
+struct l2_ent *l2_ent_append(struct l2_seg *seg);
+/* l2.lock held: the index of the interned name, or -ENOMEM. */
+long l2_ns_intern(struct l2 *l2, const char *ns);
 void l2_ent_kill(struct l2 *l2, struct l2_ent *e);
 void l2_ent_live(struct l2 *l2, struct l2_ent *e);
 void l2_seg_unref(struct l2 *l2, struct l2_seg *seg);
@@ -296,6 +314,36 @@ static inline int l2_hdr_check(const struct l2 *l2, const struct kvrec_hdr *h)
 {
 	return kvrec_hdr_check(h, l2->salt, l2->seg_size);
 }
+
+/* ------------------------------------------- l2_ckpt.c, l2_flog.c */
+/* What l2_ckpt_check found in a checkpoint that verifies. */
+struct l2_ckpt_info {
+	uint64_t next_seq, records;
+	uint32_t next_seg, flags, nsegs, nns;
+	size_t ns_off, ns_len;     /* the NS block's payload in the buffer */
+};
+/* Checks len bytes of a checkpoint (every block's sum, structure, ranges)
+ * against salt: 0, -ESTALE (another l2.id) or -EBADMSG, with why. Pure:
+ * no l2 needed (the fuzz target calls it). */
+int l2_ckpt_check(const void *buf, size_t len, uint64_t salt,
+		  struct l2_ckpt_info *ci, char *why, size_t whylen);
+/* Walks the SEG blocks of a checked checkpoint: *pos starts at 0. */
+const struct kvckpt_seg *l2_ckpt_next_seg(const void *buf, size_t len,
+					  size_t *pos,
+					  const struct kvckpt_ent **ents);
+/* Writes l2.ckpt (takes ckpt_lock, then l2.lock in short holds). */
+int l2_ckpt_write(struct l2 *l2, bool clean);
+int l2_ckpt_start(struct l2 *l2);
+void l2_ckpt_stop(struct l2 *l2);
+/* Reads the unlink log (its valid prefix; *damaged when anything follows
+ * it) and opens it for appends. */
+int l2_flog_load(struct l2 *l2, struct kvckpt_freed **out, size_t *n,
+		 bool *damaged);
+/* l2.lock held: logs the free of the record (seg, blk, seq). */
+void l2_flog_append(struct l2 *l2, uint32_t seg, uint32_t blk, uint64_t seq);
+/* Without l2.lock: drops the log's first mark bytes (a checkpoint that
+ * holds them committed). */
+void l2_flog_trim(struct l2 *l2, uint64_t mark);
 
 /* l2_io.c */
 int l2_io_start(struct l2 *l2);

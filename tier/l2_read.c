@@ -19,6 +19,8 @@ int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
 	struct l2_seg *seg;
 	struct timespec dl;
 	struct l2_req *r;
+	struct l2_ent *e;
+	uint64_t want_seq = 0;
 	int rc = 0;
 
 	if (!loc || !ns || !key || (!dst && len) || !loc->nblk ||
@@ -44,6 +46,11 @@ int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
 		rc = -ENOENT;
 		goto free_req;
 	}
+	/* the record l2 knows there (from a checkpoint, maybe erased or
+	 * replaced on disk since): its header must carry the same seq */
+	e = l2_ent_find(seg, loc->blk);
+	if (e && e->nblk == loc->nblk)
+		want_seq = e->seq;
 	seg->refs++;
 	r->seg = seg;
 	pthread_mutex_unlock(&l2->lock);
@@ -77,6 +84,7 @@ int l2_read(struct l2 *l2, const struct l2_loc *loc, const char *ns,
 	h = r->buf;
 	if (l2_hdr_check(l2, h) || memcmp(h->key, key->b, sizeof(h->key)) ||
 	    strncmp(h->ns, ns, sizeof(h->ns)) ||
+	    (want_seq && h->seq != want_seq) ||
 	    l2_record_bytes(h->stored_len) != r->len) {
 		rc = -EBADMSG;
 		goto count;
@@ -88,7 +96,8 @@ count:
 		/* freed meanwhile (an unlink erased it under the read): a
 		 * miss, not a corrupt record */
 		struct l2_seg *s2 = l2_seg_find(l2, loc->seg);
-		struct l2_ent *e = s2 ? l2_ent_find(s2, loc->blk) : NULL;
+
+		e = s2 ? l2_ent_find(s2, loc->blk) : NULL;
 
 		if (!e || e->nblk != loc->nblk || e->state == ENT_DEAD)
 			rc = -ENOENT;

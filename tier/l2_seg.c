@@ -58,6 +58,7 @@ void l2_ent_kill(struct l2 *l2, struct l2_ent *e)
 		l2->st.bytes -= (uint64_t)e->nblk * L2_ALIGN;
 		l2->st.raw_bytes -= e->raw_len;
 		l2->st.records--;
+		l2->changes++;
 	}
 	e->state = ENT_DEAD;
 }
@@ -69,6 +70,7 @@ void l2_ent_live(struct l2 *l2, struct l2_ent *e)
 		l2->st.bytes += (uint64_t)e->nblk * L2_ALIGN;
 		l2->st.raw_bytes += e->raw_len;
 		l2->st.records++;
+		l2->changes++;
 	}
 	e->state = ENT_LIVE;
 }
@@ -244,7 +246,7 @@ void l2_info_from_ent(const struct l2 *l2, const struct l2_seg *seg,
 }
 
 /* l2.lock held. Index of the interned name, or -ENOMEM. */
-static long ns_intern(struct l2 *l2, const char *ns)
+long l2_ns_intern(struct l2 *l2, const char *ns)
 {
 	size_t i;
 	char *s;
@@ -268,13 +270,9 @@ static long ns_intern(struct l2 *l2, const char *ns)
 	return (long)l2->nns++;
 }
 
-/* l2.lock held. Appends an entry to a segment (callers keep blk order). */
-struct l2_ent *l2_ent_add(struct l2 *l2, struct l2_seg *seg,
-			      const struct kvrec_hdr *h, uint32_t blk,
-			      uint32_t nblk)
+struct l2_ent *l2_ent_append(struct l2_seg *seg)
 {
 	struct l2_ent *e;
-	long ns;
 
 	if (seg->nents == seg->cap) {
 		size_t n = seg->cap ? 2 * seg->cap : 64;
@@ -285,11 +283,25 @@ struct l2_ent *l2_ent_add(struct l2 *l2, struct l2_seg *seg,
 		seg->ents = a;
 		seg->cap = n;
 	}
-	ns = ns_intern(l2, h->ns);
-	if (ns < 0)
-		return NULL;
 	e = &seg->ents[seg->nents++];
 	memset(e, 0, sizeof(*e));
+	return e;
+}
+
+/* l2.lock held. Appends an entry to a segment (callers keep blk order). */
+struct l2_ent *l2_ent_add(struct l2 *l2, struct l2_seg *seg,
+			      const struct kvrec_hdr *h, uint32_t blk,
+			      uint32_t nblk)
+{
+	struct l2_ent *e;
+	long ns;
+
+	ns = l2_ns_intern(l2, h->ns);
+	if (ns < 0)
+		return NULL;
+	e = l2_ent_append(seg);
+	if (!e)
+		return NULL;
 	memcpy(e->key.b, h->key, sizeof(e->key.b));
 	e->seq = h->seq;
 	e->raw_len = h->raw_len;

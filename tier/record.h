@@ -107,4 +107,107 @@ int kvrec_payload_check(const struct kvrec_hdr *h, const void *payload);
 int kvrec_verify(const void *buf, size_t len, uint64_t salt,
 		 uint64_t max_stored);
 
+/*
+ * ------------------------------------------------ the L2 index checkpoint
+ *
+ * l2_dir/l2.ckpt is a snapshot of the L2 index (which records are live
+ * where), so that a mount reads it instead of every record. It is written
+ * at clean unmount and every l2_checkpoint_s seconds (l2.ckpt.tmp, fsync,
+ * rename, fsync of l2_dir: a reader sees the old file or the new one,
+ * whole). It is a cache of what the segments say, never more: a loader
+ * that finds it missing, from another l2.id, or damaged in any block does
+ * today's full scan of the segments instead (and says why in one line).
+ * Layout, little-endian, every checksum XXH3-64 (kvrec_sum) seeded with
+ * the store's salt (l2.id) plus the block's number, so blocks of another
+ * l2_dir, another checkpoint or another place in this one do not verify:
+ *
+ *   struct kvckpt_hdr      (64 bytes; its sum seeded with salt + 0)
+ *   block 1 .. n           each a struct kvckpt_blk, then len bytes of
+ *                          payload, then the 8-byte sum of blk + payload
+ *                          seeded with salt + its number:
+ *     KVCKPT_SEG  one per segment file: a struct kvckpt_seg, then
+ *                 seg.nents struct kvckpt_ent sorted by blk, each ending
+ *                 at or before seg.scan_from (records from there on are
+ *                 not in the checkpoint: the loader scans them);
+ *     KVCKPT_NS   the namespace names the entries' ns index into:
+ *                 count names, each a uint16 length and that many bytes
+ *                 (1..KVFS_NS_NAME_MAX, no NUL), in index order;
+ *     KVCKPT_END  no payload; count = the number of blocks before it. A
+ *                 file that ends anywhere else is torn.
+ *   A SEG block names segments in increasing id order; exactly one NS
+ *   block, after the last SEG block.
+ *
+ * A checkpoint entry says where a record was; the loader does not read
+ * the record. Reads check its header against (ns, key, seq) as every L2
+ * read does, so a record erased, moved or reclaimed since the checkpoint
+ * is a miss (dropped at that first touch), never wrong bytes. Segments
+ * missing on disk drop their entries at load; segments not in the
+ * checkpoint (newer) are scanned whole.
+ *
+ * l2_dir/l2.freed, the unlink log: every l2_free (unlink, replace, a
+ * corrupt record) appends one struct kvckpt_freed (write(2) before the
+ * free returns: it survives a kill of the daemon, like the punch). Every
+ * mount applies it (checkpoint or scan: a record freed just before a kill,
+ * its punch not done yet, stays dead) by erasing the named records again.
+ * A checkpoint that commits drops the entries older than its snapshot.
+ * The log ends at its first entry whose sum fails (a torn append).
+ */
+#define KVCKPT_MAGIC 0x54504b43324c564bull /* "KVL2CKPT" little-endian */
+#define KVCKPT_VERSION 1
+#define KVCKPT_FILE "l2.ckpt"
+#define KVCKPT_TMP "l2.ckpt.tmp"
+#define KVCKPT_FREED_FILE "l2.freed"
+
+struct kvckpt_hdr {
+	uint64_t magic;     /* KVCKPT_MAGIC */
+	uint32_t version;   /* KVCKPT_VERSION */
+	uint32_t hdr_len;   /* 64 */
+	uint64_t salt;      /* the l2.id it belongs to (checked first: a
+			     * checkpoint of another l2_dir is "stale") */
+	uint64_t next_seq;  /* record numbers in use are below it */
+	uint32_t next_seg;  /* segment ids in use are below it */
+	uint32_t flags;     /* KVCKPT_CLEAN: written at a clean unmount */
+	uint64_t records;   /* entries in all SEG blocks */
+	uint64_t time_ns;   /* CLOCK_REALTIME of the snapshot (for people) */
+	uint64_t sum;       /* of the 56 bytes before it, seed salt + 0 */
+};
+_Static_assert(sizeof(struct kvckpt_hdr) == 64, "checkpoint header");
+#define KVCKPT_CLEAN 1u
+
+enum kvckpt_blk_type { KVCKPT_SEG = 1, KVCKPT_NS = 2, KVCKPT_END = 3 };
+
+struct kvckpt_blk {
+	uint32_t type;  /* enum kvckpt_blk_type */
+	uint32_t count; /* SEG: entries; NS: names; END: blocks before */
+	uint64_t len;   /* payload bytes after this struct (sum excluded) */
+};
+
+struct kvckpt_seg {
+	uint32_t id;        /* seg-<id>.kvl2 */
+	uint32_t nents;     /* = the block's count */
+	uint64_t scan_from; /* bytes: scanned at load from here (4 KiB
+			     * aligned; the segment's tail, or its first
+			     * write still in flight at the snapshot) */
+};
+
+struct kvckpt_ent {
+	uint8_t key[16];
+	uint64_t seq;        /* the record header's seq */
+	uint64_t raw_len;    /* as in the record header */
+	uint64_t stored_len;
+	uint64_t raw_sum;    /* the chunk's checksum (record raw_sum) */
+	uint32_t blk, nblk;  /* place in the segment, in 4 KiB blocks */
+	uint32_t ns;         /* index into the NS block */
+	uint8_t codec, shuffle;
+	uint16_t zero;
+};
+_Static_assert(sizeof(struct kvckpt_ent) == 64, "checkpoint entry");
+
+struct kvckpt_freed {
+	uint32_t seg, blk;   /* where the freed record was */
+	uint64_t seq;        /* its seq (the erase needs all three to match) */
+	uint64_t sum;        /* of the 16 bytes before it, seed salt */
+};
+_Static_assert(sizeof(struct kvckpt_freed) == 24, "unlink log entry");
+
 #endif /* KVFS_RECORD_H */

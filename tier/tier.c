@@ -143,6 +143,7 @@ void tier_config_default(struct tier_config *cfg)
 	cfg->compress_level = 1;
 	cfg->ingest = TIER_INGEST_EVICTED;
 	cfg->hot_hits = 2;
+	cfg->l2_checkpoint_s = 60;
 	cfg->shuffle = 2; /* KV caches are mostly bf16/fp16 */
 }
 

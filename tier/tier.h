@@ -67,6 +67,9 @@ struct tier_config {
 	int shuffle;            /* default byte-plane shuffle: 0, 2 or 4 */
 	enum tier_ingest ingest;
 	uint32_t hot_hits;      /* threshold for TIER_INGEST_HOT */
+	int l2_checkpoint_s;    /* seconds between checkpoints of the L2
+				 * index (tier/record.h); 0 = only at a clean
+				 * unmount; default 60 */
 	bool flush_on_exit;     /* write L1 to L2 on tier_destroy */
 
 	/* L3 (tier/l3.h, tier_l3.c): disabled when l3 is NULL. The strings
@@ -466,6 +469,15 @@ struct tier_stats {
 	/* L2 (zero without l2_dir) */
 	uint64_t l2_capacity, l2_bytes, l2_raw_bytes, l2_chunks;
 	uint64_t l2_reads, l2_writes, l2_reclaims, l2_corrupt, l2_errors;
+	/* how the last mount recovered L2: from the checkpoint (1) or by a
+	 * scan of every segment (0); its time; records each way */
+	uint64_t l2_recover_ckpt, l2_recover_ns;
+	uint64_t l2_recover_ckpt_records, l2_recover_scan_records;
+	uint64_t l2_recover_scan_bytes;
+	/* checkpoints written since the mount, failed, the last one's
+	 * entries and write time */
+	uint64_t l2_checkpoints, l2_ckpt_errors, l2_ckpt_records;
+	uint64_t l2_ckpt_write_ns;
 	/* events; reads (tier_get) by where the chunk came from, read
 	 * misses, name lookups of absent keys (see kvfs(7)) */
 	uint64_t read_hits[TIER_FROM_N], read_misses, name_misses;

@@ -478,6 +478,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 				  cfg->max_chunk, 4 * need);
 	lc.seg_size = need > L2_SEG_SIZE_DEFAULT ? need : L2_SEG_SIZE_DEFAULT;
 	lc.max_queue = queue_cap(t, 8, 2 * need);
+	lc.checkpoint_s = cfg->l2_checkpoint_s;
 	lc.log = on_log;
 	lc.log_arg = t;
 	lc.recover = on_recover;
@@ -618,4 +619,13 @@ void tier_l2_stats(struct tier *t, struct tier_stats *st)
 	st->l2_reclaims = ls.reclaims;
 	st->l2_corrupt = ls.corrupt;
 	st->l2_errors += ls.errors;
+	st->l2_recover_ckpt = ls.recover_ckpt;
+	st->l2_recover_ns = ls.recover_ns;
+	st->l2_recover_ckpt_records = ls.recover_ckpt_records;
+	st->l2_recover_scan_records = ls.recover_scan_records;
+	st->l2_recover_scan_bytes = ls.recover_scan_bytes;
+	st->l2_checkpoints = ls.checkpoints;
+	st->l2_ckpt_errors = ls.ckpt_errors;
+	st->l2_ckpt_records = ls.ckpt_records;
+	st->l2_ckpt_write_ns = ls.ckpt_write_ns;
 }

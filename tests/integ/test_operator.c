@@ -228,6 +228,10 @@ static void test_l2_losses_logged(void **state)
 	}
 	close(fd);
 	assert_int_equal(flipped, 3);
+	/* the scan's summary: without the unmount's index checkpoint (with
+	 * it, a damaged record is found at its first read instead) */
+	snprintf(p, sizeof(p), "%s/l2.ckpt", l2dir);
+	assert_int_equal(unlink(p), 0);
 	out = remount_log(l2dir);
 	assert_int_equal(kvfs_test_count(out, "corrupt"), 1);
 	assert_non_null(strstr(out, "recovery skipped 3 corrupt and 0 torn "

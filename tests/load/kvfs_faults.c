@@ -1,6 +1,6 @@
 /*
- * kvfs_faults - the crash-consistency harness (`make faults`; 2 rounds in
- * `make test`).
+ * kvfs_faults - the crash-consistency harness (`make faults`; in `make
+ * test`: 2 rounds, 1 of ckpt, 2 of ckptbad).
  *
  *   kvfs_faults [-r ROUNDS] [-s SEED]
  *
@@ -13,7 +13,16 @@
  *            partial chunk may ever be listed), then SIGKILL the daemon;
  *   corrupt  unmount, flip bytes in and truncate segment files;
  *   full     the same load with l2_dir on a 24 MiB tmpfs (l2_size 256M):
- *            the L2 filesystem fills up; then SIGKILL the daemon.
+ *            the L2 filesystem fills up; then SIGKILL the daemon;
+ *   ckpt     l2_checkpoint_s=1 (the L2 index checkpointed every second
+ *            under load, unlinks logged since): SIGKILL the daemon at a
+ *            random moment, during a checkpoint write or right after
+ *            unlinks; the remount loads the checkpoint and scans the tail.
+ *            An unlink undone fails the round;
+ *   ckptbad  unmount cleanly, then damage the checkpoint (truncate it,
+ *            flip a bit, give it another l2.id) or delete a segment file
+ *            by hand: the remount falls back to the full scan (the stats
+ *            say so; a deleted segment only drops its records).
  * Prints per round and in total: chunks verified, wrong bytes (must be 0),
  * acknowledged chunks lost (published, acknowledged, gone after the fault:
  * expected for what had not reached L2 yet, or sat in a damaged segment),
@@ -37,9 +46,9 @@
 #include "tests/common/kvfs_test.h"
 #include "tests/load/kvfs_load.h"
 
-enum fault { F_KILL, F_WRITERS, F_CORRUPT, F_FULL, F_N };
+enum fault { F_KILL, F_WRITERS, F_CORRUPT, F_FULL, F_CKPT, F_CKPTBAD, F_N };
 static const char *const fault_names[F_N] = { "kill", "writers", "corrupt",
-					      "full" };
+					      "full", "ckpt", "ckptbad" };
 
 struct totals {
 	uint64_t rounds, verified, wrong, lost, resurrected, foreign;
@@ -60,13 +69,19 @@ static void sleep_ms(unsigned int ms)
 	nanosleep(&ts, NULL);
 }
 
-static int do_mount(struct kvfs_mnt *m, const char *l2dir)
+static int do_mount_opt(struct kvfs_mnt *m, const char *l2dir,
+			const char *more)
 {
 	char opts[4400];
 
 	snprintf(opts, sizeof(opts), "l1_size=48M,max_chunk=1M,l2_dir=%s,"
-		 "l2_size=256M,ingest=all,tmp_timeout=2", l2dir);
+		 "l2_size=256M,ingest=all,tmp_timeout=2%s", l2dir, more);
 	return kvfs_test_mount(m, opts);
+}
+
+static int do_mount(struct kvfs_mnt *m, const char *l2dir)
+{
+	return do_mount_opt(m, l2dir, "");
 }
 
 static uint64_t stuck_daemons;
@@ -251,6 +266,47 @@ static void corrupt_segments(const char *dir)
 	}
 }
 
+/* Damages l2_dir/l2.ckpt (unmounted) one way in turn, or deletes a
+ * segment file; returns true when the remount must scan. */
+static bool damage_ckpt(const char *dir, unsigned int how)
+{
+	static char names[256][300];
+	char p[4400];
+	struct stat sb;
+	int fd, n;
+
+	snprintf(p, sizeof(p), "%s/l2.ckpt", dir);
+	if (stat(p, &sb) || sb.st_size < 64)
+		return true;
+	switch (how % 4) {
+	case 0: /* torn */
+		if (truncate(p, (off_t)rnd((unsigned int)sb.st_size)))
+			perror("kvfs_faults: truncate");
+		return true;
+	case 1: /* one bit anywhere */
+	case 2: /* another l2_dir's: its l2.id field (bytes 16..23) */
+		fd = open(p, O_RDWR);
+		if (fd >= 0) {
+			off_t off = how % 4 == 1 ? (off_t)rnd((unsigned int)sb.st_size)
+						 : 16 + (off_t)rnd(8);
+			unsigned char b;
+
+			if (pread(fd, &b, 1, off) == 1) {
+				b ^= (unsigned char)(1u << rnd(8));
+				if (pwrite(fd, &b, 1, off) != 1)
+					perror("kvfs_faults: pwrite");
+			}
+			close(fd);
+		}
+		return true;
+	default: /* a segment deleted by hand: the checkpoint stands */
+		n = seg_files(dir, names, 256);
+		if (n && unlink(names[rnd((unsigned int)n)]))
+			perror("kvfs_faults: unlink");
+		return false;
+	}
+}
+
 static void rm_dir_files(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -275,9 +331,11 @@ static int round_run(enum fault f, const char *l2dir, struct load *l,
 	uint64_t v = 0, w = 0, lost = 0, res = 0, foreign = 0, partial = 0;
 	uint64_t ops = 0;
 	struct stat sb;
+	bool must_scan = false;
+	long long ck_recs = -1, sc_recs = -1;
 	int rc;
 
-	if (do_mount(&m, l2dir)) {
+	if (do_mount_opt(&m, l2dir, f == F_CKPT ? ",l2_checkpoint_s=1" : "")) {
 		t->remount_failures++;
 		return -1;
 	}
@@ -291,13 +349,16 @@ static int round_run(enum fault f, const char *l2dir, struct load *l,
 		kvfs_test_umount(&m);
 		return -1;
 	}
-	sleep_ms(400 + rnd(1600));
+	sleep_ms(f == F_CKPT ? 1000 + rnd(2500) : 400 + rnd(1600));
 	if (f == F_WRITERS)
 		partial = kill_writers(&m, &l->cfg, 8);
-	if (f == F_CORRUPT) {
+	if (f == F_CORRUPT || f == F_CKPTBAD) {
 		load_stop(l);
 		kvfs_test_umount(&m);
-		corrupt_segments(l2dir);
+		if (f == F_CORRUPT)
+			corrupt_segments(l2dir);
+		else
+			must_scan = damage_ckpt(l2dir, rnd(4));
 	} else {
 		kill_daemon(&m, sb.st_dev); /* at a random moment */
 		load_stop(l);
@@ -310,6 +371,8 @@ static int round_run(enum fault f, const char *l2dir, struct load *l,
 		return -1;
 	}
 	l->cfg.root = m.dir;
+	ck_recs = kvfs_test_stat(&m, "l2_recovery", "ckpt_records");
+	sc_recs = kvfs_test_stat(&m, "l2_recovery", "scan_records");
 	rc = load_check_all(l, &v, &w, &lost, &res, &foreign);
 	if (rc)
 		fprintf(stderr, "kvfs_faults: check: %s\n", strerror(-rc));
@@ -317,11 +380,28 @@ static int round_run(enum fault f, const char *l2dir, struct load *l,
 	if (kvfs_test_umount(&m) != 0)
 		fprintf(stderr, "kvfs_faults: unclean unmount after the check\n");
 	printf("round %3llu %-8s ops %7llu verified %5llu wrong_bytes %llu "
-	       "acked_lost %llu unlinks_undone %llu partial_listed %llu\n",
+	       "acked_lost %llu unlinks_undone %llu partial_listed %llu "
+	       "recovered checkpoint %lld scan %lld\n",
 	       (unsigned long long)t->rounds + 1, fault_names[f],
 	       (unsigned long long)ops, (unsigned long long)v,
 	       (unsigned long long)w, (unsigned long long)lost,
-	       (unsigned long long)res, (unsigned long long)partial);
+	       (unsigned long long)res, (unsigned long long)partial,
+	       ck_recs, sc_recs);
+	if ((f == F_CKPT || f == F_CKPTBAD) && res) {
+		fprintf(stderr, "kvfs_faults: %s: %llu unlinks undone\n",
+			fault_names[f], (unsigned long long)res);
+		rc = -1;
+	}
+	if (f == F_CKPTBAD && must_scan && ck_recs != 0) {
+		fprintf(stderr, "kvfs_faults: a damaged checkpoint was used "
+			"(%lld records from it)\n", ck_recs);
+		rc = -1;
+	}
+	if (f == F_CKPTBAD && !must_scan && sc_recs != 0) {
+		fprintf(stderr, "kvfs_faults: a clean unmount's checkpoint "
+			"was not used (%lld records scanned)\n", sc_recs);
+		rc = -1;
+	}
 	fflush(stdout);
 	for (int i = 0; i < LOP_N; i++)
 		atomic_store(&l->ops[i], 0);

@@ -102,6 +102,8 @@ struct env {
 	unsigned recovered, kept, dropped, moved_ok, moved_lost;
 	char lastlog[512];
 	unsigned nlogs;
+	int ckpt_s; /* l2_config.checkpoint_s; env_new: -1, no checkpoint
+		     * (the tests of the scan), test_l2_ckpt sets it */
 };
 
 static inline struct ment *find(struct env *e, const char *ns,
@@ -220,6 +222,7 @@ static inline int env_open(struct env *e, uint64_t size, char *err,
 		.dir = e->dir, .size = size, .log = on_log, .log_arg = e,
 		.recover = on_recover, .reclaim = on_reclaim,
 		.pinned = on_pinned, .moved = on_moved, .cb_arg = e,
+		.checkpoint_s = e->ckpt_s,
 	};
 
 	return l2_open(&c, &e->l2, err, errlen);
@@ -237,6 +240,7 @@ static inline struct env *env_new(void)
 
 	assert_non_null(e);
 	pthread_mutex_init(&e->mu, NULL);
+	e->ckpt_s = -1;
 	snprintf(e->dir, sizeof(e->dir), "/var/tmp/kvfs-test-l2-XXXXXX");
 	assert_non_null(mkdtemp(e->dir));
 	return e;
