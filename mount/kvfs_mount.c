@@ -61,6 +61,7 @@ struct mopts {
 	char *names, *max_dirs;  /* path namespaces */
 	char *metrics_http, *ctl_mode, *ctl_gid; /* operators' access */
 	struct mount_http_addr http; /* metrics_http, parsed */
+	char *readahead;         /* chain readahead window (chunks) */
 	int foreground, debug, help, version;
 	int overmount;           /* may mount over an existing kvfs mount */
 	int atime;               /* enum fs_atime */
@@ -114,6 +115,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("metrics_http=%s", metrics_http),
 	MOPT("ctl_mode=%s", ctl_mode),
 	MOPT("ctl_gid=%s", ctl_gid),
+	MOPT("readahead=%s", readahead),
 	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
 	/* L3 */
 	MOPT("l3=%s", l3),
@@ -204,6 +206,8 @@ static void usage(FILE *f, const char *prog)
 "  -o ingest=all|hot|evicted|twice   hot_hits=N   l2_policy=fifo\n"
 "  -o l2_checkpoint_s=N   checkpoint the L2 index every N s (0: at unmount)\n"
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
+"  -o readahead=N     chunks promoted from L2/L3 ahead of a reader that\n"
+"                     follows a chain, at most (16; 0 = off; <= 1024)\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
 "  -o names=keys|paths      what new namespaces hold (keys)\n"
 "  -o max_dirs=N            directories of path namespaces, in all (4194304)\n"
@@ -746,6 +750,12 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 			return -1;
 		tc->flush_on_exit = v;
 	}
+	tc->readahead = TIER_READAHEAD_DEFAULT;
+	if (o->readahead) {
+		if (parse_num("readahead", o->readahead, TIER_READAHEAD_MAX, &v))
+			return -1;
+		tc->readahead = (uint32_t)v;
+	}
 	if (build_l3(o, tc))
 		return -1;
 	/* compress and shuffle also shape L3's records */
@@ -791,6 +801,7 @@ static int build_config(struct mopts *o, struct tier_config *tc,
 	CFG("l2_policy=fifo\n");
 	CFG("l2_checkpoint_s=%d\n", tc->l2_checkpoint_s);
 	CFG("flush_on_exit=%d\n", tc->flush_on_exit ? 1 : 0);
+	CFG("readahead=%u\n", tc->readahead);
 	CFG("max_write=1048576\n");
 	/* L3 (never the password) */
 	CFG("l3=%s\n", tc->l3 ? tc->l3 : "");
@@ -1073,7 +1084,7 @@ static void free_opts(struct mopts *o)
 		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
 		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,
 		       &o->names, &o->max_dirs, &o->metrics_http,
-		       &o->ctl_mode, &o->ctl_gid, &o->args[0],
+		       &o->ctl_mode, &o->ctl_gid, &o->readahead, &o->args[0],
 		       &o->args[1] };
 
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
