@@ -1,6 +1,6 @@
 /*
- * kvfs_mount.c - kvfs-mount: takes its options (mount_opts.c), creates the engine and the
- * filesystem, mounts, daemonizes (unless -f) and serves until unmounted
+ * kvfs_mount.c - kvfs-mount: takes its options (mount_opts.c), creates
+ * the engine and the filesystem, mounts, daemonizes (unless -f) and serves until unmounted
  * (fusermount3 -u, umount) or told to stop (SIGTERM, SIGINT, SIGHUP).
  *
  *   kvfs-mount [-f] [-d] [-o opt[,opt...]] MOUNTPOINT
