@@ -1,7 +1,8 @@
 /*
  * kvfs_mount.c - kvfs-mount: takes its options (mount_opts.c), creates
- * the engine and the filesystem, mounts, daemonizes (unless -f) and serves until unmounted
- * (fusermount3 -u, umount) or told to stop (SIGTERM, SIGINT, SIGHUP).
+ * the engine and the filesystem, mounts, daemonizes (unless -f) and
+ * serves until unmounted (fusermount3 -u, umount) or told to stop
+ * (SIGTERM, SIGINT, SIGHUP).
  *
  *   kvfs-mount [-f] [-d] [-o opt[,opt...]] MOUNTPOINT
  *   mount.kvfs SOURCE MOUNTPOINT [-o opts]     (mount(8) and fstab)
