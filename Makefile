@@ -7,7 +7,8 @@
 #   make demo       mounts kvfs on a temporary directory and runs a workload
 #   make bench      benchmarks against tmpfs in the same run
 #   make deps       apt-get the Debian packages the build and tests need
-#   make install    PREFIX=/usr/local DESTDIR= SBINDIR=/sbin
+#   make install    PREFIX=/usr/local DESTDIR= SBINDIR=/sbin SYSCONFDIR=/etc
+#   make uninstall  removes what make install wrote (same variables)
 #
 # Switches: SANITIZE=1 (address + undefined into build/asan),
 #           SANITIZER=address|undefined|thread, CUDA=0|1 (default: auto),
@@ -145,13 +146,16 @@ $(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
-MOUNT_OBJ := $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_log.o \
+MOUNT_OBJ := $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_opts.o $(BUILD)/mount/mount_log.o \
 	$(BUILD)/mount/mount_events.o $(BUILD)/mount/mount_http.o
 # -o metrics_http (mount/mount_http.c): libmicrohttpd
 MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+# sd_notify (Type=notify under systemd; a no-op without NOTIFY_SOCKET)
+SD_LIBS := $(shell $(PKG_CONFIG) --libs libsystemd 2>/dev/null || echo -lsystemd)
 $(BUILD)/kvfs-mount: $(MOUNT_OBJ) $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(MHD_LIBS) $(LIBS)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(MHD_LIBS) \
+	  $(SD_LIBS) $(LIBS)
 
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
 	$(call msg,LD,$@)
@@ -232,7 +236,7 @@ $(FUZZ_BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FS_OBJ) \
 	$(call msg,LD,$@)
 	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ \
 	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson \
-	  $(MHD_LIBS) $(LIBS)
+	  $(MHD_LIBS) $(SD_LIBS) $(LIBS)
 fuzz: check-deps fuzz-build
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_BUILD)
 
@@ -293,6 +297,9 @@ APT_PKGS += clang libfuzzer-14-dev fio
 APT_PKGS += libmicrohttpd-dev curl rsync
 deps-promtool:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus
+# issue 17: sd_notify for kvfs@.service; systemd-analyze verify and man(1)
+# in the install test
+APT_PKGS += libsystemd-dev systemd man-db
 # issue 17: tmux (kvfsctl top's test drives it in a real terminal);
 # libjansson-dev above is also kvfsctl's JSON in and out
 APT_PKGS += tmux
@@ -304,14 +311,15 @@ deps:
 check-deps:
 	@$(PKG_CONFIG) --exists $(DEPS_PKGS) cmocka hiredis 2>/dev/null && \
 	  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && \
-	  $(PKG_CONFIG) --exists $(EV_PKGS) jansson 2>/dev/null && \
+	  $(PKG_CONFIG) --exists $(EV_PKGS) jansson libsystemd 2>/dev/null && \
 	  command -v inotifywait >/dev/null && \
 	  /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
 	  command -v clang >/dev/null && command -v fio >/dev/null && \
 	  $(PKG_CONFIG) --exists libmicrohttpd 2>/dev/null && \
 	  command -v curl >/dev/null && command -v rsync >/dev/null && \
-	  command -v tmux >/dev/null && \
+	  command -v tmux >/dev/null && command -v man >/dev/null && \
+	  command -v systemd-analyze >/dev/null && \
 	  [ -x /usr/bin/python3 ] || $(MAKE) --no-print-directory deps
 
 # ---------------------------------------------------------------- test
@@ -329,22 +337,66 @@ bench: check-deps
 	$(Q)bash bench/run.sh $(BUILD)
 
 # ---------------------------------------------------------------- install
+# Every file install writes is in INSTALLED, and uninstall removes exactly
+# those (and DOCDIR, ours alone); directories shared with other packages
+# stay. Python: PYTHONDIR is the dist-packages directory Debian's python3
+# searches for PREFIX=/usr or /usr/local; for another PREFIX, put it on
+# PYTHONPATH (kvfs(7)). The installed kvfs.py loads
+# $(PREFIX)/lib/libkvfs.so.0 by default.
+BINDIR := $(PREFIX)/bin
+LIBDIR := $(PREFIX)/lib
+MANDIR := $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/kvfs
+SYSCONFDIR ?= /etc
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+FUSERMOUNT ?= /usr/bin/fusermount3
+PYTHON ?= /usr/bin/python3
+PYTHONDIR ?= $(shell $(PYTHON) -c 'import sys; p = sys.argv[1]; \
+  print("/usr/lib/python3/dist-packages" if p == "/usr" else \
+  "%s/lib/python%d.%d/dist-packages" % ((p,) + sys.version_info[:2]))' \
+  '$(PREFIX)' 2>/dev/null || echo '$(PREFIX)/lib/python3/dist-packages')
+INSTALLED = $(BINDIR)/kvfs-mount $(BINDIR)/kvfsctl $(LIBDIR)/libkvfs.a \
+	$(LIBDIR)/libkvfs.so.0 $(LIBDIR)/libkvfs.so $(LIBDIR)/pkgconfig/kvfs.pc \
+	$(PREFIX)/include/kvfs.h $(MANDIR)/man1/kvfsctl.1 $(MANDIR)/man7/kvfs.7 \
+	$(MANDIR)/man8/kvfs-mount.8 $(MANDIR)/man8/mount.kvfs.8 \
+	$(MANDIR)/man8/mount.fuse.kvfs.8 $(SBINDIR)/mount.kvfs \
+	$(SBINDIR)/mount.fuse.kvfs $(SYSTEMDUNITDIR)/kvfs@.service \
+	$(DOCDIR)/kvfs.conf.example $(PYTHONDIR)/kvfs.py
+SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+	-e 's|@FUSERMOUNT@|$(FUSERMOUNT)|g'
+
+.PHONY: uninstall
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7 \
-	  $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 755 $(BUILD)/kvfs-mount $(BUILD)/kvfsctl $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(BUILD)/libkvfs.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libkvfs.so $(DESTDIR)$(PREFIX)/lib/libkvfs.so.0
-	ln -sf libkvfs.so.0 $(DESTDIR)$(PREFIX)/lib/libkvfs.so
-	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(BUILD)/kvfs.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kvfs.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
+	  $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSTEMDUNITDIR) \
+	  $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)
+	install -m 755 $(BUILD)/kvfs-mount $(BUILD)/kvfsctl $(DESTDIR)$(BINDIR)/
+	install -m 644 $(BUILD)/libkvfs.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libkvfs.so $(DESTDIR)$(LIBDIR)/libkvfs.so.0
+	ln -sf libkvfs.so.0 $(DESTDIR)$(LIBDIR)/libkvfs.so
+	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(BUILD)/kvfs.pc > $(DESTDIR)$(LIBDIR)/pkgconfig/kvfs.pc
 	install -m 644 include/kvfs.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 man/kvfsctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 man/kvfs.7 $(DESTDIR)$(PREFIX)/share/man/man7/
-	install -m 644 man/kvfs-mount.8 $(DESTDIR)$(PREFIX)/share/man/man8/
-	ln -sf $(PREFIX)/bin/kvfs-mount $(DESTDIR)$(SBINDIR)/mount.kvfs
-	ln -sf $(PREFIX)/bin/kvfs-mount $(DESTDIR)$(SBINDIR)/mount.fuse.kvfs
+	install -m 644 man/kvfsctl.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 man/kvfs.7 $(DESTDIR)$(MANDIR)/man7/
+	install -m 644 man/kvfs-mount.8 $(DESTDIR)$(MANDIR)/man8/
+	printf '.so man8/kvfs-mount.8\n' > $(DESTDIR)$(MANDIR)/man8/mount.kvfs.8
+	printf '.so man8/kvfs-mount.8\n' > $(DESTDIR)$(MANDIR)/man8/mount.fuse.kvfs.8
+	ln -sf $(BINDIR)/kvfs-mount $(DESTDIR)$(SBINDIR)/mount.kvfs
+	ln -sf $(BINDIR)/kvfs-mount $(DESTDIR)$(SBINDIR)/mount.fuse.kvfs
+	$(SUBST) systemd/kvfs@.service.in > $(DESTDIR)$(SYSTEMDUNITDIR)/kvfs@.service
+	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/kvfs@.service
+	$(SUBST) systemd/kvfs.conf.example > $(DESTDIR)$(DOCDIR)/kvfs.conf.example
+	chmod 644 $(DESTDIR)$(DOCDIR)/kvfs.conf.example
+	sed 's|^_INSTALLED_LIB = None$$|_INSTALLED_LIB = "$(LIBDIR)/libkvfs.so.0"|' \
+	  python/kvfs.py > $(DESTDIR)$(PYTHONDIR)/kvfs.py
+	chmod 644 $(DESTDIR)$(PYTHONDIR)/kvfs.py
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rm -f $(DESTDIR)$(PYTHONDIR)/__pycache__/kvfs.*.pyc
+	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
 	rm -rf build

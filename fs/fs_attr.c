@@ -379,14 +379,26 @@ void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct fs *fs = fs_req(req);
 	struct tier_stats st;
 	struct statvfs sv;
+	uint64_t held;
 
 	tier_get_stats(fs->tier, &st);
+	/*
+	 * A cache is full by design, so "free" here is what a writer can
+	 * get: everything but the L1 bytes nothing may evict (pinned chunks,
+	 * writers in flight). Size is L1 + L2 (the space the daemon
+	 * manages); L2 is always reclaimable. df then warns only when writes
+	 * are about to fail with ENOSPC; how full the cache is, is in
+	 * .kvfs/stats (kvfs(7), "df").
+	 */
+	held = st.l1_pinned_bytes + st.writer_bytes;
+	if (held > st.l1_capacity)
+		held = st.l1_capacity;
 	memset(&sv, 0, sizeof(sv));
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = st.l1_capacity / 4096;
-	sv.f_bfree = st.l1_capacity > st.l1_bytes ?
-		     (st.l1_capacity - st.l1_bytes) / 4096 : 0;
+	sv.f_blocks = (st.l1_capacity + st.l2_capacity) / 4096;
+	held = (held + 4095) / 4096;
+	sv.f_bfree = sv.f_blocks > held ? sv.f_blocks - held : 0;
 	sv.f_bavail = sv.f_bfree;
 	/* chunks are inodes; there is no inode table to run out of, so
 	 * report a large free count and keep used = files - free sane */

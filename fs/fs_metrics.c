@@ -193,6 +193,9 @@ static const struct fs_metric metrics[] = {
 	G("l1", "capacity", "capacity_bytes", T("l1"), H_CAP, t.l1_capacity),
 	G("l1", "bytes", "stored_bytes", T("l1"), H_STORED, t.l1_bytes),
 	G("l1", "chunks", "chunks", T("l1"), H_CHUNKS, t.l1_chunks),
+	G("l1", "pinned_bytes", "l1_pinned_bytes", NULL,
+	  "L1 bytes of chunks pinned now (opens, leases, handles, user pins): "
+	  "never evicted", t.l1_pinned_bytes),
 	/* L2 */
 	G("l2", "capacity", "capacity_bytes", T("l2"), H_CAP, t.l2_capacity),
 	G("l2", "bytes", "stored_bytes", T("l2"), H_STORED, t.l2_bytes),
@@ -339,6 +342,17 @@ static const struct fs_metric metrics[] = {
 	G("", "meta_bytes", "meta_bytes", NULL,
 	  "Bytes of the engine's index, records and policy state",
 	  t.meta_bytes),
+	/* chain readahead (tier_readahead.c) */
+	G("readahead", "max", "readahead_max_chunks", NULL,
+	  "Largest readahead window, chunks (readahead=N; 0 = off)",
+	  t.ra_max),
+	C("readahead", "promotions", "readahead_promotions_total", NULL,
+	  "Chunks promoted from L2 or L3 ahead of readers along their chains",
+	  t.ra_promotions),
+	C("readahead", "hits", "readahead_hits_total", NULL,
+	  "Readahead promotions read later", t.ra_hits),
+	C("readahead", "wasted", "readahead_wasted_total", NULL,
+	  "Readahead promotions evicted unread", t.ra_wasted),
 	/* the filesystem */
 	G("fs", "inodes", "fs_inodes", NULL, "Inodes the kernel holds",
 	  fs.inodes),

@@ -19,9 +19,31 @@ by ctypes.Structure so they are laid out exactly like include/kvfs.h.
     conn.close()
 
 Keys are 16-byte `bytes` (the canonical form); every function that takes
-a key also accepts its 32-digit lowercase hex name. Errors from the mount
-are OSError with the errno the daemon gave; bad arguments raise ValueError
-or TypeError before anything reaches the mount.
+a key also accepts its 32-digit lowercase hex name.
+
+Misses are reported one way: a key that is not cached is never an
+exception. get, get_mmap, handle and stat return None, exists returns
+False, delete returns False, get_many gives None in that key's slot, and
+contains / lookup count the leading run found. Everything else that goes
+wrong raises.
+
+Errors: from the mount, OSError (or its subclass for the errno, e.g.
+PermissionError) with the errno the daemon gave and a message naming what
+the caller did: the operation, namespace and key ("put ns/<key>: ..."),
+or the lease ("unpin lease 42: ..."), never a temporary name of the
+module's own. A Connector on a directory that is not the root of a kvfs
+mount raises NotKvfsMountError before it creates anything. Bad arguments
+raise ValueError or TypeError before anything reaches the mount.
+
+Async: put_async, get_async, put_many_async and get_many_async return
+concurrent.futures.Future objects run by the connector's small thread pool
+(`workers` threads, started on first use; close() waits for them), as the
+offload connectors of LMCache and vLLM expect. The syscalls and ctypes
+calls release the GIL, so transfers overlap.
+
+Installed by `make install` (into Debian's python3 dist-packages for
+PREFIX=/usr or /usr/local; elsewhere put $PREFIX/lib/python3.X/dist-packages
+on PYTHONPATH); that copy loads $PREFIX/lib/libkvfs.so.0.
 """
 
 import ctypes
@@ -32,6 +54,7 @@ import mmap
 import os
 import stat as _stat
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "ABI_VERSION", "LOOKUP_MAX", "GROUP_MAX", "GROUP_KEYS_MAX",
@@ -39,7 +62,8 @@ __all__ = [
     "Key", "LookupArg", "GroupLookupArg", "UnpinArg", "HandleArg",
     "HandleReleaseArg", "IOC_LOOKUP", "IOC_GROUP_LOOKUP", "IOC_UNPIN",
     "IOC_HANDLE", "IOC_HANDLE_RELEASE", "LookupResult",
-    "MissingNamespaceError", "Handle", "Connector", "keys", "key_chunk",
+    "MissingNamespaceError", "NotKvfsMountError", "Handle", "Connector",
+    "keys", "key_chunk", "DTYPES",
     "key_hex", "parse_key", "load_library", "XFER_MAX", "IoArg",
 ]
 
@@ -223,6 +247,8 @@ def _ioctl(fd, req, arg):
 # ------------------------------------------------------------ libkvfs
 _lib = None
 _lib_lock = threading.Lock()
+# the library `make install` put beside this module (set by make install)
+_INSTALLED_LIB = None
 
 
 def _candidates():
@@ -236,6 +262,8 @@ def _candidates():
     if plain:
         yield os.path.join(plain if os.path.isabs(plain)
                            else os.path.join(repo, plain), "libkvfs.so")
+    if _INSTALLED_LIB:
+        yield _INSTALLED_LIB
     yield os.path.join(repo, "build", "libkvfs.so")
     found = ctypes.util.find_library("kvfs")
     if found:
@@ -475,6 +503,51 @@ class LookupResult:
                                 self.in_l3, self.leases))
 
 
+class NotKvfsMountError(OSError):
+    """Connector(mountpoint) names a directory that is not the root of a
+    kvfs mount (errno ENODEV, .filename the path given)."""
+
+    def __init__(self, path, why):
+        super().__init__(_errno.ENODEV, "not the root of a kvfs mount (%s)"
+                         % why, path)
+
+
+def _oserror(e, what):
+    """e (an OSError) again, its message naming what the caller did
+    instead of the file name of a syscall; the class follows the errno
+    (FileExistsError, PermissionError...)."""
+    if not e.errno:
+        return e
+    return OSError(e.errno, "%s: %s" % (what, os.strerror(e.errno)))
+
+
+def _neg_error(rc, what):
+    """A -errno result of libkvfs as an OSError naming what was done."""
+    return OSError(-rc, "%s: %s" % (what, os.strerror(-rc)))
+
+
+# user.kvfs.dtype values, and the names numpy / torch give the same types
+DTYPES = ("bf16", "fp16", "fp32", "fp8")
+_DTYPE_ALIAS = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+                "float32": "fp32", "float": "fp32", "float8_e4m3fn": "fp8",
+                "float8_e4m3fnuz": "fp8", "float8_e5m2": "fp8",
+                "float8_e5m2fnuz": "fp8"}
+
+
+def _dtype_name(dtype):
+    """dtype as user.kvfs.dtype wants it: bf16, fp16, fp32 or fp8, from
+    that name, a numpy dtype, a torch dtype or their names."""
+    name = str(getattr(dtype, "name", None) or
+               getattr(dtype, "__name__", None) or dtype)  # np.float16
+    if name.startswith("torch."):
+        name = name[6:]
+    name = _DTYPE_ALIAS.get(name, name)
+    if name not in DTYPES:
+        raise ValueError("dtype must be one of %s (or a numpy/torch dtype "
+                         "of them), got %r" % (", ".join(DTYPES), dtype))
+    return name
+
+
 class MissingNamespaceError(FileNotFoundError):
     """A group lookup named namespaces that do not exist (.missing)."""
 
@@ -612,17 +685,26 @@ class Handle:
 # ---------------------------------------------------------- connector
 class Connector:
     """One namespace of a kvfs mount, shaped like an engine's KV offload
-    connector: get, put, exists, prefetch, lookup, close.
+    connector: get, put, exists, contains, delete, prefetch, lookup, their
+    batched and async forms, close.
 
-    mountpoint: the kvfs mount; namespace: its directory (created with
-    `mode` when create=True). chunk_tokens / seed / extra: how keys() cuts
-    and hashes token lists (must match what other users of the namespace
-    use). lease_ms: default lease for pinned lookups (0 = the mount's).
+    mountpoint: the root of a kvfs mount (else NotKvfsMountError);
+    namespace: its directory (created with `mode` when create=True).
+    chunk_tokens / seed / extra: how keys() cuts and hashes token lists
+    (must match what other users of the namespace use). chunk_bytes /
+    dtype: the namespace's user.kvfs.chunk_bytes (every chunk that size;
+    others fail with EMSGSIZE) and user.kvfs.dtype (bf16, fp16, fp32, fp8
+    or a numpy/torch dtype: the byte shuffle L2 compresses with), set
+    with user.kvfs.chunk_tokens when this call creates the namespace; on
+    an existing namespace a value that differs from the one set raises
+    ValueError (an unset one is set). lease_ms: default lease for pinned
+    lookups (0 = the mount's). workers: threads of the async calls' pool.
     Thread-safe: methods only issue independent syscalls on a shared fd.
     """
 
     def __init__(self, mountpoint, namespace, create=True, mode=0o755,
-                 chunk_tokens=None, seed=0, extra=b"", lease_ms=0):
+                 chunk_tokens=None, seed=0, extra=b"", lease_ms=0,
+                 chunk_bytes=None, dtype=None, workers=4):
         _check_ns(namespace)
         self.mountpoint = os.fspath(mountpoint)
         self.namespace = namespace
@@ -630,22 +712,91 @@ class Connector:
         self.seed = seed
         self.extra = _extra_bytes(extra)
         self.lease_ms = _lease_ms(lease_ms)
+        if chunk_bytes is not None and (
+                not isinstance(chunk_bytes, int) or chunk_bytes < 0 or
+                isinstance(chunk_bytes, bool)):
+            raise ValueError("chunk_bytes must be an int >= 0")
+        self.chunk_bytes = chunk_bytes
+        self.dtype = None if dtype is None else _dtype_name(dtype)
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError("workers must be an int >= 1")
+        self.workers = workers
+        self._pool = None
+        self._pool_lock = threading.Lock()
         self._fd = -1
         self._root = -1
         root = os.open(self.mountpoint, os.O_RDONLY | os.O_DIRECTORY |
                        os.O_CLOEXEC)
+        made = False
         try:
+            self._check_mount(root)
             if create:
                 try:
                     os.mkdir(namespace, mode, dir_fd=root)
+                    made = True
                 except FileExistsError:
                     pass
             self._fd = os.open(namespace, os.O_RDONLY | os.O_DIRECTORY |
                                os.O_CLOEXEC, dir_fd=root)
+            self._set_ns_attrs(made)
         except BaseException:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            if made:  # half set up: nobody has used it yet
+                try:
+                    os.rmdir(namespace, dir_fd=root)
+                except OSError:
+                    pass
             os.close(root)
             raise
         self._root = root
+
+    def _check_mount(self, root):
+        """NotKvfsMountError unless root is the root of a kvfs mount: its
+        .kvfs/version says "kvfs <version>"."""
+        try:
+            fd = os.open(".kvfs/version", os.O_RDONLY | os.O_CLOEXEC,
+                         dir_fd=root)
+        except OSError as e:
+            raise NotKvfsMountError(
+                self.mountpoint, "no .kvfs/version: %s; mount one with "
+                "kvfs-mount" % os.strerror(e.errno)) from None
+        try:
+            head = os.read(fd, 64)
+        finally:
+            os.close(fd)
+        if not head.startswith(b"kvfs "):
+            raise NotKvfsMountError(self.mountpoint,
+                                    ".kvfs/version is not kvfs's")
+
+    def _set_ns_attrs(self, made):
+        want = [("user.kvfs.chunk_bytes", self.chunk_bytes),
+                ("user.kvfs.dtype", self.dtype)]
+        if made:  # only reported (KV events' block_size): set it when ours
+            want.append(("user.kvfs.chunk_tokens", self.chunk_tokens))
+        for name, v in want:
+            if v is None:
+                continue
+            v = str(v)
+            if not made:
+                try:
+                    have = os.getxattr(self._fd, name).decode()
+                except OSError as e:
+                    if e.errno != _errno.ENODATA:
+                        raise _oserror(e, "getxattr %s of namespace %s"
+                                       % (name, self.namespace)) from None
+                    have = ""
+                if have == v:
+                    continue
+                if have not in ("", "0"):
+                    raise ValueError("namespace %s has %s=%s, not %s" % (
+                        self.namespace, name, have, v))
+            try:
+                os.setxattr(self._fd, name, v.encode())
+            except OSError as e:
+                raise _oserror(e, "setxattr %s=%s on namespace %s" % (
+                    name, v, self.namespace)) from None
 
     # -- plumbing
     @property
@@ -655,8 +806,12 @@ class Connector:
         return self._fd
 
     def close(self):
-        """Closes the namespace fd: every lease taken through it is
-        released by the daemon."""
+        """Waits for the async calls in flight, then closes the namespace
+        fd: every lease taken through it is released by the daemon."""
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            self._pool = None
+            pool.shutdown(wait=True)
         for attr in ("_fd", "_root"):
             fd = getattr(self, attr)
             if fd >= 0:
@@ -695,10 +850,11 @@ class Connector:
         """Writes and publishes one chunk from a buffer object (bytes,
         bytearray, memoryview, array, numpy array). Returns True when
         written, False when the key was already there (EEXIST: someone
-        else cached it). Other errors raise OSError (ENODATA for no bytes:
-        a chunk without bytes is never published). Like kvfs_put, it
-        writes a temporary and renames it onto the key, so a failed write
-        never publishes a partial chunk."""
+        else cached it). Other errors raise OSError naming the key (ENODATA
+        for no bytes: a chunk without bytes is never published; EMSGSIZE
+        for a size other than the namespace's chunk_bytes). Like kvfs_put,
+        it writes a temporary and renames it onto the key, so a failed
+        write never publishes a partial chunk."""
         name = key_hex(key)
         try:
             mv = _byte_view(data)
@@ -709,8 +865,11 @@ class Connector:
                 raise
         nsfd = self.fd
         tmp = ".put.%d.%s" % (os.getpid(), os.urandom(8).hex())
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
-                     os.O_CLOEXEC, 0o644, dir_fd=nsfd)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL |
+                         os.O_CLOEXEC, 0o644, dir_fd=nsfd)
+        except OSError as e:
+            raise self._error(e, "put", name) from None
         try:
             try:
                 done, n = 0, len(mv)
@@ -722,10 +881,46 @@ class Connector:
         except FileExistsError:
             self._unlink_quiet(tmp)
             return False
+        except OSError as e:
+            # the temporary's name is ours, not the caller's: name the key
+            self._unlink_quiet(tmp)
+            raise self._error(e, "put", name) from None
         except BaseException:
             self._unlink_quiet(tmp)
             raise
         return True
+
+    def _error(self, e, op, key=None):
+        """e as raised to the caller: "op ns/key: strerror"."""
+        return _oserror(e, "%s %s%s" % (op, self.namespace, "" if key is None
+                                        else "/" + key_hex(key)))
+
+    def _open_chunk(self, name, op):
+        """An O_RDONLY fd on chunk `name`, or None on a miss."""
+        try:
+            return os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=self.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise self._error(e, op, name) from None
+
+    def delete(self, key):
+        """Removes a chunk from every tier: True when it was there, False
+        on a miss. A reader that has it open keeps reading its bytes."""
+        name = key_hex(key)
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise self._error(e, "delete", name) from None
+        return True
+
+    def contains(self, keys):
+        """How many leading keys of a chain are cached (LMCache's
+        contains): lookup(keys).found, without pinning; 0 for no keys."""
+        kl = list(keys)
+        return self.lookup(kl).found if kl else 0
 
     def _unlink_quiet(self, name):
         try:
@@ -738,10 +933,9 @@ class Connector:
         memoryview, numpy array...), reads into it and returns the number
         of bytes; without, returns the bytes. Returns None on a miss.
         Raises ValueError when out is smaller than the chunk."""
-        try:
-            fd = os.open(key_hex(key), os.O_RDONLY | os.O_CLOEXEC,
-                         dir_fd=self.fd)
-        except FileNotFoundError:
+        name = key_hex(key)
+        fd = self._open_chunk(name, "get")
+        if fd is None:
             return None
         try:
             size = os.fstat(fd).st_size
@@ -758,8 +952,9 @@ class Connector:
                 return parts[0] if len(parts) == 1 else b"".join(parts)
             mv = _byte_view(out, writable=True)
             if len(mv) < size:
-                raise ValueError("chunk is %d bytes, buffer %d"
-                                 % (size, len(mv)))
+                raise ValueError("get %s/%s: the chunk is %d bytes, the "
+                                 "buffer %d" % (self.namespace, name, size,
+                                                len(mv)))
             done = 0
             while done < size:
                 n = os.readv(fd, [mv[done:size]])
@@ -767,16 +962,16 @@ class Connector:
                     break
                 done += n
             return done
+        except OSError as e:
+            raise self._error(e, "get", name) from None
         finally:
             os.close(fd)
 
     def get_mmap(self, key):
         """The chunk as a read-only mmap (MAP_PRIVATE), or None on a miss.
         The chunk stays pinned while the mapping exists."""
-        try:
-            fd = os.open(key_hex(key), os.O_RDONLY | os.O_CLOEXEC,
-                         dir_fd=self.fd)
-        except FileNotFoundError:
+        fd = self._open_chunk(key_hex(key), "get_mmap")
+        if fd is None:
             return None
         try:
             size = os.fstat(fd).st_size
@@ -812,7 +1007,10 @@ class Connector:
                 arg.lease_ms = ms
                 arg.depth_base = depth_base + off
                 ctypes.memmove(arg.keys, b"".join(part), 16 * len(part))
-                _ioctl(self.fd, IOC_LOOKUP, arg)
+                try:
+                    _ioctl(self.fd, IOC_LOOKUP, arg)
+                except OSError as e:
+                    raise self._error(e, "lookup in") from None
                 res.found += arg.found
                 res.in_l1 += arg.in_l1
                 res.in_l2 += arg.in_l2
@@ -882,9 +1080,14 @@ class Connector:
         return res
 
     def unpin(self, lease_id):
-        """Releases one lease (OSError ENOENT when unknown or expired)."""
+        """Releases one lease (FileNotFoundError, ENOENT, when unknown or
+        expired; the message names the lease)."""
         arg = UnpinArg(ABI_VERSION, ctypes.sizeof(UnpinArg), int(lease_id))
-        _ioctl(self.fd, IOC_UNPIN, arg)
+        try:
+            _ioctl(self.fd, IOC_UNPIN, arg)
+        except OSError as e:
+            raise _oserror(e, "unpin lease %d in %s" % (
+                int(lease_id), self.namespace)) from None
 
     def release(self, result):
         """Releases every lease of a LookupResult. Leases that already
@@ -917,17 +1120,19 @@ class Connector:
         if kind not in (0, HANDLE_HOST_MMAP, HANDLE_CUDA_IPC):
             raise ValueError("kind must be 0, HANDLE_HOST_MMAP or "
                              "HANDLE_CUDA_IPC")
-        try:
-            fd = os.open(key_hex(key), os.O_RDONLY | os.O_CLOEXEC,
-                         dir_fd=self.fd)
-        except FileNotFoundError:
+        name = key_hex(key)
+        fd = self._open_chunk(name, "handle")
+        if fd is None:
             return None
         try:
             arg = HandleArg()
             arg.version = ABI_VERSION
             arg.size = ctypes.sizeof(HandleArg)
             arg.kind = kind
-            _ioctl(fd, IOC_HANDLE, arg)
+            try:
+                _ioctl(fd, IOC_HANDLE, arg)
+            except OSError as e:
+                raise self._error(e, "handle", name) from None
             if kind and arg.kind != kind:
                 # a daemon from before kinds could be asked for
                 rel = HandleReleaseArg()
@@ -977,18 +1182,21 @@ class Connector:
                   lib.kvfs_mget(self.fd, io, n, 0))
         finally:
             views.close()
+        op = "put_many" if put else "get_many"
         if rc < 0:
-            raise OSError(-rc, "%s: %s" % ("put_many" if put else "get_many",
-                                           os.strerror(-rc)))
+            raise _neg_error(rc, "%s in %s" % (op, self.namespace))
         out = []
-        for e in io:
+        for k, e in zip(kl, io):
             r = e.result
-            if put:
-                out.append(True if r == 0 else False if r == -_errno.EEXIST
-                           else OSError(-r, os.strerror(-r)))
+            if put and r in (0, -_errno.EEXIST):
+                out.append(r == 0)
+            elif not put and r >= 0:
+                out.append(r)
+            elif not put and r == -_errno.ENOENT:
+                out.append(None)
             else:
-                out.append(r if r >= 0 else None if r == -_errno.ENOENT
-                           else OSError(-r, os.strerror(-r)))
+                out.append(_neg_error(r, "%s %s/%s" % (op, self.namespace,
+                                                       k.hex())))
         return out
 
     def get_many(self, keys, buffers, offsets=None, lengths=None):
@@ -1030,8 +1238,44 @@ class Connector:
             os.close(fd)
 
     def stat(self, key):
-        """os.stat_result of a chunk (FileNotFoundError on a miss)."""
-        st = os.stat(key_hex(key), dir_fd=self.fd, follow_symlinks=False)
+        """os.stat_result of a chunk, or None on a miss (like get)."""
+        name = key_hex(key)
+        try:
+            st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise self._error(e, "stat", name) from None
         if not _stat.S_ISREG(st.st_mode):
-            raise OSError(_errno.EINVAL, "not a chunk")
+            raise OSError(_errno.EINVAL, "stat %s/%s: not a chunk" % (
+                self.namespace, name))
         return st
+
+    # -- async forms (concurrent.futures, run by the connector's pool)
+    def _submit(self, fn, *args):
+        self.fd  # ValueError once closed
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.workers,
+                    thread_name_prefix="kvfs-%s" % self.namespace)
+            return self._pool.submit(fn, *args)
+
+    def put_async(self, key, data):
+        """put in the pool: a Future of its result (True / False) or its
+        exception. data must not change until the Future is done."""
+        return self._submit(self.put, key, data)
+
+    def get_async(self, key, out=None):
+        """get in the pool: a Future of the bytes (or the count copied
+        into out), None on a miss."""
+        return self._submit(self.get, key, out)
+
+    def put_many_async(self, keys, buffers):
+        """put_many in the pool: a Future of its list of results."""
+        return self._submit(self.put_many, list(keys), list(buffers))
+
+    def get_many_async(self, keys, buffers, offsets=None, lengths=None):
+        """get_many in the pool: a Future of its list of results."""
+        return self._submit(self.get_many, list(keys), list(buffers),
+                            offsets, lengths)
