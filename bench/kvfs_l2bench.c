@@ -10,12 +10,18 @@
  *      when KVFS_MOUNT_BIN is set, through a kvfs mount with l2_dir
  *      (chunks evicted from a small L1 and read back);
  *   3. recovery: the time l2_open takes to scan the log, per GB and per
- *      million records.
+ *      million records;
+ *   4. chain readahead (with KVFS_MOUNT_BIN): one reader opening and
+ *      reading, in chain order, chunks linked by user.kvfs.parent that are
+ *      only in L2, with no lookup, against O_DIRECT pread of the same
+ *      chunks stored raw; then a reader jumping between unrelated chains
+ *      (the readahead it caused and wasted).
  *
  * Temporary files go under $TMPDIR (default /var/tmp). Options:
  *   --mib N       raw MiB of chunks for the promotion test (default 256)
  *   --chunk KIB   chunk size in KiB (default 2048)
  *   --quick       smaller codec sample
+ *   --readahead   the chain readahead table only (4.)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -569,7 +576,7 @@ static pid_t mount_kvfs(const char *bin, const char *mnt, const char *opts)
 
 static void umount_kvfs(const char *mnt, pid_t pid)
 {
-	char cmd[1024];
+	char cmd[2200];
 
 	snprintf(cmd, sizeof(cmd), "fusermount3 -u '%s' 2>/dev/null || "
 		 "umount -l '%s'", mnt, mnt);
@@ -579,7 +586,9 @@ static void umount_kvfs(const char *mnt, pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
-static long long mnt_stat(const char *mnt, const char *key, bool l2)
+/* The number after "key": in /.kvfs/stats, from the object obj on (NULL:
+ * from the start), or -1. */
+static long long mnt_stat(const char *mnt, const char *key, const char *obj)
 {
 	char p[1024], buf[16384], pat[64];
 	const char *s = buf;
@@ -595,8 +604,11 @@ static long long mnt_stat(const char *mnt, const char *key, bool l2)
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
-	if (l2 && !(s = strstr(buf, "\"l2\"")))
-		return -1;
+	if (obj) {
+		snprintf(pat, sizeof(pat), "\"%s\"", obj);
+		if (!(s = strstr(buf, pat)))
+			return -1;
+	}
 	snprintf(pat, sizeof(pat), "\"%s\": ", key);
 	s = strstr(s, pat);
 	return s ? strtoll(s + strlen(pat), NULL, 10) : -1;
@@ -611,6 +623,9 @@ static void key_name(int i, char out[33])
 
 struct mjob {
 	const char *mnt;
+	const char *ns;     /* NULL: bench.bf16 */
+	const int *order;   /* chunks to read (first, step, n index it), or
+			     * NULL: chunk i itself */
 	size_t chunk;
 	int first, step, n;
 	int errors;
@@ -621,13 +636,15 @@ static void *mnt_reader(void *arg)
 	struct mjob *j = arg;
 	uint8_t *buf = malloc(j->chunk);
 
-	for (int i = j->first; i < j->n; i += j->step) {
+	for (int k = j->first; k < j->n; k += j->step) {
+		int i = j->order ? j->order[k] : k;
 		char name[33], p[1024];
 		size_t got = 0;
 		int fd;
 
 		key_name(i, name);
-		snprintf(p, sizeof(p), "%s/bench.bf16/%s", j->mnt, name);
+		snprintf(p, sizeof(p), "%s/%s/%s", j->mnt,
+			 j->ns ? j->ns : "bench.bf16", name);
 		fd = open(p, O_RDONLY);
 		if (fd < 0) {
 			j->errors++;
@@ -705,6 +722,28 @@ static double run_mnt_readers(struct mjob *tmpl, int nthr)
 	return now_s() - t0;
 }
 
+/* Chunks 0..n-1 stored raw, one file each, written with O_DIRECT (the
+ * pread baseline's files). */
+static void write_raw(const char *rawdir, size_t chunk, int n)
+{
+	char p[1024];
+	void *abuf;
+
+	if (posix_memalign(&abuf, 4096, chunk))
+		exit(1);
+	for (int i = 0; i < n; i++) {
+		int fd;
+
+		memcpy(abuf, chunk_data(chunk, i), chunk);
+		snprintf(p, sizeof(p), "%s/%d", rawdir, i);
+		fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+		if (fd < 0 || write(fd, abuf, chunk) != (ssize_t)chunk)
+			exit(1);
+		close(fd);
+	}
+	free(abuf);
+}
+
 /*
  * Promotion through a kvfs mount: n chunks written with ingest=all into a
  * mount whose L1 holds a quarter of them; the first three quarters are then
@@ -721,7 +760,6 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 	int nl2 = n * 3 / 4;
 	double m1, m2, mp, r1, r2;
 	pid_t pid;
-	void *abuf;
 
 	snprintf(l2dir, sizeof(l2dir), "%s/l2bench-ml2", tmp);
 	snprintf(mnt, sizeof(mnt), "%s/l2bench-mnt", tmp);
@@ -754,21 +792,9 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 			return;
 		}
 	}
-	for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", true) < n; i++)
+	for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", "l2") < n; i++)
 		usleep(10000);
-	if (posix_memalign(&abuf, 4096, chunk))
-		exit(1);
-	for (int i = 0; i < nl2; i++) {
-		int fd;
-
-		memcpy(abuf, chunk_data(chunk, i), chunk);
-		snprintf(p, sizeof(p), "%s/%d", rawdir, i);
-		fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
-		if (fd < 0 || write(fd, abuf, chunk) != (ssize_t)chunk)
-			exit(1);
-		close(fd);
-	}
-	free(abuf);
+	write_raw(rawdir, chunk, nl2);
 	job.rawdir = rawdir;
 	job.chunk = chunk;
 	job.n = nl2;
@@ -798,7 +824,7 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 	printf("| kvfs mount, lookup(PREFETCH) 8 ahead, then read | 1 | %.0f | %.2fx |\n",
 	       (double)chunk * nl2 / mp / 1e6, r1 / mp);
 	printf("(promotions %lld, L2 reads %lld, errors %d)\n",
-	       mnt_stat(mnt, "promotions", false), mnt_stat(mnt, "reads", true),
+	       mnt_stat(mnt, "promotions", NULL), mnt_stat(mnt, "reads", "l2"),
 	       mj.errors + job.errors);
 	umount_kvfs(mnt, pid);
 	rm_rf(l2dir);
@@ -806,12 +832,258 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 	rmdir(mnt);
 }
 
+/* ----------------------------------------------- chain readahead */
+
+#define RA_CHAINS 4
+#define RA_JUMPS 64
+#define RA_RUN 4    /* the second jumper reads runs of this many */
+#define RA_ROUNDS 5 /* pread then chain reader, alternately: the median
+		     * round's ratio (the machine is shared) */
+
+/* Writes chunk i of ns (its parent: chunk parent, or none when < 0). */
+static int put_linked(const char *mnt, const char *ns, size_t chunk, int i,
+		      int parent)
+{
+	char name[33], pname[33], p[1024];
+	int fd;
+
+	key_name(i, name);
+	snprintf(p, sizeof(p), "%s/%s/%s", mnt, ns, name);
+	fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
+	if (fd < 0)
+		return -1;
+	if (write(fd, chunk_data(chunk, i), chunk) != (ssize_t)chunk)
+		goto fail;
+	if (parent >= 0) {
+		key_name(parent, pname);
+		if (fsetxattr(fd, KVFS_XATTR_PARENT, pname, 32, 0))
+			goto fail;
+	}
+	return close(fd);
+fail:
+	close(fd);
+	return -1;
+}
+
+/* CPU seconds (user + system) process pid used so far, or 0. */
+static double proc_cpu_s(pid_t pid)
+{
+	char p[64], buf[1024], *s;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	f = fopen(p, "r");
+	if (!f)
+		return 0;
+	s = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* after the command: state ppid pgrp session tty tpgid flags minflt
+	 * cminflt majflt cmajflt utime stime */
+	if (!s || sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%llu %llu", &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+struct ra_result {
+	double raw, chain;           /* seconds, of the median round */
+	double lo, hi;               /* the rounds' lowest and highest ratio */
+	double cores;                /* daemon + reader CPU / wall, chain */
+	long long prom, hits, wasted; /* of the chain reader */
+	long long jprom, jhits, jwasted; /* of the jumper */
+	long long rprom, rhits, rwasted; /* of the reader of short runs */
+	int errors;
+};
+
+/*
+ * One mount (extra options appended) for the readahead table: n chunks as
+ * RA_CHAINS chains (each chunk's user.kvfs.parent is the one before it in
+ * its chain), ingest=all, L1 = a quarter of the data, so the first three
+ * quarters are only in L2. One reader reads them in chain order (plain
+ * open/read, no lookup) against O_DIRECT pread of the same chunks stored
+ * raw, in the same run; then a reader jumps RA_JUMPS times between chunks
+ * of the first half of the chains, never to the child of the chunk it
+ * read last.
+ */
+static int ra_run(const char *tmp, const char *bin, size_t chunk, int n,
+		  const char *extra, struct ra_result *res)
+{
+	char l2dir[512], mnt[512], rawdir[512], opts[1400], p[1024];
+	int len = n / RA_CHAINS, nl2 = len * RA_CHAINS * 3 / 4;
+	int order[RA_JUMPS], half = len * RA_CHAINS / 2;
+	struct rjob job = { 0 };
+	struct mjob mj = { 0 };
+	uint64_t seed = 7;
+	pid_t pid;
+
+	memset(res, 0, sizeof(*res));
+	snprintf(l2dir, sizeof(l2dir), "%s/rabench-l2", tmp);
+	snprintf(mnt, sizeof(mnt), "%s/rabench-mnt", tmp);
+	snprintf(rawdir, sizeof(rawdir), "%s/rabench-raw", tmp);
+	mkdir(l2dir, 0700);
+	mkdir(mnt, 0700);
+	mkdir(rawdir, 0700);
+	snprintf(opts, sizeof(opts), "l1_size=%zu,max_chunk=%zu,l2_dir=%s,"
+		 "l2_size=%zu,ingest=all%s%s", chunk * (size_t)(n / 4) + (1u << 20),
+		 chunk, l2dir, chunk * (size_t)n * 2 + (256u << 20),
+		 extra ? "," : "", extra ? extra : "");
+	pid = mount_kvfs(bin, mnt, opts);
+	if (pid < 0) {
+		printf("\n(readahead: cannot mount %s with %s: skipped)\n", bin,
+		       opts);
+		return -1;
+	}
+	snprintf(p, sizeof(p), "%s/ra.bf16", mnt);
+	mkdir(p, 0755);
+	for (int i = 0; i < len * RA_CHAINS; i++)
+		if (put_linked(mnt, "ra.bf16", chunk, i,
+			       i % len ? i - 1 : -1)) {
+			printf("mount write failed: %s\n", strerror(errno));
+			umount_kvfs(mnt, pid);
+			return -1;
+		}
+	for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", "l2") < len * RA_CHAINS; i++)
+		usleep(10000);
+	write_raw(rawdir, chunk, nl2);
+	job.rawdir = rawdir;
+	job.chunk = chunk;
+	job.n = nl2;
+	job.direct_files = true;
+	mj.mnt = mnt;
+	mj.ns = "ra.bf16";
+	mj.chunk = chunk;
+	mj.n = nl2;
+	{
+		/* each pass reads three times what L1 holds: every chunk is
+		 * only in L2 again when the next pass reaches it */
+		double raw[RA_ROUNDS], chain[RA_ROUNDS], ratio[RA_ROUNDS];
+		double cpu = 0, wall = 0;
+		int mid = 0;
+
+		for (int k = 0; k < RA_ROUNDS; k++) {
+			double c0;
+
+			raw[k] = run_readers(raw_reader, &job, 1);
+			c0 = proc_cpu_s(pid) + proc_cpu_s(getpid());
+			chain[k] = run_mnt_readers(&mj, 1);
+			cpu += proc_cpu_s(pid) + proc_cpu_s(getpid()) - c0;
+			wall += chain[k];
+			ratio[k] = raw[k] / chain[k];
+			usleep(200000); /* the window past the reader lands */
+		}
+		res->lo = res->hi = ratio[0];
+		for (int k = 0; k < RA_ROUNDS; k++) {
+			int below = 0;
+
+			for (int q = 0; q < RA_ROUNDS; q++)
+				below += ratio[q] < ratio[k];
+			if (below == RA_ROUNDS / 2)
+				mid = k;
+			res->lo = ratio[k] < res->lo ? ratio[k] : res->lo;
+			res->hi = ratio[k] > res->hi ? ratio[k] : res->hi;
+		}
+		res->raw = raw[mid];
+		res->chain = chain[mid];
+		res->cores = cpu / wall;
+	}
+	res->prom = mnt_stat(mnt, "promotions", "readahead");
+	res->hits = mnt_stat(mnt, "hits", "readahead");
+	res->wasted = mnt_stat(mnt, "wasted", "readahead");
+	/* the jumper: chains 0..RA_CHAINS/2-1, only in L2 again by now */
+	for (int k = 0; k < RA_JUMPS; k++) {
+		do
+			order[k] = (int)(rng_next(&seed) % (uint64_t)half);
+		while (k && (order[k] == order[k - 1] + 1 ||
+			     order[k] == order[k - 1]));
+	}
+	mj.order = order;
+	mj.n = RA_JUMPS;
+	run_mnt_readers(&mj, 1);
+	usleep(200000);
+	res->jprom = mnt_stat(mnt, "promotions", "readahead") - res->prom;
+	res->jhits = mnt_stat(mnt, "hits", "readahead") - res->hits;
+	res->jwasted = mnt_stat(mnt, "wasted", "readahead") - res->wasted;
+	/* short runs: RA_RUN chunks of a chain in order, then a jump */
+	for (int k = 0; k + RA_RUN <= RA_JUMPS; k += RA_RUN) {
+		int s;
+
+		do
+			s = (int)(rng_next(&seed) % (uint64_t)half);
+		while (s % len > len - RA_RUN);
+		for (int q = 0; q < RA_RUN; q++)
+			order[k + q] = s + q;
+	}
+	res->rprom = mnt_stat(mnt, "promotions", "readahead");
+	res->rhits = mnt_stat(mnt, "hits", "readahead");
+	res->rwasted = mnt_stat(mnt, "wasted", "readahead");
+	run_mnt_readers(&mj, 1);
+	usleep(200000);
+	res->rprom = mnt_stat(mnt, "promotions", "readahead") - res->rprom;
+	res->rhits = mnt_stat(mnt, "hits", "readahead") - res->rhits;
+	/* what it promoted and left unread (unpinned at its jumps) is
+	 * evicted by a pass over every chain */
+	mj.order = NULL;
+	mj.n = len * RA_CHAINS;
+	run_mnt_readers(&mj, 1);
+	res->rwasted = mnt_stat(mnt, "wasted", "readahead") - res->rwasted;
+	res->errors = mj.errors + job.errors;
+	umount_kvfs(mnt, pid);
+	rm_rf(l2dir);
+	rm_rf(rawdir);
+	rmdir(mnt);
+	return 0;
+}
+
+static void readahead_mount(const char *tmp, const char *bin, size_t chunk,
+			    int n)
+{
+	static const char *const modes[] = { "readahead=0", NULL };
+	int nl2 = n / RA_CHAINS * RA_CHAINS * 3 / 4;
+	struct ra_result r[2];
+	double load[3] = { 0 };
+
+	for (int m = 0; m < 2; m++)
+		if (ra_run(tmp, bin, chunk, n, modes[m], &r[m]))
+			return;
+	if (getloadavg(load, 3) < 0)
+		load[0] = -1;
+	printf("\n## Chain readahead (%d chunks of %zu KiB in %d chains, "
+	       "parent links, only in L2; plain open/read, no lookup; "
+	       "load average %.2f)\n\n", nl2, chunk >> 10, RA_CHAINS * 3 / 4,
+	       load[0]);
+	printf("| read path | MB/s | vs O_DIRECT pread (median of %d rounds;"
+	       " lowest-highest) | readahead promotions | hits | cores busy |\n"
+	       "|---|---|---|---|---|---|\n", RA_ROUNDS);
+	for (int m = 0; m < 2; m++) {
+		printf("| O_DIRECT pread, raw files | %.0f | 1.00x | | | |\n",
+		       (double)chunk * nl2 / r[m].raw / 1e6);
+		printf("| kvfs, chain reader, %s | %.0f | %.2fx (%.2f-%.2f) | "
+		       "%lld | %lld | %.2f |\n",
+		       modes[m] ? modes[m] : "readahead default",
+		       (double)chunk * nl2 / r[m].chain / 1e6,
+		       r[m].raw / r[m].chain, r[m].lo, r[m].hi, r[m].prom,
+		       r[m].hits, r[m].cores);
+	}
+	printf("\nJumping reader (%d reads, random chunks of %d chains, "
+	       "readahead default): %lld promotions, %lld read, %lld "
+	       "evicted unread (wasted %.1f%% of the chunks it read)\n",
+	       RA_JUMPS, RA_CHAINS / 2, r[1].jprom, r[1].jhits, r[1].jwasted,
+	       100.0 * (double)(r[1].jprom - r[1].jhits) / RA_JUMPS);
+	printf("Reader of short runs (%d runs of %d chunks in chain order, "
+	       "then a jump): %lld promotions, %lld read, %lld evicted unread "
+	       "(wasted %.1f%% of the chunks it read)\n", RA_JUMPS / RA_RUN,
+	       RA_RUN, r[1].rprom, r[1].rhits, r[1].rwasted,
+	       100.0 * (double)r[1].rwasted / RA_JUMPS);
+	printf("(errors %d)\n", r[0].errors + r[1].errors);
+}
+
 int main(int argc, char **argv)
 {
 	const char *tmp = getenv("TMPDIR");
 	size_t chunk = 2 << 20;
 	int mib = 256;
-	bool quick = false;
+	bool quick = false, ra_only = false;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--mib") && i + 1 < argc)
@@ -820,22 +1092,41 @@ int main(int argc, char **argv)
 			chunk = (size_t)atoi(argv[++i]) << 10;
 		else if (!strcmp(argv[i], "--quick"))
 			quick = true;
+		else if (!strcmp(argv[i], "--readahead"))
+			ra_only = true;
 		else {
 			fprintf(stderr, "usage: kvfs_l2bench [--mib N] [--chunk KIB] "
-				"[--quick]\n");
+				"[--quick] [--readahead]\n");
 			return 2;
 		}
 	}
 	if (!tmp || !*tmp)
 		tmp = "/var/tmp";
 	printf("# kvfs L2 benchmark\n");
+	if (ra_only) {
+		const char *bin = getenv("KVFS_MOUNT_BIN");
+
+		if (!bin || access(bin, X_OK)) {
+			printf("(readahead: KVFS_MOUNT_BIN not set: skipped)\n");
+			return 77;
+		}
+		for (int k = 0; k < NTPL; k++)
+			chunk_data(chunk, k);
+		readahead_mount(tmp, bin, chunk,
+				(int)(((uint64_t)mib << 20) / chunk));
+		return 0;
+	}
 	codec_table(chunk, quick ? 2 : 4);
 	for (int k = 0; k < NTPL; k++) /* before any reader thread */
 		chunk_data(chunk, k);
 	promotion(tmp, chunk, (int)(((uint64_t)mib << 20) / chunk));
 	if (getenv("KVFS_MOUNT_BIN") && access(getenv("KVFS_MOUNT_BIN"), X_OK) == 0)
+	{
 		promotion_mount(tmp, getenv("KVFS_MOUNT_BIN"), chunk,
 				(int)(((uint64_t)mib << 20) / chunk));
+		readahead_mount(tmp, getenv("KVFS_MOUNT_BIN"), chunk,
+				(int)(((uint64_t)mib << 20) / chunk));
+	}
 	else
 		printf("\n(mount promotion skipped: KVFS_MOUNT_BIN not set)\n");
 	recovery_small(tmp, quick ? 5000 : 20000);

@@ -389,7 +389,9 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EPERM); /* published chunks are immutable */
 		return;
 	}
-	err = tier_get(fs->tier, ns, &key, &c);
+	/* the opener's thread: readahead follows each reader's order */
+	err = tier_get_by(fs->tier, ns, &key,
+			  (uint64_t)fuse_req_ctx(req)->pid, &c);
 	/* a path namespace's name may stand for a new version (or a new
 	 * file) by now: a new lookup decides (fs_path.c) */
 	if (err == -ENOENT && paths)

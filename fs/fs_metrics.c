@@ -342,6 +342,17 @@ static const struct fs_metric metrics[] = {
 	G("", "meta_bytes", "meta_bytes", NULL,
 	  "Bytes of the engine's index, records and policy state",
 	  t.meta_bytes),
+	/* chain readahead (tier_readahead.c) */
+	G("readahead", "max", "readahead_max_chunks", NULL,
+	  "Largest readahead window, chunks (readahead=N; 0 = off)",
+	  t.ra_max),
+	C("readahead", "promotions", "readahead_promotions_total", NULL,
+	  "Chunks promoted from L2 or L3 ahead of readers along their chains",
+	  t.ra_promotions),
+	C("readahead", "hits", "readahead_hits_total", NULL,
+	  "Readahead promotions read later", t.ra_hits),
+	C("readahead", "wasted", "readahead_wasted_total", NULL,
+	  "Readahead promotions evicted unread", t.ra_wasted),
 	/* the filesystem */
 	G("fs", "inodes", "fs_inodes", NULL, "Inodes the kernel holds",
 	  fs.inodes),

@@ -259,7 +259,8 @@ static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	uint64_t size, n;
 	int rc;
 
-	rc = tier_get(fs->tier, ns, &e->key, &c); /* pins, promotes */
+	/* pins, promotes; readahead follows the calling thread */
+	rc = tier_get_by(fs->tier, ns, &e->key, (uint64_t)cl->pid, &c);
 	if (rc)
 		return rc;
 	size = tier_chunk_size(c);

@@ -107,7 +107,9 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 #define KVFS_XATTR_REFS "user.kvfs.refs"                 /* open/pin count */
 #define KVFS_XATTR_STORED_BYTES "user.kvfs.stored_bytes" /* after compression */
 #define KVFS_XATTR_CHECKSUM "user.kvfs.checksum"         /* 16 hex, XXH3-64 */
-#define KVFS_XATTR_PARENT "user.kvfs.parent" /* key hex; writer may set */
+/* key hex; writer may set. Chain readahead (-o readahead=N) follows it:
+ * a reader of a chunk gets its children promoted from L2/L3 ahead. */
+#define KVFS_XATTR_PARENT "user.kvfs.parent"
 #define KVFS_XATTR_DEPTH "user.kvfs.depth"   /* decimal; writer may set */
 #define KVFS_XATTR_PIN "user.kvfs.pin"       /* 0|1; settable */
 

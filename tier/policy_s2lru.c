@@ -28,9 +28,10 @@
  * Which one: two shadow caches of keys (LRU insertion, second-sight
  * insertion) run on a spatial sample of the keys, at most S2_SHADOW_MAX
  * entries each (a miniature simulation, Waldspurger et al., ATC 2017); the
- * one with more hits, past a 1/32 margin, sets second_sight. It starts off:
+ * one ahead on the references where they disagree (decayed) sets
+ * second_sight. It starts off:
  * without evidence the policy is an LRU, so on chat and agent traffic it
- * stays within 0.003 of LRU's prefix hit ratio (README has the table), and
+ * stays within 0.001 of LRU's prefix hit ratio (README has the table), and
  * a scan with no re-use in it flushes it as it flushes LRU; once the
  * shadows have shown second sight pays, one-off blocks leave from P.
  *
@@ -43,17 +44,29 @@
  * A false positive (under 2%, seen.h) only admits a first sight into M;
  * it never serves anything wrong.
  *
- * Chains. Every hit in a request touches its prefix from the root down,
- * so M's LRU end holds the root of the least recently used chain first;
- * ties do not exist (the engine's clock orders every touch), and the
- * leaves of a chain whose root left go soon after: they are older than
- * anything touched since.
+ * Chains: each part evicts leaves first. A part is two lists in touch
+ * order, its leaves (nchildren == 0: no child in L1) and its interior
+ * chunks; the victim is the oldest leaf, an interior chunk only when the
+ * part has no unpinned leaf (as the prefix policy orders the whole cache).
+ * Every hit touches a prefix from the root down, so plain LRU evicts the
+ * root of the oldest chain first and leaves the rest of it cached but
+ * unreachable by any prefix run; leaf-first takes the chain from its end,
+ * so what stays of it still serves a prefix. update() moves a chunk
+ * between its part's lists when nchildren crosses zero: one that gained a
+ * child to the back of the interior list (it was touched just before),
+ * one that lost its last child to the front of the leaves when it is the
+ * oldest (the child was the victim; a parent is touched before its
+ * children), else to the back (a re-read shared prefix whose
+ * continuations have left). On the shipped trace this raised the gap
+ * closed at every capacity (1%: 0.08 to 0.10; README has the table).
  *
  * Costs: O(1) per call (list moves, 3 bit probes, for sampled keys two
- * shadow updates); dropping a generation clears its words once per
- * S2_GHOST_MULT x capacity insertions, O(1) amortised and never on the
- * eviction path. Memory: 16 bytes per chunk of capacity for the filter,
- * plus at most ~70 KiB for the shadows (meta_bytes; bench/kvfs_meta).
+ * shadow updates; update() puts a chunk at an end of a list); dropping a
+ * generation clears its words once per S2_GHOST_MULT x capacity
+ * insertions, O(1) amortised and never on the eviction path. Memory: 16
+ * bytes per chunk of capacity for the filter, plus at most ~70 KiB for the
+ * shadows and 32 bytes for the two extra lists (meta_bytes;
+ * bench/kvfs_meta); no byte more per chunk (the list flag is in pflags).
  * Pinned chunks are skipped by policy_list.h's bounded walk.
  */
 #include <errno.h>
@@ -66,6 +79,7 @@
 #include "tier/seen.h"
 
 enum { S2_NONE = 0, S2_PROB = 1, S2_MAIN = 2 }; /* policy_item.q */
+#define S2_INNER 1 /* policy_item.pflags: in its part's interior list */
 
 #define S2_PROB_PCT 1   /* P's share of the resident chunks */
 #define S2_GHOST_MULT 4 /* keys per filter generation, in capacities */
@@ -105,14 +119,16 @@ struct s2_shadow {
 };
 
 struct policy {
-	/* Everything is protected by tier.lock. head = next victim. */
-	struct plist prob, main;
+	/* Everything is protected by tier.lock. head = next victim. Each part
+	 * is two lists: leaves (nchildren == 0) and interior chunks. */
+	struct plist prob, probi, main, maini;
 	struct seen_filter seen; /* every key inserted or hit lately */
 	uint64_t cap;      /* capacity estimate the filter is sized for */
 	uint64_t max_res;  /* most chunks resident at an eviction */
 	struct s2_shadow sh[2]; /* [0] inserts like LRU, [1] like s2lru */
 	uint64_t rate;     /* shadows see keys with hash % rate == 0 */
 	uint64_t refs;     /* sampled references since the last decay */
+	int64_t lead;      /* s2lru shadow's hits minus LRU's, decayed */
 	bool second_sight; /* evict P first (else the older of P and M) */
 };
 
@@ -252,9 +268,14 @@ static int s2_shadows(struct policy *p, uint64_t capacity)
 
 /*
  * A reference (insert: a miss; access: a hit) the shadows sample; seen:
- * whether the key was seen before it. Every 8 shadow-fulls of references
- * the hit counts halve, so the choice follows the traffic; it changes only
- * past a 1/32 margin, so near-equal shadows do not make it flap.
+ * whether the key was seen before it. lead counts the references where
+ * one shadow hit and the other missed (+1 for second sight, -1 for LRU);
+ * the mode follows its sign, and a lead of 0 keeps it. Every 8
+ * shadow-fulls of references lead and the hit counts halve, so the choice
+ * follows the traffic. (Comparing the two hit totals with a 1/32 margin,
+ * as this did first, switched late in big caches: the hits both shadows
+ * share while the cache fills swell the margin, so on the shipped trace
+ * at 40% second sight came on half way through it.)
  */
 static void s2_sample(struct policy *p, uint64_t hkey, bool seen)
 {
@@ -263,18 +284,21 @@ static void s2_sample(struct policy *p, uint64_t hkey, bool seen)
 
 	if (!p->sh[0].cap || (h & (p->rate - 1)))
 		return;
+	lru = p->sh[0].hits;
+	s2 = p->sh[1].hits;
 	shadow_ref(&p->sh[0], h, false);
 	shadow_ref(&p->sh[1], h, !seen);
+	p->lead += (int64_t)(p->sh[1].hits - s2) -
+		   (int64_t)(p->sh[0].hits - lru);
 	if (++p->refs >= S2_DECAY * p->sh[0].cap) {
 		p->refs = 0;
 		p->sh[0].hits /= 2;
 		p->sh[1].hits /= 2;
+		p->lead /= 2;
 	}
-	lru = p->sh[0].hits;
-	s2 = p->sh[1].hits;
-	if (s2 > lru + lru / 32)
+	if (p->lead > 0)
 		p->second_sight = true;
-	else if (lru > s2 + s2 / 32)
+	else if (p->lead < 0)
 		p->second_sight = false;
 }
 
@@ -293,7 +317,9 @@ static int s2_create(struct policy **out, uint64_t capacity_items)
 	if (!p)
 		return -ENOMEM;
 	plist_init(&p->prob);
+	plist_init(&p->probi);
 	plist_init(&p->main);
+	plist_init(&p->maini);
 	p->cap = capacity_items < 16 ? 16 : capacity_items;
 	if (seen_init(&p->seen, p->cap * S2_GHOST_MULT) ||
 	    s2_shadows(p, p->cap)) {
@@ -316,11 +342,13 @@ static void s2_resize(struct policy *p, uint64_t capacity_items)
 		p->cap = capacity_items;
 }
 
-static struct plist *s2_list(struct policy *p, uint8_t q)
+static struct plist *s2_list(struct policy *p, const struct policy_item *it)
 {
-	switch (q) {
-	case S2_PROB: return &p->prob;
-	case S2_MAIN: return &p->main;
+	bool inner = it->pflags & S2_INNER;
+
+	switch (it->q) {
+	case S2_PROB: return inner ? &p->probi : &p->prob;
+	case S2_MAIN: return inner ? &p->maini : &p->main;
 	default: return NULL;
 	}
 }
@@ -328,7 +356,8 @@ static struct plist *s2_list(struct policy *p, uint8_t q)
 static void s2_push(struct policy *p, struct policy_item *it, uint8_t q)
 {
 	it->q = q;
-	plist_push_tail(s2_list(p, q), it);
+	it->pflags = it->nchildren ? S2_INNER : 0;
+	plist_push_tail(s2_list(p, it), it);
 }
 
 static void s2_insert(struct policy *p, struct policy_item *it)
@@ -346,36 +375,81 @@ static void s2_access(struct policy *p, struct policy_item *it)
 	if (it->q == S2_NONE)
 		return;
 	s2_sample(p, it->hkey, true);
-	plist_del(s2_list(p, it->q), it);
+	plist_del(s2_list(p, it), it);
 	s2_push(p, it, S2_MAIN);
 	seen_add(&p->seen, it->hkey);
+}
+
+/*
+ * nchildren crossed zero. A chunk that gained a child joins the back of
+ * its part's interior list (it was touched just before the child came).
+ * One that lost its last child goes first in line when it is older than
+ * the leaves' head (its child was the victim, and a parent is touched
+ * before its children), else to the back: a shared prefix whose
+ * continuations have all left is still hot.
+ */
+static void s2_update(struct policy *p, struct policy_item *it)
+{
+	bool inner = it->nchildren != 0;
+	struct plist *l;
+
+	if (it->q == S2_NONE || inner == !!(it->pflags & S2_INNER))
+		return;
+	plist_del(s2_list(p, it), it);
+	it->pflags = inner ? S2_INNER : 0;
+	l = s2_list(p, it);
+	if (!inner && (!l->head || it->atime <= l->head->atime))
+		plist_insert_before(l, l->head, it);
+	else
+		plist_push_tail(l, it);
 }
 
 static void s2_remove(struct policy *p, struct policy_item *it)
 {
 	if (it->q == S2_NONE)
 		return;
-	plist_del(s2_list(p, it->q), it);
+	plist_del(s2_list(p, it), it);
 	it->q = S2_NONE;
+}
+
+/* A part's next victim by order: its oldest leaf, else its oldest
+ * interior chunk (pins aside). */
+static const struct policy_item *s2_first(const struct plist *leaves,
+					  const struct plist *inner)
+{
+	return leaves->head ? leaves->head : inner->head;
+}
+
+/* Takes a part's victim: a leaf first, so a chain is evicted from its
+ * end and its prefix keeps serving. */
+static struct policy_item *s2_take(struct plist *leaves, struct plist *inner)
+{
+	struct policy_item *it = plist_evict_rotate(leaves);
+
+	return it ? it : plist_evict_rotate(inner);
 }
 
 static struct policy_item *s2_evict(struct policy *p)
 {
-	uint64_t res = p->prob.n + p->main.n;
+	uint64_t np = p->prob.n + p->probi.n, nm = p->main.n + p->maini.n;
+	const struct policy_item *ph = s2_first(&p->prob, &p->probi);
+	const struct policy_item *mh = s2_first(&p->main, &p->maini);
 	struct policy_item *it = NULL;
 
-	if (res > p->max_res)
-		p->max_res = res;
-	if (!p->main.n ||
-	    (p->second_sight ? p->prob.n * 100 > p->max_res * S2_PROB_PCT :
-	     p->prob.head && p->prob.head->atime < p->main.head->atime))
-		it = plist_evict_rotate(&p->prob);
+	if (np + nm > p->max_res)
+		p->max_res = np + nm;
+	if (!nm ||
+	    (p->second_sight ? np * 100 > p->max_res * S2_PROB_PCT :
+	     ph && ph->atime < mh->atime))
+		it = s2_take(&p->prob, &p->probi);
 	if (!it)
-		it = plist_evict_rotate(&p->main);
+		it = s2_take(&p->main, &p->maini);
 	if (!it)
-		it = plist_evict_rotate(&p->prob);
-	if (it)
+		it = s2_take(&p->prob, &p->probi);
+	if (it) {
 		it->q = S2_NONE;
+		it->pflags = 0;
+	}
 	return it;
 }
 
@@ -397,7 +471,7 @@ const struct policy_ops policy_s2lru_ops = {
 	.insert = s2_insert,
 	.access = s2_access,
 	.remove = s2_remove,
-	.update = NULL,
+	.update = s2_update,
 	.evict = s2_evict,
 	.resize = s2_resize,
 	.meta_bytes = s2_meta_bytes,

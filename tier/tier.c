@@ -186,6 +186,11 @@ static int check_config(const struct tier_config *cfg, char *err,
 		     (unsigned long long)cfg->max_chunk);
 		return -EINVAL;
 	}
+	if (cfg->readahead > TIER_READAHEAD_MAX) {
+		errf(err, errlen, "readahead %u is too large (at most %u chunks)",
+		     cfg->readahead, TIER_READAHEAD_MAX);
+		return -EINVAL;
+	}
 	return 0; /* L2 options: tier_l2_open */
 }
 
@@ -260,6 +265,8 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 	rc = tier_l2_open(t, err, errlen);
 	if (rc == 0)
 		rc = tier_l3_open(t, err, errlen);
+	if (rc == 0 && (rc = tier_ra_open(t)) < 0)
+		errf(err, errlen, "readahead: %s", strerror(-rc));
 	/* the L3 strings were copied where they are kept (the password by
 	 * the connections): none is kept here */
 	t->cfg.l3 = t->cfg.l3_password = t->cfg.l3_prefix = NULL;
@@ -296,6 +303,7 @@ void tier_destroy(struct tier *t)
 
 	if (!t)
 		return;
+	tier_ra_close(t); /* its workers promote from L2 and L3 */
 	tier_l3_close(t); /* sends its queue: releases unpin records */
 	tier_l2_close(t); /* flush_on_exit; callbacks still see the index */
 	/* The policy only links records; drop it before freeing them. */

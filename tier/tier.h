@@ -49,6 +49,9 @@ enum tier_gone_reason {
 	TIER_GONE_DROPPED,     /* L2 reclaimed it, or a corrupt record */
 };
 
+#define TIER_READAHEAD_DEFAULT 16
+#define TIER_READAHEAD_MAX 1024
+
 struct tier_config {
 	uint64_t l1_size;   /* bytes of arena; must hold at least one chunk */
 	uint64_t max_chunk; /* largest chunk, bytes (default 64 MiB) */
@@ -83,6 +86,13 @@ struct tier_config {
 	int l3_timeout_ms;          /* 0 = L3_TIMEOUT_MS_DEFAULT */
 	const char *l3_prefix;      /* NULL = L3_PREFIX_DEFAULT */
 
+	/* Chain readahead (tier_readahead.c): the largest window, in
+	 * chunks, promoted from L2/L3 ahead of a reader that follows a
+	 * chain; 0 = off (tier_config_default: the engine alone does not
+	 * promote behind its caller's back; kvfs-mount's default is
+	 * TIER_READAHEAD_DEFAULT). At most TIER_READAHEAD_MAX. */
+	uint32_t readahead;
+
 	/*
 	 * Called (without tier.lock) after a published chunk left the engine
 	 * entirely, so fs can invalidate the kernel's dentry and pages. May be
@@ -104,7 +114,8 @@ struct tier_config {
 };
 
 /* Fills cfg with defaults (l1_size 1 GiB, max_chunk 64 MiB, prefix, host,
- * no L2, zstd level 1, shuffle 2, ingest evicted, hot_hits 2). */
+ * no L2, zstd level 1, shuffle 2, ingest evicted, hot_hits 2, no
+ * readahead). */
 void tier_config_default(struct tier_config *cfg);
 
 /*
@@ -341,6 +352,11 @@ int tier_get_flags(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		   unsigned flags, struct tier_chunk **out);
 int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	     struct tier_chunk **out);
+/* tier_get_by - tier_get for a known reader (an id of whoever reads, e.g.
+ * the thread FUSE names; 0 = not known), so chain readahead follows each
+ * reader's order on its own. */
+int tier_get_by(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		uint64_t reader, struct tier_chunk **out);
 
 /* tier_chunk_ptr - host address of a pinned chunk's bytes, or NULL when the
  * arena is device memory (then use tier_chunk_read). Valid until tier_put. */
@@ -488,6 +504,10 @@ struct tier_stats {
 	bool l3_on;
 	struct l3_stats l3;
 	uint64_t l3_promotions, l3_skipped, l3_pinned_bytes;
+	/* chain readahead: its maximum window (readahead=N, 0 = off), chunks
+	 * it promoted, of those read later (hits) and evicted unread
+	 * (wasted) */
+	uint64_t ra_max, ra_promotions, ra_hits, ra_wasted;
 };
 void tier_get_stats(struct tier *t, struct tier_stats *st);
 

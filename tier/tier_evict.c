@@ -68,6 +68,7 @@ int tier_evict_one(struct tier *t)
 		return -ENOSPC;
 	}
 	tier_l3_evicting(t, r); /* l3_ingest=evicted: a copy goes to L3 */
+	tier_ra_leaving(t, r, true);
 	if (t->l2 && tier_l2_evicting(t, r)) {
 		/* demoted: stays indexed as an L2 chunk */
 		leave_l1(t, r);
@@ -97,13 +98,18 @@ int tier_alloc_evict(struct tier *t, uint64_t len, uint64_t *off)
 	uint64_t held = t->pinned_bytes + t->writer_bytes;
 	int rc;
 
+	if ((held > t->l1_cap || len > t->l1_cap - held) &&
+	    !tier_ra_unpin_all(t))
+		return -ENOSPC;
+	held = t->pinned_bytes + t->writer_bytes;
 	if (held > t->l1_cap || len > t->l1_cap - held)
 		return -ENOSPC;
 	for (;;) {
 		rc = l1_alloc_get(t->alloc, len, off);
 		if (rc != -ENOSPC)
 			return rc;
-		if (tier_evict_one(t) < 0)
+		/* every chunk left is pinned: readahead's may go */
+		if (tier_evict_one(t) < 0 && !tier_ra_unpin_all(t))
 			return -ENOSPC;
 	}
 }

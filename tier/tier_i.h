@@ -19,6 +19,9 @@
  *   tier_l2*.c     the engine's side of L2 (tier_l2_i.h): hooks, recovery
  *                  into the index, demotion (tier_l2_demote.c), promotion
  *                  and prefetch (tier_l2_promote.c); the L2 log: l2_i.h
+ *   tier_readahead.c  chain readahead: per-reader windows along parent
+ *                  links and learned read order, promoted from L2/L3 by
+ *                  its workers (its fields: tier.lock)
  *   tier_l3.c      the engine's side of L3 (shared, on Redis): ingest,
  *                  promotion, lookups past the local run, prefetch; the
  *                  store: l3.h (l3.c, l3_redis.c, l3_conn.c, l3_slot.c)
@@ -287,6 +290,9 @@ struct tier {
 				      * without l2_dir; its fields: tier.lock */
 	struct tier_l3 *l3;          /* (imm) the L3 engine (tier_l3.c), NULL
 				      * without l3; see its fields */
+	struct tier_ra *ra;          /* (imm) chain readahead
+				      * (tier_readahead.c), NULL when off;
+				      * its fields: tier.lock */
 	char logbuf[256];            /* tier.lock: a log line waiting for
 				      * tier_unlock */
 	bool events_on;              /* tier.lock: tier_events_start ran */
@@ -415,6 +421,11 @@ bool tier_l2_wait_write(struct tier *t, struct tier_rec *r);
  * on disk (bounded), so a daemon killed next does not recover them. */
 void tier_l2_sync_frees(struct tier *t);
 void tier_l2_prefetch(struct tier *t, struct tier_rec *r);
+/* What may be promoted ahead of readers (lookup prefetch and readahead
+ * together): three quarters of L1, so a run never evicts its own head. */
+uint64_t tier_prefetch_bound(const struct tier *t);
+/* Bytes of the lookup prefetches queued now. */
+uint64_t tier_l2_prefetch_bytes(const struct tier *t);
 /* r (L2, just user-pinned) is promoted into L1 if there is room. */
 void tier_l2_pin_promote(struct tier *t, struct tier_rec *r);
 uint64_t tier_l2_stored(const struct tier_rec *r);
@@ -448,5 +459,28 @@ uint32_t tier_l3_run(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 void tier_l3_prefetch(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 		      uint32_t n);
 void tier_l3_store_stats(struct tier *t, struct tier_stats *st);
+
+/* ------------------------------------------- tier_readahead.c */
+
+/* tier_create / tier_destroy (tier.lock NOT held): starts the workers
+ * when readahead is on and there is L2 or L3 (0 or -ENOMEM); stops them
+ * (before L2 and L3 close). */
+int tier_ra_open(struct tier *t);
+void tier_ra_close(struct tier *t);
+/* The rest: tier.lock held, no-ops when readahead is off. */
+/* r (indexed, pinned) was just handed to reader (tier_get_by): follows
+ * its stream and queues the window ahead. */
+void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader);
+/* child was published (or stamped) with parent as its parent. */
+void tier_ra_link(struct tier *t, uint32_t ns, const struct kvfs_key *parent,
+		  const struct kvfs_key *child);
+/* r leaves L1 (evicted: counted as wasted when readahead promoted it and
+ * nobody read it) or the index. */
+void tier_ra_leaving(struct tier *t, const struct tier_rec *r, bool evicted);
+/* L1 is full: lets go of every chunk readahead holds for its readers;
+ * true when there was one. */
+bool tier_ra_unpin_all(struct tier *t);
+void tier_ra_stats(struct tier *t, struct tier_stats *st);
+uint64_t tier_ra_meta_bytes(struct tier *t);
 
 #endif /* KVFS_TIER_I_H */

@@ -177,6 +177,16 @@ void tier_l2_pin_promote(struct tier *t, struct tier_rec *r)
 		free(c.tmp); /* no room in L1 now: stays in L2, pinned */
 }
 
+uint64_t tier_prefetch_bound(const struct tier *t)
+{
+	return t->l1_cap / 4 * 3;
+}
+
+uint64_t tier_l2_prefetch_bytes(const struct tier *t)
+{
+	return t->l2 ? t->l2->pf_bytes : 0;
+}
+
 void tier_l2_prefetch(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
@@ -187,7 +197,7 @@ void tier_l2_prefetch(struct tier *t, struct tier_rec *r)
 	/* A run larger than L1 would evict its own head (what the engine
 	 * reads first) to make room for its tail: prefetch at most three
 	 * quarters of L1 ahead; the rest is promoted when it is read. */
-	if (t2->pf_bytes + r->size > t->l1_cap / 4 * 3)
+	if (t2->pf_bytes + r->size > tier_prefetch_bound(t))
 		return;
 	p = malloc(sizeof(*p));
 	if (!p)

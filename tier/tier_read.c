@@ -149,8 +149,24 @@ int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	return tier_get_flags(t, ns, key, 0, out);
 }
 
+static int get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+	       unsigned flags, uint64_t reader, struct tier_chunk **out);
+
 int tier_get_flags(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		   unsigned flags, struct tier_chunk **out)
+{
+	return get(t, ns, key, flags, 0, out);
+}
+
+int tier_get_by(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		uint64_t reader, struct tier_chunk **out)
+{
+	return get(t, ns, key, 0, reader, out);
+}
+
+/* tier_get_flags for reader (0: not known). */
+static int get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+	       unsigned flags, uint64_t reader, struct tier_chunk **out)
 {
 	bool count = !(flags & TIER_GET_NOCOUNT);
 	enum tier_from from = TIER_FROM_L1;
@@ -219,6 +235,8 @@ again:
 		tier_l2_on_hit(t, r);
 		tier_l3_on_hit(t, r);
 	}
+	if (count) /* an engine's read: readahead follows it */
+		tier_ra_on_read(t, r, reader);
 	tier_unlock(t);
 	*out = c;
 	return 0;
@@ -303,6 +321,7 @@ bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
 	bool sync;
 
 	tier_ev(t, r, TIER_EV_REMOVED, r->where, TIER_EV_UNLINK);
+	tier_ra_leaving(t, r, false);
 	tier_idx_remove(t, r);
 	sync = tier_l2_forget(t, r);
 	tier_l3_forget(t, r);
@@ -357,6 +376,7 @@ void tier_rec_set_parent(struct tier *t, struct tier_rec *r,
 	    !tier_key_eq(parent, &r->key)) {
 		r->parent = *parent;
 		r->flags |= TREC_HAS_PARENT;
+		tier_ra_link(t, r->ns, parent, &r->key);
 	}
 	if (depth && !r->pi.depth) {
 		r->pi.depth = depth;

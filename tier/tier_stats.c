@@ -29,6 +29,7 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->discards = t->discards;
 	st->promotions = t->promotions;
 	st->demotions = t->demotions;
+	tier_ra_stats(t, st);
 	st->writers = t->nwriters;
 	st->writer_bytes = t->writer_bytes;
 	st->l1_pinned_bytes = t->pinned_bytes;
@@ -42,6 +43,7 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	meta += t->orphans.nb * sizeof(*t->orphans.b) +
 		t->orphans.n * sizeof(struct tier_orphan);
 	meta += l1_alloc_meta_bytes(t->alloc);
+	meta += tier_ra_meta_bytes(t);
 	if (t->pops->meta_bytes)
 		meta += t->pops->meta_bytes(t->pol);
 	st->meta_bytes = meta;

@@ -365,6 +365,7 @@ static int publish(struct tier *t, struct tier_wr *w,
 	if (w->has_parent && !tier_key_eq(&w->parent, pkey)) {
 		r->parent = w->parent;
 		r->flags |= TREC_HAS_PARENT;
+		tier_ra_link(t, w->ns, &w->parent, pkey);
 	}
 	tier_idx_insert(t, ns, r);
 	tier_ev(t, r, TIER_EV_STORED, TIER_L1,

@@ -1,4 +1,5 @@
 /* kvfs_test.c - mount helpers for the integration tests (see kvfs_test.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 
 #include "kvfs.h"
 #include "tests/common/kvfs_test.h"
+#include "tier/l2.h"
 
 /*
  * The safety net: mounts this process made and has not unmounted yet. Test
@@ -532,6 +534,58 @@ long long kvfs_test_stat(const struct kvfs_mnt *m, const char *obj,
 	snprintf(pat, sizeof(pat), "\"%s\": ", key);
 	s = strstr(s, pat);
 	return s ? strtoll(s + strlen(pat), NULL, 10) : -1;
+}
+
+int kvfs_test_l2_damage(const char *l2dir, uint64_t n)
+{
+	struct kvfs_key key;
+	char name[33], p[PATH_MAX + 300];
+	struct dirent *de;
+	int hits = 0;
+	DIR *d;
+
+	kvfs_test_key_name(n, name);
+	for (int i = 0; i < 16; i++) { /* (hex; no libkvfs in every test) */
+		unsigned v;
+
+		if (sscanf(name + 2 * i, "%2x", &v) != 1)
+			return -1;
+		key.b[i] = (uint8_t)v;
+	}
+	d = opendir(l2dir);
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		struct stat sb;
+		int fd;
+
+		if (strncmp(de->d_name, "seg-", 4))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", l2dir, de->d_name);
+		fd = open(p, O_RDWR);
+		if (fd < 0 || fstat(fd, &sb)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		for (off_t off = 0; off + 8192 <= sb.st_size; off += 4096) {
+			struct l2_rec_hdr h;
+			uint8_t b;
+
+			if (pread(fd, &h, sizeof(h), off) != sizeof(h) ||
+			    h.magic != L2_MAGIC || memcmp(h.key, key.b, 16))
+				continue;
+			if (pread(fd, &b, 1, off + 4000) != 1)
+				continue;
+			b ^= 0x40;
+			if (pwrite(fd, &b, 1, off + 4000) == 1)
+				hits++;
+		}
+		fsync(fd);
+		close(fd);
+	}
+	closedir(d);
+	return hits;
 }
 
 char *kvfs_test_slurp(const char *path, size_t *len)

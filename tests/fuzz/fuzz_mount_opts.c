@@ -3,18 +3,15 @@
  * input is one -o string (as fstab or a user gives it) run through the
  * daemon's own fuse_opt table and build_config (sizes with suffixes,
  * numbers, enumerations, l2_dir), and each comma-separated value also
- * through parse_size and parse_num directly. kvfs_mount.c is included
- * whole (its main renamed) so the static parsers are the ones the daemon
+ * through mopts_parse_size and mopts_parse_num directly. mount_opts.c is
+ * included whole so the static table and parsers are the ones the daemon
  * runs, not copies. No crash, leak or sanitizer report on any input;
  * errors are printed to stderr (run with -close_fd_mask=2).
  */
 #include <stddef.h>
 #include <stdint.h>
 
-int kvfs_mount_main(int argc, char **argv);
-#define main kvfs_mount_main
-#include "../../mount/kvfs_mount.c"
-#undef main
+#include "../../mount/mount_opts.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -36,13 +33,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s[size] = 0;
 	memset(&o, 0, sizeof(o));
 	if (fuse_opt_parse(&args, &o, opt_spec, opt_proc) == 0 && !o.bad)
-		build_config(&o, &tc, &fc);
+		mopts_build(&o, &tc, &fc);
 	fuse_opt_free_args(&args);
-	free_opts(&o);
+	mopts_free(&o);
 	for (char *save = NULL, *tok = strtok_r(s, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
-		parse_size("size", tok, &v);
-		parse_num("num", tok, UINT64_MAX, &v);
+		mopts_parse_size("size", tok, &v);
+		mopts_parse_num("num", tok, UINT64_MAX, &v);
 	}
 	free(s);
 	return 0;

@@ -211,49 +211,7 @@ static void wait_in_l2(const struct kvfs_mnt *m, const char *ns, uint64_t n)
 /* Flips a byte inside the payload of every record of key n in the log. */
 static int damage_record(uint64_t n)
 {
-	struct kvfs_key key;
-	char name[33], p[PATH_MAX + 300];
-	struct dirent *de;
-	int hits = 0;
-	DIR *d;
-
-	kvfs_test_key_name(n, name);
-	if (kvfs_key_parse(name, 32, &key))
-		return -1;
-	d = opendir(l2dir);
-	if (!d)
-		return -1;
-	while ((de = readdir(d))) {
-		struct stat sb;
-		int fd;
-
-		if (strncmp(de->d_name, "seg-", 4))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", l2dir, de->d_name);
-		fd = open(p, O_RDWR);
-		if (fd < 0 || fstat(fd, &sb)) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		for (off_t off = 0; off + 8192 <= sb.st_size; off += 4096) {
-			struct l2_rec_hdr h;
-			uint8_t b;
-
-			if (pread(fd, &h, sizeof(h), off) != sizeof(h) ||
-			    h.magic != L2_MAGIC || memcmp(h.key, key.b, 16))
-				continue;
-			if (pread(fd, &b, 1, off + 4000) != 1)
-				continue;
-			b ^= 0x40;
-			if (pwrite(fd, &b, 1, off + 4000) == 1)
-				hits++;
-		}
-		fsync(fd);
-		close(fd);
-	}
-	closedir(d);
-	return hits;
+	return kvfs_test_l2_damage(l2dir, n);
 }
 
 /* ------------------------------------------------------------- tests */

@@ -73,6 +73,12 @@ static void test_bad_options(void **state)
 					 NULL }, "l1");
 	expect_refused((const char *[]){ "-f", "-o", "lease_ms=-5", "@DIR@",
 					 NULL }, "lease_ms");
+	expect_refused((const char *[]){ "-f", "-o", "readahead=-1", "@DIR@",
+					 NULL }, "bad readahead");
+	expect_refused((const char *[]){ "-f", "-o", "readahead=many", "@DIR@",
+					 NULL }, "bad readahead");
+	expect_refused((const char *[]){ "-f", "-o", "readahead=1025", "@DIR@",
+					 NULL }, "bad readahead");
 	expect_refused((const char *[]){ "-f", "--frobnicate", "@DIR@", NULL },
 		       "unknown option");
 	/* an arena larger than the machine's memory is refused up front

@@ -482,6 +482,75 @@ static void test_s2lru_second_sight(void **state)
 	sim_fini(&s);
 }
 
+/*
+ * Chains in s2lru, as the engine drives them: a child's insert raises its
+ * parent's nchildren (update), an eviction lowers it. Each part evicts
+ * its leaves first, so the chain r0 -> r1 -> r2 leaves from its end and
+ * what stays is still a prefix (LRU would take the root first and leave
+ * r1, r2 unreachable); a parent whose last child left goes first in line
+ * when it is older than every leaf, else (a re-read shared prefix: s,
+ * touched after x) behind them.
+ */
+static void s2_child(const struct policy_ops *ops, struct policy *p,
+		     struct policy_item *parent, struct policy_item *child)
+{
+	ops->insert(p, child);
+	parent->nchildren++;
+	ops->update(p, parent);
+}
+
+static struct policy_item *s2_evict_engine(const struct policy_ops *ops,
+					   struct policy *p,
+					   struct policy_item *it, size_t n)
+{
+	struct policy_item *v = ops->evict(p);
+
+	assert_non_null(v);
+	/* the engine's parent count: it[i]'s parent is it[i - 1] when the
+	 * two share a chain (hkey / 100 below) */
+	for (size_t i = 1; i < n; i++)
+		if (v == &it[i] && it[i].hkey / 100 == it[i - 1].hkey / 100) {
+			it[i - 1].nchildren--;
+			ops->update(p, &it[i - 1]);
+		}
+	return v;
+}
+
+static void test_s2lru_chain_from_its_end(void **state)
+{
+	const struct policy_ops *ops;
+	struct policy *p = mk("s2lru", 100, &ops);
+	/* r0 r1 r2 (a chain), x (alone), s s1 (a chain) */
+	struct policy_item it[6];
+	const int want[] = { 2, 1, 0, 5, 3, 4 };
+
+	items_init(it, 6);
+	it[0].hkey = 100; it[1].hkey = 101; it[2].hkey = 102;
+	it[3].hkey = 300;
+	it[4].hkey = 400; it[5].hkey = 401;
+	ops->insert(p, &it[0]);
+	s2_child(ops, p, &it[0], &it[1]);
+	s2_child(ops, p, &it[1], &it[2]);
+	ops->insert(p, &it[4]);
+	s2_child(ops, p, &it[4], &it[5]);
+	ops->insert(p, &it[3]);
+	/* touches: r0 r1 r2 s s1, then x and s re-read (both go to M) */
+	it[5].atime = 5;
+	it[3].atime = 8;
+	ops->access(p, &it[3]);
+	it[4].atime = 10;
+	ops->access(p, &it[4]);
+	for (size_t i = 0; i < 6; i++) {
+		struct policy_item *v = s2_evict_engine(ops, p, it, 6);
+
+		if (v != &it[want[i]])
+			fail_msg("victim %zu is item %td, want %d", i, v - it,
+				 want[i]);
+	}
+	assert_null(ops->evict(p));
+	ops->destroy(p);
+}
+
 /* A scan interleaved with the hot set (one hot read every 20 scan keys):
  * S3-FIFO still hits more than LRU. */
 static void test_scan_interleaved(void **state)
@@ -896,6 +965,7 @@ int main(void)
 		cmocka_unit_test(test_s2lru_scan_resistance),
 		cmocka_unit_test(test_s2lru_lru_without_evidence),
 		cmocka_unit_test(test_s2lru_second_sight),
+		cmocka_unit_test(test_s2lru_chain_from_its_end),
 		cmocka_unit_test(test_s3fifo_ghost),
 		cmocka_unit_test(test_s3fifo_ghost_bounded),
 		cmocka_unit_test(test_s3fifo_ghost_churn),

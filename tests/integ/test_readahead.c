@@ -1,0 +1,415 @@
+/*
+ * test_readahead.c - chain readahead on a real mount: a chain written with
+ * parent links and pushed to L2, read back in order with plain
+ * open/read, is promoted ahead of the reader (the counters rise, the
+ * bytes are right); readahead=0 turns it off; a reader jumping around
+ * the chain triggers no readahead; a chain without links (learned read
+ * order) is followed on the second pass; a damaged record met by
+ * readahead is a miss for the reader, never bad bytes; pinned chunks stay
+ * in L1 under readahead; chunks only in L3 (a real redis-server) are read
+ * ahead in the order a first pass taught, with their bytes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kvfs.h"
+#include "tests/common/kvfs_test.h"
+#include "tests/common/redis_test.h"
+
+#define MIB (1u << 20)
+#define NS "ra.bf16"
+#define N 28 /* chunks of 1 MiB; L1 holds 8 */
+
+static char l2dir[PATH_MAX];
+static struct kvfs_mnt *mounted; /* unmounted by a failed test's teardown */
+static struct kvfs_mnt *mounted2; /* the second node of test_l3_chain */
+static struct rt_server *server;  /* its redis-server, stopped likewise */
+static char auth[] = "/tmp/kvfs-ra-auth-XXXXXX";
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void rm_l2(void)
+{
+	char cmd[PATH_MAX + 32];
+
+	snprintf(cmd, sizeof(cmd), "rm -f '%s'/* 2>/dev/null", l2dir);
+	if (system(cmd)) {
+		/* nothing to remove */
+	}
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(l2dir, sizeof(l2dir), "/var/tmp/kvfs-integ-ra-XXXXXX");
+	return mkdtemp(l2dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rm_l2();
+	rmdir(l2dir);
+	return 0;
+}
+
+static int do_mount(struct kvfs_mnt *m, const char *extra)
+{
+	char opts[PATH_MAX + 512];
+
+	int rc;
+
+	snprintf(opts, sizeof(opts), "l1_size=8M,max_chunk=1M,l2_dir=%s,"
+		 "l2_size=96M%s%s", l2dir, extra ? "," : "", extra ? extra : "");
+	rc = kvfs_test_mount(m, opts);
+	if (rc == 0)
+		mounted = m;
+	return rc;
+}
+
+static void do_umount(struct kvfs_mnt *m)
+{
+	mounted = NULL;
+	assert_int_equal(kvfs_test_umount(m), 0);
+	rm_l2();
+}
+
+/* After each test: a failed one left its mount behind. */
+static int test_teardown(void **state)
+{
+	(void)state;
+	if (mounted2) {
+		kvfs_test_umount(mounted2);
+		mounted2 = NULL;
+	}
+	if (mounted) {
+		kvfs_test_umount(mounted);
+		mounted = NULL;
+	}
+	if (server) {
+		rt_stop(server, true);
+		server = NULL;
+		unlink(auth);
+	}
+	rm_l2();
+	return 0;
+}
+
+static char *chunk_path(const struct kvfs_mnt *m, char *buf, const char *ns,
+			uint64_t n)
+{
+	char name[33];
+
+	kvfs_test_key_name(n, name);
+	return kvfs_test_path(m, buf, "%s/%s", ns, name);
+}
+
+/* Writes chunk n (seed n) of ns; with link, its parent is chunk n - 1. */
+static void put(const struct kvfs_mnt *m, const char *ns, uint64_t n,
+		bool link)
+{
+	char p[PATH_MAX], parent[33];
+	uint8_t *buf = malloc(MIB);
+	int fd;
+
+	assert_non_null(buf);
+	kvfs_test_fill(buf, MIB, n, 0);
+	fd = open(chunk_path(m, p, ns, n), O_CREAT | O_EXCL | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, MIB), (ssize_t)MIB);
+	if (link && n > 0) {
+		kvfs_test_key_name(n - 1, parent);
+		assert_int_equal(fsetxattr(fd, KVFS_XATTR_PARENT, parent, 32, 0),
+				 0);
+	}
+	assert_int_equal(close(fd), 0);
+	free(buf);
+}
+
+static int check(const struct kvfs_mnt *m, const char *ns, uint64_t n)
+{
+	char p[PATH_MAX];
+
+	return kvfs_test_read_check(chunk_path(m, p, ns, n), MIB, n);
+}
+
+static void tier_is(const struct kvfs_mnt *m, const char *ns, uint64_t n,
+		    char where[8])
+{
+	char p[PATH_MAX];
+	ssize_t r;
+
+	r = getxattr(chunk_path(m, p, ns, n), KVFS_XATTR_TIER, where, 7);
+	where[r > 0 ? r : 0] = 0;
+}
+
+/* Writes the chain 0..N-1 and waits until its head is only in L2. */
+static void write_chain(const struct kvfs_mnt *m, const char *ns, bool link)
+{
+	char p[PATH_MAX], where[8] = "";
+
+	assert_int_equal(mkdir(kvfs_test_path(m, p, "%s", ns), 0755), 0);
+	for (uint64_t i = 0; i < N; i++)
+		put(m, ns, i, link);
+	for (int i = 0; i < 200; i++) {
+		tier_is(m, ns, 0, where);
+		if (!strcmp(where, "l2"))
+			break;
+		sleep_ms(25);
+	}
+	assert_string_equal(where, "l2");
+	sleep_ms(300); /* the demotions' writes land */
+}
+
+static long long ra(const struct kvfs_mnt *m, const char *key)
+{
+	return kvfs_test_stat(m, "readahead", key);
+}
+
+/* Waits (bounded) for the workers to finish what they queued. */
+static void settle(const struct kvfs_mnt *m)
+{
+	long long last = -1, now;
+
+	for (int i = 0; i < 40; i++) {
+		now = ra(m, "promotions");
+		if (now == last)
+			break;
+		last = now;
+		sleep_ms(50);
+	}
+}
+
+static void test_chain_is_read_ahead(void **state)
+{
+	struct kvfs_mnt m;
+	long long prom, hits;
+
+	(void)state;
+	assert_int_equal(do_mount(&m, NULL), 0);
+	assert_int_equal(ra(&m, "max"), 16);
+	write_chain(&m, NS, true);
+	assert_int_equal(ra(&m, "promotions"), 0);
+	for (uint64_t i = 0; i < 20; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	settle(&m);
+	prom = ra(&m, "promotions");
+	hits = ra(&m, "hits");
+	print_message("readahead: %lld promotions, %lld hits, %lld wasted\n",
+		      prom, hits, ra(&m, "wasted"));
+	/* the first two reads open the window; from there on the reader
+	 * finds most chunks promoted */
+	assert_true(prom >= 8);
+	assert_true(hits >= 8);
+	assert_true(hits <= prom);
+	assert_int_equal(kvfs_test_stat(&m, "l2", "corrupt"), 0);
+	do_umount(&m);
+}
+
+static void test_readahead_off(void **state)
+{
+	struct kvfs_mnt m;
+
+	(void)state;
+	assert_int_equal(do_mount(&m, "readahead=0"), 0);
+	assert_int_equal(ra(&m, "max"), 0);
+	write_chain(&m, NS, true);
+	for (uint64_t i = 0; i < 20; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	sleep_ms(200);
+	assert_int_equal(ra(&m, "promotions"), 0);
+	assert_int_equal(ra(&m, "hits"), 0);
+	do_umount(&m);
+}
+
+/* Never the child of the chunk read before it, nor a chain's head: no
+ * window ever opens. */
+static void test_jumping_reader(void **state)
+{
+	static const uint64_t order[] = { 3, 9, 1, 14, 6, 19, 21, 11, 16, 4,
+					  12, 7, 18, 2, 10, 17, 5, 13, 8, 15 };
+	struct kvfs_mnt m;
+
+	(void)state;
+	assert_int_equal(do_mount(&m, NULL), 0);
+	write_chain(&m, NS, true);
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		assert_int_equal(check(&m, NS, order[i]), 0);
+	sleep_ms(200);
+	assert_int_equal(ra(&m, "promotions"), 0);
+	assert_int_equal(ra(&m, "wasted"), 0);
+	do_umount(&m);
+}
+
+/* No parent links: the first pass teaches the order, the second (after
+ * the chunks went back to L2) is read ahead. */
+static void test_learned_successors(void **state)
+{
+	struct kvfs_mnt m;
+	char where[8] = "";
+
+	(void)state;
+	assert_int_equal(do_mount(&m, NULL), 0);
+	write_chain(&m, NS, false);
+	for (uint64_t i = 0; i < 12; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	assert_int_equal(ra(&m, "promotions"), 0);
+	/* push 0..11 out of L1 again */
+	for (uint64_t i = 20; i < N; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	for (int i = 0; i < 100; i++) {
+		tier_is(&m, NS, 1, where);
+		if (!strcmp(where, "l2"))
+			break;
+		sleep_ms(20);
+	}
+	assert_string_equal(where, "l2");
+	for (uint64_t i = 0; i < 12; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	settle(&m);
+	assert_true(ra(&m, "promotions") >= 4);
+	assert_true(ra(&m, "hits") >= 4);
+	do_umount(&m);
+}
+
+/* Readahead reaching a damaged record drops it (counted as corrupt): the
+ * reader gets ENOENT for that chunk, right bytes for every other. */
+static void test_corrupt_record_is_a_miss(void **state)
+{
+	struct kvfs_mnt m;
+	char p[PATH_MAX];
+
+	(void)state;
+	assert_int_equal(do_mount(&m, NULL), 0);
+	write_chain(&m, NS, true);
+	assert_true(kvfs_test_l2_damage(l2dir, 6) >= 1);
+	for (uint64_t i = 0; i < 6; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	settle(&m);
+	errno = 0;
+	assert_int_equal(open(chunk_path(&m, p, NS, 6), O_RDONLY), -1);
+	assert_int_equal(errno, ENOENT);
+	for (uint64_t i = 7; i < 20; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	assert_int_equal(kvfs_test_stat(&m, "l2", "corrupt"), 1);
+	do_umount(&m);
+}
+
+/* Half of L1 pinned: readahead works in the rest and never evicts them. */
+static void test_pinned_stay(void **state)
+{
+	struct kvfs_mnt m;
+	char p[PATH_MAX], where[8];
+
+	(void)state;
+	assert_int_equal(do_mount(&m, NULL), 0);
+	write_chain(&m, NS, true);
+	assert_int_equal(mkdir(kvfs_test_path(&m, p, "pin"), 0755), 0);
+	for (uint64_t i = 100; i < 104; i++) {
+		put(&m, "pin", i, false);
+		assert_int_equal(setxattr(chunk_path(&m, p, "pin", i),
+					  KVFS_XATTR_PIN, "1", 1, 0), 0);
+	}
+	for (uint64_t i = 0; i < 20; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	settle(&m);
+	assert_true(ra(&m, "promotions") >= 1);
+	for (uint64_t i = 100; i < 104; i++) {
+		tier_is(&m, "pin", i, where);
+		assert_string_equal(where, "l1");
+		assert_int_equal(check(&m, "pin", i), 0);
+	}
+	do_umount(&m);
+}
+
+/* Node A writes a chain to L3 (a redis-server of this test); node B,
+ * whose L1 holds 8 chunks, reads it twice in order: the second pass is
+ * read ahead from L3 (B knows no links of chunks it never held: the
+ * order of the first pass). */
+static void test_l3_chain(void **state)
+{
+	const char *pw = "kvfs-ra-l3-secret";
+	char opts[PATH_MAX + 512], url[128], p[PATH_MAX];
+	static struct kvfs_mnt a, b;
+	static struct rt_server srv;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	if (rt_skip_reason())
+		skip();
+	fd = mkstemp(auth);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fprintf(f, "%s\n", pw);
+	fclose(f);
+	assert_int_equal(rt_start(&srv, false, pw), 0);
+	server = &srv;
+	rt_url(&srv, url, sizeof(url));
+	snprintf(opts, sizeof(opts), "l1_size=64M,max_chunk=1M,l3=%s,"
+		 "l3_auth_file=%s,l3_ingest=all,readahead=0", url, auth);
+	assert_int_equal(kvfs_test_mount(&a, opts), 0);
+	mounted = &a;
+	assert_int_equal(mkdir(kvfs_test_path(&a, p, "%s", NS), 0755), 0);
+	for (uint64_t i = 0; i < 16; i++)
+		put(&a, NS, i, false);
+	for (int i = 0; i < 300 && kvfs_test_stat(&a, "l3", "puts") < 16; i++)
+		sleep_ms(20);
+	assert_int_equal(kvfs_test_stat(&a, "l3", "puts"), 16);
+	snprintf(opts, sizeof(opts), "l1_size=8M,max_chunk=1M,l3=%s,"
+		 "l3_auth_file=%s,l3_timeout_ms=1000", url, auth);
+	assert_int_equal(kvfs_test_mount(&b, opts), 0);
+	mounted2 = &b;
+	assert_int_equal(mkdir(kvfs_test_path(&b, p, "%s", NS), 0755), 0);
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t i = 0; i < 16; i++)
+			assert_int_equal(check(&b, NS, i), 0);
+	settle(&b);
+	print_message("l3 readahead: %lld promotions, %lld hits\n",
+		      ra(&b, "promotions"), ra(&b, "hits"));
+	assert_true(ra(&b, "promotions") >= 4);
+	assert_true(ra(&b, "hits") >= 4);
+	assert_int_equal(kvfs_test_stat(&b, "l3", "corrupt"), 0);
+	mounted2 = NULL;
+	assert_int_equal(kvfs_test_umount(&b), 0);
+	mounted = NULL;
+	assert_int_equal(kvfs_test_umount(&a), 0);
+	server = NULL;
+	rt_stop(&srv, true);
+	unlink(auth);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_chain_is_read_ahead, test_teardown),
+		cmocka_unit_test_teardown(test_readahead_off, test_teardown),
+		cmocka_unit_test_teardown(test_jumping_reader, test_teardown),
+		cmocka_unit_test_teardown(test_learned_successors, test_teardown),
+		cmocka_unit_test_teardown(test_corrupt_record_is_a_miss, test_teardown),
+		cmocka_unit_test_teardown(test_pinned_stay, test_teardown),
+		cmocka_unit_test_teardown(test_l3_chain, test_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,717 @@
+/*
+ * tier_readahead.c - chain readahead: chunks that follow the one being
+ * read (its children by parent link, or the chunk read right after it
+ * before) are promoted from L2 or L3 in the background, ahead of a reader
+ * that opens file after file, with no lookup.
+ *
+ * The window (per reader stream, TRA_STREAMS of them, like the kernel's
+ *   per-file readahead state):
+ *   - a stream is the reads of one reader (the thread that opens, as
+ *     FUSE tells it; readers that are not known share streams matched
+ *     by chunk) in one namespace; a read of the successor of the chunk
+ *     it read last is in order; any other read (a jump) resets its
+ *     stream to no window: a random reader never triggers readahead;
+ *   - the second chunk read in chain order, or the head of a chain (no
+ *     parent, a child by link: as a read at offset 0 is for the kernel),
+ *     opens a window of TRA_INIT chunks (or the maximum, if smaller)
+ *     ahead of the reader;
+ *   - each time the reader has consumed half the window from chunks that
+ *     readahead promoted (hits), the window doubles, up to readahead=N;
+ *   - each read in order tops the window up: the successors past the
+ *     last one queued are queued, in chain order, for the workers;
+ *   - a jump resets the stream (window 0).
+ * The successor of a chunk comes from one bounded table (TRA_SUCC_MAX
+ * entries, least recently used out), three kinds of entries, strongest
+ * last: SEEN (B was read right after A, when nothing linked them: how
+ * chunks without parent links, e.g. path namespaces, are learned), LINK
+ * (B was published or stamped with parent A), FOLLOWED (a stream read B
+ * right after A, B being A's child or A's successor then). An entry is
+ * replaced by one of its kind or a stronger one. So where a chunk has
+ * several children, the one read after it most recently is followed,
+ * else the newest published; a jumping reader never overwrites a link.
+ *
+ * Bounds: what readahead promoted and nobody read yet is pinned (so the
+ * policy cannot evict it before the reader gets there: s3fifo would
+ * take an unread chunk first), until it is read, its stream jumps, or
+ * TRA_HOLD_NS pass; with what is queued and the lookup prefetch queue it
+ * stays within three quarters of L1 (the bound of tier_l2_prefetch) and
+ * within the L1 not held by other pins and writers, and an allocation
+ * that finds L1 full lets all of it go (tier_ra_unpin_all). Promotions
+ * enter the policy as new chunks, never as accessed ones, so pinned
+ * chunks (never victims) and hot ones (an s3fifo main queue) are not
+ * pushed out for chunks nobody asked for.
+ *
+ * Workers: TRA_WORKERS threads take the queue in order; each promotion
+ * is an io_uring read of L2 (tier_l2_fill) or an L3 GET, then the check
+ * and the decompression, on the worker: several reads in flight, and the
+ * decoding off the FUSE thread that serves the reader.
+ *
+ * Counters: promotions (done by readahead), hits (a promoted chunk read
+ * later), wasted (a promoted chunk that left L1 unread).
+ *
+ * Everything here: tier.lock, except the worker threads' own life.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hash/hashkey.h"
+#include "tier/tier_i.h"
+
+#define TRA_STREAMS 16
+#define TRA_INIT 4
+#define TRA_WORKERS 4
+#define TRA_SUCC_MAX 65536 /* successor entries (about 100 bytes each) */
+#define TRA_QUEUE_MAX 1024
+#define TRA_HOLD_NS 2000000000ULL /* a promotion nobody reads is unpinned */
+
+struct tra_succ {
+	struct htab_node node;     /* in tier_ra.succ, by (ns, from) */
+	struct tra_succ *prev, *next; /* LRU, newest first */
+	uint32_t ns;
+	uint8_t kind;              /* TRA_SEEN, TRA_LINK, TRA_FOLLOWED */
+	struct kvfs_key from, to;
+};
+
+enum { TRA_SEEN = 1, TRA_LINK, TRA_FOLLOWED };
+
+/* A chunk readahead promoted that nobody has read yet. */
+struct tra_pend {
+	struct htab_node node;     /* in tier_ra.pend, by (ns, key) */
+	struct tra_pend *prev, *next; /* oldest first */
+	uint32_t ns;
+	struct kvfs_key key;
+	uint64_t gen, bytes;
+	uint64_t at_ns;            /* when it was promoted */
+	struct tier_rec *rec;      /* pinned by this entry, or NULL */
+	int stream;
+};
+
+struct tra_job {
+	struct tra_job *next;
+	uint32_t ns;
+	struct kvfs_key key;
+	uint64_t bytes;            /* the bound's estimate */
+	int stream;
+};
+
+struct tra_stream {
+	bool used;
+	uint32_t ns;
+	uint64_t reader;           /* who reads (0: not known) */
+	struct kvfs_key last;      /* the chunk read last */
+	struct kvfs_key tail;      /* the last chunk queued ahead */
+	uint32_t win;              /* 0: no window (after a jump) */
+	uint32_t ahead;            /* chunks queued ahead of last */
+	uint32_t hits;             /* hits since the window last grew */
+	uint64_t used_at;          /* tier.clock of the last read */
+};
+
+struct tier_ra {
+	uint32_t max;              /* (imm) readahead=N */
+	struct htab succ;
+	struct tra_succ *lru_head, *lru_tail;
+	struct htab pend;
+	struct tra_pend *pend_head, *pend_tail;
+	uint64_t pend_bytes, queued_bytes;
+	uint64_t pinned_bytes;     /* of t->pinned_bytes: pending pins */
+	struct tra_job *head, *tail;
+	uint32_t nqueued;
+	struct tra_stream st[TRA_STREAMS];
+	pthread_cond_t cond;       /* with tier.lock: the queue */
+	bool stop;
+	int nthreads;
+	pthread_t th[TRA_WORKERS];
+	uint64_t promotions, hits, wasted;
+};
+
+/* ------------------------------------------------------- successors */
+
+static struct tra_succ *succ_find(struct tier_ra *ra, uint32_t ns,
+				  const struct kvfs_key *from)
+{
+	uint64_t h = hashkey_index(ns, from);
+	struct htab_node *e;
+
+	htab_for_each_hash(&ra->succ, h, e) {
+		struct tra_succ *s = container_of(e, struct tra_succ, node);
+
+		if (s->ns == ns && tier_key_eq(&s->from, from))
+			return s;
+	}
+	return NULL;
+}
+
+static void lru_unlink(struct tier_ra *ra, struct tra_succ *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		ra->lru_head = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	else
+		ra->lru_tail = s->prev;
+	s->prev = s->next = NULL;
+}
+
+static void lru_push(struct tier_ra *ra, struct tra_succ *s)
+{
+	s->prev = NULL;
+	s->next = ra->lru_head;
+	if (ra->lru_head)
+		ra->lru_head->prev = s;
+	ra->lru_head = s;
+	if (!ra->lru_tail)
+		ra->lru_tail = s;
+}
+
+/* Sets from's successor to `to` unless a stronger kind says otherwise. */
+static void succ_set(struct tier_ra *ra, uint32_t ns,
+		     const struct kvfs_key *from, const struct kvfs_key *to,
+		     uint8_t kind)
+{
+	struct tra_succ *s = succ_find(ra, ns, from);
+
+	if (tier_key_eq(from, to))
+		return;
+	if (s) {
+		if (kind < s->kind)
+			return;
+		lru_unlink(ra, s);
+	} else {
+		if (ra->succ.n >= TRA_SUCC_MAX) {
+			/* the least recently used entry is recycled */
+			s = ra->lru_tail;
+			lru_unlink(ra, s);
+			htab_del(&ra->succ, &s->node);
+		} else {
+			s = malloc(sizeof(*s));
+			if (!s)
+				return;
+		}
+		memset(s, 0, sizeof(*s));
+		s->ns = ns;
+		s->from = *from;
+		if (htab_add(&ra->succ, &s->node, hashkey_index(ns, from))) {
+			free(s);
+			return;
+		}
+	}
+	s->to = *to;
+	s->kind = kind;
+	lru_push(ra, s);
+}
+
+/* from's successor, or NULL. */
+static const struct kvfs_key *succ_of(struct tier_ra *ra, uint32_t ns,
+				      const struct kvfs_key *from)
+{
+	struct tra_succ *s = succ_find(ra, ns, from);
+
+	if (!s)
+		return NULL;
+	lru_unlink(ra, s);
+	lru_push(ra, s);
+	return &s->to;
+}
+
+void tier_ra_link(struct tier *t, uint32_t ns, const struct kvfs_key *parent,
+		  const struct kvfs_key *child)
+{
+	if (t->ra)
+		succ_set(t->ra, ns, parent, child, TRA_LINK);
+}
+
+/* ---------------------------------------------------------- pending */
+
+static struct tra_pend *pend_find(struct tier_ra *ra, uint32_t ns,
+				  const struct kvfs_key *key, uint64_t h)
+{
+	struct htab_node *e;
+
+	htab_for_each_hash(&ra->pend, h, e) {
+		struct tra_pend *p = container_of(e, struct tra_pend, node);
+
+		if (p->ns == ns && tier_key_eq(&p->key, key))
+			return p;
+	}
+	return NULL;
+}
+
+/* Lets go of p's pin (the chunk may be evicted from now on). */
+static void pend_unpin(struct tier *t, struct tra_pend *p)
+{
+	if (!p->rec)
+		return;
+	t->ra->pinned_bytes -= p->bytes;
+	tier_unref(t, p->rec);
+	p->rec = NULL;
+}
+
+static void pend_del(struct tier *t, struct tra_pend *p)
+{
+	struct tier_ra *ra = t->ra;
+
+	pend_unpin(t, p);
+	htab_del(&ra->pend, &p->node);
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		ra->pend_head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	else
+		ra->pend_tail = p->prev;
+	ra->pend_bytes -= p->bytes;
+	free(p);
+}
+
+/* r (in L1) was promoted for stream si: pinned until read, until its
+ * stream jumps or TRA_HOLD_NS pass, whichever is first. */
+static void pend_add(struct tier *t, struct tier_rec *r, int si)
+{
+	struct tier_ra *ra = t->ra;
+	uint64_t h = r->pi.hkey;
+	struct tra_pend *p = pend_find(ra, r->ns, &r->key, h);
+
+	if (p)
+		return;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return;
+	p->ns = r->ns;
+	p->key = r->key;
+	p->gen = r->gen;
+	p->bytes = rec_l1_len(r);
+	p->stream = si;
+	p->at_ns = tier_now_ns();
+	if (htab_add(&ra->pend, &p->node, h)) {
+		free(p);
+		return;
+	}
+	p->prev = ra->pend_tail;
+	if (ra->pend_tail)
+		ra->pend_tail->next = p;
+	else
+		ra->pend_head = p;
+	ra->pend_tail = p;
+	ra->pend_bytes += p->bytes;
+	tier_ref(t, r);
+	p->rec = r;
+	ra->pinned_bytes += p->bytes;
+}
+
+/* Takes r's pending entry out: true when readahead promoted this
+ * publication of it. */
+static bool pend_take(struct tier *t, const struct tier_rec *r)
+{
+	struct tra_pend *p;
+	bool ours;
+
+	if (!t->ra->pend.n)
+		return false;
+	p = pend_find(t->ra, r->ns, &r->key, r->pi.hkey);
+	if (!p)
+		return false;
+	ours = p->gen == r->gen;
+	pend_del(t, p);
+	return ours;
+}
+
+/* Unpins what stream si (or, with si < 0, nobody read for TRA_HOLD_NS)
+ * holds. */
+static void pend_release(struct tier *t, int si)
+{
+	uint64_t old = tier_now_ns() - TRA_HOLD_NS;
+
+	for (struct tra_pend *p = t->ra->pend_head; p; p = p->next)
+		if (si >= 0 ? p->stream == si : p->at_ns < old)
+			pend_unpin(t, p);
+		else if (si < 0)
+			break; /* oldest first */
+}
+
+bool tier_ra_unpin_all(struct tier *t)
+{
+	bool any = false;
+
+	if (!t->ra)
+		return false;
+	for (struct tra_pend *p = t->ra->pend_head; p; p = p->next)
+		if (p->rec) {
+			pend_unpin(t, p);
+			any = true;
+		}
+	return any;
+}
+
+void tier_ra_leaving(struct tier *t, const struct tier_rec *r, bool evicted)
+{
+	if (t->ra && pend_take(t, r) && evicted)
+		t->ra->wasted++;
+}
+
+/* ------------------------------------------------------------ queue */
+
+/* Room for bytes more of readahead (see the bounds above). */
+static bool ra_room(struct tier *t, uint64_t bytes)
+{
+	struct tier_ra *ra = t->ra;
+	uint64_t held = t->pinned_bytes - ra->pinned_bytes + t->writer_bytes;
+	uint64_t ahead = ra->pend_bytes + ra->queued_bytes + bytes +
+			 tier_l2_prefetch_bytes(t);
+
+	return ahead <= tier_prefetch_bound(t) && held <= t->l1_cap &&
+	       ahead <= t->l1_cap - held;
+}
+
+/* Queues key (size bytes, 0 = unknown) for stream s; false when the
+ * bound stops it. */
+static bool queue_job(struct tier *t, int s, uint32_t ns,
+		      const struct kvfs_key *key, uint64_t bytes)
+{
+	struct tier_ra *ra = t->ra;
+	struct tra_job *j;
+
+	bytes = l1_alloc_round(bytes);
+	if (ra->nqueued >= TRA_QUEUE_MAX || !ra_room(t, bytes))
+		return false;
+	j = malloc(sizeof(*j));
+	if (!j)
+		return false;
+	j->next = NULL;
+	j->ns = ns;
+	j->key = *key;
+	j->bytes = bytes;
+	j->stream = s;
+	if (ra->tail)
+		ra->tail->next = j;
+	else
+		ra->head = j;
+	ra->tail = j;
+	ra->nqueued++;
+	ra->queued_bytes += bytes;
+	pthread_cond_signal(&ra->cond);
+	return true;
+}
+
+/* Queues the successors past stream s's tail until its window is full. */
+static void top_up(struct tier *t, int si)
+{
+	struct tier_ra *ra = t->ra;
+	struct tra_stream *s = &ra->st[si];
+	struct tier_ns *n = tier_ns_get(t, s->ns);
+	uint32_t steps = 0;
+
+	while (n && s->ahead < s->win && steps++ < 2 * ra->max) {
+		const struct kvfs_key *next = succ_of(ra, s->ns, &s->tail);
+		struct tier_rec *r;
+		struct kvfs_key k;
+
+		if (!next)
+			break;
+		k = *next;
+		r = tier_idx_find(t, s->ns, &k);
+		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
+			if (!queue_job(t, si, s->ns, &k, r->size))
+				break;
+		} else if (!r && t->l3) {
+			/* not local: maybe in L3 (its size: the namespace's
+			 * last one, for the bound) */
+			if (!queue_job(t, si, s->ns, &k, n->last_size))
+				break;
+		} else if (!r) {
+			break; /* the chain ends here */
+		}
+		s->tail = k;
+		s->ahead++;
+	}
+}
+
+/* ---------------------------------------------------------- streams */
+
+/* Whether r heads a chain: no parent, and a child by a link. */
+static bool chain_head(struct tier_ra *ra, const struct tier_rec *r)
+{
+	struct tra_succ *s;
+
+	if (r->flags & TREC_HAS_PARENT)
+		return false;
+	s = succ_find(ra, r->ns, &r->key);
+	return s && s->kind == TRA_LINK;
+}
+
+/* Whether r follows the chunk stream s read last. */
+static bool follows(struct tier_ra *ra, const struct tra_stream *s,
+		    const struct tier_rec *r)
+{
+	const struct kvfs_key *nx;
+
+	if (!s->used || s->ns != r->ns)
+		return false;
+	if ((r->flags & TREC_HAS_PARENT) && tier_key_eq(&r->parent, &s->last))
+		return true;
+	nx = succ_of(ra, s->ns, &s->last);
+	return nx && tier_key_eq(nx, &r->key);
+}
+
+/* The stream of reader in r's namespace (reader 0: the one whose last
+ * chunk r follows), or -1. */
+static int stream_of(struct tier_ra *ra, const struct tier_rec *r,
+		     uint64_t reader)
+{
+	for (int i = 0; i < TRA_STREAMS; i++) {
+		struct tra_stream *s = &ra->st[i];
+
+		if (!s->used || s->ns != r->ns || s->reader != reader)
+			continue;
+		if (reader || follows(ra, s, r))
+			return i;
+	}
+	return -1;
+}
+
+/* The most recent stream of reader 0 in ns (learning), or -1. */
+static int stream_recent(struct tier_ra *ra, uint32_t ns)
+{
+	int best = -1;
+
+	for (int i = 0; i < TRA_STREAMS; i++)
+		if (ra->st[i].used && ra->st[i].ns == ns && !ra->st[i].reader &&
+		    (best < 0 || ra->st[i].used_at > ra->st[best].used_at))
+			best = i;
+	return best;
+}
+
+/* A free or the least recently used stream. */
+static int stream_new(struct tier_ra *ra)
+{
+	int best = 0;
+
+	for (int i = 0; i < TRA_STREAMS; i++) {
+		if (!ra->st[i].used)
+			return i;
+		if (ra->st[i].used_at < ra->st[best].used_at)
+			best = i;
+	}
+	return best;
+}
+
+void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
+{
+	struct tier_ra *ra = t->ra;
+	struct tra_stream *s;
+	int si, prev;
+	bool hit;
+
+	if (!ra || (r->flags & TREC_ZOMBIE))
+		return;
+	hit = pend_take(t, r);
+	if (hit)
+		ra->hits++;
+	si = stream_of(ra, r, reader);
+	if (ra->pend_head)
+		pend_release(t, -1);
+	if (si < 0 || !follows(ra, &ra->st[si], r) ||
+	    chain_head(ra, r)) {
+		/* a jump: the chunk read before (by this reader, or in this
+		 * namespace when readers are not known) learns its
+		 * successor, and the stream starts over with no window */
+		prev = si >= 0 ? si : reader ? -1 : stream_recent(ra, r->ns);
+		if (prev >= 0)
+			succ_set(ra, r->ns, &ra->st[prev].last, &r->key,
+				 TRA_SEEN);
+		if (si < 0)
+			si = stream_new(ra);
+		pend_release(t, si); /* what it read ahead may go */
+		s = &ra->st[si];
+		memset(s, 0, sizeof(*s));
+		s->used = true;
+		s->ns = r->ns;
+		s->reader = reader;
+		s->last = s->tail = r->key;
+		s->used_at = t->clock;
+		if (!chain_head(ra, r))
+			return;
+		/* the head of a chain: its reader starts there, as a read at
+		 * offset 0 starts the kernel's window */
+		s->win = ra->max < TRA_INIT ? ra->max : TRA_INIT;
+		top_up(t, si);
+		return;
+	}
+	s = &ra->st[si];
+	/* read in order: remembered as the successor read most recently */
+	succ_set(ra, r->ns, &s->last, &r->key, TRA_FOLLOWED);
+	s->last = r->key;
+	s->used_at = t->clock;
+	if (s->ahead)
+		s->ahead--;
+	else
+		s->tail = r->key; /* the reader is at (or past) the window */
+	if (!s->win) {
+		s->win = ra->max < TRA_INIT ? ra->max : TRA_INIT;
+		s->hits = 0;
+	} else if (hit && ++s->hits >= (s->win + 1) / 2) {
+		s->win = s->win * 2 < ra->max ? s->win * 2 : ra->max;
+		s->hits = 0;
+	}
+	top_up(t, si);
+}
+
+/* ---------------------------------------------------------- workers */
+
+/* r was promoted for stream si: pending (and pinned) until read. */
+static void promoted(struct tier *t, struct tier_rec *r, int si)
+{
+	pend_add(t, r, si);
+	t->ra->promotions++;
+}
+
+/* One promotion; tier.lock held (dropped meanwhile). */
+static void promote_one(struct tier *t, const struct tra_job *j)
+{
+	struct tier_rec *r = tier_idx_find(t, j->ns, &j->key);
+
+	if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
+		struct tier_chunk c = { 0 };
+
+		tier_ref(t, r);
+		if (tier_l2_fill(t, r, &c) == 0 && !c.tmp &&
+		    r->where == TIER_L1 && !(r->flags & TREC_ZOMBIE)) {
+			promoted(t, r, j->stream);
+		}
+		free(c.tmp); /* no room in L1: it stays in L2 */
+		tier_unref(t, r);
+	} else if (!r && t->l3 && tier_ns_get(t, j->ns)) {
+		int rc;
+
+		tier_unlock(t);
+		rc = tier_l3_promote(t, j->ns, &j->key);
+		tier_lock(t);
+		r = rc == 0 ? tier_idx_find(t, j->ns, &j->key) : NULL;
+		if (r && r->where == TIER_L1 && !r->hits)
+			promoted(t, r, j->stream);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct tier *t = arg;
+	struct tier_ra *ra = t->ra;
+
+	tier_lock(t);
+	for (;;) {
+		struct tra_job *j = ra->head;
+
+		if (ra->stop)
+			break;
+		if (!j) {
+			struct timespec dl;
+
+			/* idle: what nobody read for TRA_HOLD_NS is let go,
+			 * reads or not */
+			clock_gettime(CLOCK_REALTIME, &dl);
+			dl.tv_sec += 1;
+			pthread_cond_timedwait(&ra->cond, &t->lock, &dl);
+			if (ra->pend_head)
+				pend_release(t, -1);
+			continue;
+		}
+		ra->head = j->next;
+		if (!ra->head)
+			ra->tail = NULL;
+		ra->nqueued--;
+		ra->queued_bytes -= j->bytes;
+		promote_one(t, j);
+		free(j);
+	}
+	tier_unlock(t);
+	return NULL;
+}
+
+/* ------------------------------------------------------- life cycle */
+
+int tier_ra_open(struct tier *t)
+{
+	struct tier_ra *ra;
+
+	if (!t->cfg.readahead || (!t->l2 && !t->l3))
+		return 0;
+	ra = calloc(1, sizeof(*ra));
+	if (!ra)
+		return -ENOMEM;
+	ra->max = t->cfg.readahead;
+	pthread_cond_init(&ra->cond, NULL);
+	t->ra = ra;
+	for (int i = 0; i < TRA_WORKERS; i++) {
+		if (pthread_create(&ra->th[i], NULL, worker_main, t))
+			break;
+		ra->nthreads++;
+	}
+	if (!ra->nthreads) {
+		tier_ra_close(t);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void tier_ra_close(struct tier *t)
+{
+	struct tier_ra *ra = t->ra;
+	struct htab_node *e, *nx;
+	uint64_t i;
+
+	if (!ra)
+		return;
+	tier_lock(t);
+	ra->stop = true;
+	pthread_cond_broadcast(&ra->cond);
+	tier_unlock(t);
+	for (int k = 0; k < ra->nthreads; k++)
+		pthread_join(ra->th[k], NULL);
+	while (ra->head) {
+		struct tra_job *j = ra->head;
+
+		ra->head = j->next;
+		free(j);
+	}
+	htab_for_each_safe(&ra->succ, i, e, nx)
+		free(container_of(e, struct tra_succ, node));
+	htab_free(&ra->succ);
+	tier_lock(t);
+	while (ra->pend_head)
+		pend_del(t, ra->pend_head);
+	tier_unlock(t);
+	htab_free(&ra->pend);
+	pthread_cond_destroy(&ra->cond);
+	free(ra);
+	t->ra = NULL;
+}
+
+void tier_ra_stats(struct tier *t, struct tier_stats *st)
+{
+	st->ra_max = t->cfg.readahead;
+	if (!t->ra)
+		return;
+	st->ra_promotions = t->ra->promotions;
+	st->ra_hits = t->ra->hits;
+	st->ra_wasted = t->ra->wasted;
+}
+
+uint64_t tier_ra_meta_bytes(struct tier *t)
+{
+	struct tier_ra *ra = t->ra;
+
+	if (!ra)
+		return 0;
+	return sizeof(*ra) + ra->succ.nb * sizeof(*ra->succ.b) +
+	       ra->succ.n * sizeof(struct tra_succ) +
+	       ra->pend.nb * sizeof(*ra->pend.b) +
+	       ra->pend.n * sizeof(struct tra_pend) +
+	       ra->nqueued * sizeof(struct tra_job);
+}
