@@ -329,8 +329,7 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fh->ctl_len = ctl_len;
 		pthread_mutex_unlock(&p->lock);
 		fi->fh = (uint64_t)(uintptr_t)fh;
-		fi->direct_io = 1;
-		fi->noflush = 1;
+		fi->direct_io = 1; /* a FLUSH at close: see fs_op_flush */
 		if (fuse_reply_open(req, fi))
 			fs_fh_free(fs, fh);
 		return;
@@ -620,6 +619,13 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_wr *w = fh->wr;
 	int err = 0;
 
+	if (fh->kind == FS_FH_CTL) {
+		/* closed: its RELEASE may come after the same process's
+		 * next stat, which must not be sized by it (open_by) */
+		pthread_mutex_lock(&p->lock);
+		fh->ctl_closed = true;
+		pthread_mutex_unlock(&p->lock);
+	}
 	if (fh->kind != FS_FH_WRITER) {
 		fuse_reply_err(req, 0);
 		return;

@@ -225,7 +225,7 @@ static bool open_by(struct fs *fs, pid_t pid, fuse_ino_t ino, size_t *len)
 	for (struct fs_fh *fh = p->fh_head.next; fh != &p->fh_head && !found;
 	     fh = fh->next)
 		if (fh->kind == FS_FH_CTL && fh->ino == ino &&
-		    fh->pid == pid && fh->ctl_buf) {
+		    fh->pid == pid && fh->ctl_buf && !fh->ctl_closed) {
 			found = true;
 			*len = fh->ctl_len;
 		}

@@ -130,6 +130,7 @@ struct fs_fh {
 	bool psnap;                /* snap is fs_path.c's (a path directory) */
 	char *ctl_buf;             /* FS_FH_CTL: rendered file */
 	size_t ctl_len;
+	bool ctl_closed;           /* FS_FH_CTL: flushed (fs_priv.lock) */
 	struct fs_fh *prev, *next; /* fs_priv.lock: open handles, freed at
 				    * unmount if the kernel never released */
 };
