@@ -361,7 +361,8 @@ INSTALLED = $(BINDIR)/kvfs-mount $(BINDIR)/kvfsctl $(LIBDIR)/libkvfs.a \
 	$(MANDIR)/man8/kvfs-mount.8 $(MANDIR)/man8/mount.kvfs.8 \
 	$(MANDIR)/man8/mount.fuse.kvfs.8 $(SBINDIR)/mount.kvfs \
 	$(SBINDIR)/mount.fuse.kvfs $(SYSTEMDUNITDIR)/kvfs@.service \
-	$(DOCDIR)/kvfs.conf.example $(PYTHONDIR)/kvfs.py
+	$(DOCDIR)/kvfs.conf.example $(PYTHONDIR)/kvfs.py \
+	$(PYTHONDIR)/kvfs_abi.py
 SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
 	-e 's|@FUSERMOUNT@|$(FUSERMOUNT)|g'
 
@@ -392,10 +393,12 @@ install: all
 	sed 's|^_INSTALLED_LIB = None$$|_INSTALLED_LIB = "$(LIBDIR)/libkvfs.so.0"|' \
 	  python/kvfs.py > $(DESTDIR)$(PYTHONDIR)/kvfs.py
 	chmod 644 $(DESTDIR)$(PYTHONDIR)/kvfs.py
+	install -m 644 python/kvfs_abi.py $(DESTDIR)$(PYTHONDIR)/
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	rm -f $(DESTDIR)$(PYTHONDIR)/__pycache__/kvfs.*.pyc
+	rm -f $(DESTDIR)$(PYTHONDIR)/__pycache__/kvfs.*.pyc \
+	  $(DESTDIR)$(PYTHONDIR)/__pycache__/kvfs_abi.*.pyc
 	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:

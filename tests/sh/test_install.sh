@@ -48,6 +48,7 @@ cat >"$T/want" <<'EOF'
 ./usr/lib/libkvfs.so.0
 ./usr/lib/pkgconfig/kvfs.pc
 ./usr/lib/python3/dist-packages/kvfs.py
+./usr/lib/python3/dist-packages/kvfs_abi.py
 ./usr/lib/systemd/system/kvfs@.service
 ./usr/share/doc/kvfs/kvfs.conf.example
 ./usr/share/man/man1/kvfsctl.1
