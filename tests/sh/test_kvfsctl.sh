@@ -51,7 +51,7 @@ while read -r k; do
 	head -c 65536 /dev/urandom >"$ns/$k" || exit 1
 done <"$tmp/keys"
 
-SUBS="hash stats top lookup pin unpin prefetch l3 events score"
+SUBS="hash stats top lookup pin unpin prefetch l3 events score replay"
 
 # --- --help: usage on stdout, exit 0, nothing on stderr
 for s in $SUBS; do
