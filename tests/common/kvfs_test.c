@@ -643,3 +643,20 @@ char *kvfs_test_undocumented(const char *text)
 	free(man);
 	return NULL;
 }
+
+void kvfs_test_rm_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[PATH_MAX + 300];
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	closedir(d);
+}

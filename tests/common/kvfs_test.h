@@ -122,6 +122,10 @@ char *kvfs_test_undocumented(const char *text);
 /* kvfs_test_count - how many times needle occurs in hay (overlaps too). */
 int kvfs_test_count(const char *hay, const char *needle);
 
+/* kvfs_test_rm_files - unlinks every file of dir but dot files (an l2_dir
+ * between tests; dir itself stays). */
+void kvfs_test_rm_files(const char *dir);
+
 /* kvfs_test_l2_damage - flips a byte inside the payload of every record
  * of key kvfs_test_key_name(n) in the L2 log in l2dir (segment files);
  * the number of records damaged, or -1. */

@@ -47,23 +47,6 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-static void rm_files(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[PATH_MAX + 300];
-
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	closedir(d);
-}
-
 static int setup(void **state)
 {
 	(void)state;
@@ -78,7 +61,7 @@ static int teardown(void **state)
 		umount2(tmpfs_dir, MNT_DETACH);
 		rmdir(tmpfs_dir);
 	}
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 	rmdir(l2dir);
 	return 0;
 }
@@ -241,7 +224,7 @@ static void test_evicted_come_back(void **state)
 	assert_true(stat_num(&st, true, "reads") >= 1);
 	assert_int_equal(stat_num(&st, true, "corrupt"), 0);
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 static void test_warm_restart(void **state)
@@ -270,7 +253,7 @@ static void test_warm_restart(void **state)
 	for (uint64_t i = 0; i < 20; i++)
 		assert_int_equal(check(&m, i % 2 ? "b.r1" : "a.r0", i, 700000), 0);
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 /* ------------------------------------ namespace attributes across restarts */
@@ -421,7 +404,7 @@ static void test_ns_attrs_survive_restart(void **state)
 	assert_int_equal(errno, ENOENT);
 	expect_dir(&m, "private", 0700, 1000, 1000);
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 /*
@@ -481,7 +464,7 @@ static void test_ns_attrs_fail_closed(void **state)
 	assert_int_equal(as_user(65534, chunk_path(&m, p, "pub", 1), O_RDONLY,
 				 0), EACCES);
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 /*
@@ -521,7 +504,7 @@ static void test_corrupt_record_is_enoent(void **state)
 		if ((int64_t)i != victim)
 			assert_int_equal(check(&m, "ns", i, MIB), 0);
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 static void test_sigkill_during_writes(void **state)
@@ -610,7 +593,7 @@ static void test_sigkill_during_writes(void **state)
 		assert_true(early == 0 || found >= early / 4);
 	}
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 /*
@@ -669,7 +652,7 @@ static void test_unlink_survives_sigkill(void **state)
 		}
 	}
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 static void l1_keeps_serving(const char *opts_dir, bool expect_errors)
@@ -724,7 +707,7 @@ static void test_bad_l2_dirs(void **state)
 	/* a full filesystem: writes fail, are counted, nothing wrong served */
 	if (mount("tmpfs", dir, "tmpfs", 0, "size=4m") == 0) {
 		l1_keeps_serving(dir, true);
-		rm_files(dir);
+		kvfs_test_rm_files(dir);
 		umount2(dir, MNT_DETACH);
 	} else {
 		fprintf(stderr, "# skip full l2_dir: %s\n", strerror(errno));
@@ -770,7 +753,7 @@ static void test_default_l2_size_too_small(void **state)
 	snprintf(opts, sizeof(opts), "l1_size=72M,max_chunk=64M,l2_dir=%s,"
 		 "l2_size=8M", dir);
 	assert_int_equal(kvfs_test_mount(&m, opts), -1);
-	rm_files(dir);
+	kvfs_test_rm_files(dir);
 	umount2(dir, MNT_DETACH);
 	rmdir(dir);
 	tmpfs_dir[0] = 0;
@@ -787,7 +770,7 @@ static void test_second_daemon_refused(void **state)
 	/* free again once the first is gone */
 	assert_int_equal(do_mount(&b, NULL), 0);
 	assert_int_equal(kvfs_test_umount(&b), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 int main(void)

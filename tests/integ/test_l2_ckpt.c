@@ -34,23 +34,6 @@
 
 static char l2dir[PATH_MAX];
 
-static void rm_files(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[PATH_MAX + 300];
-
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	closedir(d);
-}
-
 static int setup(void **state)
 {
 	(void)state;
@@ -61,7 +44,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 	rmdir(l2dir);
 	return 0;
 }
@@ -151,7 +134,7 @@ static void test_clean_then_kill_after_unlinks(void **state)
 	for (uint64_t i = 0; i < 50; i++)
 		expect(&m, i, i < 20 && i % 2 == 0);
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 static void test_truncated_checkpoint_scans(void **state)
@@ -178,7 +161,7 @@ static void test_truncated_checkpoint_scans(void **state)
 	for (uint64_t i = 0; i < 20; i++)
 		expect(&m, i, false);
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 static void test_periodic_checkpoint(void **state)
@@ -210,7 +193,7 @@ static void test_periodic_checkpoint(void **state)
 	for (uint64_t i = 0; i < 12; i++)
 		expect(&m, i, false);
 	assert_int_equal(kvfs_test_umount(&m), 0);
-	rm_files(l2dir);
+	kvfs_test_rm_files(l2dir);
 }
 
 static void test_bad_option(void **state)
