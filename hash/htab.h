@@ -81,4 +81,18 @@ uint64_t htab_hash(uint64_t salt, const void *p, size_t n);
 /* htab_hash of a 64-bit integer (inode numbers, lease ids, uids). */
 uint64_t htab_hash_u64(uint64_t salt, uint64_t v);
 
+/* MurmurHash3's 64-bit finaliser (fmix64): well-mixed bits from a value
+ * that may be a weak hash (a counter in tests, block ids in the replay).
+ * Deterministic, unlike htab_hash: for bits of a key that is already a
+ * hash (policies' ghosts and filters). */
+static inline uint64_t htab_mix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
 #endif

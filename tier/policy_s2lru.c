@@ -89,17 +89,6 @@ enum { S2_NONE = 0, S2_PROB = 1, S2_MAIN = 2 }; /* policy_item.q */
 
 /* --------------------------------------------------------- shadow caches */
 
-/* MurmurHash3's finaliser: the sample is taken on well-mixed bits. */
-static uint64_t s2_mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
 /*
  * A shadow cache: keys only, in one or two lists over index arrays (node
  * 0 is nil), with a chained hash of its keys. Two of them, one inserting
@@ -279,7 +268,7 @@ static int s2_shadows(struct policy *p, uint64_t capacity)
  */
 static void s2_sample(struct policy *p, uint64_t hkey, bool seen)
 {
-	uint64_t h = s2_mix(hkey);
+	uint64_t h = htab_mix64(hkey);
 	uint64_t lru, s2;
 
 	if (!p->sh[0].cap || (h & (p->rate - 1)))

@@ -86,28 +86,16 @@ struct policy {
 
 /* ------------------------------------------------------------ ghost set */
 
-static uint64_t s3_mix(uint64_t h)
-{
-	/* hkey should already be a hash; mix anyway so a weak one (e.g. a
-	 * counter in tests) still spreads. */
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ull;
-	h ^= h >> 33;
-	return h;
-}
-
 static uint32_t s3_fp(uint64_t hkey)
 {
-	uint32_t fp = (uint32_t)(s3_mix(hkey) >> 32);
+	uint32_t fp = (uint32_t)(htab_mix64(hkey) >> 32);
 
 	return fp ? fp : 1;
 }
 
 static uint64_t s3_home(const struct s3_ghost *g, uint32_t fp)
 {
-	return s3_mix(fp) & (g->slot_cap - 1);
+	return htab_mix64(fp) & (g->slot_cap - 1);
 }
 
 static struct s3_slot *s3_slot_find(const struct s3_ghost *g, uint32_t fp)

@@ -5,19 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash/htab.h"
 #include "tier/seen.h"
-
-/* A 64-bit finaliser (MurmurHash3's fmix64): callers pass hashes of any
- * quality (block ids in the replay), the probes need well-mixed bits. */
-static uint64_t seen_mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
 
 int seen_init(struct seen_filter *f, uint64_t keys)
 {
@@ -55,7 +44,7 @@ void seen_free(struct seen_filter *f)
 static uint64_t seen_mask(const struct seen_filter *f, uint64_t h,
 			  uint64_t *word)
 {
-	h = seen_mix(h);
+	h = htab_mix64(h);
 	/* Lemire's multiply-shift: any word count, no power-of-two rounding */
 	*word = ((h & 0xffffffffULL) * f->nwords) >> 32;
 	return (1ULL << ((h >> 40) & 63)) | (1ULL << ((h >> 46) & 63)) |
