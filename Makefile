@@ -75,10 +75,29 @@ GPU_SRC += gpu/gpu_nocuda.c
 CUDA_CFLAGS :=
 endif
 
-LIB_SRC := $(wildcard hash/*.c) $(wildcard tier/*.c) $(GPU_SRC) \
-	$(wildcard fs/client*.c)
-FS_SRC := $(filter-out $(wildcard fs/client*.c),$(wildcard fs/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# libkvfs (lib/): the client library engines link, and only that: lib/*.c
+# (the key derivation of kvfs.h section 1 and the calls of section 4) and
+# gpu/gpu_rt.c (the dlopen loader of the CUDA runtime). Built with
+# -fvisibility=hidden; the shared library exports exactly lib/libkvfs.map
+# and the static one is one object whose only global symbols are the same
+# list (objcopy --keep-global-symbols), so an engine's own tier_init or
+# l2_open never collides. xxHash is compiled in, libc is all it needs.
+LIB_SRC := $(wildcard lib/*.c) gpu/gpu_rt.c
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/libkvfs/%.o)
+LIB_MAP := lib/libkvfs.map
+LIB_SYMS := $(BUILD)/libkvfs.syms
+LIB_SOVERSION := 0
+LIB_VERSION := 0.1.0
+LIB_CFLAGS := -fvisibility=hidden
+
+# The engine (tier/ with its stores, gpu/, hash/): an internal archive
+# linked into kvfs-mount, kvfsctl, the tests and the benches, never
+# installed; it calls libkvfs for key derivation, so it links before it.
+ENGINE_SRC := $(wildcard hash/*.c) $(wildcard tier/*.c) \
+	$(wildcard tier/*/*.c) $(GPU_SRC)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+ENGINE := $(BUILD)/libkvfsengine.a $(BUILD)/libkvfs.a
+FS_SRC := $(wildcard fs/*.c) $(wildcard fs/*/*.c)
 FS_OBJ := $(FS_SRC:%.c=$(BUILD)/%.o)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -121,28 +140,45 @@ $(EV_LIB): $(EV_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libkvfs.a: $(LIB_OBJ)
+$(BUILD)/libkvfs/%.o: %.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
+
+$(LIB_SYMS): $(LIB_MAP)
+	@mkdir -p $(dir $@)
+	$(Q)sed -n 's/^[[:space:]]*\(kvfs_[a-z0-9_]*\);.*/\1/p' $< > $@
+
+$(BUILD)/libkvfsengine.a: $(ENGINE_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libkvfs.so: $(LIB_OBJ)
+$(BUILD)/libkvfs.a: $(LIB_OBJ) $(LIB_SYMS)
+	$(call msg,AR,$@)
+	$(Q)$(LD) -r -o $(BUILD)/libkvfs/libkvfs.o $(LIB_OBJ)
+	$(Q)objcopy --keep-global-symbols=$(LIB_SYMS) $(BUILD)/libkvfs/libkvfs.o
+	$(Q)rm -f $@ && ar rcs $@ $(BUILD)/libkvfs/libkvfs.o
+
+$(BUILD)/libkvfs.so: $(LIB_OBJ) $(LIB_MAP)
 	$(call msg,LD,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libkvfs.so.0 $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
-	$(Q)ln -sf libkvfs.so $(BUILD)/libkvfs.so.0
+	$(Q)$(CC) -shared -Wl,-soname,libkvfs.so.$(LIB_SOVERSION) \
+	  -Wl,--version-script=$(LIB_MAP) -Wl,--no-undefined $(LDFLAGS_ALL) \
+	  -o $@ $(LIB_OBJ)
+	$(Q)ln -sf libkvfs.so $(BUILD)/libkvfs.so.$(LIB_SOVERSION)
 
 $(BUILD)/kvfs.pc: Makefile
 	@mkdir -p $(dir $@)
 	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
 	  'includedir=$${prefix}/include' '' 'Name: kvfs' \
 	  'Description: client library of kvfs, the KV-cache filesystem' \
-	  'Version: 0.1.0' 'Libs: -L$${libdir} -lkvfs' \
-	  'Libs.private: $(LIBS) -pthread' 'Cflags: -I$${includedir}' > $@
+	  'Version: $(LIB_VERSION)' 'Libs: -L$${libdir} -lkvfs' \
+	  'Libs.private: -pthread' 'Cflags: -I$${includedir}' > $@
 	$(Q)sed -e 's|^libdir=.*|libdir=$(abspath $(BUILD))|' \
 	  -e 's|^includedir=.*|includedir=$(abspath include)|' $@ \
 	  > $(BUILD)/kvfs-uninstalled.pc
 
 CTL_SRC := mount/kvfsctl.c $(wildcard mount/ctl_*.c)
-$(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(BUILD)/libkvfs.a
+$(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
@@ -152,24 +188,24 @@ MOUNT_OBJ := $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_opts.o $(BUILD)/mo
 MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 # sd_notify (Type=notify under systemd; a no-op without NOTIFY_SOCKET)
 SD_LIBS := $(shell $(PKG_CONFIG) --libs libsystemd 2>/dev/null || echo -lsystemd)
-$(BUILD)/kvfs-mount: $(MOUNT_OBJ) $(FS_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
+$(BUILD)/kvfs-mount: $(MOUNT_OBJ) $(FS_OBJ) $(EV_LIB) $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(FUSE_LIBS) $(EV_LIBS) $(MHD_LIBS) \
 	  $(SD_LIBS) $(LIBS)
 
-$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(EV_LIBS) $(LIBS)
 
-$(BUILD)/tests/integ/%: $(BUILD)/tests/integ/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
+$(BUILD)/tests/integ/%: $(BUILD)/tests/integ/%.o $(TEST_COMMON_OBJ) $(EV_LIB) $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(EV_LIBS) $(LIBS)
 
-$(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(BUILD)/libkvfs.a
+$(BUILD)/tests/gpu/%: $(BUILD)/tests/gpu/%.o $(TEST_COMMON_OBJ) $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libkvfs.a
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 # the L3 bench starts its redis-servers and mounts with the test helpers
@@ -178,7 +214,7 @@ $(BUILD)/bench/kvfs_l3bench: $(TEST_COMMON_OBJ)
 $(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 
 # kvfs_evbench mounts kvfs (tests/common's helpers) and talks ZeroMQ
-$(BUILD)/bench/kvfs_evbench: $(BUILD)/bench/kvfs_evbench.o $(TEST_COMMON_OBJ) $(EV_LIB) $(BUILD)/libkvfs.a
+$(BUILD)/bench/kvfs_evbench: $(BUILD)/bench/kvfs_evbench.o $(TEST_COMMON_OBJ) $(EV_LIB) $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) $(LIBS)
 # ---------------------------------------------------------------- load
@@ -232,7 +268,7 @@ fuzz-bins: $(FUZZ_BIN)
 $(FUZZ_BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FS_OBJ) \
 		$(CTL_SRC:%.c=$(BUILD)/%.o) $(BUILD)/mount/mount_log.o \
 		$(BUILD)/mount/mount_events.o $(BUILD)/mount/mount_http.o \
-		$(EV_LIB) $(BUILD)/libkvfs.a
+		$(EV_LIB) $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ \
 	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson \
@@ -262,7 +298,7 @@ $(BUILD)/tests/gpu/kvfs_devcheck.o: tests/gpu/cuda/kvfs_devcheck.cu include/kvfs
 	$(call msg,NVCC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(NVCC) -O2 -std=c++17 -Iinclude -I. -c $< -o $@
-$(BUILD)/tests/gpu/kvfs_devcheck: $(BUILD)/tests/gpu/kvfs_devcheck.o $(BUILD)/libkvfs.a
+$(BUILD)/tests/gpu/kvfs_devcheck: $(BUILD)/tests/gpu/kvfs_devcheck.o $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS) -L$(CUDA_HOME)/lib64 \
 	  -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++

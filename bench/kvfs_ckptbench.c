@@ -36,8 +36,8 @@
 #include <unistd.h>
 
 #include "kvfs.h"
-#include "tier/l2.h"
-#include "tier/record.h"
+#include "tier/l2/l2.h"
+#include "tier/record/record.h"
 
 static double now_s(void)
 {

@@ -39,8 +39,8 @@
 #include <unistd.h>
 
 #include "kvfs.h"
-#include "tier/codec.h"
-#include "tier/l2.h"
+#include "tier/record/codec.h"
+#include "tier/l2/l2.h"
 
 static double now_s(void)
 {

@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tier/policy.h"
+#include "tier/policy/policy.h"
 #include "tier/tier.h"
 
 static uint64_t heap_bytes(void)

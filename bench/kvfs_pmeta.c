@@ -1,6 +1,6 @@
 /*
  * kvfs_pmeta.c - daemon-side metadata bytes per directory and per file of
- * a path namespace (fs/fs_ptree.c), as kvfs_meta measures them per chunk.
+ * a path namespace (fs/paths/fs_ptree.c), as kvfs_meta measures them per chunk.
  *
  *   kvfs_pmeta [-d DIRS] [-f FILES]
  *
@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fs/fs_ptree.c"
+#include "fs/paths/fs_ptree.c"
 
 struct fs_inode *fs_ino_find(struct fs_priv *p, uint64_t ino)
 {

@@ -7,7 +7,7 @@
  * libkvfs, kvfs-mount and the tests build everywhere, link no libcudart, and
  * only a machine with a driver, a device and libcudart gets a working
  * struct gpu_rt. Always built, CUDA=0 included: the client side
- * (fs/client_cuda.c) may run on a machine with CUDA even when this build
+ * (lib/client_cuda.c) may run on a machine with CUDA even when this build
  * had no toolkit.
  *
  * A struct gpu_rt is owned by one user (an arena, a client mapping, a test);

@@ -25,6 +25,10 @@
 extern "C" {
 #endif
 
+/* libkvfs is built with -fvisibility=hidden; what this header declares is
+ * its API and is exported (lib/libkvfs.map lists it). */
+#pragma GCC visibility push(default)
+
 #define KVFS_VERSION_STRING "0.1.0"
 
 /* ======================================================================
@@ -736,7 +740,7 @@ int kvfs_handle_map(int fd, const struct kvfs_handle *h, const void **addr);
 void kvfs_handle_unmap(const void *addr, const struct kvfs_handle *h);
 
 /* ----------------------------------------------------------------------
- * 4a. Batched transfers (fs/client_xfer.c): KVFS_IOC_GET / KVFS_IOC_PUT
+ * 4a. Batched transfers (lib/client_xfer.c): KVFS_IOC_GET / KVFS_IOC_PUT
  * ---------------------------------------------------------------------- */
 
 /* One chunk of a kvfs_mget / kvfs_mput. */
@@ -806,7 +810,7 @@ int kvfs_xfer_register(int nsfd, const void *ipc, size_t length,
 long kvfs_mget_device(int nsfd, struct kvfs_io *io, size_t n);
 
 /* ----------------------------------------------------------------------
- * 4b. CUDA handles (fs/client_cuda.c)
+ * 4b. CUDA handles (lib/client_cuda.c)
  *
  * Opening a KVFS_HANDLE_CUDA_IPC handle in the engine's process. libkvfs
  * does not link the CUDA runtime: it loads libcudart at run time ($KVFS_CUDART,
@@ -858,6 +862,8 @@ int kvfs_cuda_open(const struct kvfs_handle *h, int device,
 /* kvfs_cuda_close - unmaps what kvfs_cuda_open mapped and clears m.
  * Returns 0, -EINVAL (m not open), or -EIO (cudaIpcCloseMemHandle). */
 int kvfs_cuda_close(struct kvfs_cuda_map *m);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

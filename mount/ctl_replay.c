@@ -36,7 +36,7 @@
 #include "mount/ctl.h"
 #include "mount/ctl_replay.h"
 #include "tier/l1_alloc.h"
-#include "tier/policy.h"
+#include "tier/policy/policy.h"
 #include "tier/tier.h"
 
 /* ------------------------------------------------------- trace parsing */

@@ -53,7 +53,7 @@ int replay_belady(const struct replay_trace *tr, uint64_t capacity,
  *   evicted  every L1 victim without a copy in L2;
  *   hot      victims hit at least REPLAY_HOT_HITS times in L1 (hot_hits);
  *   twice    victims hit in L1, or whose key was published before
- *            (tier/seen.h's seen2, as tier_l2.c does);
+ *            (tier/policy/seen.h's seen2, as tier_l2.c does);
  *   all      every published block, when published.
  * A read that misses L1 and finds the block in L2 is an L2 hit (the caller
  * then publishes it into L1, as a promotion does; the L2 copy stays).

@@ -6,14 +6,14 @@
  * demoter thread and io_uring, so which blocks are on disk when the next
  * request reads depends on timing, and a replay of 100k blocks would
  * write hundreds of MiB per run. The admission decision itself is the
- * engine's: ingest=twice asks tier/seen.h exactly as tier_l2.c does.
+ * engine's: ingest=twice asks tier/policy/seen.h exactly as tier_l2.c does.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mount/ctl_replay.h"
-#include "tier/seen.h"
+#include "tier/policy/seen.h"
 
 static const char *const ingest_names[REPLAY_INGEST_NMODES] = {
 	"evicted", "hot", "twice", "all",

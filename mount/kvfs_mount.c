@@ -46,7 +46,7 @@
 #include "mount/mount_http.h"
 #include "mount/mount_log.h"
 #include "mount/mount_opts.h"
-#include "tier/policy.h"
+#include "tier/policy/policy.h"
 #include "tier/tier.h"
 
 

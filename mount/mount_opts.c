@@ -18,7 +18,7 @@
 
 #include "kvfs.h"
 #include "mount/mount_opts.h"
-#include "tier/policy.h"
+#include "tier/policy/policy.h"
 
 #define MAX_CHUNK_DEFAULT (64ULL << 20)
 #define L1_CAP_DEFAULT (4ULL << 30) /* the arena is pre-faulted at mount */
@@ -546,7 +546,7 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 				MAX_CHUNK_DEFAULT : tc->l1_size;
 	}
 	if (o->policy) {
-		/* every policy of tier/policy.c's table, by name */
+		/* every policy of tier/policy/policy.c's table, by name */
 		if (one_of("policy", o->policy, policy_names()) < 0)
 			return -1;
 		tc->policy = o->policy;

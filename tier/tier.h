@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "kvfs.h"
-#include "tier/l3.h"
+#include "tier/l3/l3.h"
 #include "tier/tier_events.h"
 
 struct tier;
@@ -34,7 +34,7 @@ enum tier_ingest {
 	TIER_INGEST_ALL,         /* every published chunk also goes to L2 */
 	TIER_INGEST_HOT,         /* chunks with >= hot_hits hits go to L2 */
 	TIER_INGEST_TWICE,       /* L1 victims seen twice go to L2: hit in L1,
-				  * or published before (tier/seen.h) */
+				  * or published before (tier/policy/seen.h) */
 };
 
 enum tier_where {
@@ -55,7 +55,7 @@ enum tier_gone_reason {
 struct tier_config {
 	uint64_t l1_size;   /* bytes of arena; must hold at least one chunk */
 	uint64_t max_chunk; /* largest chunk, bytes (default 64 MiB) */
-	const char *policy; /* a tier/policy.c name: "lru", "fifo", "s3fifo",
+	const char *policy; /* a tier/policy/policy.c name: "lru", "fifo", "s3fifo",
 			     * "prefix" (default), "s2lru" */
 	const char *l1;     /* gpu backend spec: "host" | "pinned" | "cuda[:N]" */
 
@@ -71,11 +71,11 @@ struct tier_config {
 	enum tier_ingest ingest;
 	uint32_t hot_hits;      /* threshold for TIER_INGEST_HOT */
 	int l2_checkpoint_s;    /* seconds between checkpoints of the L2
-				 * index (tier/record.h); 0 = only at a clean
+				 * index (tier/record/record.h); 0 = only at a clean
 				 * unmount; default 60 */
 	bool flush_on_exit;     /* write L1 to L2 on tier_destroy */
 
-	/* L3 (tier/l3.h, tier_l3.c): disabled when l3 is NULL. The strings
+	/* L3 (tier/l3/l3.h, tier_l3.c): disabled when l3 is NULL. The strings
 	 * are used by tier_create only (copied where kept). */
 	const char *l3;             /* redis://HOST:PORT[,HOST:PORT...] */
 	enum l3r_mode l3_cluster;   /* auto (default), cluster, standalone */

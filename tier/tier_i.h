@@ -71,7 +71,7 @@
 #include "hash/htab.h"
 #include "kvfs.h"
 #include "tier/l1_alloc.h"
-#include "tier/policy.h"
+#include "tier/policy/policy.h"
 #include "tier/tier.h"
 
 /* Where an L2 copy of a chunk lives; opaque to the L1 code, filled by the L2

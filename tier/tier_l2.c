@@ -1,5 +1,5 @@
 /*
- * tier_l2.c - the engine's side of L2 (tier/l2.h): the hooks tier_*.c call
+ * tier_l2.c - the engine's side of L2 (tier/l2/l2.h): the hooks tier_*.c call
  * (tier_i.h, "L2 hooks"), the callbacks of the L2 log (recovery into the
  * index, reclaim verdicts, moves), and open/close. Demotion is in
  * tier_l2_demote.c, promotion and prefetch in tier_l2_promote.c; the
@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "hash/hashkey.h"
-#include "tier/codec.h"
+#include "tier/record/codec.h"
 #include "tier/tier_l2_i.h"
 
 /*

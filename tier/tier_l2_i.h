@@ -34,8 +34,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tier/seen.h"
-#include "tier/l2.h"
+#include "tier/policy/seen.h"
+#include "tier/l2/l2.h"
 #include "tier/tier_i.h"
 
 #define TL2_MAX_PREFETCH 4096

@@ -1,11 +1,11 @@
 /*
- * tier_l3.c - the engine's side of L3 (the store is tier/l3.h): which
+ * tier_l3.c - the engine's side of L3 (the store is tier/l3/l3.h): which
  * chunks go to Redis (l3_ingest), promotion of a chunk found there (GET,
  * every check of the record format, decode, publish into L1 through a
  * writer), the part of a batched lookup past the local run, prefetch,
  * unlink, stats.
  *
- * A value in L3 is a tier/record.h record (header + payload, no padding)
+ * A value in L3 is a tier/record/record.h record (header + payload, no padding)
  * whose hdr_sum is seeded with a salt derived from l3_prefix: every node
  * using the same prefix writes and checks the same way. Nothing read from
  * L3 is trusted before kvrec_hdr_check, the header's namespace and key,
@@ -30,9 +30,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "tier/codec.h"
-#include "tier/l3.h"
-#include "tier/record.h"
+#include "tier/record/codec.h"
+#include "tier/l3/l3.h"
+#include "tier/record/record.h"
 #include "tier/tier_i.h"
 
 #define TL3_PREFETCH_MAX 1024 /* promotions waiting for the prefetchers */

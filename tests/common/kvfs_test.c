@@ -16,7 +16,7 @@
 
 #include "kvfs.h"
 #include "tests/common/kvfs_test.h"
-#include "tier/l2.h"
+#include "tier/l2/l2.h"
 
 /*
  * The safety net: mounts this process made and has not unmounted yet. Test

@@ -25,8 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tier/l2.h"
-#include "tier/record.h"
+#include "tier/l2/l2.h"
+#include "tier/record/record.h"
 
 #define SALT 0x6b76667366757a7aULL
 /* the engine's max_chunk: its recover callback refuses larger records

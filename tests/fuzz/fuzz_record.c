@@ -1,5 +1,5 @@
 /*
- * fuzz_record - the record header and payload checks of tier/record.h
+ * fuzz_record - the record header and payload checks of tier/record/record.h
  * (kvrec_hdr_check, kvrec_verify), which L2 recovery, L2 reads and reclaim
  * run on bytes read from disk. The first byte picks whether the harness
  * seals the header (hdr_sum, and stored_sum when bit 1 is set) with the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tier/record.h"
+#include "tier/record/record.h"
 
 #define SALT 0x1234abcd5678ef90ULL
 

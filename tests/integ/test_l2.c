@@ -33,7 +33,7 @@
 
 #include "kvfs.h"
 #include "tests/common/kvfs_test.h"
-#include "tier/l2.h"
+#include "tier/l2/l2.h"
 
 #define MIB (1u << 20)
 

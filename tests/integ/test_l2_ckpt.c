@@ -28,7 +28,7 @@
 
 #include "kvfs.h"
 #include "tests/common/kvfs_test.h"
-#include "tier/record.h"
+#include "tier/record/record.h"
 
 #define LEN (256 * 1024)
 

@@ -27,8 +27,8 @@
 
 #include <cmocka.h>
 
-#include "tier/codec.h"
-#include "tier/l2.h"
+#include "tier/record/codec.h"
+#include "tier/l2/l2.h"
 #include "tier/tier.h"
 #include "tier/tier_i.h" /* nchildren and where of a record (white box) */
 

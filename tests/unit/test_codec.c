@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "tier/codec.h"
+#include "tier/record/codec.h"
 
 static uint64_t rng_next(uint64_t *s)
 {

@@ -2,7 +2,7 @@
  * test_gpu.c - gpu/: the host backend, spec parsing, the CUDA runtime
  * loader, and the pinned/cuda backends: -ENODEV with a reason where no GPU
  * is usable (as on the build machine), real round trips where one is.
- * Also the client's CUDA handle checks (fs/client_cuda.c).
+ * Also the client's CUDA handle checks (lib/client_cuda.c).
  */
 #include <dlfcn.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 
 #include "l2_test.h"
-#include "tier/l2_i.h"
+#include "tier/l2/l2_i.h"
 
 #define LEN (20 * 1024)
 #define NS(i) ((i) % 2 ? "a.r0" : "b.r1")

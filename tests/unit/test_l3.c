@@ -17,8 +17,8 @@
 #include <cmocka.h>
 
 #include "tests/common/redis_test.h"
-#include "tier/l3.h"
-#include "tier/l3_slot.h"
+#include "tier/l3/l3.h"
+#include "tier/l3/l3_slot.h"
 
 static struct rt_server srv;
 

@@ -19,7 +19,7 @@
 #include <hiredis/hiredis.h>
 
 #include "tests/common/redis_test.h"
-#include "tier/l3_redis.h"
+#include "tier/l3/l3_redis.h"
 
 #define TIMEOUT_MS 200
 

@@ -14,7 +14,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "tier/l3_slot.h"
+#include "tier/l3/l3_slot.h"
 
 static unsigned slot(const char *k)
 {

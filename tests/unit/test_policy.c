@@ -14,7 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "tier/policy.h"
+#include "tier/policy/policy.h"
 
 static struct policy *mk(const char *name, uint64_t cap,
 			 const struct policy_ops **ops)

@@ -1,5 +1,5 @@
 /*
- * test_ptree.c - the directory trees of path namespaces (fs/fs_ptree.c):
+ * test_ptree.c - the directory trees of path namespaces (fs/paths/fs_ptree.c):
  * names per directory, paths and their limit, moves, the key index, the
  * directory limit (ENOSPC), the metadata count, and the block hash a KV
  * event takes from a file name, and waiting for a busy entry that is
@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "fs/fs_ptree.c"
+#include "fs/paths/fs_ptree.c"
 
 struct fs_inode *fs_ino_find(struct fs_priv *p, uint64_t ino)
 {

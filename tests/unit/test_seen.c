@@ -1,5 +1,5 @@
 /*
- * test_seen.c - tier/seen.c: the decaying Bloom filter behind s2lru and
+ * test_seen.c - tier/policy/seen.c: the decaying Bloom filter behind s2lru and
  * ingest=twice. It remembers what was added for at least one generation,
  * forgets it after two, keeps false positives near its design rate, and
  * seen2 says "twice" only after a second sighting.
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <cmocka.h>
 
-#include "tier/seen.h"
+#include "tier/policy/seen.h"
 
 enum { KEYS = 1000 };
 

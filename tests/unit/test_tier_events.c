@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "kvfs.h"
-#include "tier/record.h"
+#include "tier/record/record.h"
 #include "tier/tier.h"
 
 #define CHUNK (64 << 10)

@@ -21,7 +21,7 @@
 
 #include "hash/hashkey.h"
 #include "kvfs.h"
-#include "tier/policy.h"
+#include "tier/policy/policy.h"
 #include "tier/tier.h"
 #include "tier/tier_i.h" /* nchildren of a record (white box) */
 

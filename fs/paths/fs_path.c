@@ -1,0 +1,874 @@
+/*
+ * fs_path.c - the FUSE operations of path namespaces.
+ *
+ * A namespace in path mode (user.kvfs.names = paths) holds any tree of
+ * directories and any file names, so an engine's own disk tier (vLLM's
+ * file-system offloading tier, SGLang's HiCacheFile, LMCache's
+ * LocalDiskBackend) runs on it unchanged. Every file is a chunk of the
+ * engine whose key is XXH3-128 of its path below the namespace
+ * (kvfs_path_key), so tiers, compression, checksums, eviction, leases,
+ * stats and batched lookups apply as to key chunks.
+ *
+ * Versions. A file is written through an fs_wr (a temporary, in the
+ * engine's terms) that its name (struct fs_pent) points to. It is
+ * published under its path's key when it is closed: at once when a
+ * rename moves a closed file onto a name (the write-then-rename idiom
+ * costs no copy), else by the background thread FS_PATH_PUBLISH_MS after
+ * its last close (so the rename that usually follows a close finds it
+ * unpublished), or sooner when a reader opens it or too many wait.
+ * Until then lookups, stat, readdir and reads see the writer's bytes. A
+ * published file never changes in place: O_TRUNC starts a new version
+ * that replaces it once closed, as os.replace does; readers that have the
+ * old one open keep its bytes (the engine keeps a pinned chunk until its
+ * last reader lets go); opening it for writing without O_TRUNC is EPERM.
+ * A writer killed by a signal publishes nothing (fs_op_flush discards).
+ *
+ * Renaming a published file copies it to the new key (its key is its
+ * path); renaming a directory that holds anything is EXDEV for the same
+ * reason (mv(1) then copies), an empty one is moved.
+ *
+ * Locks: fs_priv.lock protects the tree (fs_ptree.h); a publication or
+ * copy runs without it, with its entry marked busy: whatever would move
+ * or remove a busy entry waits on fs_paths.idle first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/paths/fs_ptree.h"
+
+#define FS_PATH_PUBLISH_MS 200 /* a closed file waits this long for a rename */
+#define FS_PATH_PENDING_MAX 64 /* closed files waiting, at most */
+
+static struct fs_paths *paths_of(struct fs *fs)
+{
+	return fs->priv->paths;
+}
+
+/* Is w closed, as readers and renames see it: no fd open, or only the one
+ * whose close(2) already returned (its RELEASE comes asynchronously)?
+ * priv.lock held. */
+static bool closed_locked(const struct fs_wr *w)
+{
+	return !w->opens || (w->opens == 1 && w->closing);
+}
+
+/* ------------------------------------------------------ pending writers */
+
+static void pending_add(struct fs_paths *t, struct fs_wr *w)
+{
+	if (w->pending)
+		return;
+	w->pnext = &t->pending;
+	w->pprev = t->pending.pprev;
+	w->pprev->pnext = w;
+	t->pending.pprev = w;
+	w->pending = true;
+	t->npending++;
+}
+
+static void pending_del(struct fs_paths *t, struct fs_wr *w)
+{
+	if (!w->pending)
+		return;
+	w->pprev->pnext = w->pnext;
+	w->pnext->pprev = w->pprev;
+	w->pending = false;
+	t->npending--;
+}
+
+/* e's name no longer has w (priv.lock held): drops the entry's reference
+ * and, when nothing published holds the name, the name. */
+void fs_path_detach_writer(struct fs *fs, struct fs_pent *e, struct fs_wr *w)
+{
+	struct fs_paths *t = paths_of(fs);
+
+	pending_del(t, w);
+	w->pent = NULL;
+	if (e && e->wr == w) {
+		e->wr = NULL;
+		if (!e->keyed && !e->busy)
+			fs_ptree_remove(t, e);
+	}
+	fs_wr_unref_locked(fs, w);
+}
+
+/* -------------------------------------------------------- publication */
+
+static void ns_name(struct fs *fs, uint32_t ns, char out[KVFS_NS_NAME_MAX + 1])
+{
+	struct tier_ns_info ni;
+
+	if (tier_ns_info(fs->tier, ns, &ni))
+		out[0] = '\0';
+	else
+		memcpy(out, ni.name, sizeof(ni.name));
+}
+
+/*
+ * Publishes closed writer w under the key of its name's path. Does
+ * nothing when w has no name any more (unlinked, replaced: it is dropped
+ * by its last reference). priv.lock NOT held.
+ */
+void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
+{
+	struct fs_paths *t = paths_of(fs);
+	struct fs_priv *p = fs->priv;
+	char path[FS_PATH_MAX + 1], nsn[KVFS_NS_NAME_MAX + 1];
+	struct kvfs_key key;
+	struct fs_pent *e;
+	uint64_t gen = 0;
+	uint32_t ns;
+	int len, err;
+
+	pthread_mutex_lock(&p->lock);
+	while ((e = w->pent) && e->wr == w && e->busy)
+		fs_ptree_wait_idle(fs, e);
+	if (!e || e->wr != w || !closed_locked(w)) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	pending_del(t, w);
+	len = fs_ptree_path(e->parent, e->name, e->len, path);
+	if (len < 0) { /* checked at create and rename: cannot happen */
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	e->busy = true;
+	ns = e->parent->ns;
+	kvfs_path_key(path, (size_t)len, &key);
+	/* its BlockStored carries the name's block hash (fs_pevent.c) */
+	fs_pev_note(t, ns, &key, e->name, e->len);
+	w->key = key; /* for readers of the writer's fd (fs_op_read) */
+	w->refs++;
+	pthread_mutex_unlock(&p->lock);
+
+	err = fs_wr_publish_replace(fs, w, &key);
+	pthread_rwlock_rdlock(&w->lock);
+	gen = w->final_gen;
+	pthread_rwlock_unlock(&w->lock);
+
+	pthread_mutex_lock(&p->lock);
+	e->busy = false;
+	pthread_cond_broadcast(&t->idle);
+	if (!err) {
+		w->has_key = true;
+		fs_ptree_key(t, e, &key, gen);
+		e->has_mtime = false;
+	} else {
+		fs_ptree_unkey(t, e); /* the old version went with it */
+	}
+	fs_path_detach_writer(fs, e, w);
+	fs_wr_unref_locked(fs, w);
+	pthread_mutex_unlock(&p->lock);
+	if (!err && t->journal) {
+		ns_name(fs, ns, nsn);
+		fs_pjournal_add(fs, 'F', nsn, path, (size_t)len);
+	}
+	if (err)
+		fs_log(fs, "path file discarded at publication: %s",
+		       strerror(-err));
+}
+
+/* Publishes closed writers: those closed before cutoff_ms (every one for
+ * UINT64_MAX), at most max. priv.lock NOT held. */
+void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
+{
+	struct fs_paths *t = paths_of(fs);
+	struct fs_wr *batch[16];
+	size_t n, done = 0;
+
+	do {
+		pthread_mutex_lock(&fs->priv->lock);
+		n = 0;
+		for (struct fs_wr *w = t->pending.pnext; w != &t->pending &&
+		     n < 16 && done + n < max; w = w->pnext) {
+			if (w->closed_ms > cutoff_ms)
+				break; /* the list is in closing order */
+			w->refs++;
+			batch[n++] = w;
+		}
+		pthread_mutex_unlock(&fs->priv->lock);
+		for (size_t i = 0; i < n; i++) {
+			fs_path_publish_closed(fs, batch[i]);
+			fs_wr_unref(fs, batch[i]);
+		}
+		done += n;
+	} while (n == 16 && done < max);
+}
+
+void fs_path_tick(struct fs *fs)
+{
+	uint64_t now = fs_now_ms();
+
+	fs_path_publish_pending(fs, now > FS_PATH_PUBLISH_MS ?
+			now - FS_PATH_PUBLISH_MS : 0, SIZE_MAX);
+	fs_pjournal_sync(fs);
+}
+
+/* ------------------------------------------------------------ writers */
+
+static void release_fh(struct fs *fs, struct fs_fh *fh);
+
+static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+
+static bool path_writer(const struct fs_fh *fh)
+{
+	return fh && fh->kind == FS_FH_WRITER && fh->wr && fh->wr->path;
+}
+
+/*
+ * Starts a new version of a file, written through a new fh: for a create,
+ * the file name in directory dir_ino (a new name: -EEXIST if it appeared
+ * meanwhile), with the writer's inode made with one lookup (the reply's);
+ * for an O_TRUNC open of a published file (key in ns), its entry, and the
+ * kernel keeps the published file's inode for the fd. When that file has
+ * a new version being written already, the open joins it (truncating it:
+ * several writers of the same bytes end with one complete file).
+ * priv.lock NOT held. 0 or -errno.
+ */
+static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
+			const char *name, const struct kvfs_key *key,
+			struct fs_fh **out)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct tier_wr *tw = NULL;
+	struct fs_inode *in = NULL;
+	struct fs_pdir *d;
+	struct fs_fh *fh;
+	struct fs_wr *w;
+	struct fs_pent *e;
+	int err;
+
+	err = tier_wr_begin(fs->tier, ns, NULL, 0, &tw);
+	if (err == -ENOSPC) { /* closed files hold arena: publish them */
+		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+		err = tier_wr_begin(fs->tier, ns, NULL, 0, &tw);
+	}
+	if (err)
+		return err;
+	fh = fs_fh_new(req, FS_FH_WRITER, 0);
+	if (!fh) {
+		tier_wr_abort(fs->tier, tw);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&p->lock);
+	if (key) {
+		while ((e = fs_ptree_by_key(paths_of(fs), ns, key)) &&
+		       e->busy)
+			fs_ptree_wait_idle(fs, e);
+		err = e ? 0 : -ENOENT;
+	} else {
+		d = fs_ptree_dir(fs, dir_ino);
+		err = d ? fs_ptree_mkfile(paths_of(fs), d, name, strlen(name),
+					  &e) : -ENOENT;
+	}
+	if (err)
+		goto fail;
+	if (e->wr) {
+		/* join the version being written (e is idle, so it is not
+		 * being published; counted open, no publication starts) */
+		w = e->wr;
+		pending_del(paths_of(fs), w);
+		w->closing = false;
+		fs_fh_attach_wr_locked(fh, w, ns);
+		pthread_mutex_unlock(&p->lock);
+		tier_wr_abort(fs->tier, tw);
+		pthread_rwlock_rdlock(&w->lock);
+		err = w->w ? tier_wr_truncate(fs->tier, w->w, 0) : -ESTALE;
+		pthread_rwlock_unlock(&w->lock);
+		if (err) {
+			release_fh(fs, fh);
+			return err;
+		}
+		*out = fh;
+		return 0;
+	}
+	w = fs_wr_new(p);
+	if (w && !key) {
+		in = fs_inode_new(p, FS_K_WRITER, w->ino);
+		if (!in) {
+			fs_wr_unref_locked(fs, w);
+			w = NULL;
+		}
+	}
+	if (!w) {
+		if (!key)
+			fs_ptree_remove(paths_of(fs), e);
+		err = -ENOMEM;
+		goto fail;
+	}
+	w->w = tw;
+	tw = NULL;
+	w->ns = ns;
+	w->uid = ctx->uid;
+	w->gid = ctx->gid;
+	w->creator_tid = ctx->pid;
+	w->temp = true;
+	w->path = true;
+	if (in) { /* the inode owns the reference fs_wr_new made */
+		in->ns = ns;
+		in->wr = w;
+		in->nlookup = 1;
+		w->refs++;
+	}
+	e->wr = w;         /* the entry's reference */
+	w->pent = e;
+	fs_fh_attach_wr_locked(fh, w, ns);
+	pthread_mutex_unlock(&p->lock);
+	*out = fh;
+	return 0;
+fail:
+	pthread_mutex_unlock(&p->lock);
+	if (tw)
+		tier_wr_abort(fs->tier, tw);
+	fs_fh_free(fs, fh);
+	return err;
+}
+
+/* The last close of a path writer (fs_op_release dropped the fh). */
+static void writer_closed(struct fs *fs, struct fs_wr *w)
+{
+	struct fs_paths *t = paths_of(fs);
+	struct fs_priv *p = fs->priv;
+	enum fs_wr_state st;
+	bool over = false;
+
+	pthread_rwlock_rdlock(&w->lock);
+	st = w->state;
+	pthread_rwlock_unlock(&w->lock);
+	pthread_mutex_lock(&p->lock);
+	if (w->opens || st == FS_WR_PUBLISHED) {
+		/* still open, or published when its close(2) returned */
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	if (st != FS_WR_OPEN || !w->pent) {
+		/* killed (discarded by flush), or nameless: drop it now */
+		if (w->pent) {
+			w->refs++;
+			fs_path_detach_writer(fs, w->pent, w);
+		} else {
+			w->refs++;
+		}
+		pthread_mutex_unlock(&p->lock);
+		pthread_rwlock_wrlock(&w->lock);
+		fs_wr_discard(fs, w);
+		pthread_rwlock_unlock(&w->lock);
+		fs_wr_unref(fs, w);
+		return;
+	}
+	w->closed_ms = fs_now_ms();
+	pending_add(t, w);
+	over = t->npending > FS_PATH_PENDING_MAX;
+	pthread_mutex_unlock(&p->lock);
+	if (!over) {
+		struct tier_stats ts;
+
+		/* writers are never evicted: keep room for new ones */
+		tier_get_stats(fs->tier, &ts);
+		over = ts.writer_bytes > ts.l1_capacity / 4;
+	}
+	if (over)
+		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+}
+
+/* --------------------------------------------------------- attributes */
+
+static void dir_attr(const struct fs_pdir *d, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = d->ino;
+	st->st_mode = d->mode;
+	st->st_nlink = 2;
+	st->st_uid = d->uid;
+	st->st_gid = d->gid;
+	st->st_size = d->nent;
+	st->st_blksize = 1 << 20;
+	st->st_mtim = d->mtime;
+	st->st_ctim = d->ctime;
+	st->st_atim = d->mtime;
+}
+
+/* ------------------------------------------------------------- lookup */
+
+/* Checks name (a component) and, with d, the path it makes. */
+static int name_check(const struct fs_pdir *d, const char *name, size_t len)
+{
+	char path[FS_PATH_MAX + 1];
+
+	if (len > 255)
+		return -ENAMETOOLONG;
+	return fs_ptree_path(d, name, len, path) < 0 ? -ENAMETOOLONG : 0;
+}
+
+void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fuse_entry_param ep;
+	struct fs_pdir *d;
+	struct fs_pent *e;
+	struct fs_wr *w = NULL;
+	struct kvfs_key key;
+	size_t len = strlen(name);
+	uint32_t ns;
+	int err;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, parent);
+	if (!d) {
+		pthread_mutex_unlock(&p->lock);
+		fs_op_lookup(req, parent, name);
+		return;
+	}
+	memset(&ep, 0, sizeof(ep));
+	e = len > 255 ? NULL : fs_ptree_find(paths_of(fs), d, name, len);
+	if (!e) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, len > 255 ? ENAMETOOLONG : ENOENT);
+		return;
+	}
+	ns = d->ns;
+	if (e->dir) {
+		e->dir->nlookup++;
+		dir_attr(e->dir, &ep.attr);
+		ep.ino = e->dir->ino;
+		/* names change only through this kernel, which updates its
+		 * cache itself; a file's cached entry that a new version or
+		 * an eviction made stale answers ESTALE or ENOENT at open,
+		 * as key chunks do */
+		ep.attr_timeout = FS_TTL;
+		ep.entry_timeout = FS_TTL;
+		pthread_mutex_unlock(&p->lock);
+		fs_reply_entry_counted(fs, req, &ep);
+		return;
+	}
+	/* a new version of a published file replaces it once closed */
+	if (e->wr && (!e->keyed || closed_locked(e->wr))) {
+		w = e->wr;
+		w->refs++;
+	} else {
+		key = e->key;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (w) {
+		err = fs_entry_writer(fs, ns, w, &ep);
+		fs_wr_unref(fs, w);
+	} else {
+		err = fs_entry_chunk(fs, ns, &key, &ep);
+		if (err == -ENOENT) /* evicted: drop the name now */
+			fs_path_drop_gone(fs, ns, &key, false);
+	}
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fs_reply_entry_counted(fs, req, &ep);
+}
+
+void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	struct fs_pdir *d = fs_ptree_dir(fs, ino);
+
+	if (!d)
+		return;
+	d->nlookup = n > d->nlookup ? 0 : d->nlookup - n;
+	fs_ptree_release_dir(paths_of(fs), d);
+}
+
+/* ------------------------------------------------- getattr and setattr */
+
+/* The file entry of published chunk inode ino in a path namespace
+ * (priv.lock held), or NULL. */
+static struct fs_pent *chunk_ent(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in = fs_ino_find(fs->priv, ino), *nsi;
+	struct fs_pent *e;
+
+	if (!in || in->kind != FS_K_CHUNK)
+		return NULL;
+	nsi = fs_ns_find(fs->priv, in->ns);
+	if (!nsi || !nsi->pdir)
+		return NULL;
+	e = fs_ptree_by_key(paths_of(fs), in->ns, &in->key);
+	return e && e->gen == in->gen ? e : NULL;
+}
+
+void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
+			       const struct kvfs_key *key, uint64_t gen,
+			       struct stat *st)
+{
+	struct fs_pent *e;
+
+	if (!nsi || !nsi->pdir)
+		return;
+	/* writable by its owner: O_TRUNC makes a new version */
+	st->st_mode = S_IFREG | 0644;
+	e = fs_ptree_by_key(paths_of(fs), nsi->ns, key);
+	if (e && e->gen == gen && e->has_mtime) {
+		st->st_mtim = e->mtime;
+		st->st_ctim = e->mtime;
+	}
+}
+
+void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_pdir *d;
+	struct stat st;
+
+	if (fi && path_writer(fs_fh_of(fi))) {
+		/* an fd writing a new version of a published file: its own
+		 * size (the kernel's inode is the published one's) */
+		fs_writer_attr(fs, fs_fh_of(fi)->wr, &st);
+		st.st_ino = ino;
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
+	if (!fs_is_pdir_ino(ino)) {
+		struct fs_inode *in, *nsi;
+
+		pthread_mutex_lock(&fs->priv->lock);
+		in = fs_ino_find(fs->priv, ino);
+		nsi = in && in->kind == FS_K_CHUNK ?
+		      fs_ns_find(fs->priv, in->ns) : NULL;
+		if (nsi && nsi->pdir) {
+			struct kvfs_key key = in->key;
+
+			/* a name being replaced answers ESTALE (a new
+			 * lookup), not ENOENT from the gap between the old
+			 * version's unlink and the new one's publication */
+			settle(fs, nsi->ns, &key); /* drops priv.lock */
+		} else {
+			pthread_mutex_unlock(&fs->priv->lock);
+		}
+		fs_op_getattr(req, ino, fi);
+		return;
+	}
+	pthread_mutex_lock(&fs->priv->lock);
+	d = fs_ptree_dir(fs, ino);
+	if (d && !d->removed)
+		dir_attr(d, &st);
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (!d || d->removed)
+		fuse_reply_err(req, ENOENT);
+	else
+		fuse_reply_attr(req, &st, FS_TTL);
+}
+
+static void set_mtime(struct timespec *mt, const struct stat *attr,
+		      int to_set)
+{
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		clock_gettime(CLOCK_REALTIME, mt);
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		*mt = attr->st_mtim;
+}
+
+void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+			int to_set, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+			  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
+			  FUSE_SET_ATTR_CTIME;
+	struct fs_pdir *d;
+	struct fs_pent *e;
+	struct stat st;
+
+	pthread_mutex_lock(&p->lock);
+	if (fs_is_pdir_ino(ino)) {
+		d = fs_ptree_dir(fs, ino);
+		if (!d || d->removed) {
+			pthread_mutex_unlock(&p->lock);
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		if (to_set & FUSE_SET_ATTR_SIZE) {
+			pthread_mutex_unlock(&p->lock);
+			fuse_reply_err(req, EISDIR);
+			return;
+		}
+		if (to_set & FUSE_SET_ATTR_MODE)
+			d->mode = S_IFDIR | (attr->st_mode & 07777);
+		if (to_set & FUSE_SET_ATTR_UID)
+			d->uid = attr->st_uid;
+		if (to_set & FUSE_SET_ATTR_GID)
+			d->gid = attr->st_gid;
+		set_mtime(&d->mtime, attr, to_set);
+		clock_gettime(CLOCK_REALTIME, &d->ctime);
+		dir_attr(d, &st);
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_attr(req, &st, FS_TTL);
+		return;
+	}
+	e = chunk_ent(fs, ino);
+	if (e && !(to_set & ~times)) {
+		/* utimensat on a published file: kept with its name */
+		set_mtime(&e->mtime, attr, to_set);
+		e->has_mtime = (to_set & (FUSE_SET_ATTR_MTIME |
+					  FUSE_SET_ATTR_MTIME_NOW)) != 0 ||
+			       e->has_mtime;
+		pthread_mutex_unlock(&p->lock);
+		fs_op_getattr(req, ino, fi);
+		return;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (e) { /* a size, mode or owner: published files never change */
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fs_op_setattr(req, ino, attr, to_set, fi);
+}
+
+/* ------------------------------------------------ create, open, release */
+
+void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fs_pdir *d;
+	struct fs_fh *fh;
+	size_t len = strlen(name);
+	uint32_t ns;
+	int err;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, parent);
+	if (!d) {
+		pthread_mutex_unlock(&p->lock);
+		fs_op_create(req, parent, name, mode, fi);
+		return;
+	}
+	err = name_check(d, name, len);
+	ns = d->ns;
+	pthread_mutex_unlock(&p->lock);
+	if (!err)
+		err = writer_start(req, ns, parent, name, NULL, &fh);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	if (fs_writer_reply_create(fs, req, fh, fi))
+		release_fh(fs, fh);
+}
+
+/*
+ * Opens of what lives in a path namespace that differ from key
+ * namespaces: a published file opened for writing (O_TRUNC: a new
+ * version; else EPERM), and a writer's inode once that writer was
+ * published (ESTALE: the kernel looks the name up again) or closed and
+ * waiting (published first: a reader pins the chunk rather than a writer
+ * that goes away, a writer starts a new version or gets EPERM).
+ */
+/*
+ * Before a reader opens the published chunk (ns, key) through an inode the
+ * kernel cached: a publication of that name in flight (which replaces the
+ * chunk: unlink, then publish) is waited for, and a closed new version is
+ * published, so the open finds the name's current version (or ESTALE,
+ * which makes the kernel look the name up again), never the gap between.
+ * Called with priv.lock held; returns with it dropped.
+ */
+static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	struct fs_pent *e;
+	struct fs_wr *w = NULL;
+
+	while ((e = fs_ptree_by_key(paths_of(fs), ns, key)) && e->busy)
+		fs_ptree_wait_idle(fs, e);
+	if (e && e->wr && closed_locked(e->wr)) {
+		w = e->wr;
+		w->refs++;
+	}
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (w) {
+		fs_path_publish_closed(fs, w);
+		fs_wr_unref(fs, w);
+	}
+}
+
+/*
+ * An open of path writer w's inode (w referenced, priv.lock NOT held).
+ * While w is being written, the open joins it (readers read what was
+ * written so far; O_TRUNC truncates it) and is replied to: 0. A closed w
+ * is published first (as far as opens can tell, closed is published).
+ * Once published, an O_TRUNC writer gets 1 and the key (the caller starts
+ * the next version); a reader -ESTALE (the kernel looks the name up
+ * again), another writer -EPERM. Discarded or nameless: -ESTALE.
+ */
+static int open_writer(fuse_req_t req, fuse_ino_t ino, struct fs_wr *w,
+		       struct fuse_file_info *fi, bool trunc,
+		       struct kvfs_key *key)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fs_fh *fh = fs_fh_new(req, FS_FH_WRITER, ino);
+	enum fs_wr_state st;
+	struct fs_pent *e;
+	bool closed = false;
+
+	if (!fh)
+		return -ENOMEM;
+again:
+	pthread_mutex_lock(&p->lock);
+	while ((e = w->pent) && e->wr == w && e->busy)
+		fs_ptree_wait_idle(fs, e);
+	if (e && e->wr == w && w->opens && !closed_locked(w)) {
+		/* being written, and no publication can start now */
+		pending_del(paths_of(fs), w);
+		w->refs++;
+		w->opens++;
+		fh->wr = w;
+		fh->ns = w->ns;
+		pthread_mutex_unlock(&p->lock);
+		__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+		if (fs_writer_reply_open(fs, req, fh, fi))
+			release_fh(fs, fh);
+		return 0;
+	}
+	closed = e && e->wr == w;
+	pthread_mutex_unlock(&p->lock);
+	if (closed)
+		fs_path_publish_closed(fs, w);
+	pthread_rwlock_rdlock(&w->lock);
+	st = w->state;
+	pthread_rwlock_unlock(&w->lock);
+	if (closed && st == FS_WR_OPEN)
+		goto again; /* reopened meanwhile: join it */
+	fs_fh_free(fs, fh);
+	*key = w->key;
+	/* no longer its name's file (replaced, unlinked, discarded): the
+	 * kernel looks the name up again and finds what it is now */
+	if (st != FS_WR_PUBLISHED)
+		return -ESTALE;
+	if (trunc)
+		return 1;
+	return (fi->flags & O_ACCMODE) == O_RDONLY ? -ESTALE : -EPERM;
+}
+
+void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	int acc = fi->flags & O_ACCMODE;
+	bool trunc = acc != O_RDONLY && (fi->flags & O_TRUNC) &&
+		     !(fi->flags & O_APPEND);
+	struct fs_inode *in, *nsi;
+	struct fs_wr *w = NULL;
+	struct fs_fh *fh;
+	struct kvfs_key key;
+	uint32_t ns;
+	int err;
+
+	pthread_mutex_lock(&p->lock);
+	in = ino >= FS_INO_CHUNK ? fs_ino_find(p, ino) : NULL;
+	nsi = in ? fs_ns_find(p, in->ns) : NULL;
+	if (!in || !nsi || !nsi->pdir || in->kind == FS_K_NS) {
+		pthread_mutex_unlock(&p->lock);
+		if (fs_is_pdir_ino(ino))
+			fuse_reply_err(req, EISDIR);
+		else
+			fs_op_open(req, ino, fi);
+		return;
+	}
+	ns = in->ns;
+	if (in->kind == FS_K_WRITER) {
+		w = in->wr;
+		w->refs++;
+		pthread_mutex_unlock(&p->lock);
+		err = open_writer(req, ino, w, fi, trunc, &key);
+		fs_wr_unref(fs, w);
+		if (err <= 0) { /* joined and replied (0), or failed */
+			if (err)
+				fuse_reply_err(req, -err);
+			return;
+		}
+		/* published: an O_TRUNC open starts the next version */
+	} else {
+		/* a published file (maybe replaced meanwhile: the name's
+		 * current version is what an O_TRUNC open replaces) */
+		key = in->key;
+		if (acc == O_RDONLY && !(fi->flags & O_TRUNC)) {
+			settle(fs, ns, &key); /* drops priv.lock */
+			fs_op_open(req, ino, fi);
+			return;
+		}
+		pthread_mutex_unlock(&p->lock);
+		if (!trunc) {
+			fuse_reply_err(req, EPERM); /* never changed in place */
+			return;
+		}
+	}
+	err = writer_start(req, ns, 0, NULL, &key, &fh);
+	if (err) {
+		/* the name went (evicted, unlinked) since the kernel cached
+		 * it: a new lookup (an O_CREAT open then creates it) */
+		fuse_reply_err(req, err == -ENOENT ? ESTALE : -err);
+		return;
+	}
+	fh->ino = ino;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_open(req, fi))
+		release_fh(fs, fh);
+}
+
+/* Closes fh of a path writer that the kernel never got or released. */
+static void release_fh(struct fs *fs, struct fs_fh *fh)
+{
+	struct fs_wr *w = fh->wr;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	w->refs++;
+	pthread_mutex_unlock(&fs->priv->lock);
+	fs_fh_free(fs, fh);
+	writer_closed(fs, w);
+	fs_wr_unref(fs, w);
+}
+
+void fs_path_op_release(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_fh *fh = fs_fh_of(fi);
+
+	if (!path_writer(fh)) {
+		fs_op_release(req, ino, fi);
+		return;
+	}
+	release_fh(fs, fh);
+	fuse_reply_err(req, 0);
+}
+
+/*
+ * close(2) of a path writer's fd by the thread that opened it, when no
+ * other fd has the file open: the file counts as closed from here (a
+ * reader's open, a lookup, a rename publish it), not from the RELEASE
+ * the kernel sends after close(2) returned. fs_op_flush still replies
+ * (and discards the file of a writer killed by a signal).
+ */
+void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
+		      struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_fh *fh = fs_fh_of(fi);
+
+	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
+		pthread_mutex_lock(&fs->priv->lock);
+		if (fh->wr->opens == 1)
+			fh->wr->closing = true;
+		pthread_mutex_unlock(&fs->priv->lock);
+	}
+	fs_op_flush(req, ino, fi);
+}

@@ -1,0 +1,472 @@
+/*
+ * fs_pjournal.c - the names of path namespaces, kept in l2_dir/paths so a
+ * warm restart finds every file the engine recovered under its path.
+ *
+ * The engine's L2 records carry a namespace and a key, not a path (a key
+ * is XXH3-128 of the path, which cannot be inverted), so the names live
+ * here: an append-only log of records, each
+ *
+ *   u32 magic "KVP1" (0x3150564b, little-endian)
+ *   u32 check: low 32 bits of XXH3-64 of the bytes after it (type to the
+ *       end of the path)
+ *   u8  type: 'N' the namespace is in path mode, 'K' back to keys,
+ *       'D' a directory, 'X' a directory removed, 'F' a file published
+ *   u8  length of the namespace's name (1..127)
+ *   u16 length of the path (0..KVFS_PATH_MAX), little-endian
+ *   the namespace's name, then the path (no NULs)
+ *
+ * appended with one write(2) when a file is published or a directory made
+ * or removed, and fdatasync'ed by the background thread (so a machine
+ * crash loses at most the last quarter second of names: those files are
+ * then unreachable, and dropped). At mount the log is replayed in order:
+ * a file counts only if the engine still holds the key of its path (the
+ * check that the record names the right bytes: key = XXH3-128(path)); a
+ * record that fails its check ends the replay (a torn tail). Chunks of
+ * path namespaces that no record names are unlinked (counted in
+ * paths.orphans). The log is then rewritten compacted (a temporary,
+ * fsync, rename) and kept open for appends. Directories come back with
+ * mode 0755 and the namespace's owner.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "fs/paths/fs_ptree.h"
+
+#define PJ_NAME "paths"
+#define PJ_TMP "paths.tmp"
+#define PJ_MAGIC 0x3150564bu
+#define PJ_HDR 12
+#define PJ_MAX_FILE (UINT64_C(1) << 32)
+
+struct fs_pjournal {
+	pthread_mutex_t lock; /* a leaf: fd, dirty */
+	int dirfd, fd;
+	bool dirty;
+};
+
+static void put16(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	put16(p, (uint16_t)v);
+	put16(p + 2, (uint16_t)(v >> 16));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* Formats one record into buf (PJ_HDR + 127 + FS_PATH_MAX bytes). */
+static size_t rec_format(unsigned char *buf, char type, const char *ns,
+			 const char *path, size_t len)
+{
+	size_t nl = strlen(ns);
+
+	buf[8] = (unsigned char)type;
+	buf[9] = (unsigned char)nl;
+	put16(buf + 10, (uint16_t)len);
+	memcpy(buf + PJ_HDR, ns, nl);
+	memcpy(buf + PJ_HDR + nl, path, len);
+	put32(buf, PJ_MAGIC);
+	put32(buf + 4, (uint32_t)XXH3_64bits(buf + 8, 4 + nl + len));
+	return PJ_HDR + nl + len;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+void fs_pjournal_add(struct fs *fs, char type, const char *ns,
+		     const char *path, size_t len)
+{
+	struct fs_pjournal *j = fs->priv->paths->journal;
+	unsigned char buf[PJ_HDR + KVFS_NS_NAME_MAX + FS_PATH_MAX];
+	size_t n;
+	int err;
+
+	if (!j || !ns[0] || len > FS_PATH_MAX)
+		return;
+	n = rec_format(buf, type, ns, path, len);
+	pthread_mutex_lock(&j->lock);
+	err = j->fd >= 0 ? write_all(j->fd, buf, n) : 0;
+	j->dirty = true;
+	pthread_mutex_unlock(&j->lock);
+	if (err)
+		fs_log(fs, "l2_dir/%s: %s (names written since are lost at "
+		       "the next mount)", PJ_NAME, strerror(-err));
+}
+
+void fs_pjournal_sync(struct fs *fs)
+{
+	struct fs_pjournal *j = fs->priv->paths ? fs->priv->paths->journal :
+						  NULL;
+	bool dirty;
+
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->lock);
+	dirty = j->dirty;
+	j->dirty = false;
+	pthread_mutex_unlock(&j->lock);
+	if (dirty && j->fd >= 0)
+		fdatasync(j->fd);
+}
+
+/* ------------------------------------------------------------- replay */
+
+/* The directory at path's components (all of them, or all but the last
+ * with file), made as needed (priv.lock held). NULL: a bad path, a file
+ * in the way, the directory limit. */
+static struct fs_pdir *walk(struct fs *fs, struct fs_pdir *root,
+			    const char *path, size_t len, bool file,
+			    const char **last, size_t *lastlen)
+{
+	struct fs_paths *t = fs->priv->paths;
+	struct fs_pdir *d = root;
+	size_t i = 0;
+
+	while (i <= len) {
+		size_t j = i;
+		struct fs_pent *e;
+
+		while (j < len && path[j] != '/')
+			j++;
+		if (j == i || j - i > 255 ||
+		    (j - i == 1 && path[i] == '.') ||
+		    (j - i == 2 && path[i] == '.' && path[i + 1] == '.') ||
+		    memchr(path + i, '\0', j - i))
+			return NULL;
+		if (file && j == len) {
+			*last = path + i;
+			*lastlen = j - i;
+			return d;
+		}
+		e = fs_ptree_find(t, d, path + i, j - i);
+		if (!e) {
+			if (fs_ptree_mkdir(t, d, path + i, j - i, &e))
+				return NULL;
+			e->dir->mode = S_IFDIR | 0755;
+			e->dir->uid = root->uid;
+			e->dir->gid = root->gid;
+			clock_gettime(CLOCK_REALTIME, &e->dir->mtime);
+			e->dir->ctime = e->dir->mtime;
+		} else if (!e->dir) {
+			return NULL;
+		}
+		d = e->dir;
+		i = j + 1;
+	}
+	return d;
+}
+
+static void apply(struct fs *fs, char type, const char *ns, const char *path,
+		  size_t len)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_paths *t = p->paths;
+	struct fs_inode *nsi;
+	struct tier_info info;
+	struct kvfs_key key;
+	struct fs_pdir *d;
+	struct fs_pent *e;
+	const char *last;
+	size_t lastlen;
+	uint32_t id;
+
+	/* namespaces come back through L2 and l2_dir/namespaces
+	 * (fs_nsmeta.c): one that did not was removed */
+	if (tier_ns_find(fs->tier, ns, &id))
+		return;
+	if (type == 'F') {
+		kvfs_path_key(path, len, &key);
+		if (tier_stat(fs->tier, id, &key, &info))
+			return; /* not recovered (or unlinked since) */
+	}
+	pthread_mutex_lock(&p->lock);
+	nsi = fs_ns_get(fs, id);
+	if (!nsi)
+		goto out;
+	if (type == 'N') {
+		if (!fs_path_attach_locked(fs, nsi)) {
+			nsi->pdir->uid = nsi->uid;
+			nsi->pdir->gid = nsi->gid;
+		}
+		goto out;
+	}
+	if (type == 'K') {
+		if (nsi->pdir && !nsi->pdir->nent)
+			fs_path_detach_locked(fs, nsi);
+		goto out;
+	}
+	if (!nsi->pdir || !len)
+		goto out;
+	nsi->pdir->uid = nsi->uid;
+	nsi->pdir->gid = nsi->gid;
+	if (type == 'D') {
+		walk(fs, nsi->pdir, path, len, false, NULL, NULL);
+	} else if (type == 'X') {
+		d = walk(fs, nsi->pdir, path, len, true, &last, &lastlen);
+		e = d ? fs_ptree_find(t, d, last, lastlen) : NULL;
+		if (e && e->dir && !e->dir->nent)
+			fs_ptree_remove(t, e);
+	} else if (type == 'F') {
+		d = walk(fs, nsi->pdir, path, len, true, &last, &lastlen);
+		if (!d)
+			goto out;
+		e = fs_ptree_find(t, d, last, lastlen);
+		if (!e && fs_ptree_mkfile(t, d, last, lastlen, &e))
+			goto out;
+		if (!e->dir) {
+			fs_ptree_key(t, e, &key, info.gen);
+			fs_pev_note(t, id, &key, last, lastlen);
+		}
+	}
+out:
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void replay(struct fs *fs, const unsigned char *buf, size_t len)
+{
+	size_t at = 0;
+
+	while (at + PJ_HDR <= len) {
+		const unsigned char *r = buf + at;
+		size_t nl = r[9], pl = r[10] | (size_t)r[11] << 8;
+		char ns[KVFS_NS_NAME_MAX + 1], path[FS_PATH_MAX + 1];
+
+		if (get32(r) != PJ_MAGIC || !nl || nl > KVFS_NS_NAME_MAX ||
+		    pl > FS_PATH_MAX || at + PJ_HDR + nl + pl > len ||
+		    get32(r + 4) != (uint32_t)XXH3_64bits(r + 8, 4 + nl + pl)) {
+			fs_log(fs, "l2_dir/%s: damaged record at offset %zu: "
+			       "the rest is ignored", PJ_NAME, at);
+			return;
+		}
+		memcpy(ns, r + PJ_HDR, nl);
+		ns[nl] = '\0';
+		memcpy(path, r + PJ_HDR + nl, pl);
+		path[pl] = '\0';
+		if (!memchr(ns, '\0', nl))
+			apply(fs, (char)r[8], ns, path, pl);
+		at += PJ_HDR + nl + pl;
+	}
+}
+
+/* ---------------------------------------------------------- compaction */
+
+struct out {
+	unsigned char *buf;
+	size_t len, cap;
+	int err;
+};
+
+static void out_rec(struct out *o, char type, const char *ns,
+		    const char *path, size_t len)
+{
+	size_t need = PJ_HDR + KVFS_NS_NAME_MAX + FS_PATH_MAX;
+
+	if (o->err)
+		return;
+	if (o->cap - o->len < need) {
+		size_t cap = o->cap ? o->cap * 2 : 1 << 16;
+		unsigned char *b = realloc(o->buf, cap);
+
+		if (!b) {
+			o->err = -ENOMEM;
+			return;
+		}
+		o->buf = b;
+		o->cap = cap;
+	}
+	o->len += rec_format(o->buf + o->len, type, ns, path, len);
+}
+
+/* Records of d's subtree, directories before what they hold. */
+static void out_dir(struct out *o, const char *ns, const struct fs_pdir *d)
+{
+	char path[FS_PATH_MAX + 1];
+
+	for (const struct fs_pent *e = d->head; e; e = e->next) {
+		int len = fs_ptree_path(d, e->name, e->len, path);
+
+		if (len < 0)
+			continue;
+		if (e->dir) {
+			out_rec(o, 'D', ns, path, (size_t)len);
+			out_dir(o, ns, e->dir);
+		} else if (e->keyed) {
+			out_rec(o, 'F', ns, path, (size_t)len);
+		}
+	}
+}
+
+/* Unlinks the chunks of path namespace ns that have no name. */
+static uint64_t drop_orphans(struct fs *fs, uint32_t ns)
+{
+	struct tier_dirent *d;
+	uint64_t n = 0;
+	size_t cnt;
+
+	if (tier_ns_snapshot(fs->tier, ns, &d, &cnt))
+		return 0;
+	for (size_t i = 0; i < cnt; i++) {
+		bool named;
+
+		pthread_mutex_lock(&fs->priv->lock);
+		named = fs_ptree_by_key(fs->priv->paths, ns, &d[i].key);
+		pthread_mutex_unlock(&fs->priv->lock);
+		if (!named && !tier_unlink(fs->tier, ns, &d[i].key))
+			n++;
+	}
+	free(d);
+	return n;
+}
+
+static int compact(struct fs *fs, int dirfd)
+{
+	struct out o = { 0 };
+	uint32_t *ids = NULL;
+	long n;
+	int fd, err;
+
+	n = tier_ns_list(fs->tier, NULL, 0);
+	if (n > 0 && !(ids = calloc((size_t)n, sizeof(*ids))))
+		return -ENOMEM;
+	if (n > 0)
+		n = tier_ns_list(fs->tier, ids, (size_t)n);
+	for (long i = 0; i < n; i++) {
+		struct tier_ns_info ni;
+		struct fs_inode *nsi;
+		bool paths;
+
+		if (tier_ns_info(fs->tier, ids[i], &ni))
+			continue;
+		pthread_mutex_lock(&fs->priv->lock);
+		nsi = fs_ns_find(fs->priv, ids[i]);
+		paths = nsi && nsi->pdir;
+		pthread_mutex_unlock(&fs->priv->lock);
+		if (!paths)
+			continue;
+		fs->priv->paths->orphans += drop_orphans(fs, ids[i]);
+		pthread_mutex_lock(&fs->priv->lock);
+		out_rec(&o, 'N', ni.name, "", 0);
+		out_dir(&o, ni.name, nsi->pdir);
+		pthread_mutex_unlock(&fs->priv->lock);
+	}
+	free(ids);
+	err = o.err;
+	fd = err ? -1 : openat(dirfd, PJ_TMP, O_WRONLY | O_CREAT | O_TRUNC |
+			       O_CLOEXEC, 0600);
+	if (!err && fd < 0)
+		err = -errno;
+	if (!err)
+		err = write_all(fd, o.buf, o.len);
+	if (!err && fsync(fd))
+		err = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (!err && renameat(dirfd, PJ_TMP, dirfd, PJ_NAME))
+		err = -errno;
+	if (!err)
+		fsync(dirfd);
+	free(o.buf);
+	return err;
+}
+
+int fs_pjournal_open(struct fs *fs, const char *l2_dir)
+{
+	struct fs_pjournal *j = calloc(1, sizeof(*j));
+	unsigned char *buf = NULL;
+	struct stat st;
+	size_t got = 0;
+	int fd, err;
+
+	if (!j)
+		return -ENOMEM;
+	pthread_mutex_init(&j->lock, NULL);
+	j->fd = -1;
+	j->dirfd = open(l2_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (j->dirfd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	fd = openat(j->dirfd, PJ_NAME, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && !fstat(fd, &st) && (uint64_t)st.st_size < PJ_MAX_FILE &&
+	    (buf = malloc((size_t)st.st_size + 1))) {
+		while (got < (size_t)st.st_size) {
+			ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	if (buf)
+		replay(fs, buf, got);
+	free(buf);
+	err = compact(fs, j->dirfd);
+	if (err)
+		fs_log(fs, "l2_dir/%s: %s", PJ_NAME, strerror(-err));
+	j->fd = openat(j->dirfd, PJ_NAME, O_WRONLY | O_APPEND | O_CREAT |
+		       O_CLOEXEC, 0600);
+	if (j->fd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	fs->priv->paths->journal = j;
+	if (fs->priv->paths->orphans)
+		fs_log(fs, "%" PRIu64 " chunks of path namespaces had no name "
+		       "in l2_dir/%s: dropped", fs->priv->paths->orphans,
+		       PJ_NAME);
+	return 0;
+fail:
+	fs_log(fs, "l2_dir/%s: %s: names of path namespaces will not "
+	       "survive a restart", PJ_NAME, strerror(-err));
+	if (j->dirfd >= 0)
+		close(j->dirfd);
+	pthread_mutex_destroy(&j->lock);
+	free(j);
+	return err;
+}
+
+void fs_pjournal_close(struct fs *fs)
+{
+	struct fs_pjournal *j = fs->priv->paths->journal;
+
+	if (!j)
+		return;
+	fs->priv->paths->journal = NULL;
+	if (j->fd >= 0) {
+		fdatasync(j->fd);
+		close(j->fd);
+	}
+	close(j->dirfd);
+	pthread_mutex_destroy(&j->lock);
+	free(j);
+}

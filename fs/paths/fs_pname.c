@@ -1,0 +1,820 @@
+/*
+ * fs_pname.c - the name operations of path namespaces: mkdir, rmdir,
+ * unlink, rename, readdir, the namespace's mode (user.kvfs.names), the
+ * names of chunks the engine let go, and the mount's path state from
+ * creation to unmount. The tree is fs_ptree.c's, versions and
+ * publication fs_path.c's (see there for the rules).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/paths/fs_ptree.h"
+
+static struct fs_paths *paths_of(struct fs *fs)
+{
+	return fs->priv->paths;
+}
+
+static void journal(struct fs *fs, char type, uint32_t ns, const char *path,
+		    int len)
+{
+	struct tier_ns_info ni;
+
+	if (!paths_of(fs)->journal || len < 0 || tier_ns_info(fs->tier, ns, &ni))
+		return;
+	fs_pjournal_add(fs, type, ni.name, path, (size_t)len);
+}
+
+/* ------------------------------------------------------ mkdir and rmdir */
+
+void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	char path[FS_PATH_MAX + 1];
+	struct fuse_entry_param ep;
+	struct fs_pdir *d, *sub;
+	struct fs_pent *e;
+	size_t len = strlen(name);
+	int plen = -ENAMETOOLONG, err;
+	uint32_t ns;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, parent);
+	if (!d) {
+		pthread_mutex_unlock(&p->lock);
+		fs_op_mkdir(req, parent, name, mode);
+		return;
+	}
+	if (len <= 255)
+		plen = fs_ptree_path(d, name, len, path);
+	err = plen < 0 ? plen : fs_ptree_mkdir(paths_of(fs), d, name, len, &e);
+	if (err) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, -err);
+		return;
+	}
+	sub = e->dir;
+	sub->mode = S_IFDIR | (mode & 07777);
+	sub->uid = ctx->uid;
+	sub->gid = (d->mode & S_ISGID) ? d->gid : ctx->gid;
+	if (d->mode & S_ISGID)
+		sub->mode |= S_ISGID;
+	clock_gettime(CLOCK_REALTIME, &sub->mtime);
+	sub->ctime = sub->mtime;
+	sub->nlookup = 1;
+	ns = d->ns;
+	memset(&ep, 0, sizeof(ep));
+	ep.ino = sub->ino;
+	ep.attr.st_ino = sub->ino;
+	ep.attr.st_mode = sub->mode;
+	ep.attr.st_nlink = 2;
+	ep.attr.st_uid = sub->uid;
+	ep.attr.st_gid = sub->gid;
+	ep.attr.st_mtim = ep.attr.st_ctim = ep.attr.st_atim = sub->mtime;
+	ep.attr_timeout = FS_TTL;
+	ep.entry_timeout = FS_TTL;
+	pthread_mutex_unlock(&p->lock);
+	journal(fs, 'D', ns, path, plen);
+	fs_reply_entry_counted(fs, req, &ep);
+}
+
+/* Is the root directory of path namespace nsi empty? (priv.lock held) */
+static bool root_empty(struct fs_inode *nsi)
+{
+	return !nsi->pdir || !nsi->pdir->nent;
+}
+
+void fs_path_op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	char path[FS_PATH_MAX + 1];
+	struct fs_pdir *d;
+	struct fs_pent *e;
+	size_t len = strlen(name);
+	int plen, err = 0;
+	uint32_t ns;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, parent);
+	if (!d) {
+		/* a namespace: its directories are not the engine's */
+		if (parent == FUSE_ROOT_ID) {
+			uint32_t id;
+
+			if (!fs_ns_name_check(name) &&
+			    !tier_ns_find(fs->tier, name, &id)) {
+				struct fs_inode *nsi = fs_ns_find(p, id);
+
+				if (nsi && !root_empty(nsi))
+					err = -ENOTEMPTY;
+			}
+		}
+		pthread_mutex_unlock(&p->lock);
+		if (err)
+			fuse_reply_err(req, -err);
+		else
+			fs_op_rmdir(req, parent, name);
+		return;
+	}
+	e = fs_ptree_find(paths_of(fs), d, name, len);
+	if (!e)
+		err = -ENOENT;
+	else if (!e->dir)
+		err = -ENOTDIR;
+	else if (e->dir->nent)
+		err = -ENOTEMPTY;
+	if (err) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, -err);
+		return;
+	}
+	plen = fs_ptree_path(d, name, len, path);
+	ns = d->ns;
+	fs_ptree_remove(paths_of(fs), e);
+	pthread_mutex_unlock(&p->lock);
+	journal(fs, 'X', ns, path, plen);
+	fuse_reply_err(req, 0);
+}
+
+/* ------------------------------------------------------------- unlink */
+
+/* Marks the published chunk inode of (ns, key) unlinked: fstat of open
+ * fds still works, with no links (priv.lock held). */
+static void chunk_unlinked(struct fs *fs, uint32_t ns,
+			   const struct kvfs_key *key)
+{
+	struct fs_inode *in = fs_chunk_find(fs->priv, ns, key);
+
+	if (in)
+		in->unlinked = true;
+}
+
+/*
+ * Takes file entry e away from its name (priv.lock held, e idle): its
+ * writer is detached (open fds keep writing into a nameless file that is
+ * dropped with them), and the key it held is returned in *key (true) for
+ * the caller to unlink from the engine once the lock is dropped.
+ */
+static bool take_file(struct fs *fs, struct fs_pent *e, struct kvfs_key *key)
+{
+	bool keyed = e->keyed;
+
+	if (keyed) {
+		*key = e->key;
+		fs_ptree_unkey(paths_of(fs), e);
+		chunk_unlinked(fs, e->parent->ns, key);
+	}
+	if (e->wr)
+		fs_path_detach_writer(fs, e, e->wr); /* may free e */
+	else
+		fs_ptree_remove(paths_of(fs), e);
+	return keyed;
+}
+
+void fs_path_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	struct fs_pdir *d;
+	struct fs_pent *e;
+	struct kvfs_key key;
+	size_t len = strlen(name);
+	bool keyed;
+	uint32_t ns;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, parent);
+	if (!d) {
+		pthread_mutex_unlock(&p->lock);
+		fs_op_unlink(req, parent, name);
+		return;
+	}
+	while ((e = fs_ptree_find(paths_of(fs), d, name, len)) && e->busy)
+		fs_ptree_wait_idle(fs, e);
+	if (!e || e->dir) {
+		pthread_mutex_unlock(&p->lock);
+		fuse_reply_err(req, e ? EISDIR : ENOENT);
+		return;
+	}
+	ns = d->ns;
+	keyed = take_file(fs, e, &key);
+	pthread_mutex_unlock(&p->lock);
+	if (keyed) {
+		tier_unlink(fs->tier, ns, &key); /* gone meanwhile: fine */
+		fs_pev_forget(paths_of(fs), ns, &key);
+	}
+	fuse_reply_err(req, 0);
+}
+
+/* ------------------------------------------------------------- rename */
+
+/*
+ * Gives published file e (idle, no writer) a closed writer holding a copy
+ * of its bytes, so a rename can publish them under the new path's key.
+ * priv.lock held; dropped meanwhile, with e busy. 0 or -errno.
+ */
+static int copy_to_writer(struct fs *fs, struct fs_pent *e, uid_t uid,
+			  gid_t gid)
+{
+	struct fs_priv *p = fs->priv;
+	uint32_t ns = e->parent->ns;
+	struct kvfs_key key = e->key;
+	struct tier_chunk *c = NULL;
+	struct tier_wr *tw = NULL;
+	struct fs_wr *w = NULL;
+	uint64_t size, off = 0;
+	char *buf = NULL;
+	int err;
+
+	e->busy = true;
+	pthread_mutex_unlock(&p->lock);
+	err = tier_get_flags(fs->tier, ns, &key, TIER_GET_NOCOUNT, &c);
+	if (!err)
+		err = tier_wr_begin(fs->tier, ns, NULL, tier_chunk_size(c),
+				    &tw);
+	size = c ? tier_chunk_size(c) : 0;
+	if (!err && !tier_chunk_ptr(c) && size)
+		err = (buf = malloc(1 << 20)) ? 0 : -ENOMEM;
+	while (!err && off < size) {
+		size_t n = size - off < (1 << 20) ? size - off : (1 << 20);
+		const char *src = tier_chunk_ptr(c);
+
+		if (!src) {
+			long r = tier_chunk_read(fs->tier, c, buf, n, off);
+
+			err = r < 0 ? (int)r : 0;
+			src = buf;
+		} else {
+			src += off;
+		}
+		if (!err)
+			err = tier_wr_pwrite(fs->tier, tw, src, n, off);
+		off += n;
+	}
+	free(buf);
+	if (c)
+		tier_put(fs->tier, c);
+	pthread_mutex_lock(&p->lock);
+	e->busy = false;
+	pthread_cond_broadcast(&paths_of(fs)->idle);
+	if (!err && !(w = fs_wr_new(p)))
+		err = -ENOMEM;
+	if (err || e->wr || !e->keyed) { /* failed, or changed meanwhile */
+		if (w)
+			fs_wr_unref_locked(fs, w);
+		if (tw) {
+			pthread_mutex_unlock(&p->lock);
+			tier_wr_abort(fs->tier, tw);
+			pthread_mutex_lock(&p->lock);
+		}
+		return err ? err : -EBUSY;
+	}
+	w->w = tw;
+	w->ns = ns;
+	w->uid = uid;
+	w->gid = gid;
+	w->temp = true;
+	w->path = true;
+	w->closed_ms = fs_now_ms();
+	e->wr = w; /* the reference fs_wr_new made */
+	w->pent = e;
+	return 0;
+}
+
+/* Moves an empty directory's entry (priv.lock held). */
+static int rename_dir(struct fs *fs, struct fs_pent *e, struct fs_pdir *nd,
+		      const char *nname, struct fs_pent *o, unsigned flags)
+{
+	struct fs_paths *t = paths_of(fs);
+
+	if (o && !o->dir)
+		return -ENOTDIR;
+	if (o && (flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	if (o && o->dir->nent)
+		return -ENOTEMPTY;
+	if (fs_ptree_within(nd, e->dir))
+		return -EINVAL;
+	/* the keys of the files below would all change: mv(1) copies */
+	if (e->dir->nent)
+		return -EXDEV;
+	if (o)
+		fs_ptree_remove(t, o);
+	return fs_ptree_move(t, e, nd, nname, strlen(nname));
+}
+
+void fs_path_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		       fuse_ino_t newparent, const char *newname,
+		       unsigned int flags)
+{
+	struct fs *fs = fs_req(req);
+	struct fs_priv *p = fs->priv;
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	char opath[FS_PATH_MAX + 1], npath[FS_PATH_MAX + 1];
+	struct fs_pdir *d, *nd;
+	struct fs_pent *e, *o;
+	struct kvfs_key okey, skey;
+	struct fs_wr *w = NULL;
+	bool okeyed = false, skeyed = false, publish = false, isdir = false;
+	size_t len = strlen(name), nlen = strlen(newname);
+	int olen = -1, plen = -1, err = 0;
+	uint64_t ogen = 0;
+	uint32_t ns = 0;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, parent);
+	nd = fs_ptree_dir(fs, newparent);
+	if (!d && !nd) {
+		pthread_mutex_unlock(&p->lock);
+		fs_op_rename(req, parent, name, newparent, newname, flags);
+		return;
+	}
+	if (!d || !nd || d->ns != nd->ns)
+		err = -EXDEV; /* keys are per namespace */
+	else if (flags & RENAME_EXCHANGE)
+		err = -EINVAL;
+	else if (nlen > 255)
+		err = -ENAMETOOLONG;
+	if (err)
+		goto out;
+	ns = d->ns;
+again:
+	e = fs_ptree_find(paths_of(fs), d, name, len);
+	o = fs_ptree_find(paths_of(fs), nd, newname, nlen);
+	if (!e) {
+		err = -ENOENT;
+		goto out;
+	}
+	if (e->busy || (o && o->busy)) {
+		fs_ptree_wait_idle(fs, e->busy ? e : o);
+		goto again;
+	}
+	if (e == o)
+		goto out;
+	plen = fs_ptree_path(nd, newname, nlen, npath);
+	if (plen < 0) {
+		err = plen;
+		goto out;
+	}
+	if (e->dir) {
+		isdir = true;
+		olen = fs_ptree_path(d, name, len, opath);
+		err = rename_dir(fs, e, nd, newname, o, flags);
+		goto out;
+	}
+	if (o && o->dir) {
+		err = -EISDIR;
+		goto out;
+	}
+	if (o && (flags & RENAME_NOREPLACE)) {
+		err = -EEXIST;
+		goto out;
+	}
+	if (!e->wr) { /* published: its bytes move to the new key */
+		err = copy_to_writer(fs, e, ctx->uid, ctx->gid);
+		if (err == -EBUSY)
+			goto again;
+		if (err)
+			goto out;
+		goto again; /* the names may have changed meanwhile */
+	}
+	/* e's old key: the name goes, and so does what it published */
+	if (e->keyed) {
+		skeyed = true;
+		skey = e->key;
+		fs_ptree_unkey(paths_of(fs), e);
+		chunk_unlinked(fs, ns, &skey);
+	}
+	/* the target's published version stays until e's replaces it */
+	if (o) {
+		if (o->keyed) {
+			okeyed = true;
+			okey = o->key;
+			ogen = o->gen;
+			fs_ptree_unkey(paths_of(fs), o);
+		}
+		if (o->wr)
+			fs_path_detach_writer(fs, o, o->wr); /* frees o */
+		else
+			fs_ptree_remove(paths_of(fs), o);
+	}
+	err = fs_ptree_move(paths_of(fs), e, nd, newname, nlen);
+	if (err)
+		goto out;
+	w = e->wr;
+	if (okeyed)
+		fs_ptree_key(paths_of(fs), e, &okey, ogen);
+	if (!w->opens || (w->opens == 1 && w->closing)) {
+		/* closed: published now, under the new name */
+		publish = true;
+		w->refs++;
+	}
+out:
+	pthread_mutex_unlock(&p->lock);
+	if (!err && isdir) {
+		journal(fs, 'X', ns, opath, olen);
+		journal(fs, 'D', ns, npath, plen);
+	}
+	if (skeyed) {
+		tier_unlink(fs->tier, ns, &skey);
+		fs_pev_forget(paths_of(fs), ns, &skey);
+	}
+	if (publish) {
+		fs_path_publish_closed(fs, w);
+		fs_wr_unref(fs, w);
+	}
+	fuse_reply_err(req, -err);
+}
+
+/* ------------------------------------------------------------ readdir */
+
+/* A listing of a path directory, as of opendir (or a rewind): one
+ * malloc'd block, so fs_fh_free's free(fh->snap) frees it. */
+struct psnap {
+	size_t n;
+	struct psnap_ent {
+		uint64_t ino;
+		uint32_t type;
+		uint32_t name; /* offset in the names after e[n] */
+	} e[];
+};
+
+static int psnap_take(struct fs *fs, uint64_t ino, struct psnap **out)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_pdir *d;
+	struct psnap *s;
+	size_t names = 6, n = 2;
+	char *pool;
+
+	pthread_mutex_lock(&p->lock);
+	d = fs_ptree_dir(fs, ino);
+	if (!d || d->removed) {
+		pthread_mutex_unlock(&p->lock);
+		return -ENOENT;
+	}
+	for (struct fs_pent *e = d->head; e; e = e->next, n++)
+		names += e->len + 1u;
+	s = malloc(sizeof(*s) + n * sizeof(s->e[0]) + names);
+	if (!s) {
+		pthread_mutex_unlock(&p->lock);
+		return -ENOMEM;
+	}
+	pool = (char *)&s->e[n];
+	memcpy(pool, ".\0..", 5);
+	s->e[0] = (struct psnap_ent){ d->ino, S_IFDIR, 0 };
+	s->e[1] = (struct psnap_ent){ d->self ? d->self->parent->ino :
+				      FUSE_ROOT_ID, S_IFDIR, 2 };
+	names = 5;
+	s->n = 2;
+	for (struct fs_pent *e = d->head; e; e = e->next) {
+		struct psnap_ent *x = &s->e[s->n++];
+
+		x->type = e->dir ? S_IFDIR : S_IFREG;
+		x->ino = e->dir ? e->dir->ino : e->wr ? e->wr->ino :
+			 FS_INO_CHUNK + e->gen;
+		x->name = (uint32_t)names;
+		memcpy(pool + names, e->name, e->len + 1u);
+		names += e->len + 1u;
+	}
+	pthread_mutex_unlock(&p->lock);
+	*out = s;
+	return 0;
+}
+
+void fs_path_op_opendir(fuse_req_t req, fuse_ino_t ino,
+			struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct psnap *s = NULL;
+	struct fs_fh *fh;
+	bool path;
+	int err;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	path = fs_ptree_dir(fs, ino) != NULL;
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (!path) {
+		fs_op_opendir(req, ino, fi);
+		return;
+	}
+	err = psnap_take(fs, ino, &s);
+	fh = err ? NULL : fs_fh_new(req, FS_FH_NS, ino);
+	if (!fh) {
+		free(s);
+		fuse_reply_err(req, err ? -err : ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&fs->priv->lock);
+	fh->ns = fs_ptree_dir(fs, ino) ? fs_ptree_dir(fs, ino)->ns : 0;
+	pthread_mutex_unlock(&fs->priv->lock);
+	fh->snap = (struct fs_dirsnap *)s;
+	fh->psnap = true;
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	if (fuse_reply_open(req, fi))
+		fs_fh_free(fs, fh);
+}
+
+void fs_path_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			off_t off, struct fuse_file_info *fi)
+{
+	struct fs_fh *fh = fs_fh_of(fi);
+	struct psnap *s;
+	size_t used = 0;
+	char *buf;
+
+	if (!fh->psnap) {
+		fs_op_readdir(req, ino, size, off, fi);
+		return;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* offset 0 again (rewinddir) takes a fresh listing */
+	if (off <= 0 && fh->snap_read) {
+		struct psnap *fresh;
+		int err = psnap_take(fs_req(req), fh->ino, &fresh);
+
+		if (err) {
+			free(buf);
+			fuse_reply_err(req, -err);
+			return;
+		}
+		free(fh->snap);
+		fh->snap = (struct fs_dirsnap *)fresh;
+	}
+	fh->snap_read = true;
+	s = (struct psnap *)fh->snap;
+	for (size_t i = off < 0 ? 0 : (size_t)off; i < s->n; i++) {
+		struct stat st = { .st_ino = s->e[i].ino,
+				   .st_mode = s->e[i].type };
+		const char *name = (const char *)&s->e[s->n] + s->e[i].name;
+		size_t n = fuse_add_direntry(req, buf + used, size - used,
+					     name, &st, (off_t)i + 1);
+
+		if (n > size - used)
+			break;
+		used += n;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+/* -------------------------------------------------------------- xattrs */
+
+/* Path directories carry no kvfs xattrs (and take none). */
+void fs_path_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 size_t size)
+{
+	if (fs_is_pdir_ino(ino))
+		fuse_reply_err(req, ENODATA);
+	else
+		fs_op_getxattr(req, ino, name, size);
+}
+
+void fs_path_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (!fs_is_pdir_ino(ino))
+		fs_op_listxattr(req, ino, size);
+	else if (size)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_xattr(req, 0);
+}
+
+void fs_path_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			 const char *value, size_t size, int flags)
+{
+	if (fs_is_pdir_ino(ino))
+		fuse_reply_err(req, EPERM);
+	else
+		fs_op_setxattr(req, ino, name, value, size, flags);
+}
+
+void fs_path_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	if (fs_is_pdir_ino(ino))
+		fuse_reply_err(req, ENODATA);
+	else
+		fs_op_removexattr(req, ino, name);
+}
+
+/* ------------------------------------------------- a namespace's mode */
+
+int fs_path_attach_locked(struct fs *fs, struct fs_inode *nsi)
+{
+	if (nsi->pdir)
+		return 0;
+	nsi->pdir = fs_ptree_root(nsi->ns, nsi->ino);
+	if (!nsi->pdir)
+		return -ENOMEM;
+	/* the root's attributes are the namespace's (fs_ns.c) */
+	nsi->pdir->mode = nsi->mode;
+	return 0;
+}
+
+void fs_path_detach_locked(struct fs *fs, struct fs_inode *nsi)
+{
+	if (!nsi->pdir)
+		return;
+	fs_ptree_clear(fs, paths_of(fs), nsi->pdir);
+	free(nsi->pdir);
+	nsi->pdir = NULL;
+}
+
+/* Temporaries of key namespace ns (priv.lock held). */
+static unsigned temps_of(struct fs_priv *p, uint32_t ns)
+{
+	unsigned n = 0;
+
+	for (struct fs_wr *w = p->tmp_head.tnext; w != &p->tmp_head;
+	     w = w->tnext)
+		n += w->ns == ns;
+	return n;
+}
+
+int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
+{
+	struct fs_priv *p = fs->priv;
+	struct tier_ns_info ni;
+	struct fs_inode *nsi;
+	bool paths;
+	int err = 0;
+
+	if (len == 5 && !memcmp(v, "paths", 5))
+		paths = true;
+	else if (len == 4 && !memcmp(v, "keys", 4))
+		paths = false;
+	else
+		return -EINVAL;
+	err = tier_ns_info(fs->tier, ns, &ni);
+	if (err)
+		return err;
+	pthread_mutex_lock(&p->lock);
+	nsi = fs_ns_get(fs, ns);
+	if (!nsi)
+		err = -ENOMEM;
+	else if (!!nsi->pdir == paths)
+		err = 1; /* no change */
+	else if (ni.chunks || !root_empty(nsi) || temps_of(p, ns))
+		err = -EBUSY;
+	else if (paths)
+		err = fs_path_attach_locked(fs, nsi);
+	else
+		fs_path_detach_locked(fs, nsi);
+	pthread_mutex_unlock(&p->lock);
+	if (err == 1)
+		return 0;
+	if (!err)
+		fs_path_mode_saved(fs, ni.name, paths);
+	return err;
+}
+
+bool fs_path_ns(struct fs *fs, uint32_t ns)
+{
+	struct fs_inode *nsi;
+	bool paths;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	nsi = fs_ns_find(fs->priv, ns);
+	paths = nsi && nsi->pdir;
+	pthread_mutex_unlock(&fs->priv->lock);
+	return paths;
+}
+
+void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths)
+{
+	if (paths_of(fs)->journal)
+		fs_pjournal_add(fs, paths ? 'N' : 'K', ns, "", 0);
+}
+
+/* ------------------------------------------- chunks the engine let go */
+
+void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		       bool notify)
+{
+	struct fs_priv *p = fs->priv;
+	struct tier_info info;
+	struct fs_pent *e;
+	uint64_t parent = 0;
+	char *name = NULL;
+	size_t len = 0;
+
+	pthread_mutex_lock(&p->lock);
+	e = fs_ptree_by_key(paths_of(fs), ns, key);
+	if (e && !e->busy && tier_stat(fs->tier, ns, key, &info) == -ENOENT) {
+		/* evicted (or dropped by L2): the file vanishes, unless a
+		 * new version of it is being written */
+		fs_ptree_unkey(paths_of(fs), e);
+		fs_pev_forget(paths_of(fs), ns, key);
+		if (!e->wr) {
+			if (notify) {
+				parent = e->parent->ino;
+				len = e->len;
+				name = strndup(e->name, len);
+			}
+			fs_ptree_remove(paths_of(fs), e);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	/* the kernel's cached entry of the name goes too (background thread
+	 * only: a request handler must not wait on the kernel) */
+	if (name && fs->se)
+		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
+	free(name);
+}
+
+void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	struct fs_pent *e;
+	uint64_t parent = 0;
+	char *name = NULL;
+	size_t len = 0;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
+	if (e && !e->wr) {
+		parent = e->parent->ino;
+		len = e->len;
+		name = strndup(e->name, len);
+	}
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (name && fs->se)
+		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
+	free(name);
+}
+
+void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	fs_path_drop_gone(fs, ns, key, true);
+}
+
+/* ---------------------------------------------------------- life cycle */
+
+int fs_path_create(struct fs *fs, const char *l2_dir)
+{
+	struct fs_paths *t = calloc(1, sizeof(*t));
+	int err;
+
+	if (!t)
+		return -ENOMEM;
+	err = fs_ptree_init(t, fs->cfg.max_dirs);
+	if (!err)
+		err = fs_pev_create(t);
+	if (err) {
+		free(t);
+		return err;
+	}
+	fs->priv->paths = t;
+	if (l2_dir)
+		fs_pjournal_open(fs, l2_dir);
+	return 0;
+}
+
+void fs_path_destroy(struct fs *fs)
+{
+	struct fs_paths *t = paths_of(fs);
+
+	if (!t)
+		return;
+	/* closed files the kernel released: published, so flush_on_exit
+	 * writes them to L2 with the rest and the journal names them */
+	fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+	fs_pjournal_close(fs);
+}
+
+/* After fs_destroy freed the writers and inodes' references. */
+void fs_path_free(struct fs *fs)
+{
+	struct fs_paths *t = paths_of(fs);
+
+	if (!t)
+		return;
+	fs_ptree_free(fs, t);
+	fs_pev_destroy(t);
+	free(t);
+	fs->priv->paths = NULL;
+}
+
+void fs_path_counts(struct fs *fs, struct fs_path_counts *c)
+{
+	struct fs_paths *t = paths_of(fs);
+
+	pthread_mutex_lock(&fs->priv->lock);
+	c->dirs = t->ndirs;
+	c->files = t->nfiles;
+	c->meta_bytes = t->bytes;
+	c->pending = t->npending;
+	c->orphans = t->orphans;
+	pthread_mutex_unlock(&fs->priv->lock);
+}

@@ -1,0 +1,388 @@
+/*
+ * fs_ptree.c - the directory trees of path namespaces: directories,
+ * names, the three tables that find them (by inode number, by parent and
+ * name, by chunk key) and the paths that give files their keys. No FUSE
+ * and no engine calls here; fs_priv.lock protects everything (the caller
+ * holds it). See fs_ptree.h.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/paths/fs_ptree.h"
+
+#define SALT_PINO  (UINT64_C(0x7069) << 48) /* path directory inodes */
+#define SALT_PNAME (UINT64_C(0x706e) << 48) /* entries by (parent, name) */
+#define SALT_PKEY  (UINT64_C(0x706b) << 48) /* | ns: files by key */
+
+static uint64_t hash_name(uint64_t parent, const char *name, size_t len)
+{
+	return htab_hash(SALT_PNAME ^ parent, name, len);
+}
+
+static uint64_t hash_key(uint32_t ns, const struct kvfs_key *key)
+{
+	return htab_hash(SALT_PKEY | ns, key->b, sizeof(key->b));
+}
+
+int fs_ptree_init(struct fs_paths *t, uint64_t max_dirs)
+{
+	memset(t, 0, sizeof(*t));
+	t->next_ino = 1;
+	t->max_dirs = max_dirs ? max_dirs : FS_PATH_DIRS_DEFAULT;
+	t->pending.pnext = t->pending.pprev = &t->pending;
+	return -pthread_cond_init(&t->idle, NULL);
+}
+
+struct fs_pdir *fs_ptree_dir_of_ino(struct fs_paths *t, uint64_t ino)
+{
+	struct htab_node *n;
+
+	htab_for_each_hash(&t->itab, htab_hash(SALT_PINO, &ino, sizeof(ino)),
+			   n) {
+		struct fs_pdir *d = container_of(n, struct fs_pdir, inode);
+
+		if (d->ino == ino)
+			return d;
+	}
+	return NULL;
+}
+
+struct fs_pdir *fs_ptree_dir(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in;
+
+	if (fs_is_pdir_ino(ino))
+		return fs_ptree_dir_of_ino(fs->priv->paths, ino);
+	in = fs_ino_find(fs->priv, ino);
+	return in && in->kind == FS_K_NS && !in->removed ? in->pdir : NULL;
+}
+
+struct fs_pent *fs_ptree_find(struct fs_paths *t, const struct fs_pdir *d,
+			      const char *name, size_t len)
+{
+	struct htab_node *n;
+
+	htab_for_each_hash(&t->ntab, hash_name(d->ino, name, len), n) {
+		struct fs_pent *e = container_of(n, struct fs_pent, nnode);
+
+		if (e->parent == d && e->len == len &&
+		    !memcmp(e->name, name, len))
+			return e;
+	}
+	return NULL;
+}
+
+struct fs_pent *fs_ptree_by_key(struct fs_paths *t, uint32_t ns,
+				const struct kvfs_key *key)
+{
+	struct htab_node *n;
+
+	htab_for_each_hash(&t->ktab, hash_key(ns, key), n) {
+		struct fs_pent *e = container_of(n, struct fs_pent, knode);
+
+		if (e->parent->ns == ns && !memcmp(&e->key, key, sizeof(*key)))
+			return e;
+	}
+	return NULL;
+}
+
+struct fs_pdir *fs_ptree_root(uint32_t ns, uint64_t ino)
+{
+	struct fs_pdir *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	d->ns = ns;
+	d->ino = ino;
+	return d;
+}
+
+static struct fs_pent *ent_new(const char *name, size_t len)
+{
+	struct fs_pent *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->name = strndup(name, len);
+	if (!e->name) {
+		free(e);
+		return NULL;
+	}
+	e->len = (uint16_t)len;
+	return e;
+}
+
+static void ent_free(struct fs_pent *e)
+{
+	free(e->name);
+	free(e);
+}
+
+/* Links e into d under its name (e->name). */
+static int ent_link(struct fs_paths *t, struct fs_pdir *d, struct fs_pent *e)
+{
+	if (htab_add(&t->ntab, &e->nnode, hash_name(d->ino, e->name, e->len)))
+		return -ENOMEM;
+	e->parent = d;
+	e->prev = NULL;
+	e->next = d->head;
+	if (d->head)
+		d->head->prev = e;
+	d->head = e;
+	d->nent++;
+	clock_gettime(CLOCK_REALTIME, &d->mtime);
+	d->ctime = d->mtime;
+	return 0;
+}
+
+static void ent_unlink(struct fs_paths *t, struct fs_pent *e)
+{
+	struct fs_pdir *d = e->parent;
+
+	htab_del(&t->ntab, &e->nnode);
+	if (e->prev)
+		e->prev->next = e->next;
+	else
+		d->head = e->next;
+	if (e->next)
+		e->next->prev = e->prev;
+	d->nent--;
+	clock_gettime(CLOCK_REALTIME, &d->mtime);
+	d->ctime = d->mtime;
+}
+
+int fs_ptree_mkdir(struct fs_paths *t, struct fs_pdir *d, const char *name,
+		   size_t len, struct fs_pent **out)
+{
+	struct fs_pent *e;
+	struct fs_pdir *sub;
+
+	if (fs_ptree_find(t, d, name, len))
+		return -EEXIST;
+	if (t->ndirs >= t->max_dirs)
+		return -ENOSPC;
+	e = ent_new(name, len);
+	sub = e ? calloc(1, sizeof(*sub)) : NULL;
+	if (!sub)
+		goto nomem;
+	sub->ino = FS_INO_PDIR | t->next_ino++;
+	sub->ns = d->ns;
+	sub->self = e;
+	e->dir = sub;
+	if (htab_add(&t->itab, &sub->inode,
+		     htab_hash(SALT_PINO, &sub->ino, sizeof(sub->ino))))
+		goto nomem;
+	if (ent_link(t, d, e)) {
+		htab_del(&t->itab, &sub->inode);
+		goto nomem;
+	}
+	t->ndirs++;
+	t->bytes += sizeof(*sub) + sizeof(*e) + len + 1;
+	*out = e;
+	return 0;
+nomem:
+	free(sub);
+	if (e)
+		ent_free(e);
+	return -ENOMEM;
+}
+
+int fs_ptree_mkfile(struct fs_paths *t, struct fs_pdir *d, const char *name,
+		    size_t len, struct fs_pent **out)
+{
+	struct fs_pent *e;
+
+	if (fs_ptree_find(t, d, name, len))
+		return -EEXIST;
+	e = ent_new(name, len);
+	if (!e)
+		return -ENOMEM;
+	if (ent_link(t, d, e)) {
+		ent_free(e);
+		return -ENOMEM;
+	}
+	t->nfiles++;
+	t->bytes += sizeof(*e) + len + 1;
+	*out = e;
+	return 0;
+}
+
+void fs_ptree_release_dir(struct fs_paths *t, struct fs_pdir *d)
+{
+	if (!d->removed || d->nlookup)
+		return;
+	htab_del(&t->itab, &d->inode);
+	free(d);
+}
+
+/* Once, not while (e->busy): the entry may be freed before the lock
+ * comes back (see fs_ptree.h). */
+void fs_ptree_wait_idle(struct fs *fs, struct fs_pent *e)
+{
+	if (e->busy)
+		pthread_cond_wait(&fs->priv->paths->idle, &fs->priv->lock);
+}
+
+void fs_ptree_remove(struct fs_paths *t, struct fs_pent *e)
+{
+	ent_unlink(t, e);
+	if (e->keyed)
+		fs_ptree_unkey(t, e);
+	t->bytes -= sizeof(*e) + e->len + 1;
+	if (e->dir) {
+		t->ndirs--;
+		t->bytes -= sizeof(*e->dir);
+		e->dir->removed = true;
+		e->dir->self = NULL;
+		fs_ptree_release_dir(t, e->dir);
+	} else {
+		t->nfiles--;
+	}
+	ent_free(e);
+}
+
+int fs_ptree_move(struct fs_paths *t, struct fs_pent *e, struct fs_pdir *d,
+		  const char *name, size_t len)
+{
+	char *nm = strndup(name, len), *old_name = e->name;
+	struct fs_pdir *old = e->parent;
+	uint16_t old_len = e->len;
+
+	if (!nm)
+		return -ENOMEM;
+	ent_unlink(t, e);
+	e->name = nm;
+	e->len = (uint16_t)len;
+	if (ent_link(t, d, e)) {
+		e->name = old_name;
+		e->len = old_len;
+		ent_link(t, old, e); /* a table that has buckets cannot fail */
+		free(nm);
+		return -ENOMEM;
+	}
+	if (e->keyed) {
+		htab_del(&t->ktab, &e->knode);
+		htab_add(&t->ktab, &e->knode, hash_key(d->ns, &e->key));
+	}
+	t->bytes += len;
+	t->bytes -= old_len;
+	free(old_name);
+	return 0;
+}
+
+void fs_ptree_key(struct fs_paths *t, struct fs_pent *e,
+		  const struct kvfs_key *key, uint64_t gen)
+{
+	if (e->keyed)
+		fs_ptree_unkey(t, e);
+	e->key = *key;
+	e->gen = gen;
+	if (!htab_add(&t->ktab, &e->knode, hash_key(e->parent->ns, key)))
+		e->keyed = true;
+}
+
+void fs_ptree_unkey(struct fs_paths *t, struct fs_pent *e)
+{
+	if (!e->keyed)
+		return;
+	htab_del(&t->ktab, &e->knode);
+	e->keyed = false;
+}
+
+int fs_ptree_path(const struct fs_pdir *d, const char *name, size_t len,
+		  char *buf)
+{
+	size_t at = FS_PATH_MAX + 1, total = 0;
+	const struct fs_pent *e;
+
+	/* built from the end: name, then each parent's name */
+	if (name) {
+		if (len > FS_PATH_MAX)
+			return -ENAMETOOLONG;
+		at -= len;
+		memcpy(buf + at, name, len);
+		total = len;
+	}
+	for (; d && (e = d->self); d = e->parent) {
+		size_t need = e->len + (total ? 1 : 0);
+
+		if (total + need > FS_PATH_MAX)
+			return -ENAMETOOLONG;
+		if (total)
+			buf[--at] = '/';
+		at -= e->len;
+		memcpy(buf + at, e->name, e->len);
+		total += need;
+	}
+	memmove(buf, buf + at, total);
+	buf[total] = '\0';
+	return (int)total;
+}
+
+bool fs_ptree_within(const struct fs_pdir *a, const struct fs_pdir *d)
+{
+	for (; a; a = a->self ? a->self->parent : NULL)
+		if (a == d)
+			return true;
+	return false;
+}
+
+/* Frees the entries below d, dropping their writers' references
+ * (priv.lock held). */
+void fs_ptree_clear(struct fs *fs, struct fs_paths *t, struct fs_pdir *d)
+{
+	while (d->head) {
+		struct fs_pent *e = d->head;
+
+		if (e->dir)
+			fs_ptree_clear(fs, t, e->dir);
+		if (e->wr) {
+			e->wr->pent = NULL;
+			if (e->wr->pending) {
+				e->wr->pprev->pnext = e->wr->pnext;
+				e->wr->pnext->pprev = e->wr->pprev;
+				e->wr->pending = false;
+				t->npending--;
+			}
+			fs_wr_unref_locked(fs, e->wr);
+			e->wr = NULL;
+		}
+		fs_ptree_remove(t, e); /* a directory: freed if forgotten */
+	}
+}
+
+/* At unmount, after every namespace's tree was cleared. */
+void fs_ptree_free(struct fs *fs, struct fs_paths *t)
+{
+	uint64_t i;
+	struct htab_node *n, *nx;
+
+	/* removed directories the kernel never forgot */
+	htab_for_each_safe(&t->itab, i, n, nx) {
+		struct fs_pdir *d = container_of(n, struct fs_pdir, inode);
+
+		htab_del(&t->itab, n);
+		free(d);
+	}
+	htab_free(&t->itab);
+	htab_free(&t->ntab);
+	htab_free(&t->ktab);
+	pthread_cond_destroy(&t->idle);
+}
+
+uint64_t fs_ptree_event_hash(const char *name, size_t len,
+			     const struct kvfs_key *key)
+{
+	uint64_t h = 0;
+	size_t n = 0;
+
+	while (n < len && fs_hexval(name[n]) >= 0)
+		h = h << 4 | (uint64_t)fs_hexval(name[n++]); /* keeps the low 64 */
+	if (n >= 16)
+		return h;
+	h = 0;
+	for (int i = 8; i < 16; i++)
+		h = h << 8 | key->b[i];
+	return h;
+}

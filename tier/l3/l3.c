@@ -1,0 +1,699 @@
+/*
+ * l3.c - the L3 store: key layout, bounded reads, batched existence
+ * lookups, the asynchronous write queue and its writer threads (l3.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "tier/l3/l3.h"
+
+#define L3_BATCH_ITEMS 32
+#define L3_BATCH_BYTES (16u << 20)
+#define L3_SCAN_COUNT "1000"
+#define L3_ADMIN_MS 2000 /* a round trip of l3_drop_ns at least */
+
+struct l3_item {
+	struct l3_item *next;
+	bool del;
+	size_t klen;
+	char key[L3_KEY_MAX];
+	struct l3_src src;     /* put */
+};
+
+/* One writer thread and its queue (a chunk always goes to the same one,
+ * so its writes and deletions stay in order). */
+struct l3_wq {
+	pthread_mutex_t mu;    /* protects the fields below */
+	pthread_cond_t cv;     /* work queued, or stop */
+	pthread_cond_t idle;   /* queue empty and nothing in flight */
+	struct l3_item *head, *tail;
+	size_t inflight;       /* items taken, not finished */
+	bool stop;
+	pthread_t th;
+	bool started;
+	struct l3 *l3;
+};
+
+struct l3 {
+	struct l3r *r;
+	char prefix[L3_PREFIX_MAX + 1]; /* immutable */
+	size_t plen;
+	int timeout_ms;
+	uint64_t max_chunk, queue_cap;
+	void (*log)(void *arg, const char *msg);
+	void *log_arg;
+	_Atomic bool closing;
+
+	struct l3_wq wq[L3_WRITERS];
+
+	_Atomic uint64_t queued, queued_bytes;
+	_Atomic uint64_t gets, hits, misses, corrupt, errors, bytes_in,
+		bytes_out, puts, dels, drops, lookups, lookup_keys, get_ns,
+		get_max_ns;
+};
+
+static void l3_logf(struct l3 *l3, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void l3_logf(struct l3 *l3, const char *fmt, ...)
+{
+	char msg[384];
+	va_list ap;
+
+	if (!l3->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	l3->log(l3->log_arg, msg);
+}
+
+/*
+ * "{}" when the prefix or the name holds a '{': Redis Cluster would hash
+ * only what a "{...}" in them encloses (a hash tag), putting every chunk
+ * of the namespace in one slot. A leading "{}" is an empty tag, which
+ * the specification ignores: the whole key is hashed. Other keys stay as
+ * they are (and cannot collide: they hold no '{').
+ */
+static const char *untag(const struct l3 *l3, const char *ns)
+{
+	return strchr(l3->prefix, '{') ||
+			       memchr(ns, '{', strnlen(ns, KVFS_NS_NAME_MAX))
+		       ? "{}"
+		       : "";
+}
+
+size_t l3_key(const struct l3 *l3, const char *ns, const struct kvfs_key *key,
+	      char *buf)
+{
+	char hex[KVFS_KEY_HEX_LEN + 1];
+
+	kvfs_key_hex(key, hex);
+	return (size_t)snprintf(buf, L3_KEY_MAX, "%s%s%.*s:%s", untag(l3, ns),
+				l3->prefix, KVFS_NS_NAME_MAX, ns, hex);
+}
+
+/* The deadline of an operation moving up to bytes of values. */
+static uint64_t deadline(const struct l3 *l3, uint64_t bytes)
+{
+	return l3_now_ns() + (uint64_t)l3->timeout_ms * 1000000ull +
+	       bytes * 1000000000ull / L3_MIN_RATE;
+}
+
+static int op_cmd(struct l3r_op *op, const char *cmd, const char *key,
+		  size_t klen, const void *val, size_t vlen)
+{
+	const char *argv[3] = { cmd, key, val };
+	size_t lens[3] = { strlen(cmd), klen, vlen };
+
+	op->key = key;
+	op->klen = klen;
+	return l3r_format(&op->cmd, val ? 3 : 2, argv, lens);
+}
+
+static void op_done(struct l3r_op *op)
+{
+	if (op->reply)
+		freeReplyObject(op->reply);
+	op->reply = NULL;
+	l3r_cmd_free(&op->cmd);
+}
+
+/* ---------------------------------------------------------------- reads */
+
+int l3_get(struct l3 *l3, const char *ns, const struct kvfs_key *key,
+	   struct l3_val *v)
+{
+	char k[L3_KEY_MAX];
+	struct l3r_op op = { 0 };
+	uint64_t t0 = l3_now_ns(), dt, max;
+	int err;
+
+	v->data = NULL;
+	v->len = 0;
+	v->priv = NULL;
+	err = op_cmd(&op, "GET", k, l3_key(l3, ns, key, k), NULL, 0);
+	if (err)
+		return err;
+	atomic_fetch_add(&l3->gets, 1);
+	l3r_batch(l3->r, &op, 1, deadline(l3, l3->max_chunk));
+	err = op.err;
+	if (!err && op.reply->type == REDIS_REPLY_NIL)
+		err = -ENOENT;
+	else if (!err && op.reply->type != REDIS_REPLY_STRING)
+		err = -EREMOTEIO; /* a key of another type under our prefix */
+	if (!err) {
+		v->data = op.reply->str;
+		v->len = op.reply->len;
+		v->priv = op.reply;
+		op.reply = NULL;
+		atomic_fetch_add(&l3->hits, 1);
+		atomic_fetch_add(&l3->bytes_in, v->len);
+	} else {
+		atomic_fetch_add(&l3->misses, 1);
+		if (err != -ENOENT)
+			atomic_fetch_add(&l3->errors, 1);
+	}
+	op_done(&op);
+	dt = l3_now_ns() - t0;
+	atomic_fetch_add(&l3->get_ns, dt);
+	max = atomic_load(&l3->get_max_ns);
+	while (dt > max &&
+	       !atomic_compare_exchange_weak(&l3->get_max_ns, &max, dt))
+		;
+	return err;
+}
+
+void l3_val_free(struct l3_val *v)
+{
+	if (v->priv)
+		freeReplyObject(v->priv);
+	v->priv = NULL;
+	v->data = NULL;
+	v->len = 0;
+}
+
+long l3_exists(struct l3 *l3, const char *ns, const struct kvfs_key *keys,
+	       size_t n, uint8_t *present)
+{
+	struct l3r_op *ops;
+	char (*k)[L3_KEY_MAX];
+	size_t run = n, failed = 0;
+	long err = 0;
+
+	memset(present, 0, n);
+	if (!n)
+		return 0;
+	ops = calloc(n, sizeof(*ops));
+	k = malloc(n * sizeof(*k));
+	if (!ops || !k) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n && !err; i++)
+		err = op_cmd(&ops[i], "EXISTS", k[i],
+			     l3_key(l3, ns, &keys[i], k[i]), NULL, 0);
+	if (err)
+		goto out;
+	atomic_fetch_add(&l3->lookups, 1);
+	atomic_fetch_add(&l3->lookup_keys, n);
+	l3r_batch(l3->r, ops, n, deadline(l3, 0));
+	for (size_t i = 0; i < n; i++) {
+		present[i] = !ops[i].err &&
+			     ops[i].reply->type == REDIS_REPLY_INTEGER &&
+			     ops[i].reply->integer == 1;
+		failed += ops[i].err != 0;
+		if (!present[i] && run == n)
+			run = i;
+	}
+	if (failed)
+		atomic_fetch_add(&l3->errors, failed);
+out:
+	if (ops)
+		for (size_t i = 0; i < n; i++)
+			op_done(&ops[i]);
+	free(ops);
+	free(k);
+	return err ? err : (long)run;
+}
+
+void l3_refused(struct l3 *l3)
+{
+	/* the GET that returned it was a miss after all, not a hit */
+	atomic_fetch_sub(&l3->hits, 1);
+	atomic_fetch_add(&l3->misses, 1);
+}
+
+int l3_del_bad(struct l3 *l3, const char *ns, const struct kvfs_key *key,
+	       const void *bad, size_t len)
+{
+	/* compare-and-delete in one step on the server */
+	static const char script[] =
+		"if redis.call('GET', KEYS[1]) == ARGV[1] then "
+		"return redis.call('UNLINK', KEYS[1]) end return 0";
+	char k[L3_KEY_MAX];
+	size_t klen = l3_key(l3, ns, key, k);
+	const char *argv[5] = { "EVAL", script, "1", k, bad };
+	size_t lens[5] = { 4, sizeof(script) - 1, 1, klen, len };
+	struct l3r_op op = { .key = k, .klen = klen };
+	int err;
+
+	atomic_fetch_add(&l3->corrupt, 1);
+	l3_refused(l3);
+	err = l3r_format(&op.cmd, 5, argv, lens);
+	if (err)
+		return err;
+	l3r_batch(l3->r, &op, 1, deadline(l3, len));
+	err = op.err;
+	if (err) {
+		atomic_fetch_add(&l3->errors, 1);
+		if (op.reply && op.reply->type == REDIS_REPLY_ERROR)
+			l3_logf(l3, "l3: deleting a bad value of %s: %s", k,
+				op.reply->str);
+	}
+	op_done(&op);
+	return err;
+}
+
+/* ---------------------------------------------------------------- drop */
+
+/* MATCH pattern of every key of a namespace: glob characters escaped. */
+static void glob_escape(char *dst, size_t cap, const char *s)
+{
+	size_t j = 0;
+
+	for (; *s && j + 3 < cap; s++) {
+		if (strchr("*?[]\\", *s))
+			dst[j++] = '\\';
+		dst[j++] = *s;
+	}
+	dst[j] = '\0';
+}
+
+/* One lowercase hex digit of a key, as a MATCH pattern. */
+#define HEX_CLASS "[0-9a-f]"
+
+struct drop_ctx {
+	struct l3 *l3;
+	/* escaped prefix and name, ':', 32 hex classes */
+	char pattern[2 + 2 * L3_PREFIX_MAX + 2 * KVFS_NS_NAME_MAX + 2 +
+		     KVFS_KEY_HEX_LEN * (sizeof(HEX_CLASS) - 1) + 1];
+	long deleted;
+};
+
+static int drop_node(void *arg, struct l3_node *node)
+{
+	struct drop_ctx *d = arg;
+	struct l3 *l3 = d->l3;
+	char cursor[32] = "0";
+	int ms = l3->timeout_ms > L3_ADMIN_MS ? l3->timeout_ms : L3_ADMIN_MS;
+
+	do {
+		const char *argv[6] = { "SCAN", cursor, "MATCH", d->pattern,
+					"COUNT", L3_SCAN_COUNT };
+		size_t lens[6] = { 4, strlen(cursor), 5, strlen(d->pattern), 5,
+				   strlen(L3_SCAN_COUNT) };
+		struct l3_cmd cmd, *dels;
+		redisReply *rep, *keys, **reps;
+		int err;
+
+		err = l3r_format(&cmd, 6, argv, lens);
+		if (err)
+			return err;
+		err = l3_node_pipeline(node, &cmd, 1, &rep,
+				       l3_now_ns() + ms * 1000000ull);
+		l3r_cmd_free(&cmd);
+		if (err)
+			return err;
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+		    rep->element[0]->type != REDIS_REPLY_STRING ||
+		    rep->element[1]->type != REDIS_REPLY_ARRAY ||
+		    rep->element[0]->len >= sizeof(cursor)) {
+			freeReplyObject(rep);
+			return -EPROTO;
+		}
+		memcpy(cursor, rep->element[0]->str, rep->element[0]->len + 1);
+		keys = rep->element[1];
+		dels = calloc(keys->elements + 1, sizeof(*dels));
+		reps = calloc(keys->elements + 1, sizeof(*reps));
+		for (size_t i = 0; dels && reps && !err && i < keys->elements;
+		     i++) {
+			const char *dv[2] = { "UNLINK", keys->element[i]->str };
+			size_t dl[2] = { 6, keys->element[i]->len };
+
+			err = l3r_format(&dels[i], 2, dv, dl);
+		}
+		if (!dels || !reps)
+			err = -ENOMEM;
+		/* the keys SCAN gave live on this node: one pipeline */
+		if (!err)
+			err = l3_node_pipeline(node, dels, keys->elements, reps,
+					       l3_now_ns() + ms * 1000000ull);
+		for (size_t i = 0; dels && reps && i < keys->elements; i++) {
+			if (!err && reps[i]->type == REDIS_REPLY_INTEGER)
+				d->deleted += reps[i]->integer;
+			if (reps[i])
+				freeReplyObject(reps[i]);
+			l3r_cmd_free(&dels[i]);
+		}
+		free(dels);
+		free(reps);
+		freeReplyObject(rep);
+		if (err)
+			return err;
+	} while (strcmp(cursor, "0"));
+	return 0;
+}
+
+long l3_drop_ns(struct l3 *l3, const char *ns)
+{
+	struct drop_ctx d = { .l3 = l3 };
+	/* room for every byte escaped (glob_escape stops 3 short) */
+	char esc_p[2 * L3_PREFIX_MAX + 3], esc_n[2 * KVFS_NS_NAME_MAX + 3];
+	int err, len;
+
+	glob_escape(esc_p, sizeof(esc_p), l3->prefix);
+	glob_escape(esc_n, sizeof(esc_n), ns);
+	/* exactly 32 hex digits after "<name>:", not '*': namespace "a"
+	 * must not match the keys of namespace "a:b" */
+	len = snprintf(d.pattern, sizeof(d.pattern), "%s%s%s:", untag(l3, ns),
+		       esc_p, esc_n);
+	for (int i = 0; i < KVFS_KEY_HEX_LEN; i++, len += sizeof(HEX_CLASS) - 1)
+		memcpy(d.pattern + len, HEX_CLASS, sizeof(HEX_CLASS));
+	err = l3r_each_master(l3->r, drop_node, &d);
+	l3_logf(l3, "l3: drop %s: %ld keys deleted%s%s", ns, d.deleted,
+		err ? ", then " : "", err ? strerror(-err) : "");
+	atomic_fetch_add(&l3->dels, (uint64_t)d.deleted);
+	return err ? err : d.deleted;
+}
+
+/* --------------------------------------------------------------- writes */
+
+static struct l3_wq *wq_of(struct l3 *l3, const struct kvfs_key *key)
+{
+	return &l3->wq[key->b[0] % L3_WRITERS];
+}
+
+static int enqueue(struct l3 *l3, const struct kvfs_key *key,
+		   struct l3_item *it)
+{
+	struct l3_wq *q = wq_of(l3, key);
+
+	pthread_mutex_lock(&q->mu);
+	if (q->stop) {
+		pthread_mutex_unlock(&q->mu);
+		return -ESHUTDOWN;
+	}
+	it->next = NULL;
+	if (q->tail)
+		q->tail->next = it;
+	else
+		q->head = it;
+	q->tail = it;
+	atomic_fetch_add(&l3->queued, 1);
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	return 0;
+}
+
+int l3_put(struct l3 *l3, const char *ns, const struct kvfs_key *key,
+	   const struct l3_src *src)
+{
+	struct l3_item *it = NULL;
+	uint64_t q = atomic_fetch_add(&l3->queued_bytes, src->bytes);
+	int err = 0;
+
+	if (q + src->bytes > l3->queue_cap)
+		err = -EAGAIN;
+	else if (!(it = malloc(sizeof(*it))))
+		err = -ENOMEM;
+	if (!err) {
+		it->del = false;
+		it->klen = l3_key(l3, ns, key, it->key);
+		it->src = *src;
+		err = enqueue(l3, key, it);
+	}
+	if (err) {
+		atomic_fetch_sub(&l3->queued_bytes, src->bytes);
+		atomic_fetch_add(&l3->drops, 1);
+		free(it);
+	}
+	return err;
+}
+
+void l3_put_dropped(struct l3 *l3)
+{
+	atomic_fetch_add(&l3->drops, 1);
+}
+
+bool l3_queue_room(struct l3 *l3, size_t bytes)
+{
+	return atomic_load(&l3->queued_bytes) + bytes <= l3->queue_cap;
+}
+
+int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key)
+{
+	struct l3_item *it = calloc(1, sizeof(*it));
+	int err;
+
+	if (!it)
+		return -ENOMEM;
+	it->del = true;
+	it->klen = l3_key(l3, ns, key, it->key);
+	err = enqueue(l3, key, it);
+	if (err)
+		free(it);
+	return err;
+}
+
+/* Sends one batch of items; releases and frees them. */
+static void send_batch(struct l3 *l3, struct l3_item **items, size_t n)
+{
+	struct l3r_op ops[L3_BATCH_ITEMS];
+	void *vals[L3_BATCH_ITEMS];
+	size_t vlens[L3_BATCH_ITEMS];
+	int errs[L3_BATCH_ITEMS];
+	size_t nops = 0, bytes = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct l3_item *it = items[i];
+		void *val = NULL;
+		size_t vlen = 0;
+		int err = 0;
+
+		vals[i] = NULL;
+		errs[i] = 0;
+		if (!it->del) {
+			err = it->src.encode(it->src.arg, &val, &vlen);
+			if (!err)
+				vals[i] = val;
+		}
+		memset(&ops[nops], 0, sizeof(ops[nops]));
+		if (!err)
+			err = it->del ? op_cmd(&ops[nops], "UNLINK", it->key,
+					       it->klen, NULL, 0)
+				      : op_cmd(&ops[nops], "SET", it->key,
+					       it->klen, val ? val : "", vlen);
+		if (err) {
+			errs[i] = err;
+			atomic_fetch_add(&l3->drops, 1);
+			continue;
+		}
+		if (!it->del)
+			bytes += vlen;
+		vlens[nops++] = vlen;
+	}
+	l3r_batch(l3->r, ops, nops, deadline(l3, bytes));
+	for (size_t i = 0, j = 0; i < n; i++) {
+		struct l3_item *it = items[i];
+
+		if (errs[i])
+			continue;
+		errs[i] = ops[j].err;
+		if (ops[j].err) {
+			atomic_fetch_add(&l3->errors, 1);
+			if (!it->del)
+				atomic_fetch_add(&l3->drops, 1);
+		} else if (it->del) {
+			atomic_fetch_add(&l3->dels, 1);
+		} else {
+			atomic_fetch_add(&l3->puts, 1);
+			atomic_fetch_add(&l3->bytes_out, vlens[j]);
+		}
+		op_done(&ops[j]);
+		j++;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct l3_item *it = items[i];
+
+		if (!it->del) {
+			atomic_fetch_sub(&l3->queued_bytes, it->src.bytes);
+			it->src.release(it->src.arg, errs[i]);
+		}
+		atomic_fetch_sub(&l3->queued, 1);
+		free(vals[i]);
+		free(it);
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct l3_wq *q = arg;
+	struct l3 *l3 = q->l3;
+
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		struct l3_item *items[L3_BATCH_ITEMS];
+		size_t n = 0, bytes = 0;
+
+		while (!q->head && !q->stop)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (!q->head)
+			break; /* stopping, and nothing left */
+		while (q->head && n < L3_BATCH_ITEMS &&
+		       (n == 0 || bytes + (q->head->del ? 0 : q->head->src.bytes) <=
+					  L3_BATCH_BYTES)) {
+			items[n] = q->head;
+			bytes += q->head->del ? 0 : q->head->src.bytes;
+			q->head = q->head->next;
+			n++;
+		}
+		if (!q->head)
+			q->tail = NULL;
+		q->inflight = n;
+		pthread_mutex_unlock(&q->mu);
+		send_batch(l3, items, n);
+		pthread_mutex_lock(&q->mu);
+		q->inflight = 0;
+		if (!q->head)
+			pthread_cond_broadcast(&q->idle);
+	}
+	pthread_cond_broadcast(&q->idle);
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+int l3_flush(struct l3 *l3, int timeout_ms)
+{
+	uint64_t at = l3_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	struct timespec ts = { (time_t)(at / 1000000000ull),
+			       (long)(at % 1000000000ull) };
+	int err = 0;
+
+	for (int i = 0; i < L3_WRITERS && !err; i++) {
+		struct l3_wq *q = &l3->wq[i];
+
+		pthread_mutex_lock(&q->mu);
+		while ((q->head || q->inflight) && !err)
+			if (pthread_cond_timedwait(&q->idle, &q->mu, &ts) ==
+			    ETIMEDOUT)
+				err = -ETIMEDOUT;
+		pthread_mutex_unlock(&q->mu);
+	}
+	return err;
+}
+
+/* ---------------------------------------------------------- open / close */
+
+int l3_open(const struct l3_config *cfg, struct l3 **out, char *errbuf,
+	    size_t errlen)
+{
+	struct l3 *l3 = calloc(1, sizeof(*l3));
+	const char *prefix = cfg->prefix ? cfg->prefix : L3_PREFIX_DEFAULT;
+	struct l3r_config rc = {
+		.servers = cfg->servers, .mode = cfg->mode,
+		.user = cfg->user, .password = cfg->password, .log = cfg->log,
+		.log_arg = cfg->log_arg,
+	};
+	pthread_condattr_t ca;
+	int err;
+
+	if (!l3)
+		return -ENOMEM;
+	if (strlen(prefix) > L3_PREFIX_MAX) {
+		snprintf(errbuf, errlen, "l3_prefix: longer than %d bytes",
+			 L3_PREFIX_MAX);
+		free(l3);
+		return -EINVAL;
+	}
+	for (const char *p = prefix; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+			snprintf(errbuf, errlen,
+				 "l3_prefix: no spaces or control characters");
+			free(l3);
+			return -EINVAL;
+		}
+	strcpy(l3->prefix, prefix);
+	l3->plen = strlen(prefix);
+	l3->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms
+					     : L3_TIMEOUT_MS_DEFAULT;
+	l3->max_chunk = cfg->max_chunk ? cfg->max_chunk : (64ull << 20);
+	l3->queue_cap = cfg->queue_bytes ? cfg->queue_bytes
+					 : L3_QUEUE_BYTES_DEFAULT;
+	l3->log = cfg->log;
+	l3->log_arg = cfg->log_arg;
+	rc.timeout_ms = l3->timeout_ms;
+	err = l3r_open(&rc, &l3->r, errbuf, errlen);
+	if (err) {
+		free(l3);
+		return err;
+	}
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	for (int i = 0; i < L3_WRITERS; i++) {
+		struct l3_wq *q = &l3->wq[i];
+
+		q->l3 = l3;
+		pthread_mutex_init(&q->mu, NULL);
+		pthread_cond_init(&q->cv, NULL);
+		pthread_cond_init(&q->idle, &ca);
+	}
+	pthread_condattr_destroy(&ca);
+	for (int i = 0; i < L3_WRITERS; i++) {
+		err = -pthread_create(&l3->wq[i].th, NULL, writer_main,
+				      &l3->wq[i]);
+		if (err) {
+			snprintf(errbuf, errlen, "l3: no writer thread: %s",
+				 strerror(-err));
+			l3_close(l3);
+			return err;
+		}
+		l3->wq[i].started = true;
+	}
+	*out = l3;
+	return 0;
+}
+
+void l3_close(struct l3 *l3)
+{
+	if (!l3)
+		return;
+	for (int i = 0; i < L3_WRITERS; i++) {
+		struct l3_wq *q = &l3->wq[i];
+
+		pthread_mutex_lock(&q->mu);
+		q->stop = true;
+		pthread_cond_signal(&q->cv);
+		pthread_mutex_unlock(&q->mu);
+	}
+	for (int i = 0; i < L3_WRITERS; i++) {
+		struct l3_wq *q = &l3->wq[i];
+
+		if (q->started)
+			pthread_join(q->th, NULL);
+		pthread_mutex_destroy(&q->mu);
+		pthread_cond_destroy(&q->cv);
+		pthread_cond_destroy(&q->idle);
+	}
+	l3r_close(l3->r);
+	free(l3);
+}
+
+void l3_get_stats(struct l3 *l3, struct l3_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->gets = atomic_load(&l3->gets);
+	st->hits = atomic_load(&l3->hits);
+	st->misses = atomic_load(&l3->misses);
+	st->corrupt = atomic_load(&l3->corrupt);
+	st->errors = atomic_load(&l3->errors);
+	st->bytes_in = atomic_load(&l3->bytes_in);
+	st->bytes_out = atomic_load(&l3->bytes_out);
+	st->puts = atomic_load(&l3->puts);
+	st->dels = atomic_load(&l3->dels);
+	st->queue_drops = atomic_load(&l3->drops);
+	st->queued = atomic_load(&l3->queued);
+	st->queued_bytes = atomic_load(&l3->queued_bytes);
+	st->lookups = atomic_load(&l3->lookups);
+	st->lookup_keys = atomic_load(&l3->lookup_keys);
+	st->get_ns = atomic_load(&l3->get_ns);
+	st->get_max_ns = atomic_load(&l3->get_max_ns);
+	l3r_get_stats(l3->r, &st->redis);
+	st->timeouts = st->redis.timeouts;
+}

@@ -1,0 +1,219 @@
+/*
+ * policy_prefix.c - prefix-aware LRU (RadixAttention-like).
+ *
+ * Victims, in order of preference:
+ *   - never a pinned chunk (refs > 0);
+ *   - a leaf (nchildren == 0: none of its children is in L1) before any
+ *     interior chunk, because evicting a parent whose children stay cached
+ *     breaks every prefix run through it while the children stay useless;
+ *   - least recently used first (policy_item.atime, the engine's logical
+ *     clock);
+ *   - among equal atime, the deeper chunk first (it extends the longest
+ *     prefix, which fewer requests share); depth 0 (unknown) counts as the
+ *     shallowest; equal depth keeps insertion order.
+ *
+ * Two lists, leaves and interior, each kept sorted by that order; update()
+ * moves a chunk between them when its nchildren crosses zero. A chunk is
+ * placed by walking from whichever end its atime is closer to, so the usual
+ * cases are O(1): a fresh or touched chunk goes near the tail, a parent
+ * whose last child was evicted (old atime) goes near the head.
+ *
+ * Pins: evict walks past up to PLIST_PIN_SCAN pinned chunks in place, so
+ * with few pins the order above is exact. Further pinned chunks met are
+ * parked on a third list; each evict gives PFX_UNPARK_PER_EVICT of them a
+ * look and puts the unpinned back in order, and before a parent is ever
+ * taken every parked chunk is looked at, so "a leaf first" always holds.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "tier/policy/policy.h"
+#include "tier/policy/policy_list.h"
+
+/* policy_item.q */
+enum { PFX_NONE = 0, PFX_LEAF = 1, PFX_INNER = 2, PFX_PARKED = 3 };
+
+/* Parked chunks looked at again per eviction (see pfx_unpark). */
+#define PFX_UNPARK_PER_EVICT 4
+
+struct policy {
+	/* All protected by tier.lock. head = next victim. */
+	struct plist leaves;   /* nchildren == 0 */
+	struct plist interior; /* nchildren > 0 */
+	struct plist parked;   /* pinned chunks moved out of the way */
+};
+
+/* True when a must be evicted before b. */
+static bool pfx_before(const struct policy_item *a,
+		       const struct policy_item *b)
+{
+	if (a->atime != b->atime)
+		return a->atime < b->atime;
+	return a->depth > b->depth;
+}
+
+static void pfx_place(struct policy *p, struct policy_item *it)
+{
+	struct plist *l = it->nchildren ? &p->interior : &p->leaves;
+	struct policy_item *pos;
+
+	it->q = it->nchildren ? PFX_INNER : PFX_LEAF;
+	if (!l->head) {
+		plist_push_tail(l, it);
+		return;
+	}
+	if (it->atime < l->head->atime ||
+	    (it->atime <= l->tail->atime &&
+	     it->atime - l->head->atime < l->tail->atime - it->atime)) {
+		/* From the head: skip everything not after it. */
+		for (pos = l->head; pos && !pfx_before(it, pos); pos = pos->next)
+			;
+		plist_insert_before(l, pos, it);
+		return;
+	}
+	/* From the tail: skip everything after it. */
+	for (pos = l->tail; pos && pfx_before(it, pos); pos = pos->prev)
+		;
+	plist_insert_before(l, pos ? pos->next : l->head, it);
+}
+
+static void pfx_unlink(struct policy *p, struct policy_item *it)
+{
+	if (it->q == PFX_LEAF)
+		plist_del(&p->leaves, it);
+	else if (it->q == PFX_INNER)
+		plist_del(&p->interior, it);
+	else if (it->q == PFX_PARKED)
+		plist_del(&p->parked, it);
+	it->q = PFX_NONE;
+}
+
+static int pfx_create(struct policy **out, uint64_t capacity_items)
+{
+	struct policy *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	plist_init(&p->leaves);
+	plist_init(&p->interior);
+	plist_init(&p->parked);
+	*out = p;
+	return 0;
+}
+
+static void pfx_destroy(struct policy *p)
+{
+	free(p);
+}
+
+static void pfx_insert(struct policy *p, struct policy_item *it)
+{
+	it->freq = 0;
+	pfx_place(p, it);
+}
+
+/* The engine has already moved atime forward; re-place the chunk. Also
+ * serves update(): depth or nchildren changed. */
+static void pfx_reposition(struct policy *p, struct policy_item *it)
+{
+	if (it->q == PFX_NONE || (it->q == PFX_PARKED && it->refs))
+		return; /* a parked chunk comes back once unpinned */
+	/* Still in the right list and in order with its neighbours (e.g. a
+	 * parent gaining a second child, a hit on the newest chunk): the
+	 * common case costs O(1). */
+	if (it->q == (it->nchildren ? PFX_INNER : PFX_LEAF) &&
+	    (!it->prev || !pfx_before(it, it->prev)) &&
+	    (!it->next || !pfx_before(it->next, it)))
+		return;
+	pfx_unlink(p, it);
+	pfx_place(p, it);
+}
+
+static void pfx_remove(struct policy *p, struct policy_item *it)
+{
+	pfx_unlink(p, it);
+}
+
+/*
+ * Looks at up to max parked chunks, oldest parked first: the unpinned go
+ * back to their sorted place (their atime is old, so near the head: O(1)),
+ * the pinned to the back of the parking.
+ */
+static void pfx_unpark(struct policy *p, uint64_t max)
+{
+	if (max > p->parked.n)
+		max = p->parked.n;
+	while (max--) {
+		struct policy_item *it = p->parked.head;
+
+		plist_del(&p->parked, it);
+		if (it->refs) {
+			plist_push_tail(&p->parked, it);
+		} else {
+			it->q = PFX_NONE;
+			pfx_place(p, it);
+		}
+	}
+}
+
+/*
+ * The first unpinned chunk of l, unlinked. The first PLIST_PIN_SCAN pinned
+ * chunks met keep their place, so with few pins the order is exact; further
+ * pinned ones are parked, so many long-lived pins do not make every
+ * eviction walk past all of them.
+ */
+static struct policy_item *pfx_take(struct policy *p, struct plist *l)
+{
+	struct policy_item *it = l->head, *next;
+	uint64_t skipped = 0;
+
+	for (; it; it = next) {
+		next = it->next;
+		if (!it->refs) {
+			pfx_unlink(p, it);
+			return it;
+		}
+		if (++skipped > PLIST_PIN_SCAN) {
+			plist_del(l, it);
+			it->q = PFX_PARKED;
+			plist_push_tail(&p->parked, it);
+		}
+	}
+	return NULL;
+}
+
+static struct policy_item *pfx_evict(struct policy *p)
+{
+	struct policy_item *it;
+
+	pfx_unpark(p, PFX_UNPARK_PER_EVICT);
+	if ((it = pfx_take(p, &p->leaves)))
+		return it;
+	/* No unpinned leaf in the list: before taking a parent, bring back
+	 * every parked chunk that was unpinned since (rare: costs O(parked)). */
+	if (p->parked.n) {
+		pfx_unpark(p, p->parked.n);
+		if ((it = pfx_take(p, &p->leaves)))
+			return it;
+	}
+	return pfx_take(p, &p->interior);
+}
+
+static size_t pfx_meta_bytes(const struct policy *p)
+{
+	return sizeof(*p);
+}
+
+const struct policy_ops policy_prefix_ops = {
+	.name = "prefix",
+	.create = pfx_create,
+	.destroy = pfx_destroy,
+	.insert = pfx_insert,
+	.access = pfx_reposition,
+	.remove = pfx_remove,
+	.update = pfx_reposition,
+	.evict = pfx_evict,
+	.resize = NULL,
+	.meta_bytes = pfx_meta_bytes,
+};

@@ -1,0 +1,86 @@
+/*
+ * record.c - building and checking the self-checking chunk record of
+ * record.h (header fields, checksums); nothing about where records live.
+ */
+#include "tier/record/record.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "tier/record/codec.h"
+
+uint64_t kvrec_sum(const void *p, size_t len, uint64_t seed)
+{
+	return XXH3_64bits_withSeed(p, len, seed);
+}
+
+int kvrec_hdr_build(struct kvrec_hdr *h, const struct kvrec_desc *d,
+		    uint64_t salt)
+{
+	size_t nslen = d->ns ? strnlen(d->ns, KVFS_NS_NAME_MAX + 1) : 0;
+
+	if (nslen == 0 || nslen > KVFS_NS_NAME_MAX)
+		return -EINVAL;
+	memset(h, 0, sizeof(*h));
+	h->magic = KVREC_MAGIC;
+	h->version = KVREC_VERSION;
+	h->codec = d->codec;
+	h->shuffle = d->shuffle;
+	h->hdr_len = sizeof(*h);
+	h->seq = d->seq;
+	h->raw_len = d->raw_len;
+	h->stored_len = d->stored_len;
+	h->raw_sum = d->raw_sum;
+	h->stored_sum = d->stored_sum;
+	memcpy(h->key, d->key->b, sizeof(h->key));
+	memcpy(h->ns, d->ns, nslen);
+	h->hdr_sum = kvrec_sum(h, offsetof(struct kvrec_hdr, hdr_sum), salt);
+	return 0;
+}
+
+int kvrec_hdr_check(const struct kvrec_hdr *h, uint64_t salt,
+		    uint64_t max_stored)
+{
+	if (h->magic != KVREC_MAGIC || h->version != KVREC_VERSION ||
+	    h->hdr_len != sizeof(*h))
+		return -EBADMSG;
+	if (h->hdr_sum != kvrec_sum(h, offsetof(struct kvrec_hdr, hdr_sum),
+				    salt))
+		return -EBADMSG;
+	if (h->codec == CODEC_NONE) {
+		if (h->stored_len != h->raw_len || h->shuffle)
+			return -EBADMSG;
+	} else if (h->codec != CODEC_ZSTD || !codec_shuffle_ok(h->shuffle)) {
+		return -EBADMSG;
+	}
+	if (!h->ns[0] || memchr(h->ns, 0, sizeof(h->ns)) == NULL)
+		return -EBADMSG;
+	if (h->stored_len > max_stored || h->raw_len > (1ull << 40))
+		return -EBADMSG;
+	return 0;
+}
+
+int kvrec_payload_check(const struct kvrec_hdr *h, const void *payload)
+{
+	return kvrec_sum(payload, h->stored_len, 0) == h->stored_sum ?
+	       0 : -EBADMSG;
+}
+
+int kvrec_verify(const void *buf, size_t len, uint64_t salt,
+		 uint64_t max_stored)
+{
+	const struct kvrec_hdr *h = buf;
+	int rc;
+
+	if (len < sizeof(*h))
+		return -EMSGSIZE;
+	rc = kvrec_hdr_check(h, salt, max_stored);
+	if (rc)
+		return rc;
+	if (h->stored_len > len - sizeof(*h))
+		return -EMSGSIZE;
+	return kvrec_payload_check(h, (const uint8_t *)buf + sizeof(*h));
+}
