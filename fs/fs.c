@@ -1,8 +1,8 @@
 /*
  * fs.c - the kvfs file protocol over the libfuse low-level API: the
  * operations table (which fs/ file answers each request), INIT, and the
- * life cycle of a mount's fs (fs_create, fs_destroy); the counters fs_ctl.c
- * shows.
+ * life cycle of a mount's fs (fs_create, fs_destroy). It calls the other
+ * files and none calls it.
  *
  * The tree:
  *   /                root: namespaces (directories, fs_ns.c) and .kvfs
@@ -30,24 +30,6 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
-
-const char *const fs_ctl_names[FS_CTL_NFILES] = {
-	[FS_CTL_STATS] = "stats",
-	[FS_CTL_METRICS] = "metrics",
-	[FS_CTL_CONFIG] = "config",
-	[FS_CTL_VERSION] = "version",
-};
-
-void fs_log(struct fs *fs, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fuse_log(FUSE_LOG_ERR, "kvfs: %s\n", msg);
-}
 
 static void tier_log_cb(void *arg, const char *msg)
 {
@@ -257,24 +239,4 @@ void fs_destroy(struct fs *fs)
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 	free(fs);
-}
-
-/* ------------------------------------------------------- stats for fs_ctl */
-
-void fs_counters(struct fs *fs, struct fs_counters *c)
-{
-	struct fs_priv *p = fs->priv;
-
-	pthread_mutex_lock(&p->lock);
-	c->inodes = p->ninodes;
-	c->temporaries = p->ntemps;
-	c->tmp_expired = p->tmp_expired;
-	pthread_mutex_unlock(&p->lock);
-	c->opens = __atomic_load_n(&p->opens, __ATOMIC_RELAXED);
-	c->writers_killed = __atomic_load_n(&p->writers_killed,
-					    __ATOMIC_RELAXED);
-	c->late_publishes = __atomic_load_n(&p->late_publishes, __ATOMIC_RELAXED);
-	c->invalidations = __atomic_load_n(&p->invalidations,
-					   __ATOMIC_RELAXED);
-	c->stale = __atomic_load_n(&p->stale, __ATOMIC_RELAXED);
 }

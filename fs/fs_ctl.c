@@ -21,7 +21,17 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+
 #include "fs/fs_metrics.h"
+
+/* The files of /.kvfs, by number (fs_dir.c lists them, fs_inode.c finds
+ * them by name). */
+const char *const fs_ctl_names[FS_CTL_NFILES] = {
+	[FS_CTL_STATS] = "stats",
+	[FS_CTL_METRICS] = "metrics",
+	[FS_CTL_CONFIG] = "config",
+	[FS_CTL_VERSION] = "version",
+};
 
 /* How long a stat's rendering waits for the same process's open. */
 #define CTL_KEEP_NS 2000000000LL

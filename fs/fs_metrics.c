@@ -742,3 +742,23 @@ int fs_metrics_prom(struct fs *fs, char **buf, size_t *len)
 	*len = b.len;
 	return 0;
 }
+
+/* ------------------------------------------ the counters of struct fs_priv */
+
+void fs_counters(struct fs *fs, struct fs_counters *c)
+{
+	struct fs_priv *p = fs->priv;
+
+	pthread_mutex_lock(&p->lock);
+	c->inodes = p->ninodes;
+	c->temporaries = p->ntemps;
+	c->tmp_expired = p->tmp_expired;
+	pthread_mutex_unlock(&p->lock);
+	c->opens = __atomic_load_n(&p->opens, __ATOMIC_RELAXED);
+	c->writers_killed = __atomic_load_n(&p->writers_killed,
+					    __ATOMIC_RELAXED);
+	c->late_publishes = __atomic_load_n(&p->late_publishes, __ATOMIC_RELAXED);
+	c->invalidations = __atomic_load_n(&p->invalidations,
+					   __ATOMIC_RELAXED);
+	c->stale = __atomic_load_n(&p->stale, __ATOMIC_RELAXED);
+}

@@ -31,16 +31,6 @@ struct move_ctx {
 	struct l2_rec_info info; /* info.ns points to an interned name */
 };
 
-/* l2.lock held. */
-bool l2_need_reclaim(const struct l2 *l2)
-{
-	if (l2->rc_stop || !l2->nsegs || l2->segs[0] == l2->active)
-		return false;
-	if (l2->parked)
-		return true;
-	return l2->used + l2->seg_target / 4 > l2_room(l2);
-}
-
 static void move_done(void *arg, struct l2_rec *rec, int err,
 		      const struct l2_loc *loc)
 {

@@ -322,3 +322,14 @@ struct l2_ent *l2_ent_add_rec(struct l2 *l2, struct l2_seg *seg,
 {
 	return l2_ent_add(l2, seg, rec->hdr, blk, rec->nblk);
 }
+
+/* Whether the reclaimer has work: the oldest sealed segment must go (a
+ * parked write waits, or room is short). l2.lock held. */
+bool l2_need_reclaim(const struct l2 *l2)
+{
+	if (l2->rc_stop || !l2->nsegs || l2->segs[0] == l2->active)
+		return false;
+	if (l2->parked)
+		return true;
+	return l2->used + l2->seg_target / 4 > l2_room(l2);
+}
