@@ -245,6 +245,8 @@ struct tier {
 	struct gpu_arena arena;      /* (imm); its bytes: see above */
 	struct l1_alloc *alloc;      /* tier.lock: free extents */
 	const struct policy_ops *pops; /* (imm) */
+	const struct tier_l2_ops *l2ops; /* (imm) set by tier_l2_open */
+	const struct tier_l3_ops *l3ops; /* (imm) set by tier_l3_open */
 	struct policy *pol;          /* tier.lock: the policy's state */
 	uint64_t cap_items;          /* tier.lock: last capacity given to the
 				      * policy */
@@ -387,6 +389,47 @@ void tier_rec_set_parent(struct tier *t, struct tier_rec *r,
 void tier_policy_capacity(struct tier *t);
 int tier_evict_one(struct tier *t);
 int tier_alloc_evict(struct tier *t, uint64_t len, uint64_t *off);
+
+/* ------------------------------------------- the stores below L1
+ *
+ * The core (tier_read.c, tier_wr.c, tier_evict.c, tier_readahead.c,
+ * tier_lookup.c, tier_stats.c) calls L2 and L3 through the tier_l2_* and
+ * tier_l3_* functions below, defined in tier_store.c, which call the
+ * store's struct of operations: tier_l2.c and tier_l3.c set theirs in
+ * tier_l2_open / tier_l3_open (tier_create calls them first), and call the
+ * core back for what a promotion needs (tier_wr_*, tier_alloc_evict...).
+ * So the core never names a store's file, and a store's file calls down
+ * only: a store below L3 is one more struct. Each operation has the
+ * contract of the tier_l2_* / tier_l3_* function of the same name.
+ */
+struct tier_chunk;
+struct tier_l2_ops {
+	bool (*evicting)(struct tier *t, struct tier_rec *r);
+	void (*throttle)(struct tier *t, uint64_t need);
+	int (*fill)(struct tier *t, struct tier_rec *r, struct tier_chunk *c);
+	void (*on_publish)(struct tier *t, struct tier_rec *r);
+	void (*on_hit)(struct tier *t, struct tier_rec *r);
+	bool (*forget)(struct tier *t, struct tier_rec *r);
+	bool (*wait_write)(struct tier *t, struct tier_rec *r);
+	void (*sync_frees)(struct tier *t);
+	void (*prefetch)(struct tier *t, struct tier_rec *r);
+	uint64_t (*prefetch_bytes)(const struct tier *t);
+	void (*pin_promote)(struct tier *t, struct tier_rec *r);
+	void (*stats)(struct tier *t, struct tier_stats *st);
+};
+struct tier_l3_ops {
+	void (*on_publish)(struct tier *t, struct tier_rec *r);
+	void (*on_hit)(struct tier *t, struct tier_rec *r);
+	void (*evicting)(struct tier *t, struct tier_rec *r);
+	void (*forget)(struct tier *t, struct tier_rec *r);
+	int (*promote)(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+	uint32_t (*run)(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+			uint32_t n);
+	void (*prefetch)(struct tier *t, uint32_t ns,
+			 const struct kvfs_key *keys, uint32_t n);
+	void (*stats)(struct tier *t, struct tier_stats *st);
+	void (*store_stats)(struct tier *t, struct tier_stats *st);
+};
 
 /* ------------------------------------------- L2 hooks (tier_l2.c) */
 

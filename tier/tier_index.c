@@ -2,7 +2,8 @@
  * tier_index.c - the chunk index (one struct htab for every namespace,
  * keyed by hashkey_index(ns, key)) and the parent counts that prefix
  * eviction needs: each indexed record's nchildren, and the orphan table
- * holding the counts of parent keys that are not indexed.
+ * holding the counts of parent keys that are not indexed; and the table
+ * of namespaces by id (tier_ns_get).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,6 +11,14 @@
 
 #include "hash/hashkey.h"
 #include "tier/tier_i.h"
+
+/* The namespace of an id, or NULL (tier.lock held). */
+struct tier_ns *tier_ns_get(struct tier *t, uint32_t id)
+{
+	if (id == 0 || id >= t->ns_next)
+		return NULL;
+	return t->ns[id];
+}
 
 struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 			       const struct kvfs_key *key)

@@ -1,6 +1,6 @@
 /*
- * tier_l2.c - the engine's side of L2 (tier/l2/l2.h): the hooks tier_*.c call
- * (tier_i.h, "L2 hooks"), the callbacks of the L2 log (recovery into the
+ * tier_l2.c - the engine's side of L2 (tier/l2/l2.h): the hooks the core
+ * calls through struct tier_l2_ops (tier_i.h, "L2 hooks"), the callbacks of the L2 log (recovery into the
  * index, reclaim verdicts, moves), and open/close. Demotion is in
  * tier_l2_demote.c, promotion and prefetch in tier_l2_promote.c; the
  * states of a record and the threads are described in tier_l2_i.h.
@@ -40,41 +40,9 @@ static uint64_t queue_cap(const struct tier *t, unsigned int div,
 	return v > min ? v : min;
 }
 
-/* The namespace's shuffle: the mount's default until user.kvfs.dtype
- * sets it (tier_ns_create copies the default). */
-int tl2_ns_shuffle(struct tier *t, const struct tier_rec *r)
-{
-	struct tier_ns *ns = tier_ns_get(t, r->ns);
-
-	return ns ? ns->shuffle : t->cfg.shuffle;
-}
-
-/*
- * Takes an L2-only chunk out of the engine (its record failed verification,
- * or L2 reclaimed it): out of the index, on_gone queued; pinned records
- * become zombies freed by their last tier_unref. tier.lock held.
- */
-void tl2_drop_l2_only(struct tier *t, struct tier_rec *r,
-		      enum tier_gone_reason why)
-{
-	tier_ev(t, r, TIER_EV_REMOVED, TIER_L2, TIER_EV_DROP);
-	tier_idx_remove(t, r);
-	r->flags &= (uint8_t)~TREC_L2;
-	if (r->flags & TREC_USER_PIN) {
-		r->flags &= (uint8_t)~TREC_USER_PIN;
-		r->pi.refs--;
-	}
-	tier_queue_gone(t, r, why);
-	if (r->pi.refs) {
-		tier_zombie(t, r);
-	} else {
-		free(r);
-	}
-}
-
 /* ------------------------------------------------------------- hooks */
 
-bool tier_l2_evicting(struct tier *t, struct tier_rec *r)
+static bool tl2_evicting(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 	void *raw = NULL;
@@ -116,7 +84,7 @@ bool tier_l2_evicting(struct tier *t, struct tier_rec *r)
 	return true;
 }
 
-void tier_l2_on_publish(struct tier *t, struct tier_rec *r)
+static void tl2_on_publish(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 
@@ -133,7 +101,7 @@ void tier_l2_on_publish(struct tier *t, struct tier_rec *r)
 	tl2_queue_write(t, r, NULL);
 }
 
-void tier_l2_on_hit(struct tier *t, struct tier_rec *r)
+static void tl2_on_hit(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 
@@ -144,7 +112,7 @@ void tier_l2_on_hit(struct tier *t, struct tier_rec *r)
 	tl2_queue_write(t, r, NULL);
 }
 
-bool tier_l2_forget(struct tier *t, struct tier_rec *r)
+static bool tl2_forget(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 	struct tl2_loc l;
@@ -198,7 +166,7 @@ static bool cancel_queued(struct tier *t, struct tier_rec *r)
 /* The longest a writer waits for the demoter (tier_l2_throttle). */
 #define TL2_THROTTLE_MS 5000
 
-void tier_l2_throttle(struct tier *t, uint64_t need)
+static void tl2_throttle(struct tier *t, uint64_t need)
 {
 	struct tier_l2 *t2 = t->l2;
 	struct timespec dl;
@@ -215,7 +183,7 @@ void tier_l2_throttle(struct tier *t, uint64_t need)
 		;
 }
 
-bool tier_l2_wait_write(struct tier *t, struct tier_rec *r)
+static bool tl2_wait_write(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 	struct timespec dl;
@@ -234,21 +202,13 @@ bool tier_l2_wait_write(struct tier *t, struct tier_rec *r)
 	return true;
 }
 
-void tier_l2_sync_frees(struct tier *t)
+static void tl2_sync_frees(struct tier *t)
 {
 	if (t->l2 && t->l2->l2)
 		l2_sync_frees(t->l2->l2, TL2_UNLINK_WAIT_MS);
 }
 
-uint64_t tier_l2_stored(const struct tier_rec *r)
-{
-	struct tl2_loc l;
-
-	if (!(r->flags & TREC_L2))
-		return r->size;
-	loc_get(r, &l);
-	return l.stored;
-}
+static const struct tier_l2_ops tl2_ops;
 
 /* --------------------------------------------------- log callbacks */
 
@@ -435,6 +395,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	uint64_t need;
 	int rc;
 
+	t->l2ops = &tl2_ops; /* no-ops while t->l2 is NULL */
 	if (!cfg->l2_dir)
 		return 0;
 	if (cfg->compress_level < 0 || cfg->compress_level > CODEC_LEVEL_MAX) {
@@ -617,7 +578,7 @@ void tier_l2_close(struct tier *t)
 	free(t2);
 }
 
-void tier_l2_stats(struct tier *t, struct tier_stats *st)
+static void tl2_stats(struct tier *t, struct tier_stats *st)
 {
 	struct tier_l2 *t2 = t->l2;
 	struct l2_stats ls;
@@ -647,3 +608,19 @@ void tier_l2_stats(struct tier *t, struct tier_stats *st)
 	st->l2_ckpt_records = ls.ckpt_records;
 	st->l2_ckpt_write_ns = ls.ckpt_write_ns;
 }
+
+/* What the core calls (tier_store.c dispatches to it). */
+static const struct tier_l2_ops tl2_ops = {
+	.evicting = tl2_evicting,
+	.throttle = tl2_throttle,
+	.fill = tl2_fill,
+	.on_publish = tl2_on_publish,
+	.on_hit = tl2_on_hit,
+	.forget = tl2_forget,
+	.wait_write = tl2_wait_write,
+	.sync_frees = tl2_sync_frees,
+	.prefetch = tl2_prefetch,
+	.prefetch_bytes = tl2_prefetch_bytes,
+	.pin_promote = tl2_pin_promote,
+	.stats = tl2_stats,
+};

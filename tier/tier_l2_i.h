@@ -132,7 +132,7 @@ static inline bool rec_loc_is(const struct tier_rec *r, const struct l2_loc *loc
 	return l2_loc_eq(&l.loc, loc);
 }
 
-/* tier_l2.c */
+/* tier_l2_rec.c */
 /* The namespace's shuffle: the mount's default until user.kvfs.dtype
  * sets it. */
 int tl2_ns_shuffle(struct tier *t, const struct tier_rec *r);
@@ -149,7 +149,13 @@ int tl2_queue_write(struct tier *t, struct tier_rec *r, void *raw);
 void tl2_rescan(struct tier *t);
 void *tl2_demoter_main(void *arg);
 
-/* tier_l2_promote.c */
+/* tier_l2_promote.c: the prefetcher thread, and the promotion hooks (contracts: tier_l2_fill,
+ * tier_l2_pin_promote, tier_l2_prefetch, tier_l2_prefetch_bytes in
+ * tier_i.h), called through tier_l2.c's struct tier_l2_ops. */
+int tl2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c);
+void tl2_pin_promote(struct tier *t, struct tier_rec *r);
+void tl2_prefetch(struct tier *t, struct tier_rec *r);
+uint64_t tl2_prefetch_bytes(const struct tier *t);
 void *tl2_prefetcher_main(void *arg);
 
 #endif /* KVFS_TIER_L2_I_H */

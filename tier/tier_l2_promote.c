@@ -35,7 +35,7 @@ static int wait_promo(struct tier *t, struct tier_rec *r)
  * meanwhile), -ETIMEDOUT / -EIO (the disk did not answer in time or
  * failed: a miss this time, the record stays), -ENOMEM.
  */
-int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
+int tl2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
 {
 	struct tier_l2 *t2 = t->l2;
 	uint64_t len = l1_alloc_round(r->size), off = 0;
@@ -167,7 +167,7 @@ in_l1:
 	return 0;
 }
 
-void tier_l2_pin_promote(struct tier *t, struct tier_rec *r)
+void tl2_pin_promote(struct tier *t, struct tier_rec *r)
 {
 	struct tier_chunk c = { 0 };
 
@@ -177,17 +177,12 @@ void tier_l2_pin_promote(struct tier *t, struct tier_rec *r)
 		free(c.tmp); /* no room in L1 now: stays in L2, pinned */
 }
 
-uint64_t tier_prefetch_bound(const struct tier *t)
-{
-	return t->l1_cap / 4 * 3;
-}
-
-uint64_t tier_l2_prefetch_bytes(const struct tier *t)
+uint64_t tl2_prefetch_bytes(const struct tier *t)
 {
 	return t->l2 ? t->l2->pf_bytes : 0;
 }
 
-void tier_l2_prefetch(struct tier *t, struct tier_rec *r)
+void tl2_prefetch(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
 	struct tl2_pf *p;

@@ -332,20 +332,20 @@ static void queue_pinned(struct tier *t, struct tier_rec *r)
 
 /* ------------------------------------------------------------ hooks */
 
-void tier_l3_on_publish(struct tier *t, struct tier_rec *r)
+static void tl3_on_publish(struct tier *t, struct tier_rec *r)
 {
 	if (t->l3 && t->cfg.l3_ingest == TIER_INGEST_ALL)
 		queue_pinned(t, r);
 }
 
-void tier_l3_on_hit(struct tier *t, struct tier_rec *r)
+static void tl3_on_hit(struct tier *t, struct tier_rec *r)
 {
 	if (t->l3 && t->cfg.l3_ingest == TIER_INGEST_HOT &&
 	    r->hits >= t->cfg.hot_hits)
 		queue_pinned(t, r);
 }
 
-void tier_l3_evicting(struct tier *t, struct tier_rec *r)
+static void tl3_evicting(struct tier *t, struct tier_rec *r)
 {
 	void *raw;
 
@@ -357,7 +357,7 @@ void tier_l3_evicting(struct tier *t, struct tier_rec *r)
 		queue_put(t, r, raw);
 }
 
-void tier_l3_forget(struct tier *t, struct tier_rec *r)
+static void tl3_forget(struct tier *t, struct tier_rec *r)
 {
 	struct tier_ns *ns = t->l3 ? tier_ns_get(t, r->ns) : NULL;
 
@@ -485,7 +485,7 @@ static int decode_into(struct tier *t, struct tier_wr *w,
 	return rc;
 }
 
-int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	struct tier_l3 *t3 = t->l3;
 	char name[KVFS_NS_NAME_MAX + 1];
@@ -560,7 +560,7 @@ int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 
 /* --------------------------------------------------- lookup, prefetch */
 
-uint32_t tier_l3_run(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+static uint32_t tl3_run(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 		     uint32_t n)
 {
 	char name[KVFS_NS_NAME_MAX + 1];
@@ -606,7 +606,7 @@ static void *prefetch_main(void *arg)
 			t3->pf_tail = NULL;
 		t3->pf_n--;
 		pthread_mutex_unlock(&t3->mu);
-		tier_l3_promote(t, p->ns, &p->key);
+		tl3_promote(t, p->ns, &p->key);
 		free(p);
 		pthread_mutex_lock(&t3->mu);
 	}
@@ -614,7 +614,7 @@ static void *prefetch_main(void *arg)
 	return NULL;
 }
 
-void tier_l3_prefetch(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+static void tl3_prefetch(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 		      uint32_t n)
 {
 	struct tier_l3 *t3 = t->l3;
@@ -660,14 +660,14 @@ int tier_stat_fetch(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	int rc = tier_stat(t, ns, key, info);
 
 	if (rc == -ENOENT && t->l3) {
-		rc = tier_l3_promote(t, ns, key);
+		rc = tl3_promote(t, ns, key);
 		if (rc == 0)
 			rc = tier_stat(t, ns, key, info);
 	}
 	return rc;
 }
 
-void tier_l3_stats(struct tier *t, struct tier_stats *st)
+static void tl3_stats(struct tier *t, struct tier_stats *st)
 {
 	if (!t->l3)
 		return;
@@ -678,7 +678,7 @@ void tier_l3_stats(struct tier *t, struct tier_stats *st)
 }
 
 /* Outside tier.lock (the store's counters are atomics). */
-void tier_l3_store_stats(struct tier *t, struct tier_stats *st)
+static void tl3_store_stats(struct tier *t, struct tier_stats *st)
 {
 	if (t->l3)
 		l3_get_stats(t->l3->l3, &st->l3);
@@ -690,6 +690,19 @@ static void on_log(void *arg, const char *msg)
 {
 	tier_log(arg, "%s", msg);
 }
+
+/* What the core calls (tier_store.c dispatches to it). */
+static const struct tier_l3_ops tl3_ops = {
+	.on_publish = tl3_on_publish,
+	.on_hit = tl3_on_hit,
+	.evicting = tl3_evicting,
+	.forget = tl3_forget,
+	.promote = tl3_promote,
+	.run = tl3_run,
+	.prefetch = tl3_prefetch,
+	.stats = tl3_stats,
+	.store_stats = tl3_store_stats,
+};
 
 int tier_l3_open(struct tier *t, char *err, size_t errlen)
 {
@@ -705,6 +718,7 @@ int tier_l3_open(struct tier *t, char *err, size_t errlen)
 	struct tier_l3 *t3;
 	int rc;
 
+	t->l3ops = &tl3_ops; /* no-ops while t->l3 is NULL */
 	if (!c->l3)
 		return 0;
 	t3 = calloc(1, sizeof(*t3));

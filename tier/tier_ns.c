@@ -11,13 +11,6 @@
 
 #include "tier/tier_i.h"
 
-struct tier_ns *tier_ns_get(struct tier *t, uint32_t id)
-{
-	if (id == 0 || id >= t->ns_next)
-		return NULL;
-	return t->ns[id];
-}
-
 /* Well-formed UTF-8 (no overlong forms, surrogates or code points past
  * U+10FFFF): names are shown in JSON stats and metrics. */
 static bool utf8_valid(const unsigned char *s)
