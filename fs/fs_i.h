@@ -337,6 +337,7 @@ struct fs_priv {
 	pthread_t thread;
 
 	struct fs_paths *paths; /* lock: path namespaces (fs_path.c) */
+	const struct fs_path_ops *pathops; /* (imm) set by fs_path_create */
 	uint64_t tmp_expired;   /* lock */
 	/* atomic counters */
 	uint64_t opens, writers_killed, late_publishes, invalidations, stale;
@@ -355,8 +356,10 @@ static inline uint64_t fs_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ------------------------------------------ fs_inode.c: inodes and lookup */
+/* ------------- fs_itab.c: the inode table; fs_inode.c: LOOKUP and FORGET */
 
+/* The ntab hash of a chunk record (priv.lock held). */
+uint64_t fs_chunk_hash(uint32_t ns, const struct kvfs_key *key);
 /* Finders (priv.lock held): NULL when fs has no such record. */
 struct fs_inode *fs_ino_find(struct fs_priv *p, uint64_t ino);
 struct fs_inode *fs_chunk_find(struct fs_priv *p, uint32_t ns,
@@ -528,7 +531,7 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		    const char *value, size_t size, int flags);
 void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
-/* ----------------------- fs_inval.c: kernel invalidation, background thread */
+/* ---------- fs_invq.c: the invalidation queue; fs_inval.c: the thread */
 
 /* Queues a kernel invalidation of (ns, key) for the background thread
  * (published: only the name's dentry). Takes qlock only. */
@@ -557,6 +560,36 @@ static inline bool fs_is_pdir_ino(uint64_t ino)
 {
 	return (ino & FS_INO_PDIR) == FS_INO_PDIR;
 }
+
+/*
+ * fs/'s core (fs_inode.c, fs_attr.c, fs_chunk.c, fs_inval.c, fs_ns.c,
+ * fs_xattr.c, fs_xfer.c, fs_events.c, fs_metrics.c) calls path namespaces
+ * through the fs_path_* hooks below, defined in fs_paths.c, which call
+ * struct fs_path_ops (set by fs_path_create): so the core never names a
+ * file of fs/paths/, and fs/paths/ calls the core (inodes, writers, the
+ * key namespaces' operations it hands over to) downward only.
+ */
+struct fs_path_counts;
+struct fs_path_ops {
+	void (*tick)(struct fs *fs);
+	void (*publish_pending)(struct fs *fs, uint64_t cutoff_ms, size_t max);
+	void (*gone)(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+	void (*published)(struct fs *fs, uint32_t ns,
+			  const struct kvfs_key *key);
+	int (*attach_locked)(struct fs *fs, struct fs_inode *nsi);
+	void (*detach_locked)(struct fs *fs, struct fs_inode *nsi);
+	void (*forget_locked)(struct fs *fs, uint64_t ino, uint64_t n);
+	void (*chunk_attr_locked)(struct fs *fs, const struct fs_inode *nsi,
+				  const struct kvfs_key *key, uint64_t gen,
+				  struct stat *st);
+	int (*names_set)(struct fs *fs, uint32_t ns, const char *v,
+			 size_t len);
+	bool (*ns)(struct fs *fs, uint32_t ns);
+	void (*mode_saved)(struct fs *fs, const char *ns, bool paths);
+	bool (*event_hash)(struct fs *fs, uint32_t ns,
+			   const struct kvfs_key *key, uint64_t *h);
+	void (*counts)(struct fs *fs, struct fs_path_counts *c);
+};
 
 /* fs_path_create / fs_path_destroy (fs.c): the mount's path state, and at
  * fs_create, once the engine recovered L2, the names kept there; at
@@ -727,7 +760,7 @@ struct fs_nsattr {
 };
 
 /*
- * fs_nsattr_get / fs_nsattr_set (fs_ns.c) - a namespace's attributes (ns 0:
+ * fs_nsattr_get / fs_nsattr_set (fs_nsattr.c) - a namespace's attributes (ns 0:
  * the root's mode, uid and gid). get: -ENOENT when fs has no live record.
  * set creates the record when the engine has the namespace but fs has not
  * seen it yet; -ENOMEM. Both take fs_priv.lock: call with it not held.

@@ -1,7 +1,8 @@
 /*
- * fs_inode.c - the inode table: the records of what the kernel knows by
- * number (chunks, namespaces, writers), found by number and by name,
- * LOOKUP, and the kernel's lookup counts (FORGET, BATCH_FORGET).
+ * fs_inode.c - LOOKUP, the entries it replies with, and the kernel's
+ * lookup counts (FORGET, BATCH_FORGET) over the inode table of fs_itab.c
+ * (the records of what the kernel knows by number: chunks, namespaces,
+ * writers).
  *
  * Inode numbers are never reused within a mount. A published chunk's inode
  * number is FS_INO_CHUNK + its publication number (tier_info.gen, unique per
@@ -18,124 +19,6 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
-
-static uint64_t hash_ino(uint64_t ino)
-{
-	return htab_hash_u64(FS_SALT_INO, ino);
-}
-
-static uint64_t hash_chunk(uint32_t ns, const struct kvfs_key *key)
-{
-	return htab_hash(FS_SALT_CHUNK | ns, key->b, sizeof(key->b));
-}
-
-static uint64_t hash_ns(uint32_t ns)
-{
-	return htab_hash_u64(FS_SALT_NS, ns);
-}
-
-struct fs_inode *fs_ino_find(struct fs_priv *p, uint64_t ino)
-{
-	uint64_t h = hash_ino(ino);
-	struct htab_node *e;
-
-	htab_for_each_hash(&p->itab, h, e) {
-		struct fs_inode *in = container_of(e, struct fs_inode, inode);
-
-		if (in->ino == ino)
-			return in;
-	}
-	return NULL;
-}
-
-struct fs_inode *fs_chunk_find(struct fs_priv *p, uint32_t ns,
-			       const struct kvfs_key *key)
-{
-	uint64_t h = hash_chunk(ns, key);
-	struct htab_node *e;
-
-	htab_for_each_hash(&p->ntab, h, e) {
-		struct fs_inode *in = container_of(e, struct fs_inode, nnode);
-
-		if (in->kind == FS_K_CHUNK && in->ns == ns &&
-		    !memcmp(&in->key, key, sizeof(*key)))
-			return in;
-	}
-	return NULL;
-}
-
-struct fs_inode *fs_ns_find(struct fs_priv *p, uint32_t ns)
-{
-	uint64_t h = hash_ns(ns);
-	struct htab_node *e;
-
-	htab_for_each_hash(&p->ntab, h, e) {
-		struct fs_inode *in = container_of(e, struct fs_inode, nnode);
-
-		if (in->kind == FS_K_NS && in->ns == ns)
-			return in;
-	}
-	return NULL;
-}
-
-struct fs_inode *fs_inode_new(struct fs_priv *p, enum fs_kind kind,
-			      uint64_t ino)
-{
-	struct fs_inode *in = calloc(1, sizeof(*in));
-
-	if (!in)
-		return NULL;
-	in->kind = kind;
-	in->ino = ino;
-	if (htab_add(&p->itab, &in->inode, hash_ino(ino))) {
-		free(in);
-		return NULL;
-	}
-	p->ninodes++;
-	return in;
-}
-
-void fs_inode_free(struct fs *fs, struct fs_inode *in)
-{
-	struct fs_priv *p = fs->priv;
-
-	htab_del(&p->itab, &in->inode);
-	if (in->named)
-		htab_del(&p->ntab, &in->nnode);
-	if (in->kind == FS_K_WRITER && in->wr)
-		fs_wr_unref_locked(fs, in->wr);
-	if (in->pdir) /* a path namespace's tree */
-		fs_path_detach_locked(fs, in);
-	p->ninodes--;
-	free(in);
-}
-
-/* Namespace record for id, created with defaults when the engine has a
- * namespace fs has not seen (recovered from L2 at start, attributes not
- * restored by fs_nsmeta.c): fail closed, only the daemon's user may read
- * its chunks. lock held. */
-struct fs_inode *fs_ns_get(struct fs *fs, uint32_t id)
-{
-	struct fs_priv *p = fs->priv;
-	struct fs_inode *in = fs_ns_find(p, id);
-
-	if (in)
-		return in;
-	in = fs_inode_new(p, FS_K_NS, FS_INO_OBJ | p->next_obj++);
-	if (!in)
-		return NULL;
-	in->ns = id;
-	in->mode = S_IFDIR | 0700;
-	in->uid = getuid();
-	in->gid = getgid();
-	in->mtime = in->ctime = p->mount_time;
-	if (htab_add(&p->ntab, &in->nnode, hash_ns(id))) {
-		fs_inode_free(fs, in);
-		return NULL;
-	}
-	in->named = true;
-	return in;
-}
 
 static void unref_inode(struct fs *fs, struct fs_inode *in, uint64_t n)
 {
@@ -160,35 +43,6 @@ void fs_forget_one(struct fs *fs, fuse_ino_t ino, uint64_t n)
 	in = fs_ino_find(fs->priv, ino);
 	if (in)
 		unref_inode(fs, in, n);
-}
-
-int fs_ns_name_check(const char *name)
-{
-	size_t len = strlen(name);
-
-	if (len > KVFS_NS_NAME_MAX)
-		return -ENAMETOOLONG;
-	if (!len || name[0] == '.')
-		return -EINVAL;
-	return 0;
-}
-
-static bool is_temp_name(const char *name)
-{
-	return name[0] == '.';
-}
-
-/* What a name in a namespace is: 1 a temporary, 0 a key (parsed), or
- * -EINVAL. */
-int fs_chunk_name(const char *name, struct kvfs_key *key)
-{
-	size_t len = strlen(name);
-
-	if (is_temp_name(name))
-		return len > 255 ? -ENAMETOOLONG : 1;
-	if (kvfs_key_parse(name, len, key))
-		return -EINVAL;
-	return 0;
 }
 
 int fs_reply_entry_counted(struct fs *fs, fuse_req_t req,
@@ -274,7 +128,7 @@ int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			old = NULL;
 		}
 		if (!old && !htab_add(&p->ntab, &in->nnode,
-				      hash_chunk(ns, key)))
+				      fs_chunk_hash(ns, key)))
 			in->named = true;
 	}
 	in->nlookup++;

@@ -1,9 +1,9 @@
 /*
- * fs_inval.c - kernel invalidation and the background thread: the queue of
- * chunks the engine let go of (evicted, unlinked, replaced) or just
- * published, the thread that sends the kernel's notify_delete (or
- * notify_inval_entry) and notify_inval_inode for them and expires abandoned temporaries, and its
- * start and stop (fs_start, fs_stop).
+ * fs_inval.c - the background thread: it takes the chunks fs_invq.c
+ * queued (the engine let go of them, or just published them), sends the
+ * kernel's notify_delete (or notify_inval_entry) and notify_inval_inode
+ * for them, and expires abandoned temporaries; its start and stop
+ * (fs_start, fs_stop).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,42 +11,6 @@
 #include <time.h>
 
 #include "fs/fs_i.h"
-
-/* Queues a kernel invalidation of (ns, key) for the background thread. */
-void fs_queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-		    bool published)
-{
-	struct fs_priv *p = fs->priv;
-
-	pthread_mutex_lock(&p->qlock);
-	if (!p->stop) {
-		if (p->qlen == p->qcap) {
-			size_t cap = p->qcap ? p->qcap * 2 : 256;
-			struct fs_gone *q = realloc(p->q, cap * sizeof(*q));
-
-			if (q) {
-				p->q = q;
-				p->qcap = cap;
-			}
-		}
-		/* without memory the entry just times out (FS_TTL) */
-		if (p->qlen < p->qcap) {
-			p->q[p->qlen].ns = ns;
-			p->q[p->qlen].published = published;
-			p->q[p->qlen].key = *key;
-			p->qlen++;
-			pthread_cond_signal(&p->qcond);
-		}
-	}
-	pthread_mutex_unlock(&p->qlock);
-}
-
-/* Called by the engine, maybe inside one of our tier_* calls: queue only. */
-void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
-		enum tier_gone_reason why)
-{
-	fs_queue_inval(arg, ns, key, false);
-}
 
 static void invalidate(struct fs *fs, const struct fs_gone *g)
 {

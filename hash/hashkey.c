@@ -1,6 +1,6 @@
 /*
  * hashkey.c - chunk checksums and the index hash of keys (the keys
- * themselves are derived in hash/key.c, part of libkvfs).
+ * themselves are derived in lib/key.c, part of libkvfs).
  *
  * xxHash is compiled in (XXH_INLINE_ALL): on 2 MiB inputs it ran about 3x
  * faster here than calls into the shared libxxhash.

@@ -2,32 +2,39 @@
  * tier_i.h - private to tier/: the engine's structures, its lock order and
  * who owns what. fs/ and tests use tier.h only.
  *
- * Where things are (one concern per file):
- *   tier.c         life cycle (config, create/destroy), tier.lock, logging,
- *                  the on_gone calls queued under the lock
- *   tier_arena.c   bytes in the L1 arena (write/read/zero/move/checksum,
- *                  export for zero-copy maps)
- *   tier_index.c   the chunk index (struct htab) and parent/orphan counts
- *   tier_ns.c      namespaces, and the snapshot readdir lists
- *   tier_wr.c      writers: a chunk being written, then published
- *   tier_read.c    pins, and reads/changes of one chunk (stat, checksum,
- *                  get/put, unlink, user pin, parent)
+ * Where things are (one concern per file), top down; a file calls only
+ * those below it (tests/layers/filegraph.py checks it):
+ *   tier.c         life cycle (config, create/destroy): calls the rest
+ *   tier_l2.c, tier_l2_demote.c, tier_l2_promote.c, tier_l3.c
+ *                  the engine's side of the stores: open/close, recovery
+ *                  into the index, demotion, promotion and prefetch
+ *                  (tier_l2_i.h), L3 ingest and promotion; they call the
+ *                  core below, and the core calls them only through
+ *                  struct tier_l2_ops / tier_l3_ops (tier_store.c). The
+ *                  stores themselves: tier/l2/ (l2_i.h), tier/l3/ (l3.h)
  *   tier_lookup.c  batched lookup of prefix chains, key pins
- *   tier_evict.c   victim choice (through the policy) and eviction driving
- *   tier_stats.c   counters and memory use
- *   tier_events.c  the event sink (tier_events.h): a call per tier change
- *   tier_l2*.c     the engine's side of L2 (tier_l2_i.h): hooks, recovery
- *                  into the index, demotion (tier_l2_demote.c), promotion
- *                  and prefetch (tier_l2_promote.c); the L2 log: l2_i.h
  *   tier_readahead.c  chain readahead: per-reader windows along parent
  *                  links and learned read order, promoted from L2/L3 by
  *                  its workers (its fields: tier.lock)
- *   tier_l3.c      the engine's side of L3 (shared, on Redis): ingest,
- *                  promotion, lookups past the local run, prefetch; the
- *                  store: l3.h (l3.c, l3_redis.c, l3_conn.c, l3_slot.c)
- *   l1_alloc.c     extents of the arena; policy_*.c victim order;
- *                  lease.c leases; codec.c compression; record.h/.c the
- *                  on-disk record format
+ *   tier_xfer.c, tier_wr.c  writers: a chunk being written, then published
+ *   tier_read.c    reads/changes of one chunk (stat, checksum, get/put,
+ *                  unlink, user pin, parent)
+ *   tier_evict.c   victim choice (through the policy) and eviction driving
+ *   tier_stats.c   counters and memory use
+ *   tier_ns.c      namespaces, and the snapshot readdir lists
+ *   tier_store.c   the hooks into L2 and L3 (struct tier_l2_ops/l3_ops)
+ *   tier_l2_rec.c  records of chunks in L2 (shuffle, stored size, drop)
+ *   tier_events.c  the event sink (tier_events.h): a call per tier change
+ *   tier_arena.c   bytes in the L1 arena (write/read/zero/move/checksum,
+ *                  export for zero-copy maps)
+ *   tier_index.c   the chunk index (struct htab), parent/orphan counts,
+ *                  namespaces by id
+ *   tier_rec.c     a record's pins and the zombie list
+ *   tier_lock.c    tier.lock, logging, the clock, the on_gone calls
+ *                  queued under the lock
+ *   l1_alloc.c     extents of the arena; lease.c leases;
+ *   tier/policy/   victim order (policy.c's table, one file per policy)
+ *   tier/record/   the on-disk record format (record.h) and its codec
  *
  * Locks, in the order they are taken (never the other way):
  *

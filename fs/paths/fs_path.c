@@ -175,7 +175,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 
 /* Publishes closed writers: those closed before cutoff_ms (every one for
  * UINT64_MAX), at most max. priv.lock NOT held. */
-void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
+void pth_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
 {
 	struct fs_paths *t = paths_of(fs);
 	struct fs_wr *batch[16];
@@ -200,7 +200,7 @@ void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
 	} while (n == 16 && done < max);
 }
 
-void fs_path_tick(struct fs *fs)
+void pth_tick(struct fs *fs)
 {
 	uint64_t now = fs_now_ms();
 
@@ -472,7 +472,7 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	fs_reply_entry_counted(fs, req, &ep);
 }
 
-void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
+void pth_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
 {
 	struct fs_pdir *d = fs_ptree_dir(fs, ino);
 
@@ -500,7 +500,7 @@ static struct fs_pent *chunk_ent(struct fs *fs, uint64_t ino)
 	return e && e->gen == in->gen ? e : NULL;
 }
 
-void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
+void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 			       const struct kvfs_key *key, uint64_t gen,
 			       struct stat *st)
 {
@@ -871,4 +871,40 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		pthread_mutex_unlock(&fs->priv->lock);
 	}
 	fs_op_flush(req, ino, fi);
+}
+
+/* ------------------------------------------- chunks the engine let go */
+
+void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		       bool notify)
+{
+	struct fs_priv *p = fs->priv;
+	struct tier_info info;
+	struct fs_pent *e;
+	uint64_t parent = 0;
+	char *name = NULL;
+	size_t len = 0;
+
+	pthread_mutex_lock(&p->lock);
+	e = fs_ptree_by_key(paths_of(fs), ns, key);
+	if (e && !e->busy && tier_stat(fs->tier, ns, key, &info) == -ENOENT) {
+		/* evicted (or dropped by L2): the file vanishes, unless a
+		 * new version of it is being written */
+		fs_ptree_unkey(paths_of(fs), e);
+		fs_pev_forget(paths_of(fs), ns, key);
+		if (!e->wr) {
+			if (notify) {
+				parent = e->parent->ino;
+				len = e->len;
+				name = strndup(e->name, len);
+			}
+			fs_ptree_remove(paths_of(fs), e);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	/* the kernel's cached entry of the name goes too (background thread
+	 * only: a request handler must not wait on the kernel) */
+	if (name && fs->se)
+		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
+	free(name);
 }

@@ -108,7 +108,7 @@ void fs_pev_forget(struct fs_paths *t, uint32_t ns, const struct kvfs_key *key)
 	free(x);
 }
 
-bool fs_path_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+bool pth_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			uint64_t *h)
 {
 	struct fs_paths *t = fs->priv->paths;

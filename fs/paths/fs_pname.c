@@ -611,7 +611,7 @@ void fs_path_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 /* ------------------------------------------------- a namespace's mode */
 
-int fs_path_attach_locked(struct fs *fs, struct fs_inode *nsi)
+int pth_attach_locked(struct fs *fs, struct fs_inode *nsi)
 {
 	if (nsi->pdir)
 		return 0;
@@ -623,7 +623,7 @@ int fs_path_attach_locked(struct fs *fs, struct fs_inode *nsi)
 	return 0;
 }
 
-void fs_path_detach_locked(struct fs *fs, struct fs_inode *nsi)
+void pth_detach_locked(struct fs *fs, struct fs_inode *nsi)
 {
 	if (!nsi->pdir)
 		return;
@@ -643,7 +643,7 @@ static unsigned temps_of(struct fs_priv *p, uint32_t ns)
 	return n;
 }
 
-int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
+int pth_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
 {
 	struct fs_priv *p = fs->priv;
 	struct tier_ns_info ni;
@@ -680,7 +680,7 @@ int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
 	return err;
 }
 
-bool fs_path_ns(struct fs *fs, uint32_t ns)
+bool pth_ns(struct fs *fs, uint32_t ns)
 {
 	struct fs_inode *nsi;
 	bool paths;
@@ -692,7 +692,7 @@ bool fs_path_ns(struct fs *fs, uint32_t ns)
 	return paths;
 }
 
-void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths)
+void pth_mode_saved(struct fs *fs, const char *ns, bool paths)
 {
 	if (paths_of(fs)->journal)
 		fs_pjournal_add(fs, paths ? 'N' : 'K', ns, "", 0);
@@ -700,41 +700,7 @@ void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths)
 
 /* ------------------------------------------- chunks the engine let go */
 
-void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-		       bool notify)
-{
-	struct fs_priv *p = fs->priv;
-	struct tier_info info;
-	struct fs_pent *e;
-	uint64_t parent = 0;
-	char *name = NULL;
-	size_t len = 0;
-
-	pthread_mutex_lock(&p->lock);
-	e = fs_ptree_by_key(paths_of(fs), ns, key);
-	if (e && !e->busy && tier_stat(fs->tier, ns, key, &info) == -ENOENT) {
-		/* evicted (or dropped by L2): the file vanishes, unless a
-		 * new version of it is being written */
-		fs_ptree_unkey(paths_of(fs), e);
-		fs_pev_forget(paths_of(fs), ns, key);
-		if (!e->wr) {
-			if (notify) {
-				parent = e->parent->ino;
-				len = e->len;
-				name = strndup(e->name, len);
-			}
-			fs_ptree_remove(paths_of(fs), e);
-		}
-	}
-	pthread_mutex_unlock(&p->lock);
-	/* the kernel's cached entry of the name goes too (background thread
-	 * only: a request handler must not wait on the kernel) */
-	if (name && fs->se)
-		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
-	free(name);
-}
-
-void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	struct fs_pent *e;
 	uint64_t parent = 0;
@@ -754,18 +720,36 @@ void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	free(name);
 }
 
-void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+void pth_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	fs_path_drop_gone(fs, ns, key, true);
 }
 
 /* ---------------------------------------------------------- life cycle */
 
+/* What fs/'s core calls (fs_paths.c dispatches to it). */
+static const struct fs_path_ops pth_ops = {
+	.tick = pth_tick,
+	.publish_pending = pth_publish_pending,
+	.gone = pth_gone,
+	.published = pth_published,
+	.attach_locked = pth_attach_locked,
+	.detach_locked = pth_detach_locked,
+	.forget_locked = pth_forget_locked,
+	.chunk_attr_locked = pth_chunk_attr_locked,
+	.names_set = pth_names_set,
+	.ns = pth_ns,
+	.mode_saved = pth_mode_saved,
+	.event_hash = pth_event_hash,
+	.counts = pth_counts,
+};
+
 int fs_path_create(struct fs *fs, const char *l2_dir)
 {
 	struct fs_paths *t = calloc(1, sizeof(*t));
 	int err;
 
+	fs->priv->pathops = &pth_ops;
 	if (!t)
 		return -ENOMEM;
 	err = fs_ptree_init(t, fs->cfg.max_dirs);
@@ -806,7 +790,7 @@ void fs_path_free(struct fs *fs)
 	fs->priv->paths = NULL;
 }
 
-void fs_path_counts(struct fs *fs, struct fs_path_counts *c)
+void pth_counts(struct fs *fs, struct fs_path_counts *c)
 {
 	struct fs_paths *t = paths_of(fs);
 

@@ -167,4 +167,24 @@ void fs_pjournal_add(struct fs *fs, char type, const char *ns,
 		     const char *path, size_t len);
 void fs_pjournal_sync(struct fs *fs);
 
+/* The hooks fs/'s core calls through struct fs_path_ops (fs_i.h; each has
+ * the contract of the fs_path_* function of the same name there): set by
+ * fs_path_create in fs_pname.c. */
+void pth_tick(struct fs *fs);
+void pth_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max);
+void pth_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+int pth_attach_locked(struct fs *fs, struct fs_inode *nsi);
+void pth_detach_locked(struct fs *fs, struct fs_inode *nsi);
+void pth_forget_locked(struct fs *fs, uint64_t ino, uint64_t n);
+void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
+			   const struct kvfs_key *key, uint64_t gen,
+			   struct stat *st);
+int pth_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
+bool pth_ns(struct fs *fs, uint32_t ns);
+void pth_mode_saved(struct fs *fs, const char *ns, bool paths);
+bool pth_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		    uint64_t *h);
+void pth_counts(struct fs *fs, struct fs_path_counts *c);
+
 #endif /* KVFS_FS_PTREE_H */

@@ -20,8 +20,9 @@ import sys
 # key derivation; it calls nothing of the daemon.
 LAYERS = [
     ["mount"],
-    ["fs"],
-    ["fs/paths"],
+    ["fs/fs.c"],      # the operations table: calls the files of fs/
+    ["fs/paths"],     # path namespaces: hand key namespaces to fs/'s core
+    ["fs"],           # fs/'s core; calls fs/paths/ through fs_paths.c
     ["events"],
     ["tier"],
     ["tier/l2", "tier/l3"],
@@ -30,10 +31,12 @@ LAYERS = [
     ["gpu", "hash"],
     ["lib"],
 ]
-SRC_DIRS = [d for layer in LAYERS for d in layer]
+SRC_DIRS = [d for layer in LAYERS for d in layer if not d.endswith(".c")]
 # Files below their folder's layer: the dlopen loader of the CUDA runtime
 # is compiled into libkvfs too (its kvfs_cuda_* calls), so it is the bottom.
 FILE_LAYER = {"gpu/gpu_rt.c": len(LAYERS)}
+FILE_LAYER.update({f: i for i, layer in enumerate(LAYERS) for f in layer
+                   if f.endswith(".c")})
 
 
 def folder(src):

@@ -1,0 +1,117 @@
+/*
+ * fs_paths.c - fs/'s doorway to path namespaces (fs/paths/): each
+ * fs_path_* hook of fs_i.h calls struct fs_path_ops, set by fs_path_create
+ * when fs_create starts the mount (before it serves a request); before
+ * that, no namespace is in path mode. Calls no file of fs/.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fs/fs_i.h"
+
+void fs_path_tick(struct fs *fs)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->tick(fs);
+}
+
+void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->publish_pending(fs, cutoff_ms, max);
+}
+
+void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->gone(fs, ns, key);
+}
+
+void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->published(fs, ns, key);
+}
+
+int fs_path_attach_locked(struct fs *fs, struct fs_inode *nsi)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->attach_locked(fs, nsi) : -EOPNOTSUPP;
+}
+
+void fs_path_detach_locked(struct fs *fs, struct fs_inode *nsi)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->detach_locked(fs, nsi);
+}
+
+void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->forget_locked(fs, ino, n);
+}
+
+void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
+			       const struct kvfs_key *key, uint64_t gen,
+			       struct stat *st)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->chunk_attr_locked(fs, nsi, key, gen, st);
+}
+
+int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->names_set(fs, ns, v, len) : -EOPNOTSUPP;
+}
+
+bool fs_path_ns(struct fs *fs, uint32_t ns)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->ns(fs, ns) : false;
+}
+
+void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->mode_saved(fs, ns, paths);
+}
+
+bool fs_path_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+			uint64_t *h)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->event_hash(fs, ns, key, h) : false;
+}
+
+void fs_path_counts(struct fs *fs, struct fs_path_counts *c)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->counts(fs, c);
+	else
+		memset(c, 0, sizeof(*c));
+}
