@@ -164,6 +164,9 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 		     strerror(-rc));
 		goto err_alloc;
 	}
+	/* the stores' hooks do nothing until their store is open */
+	t->l2ops = &tier_l2_hooks;
+	t->l3ops = &tier_l3_hooks;
 	rc = tier_l2_open(t, err, errlen);
 	if (rc == 0)
 		rc = tier_l3_open(t, err, errlen);

@@ -10,7 +10,7 @@
  *                  into the index, demotion, promotion and prefetch
  *                  (tier_l2_i.h), L3 ingest and promotion; they call the
  *                  core below, and the core calls them only through
- *                  struct tier_l2_ops / tier_l3_ops (tier_store.c). The
+ *                  struct tier_l2_ops / tier_l3_ops (the hooks). The
  *                  stores themselves: tier/l2/ (l2_i.h), tier/l3/ (l3.h)
  *   tier_lookup.c  batched lookup of prefix chains, key pins
  *   tier_readahead.c  chain readahead: per-reader windows along parent
@@ -22,7 +22,6 @@
  *   tier_evict.c   victim choice (through the policy) and eviction driving
  *   tier_stats.c   counters and memory use
  *   tier_ns.c      namespaces, and the snapshot readdir lists
- *   tier_store.c   the hooks into L2 and L3 (struct tier_l2_ops/l3_ops)
  *   tier_l2_rec.c  records of chunks in L2 (shuffle, stored size, drop)
  *   tier_events.c  the event sink (tier_events.h): a call per tier change
  *   tier_arena.c   bytes in the L1 arena (write/read/zero/move/checksum,
@@ -401,13 +400,14 @@ int tier_alloc_evict(struct tier *t, uint64_t len, uint64_t *off);
  *
  * The core (tier_read.c, tier_wr.c, tier_evict.c, tier_readahead.c,
  * tier_lookup.c, tier_stats.c) calls L2 and L3 through the tier_l2_* and
- * tier_l3_* functions below, defined in tier_store.c, which call the
- * store's struct of operations: tier_l2.c and tier_l3.c set theirs in
- * tier_l2_open / tier_l3_open (tier_create calls them first), and call the
- * core back for what a promotion needs (tier_wr_*, tier_alloc_evict...).
- * So the core never names a store's file, and a store's file calls down
- * only: a store below L3 is one more struct. Each operation has the
- * contract of the tier_l2_* / tier_l3_* function of the same name.
+ * tier_l3_* hooks below: each calls the store's struct of operations,
+ * tier_l2_hooks (tier_l2.c) and tier_l3_hooks (tier_l3.c), which
+ * tier_create puts in t->l2ops / t->l3ops before it opens the stores
+ * (each operation does nothing while its store is not open). The stores'
+ * files call the core back for what a promotion needs (tier_wr_*,
+ * tier_alloc_evict...). So the core never names a store's file, and a
+ * store's file calls down only: a store below L3 is one more struct. The
+ * contract of each operation is written at its hook below.
  */
 struct tier_chunk;
 struct tier_l2_ops {
@@ -437,6 +437,8 @@ struct tier_l3_ops {
 	void (*stats)(struct tier *t, struct tier_stats *st);
 	void (*store_stats)(struct tier *t, struct tier_stats *st);
 };
+extern const struct tier_l2_ops tier_l2_hooks;
+extern const struct tier_l3_ops tier_l3_hooks;
 
 /* ------------------------------------------- L2 hooks (tier_l2.c) */
 
@@ -452,34 +454,49 @@ void tier_l2_close(struct tier *t);
  * released while waiting): waits, at most 5 s, while the copies of evicted
  * chunks waiting for the disk are at half their bound, so writers and
  * readers slow to the disk's pace instead of evictions being dropped. */
-void tier_l2_throttle(struct tier *t, uint64_t need);
-bool tier_l2_evicting(struct tier *t, struct tier_rec *r);
+#define tier_l2_throttle(t, need) \
+	((t)->l2ops->throttle(t, need))
+#define tier_l2_evicting(t, r) \
+	((t)->l2ops->evicting(t, r))
 /* Makes the pinned L2 chunk r readable through c (promotion, or a
  * temporary buffer); drops and retakes tier.lock. 0 or -errno. */
-int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c);
-void tier_l2_on_publish(struct tier *t, struct tier_rec *r);
-void tier_l2_on_hit(struct tier *t, struct tier_rec *r);
+#define tier_l2_fill(t, r, c) \
+	((t)->l2ops->fill(t, r, c))
+#define tier_l2_on_publish(t, r) \
+	((t)->l2ops->on_publish(t, r))
+#define tier_l2_on_hit(t, r) \
+	((t)->l2ops->on_hit(t, r))
 /* r is being unlinked: frees its L2 record; true when there was one (then
  * call tier_l2_sync_frees after dropping tier.lock). */
-bool tier_l2_forget(struct tier *t, struct tier_rec *r);
+#define tier_l2_forget(t, r) \
+	((t)->l2ops->forget(t, r))
 /* An unlink of r: an L2 write of r still queued is cancelled (false);
  * one being written is waited for (bounded, dropping tier.lock) so the
  * unlink can erase what it wrote: true (r may have changed or gone: look
  * it up again). */
-bool tier_l2_wait_write(struct tier *t, struct tier_rec *r);
+#define tier_l2_wait_write(t, r) \
+	((t)->l2ops->wait_write(t, r))
 /* tier.lock NOT held: waits until the L2 records freed so far are erased
  * on disk (bounded), so a daemon killed next does not recover them. */
-void tier_l2_sync_frees(struct tier *t);
-void tier_l2_prefetch(struct tier *t, struct tier_rec *r);
+#define tier_l2_sync_frees(t) \
+	((t)->l2ops->sync_frees(t))
+#define tier_l2_prefetch(t, r) \
+	((t)->l2ops->prefetch(t, r))
 /* What may be promoted ahead of readers (lookup prefetch and readahead
  * together): three quarters of L1, so a run never evicts its own head. */
-uint64_t tier_prefetch_bound(const struct tier *t);
+static inline uint64_t tier_prefetch_bound(const struct tier *t)
+{
+	return t->l1_cap / 4 * 3;
+}
 /* Bytes of the lookup prefetches queued now. */
-uint64_t tier_l2_prefetch_bytes(const struct tier *t);
+#define tier_l2_prefetch_bytes(t) \
+	((t)->l2ops->prefetch_bytes(t))
 /* r (L2, just user-pinned) is promoted into L1 if there is room. */
-void tier_l2_pin_promote(struct tier *t, struct tier_rec *r);
+#define tier_l2_pin_promote(t, r) \
+	((t)->l2ops->pin_promote(t, r))
 uint64_t tier_l2_stored(const struct tier_rec *r);
-void tier_l2_stats(struct tier *t, struct tier_stats *st);
+#define tier_l2_stats(t, st) \
+	((t)->l2ops->stats(t, st))
 
 /* ------------------------------------------- L3 hooks (tier_l3.c) */
 
@@ -489,26 +506,33 @@ void tier_l2_stats(struct tier *t, struct tier_stats *st);
 int tier_l3_open(struct tier *t, char *err, size_t errlen);
 void tier_l3_close(struct tier *t);
 /* tier.lock held; no-ops without L3. */
-void tier_l3_on_publish(struct tier *t, struct tier_rec *r);
-void tier_l3_on_hit(struct tier *t, struct tier_rec *r);
+#define tier_l3_on_publish(t, r) \
+	((t)->l3ops->on_publish(t, r))
+#define tier_l3_on_hit(t, r) \
+	((t)->l3ops->on_hit(t, r))
 /* r is leaving L1 for space (ingest=evicted copies it to L3). */
-void tier_l3_evicting(struct tier *t, struct tier_rec *r);
+#define tier_l3_evicting(t, r) \
+	((t)->l3ops->evicting(t, r))
 /* r is being unlinked: its L3 copy is deleted (queued). */
-void tier_l3_forget(struct tier *t, struct tier_rec *r);
-void tier_l3_stats(struct tier *t, struct tier_stats *st);
+#define tier_l3_forget(t, r) \
+	((t)->l3ops->forget(t, r))
+#define tier_l3_stats(t, st) \
+	((t)->l3ops->stats(t, st))
 /* tier.lock NOT held. */
 /* Reads (ns, key) from L3 into L1 (published, TL3_IN) unless it is
  * indexed already: 0 when it is indexed now, -ENOENT (a miss: absent,
  * unreachable, or a bad value, counted and deleted), -ENOMEM. */
-int tier_l3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+#define tier_l3_promote(t, ns, key) \
+	((t)->l3ops->promote(t, ns, key))
 /* The leading run of keys[0..n) present in L3 (one round trip per
  * node); 0 without L3 or on failure. */
-uint32_t tier_l3_run(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
-		     uint32_t n);
+#define tier_l3_run(t, ns, keys, n) \
+	((t)->l3ops->run(t, ns, keys, n))
 /* Queues background promotions of keys[0..n) (bounded). */
-void tier_l3_prefetch(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
-		      uint32_t n);
-void tier_l3_store_stats(struct tier *t, struct tier_stats *st);
+#define tier_l3_prefetch(t, ns, keys, n) \
+	((t)->l3ops->prefetch(t, ns, keys, n))
+#define tier_l3_store_stats(t, st) \
+	((t)->l3ops->store_stats(t, st))
 
 /* ------------------------------------------- tier_readahead.c */
 

@@ -208,8 +208,6 @@ static void tl2_sync_frees(struct tier *t)
 		l2_sync_frees(t->l2->l2, TL2_UNLINK_WAIT_MS);
 }
 
-static const struct tier_l2_ops tl2_ops;
-
 /* --------------------------------------------------- log callbacks */
 
 static int on_recover(void *arg, const struct l2_rec_info *ri)
@@ -395,7 +393,6 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	uint64_t need;
 	int rc;
 
-	t->l2ops = &tl2_ops; /* no-ops while t->l2 is NULL */
 	if (!cfg->l2_dir)
 		return 0;
 	if (cfg->compress_level < 0 || cfg->compress_level > CODEC_LEVEL_MAX) {
@@ -609,8 +606,10 @@ static void tl2_stats(struct tier *t, struct tier_stats *st)
 	st->l2_ckpt_write_ns = ls.ckpt_write_ns;
 }
 
-/* What the core calls (tier_store.c dispatches to it). */
-static const struct tier_l2_ops tl2_ops = {
+/* What the core calls through the tier_l2_* hooks of tier_i.h (tier_create
+ * sets t->l2ops before it opens the store; each does nothing while the store
+ * is not open). */
+const struct tier_l2_ops tier_l2_hooks = {
 	.evicting = tl2_evicting,
 	.throttle = tl2_throttle,
 	.fill = tl2_fill,

@@ -691,8 +691,10 @@ static void on_log(void *arg, const char *msg)
 	tier_log(arg, "%s", msg);
 }
 
-/* What the core calls (tier_store.c dispatches to it). */
-static const struct tier_l3_ops tl3_ops = {
+/* What the core calls through the tier_l3_* hooks of tier_i.h (tier_create
+ * sets t->l3ops before it opens the store; each does nothing while the store
+ * is not open). */
+const struct tier_l3_ops tier_l3_hooks = {
 	.on_publish = tl3_on_publish,
 	.on_hit = tl3_on_hit,
 	.evicting = tl3_evicting,
@@ -718,7 +720,6 @@ int tier_l3_open(struct tier *t, char *err, size_t errlen)
 	struct tier_l3 *t3;
 	int rc;
 
-	t->l3ops = &tl3_ops; /* no-ops while t->l3 is NULL */
 	if (!c->l3)
 		return 0;
 	t3 = calloc(1, sizeof(*t3));

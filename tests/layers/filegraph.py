@@ -59,8 +59,10 @@ def objects(build):
         if not os.path.isdir(od):
             continue
         for f in sorted(os.listdir(od)):
-            if f.endswith(".o"):
-                out[os.path.join(d, f[:-2] + ".c")] = os.path.join(od, f)
+            src = os.path.join(d, f[:-2] + ".c")
+            # an object whose source is gone is a stale build product
+            if f.endswith(".o") and os.path.exists(src):
+                out[src] = os.path.join(od, f)
     return out
 
 
