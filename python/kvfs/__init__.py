@@ -4,10 +4,11 @@ Standard library only. Prefix keys are computed by libkvfs.so through
 ctypes, found by $KVFS_LIB (only that path when set), then the test
 suite's $KVFS_PLAIN_BUILD, then the library `make install` installed with
 this package, then, in a source tree, the repository's build/, then the
-system's loader (ldconfig's cache, libkvfs.so.0); everything else is plain os / fcntl / mmap on the mount,
-with the ioctl argument structs mirrored by ctypes.Structure so they are
-laid out exactly like include/kvfs.h (in kvfs/_abi.py; the code is in
-kvfs/_client.py; this package re-exports both).
+system's loader (ldconfig's cache, libkvfs.so.0); everything else is
+plain os / fcntl / mmap on the mount, with the ioctl argument structs
+mirrored by ctypes.Structure so they are laid out exactly like
+include/kvfs.h (in kvfs/_abi.py; the code is in kvfs/_client.py; this
+package re-exports both).
 
     import kvfs
     conn = kvfs.Connector("/mnt/kvfs", "llama3-8b.bf16.tp1.r0",

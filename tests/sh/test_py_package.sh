@@ -55,8 +55,10 @@ check "pip install --no-build-isolation --no-index (offline)" \
 # Python in another directory, no PYTHONPATH, the library by KVFS_LIB
 mkdir "$T/elsewhere"
 user() { (cd "$T/elsewhere" && env -u PYTHONPATH -u KVFS_PLAIN_BUILD "$@"); }
-site=$(user "$V" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-got=$(user KVFS_LIB="$B/libkvfs.so" "$V" -c 'import kvfs; print(kvfs.__file__)' 2>&1)
+site=$(user "$V" -c \
+	'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+got=$(user KVFS_LIB="$B/libkvfs.so" "$V" -c \
+	'import kvfs; print(kvfs.__file__)' 2>&1)
 check "import kvfs from the venv ($got)" test "$got" = "$site/kvfs/__init__.py"
 
 # every public name of the source tree's package, and the same ones
