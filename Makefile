@@ -318,6 +318,8 @@ gpu-test gpu-tests: all $(GPU_TEST_BIN) $(FAKECUDART) $(BUILD)/tests/unit/test_g
 APT_PKGS := build-essential pkg-config libfuse3-dev fuse3 liburing-dev \
 	libzstd-dev libxxhash-dev libcmocka-dev attr python3 python3-numpy \
 	util-linux
+# issue 25: `pip install ./python` offline (setuptools, wheel) and its test
+APT_PKGS += python3-setuptools python3-wheel python3-venv python3-pip
 # L3 (issue 16): hiredis, and the servers the L3 tests start on loopback
 APT_PKGS += libhiredis-dev redis-server redis-tools
 # events (issue 13): ZeroMQ, msgpack-c, jansson (kvfsctl events --json),
@@ -350,6 +352,7 @@ check-deps:
 	  $(PKG_CONFIG) --exists $(EV_PKGS) jansson libsystemd 2>/dev/null && \
 	  command -v inotifywait >/dev/null && \
 	  /usr/bin/python3 -c 'import zmq, msgpack' 2>/dev/null && \
+	  /usr/bin/python3 -c 'import setuptools, wheel, ensurepip' 2>/dev/null && \
 	  command -v fusermount3 >/dev/null && command -v getfattr >/dev/null && \
 	  command -v clang >/dev/null && command -v fio >/dev/null && \
 	  $(PKG_CONFIG) --exists libmicrohttpd 2>/dev/null && \
@@ -377,8 +380,8 @@ bench: check-deps
 # those (and DOCDIR, ours alone); directories shared with other packages
 # stay. Python: PYTHONDIR is the dist-packages directory Debian's python3
 # searches for PREFIX=/usr or /usr/local; for another PREFIX, put it on
-# PYTHONPATH (kvfs(7)). The installed kvfs.py loads
-# $(PREFIX)/lib/libkvfs.so.0 by default.
+# PYTHONPATH (kvfs(7)). The package goes to PYTHONDIR/kvfs/; its installed
+# _client.py loads $(PREFIX)/lib/libkvfs.so.0 by default.
 BINDIR := $(PREFIX)/bin
 LIBDIR := $(PREFIX)/lib
 MANDIR := $(PREFIX)/share/man
@@ -397,8 +400,8 @@ INSTALLED = $(BINDIR)/kvfs-mount $(BINDIR)/kvfsctl $(LIBDIR)/libkvfs.a \
 	$(MANDIR)/man8/kvfs-mount.8 $(MANDIR)/man8/mount.kvfs.8 \
 	$(MANDIR)/man8/mount.fuse.kvfs.8 $(SBINDIR)/mount.kvfs \
 	$(SBINDIR)/mount.fuse.kvfs $(SYSTEMDUNITDIR)/kvfs@.service \
-	$(DOCDIR)/kvfs.conf.example $(PYTHONDIR)/kvfs.py \
-	$(PYTHONDIR)/kvfs_abi.py
+	$(DOCDIR)/kvfs.conf.example $(addprefix $(PYTHONDIR)/kvfs/,$(PY_FILES))
+PY_FILES = __init__.py _client.py _abi.py
 SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
 	-e 's|@FUSERMOUNT@|$(FUSERMOUNT)|g'
 
@@ -408,7 +411,7 @@ install: all
 	  $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
 	  $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SYSTEMDUNITDIR) \
-	  $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)
+	  $(DESTDIR)$(DOCDIR) $(DESTDIR)$(PYTHONDIR)/kvfs
 	install -m 755 $(BUILD)/kvfs-mount $(BUILD)/kvfsctl $(DESTDIR)$(BINDIR)/
 	install -m 644 $(BUILD)/libkvfs.a $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(BUILD)/libkvfs.so $(DESTDIR)$(LIBDIR)/libkvfs.so.0
@@ -426,15 +429,18 @@ install: all
 	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/kvfs@.service
 	$(SUBST) systemd/kvfs.conf.example > $(DESTDIR)$(DOCDIR)/kvfs.conf.example
 	chmod 644 $(DESTDIR)$(DOCDIR)/kvfs.conf.example
+	install -m 644 python/kvfs/__init__.py python/kvfs/_abi.py \
+	  $(DESTDIR)$(PYTHONDIR)/kvfs/
 	sed 's|^_INSTALLED_LIB = None$$|_INSTALLED_LIB = "$(LIBDIR)/libkvfs.so.0"|' \
-	  python/kvfs.py > $(DESTDIR)$(PYTHONDIR)/kvfs.py
-	chmod 644 $(DESTDIR)$(PYTHONDIR)/kvfs.py
-	install -m 644 python/kvfs_abi.py $(DESTDIR)$(PYTHONDIR)/
+	  python/kvfs/_client.py > $(DESTDIR)$(PYTHONDIR)/kvfs/_client.py
+	chmod 644 $(DESTDIR)$(PYTHONDIR)/kvfs/_client.py
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	rm -f $(DESTDIR)$(PYTHONDIR)/__pycache__/kvfs.*.pyc \
-	  $(DESTDIR)$(PYTHONDIR)/__pycache__/kvfs_abi.*.pyc
+	rm -f $(addprefix $(DESTDIR)$(PYTHONDIR)/kvfs/__pycache__/, \
+	  $(PY_FILES:.py=.*.pyc))
+	rmdir $(DESTDIR)$(PYTHONDIR)/kvfs/__pycache__ 2>/dev/null || true
+	rmdir $(DESTDIR)$(PYTHONDIR)/kvfs 2>/dev/null || true
 	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:

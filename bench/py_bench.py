@@ -8,7 +8,7 @@ usage: py_bench.py [--mount-bin BIN] [--chunk BYTES] [--count N]
 With MOUNTPOINT it uses that kvfs mount; otherwise it mounts one on a
 temporary directory (BIN, default $KVFS_MOUNT_BIN or build/kvfs-mount) and
 unmounts it at the end. tmpfs is /dev/shm. libkvfs.so is found as
-python/kvfs.py finds it ($KVFS_LIB, build/).
+the kvfs package finds it ($KVFS_LIB, build/).
 """
 import argparse
 import os

@@ -684,7 +684,7 @@ class MediumTest(Base):
 
 class BatchedPutTest(Base):
     def test_put_many_publishes_events(self):
-        """The batched PUT ioctl (python/kvfs.py put_many) publishes through
+        """The batched PUT ioctl (kvfs's put_many) publishes through
         the same engine path: one BlockStored per chunk."""
         plain = os.environ.get("KVFS_PLAIN_BUILD", "build")
         lib = os.path.join(plain if os.path.isabs(plain)

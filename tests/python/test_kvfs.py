@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of python/kvfs.py on a real mount.
+"""Tests of the kvfs package (python/kvfs/) on a real mount.
 
 Mounts its own kvfs with $KVFS_MOUNT_BIN (the ASan daemon is fine: it is a
 subprocess) and loads libkvfs.so from $KVFS_PLAIN_BUILD (a non-ASan build:

@@ -21,15 +21,7 @@ for f in kvfs-mount kvfsctl libkvfs.so libkvfs.a kvfs.pc; do
 done
 T=$(mktemp -d /tmp/kvfs-install.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fail=0
-check() { # description command...
-	if "${@:2}"; then
-		echo "ok: $1"
-	else
-		echo "FAIL: $1"
-		fail=1
-	fi
-}
+. "$REPO/tests/sh/check.sh"
 # `-o all`: install what is built, never rebuild from a test
 mk() { make --no-print-directory -s -C "$REPO" -o all BUILD="$PLAIN_BUILD" "$@"; }
 files() { (cd "$1" && find . ! -type d | sort); }
@@ -47,8 +39,9 @@ cat >"$T/want" <<'EOF'
 ./usr/lib/libkvfs.so
 ./usr/lib/libkvfs.so.0
 ./usr/lib/pkgconfig/kvfs.pc
-./usr/lib/python3/dist-packages/kvfs.py
-./usr/lib/python3/dist-packages/kvfs_abi.py
+./usr/lib/python3/dist-packages/kvfs/__init__.py
+./usr/lib/python3/dist-packages/kvfs/_abi.py
+./usr/lib/python3/dist-packages/kvfs/_client.py
 ./usr/lib/systemd/system/kvfs@.service
 ./usr/share/doc/kvfs/kvfs.conf.example
 ./usr/share/man/man1/kvfsctl.1
@@ -69,9 +62,9 @@ check "mount.kvfs.8 is a .so link" \
 	grep -qx '.so man8/kvfs-mount.8' "$D/usr/share/man/man8/mount.kvfs.8"
 check "mount.kvfs -> kvfs-mount" \
 	test "$(readlink "$D/sbin/mount.kvfs")" = /usr/bin/kvfs-mount
-check "kvfs.py loads /usr/lib/libkvfs.so.0" grep -qx \
+check "kvfs/_client.py loads /usr/lib/libkvfs.so.0" grep -qx \
 	'_INSTALLED_LIB = "/usr/lib/libkvfs.so.0"' \
-	"$D/usr/lib/python3/dist-packages/kvfs.py"
+	"$D/usr/lib/python3/dist-packages/kvfs/_client.py"
 if command -v man >/dev/null; then
 	check "man -w mount.kvfs finds kvfs-mount.8" test \
 		"$(MANPATH=$D/usr/share/man man -w mount.kvfs)" = \
@@ -95,9 +88,9 @@ check "uninstall removed share/doc/kvfs" test ! -e "$D/usr/share/doc/kvfs"
 # -- PREFIX=/usr/local: a directory Debian's python3 searches
 D=$T/local
 mk install DESTDIR="$D" PREFIX=/usr/local >"$T/log" 2>&1 || { cat "$T/log"; exit 1; }
-py=$(cd "$D" && find . -name kvfs.py | sed 's|^\.||')
-check "kvfs.py in a dist-packages of sys.path ($py)" /usr/bin/python3 -c \
-	'import sys; sys.exit(sys.argv[1].rsplit("/", 1)[0] not in sys.path)' "$py"
+py=$(cd "$D" && find . -path '*/kvfs/__init__.py' | sed 's|^\.||')
+check "kvfs/ in a dist-packages of sys.path ($py)" /usr/bin/python3 -c \
+	'import sys; sys.exit(sys.argv[1].rsplit("/", 2)[0] not in sys.path)' "$py"
 check "unit in /usr/local/lib/systemd/system" \
 	test -f "$D/usr/local/lib/systemd/system/kvfs@.service"
 mk uninstall DESTDIR="$D" PREFIX=/usr/local >"$T/log" 2>&1 || { cat "$T/log"; exit 1; }
@@ -111,7 +104,7 @@ got=$(cd / && env -u KVFS_LIB -u KVFS_PLAIN_BUILD PYTHONPATH="$P/python" \
 	/usr/bin/python3 -c 'import kvfs; lib = kvfs.load_library()
 print(kvfs.__file__, lib._name, len(kvfs.keys(range(8), 4)))')
 check "installed module loads the installed library ($got)" test "$got" = \
-	"$P/python/kvfs.py $P/lib/libkvfs.so.0 2"
+	"$P/python/kvfs/__init__.py $P/lib/libkvfs.so.0 2"
 mk uninstall PREFIX="$P" SBINDIR="$P/sbin" SYSCONFDIR="$P/etc" \
 	PYTHONDIR="$P/python" >"$T/log" 2>&1 || { cat "$T/log"; exit 1; }
 check "uninstall (PREFIX) removed every file" test -z "$(files "$P")"

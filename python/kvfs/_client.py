@@ -1,51 +1,9 @@
-"""kvfs - Python binding for kvfs, the FUSE-mounted KV-cache filesystem.
-
-Standard library only. Prefix keys are computed by libkvfs.so through
-ctypes (found via $KVFS_LIB, then the repository's build/ directories next
-to this file, then the system's library path); everything else is plain
-os / fcntl / mmap on the mount, with the ioctl argument structs mirrored
-by ctypes.Structure so they are laid out exactly like include/kvfs.h (in
-kvfs_abi.py beside this file; kvfs re-exports them).
-
-    import kvfs
-    conn = kvfs.Connector("/mnt/kvfs", "llama3-8b.bf16.tp1.r0",
-                          chunk_tokens=256)
-    keys = conn.keys(token_ids)               # one key per full chunk
-    res = conn.lookup(keys, pin=True)         # leading run cached
-    for k in keys[:res.found]:
-        conn.get(k, out=buffer_for(k))        # readinto the engine's buffer
-    conn.release(res)
-    for k in keys[res.found:]:
-        conn.put(k, kv_bytes_for(k))          # bytes / memoryview / numpy
-    conn.close()
-
-Keys are 16-byte `bytes` (the canonical form); every function that takes
-a key also accepts its 32-digit lowercase hex name.
-
-Misses are reported one way: a key that is not cached is never an
-exception. get, get_mmap, handle and stat return None, exists returns
-False, delete returns False, get_many gives None in that key's slot, and
-contains / lookup count the leading run found. Everything else that goes
-wrong raises.
-
-Errors: from the mount, OSError (or its subclass for the errno, e.g.
-PermissionError) with the errno the daemon gave and a message naming what
-the caller did: the operation, namespace and key ("put ns/<key>: ..."),
-or the lease ("unpin lease 42: ..."), never a temporary name of the
-module's own. A Connector on a directory that is not the root of a kvfs
-mount raises NotKvfsMountError before it creates anything. Bad arguments
-raise ValueError or TypeError before anything reaches the mount.
-
-Async: put_async, get_async, put_many_async and get_many_async return
-concurrent.futures.Future objects run by the connector's small thread pool
-(`workers` threads, started on first use; close() waits for them), as the
-offload connectors of LMCache and vLLM expect. The syscalls and ctypes
-calls release the GIL, so transfers overlap.
-
-Installed by `make install` (into Debian's python3 dist-packages for
-PREFIX=/usr or /usr/local; elsewhere put $PREFIX/lib/python3.X/dist-packages
-on PYTHONPATH); that copy loads $PREFIX/lib/libkvfs.so.0.
+"""kvfs._client - the binding's code: libkvfs through ctypes (keys), and
+the Connector on a mount (plain os / fcntl / mmap). The package's
+__init__.py re-exports its public names and documents them; import kvfs,
+not this module.
 """
+
 
 import ctypes
 import ctypes.util
@@ -65,10 +23,12 @@ __all__ = [
     "MissingNamespaceError", "NotKvfsMountError", "Handle", "Connector",
     "keys", "key_chunk", "DTYPES",
     "key_hex", "parse_key", "load_library", "XFER_MAX", "IoArg",
+    "NS_NAME_MAX", "CudaMapArg", "CudaMapping", "cuda_probe", "path_keys",
+    "path_key",
 ]
 
-# the ABI (ioctl numbers, argument structs): kvfs_abi.py, beside this file
-from kvfs_abi import (  # noqa: F401 (re-exported)
+# the ABI (ioctl numbers, argument structs): _abi.py, beside this file
+from ._abi import (  # noqa: F401 (re-exported)
     ABI_VERSION, LOOKUP_MAX, GROUP_MAX, GROUP_KEYS_MAX,
     NS_NAME_MAX, LOOKUP_PIN, LOOKUP_PREFETCH, HANDLE_HOST_MMAP,
     HANDLE_CUDA_IPC, Key, LookupArg, GroupLookupArg, UnpinArg, HandleArg,
@@ -80,7 +40,8 @@ from kvfs_abi import (  # noqa: F401 (re-exported)
 # ------------------------------------------------------------ libkvfs
 _lib = None
 _lib_lock = threading.Lock()
-# the library `make install` put beside this module (set by make install)
+# the library `make install` put beside this package (make install
+# rewrites this line in the installed copy)
 _INSTALLED_LIB = None
 
 
@@ -89,15 +50,17 @@ def _candidates():
     if env:
         yield env
         return
+    # python/kvfs/_client.py in a source tree: the repository is two up
     here = os.path.dirname(os.path.abspath(__file__))
-    repo = os.path.dirname(here)
+    repo = os.path.dirname(os.path.dirname(here))
     plain = os.environ.get("KVFS_PLAIN_BUILD")
     if plain:
         yield os.path.join(plain if os.path.isabs(plain)
                            else os.path.join(repo, plain), "libkvfs.so")
     if _INSTALLED_LIB:
         yield _INSTALLED_LIB
-    yield os.path.join(repo, "build", "libkvfs.so")
+    if os.path.exists(os.path.join(repo, "include", "kvfs.h")):
+        yield os.path.join(repo, "build", "libkvfs.so")  # a source tree
     found = ctypes.util.find_library("kvfs")
     if found:
         yield found

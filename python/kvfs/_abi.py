@@ -1,6 +1,6 @@
-"""kvfs_abi - the kernel interface of kvfs for the Python binding
-(kvfs.py): ioctl numbers and the argument structs of include/kvfs.h as
-ctypes.Structure (laid out exactly like the C ones), and the buffer
+"""kvfs._abi - the kernel interface of kvfs for the Python binding (the
+kvfs package): ioctl numbers and the argument structs of include/kvfs.h
+as ctypes.Structure (laid out exactly like the C ones), and the buffer
 protocol views the batched transfers hand to libkvfs. kvfs re-exports the
 public names; import kvfs, not this module.
 """
