@@ -141,7 +141,11 @@ static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-void codec_shuffle(void *dst, const void *src, size_t len, int elem)
+/* The planes of elem-byte values (2 or 4) through f2 or f4; any other
+ * elem, and the bytes past the last whole value, are copied as they are. */
+static void by_planes(void *dst, const void *src, size_t len, int elem,
+		      void (*f2)(uint8_t *, const uint8_t *, size_t),
+		      void (*f4)(uint8_t *, const uint8_t *, size_t))
 {
 	size_t n, body;
 
@@ -151,28 +155,18 @@ void codec_shuffle(void *dst, const void *src, size_t len, int elem)
 	}
 	n = len / (size_t)elem;
 	body = n * (size_t)elem;
-	if (elem == 2)
-		shuffle2(dst, src, n);
-	else
-		shuffle4(dst, src, n);
+	(elem == 2 ? f2 : f4)(dst, src, n);
 	memcpy((uint8_t *)dst + body, (const uint8_t *)src + body, len - body);
+}
+
+void codec_shuffle(void *dst, const void *src, size_t len, int elem)
+{
+	by_planes(dst, src, len, elem, shuffle2, shuffle4);
 }
 
 void codec_unshuffle(void *dst, const void *src, size_t len, int elem)
 {
-	size_t n, body;
-
-	if (elem != 2 && elem != 4) {
-		memcpy(dst, src, len);
-		return;
-	}
-	n = len / (size_t)elem;
-	body = n * (size_t)elem;
-	if (elem == 2)
-		unshuffle2(dst, src, n);
-	else
-		unshuffle4(dst, src, n);
-	memcpy((uint8_t *)dst + body, (const uint8_t *)src + body, len - body);
+	by_planes(dst, src, len, elem, unshuffle2, unshuffle4);
 }
 
 /* ---------------------------------------------------------------- zstd */
