@@ -224,7 +224,7 @@ void fs_destroy(struct fs *fs)
 		if (fh->kind == FS_FH_WRITER && fh->wr->state == FS_WR_OPEN &&
 		    !fh->wr->temp) {
 			pthread_rwlock_wrlock(&fh->wr->lock);
-			fs_wr_discard(fs, fh->wr);
+			fs_wr_discard(fs, fh->wr, FS_DISCARD_UNMOUNT);
 			pthread_rwlock_unlock(&fh->wr->lock);
 		}
 		fs_fh_free(fs, fh);
@@ -277,4 +277,7 @@ void fs_counters(struct fs *fs, struct fs_counters *c)
 	c->invalidations = __atomic_load_n(&p->invalidations,
 					   __ATOMIC_RELAXED);
 	c->stale = __atomic_load_n(&p->stale, __ATOMIC_RELAXED);
+	for (int i = 0; i < FS_DISCARD_N; i++)
+		c->discards[i] = __atomic_load_n(&p->discards[i],
+						 __ATOMIC_RELAXED);
 }

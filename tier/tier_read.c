@@ -17,10 +17,17 @@ void tier_ref(struct tier *t, struct tier_rec *r)
 		t->pinned_bytes += rec_l1_len(r);
 }
 
+void tier_count_served(struct tier *t, uint64_t bytes)
+{
+	__atomic_add_fetch(&t->bytes_out, bytes, __ATOMIC_RELAXED);
+}
+
 void tier_free_extent(struct tier *t, struct tier_rec *r)
 {
-	if (r->l1_pages)
+	if (r->l1_pages) {
 		l1_alloc_put(t->alloc, r->l1_off, rec_l1_len(r));
+		tier_room_made(t);
+	}
 	r->l1_pages = 0;
 }
 
@@ -38,6 +45,7 @@ void tier_unref(struct tier *t, struct tier_rec *r)
 	if (!r->pi.refs || --r->pi.refs)
 		return;
 	t->pinned_bytes -= rec_l1_len(r);
+	tier_room_made(t); /* evictable again */
 	if (!(r->flags & TREC_ZOMBIE))
 		return;
 	/* The last pin of an unlinked chunk: now its bytes can go. */
@@ -214,7 +222,6 @@ again:
 	c->size = r->size;
 	c->gen = r->gen;
 	c->tmp = NULL;
-	t->bytes_out += r->size;
 	if (r->where != TIER_L1) {
 		int rc = tier_l2_fill(t, r, c);
 
@@ -222,7 +229,6 @@ again:
 			/* a miss: not served (see tier_l2_fill) */
 			t->read_hits[from] -= count;
 			t->read_misses += count;
-			t->bytes_out -= r->size;
 			if (!(r->flags & TREC_ZOMBIE))
 				n->hits -= count;
 			t->nchunks_handed--;
