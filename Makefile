@@ -273,7 +273,8 @@ $(FUZZ_BUILD)/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(FS_OBJ) \
 	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ \
 	  $(filter-out %/kvfsctl.o,$^) $(FUSE_LIBS) $(EV_LIBS) -ljansson \
 	  $(MHD_LIBS) $(SD_LIBS) $(LIBS)
-fuzz: check-deps fuzz-build
+fuzz: check-deps
+	$(Q)$(MAKE) --no-print-directory fuzz-build
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $(FUZZ_BUILD)
 
 # ---------------------------------------------------------------- gpu
@@ -341,9 +342,11 @@ APT_PKGS += libsystemd-dev systemd man-db
 # issue 17: tmux (kvfsctl top's test drives it in a real terminal);
 # libjansson-dev above is also kvfsctl's JSON in and out
 APT_PKGS += tmux
+# APT_GET: tests/sh/test_make_fresh.sh stands a fake in for it
+APT_GET ?= apt-get
 deps:
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y $(APT_PKGS)
+	$(APT_GET) update
+	DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y $(APT_PKGS)
 
 # Installs packages only when something is missing.
 check-deps:
@@ -368,7 +371,11 @@ test: check-deps
 	$(Q)$(MAKE) --no-print-directory fuzz-build
 	$(Q)BUILD=build/asan PLAIN_BUILD=build bash tests/run.sh
 
-demo: check-deps all
+# Targets that may install packages build in a sub-make after check-deps:
+# this make read pkg-config's flags when it started, maybe before the
+# packages were there (tests/sh/test_make_fresh.sh).
+demo: check-deps
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/bench/kvfs_demo
 	$(Q)bash bench/demo.sh $(BUILD)
 
 bench: check-deps

@@ -206,7 +206,7 @@ void fs_destroy(struct fs *fs)
 		if (fh->kind == FS_FH_WRITER && fh->wr->state == FS_WR_OPEN &&
 		    !fh->wr->temp) {
 			pthread_rwlock_wrlock(&fh->wr->lock);
-			fs_wr_discard(fs, fh->wr);
+			fs_wr_discard(fs, fh->wr, FS_DISCARD_UNMOUNT);
 			pthread_rwlock_unlock(&fh->wr->lock);
 		}
 		fs_fh_free(fs, fh);

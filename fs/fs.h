@@ -42,6 +42,8 @@ struct fs_config {
 	uint32_t lease_ms;       /* default lease of KVFS_LOOKUP_PIN */
 	uint64_t seed;           /* key seed engines should use (shown) */
 	uint32_t tmp_timeout_ms; /* closed, unrenamed temporaries are dropped */
+	uint32_t write_wait_ms;  /* a write waits this long for room in L1
+				  * before ENOSPC (0: not at all) */
 	uint32_t max_read;       /* the max_read mount option, or 0 */
 	bool names_paths;        /* names=paths: new namespaces hold paths */
 	uint64_t max_dirs;       /* directories of path namespaces, in all

@@ -459,6 +459,8 @@ static long read_published(struct fs *fs, struct fs_wr *w, void *buf,
 		return -EBADF;
 	r = tier_chunk_gen(c) == w->final_gen ?
 	    tier_chunk_read(fs->tier, c, buf, size, off) : -EBADF;
+	if (r > 0)
+		tier_count_served(fs->tier, (uint64_t)r);
 	tier_put(fs->tier, c);
 	return r;
 }
@@ -510,6 +512,7 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			return;
 		}
 		n = total - (uint64_t)off < size ? (size_t)(total - off) : size;
+		tier_count_served(fs->tier, n);
 		if (ptr && tier_chunk_offset(fh->chunk) >= 0) {
 			/* straight from the pinned arena: no copy here */
 			fuse_reply_buf(req, ptr + off, n);
@@ -550,12 +553,25 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 }
 
+/* The writer waiting for room in L1 was interrupted (a signal: FUSE's
+ * INTERRUPT request); then the write fails with EINTR, not the file. */
+static bool write_interrupted(void *req)
+{
+	return fuse_req_interrupted(req);
+}
+
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		 size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
 	struct fs_wr *w = fh->wr;
+	struct tier_wait wait = {
+		.ms = fs->cfg.write_wait_ms,
+		.stop = write_interrupted,
+		.arg = req,
+	};
+	bool pending = false;
 	int err;
 
 	if (fh->kind != FS_FH_WRITER) {
@@ -566,29 +582,37 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	if (w->path) {
+		struct fs_path_counts pc;
+
+		fs_path_counts(fs, &pc);
+		pending = pc.pending != 0;
+	}
 	pthread_rwlock_rdlock(&w->lock);
-	/* after publication (or a discard) the chunk is immutable */
-	err = w->w ? tier_wr_pwrite(fs->tier, w->w, buf, size, (uint64_t)off)
-		   : -EPERM;
-	if (err == -ENOSPC && w->path) {
-		/* closed path files waiting for publication hold arena that
-		 * eviction cannot take: publish them, then try again */
+	/* after publication (or a discard) the chunk is immutable; after a
+	 * failed write it is doomed (never published): later writes fail */
+	err = !w->w ? -EPERM : fs_wr_error(w);
+	/* when L1 is short of room: a write waits, bounded, for writers to
+	 * publish and readers to let go; but first closed path files
+	 * waiting for publication, which hold arena that eviction cannot
+	 * take, are published (then it tries again) */
+	if (!err)
+		err = tier_wr_pwrite_wait(fs->tier, w->w, buf, size,
+					  (uint64_t)off, pending ? NULL : &wait);
+	if (err == -ENOSPC && pending) {
 		pthread_rwlock_unlock(&w->lock);
 		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
 		pthread_rwlock_rdlock(&w->lock);
-		err = w->w ? tier_wr_pwrite(fs->tier, w->w, buf, size,
-					    (uint64_t)off) : -EPERM;
+		err = w->w ? tier_wr_pwrite_wait(fs->tier, w->w, buf, size,
+						 (uint64_t)off, &wait)
+			   : -EPERM;
 	}
 	if (!err) {
 		__atomic_add_fetch(&w->nwrites, 1, __ATOMIC_RELAXED);
 		fs_wr_touch(w);
 	}
-	if (err && w->w) {
-		int zero = 0;
-
-		__atomic_compare_exchange_n(&w->write_err, &zero, err, false,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-	}
+	if (err && err != -EINTR && w->w)
+		fs_wr_fail(fs, w, err);
 	pthread_rwlock_unlock(&w->lock);
 	if (err)
 		fuse_reply_err(req, -err);
@@ -631,6 +655,14 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_rwlock_rdlock(&w->lock);
+	err = fs_wr_error(w);
+	if (err && (w->temp || w->state != FS_WR_OPEN)) {
+		/* a write failed: the file will never be published (the
+		 * rename of a temporary fails too), and close() says so */
+		pthread_rwlock_unlock(&w->lock);
+		fuse_reply_err(req, -err);
+		return;
+	}
 	if (w->state != FS_WR_OPEN) {
 		pthread_rwlock_unlock(&w->lock);
 		fuse_reply_err(req, 0);
@@ -650,7 +682,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if (task_killed_by_signal(ctx->pid)) {
 		pthread_rwlock_wrlock(&w->lock);
-		fs_wr_discard(fs, w);
+		fs_wr_discard(fs, w, FS_DISCARD_KILLED);
 		pthread_rwlock_unlock(&w->lock);
 		pthread_mutex_lock(&p->lock);
 		if (w->in_tmptab) {
@@ -711,8 +743,18 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * Memory tiers: nothing to write back. But a file one of whose writes
+ * failed will never be published (its bytes are gone): fsync reports that
+ * error, as Linux filesystems report a writeback error, on every call.
+ */
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, 0); /* memory tiers: nothing to sync */
+	struct fs_fh *fh = fi ? fs_fh_of(fi) : NULL;
+	int err = 0;
+
+	if (fh && fh->kind == FS_FH_WRITER)
+		err = fs_wr_error(fh->wr);
+	fuse_reply_err(req, -err);
 }

@@ -186,6 +186,18 @@ enum fs_wr_state {
 
 /* A chunk being written (keyed) or a temporary (fs_wr.c). Refcounted: the
  * inode record, each open fh, and for temporaries the temporary table. */
+/* Why a file being written was dropped unpublished (stats fs.discards). */
+enum fs_discard {
+	FS_DISCARD_WRITE_ERROR, /* a write failed: close and fsync said so */
+	FS_DISCARD_REFUSED,     /* publication refused (EEXIST, EMSGSIZE...) */
+	FS_DISCARD_EMPTY,       /* a key namespace's chunk with no bytes */
+	FS_DISCARD_KILLED,      /* its writer died by a signal */
+	FS_DISCARD_EXPIRED,     /* a temporary closed past tmp_timeout */
+	FS_DISCARD_UNLINKED,    /* its name went (unlink, rmdir, replaced) */
+	FS_DISCARD_UNMOUNT,     /* still open when the mount went */
+	FS_DISCARD_N
+};
+
 struct fs_wr {
 	pthread_rwlock_t lock;
 	struct tier_wr *w;      /* lock; NULL once published or discarded */
@@ -341,6 +353,7 @@ struct fs_priv {
 	uint64_t tmp_expired;   /* lock */
 	/* atomic counters */
 	uint64_t opens, writers_killed, late_publishes, invalidations, stale;
+	uint64_t discards[FS_DISCARD_N]; /* atomic: fs_wr.c counts them */
 };
 
 static inline struct fs *fs_req(fuse_req_t req)
@@ -408,8 +421,16 @@ struct fs_wr *fs_wr_new(struct fs_priv *p);
  * priv.lock held; unref takes it. */
 void fs_wr_unref_locked(struct fs *fs, struct fs_wr *w);
 void fs_wr_unref(struct fs *fs, struct fs_wr *w);
-/* Discards the chunk being written (w->lock held exclusively). */
-void fs_wr_discard(struct fs *fs, struct fs_wr *w);
+/* Discards the chunk being written (w->lock held exclusively), counted
+ * under why when there were bytes to drop. */
+void fs_wr_discard(struct fs *fs, struct fs_wr *w, enum fs_discard why);
+/* fs_wr_error - the error a write of w got (0 if none): fsync and close
+ * report it, the file is never published. */
+int fs_wr_error(const struct fs_wr *w);
+/* fs_wr_fail - records err, the first failed write of w, and frees the
+ * room its bytes hold in L1 (they will never be published; w->lock held
+ * shared or exclusively). */
+void fs_wr_fail(struct fs *fs, struct fs_wr *w, int err);
 /* Publishes w under key (NULL: its own). See fs_wr.c. 0 or -errno. */
 int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 		  bool keep_refused);
@@ -427,7 +448,7 @@ struct fs_wr *fs_tmp_find(struct fs_priv *p, uint32_t ns, const char *name);
 int fs_tmp_list(struct fs_priv *p, struct fs_wr *w);
 void fs_tmp_rename(struct fs_priv *p, struct fs_wr *w, char *name);
 void fs_tmp_unlist(struct fs_priv *p, struct fs_wr *w);
-void fs_tmp_drop(struct fs *fs, struct fs_wr *w);
+void fs_tmp_drop(struct fs *fs, struct fs_wr *w, enum fs_discard why);
 /* Drops temporaries closed longer than tmp_timeout_ms (takes priv.lock). */
 void fs_tmp_expire(struct fs *fs);
 
@@ -744,6 +765,7 @@ struct fs_counters {
 	uint64_t writers_killed; /* discarded: the writer died by a signal */
 	uint64_t late_publishes; /* published at the last close, not a flush */
 	uint64_t invalidations, stale;
+	uint64_t discards[FS_DISCARD_N]; /* by enum fs_discard */
 };
 void fs_counters(struct fs *fs, struct fs_counters *c);
 

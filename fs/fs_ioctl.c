@@ -398,6 +398,8 @@ static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 			goto err_put;
 		h.kind = KVFS_HANDLE_CUDA_IPC;
 		h.device = ai.device;
+		/* the device reads it without us: counted once, here */
+		tier_count_served(fs->tier, h.length);
 	} else {
 		/* Any L1: the chunk fd itself is mmap-able from offset 0
 		 * (for cuda L1 its pages are read through the bounce

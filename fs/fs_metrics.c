@@ -184,6 +184,9 @@ struct fs_metric {
 #define H_XB "Batched transfer ioctls, by direction"
 #define H_XE "Entries of batched transfers, by direction"
 #define H_XBY "Bytes moved by batched transfers, by direction"
+#define H_DISC "Files being written dropped unpublished, by reason"
+#define DISC(k, r) C("fs.discards", k, "fs_discards_total", \
+		     "reason=\"" k "\"", H_DISC, fs.discards[r])
 
 /* The order is the stats JSON's: rows of one object stay together. */
 static const struct fs_metric metrics[] = {
@@ -333,12 +336,17 @@ static const struct fs_metric metrics[] = {
 	  "Chunk bytes published by writers (files, PUTs; not L3 promotions)",
 	  t.bytes_in),
 	C("", "bytes_out", "served_bytes_total", NULL,
-	  "Chunk bytes handed to readers (an open, a GET, a handle: the "
-	  "chunk's size once each)", t.bytes_out),
+	  "Chunk bytes served to readers (reads, GETs; a CUDA IPC handle "
+	  "counts its chunk once)", t.bytes_out),
 	G("", "writers", "writers", NULL, "Chunks being written now",
 	  t.writers),
 	G("", "writer_bytes", "writer_bytes", NULL,
 	  "L1 bytes held by chunks being written", t.writer_bytes),
+	C("", "room_waits", "write_room_waits_total", NULL,
+	  "Writes that waited for room in L1 (write_wait_ms)", t.room_waits),
+	C("", "room_timeouts", "write_room_timeouts_total", NULL,
+	  "Writes that waited for room in L1 and got ENOSPC",
+	  t.room_timeouts),
 	G("", "meta_bytes", "meta_bytes", NULL,
 	  "Bytes of the engine's index, records and policy state",
 	  t.meta_bytes),
@@ -371,6 +379,13 @@ static const struct fs_metric metrics[] = {
 	  "Kernel name and page cache invalidations sent", fs.invalidations),
 	C("fs", "stale", "fs_stale_total", NULL,
 	  "Requests on an inode whose chunk was replaced (ESTALE)", fs.stale),
+	DISC("write_error", FS_DISCARD_WRITE_ERROR),
+	DISC("refused", FS_DISCARD_REFUSED),
+	DISC("empty", FS_DISCARD_EMPTY),
+	DISC("killed", FS_DISCARD_KILLED),
+	DISC("expired", FS_DISCARD_EXPIRED),
+	DISC("unlinked", FS_DISCARD_UNLINKED),
+	DISC("unmount", FS_DISCARD_UNMOUNT),
 	/* path namespaces */
 	G("paths", "dirs", "path_dirs", NULL,
 	  "Directories of path namespaces", paths.dirs),
@@ -761,4 +776,7 @@ void fs_counters(struct fs *fs, struct fs_counters *c)
 	c->invalidations = __atomic_load_n(&p->invalidations,
 					   __ATOMIC_RELAXED);
 	c->stale = __atomic_load_n(&p->stale, __ATOMIC_RELAXED);
+	for (int i = 0; i < FS_DISCARD_N; i++)
+		c->discards[i] = __atomic_load_n(&p->discards[i],
+						 __ATOMIC_RELAXED);
 }

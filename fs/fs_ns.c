@@ -89,7 +89,7 @@ static unsigned drop_closed_temps(struct fs *fs, uint32_t ns)
 			open++;
 			continue;
 		}
-		fs_tmp_drop(fs, w);
+		fs_tmp_drop(fs, w, FS_DISCARD_UNLINKED);
 	}
 	return open;
 }

@@ -81,8 +81,14 @@ void fs_tmp_unlist(struct fs_priv *p, struct fs_wr *w)
 	p->ntemps--;
 }
 
+static void count_discard(struct fs *fs, enum fs_discard why)
+{
+	__atomic_add_fetch(&fs->priv->discards[why], 1, __ATOMIC_RELAXED);
+}
+
 /*
- * Drops a reference. The last one aborts a chunk that was never published.
+ * Drops a reference. The last one aborts a chunk that was never published
+ * (its name went: unlinked, replaced, its namespace removed).
  * fs_priv.lock held; the abort takes w->lock, which is fine: nobody holds a
  * reference any more, so nobody holds or waits for w->lock.
  */
@@ -93,6 +99,8 @@ void fs_wr_unref_locked(struct fs *fs, struct fs_wr *w)
 	if (w->w) {
 		tier_wr_abort(fs->tier, w->w);
 		w->w = NULL;
+		count_discard(fs, fs_wr_error(w) ? FS_DISCARD_WRITE_ERROR
+						 : FS_DISCARD_UNLINKED);
 	}
 	pthread_rwlock_destroy(&w->lock);
 	free(w->name);
@@ -107,12 +115,32 @@ void fs_wr_unref(struct fs *fs, struct fs_wr *w)
 }
 
 /* Discards the chunk being written (w->lock held exclusively). */
-void fs_wr_discard(struct fs *fs, struct fs_wr *w)
+void fs_wr_discard(struct fs *fs, struct fs_wr *w, enum fs_discard why)
 {
-	if (w->w)
+	if (w->w) {
 		tier_wr_abort(fs->tier, w->w);
+		count_discard(fs, fs_wr_error(w) ? FS_DISCARD_WRITE_ERROR : why);
+	}
 	w->w = NULL;
 	w->state = FS_WR_DISCARDED;
+}
+
+int fs_wr_error(const struct fs_wr *w)
+{
+	return __atomic_load_n(&w->write_err, __ATOMIC_RELAXED);
+}
+
+void fs_wr_fail(struct fs *fs, struct fs_wr *w, int err)
+{
+	int zero = 0;
+
+	if (!__atomic_compare_exchange_n(&w->write_err, &zero, err, false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return; /* an earlier write failed: its room is gone already */
+	/* its bytes will never be published: other writers may have the
+	 * room now, not at its close */
+	if (w->w)
+		tier_wr_fail(fs->tier, w->w);
 }
 
 /*
@@ -139,18 +167,18 @@ static int publish_mode(struct fs *fs, struct fs_wr *w,
 		pthread_rwlock_unlock(&w->lock);
 		return w->state == FS_WR_PUBLISHED ? -EEXIST : -ENOENT;
 	}
-	err = __atomic_load_n(&w->write_err, __ATOMIC_RELAXED);
+	err = fs_wr_error(w);
 	if (err) {
 		/* some of its bytes never arrived: a hole would be served as
 		 * zeros, so the chunk is dropped and close() says why */
-		fs_wr_discard(fs, w);
+		fs_wr_discard(fs, w, FS_DISCARD_WRITE_ERROR);
 		pthread_rwlock_unlock(&w->lock);
 		return err;
 	}
 	w->final_size = tier_wr_size(w->w);
 	if (!w->final_size && !w->path) {
 		if (mode != PUB_KEEP)
-			fs_wr_discard(fs, w);
+			fs_wr_discard(fs, w, FS_DISCARD_EMPTY);
 		pthread_rwlock_unlock(&w->lock);
 		return -ENODATA;
 	}
@@ -167,6 +195,8 @@ static int publish_mode(struct fs *fs, struct fs_wr *w,
 	}
 	w->w = NULL;
 	w->state = err ? FS_WR_DISCARDED : FS_WR_PUBLISHED;
+	if (err)
+		count_discard(fs, FS_DISCARD_REFUSED);
 	if (!err) {
 		const struct kvfs_key *k = key ? key : &w->key;
 
@@ -204,11 +234,11 @@ int fs_wr_publish_replace(struct fs *fs, struct fs_wr *w,
  * forgets the inode it may still cache. A writer lock held elsewhere (a
  * lookup racing us) only delays the discard to the last reference.
  */
-void fs_tmp_drop(struct fs *fs, struct fs_wr *w)
+void fs_tmp_drop(struct fs *fs, struct fs_wr *w, enum fs_discard why)
 {
 	fs_tmp_unlist(fs->priv, w);
 	if (pthread_rwlock_trywrlock(&w->lock) == 0) {
-		fs_wr_discard(fs, w);
+		fs_wr_discard(fs, w, why);
 		pthread_rwlock_unlock(&w->lock);
 	}
 	fs_wr_unref_locked(fs, w); /* the name table's ref */
@@ -225,7 +255,7 @@ void fs_tmp_expire(struct fs *fs)
 		next = w->tnext;
 		if (w->opens || now - w->closed_ms < fs->cfg.tmp_timeout_ms)
 			continue;
-		fs_tmp_drop(fs, w);
+		fs_tmp_drop(fs, w, FS_DISCARD_EXPIRED);
 		p->tmp_expired++;
 	}
 	pthread_mutex_unlock(&p->lock);

@@ -272,6 +272,8 @@ static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 		rc = -EMSGSIZE;
 	else
 		rc = get_copy(fs, cl, x, im, c, e->offset, n, e->addr);
+	if (rc == 0)
+		tier_count_served(fs->tier, n);
 	tier_put(fs->tier, c);
 	return rc ? rc : (int64_t)n;
 }

@@ -22,6 +22,7 @@
 
 #define MAX_CHUNK_DEFAULT (64ULL << 20)
 #define L1_CAP_DEFAULT (4ULL << 30) /* the arena is pre-faulted at mount */
+#define WRITE_WAIT_MS_DEFAULT 3000
 
 enum {
 	KEY_DROP,      /* fstab noise */
@@ -58,6 +59,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("l2_policy=%s", l2_policy),
 	MOPT("flush_on_exit=%s", flush_on_exit),
 	MOPT("tmp_timeout=%s", tmp_timeout),
+	MOPT("write_wait_ms=%s", write_wait_ms),
 	MOPT("names=%s", names),
 	MOPT("max_dirs=%s", max_dirs),
 	MOPT("metrics_http=%s", metrics_http),
@@ -157,6 +159,8 @@ void mopts_usage(FILE *f, const char *prog)
 "  -o readahead=N     chunks promoted from L2/L3 ahead of a reader that\n"
 "                     follows a chain, at most (16; 0 = off; <= 1024)\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
+"  -o write_wait_ms=MS  a write waits this long for room in L1 before\n"
+"                     ENOSPC (3000; 0 = not at all)\n"
 "  -o names=keys|paths      what new namespaces hold (keys)\n"
 "  -o max_dirs=N            directories of path namespaces, in all (4194304)\n"
 "  -o l3=redis://HOST:PORT[,HOST:PORT...]   L3 on Redis / Redis Cluster\n"
@@ -518,6 +522,7 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 	fc->cache = FS_CACHE_DIRECT;
 	fc->lease_ms = 30000;
 	fc->tmp_timeout_ms = 60000;
+	fc->write_wait_ms = WRITE_WAIT_MS_DEFAULT;
 	fc->atime = (enum fs_atime)o->atime;
 
 	if (o->l1_size) {
@@ -574,6 +579,12 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 		if (mopts_parse_num("tmp_timeout", o->tmp_timeout, 86400, &v))
 			return -1;
 		fc->tmp_timeout_ms = (uint32_t)(v * 1000);
+	}
+	if (o->write_wait_ms) {
+		if (mopts_parse_num("write_wait_ms", o->write_wait_ms, 600000,
+				    &v))
+			return -1;
+		fc->write_wait_ms = (uint32_t)v;
 	}
 	if (o->max_read) {
 		if (mopts_parse_num("max_read", o->max_read, UINT32_MAX, &v))
@@ -727,6 +738,7 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 	CFG("seed=%" PRIu64 "\n", fc->seed);
 	CFG("lease_ms=%u\n", fc->lease_ms);
 	CFG("tmp_timeout=%u\n", fc->tmp_timeout_ms / 1000);
+	CFG("write_wait_ms=%u\n", fc->write_wait_ms);
 	CFG("names=%s\n", fc->names_paths ? "paths" : "keys");
 	CFG("max_dirs=%" PRIu64 "\n", fc->max_dirs);
 	CFG("ctl_mode=%04o\n", fc->ctl_mode_set ? (unsigned)fc->ctl_mode :
@@ -776,7 +788,8 @@ void mopts_free(struct mopts *o)
 		       &o->l2_size, &o->compress, &o->shuffle, &o->ingest,
 		       &o->hot_hits, &o->l2_checkpoint_s, &o->l2_policy,
 		       &o->flush_on_exit,
-		       &o->tmp_timeout, &o->max_read, &o->l3,
+		       &o->tmp_timeout, &o->write_wait_ms, &o->max_read,
+		       &o->l3,
 		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
 		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,
 		       &o->names, &o->max_dirs, &o->metrics_http,

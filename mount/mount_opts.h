@@ -24,6 +24,7 @@ struct mopts {
 	char *l2_dir, *l2_size, *compress, *shuffle, *ingest, *hot_hits;
 	char *l2_checkpoint_s;
 	char *l2_policy, *flush_on_exit, *tmp_timeout, *max_read;
+	char *write_wait_ms;
 	/* L3 */
 	char *l3, *l3_cluster, *l3_auth_file, *l3_ingest, *l3_timeout_ms;
 	char *l3_prefix, *l3_user;

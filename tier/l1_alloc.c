@@ -206,6 +206,24 @@ static struct l1_ext *next_class(struct l1_alloc *a, uint32_t c)
 	}
 }
 
+/* Allocates the first len bytes of free extent e (len <= e->len). */
+static void take_front(struct l1_alloc *a, struct l1_ext *e, uint64_t len)
+{
+	a->used += len;
+	class_unlink(a, e);
+	hash_unlink(a, e);
+	if (e->len == len) {
+		free(e);
+		a->nfree--;
+		return;
+	}
+	/* Split from the front; the remainder keeps its node. */
+	e->off += len;
+	e->len -= len;
+	class_link(a, e);
+	hash_link(a, e);
+}
+
 int l1_alloc_get(struct l1_alloc *a, uint64_t len, uint64_t *off)
 {
 	struct l1_ext *e;
@@ -228,19 +246,7 @@ int l1_alloc_get(struct l1_alloc *a, uint64_t len, uint64_t *off)
 	if (!e)
 		return -ENOSPC;
 	*off = e->off;
-	a->used += len;
-	class_unlink(a, e);
-	hash_unlink(a, e);
-	if (e->len == len) {
-		free(e);
-		a->nfree--;
-		return 0;
-	}
-	/* Split from the front; the remainder keeps its node. */
-	e->off += len;
-	e->len -= len;
-	class_link(a, e);
-	hash_link(a, e);
+	take_front(a, e, len);
 	return 0;
 }
 
@@ -282,6 +288,24 @@ void l1_alloc_put(struct l1_alloc *a, uint64_t off, uint64_t len)
 	a->used -= len;
 	class_link(a, e);
 	hash_link(a, e);
+}
+
+int l1_alloc_extend(struct l1_alloc *a, uint64_t off, uint64_t len,
+		    uint64_t newlen)
+{
+	struct l1_ext *e;
+	uint64_t add;
+
+	len = l1_alloc_round(len);
+	newlen = l1_alloc_round(newlen);
+	if (newlen <= len)
+		return 0;
+	add = newlen - len;
+	e = find_start(a, off + len);
+	if (!e || e->len < add)
+		return -ENOSPC;
+	take_front(a, e, add); /* the free neighbour, from its front */
+	return 0;
 }
 
 uint64_t l1_alloc_used(const struct l1_alloc *a)

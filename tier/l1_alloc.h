@@ -26,6 +26,13 @@ int l1_alloc_get(struct l1_alloc *a, uint64_t len, uint64_t *off);
  * aligned tail of it to shrink an extent in place). */
 void l1_alloc_put(struct l1_alloc *a, uint64_t off, uint64_t len);
 
+/* l1_alloc_extend - grows the allocated extent [off, off + len) in place
+ * to newlen bytes, when the free space right after it is large enough;
+ * else -ENOSPC and nothing changes (a writer's extent that grows without
+ * a copy, so without holding old and new at once). */
+int l1_alloc_extend(struct l1_alloc *a, uint64_t off, uint64_t len,
+		    uint64_t newlen);
+
 /* l1_alloc_round - len rounded up to L1_ALIGN. */
 static inline uint64_t l1_alloc_round(uint64_t len)
 {

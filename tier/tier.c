@@ -146,6 +146,14 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 		goto err_free;
 	}
 	pthread_mutex_init(&t->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&t->room, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	t->arena.memfd = -1;
 	rc = gpu_arena_open(t->cfg.l1, t->l1_cap, &t->arena, err, errlen);
 	if (rc < 0)
@@ -188,6 +196,7 @@ err_alloc:
 err_arena:
 	gpu_arena_close(&t->arena);
 err_mutex:
+	pthread_cond_destroy(&t->room);
 	pthread_mutex_destroy(&t->lock);
 err_free:
 	htab_free(&t->idx);
@@ -232,6 +241,7 @@ void tier_destroy(struct tier *t)
 	free(t->gone);
 	l1_alloc_destroy(t->alloc);
 	gpu_arena_close(&t->arena);
+	pthread_cond_destroy(&t->room);
 	pthread_mutex_destroy(&t->lock);
 	free(t->policy_name);
 	free(t->l1_spec);

@@ -206,6 +206,40 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 int tier_wr_pwrite(struct tier *t, struct tier_wr *w, const void *buf,
 		   size_t len, uint64_t off);
 
+/*
+ * How long a write may wait for room in L1 (tier_wr_pwrite_wait): when
+ * pinned chunks and other writers leave too little, the writer sleeps
+ * (tier.lock released) until a publication, an unpin or a freed extent
+ * makes room, or ms pass, or stop(arg) says the caller was interrupted
+ * (asked every TIER_WAIT_POLL_MS; NULL: never).
+ */
+struct tier_wait {
+	uint32_t ms;
+	bool (*stop)(void *arg);
+	void *arg;
+};
+#define TIER_WAIT_POLL_MS 50
+
+/*
+ * tier_wr_pwrite_wait - tier_wr_pwrite that waits as wait says (NULL:
+ * not at all) for room in L1 rather than fail at once. -ENOSPC at once
+ * when waiting cannot help: the chunk would not fit in L1 even with
+ * nothing else in it (its extent is copied as it grows, so the old and
+ * the new extent together); else -ENOSPC once wait->ms passed, -EINTR
+ * when stop said so. Counted in tier_stats room_waits, room_timeouts.
+ */
+int tier_wr_pwrite_wait(struct tier *t, struct tier_wr *w, const void *buf,
+			size_t len, uint64_t off,
+			const struct tier_wait *wait);
+
+/*
+ * tier_wr_fail - w will never be published (a write of it failed): its
+ * extent goes back to L1 now, for other writers, rather than at its
+ * abort. Every later pwrite, pread, truncate or publication of w fails
+ * with -EIO; tier_wr_abort still frees it.
+ */
+void tier_wr_fail(struct tier *t, struct tier_wr *w);
+
 /* tier_wr_pread - reads back bytes of a chunk being written (for O_RDWR
  * writers). Returns bytes read (0 past the end). */
 long tier_wr_pread(struct tier *t, struct tier_wr *w, void *buf, size_t len,
@@ -372,6 +406,12 @@ long tier_chunk_read(struct tier *t, const struct tier_chunk *c, void *buf,
 /* tier_put - unpins what tier_get pinned. */
 void tier_put(struct tier *t, struct tier_chunk *c);
 
+/* tier_count_served - bytes of a published chunk a reader got (a read's
+ * reply, a GET's copy; a zero-copy handle counts its chunk once): stats
+ * bytes_out. tier_get itself counts no bytes (an open reads nothing yet).
+ * Any thread, no lock needed. */
+void tier_count_served(struct tier *t, uint64_t bytes);
+
 /* tier_unlink - removes a published chunk from every tier. Pinned readers
  * keep their bytes until they tier_put. -ENOENT. */
 int tier_unlink(struct tier *t, uint32_t ns, const struct kvfs_key *key);
@@ -486,12 +526,16 @@ struct tier_stats {
 	uint64_t read_hits[TIER_FROM_N], read_misses, name_misses;
 	uint64_t evictions, publishes, discards;
 	/* bytes_in: chunk bytes published by writers (files and PUTs; not
-	 * promotions from L3); bytes_out: chunk bytes handed to readers (an
-	 * open, a GET, a handle: each counts the chunk's size once) */
+	 * promotions from L3); bytes_out: chunk bytes served to readers
+	 * (tier_count_served: what reads and GETs returned, a handle's
+	 * chunk once) */
 	uint64_t bytes_in, bytes_out;
 	uint64_t promotions, demotions;
 	/* writers in flight and their arena bytes */
 	uint64_t writers, writer_bytes;
+	/* writes that waited for room in L1 (tier_wr_pwrite_wait), and those
+	 * of them that got -ENOSPC once their bound passed */
+	uint64_t room_waits, room_timeouts;
 	/* L1 bytes of chunks pinned now (opens, leases, handles, user
 	 * pins): not evictable (statfs counts them, with writer_bytes, as
 	 * used) */

@@ -220,6 +220,9 @@ struct tier_wr {
 				      * once bytes arrive (wr_grow) */
 	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
 	uint64_t sum;
+	bool failed;                 /* (mu) tier_wr_fail: no extent, -EIO */
+	uint64_t seq;                /* tier.lock: begin order (room_wait) */
+	bool waiting;                /* tier.lock: in room_wait */
 };
 
 /* What tier_get hands out: a pin on a record, plus where its bytes are. */
@@ -268,6 +271,12 @@ struct tier {
 
 	struct tier_wr *writers;     /* tier.lock: in flight */
 	uint64_t nwriters, writer_bytes; /* tier.lock */
+	/* Writers waiting for room in L1 (tier_wr_pwrite_wait) sleep on
+	 * room, broadcast by tier_room_made: an extent freed, a pin
+	 * dropped, a writer published or gone (tier.lock) */
+	pthread_cond_t room;         /* CLOCK_MONOTONIC */
+	uint64_t room_waiters, room_waits, room_timeouts; /* tier.lock */
+	uint64_t wr_seq;             /* tier.lock: last tier_wr.seq */
 	struct tier_rec *zombies;    /* tier.lock: unlinked while pinned */
 	uint64_t nzombies;           /* tier.lock */
 	/* Children counts of parent keys that are not indexed (the parent
@@ -287,8 +296,8 @@ struct tier {
 	/* tier_get's reads, by where the chunk came from (enum tier_from),
 	 * and its misses; name lookups of absent keys (tier.lock) */
 	uint64_t read_hits[TIER_FROM_N], read_misses, name_misses;
-	/* chunk bytes published by writers (not L3 promotions), and handed
-	 * to readers by tier_get (tier.lock) */
+	/* chunk bytes published by writers (not L3 promotions) (tier.lock),
+	 * and served to readers (atomic: tier_count_served) */
 	uint64_t bytes_in, bytes_out;
 	uint64_t promotions, demotions; /* tier.lock */
 
@@ -382,6 +391,12 @@ void tier_zombie(struct tier *t, struct tier_rec *r);
 bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r);
 /* Frees r's L1 extent (if any). */
 void tier_free_extent(struct tier *t, struct tier_rec *r);
+/* Room may have been made in L1: wakes writers waiting for it. */
+static inline void tier_room_made(struct tier *t)
+{
+	if (t->room_waiters)
+		pthread_cond_broadcast(&t->room);
+}
 /* An access at logical time tick (for the policy), wall clock for the
  * xattr; tier_touch ticks the clock. */
 void tier_touch_at(struct tier *t, struct tier_rec *r, uint64_t tick);

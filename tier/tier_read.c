@@ -11,6 +11,11 @@
 
 #include "tier/tier_i.h"
 
+void tier_count_served(struct tier *t, uint64_t bytes)
+{
+	__atomic_add_fetch(&t->bytes_out, bytes, __ATOMIC_RELAXED);
+}
+
 void tier_fill_info(const struct tier_rec *r, struct tier_info *info)
 {
 	memset(info, 0, sizeof(*info));
@@ -178,7 +183,6 @@ again:
 	c->size = r->size;
 	c->gen = r->gen;
 	c->tmp = NULL;
-	t->bytes_out += r->size;
 	if (r->where != TIER_L1) {
 		int rc = tier_l2_fill(t, r, c);
 
@@ -186,7 +190,6 @@ again:
 			/* a miss: not served (see tier_l2_fill) */
 			t->read_hits[from] -= count;
 			t->read_misses += count;
-			t->bytes_out -= r->size;
 			if (!(r->flags & TREC_ZOMBIE))
 				n->hits -= count;
 			t->nchunks_handed--;

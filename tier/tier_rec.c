@@ -15,8 +15,10 @@ void tier_ref(struct tier *t, struct tier_rec *r)
 
 void tier_free_extent(struct tier *t, struct tier_rec *r)
 {
-	if (r->l1_pages)
+	if (r->l1_pages) {
 		l1_alloc_put(t->alloc, r->l1_off, rec_l1_len(r));
+		tier_room_made(t);
+	}
 	r->l1_pages = 0;
 }
 
@@ -34,6 +36,7 @@ void tier_unref(struct tier *t, struct tier_rec *r)
 	if (!r->pi.refs || --r->pi.refs)
 		return;
 	t->pinned_bytes -= rec_l1_len(r);
+	tier_room_made(t); /* evictable again */
 	if (!(r->flags & TREC_ZOMBIE))
 		return;
 	/* The last pin of an unlinked chunk: now its bytes can go. */

@@ -25,13 +25,15 @@ void tier_get_stats(struct tier *t, struct tier_stats *st)
 	st->evictions = t->evictions;
 	st->publishes = t->publishes;
 	st->bytes_in = t->bytes_in;
-	st->bytes_out = t->bytes_out;
+	st->bytes_out = __atomic_load_n(&t->bytes_out, __ATOMIC_RELAXED);
 	st->discards = t->discards;
 	st->promotions = t->promotions;
 	st->demotions = t->demotions;
 	tier_ra_stats(t, st);
 	st->writers = t->nwriters;
 	st->writer_bytes = t->writer_bytes;
+	st->room_waits = t->room_waits;
+	st->room_timeouts = t->room_timeouts;
 	st->l1_pinned_bytes = t->pinned_bytes;
 	meta = sizeof(*t);
 	meta += (t->idx.n + t->nzombies) * sizeof(struct tier_rec);

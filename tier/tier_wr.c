@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hash/hashkey.h"
 #include "tier/tier_i.h"
@@ -56,6 +57,7 @@ static void writer_drop(struct tier *t, struct tier_wr *w)
 		t->writer_bytes -= w->cap;
 		w->cap = 0;
 	}
+	tier_room_made(t); /* its extent freed, or published: evictable */
 }
 
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
@@ -101,6 +103,7 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		w->cap = len;
 		t->writer_bytes += len;
 	}
+	w->seq = ++t->wr_seq;
 	w->next = t->writers;
 	if (t->writers)
 		t->writers->prev = w;
@@ -118,38 +121,237 @@ err_unlock:
 	return rc;
 }
 
+static void ts_add_ms(struct timespec *ts, uint64_t ms)
+{
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static bool ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec ||
+	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
 /*
- * Makes w's extent hold at least need bytes (w->mu held): a new extent,
+ * Writers that hold L1 and all wait for more (tier.lock held): none can
+ * go on until one gives its room up, unless readers' pins go. True when
+ * w is the youngest of them (the one that gives up: it has the least
+ * work to lose, usually).
+ */
+static bool room_deadlock(const struct tier *t, const struct tier_wr *w)
+{
+	const struct tier_wr *o;
+
+	if (t->pinned_bytes)
+		return false; /* a reader, or an L2 write, lets go later */
+	for (o = t->writers; o; o = o->next)
+		if (o != w && o->cap && (!o->waiting || o->seq > w->seq))
+			return false;
+	return true;
+}
+
+/* The size writer o is expected to reach (tier.lock held): its
+ * namespace's chunk size or last chunk's, or what it holds already. */
+static uint64_t room_expect(struct tier *t, const struct tier_wr *o)
+{
+	const struct tier_ns *n = tier_ns_get(t, o->ns);
+	uint64_t e = o->hint > o->cap ? o->hint : o->cap;
+
+	if (n && n->last_size > e)
+		e = n->last_size;
+	return l1_alloc_round(e);
+}
+
+/*
+ * Before w's first extent of len bytes, under pressure (tier.lock held):
+ * may it start now? Not while writers that hold L1 wait for more (then
+ * less than a write's worth is free anyway), nor while the sizes other
+ * writers holding L1 are expected to reach, and len, do not fit beside
+ * the pinned chunks: all of them started together would fill L1
+ * half-written and wait for each other (room_deadlock); w waits its turn
+ * holding nothing, until one of them publishes.
+ */
+static bool room_admit(struct tier *t, const struct tier_wr *w, uint64_t len)
+{
+	uint64_t sum = t->pinned_bytes;
+	const struct tier_wr *o;
+	bool others = false;
+
+	if (t->room_waiters)
+		return false;
+	for (o = t->writers; o; o = o->next)
+		if (o != w && o->cap) {
+			sum += room_expect(t, o);
+			others = true;
+		}
+	/* with no other writer, only readers could make room: go ahead */
+	return !others || (sum <= t->l1_cap && len <= t->l1_cap - sum);
+}
+
+/*
+ * After -ENOSPC for need bytes of w (tier.lock held): sleeps, tier.lock
+ * released, until room may have been made (tier_room_made) or a poll
+ * interval passed. 0: try again. -ENOSPC: waiting cannot help (need does
+ * not fit in L1 even with nothing else in it: grown in place it would
+ * pass the arena's end, moved it needs its old extent too; or w is the
+ * youngest of writers that all wait, twice in a row) or the bound *dl
+ * passed; -EINTR: stop said so. *dl is set at the first wait (*waited).
+ */
+static int room_wait(struct tier *t, struct tier_wr *w, uint64_t need,
+		     const struct tier_wait *wait, struct timespec *dl,
+		     bool *waited, unsigned *stuck)
+{
+	struct timespec now, until;
+
+	need = l1_alloc_round(need);
+	if (!wait || !wait->ms || need > t->l1_cap ||
+	    (w->cap && w->off > t->l1_cap - need &&
+	     w->cap > t->l1_cap - need))
+		return -ENOSPC;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (!*waited) {
+		*waited = true;
+		t->room_waits++;
+		*dl = now;
+		ts_add_ms(dl, wait->ms);
+	} else if (!ts_before(&now, dl) ||
+		   (w->cap && room_deadlock(t, w) && ++*stuck >= 2)) {
+		t->room_timeouts++;
+		return -ENOSPC;
+	} else if (!w->cap || !room_deadlock(t, w)) {
+		*stuck = 0;
+	}
+	if (wait->stop && wait->stop(wait->arg))
+		return -EINTR;
+	until = now;
+	ts_add_ms(&until, TIER_WAIT_POLL_MS);
+	if (ts_before(dl, &until))
+		until = *dl;
+	/* only writers holding L1 count as waiters: room_admit */
+	if (w->cap)
+		t->room_waiters++;
+	w->waiting = true;
+	pthread_cond_timedwait(&t->room, &t->lock, &until);
+	w->waiting = false;
+	if (w->cap)
+		t->room_waiters--;
+	return 0;
+}
+
+
+/*
+ * Room for w's extent (w->cap > 0) to hold need bytes (tier.lock held):
+ * the extent grown in place (*in_place: no copy) to want while writers
+ * hold at most half of L1, else to need (growing in place costs no copy,
+ * so there is no reason to take more under pressure); else a new extent
+ * of want or need bytes. Evicts by policy until one of these fits.
+ * -ENOSPC when pinned chunks and writers leave too little.
+ */
+static int grow_room(struct tier *t, struct tier_wr *w, uint64_t need,
+		     uint64_t want, uint64_t *off, uint64_t *len,
+		     bool *in_place)
+{
+	uint64_t held = t->pinned_bytes + t->writer_bytes; /* w's included */
+	uint64_t extra = need - w->cap;
+
+	if ((held > t->l1_cap || extra > t->l1_cap - held) &&
+	    !tier_ra_unpin_all(t))
+		return -ENOSPC;
+	for (;;) {
+		*in_place = true;
+		*len = want;
+		if (t->writer_bytes + (want - w->cap) <= t->l1_cap / 2 &&
+		    !l1_alloc_extend(t->alloc, w->off, w->cap, want))
+			return 0;
+		*len = need;
+		if (!l1_alloc_extend(t->alloc, w->off, w->cap, need))
+			return 0;
+		*in_place = false;
+		*len = want;
+		if (!l1_alloc_get(t->alloc, want, off))
+			return 0;
+		*len = need;
+		if (!l1_alloc_get(t->alloc, need, off))
+			return 0;
+		/* every chunk left is pinned: readahead's may go */
+		if (tier_evict_one(t) < 0 && !tier_ra_unpin_all(t))
+			return -ENOSPC;
+	}
+}
+
+/*
+ * Makes w's extent hold at least need bytes (w->mu held): grown in place
+ * when the space after it is free (grow_room), else a new extent,
  * twice the old one (at most max_chunk) so sequential writes of unknown
  * size copy O(size) bytes in all, or exactly need when that fails; the
- * bytes written so far are copied over outside tier.lock. On failure the
- * old extent and its bytes are untouched.
+ * bytes written so far are copied over outside tier.lock. When neither
+ * fits, waits for room as wait says (room_wait). On failure the old
+ * extent and its bytes are untouched.
  */
-static int wr_grow(struct tier *t, struct tier_wr *w, uint64_t need)
+static int wr_grow(struct tier *t, struct tier_wr *w, uint64_t need,
+		   const struct tier_wait *wait)
 {
-	uint64_t want = l1_alloc_round(need), dbl, off;
+	uint64_t want, dbl, guess, off = 0, len = 0;
+	struct timespec dl;
+	bool waited = false, in_place = false;
+	unsigned stuck = 0;
 	int rc;
 
 	tier_lock(t);
-	tier_l2_throttle(t, need); /* the disk's pace, not dropped evictions */
-	/* the first bytes: the expected size, if guesses fit (see above) */
-	dbl = !w->cap && w->hint > need &&
-	      t->writer_bytes + w->hint <= t->l1_cap / 2 ? w->hint : w->cap * 2;
-	dbl = l1_alloc_round(dbl);
-	if (dbl > l1_alloc_round(t->cfg.max_chunk))
-		dbl = l1_alloc_round(t->cfg.max_chunk);
-	if (dbl > want)
-		want = dbl;
-	rc = tier_alloc_evict(t, want, &off);
-	if (rc == -ENOSPC && want > l1_alloc_round(need)) {
+	do {
+		/* the disk's pace, not dropped evictions */
+		tier_l2_throttle(t, need);
 		want = l1_alloc_round(need);
-		rc = tier_alloc_evict(t, want, &off);
+		/* the first bytes: the expected size and a quarter, if
+		 * guesses fit (see above), or if this writer waits its turn
+		 * when they do not (room_admit: then it will not grow) */
+		guess = room_expect(t, w);
+		guess = l1_alloc_round(guess + guess / 4);
+		if (w->cap || guess <= need)
+			dbl = w->cap * 2;
+		else if (t->writer_bytes + guess <= t->l1_cap / 2)
+			dbl = guess;
+		else if (wait && wait->ms && !room_admit(t, w, guess))
+			dbl = UINT64_MAX; /* waits its turn */
+		else
+			dbl = wait && wait->ms ? guess : 0;
+		if (dbl == UINT64_MAX) {
+			rc = -ENOSPC;
+			continue;
+		}
+		dbl = l1_alloc_round(dbl);
+		if (dbl > l1_alloc_round(t->cfg.max_chunk))
+			dbl = l1_alloc_round(t->cfg.max_chunk);
+		if (dbl > want)
+			want = dbl;
+		if (w->cap) {
+			rc = grow_room(t, w, l1_alloc_round(need), want, &off,
+				       &len, &in_place);
+		} else {
+			len = want;
+			rc = tier_alloc_evict(t, len, &off);
+			if (rc == -ENOSPC && want > l1_alloc_round(need)) {
+				len = l1_alloc_round(need);
+				rc = tier_alloc_evict(t, len, &off);
+			}
+		}
+	} while (rc == -ENOSPC &&
+		 (rc = room_wait(t, w, need, wait, &dl, &waited, &stuck)) == 0);
+	if (rc == 0 && in_place) {
+		t->writer_bytes += len - w->cap;
+		w->cap = len;
+	} else if (rc == 0) {
+		t->writer_bytes += len;
 	}
-	if (rc == 0)
-		t->writer_bytes += want;
 	tier_unlock(t);
-	if (rc < 0)
+	if (rc < 0 || in_place)
 		return rc;
+	want = len;
 	rc = tier_arena_move(t, off, w->off, w->size);
 	tier_lock(t);
 	if (rc < 0) {
@@ -163,6 +365,7 @@ static int wr_grow(struct tier *t, struct tier_wr *w, uint64_t need)
 		w->off = off;
 		w->cap = want;
 	}
+	tier_room_made(t);
 	tier_unlock(t);
 	return rc;
 }
@@ -170,12 +373,14 @@ static int wr_grow(struct tier *t, struct tier_wr *w, uint64_t need)
 /* Sets w->size to at least end, growing the extent and zeroing any hole
  * between the old size and start (w->mu held). */
 static int wr_extend(struct tier *t, struct tier_wr *w, uint64_t start,
-		     uint64_t end)
+		     uint64_t end, const struct tier_wait *wait)
 {
 	int rc;
 
+	if (w->failed)
+		return -EIO;
 	if (end > w->cap) {
-		rc = wr_grow(t, w, end);
+		rc = wr_grow(t, w, end, wait);
 		if (rc < 0)
 			return rc;
 	}
@@ -190,6 +395,13 @@ static int wr_extend(struct tier *t, struct tier_wr *w, uint64_t start,
 int tier_wr_pwrite(struct tier *t, struct tier_wr *w, const void *buf,
 		   size_t len, uint64_t off)
 {
+	return tier_wr_pwrite_wait(t, w, buf, len, off, NULL);
+}
+
+int tier_wr_pwrite_wait(struct tier *t, struct tier_wr *w, const void *buf,
+			size_t len, uint64_t off,
+			const struct tier_wait *wait)
+{
 	int rc;
 
 	if (off > t->cfg.max_chunk || len > t->cfg.max_chunk - off)
@@ -197,7 +409,7 @@ int tier_wr_pwrite(struct tier *t, struct tier_wr *w, const void *buf,
 	if (!len)
 		return 0;
 	pthread_mutex_lock(&w->mu);
-	rc = wr_extend(t, w, off, off + len);
+	rc = wr_extend(t, w, off, off + len, wait);
 	if (rc == 0)
 		rc = tier_arena_write(t, w->off + off, buf, len);
 	if (rc == 0 && off + len > w->size)
@@ -213,7 +425,9 @@ long tier_wr_pread(struct tier *t, struct tier_wr *w, void *buf, size_t len,
 	int rc;
 
 	pthread_mutex_lock(&w->mu);
-	if (off < w->size) {
+	if (w->failed)
+		n = -EIO;
+	else if (off < w->size) {
 		if (len > w->size - off)
 			len = (size_t)(w->size - off);
 		rc = tier_arena_read(t, w->off + off, buf, len);
@@ -230,8 +444,10 @@ int tier_wr_truncate(struct tier *t, struct tier_wr *w, uint64_t size)
 	if (size > t->cfg.max_chunk)
 		return -EFBIG;
 	pthread_mutex_lock(&w->mu);
-	if (size > w->size)
-		rc = wr_extend(t, w, size, size);
+	if (w->failed)
+		rc = -EIO;
+	else if (size > w->size)
+		rc = wr_extend(t, w, size, size, NULL);
 	if (rc == 0)
 		w->size = size;
 	pthread_mutex_unlock(&w->mu);
@@ -260,6 +476,22 @@ int tier_wr_set_parent(struct tier *t, struct tier_wr *w,
 	w->depth = depth;
 	pthread_mutex_unlock(&w->mu);
 	return 0;
+}
+
+void tier_wr_fail(struct tier *t, struct tier_wr *w)
+{
+	pthread_mutex_lock(&w->mu);
+	tier_lock(t);
+	if (w->cap) {
+		l1_alloc_put(t->alloc, w->off, w->cap);
+		t->writer_bytes -= w->cap;
+		w->cap = 0;
+		tier_room_made(t);
+	}
+	w->size = 0;
+	w->failed = true;
+	tier_unlock(t);
+	pthread_mutex_unlock(&w->mu);
 }
 
 static void wr_free(struct tier_wr *w)
@@ -314,6 +546,8 @@ static int publish(struct tier *t, struct tier_wr *w,
 	}
 	if (rc == 0 && !ns)
 		rc = -ENOENT;
+	if (rc == 0 && w->failed)
+		rc = -EIO; /* tier_wr_fail: its bytes are gone */
 	if (rc == 0) {
 		old = tier_idx_find(t, w->ns, pkey);
 		if ((old && !replace) || find_writer(t, w->ns, pkey, w))
@@ -343,7 +577,8 @@ static int publish(struct tier *t, struct tier_wr *w,
 	if (w->cap > keep)
 		l1_alloc_put(t->alloc, w->off + keep, w->cap - keep);
 	t->writer_bytes -= w->cap;
-	w->cap = 0; /* the extent now belongs to r */
+	w->cap = 0; /* the extent now belongs to r (writer_drop wakes the
+		     * writers waiting for room: r is evictable) */
 	r->key = *pkey;
 	r->ns = w->ns;
 	r->size = w->size;

@@ -118,10 +118,11 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	struct fs_paths *t = paths_of(fs);
 	struct fs_priv *p = fs->priv;
 	char path[FS_PATH_MAX + 1], nsn[KVFS_NS_NAME_MAX + 1];
-	struct kvfs_key key;
+	struct kvfs_key key, old_key;
 	struct fs_pent *e;
 	uint64_t gen = 0;
 	uint32_t ns;
+	bool had_old = false;
 	int len, err;
 
 	pthread_mutex_lock(&p->lock);
@@ -159,7 +160,12 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 		fs_ptree_key(t, e, &key, gen);
 		e->has_mtime = false;
 	} else {
-		fs_ptree_unkey(t, e); /* the old version went with it */
+		/* not published (a write failed: close and fsync said so):
+		 * the O_TRUNC that began it had removed the previous
+		 * version for its caller; it leaves the engine below too */
+		had_old = e->keyed;
+		old_key = e->key;
+		fs_ptree_unkey(t, e);
 	}
 	fs_path_detach_writer(fs, e, w);
 	fs_wr_unref_locked(fs, w);
@@ -167,6 +173,10 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	if (!err && t->journal) {
 		ns_name(fs, ns, nsn);
 		fs_pjournal_add(fs, 'F', nsn, path, (size_t)len);
+	}
+	if (err && had_old) {
+		tier_unlink(fs->tier, ns, &old_key);
+		fs_pev_forget(t, ns, &old_key);
 	}
 	if (err)
 		fs_log(fs, "path file discarded at publication: %s",
@@ -358,7 +368,7 @@ static void writer_closed(struct fs *fs, struct fs_wr *w)
 		}
 		pthread_mutex_unlock(&p->lock);
 		pthread_rwlock_wrlock(&w->lock);
-		fs_wr_discard(fs, w);
+		fs_wr_discard(fs, w, FS_DISCARD_UNLINKED);
 		pthread_rwlock_unlock(&w->lock);
 		fs_wr_unref(fs, w);
 		return;
@@ -864,12 +874,20 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
 
+	bool doomed = false;
+
 	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
 		pthread_mutex_lock(&fs->priv->lock);
-		if (fh->wr->opens == 1)
+		if (fh->wr->opens == 1) {
 			fh->wr->closing = true;
+			/* a write failed: close() reports it (fs_op_flush)
+			 * and the file goes now, not at publication */
+			doomed = fs_wr_error(fh->wr) != 0;
+		}
 		pthread_mutex_unlock(&fs->priv->lock);
 	}
+	if (doomed)
+		fs_path_publish_closed(fs, fh->wr);
 	fs_op_flush(req, ino, fi);
 }
 

@@ -176,6 +176,43 @@ static void test_incompressible_gives_e2big(void **state)
 	codec_ws_free(ws);
 }
 
+/* Incompressible chunks are found out cheaply (a sample, not the whole
+ * chunk, goes through zstd); compressible ones are still compressed, and
+ * a chunk whose middle compresses is not judged by anything else. */
+static void test_incompressible_is_cheap(void **state)
+{
+	struct codec_ws *ws = codec_ws_new();
+	size_t len = 4u << 20;
+	uint8_t *r = malloc(len), *z = malloc(len);
+	uint64_t fed;
+	long n;
+
+	(void)state;
+	assert_true(ws && r && z);
+	fill_random(r, len, 5);
+	for (int shuffle = 0; shuffle <= 2; shuffle += 2) {
+		fed = codec_ws_fed(ws);
+		assert_int_equal(codec_compress(ws, 3, shuffle, r, len, z,
+						len - len / 16), -E2BIG);
+		assert_true(codec_ws_fed(ws) - fed <= CODEC_SAMPLE_BYTES);
+	}
+	/* compressible: compressed whole, and it round-trips */
+	fill_bf16(r, len, 6);
+	fed = codec_ws_fed(ws);
+	roundtrip(ws, r, len, 1, 2, &n);
+	assert_true(codec_ws_fed(ws) - fed >= len);
+	assert_true((size_t)n < len - len / 16);
+	/* a cap >= len asks no saving: no sample, the whole is tried */
+	fill_random(r, len, 7);
+	fed = codec_ws_fed(ws);
+	n = codec_compress(ws, 1, 0, r, len, z, len);
+	assert_true(n == -E2BIG || n > 0);
+	assert_true(codec_ws_fed(ws) - fed >= len / 2);
+	free(r);
+	free(z);
+	codec_ws_free(ws);
+}
+
 static void test_zeros_compress_hugely(void **state)
 {
 	struct codec_ws *ws = codec_ws_new();
@@ -251,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_shuffle_layout),
 		cmocka_unit_test(test_zstd_levels_and_shuffles),
 		cmocka_unit_test(test_incompressible_gives_e2big),
+		cmocka_unit_test(test_incompressible_is_cheap),
 		cmocka_unit_test(test_zeros_compress_hugely),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_parse),

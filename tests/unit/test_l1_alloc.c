@@ -104,6 +104,34 @@ static void test_shrink_tail(void **state)
 	l1_alloc_destroy(a);
 }
 
+/* Growing an extent in place into the free space right after it. */
+static void test_extend(void **state)
+{
+	struct l1_alloc *a;
+	uint64_t x, y, o;
+
+	(void)state;
+	assert_int_equal(l1_alloc_create(10 * PG, &a), 0);
+	assert_int_equal(l1_alloc_get(a, 2 * PG, &x), 0);
+	assert_int_equal(l1_alloc_extend(a, x, 2 * PG, 2 * PG), 0);
+	assert_int_equal(l1_alloc_extend(a, x, 2 * PG, 5 * PG - 7), 0);
+	assert_int_equal(l1_alloc_used(a), 5 * PG);
+	assert_int_equal(l1_alloc_get(a, PG, &y), 0);
+	assert_int_equal(y, x + 5 * PG); /* after the grown extent */
+	/* blocked by y: nothing changes */
+	assert_int_equal(l1_alloc_extend(a, x, 5 * PG, 6 * PG), -ENOSPC);
+	assert_int_equal(l1_alloc_used(a), 6 * PG);
+	/* y's neighbour taken whole (no remainder), then too much */
+	assert_int_equal(l1_alloc_extend(a, y, PG, 5 * PG), 0);
+	assert_int_equal(l1_alloc_get(a, 1, &o), -ENOSPC);
+	assert_int_equal(l1_alloc_extend(a, y, 5 * PG, 6 * PG), -ENOSPC);
+	l1_alloc_put(a, y, 5 * PG);
+	l1_alloc_put(a, x, 5 * PG);
+	assert_int_equal(l1_alloc_used(a), 0);
+	assert_int_equal(l1_alloc_largest(a), 10 * PG);
+	l1_alloc_destroy(a);
+}
+
 /* Fragmentation: free space that is not contiguous cannot serve a large
  * request; freeing the neighbours coalesces it. */
 static void test_fragmentation(void **state)
@@ -222,6 +250,7 @@ int main(void)
 		cmocka_unit_test(test_bad_sizes),
 		cmocka_unit_test(test_exact_reuse),
 		cmocka_unit_test(test_shrink_tail),
+		cmocka_unit_test(test_extend),
 		cmocka_unit_test(test_fragmentation),
 		cmocka_unit_test(test_churn),
 	};

@@ -2,6 +2,7 @@
  * codec.c - byte-plane shuffle + zstd for L2 records (see codec.h).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,8 @@ struct codec_ws {
 	ZSTD_DCtx *dctx;
 	void *scratch;      /* shuffled bytes, grows to the largest chunk */
 	size_t scratch_cap;
+	void *sample;       /* ZSTD_compressBound(CODEC_SAMPLE_BYTES) */
+	uint64_t fed;       /* bytes given to the compressor, in all */
 };
 
 struct codec_ws *codec_ws_new(void)
@@ -44,6 +47,7 @@ void codec_ws_free(struct codec_ws *ws)
 	ZSTD_freeCCtx(ws->cctx);
 	ZSTD_freeDCtx(ws->dctx);
 	free(ws->scratch);
+	free(ws->sample);
 	free(ws);
 }
 
@@ -171,6 +175,36 @@ void codec_unshuffle(void *dst, const void *src, size_t len, int elem)
 
 /* ---------------------------------------------------------------- zstd */
 
+uint64_t codec_ws_fed(const struct codec_ws *ws)
+{
+	return ws->fed;
+}
+
+/*
+ * Would compressing len bytes at in not fit in cap (< len)? Decided on a
+ * sample of CODEC_SAMPLE_BYTES from the middle, compressed alone: one
+ * that does not save 1/32 of itself says the whole will not save what
+ * the caller asks (a sixteenth: random bytes, already compressed data),
+ * at a small part of the cost of trying it all. Chunks under four samples
+ * are tried whole. A sample that fails for another reason decides
+ * nothing.
+ */
+static bool sample_says_raw(struct codec_ws *ws, int level, const void *in,
+			    size_t len, size_t cap)
+{
+	const size_t n = CODEC_SAMPLE_BYTES, bound = ZSTD_compressBound(n);
+	size_t r;
+
+	if (cap >= len || len < 4 * n)
+		return false;
+	if (!ws->sample && !(ws->sample = malloc(bound)))
+		return false;
+	r = ZSTD_compressCCtx(ws->cctx, ws->sample, bound,
+			      (const uint8_t *)in + (len - n) / 2, n, level);
+	ws->fed += n;
+	return !ZSTD_isError(r) && r > n - n / 32;
+}
+
 long codec_compress(struct codec_ws *ws, int level, int shuffle,
 		    const void *src, size_t len, void *dst, size_t cap)
 {
@@ -188,6 +222,8 @@ long codec_compress(struct codec_ws *ws, int level, int shuffle,
 		codec_shuffle(s, src, len, shuffle);
 		in = s;
 	}
+	if (sample_says_raw(ws, level, in, len, cap))
+		return -E2BIG;
 	{
 		size_t pos = 0, out = 0;
 
@@ -198,6 +234,7 @@ long codec_compress(struct codec_ws *ws, int level, int shuffle,
 			r = ZSTD_compressCCtx(ws->cctx, (uint8_t *)dst + out,
 					      cap - out, (const uint8_t *)in + pos,
 					      n, level);
+			ws->fed += n;
 			if (ZSTD_isError(r)) {
 				if (ZSTD_getErrorCode(r) ==
 				    ZSTD_error_dstSize_tooSmall)

@@ -58,8 +58,11 @@ void codec_unshuffle(void *dst, const void *src, size_t len, int elem);
  * zstd at level into dst, which holds cap bytes.
  * Returns the compressed length (<= cap), or:
  *   -E2BIG   the result would not fit in cap: the caller sets cap to the
- *            largest size worth storing and stores the raw bytes on -E2BIG
- *            (zstd gives up early, so this is cheap);
+ *            largest size worth storing and stores the raw bytes on -E2BIG.
+ *            Cheap for incompressible bytes: when cap < len, a sample of
+ *            CODEC_SAMPLE_BYTES from the middle is compressed first, and
+ *            one that saves less than 1/32 of itself gives -E2BIG at once
+ *            (chunks of 4 samples and more);
  *   -EINVAL  level outside [CODEC_LEVEL_MIN, CODEC_LEVEL_MAX], bad shuffle;
  *   -ENOMEM.
  */
@@ -98,6 +101,13 @@ long codec_frames(const void *src, size_t slen, size_t raw_len,
  * -EBADMSG (-ENOMEM). */
 int codec_decode_frame(struct codec_ws *ws, const void *src, size_t slen,
 		       void *dst, size_t dlen);
+
+/* The sample codec_compress tries first (see there). */
+#define CODEC_SAMPLE_BYTES (64u << 10)
+
+/* codec_ws_fed - bytes ws's compressor was given so far (samples
+ * included): what compression cost. */
+uint64_t codec_ws_fed(const struct codec_ws *ws);
 
 /* codec_ws_scratch - the workspace's scratch buffer, grown to len bytes
  * (valid until the next call on ws), or NULL. */
