@@ -443,8 +443,13 @@ void tier_l3_on_publish(struct tier *t, struct tier_rec *r);
 void tier_l3_on_hit(struct tier *t, struct tier_rec *r);
 /* r is leaving L1 for space (ingest=evicted copies it to L3). */
 void tier_l3_evicting(struct tier *t, struct tier_rec *r);
-/* r is being unlinked: its L3 copy is deleted (queued). */
+/* r is being unlinked: its L3 copy is deleted (queued), and the key is
+ * tombstoned here until L3 confirms it. */
 void tier_l3_forget(struct tier *t, struct tier_rec *r);
+/* (ns, key) was unlinked here and L3 has not confirmed its deletion yet:
+ * L3's copy must not be served (tier.lock held). */
+bool tier_l3_tombstoned(struct tier *t, uint32_t ns,
+			const struct kvfs_key *key);
 void tier_l3_stats(struct tier *t, struct tier_stats *st);
 /* tier.lock NOT held. */
 /* Reads (ns, key) from L3 into L1 (published, TL3_IN) unless it is

@@ -40,12 +40,22 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void sleep_ms(int ms)
+void kvfs_test_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
 }
+
+double kvfs_test_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+#define sleep_ms kvfs_test_sleep_ms
 
 /* Async-signal-safe: only syscalls. */
 static void net_cleanup(void)

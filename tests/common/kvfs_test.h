@@ -105,6 +105,10 @@ uint64_t kvfs_test_mix64(uint64_t x);
 long long kvfs_test_stat(const struct kvfs_mnt *m, const char *obj,
 			 const char *key);
 
+/* kvfs_test_sleep_ms / kvfs_test_now_ms - a nap; CLOCK_MONOTONIC in ms. */
+void kvfs_test_sleep_ms(int ms);
+double kvfs_test_now_ms(void);
+
 /* kvfs_test_slurp - the whole file, malloc'd and NUL-terminated (*len
  * its length, len may be NULL), read to EOF; NULL (errno set) on failure. */
 char *kvfs_test_slurp(const char *path, size_t *len);
