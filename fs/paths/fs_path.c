@@ -864,11 +864,27 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
 
+	bool replaces = false;
+
 	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
+		struct fs_wr *w = fh->wr;
+
 		pthread_mutex_lock(&fs->priv->lock);
-		if (fh->wr->opens == 1)
-			fh->wr->closing = true;
+		if (w->opens == 1) {
+			w->closing = true;
+			replaces = w->pent && w->pent->wr == w &&
+				   w->pent->keyed;
+		}
 		pthread_mutex_unlock(&fs->priv->lock);
+		/* A new version of a published file (O_TRUNC) is published
+		 * before close(2) returns, not FS_PATH_PUBLISH_MS later: the
+		 * replacement, and the erasure of the version it replaces,
+		 * are done when the caller is told, so a daemon killed
+		 * afterwards never brings the older version back. (A new
+		 * name waits for its rename as before: lost in a crash, it
+		 * is absent, not older.) fh holds w meanwhile. */
+		if (replaces && !fs_task_killed_by_signal(fh->pid))
+			fs_path_publish_closed(fs, w);
 	}
 	fs_op_flush(req, ino, fi);
 }
