@@ -441,6 +441,23 @@ void kvfs_test_key_name(uint64_t n, char out[33])
 		 (unsigned long long)mix64(~n));
 }
 
+int kvfs_test_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int kvfs_test_write_file(const char *path, size_t len, uint64_t seed,
 			 size_t piece)
 {

@@ -45,19 +45,6 @@ static size_t len_of(int i, int v)
 	return (size_t)(32 << 10) + (size_t)((i * 7 + v * 13) % 16) * 4096;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Writes version v of file i: O_TRUNC in place (odd i) or a temporary
  * renamed onto it. 0 once every call returned success (acknowledged). */
 static int rewrite(const struct kvfs_mnt *m, int i, int v)
@@ -73,13 +60,13 @@ static int rewrite(const struct kvfs_mnt *m, int i, int v)
 	if (i % 2) {
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (fd >= 0) {
-			rc = write_all(fd, buf, len);
+			rc = kvfs_test_write_all(fd, buf, len);
 			rc |= close(fd);
 		}
 	} else {
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
 		if (fd >= 0) {
-			rc = write_all(fd, buf, len);
+			rc = kvfs_test_write_all(fd, buf, len);
 			rc |= close(fd);
 			rc |= rename(tmp, path);
 		}
