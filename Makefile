@@ -225,7 +225,8 @@ FAULTS_ROUNDS ?= 20
 SOAK_SECONDS ?= 600
 LOAD_BIN := $(BUILD)/tests/load/kvfs_faults $(BUILD)/tests/load/kvfs_soak
 $(LOAD_BIN): $(BUILD)/tests/load/%: $(BUILD)/tests/load/%.o \
-		$(BUILD)/tests/load/kvfs_load.o $(TEST_COMMON_OBJ)
+		$(BUILD)/tests/load/kvfs_load.o $(BUILD)/tests/load/kvfs_pload.o \
+		$(TEST_COMMON_OBJ)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 tests: $(LOAD_BIN)

@@ -42,7 +42,7 @@
  * publish). When the task cannot be read (another pid namespace: pid 0),
  * we cannot tell and treat it as a normal close.
  */
-static bool task_killed_by_signal(pid_t pid)
+bool fs_task_killed_by_signal(pid_t pid)
 {
 	char path[64], buf[2048];
 	unsigned long long flags = 0, code = 0;
@@ -630,7 +630,7 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
  *    the original fd before cmd writes a byte (an O_EXCL writer in a
  *    namespace with chunk_bytes still gets EMSGSIZE from that close);
  *  - from a writer being killed by a signal: its chunk may be half
- *    written, so it is discarded (see task_killed_by_signal).
+ *    written, so it is discarded (see fs_task_killed_by_signal).
  * What was not published by a flush is published at release (the last
  * close), where errors can only be logged.
  */
@@ -680,7 +680,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 	}
-	if (task_killed_by_signal(ctx->pid)) {
+	if (fs_task_killed_by_signal(ctx->pid)) {
 		pthread_rwlock_wrlock(&w->lock);
 		fs_wr_discard(fs, w, FS_DISCARD_KILLED);
 		pthread_rwlock_unlock(&w->lock);

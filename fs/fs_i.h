@@ -519,6 +519,8 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		 size_t size, off_t off, struct fuse_file_info *fi);
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Is task pid exiting because a signal killed it (fs_chunk.c)? */
+bool fs_task_killed_by_signal(pid_t pid);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi);

@@ -73,6 +73,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("l3_auth_file=%s", l3_auth_file),
 	MOPT("l3_ingest=%s", l3_ingest),
 	MOPT("l3_timeout_ms=%s", l3_timeout_ms),
+	MOPT("l3_write_timeout_ms=%s", l3_write_timeout_ms),
 	MOPT("l3_prefix=%s", l3_prefix),
 	/* KV events (mount/mount_events.c) */
 	MOPT("events=%s", ev.events),
@@ -166,6 +167,7 @@ void mopts_usage(FILE *f, const char *prog)
 "  -o l3=redis://HOST:PORT[,HOST:PORT...]   L3 on Redis / Redis Cluster\n"
 "  -o l3_cluster=auto|yes|no   l3_auth_file=PATH (the password, AUTH)\n"
 "  -o l3_ingest=evicted|all|hot   l3_timeout_ms=MS (50)   l3_prefix=STR\n"
+"  -o l3_write_timeout_ms=MS   the bound of an L3 write's try (2000)\n"
 "  -o events=ENDPOINT publish KV events (ZeroMQ PUB, vLLM's format):\n"
 "                     tcp://*:5557 binds, tcp://host:5557 connects\n"
 "  -o events_replay=ENDPOINT  replay socket (ROUTER)   node=NAME\n"
@@ -398,16 +400,31 @@ static int read_auth_file(const char *path)
 }
 
 /* The l3* options into tc (tc->l3 NULL: L3 off). */
+/* A bound in milliseconds, 1..60000, into *out. 0 or -1 (said why). */
+static int parse_ms(const char *name, const char *s, int *out)
+{
+	uint64_t v;
+
+	if (mopts_parse_num(name, s, 60000, &v))
+		return -1;
+	if (!v) {
+		fprintf(stderr, "kvfs-mount: %s must be at least 1\n", name);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
 static int build_l3(struct mopts *o, struct tier_config *tc)
 {
 	static const char *const clusters[] = { "auto", "yes", "no", NULL };
 	static const char *const ingests[] = { "evicted", "all", "hot", NULL };
-	uint64_t v;
 	int i;
 
 	if (!o->l3) {
 		if (o->l3_cluster || o->l3_auth_file || o->l3_ingest ||
-		    o->l3_timeout_ms || o->l3_prefix || o->l3_user) {
+		    o->l3_timeout_ms || o->l3_prefix || o->l3_user ||
+		    o->l3_write_timeout_ms) {
 			fprintf(stderr, "kvfs-mount: l3_* options need l3=\n");
 			return -1;
 		}
@@ -431,16 +448,13 @@ static int build_l3(struct mopts *o, struct tier_config *tc)
 		tc->l3_ingest = i == 0 ? TIER_INGEST_EVICTED :
 				i == 1 ? TIER_INGEST_ALL : TIER_INGEST_HOT;
 	}
-	if (o->l3_timeout_ms) {
-		if (mopts_parse_num("l3_timeout_ms", o->l3_timeout_ms, 60000, &v))
-			return -1;
-		if (!v) {
-			fprintf(stderr, "kvfs-mount: l3_timeout_ms must be at "
-				"least 1\n");
-			return -1;
-		}
-		tc->l3_timeout_ms = (int)v;
-	}
+	if (o->l3_timeout_ms &&
+	    parse_ms("l3_timeout_ms", o->l3_timeout_ms, &tc->l3_timeout_ms))
+		return -1;
+	if (o->l3_write_timeout_ms &&
+	    parse_ms("l3_write_timeout_ms", o->l3_write_timeout_ms,
+		     &tc->l3_write_timeout_ms))
+		return -1;
 	if (o->l3_prefix)
 		tc->l3_prefix = o->l3_prefix; /* checked by the engine */
 	if (o->l3_auth_file) {
@@ -773,6 +787,8 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 	    tc->l3_ingest == TIER_INGEST_HOT ? "hot" : "evicted");
 	CFG("l3_timeout_ms=%d\n", tc->l3_timeout_ms ? tc->l3_timeout_ms :
 	    L3_TIMEOUT_MS_DEFAULT);
+	CFG("l3_write_timeout_ms=%d\n", tc->l3_write_timeout_ms ?
+	    tc->l3_write_timeout_ms : L3_WRITE_TIMEOUT_MS_DEFAULT);
 	CFG("l3_prefix=%s\n", tc->l3_prefix ? tc->l3_prefix :
 	    L3_PREFIX_DEFAULT);
 #undef CFG
@@ -792,6 +808,7 @@ void mopts_free(struct mopts *o)
 		       &o->l3,
 		       &o->l3_cluster, &o->l3_auth_file, &o->l3_ingest,
 		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,
+		       &o->l3_write_timeout_ms,
 		       &o->names, &o->max_dirs, &o->metrics_http,
 		       &o->ctl_mode, &o->ctl_gid, &o->readahead, &o->args[0],
 		       &o->args[1] };

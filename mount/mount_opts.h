@@ -27,7 +27,7 @@ struct mopts {
 	char *write_wait_ms;
 	/* L3 */
 	char *l3, *l3_cluster, *l3_auth_file, *l3_ingest, *l3_timeout_ms;
-	char *l3_prefix, *l3_user;
+	char *l3_prefix, *l3_user, *l3_write_timeout_ms;
 	char *names, *max_dirs;  /* path namespaces */
 	char *metrics_http, *ctl_mode, *ctl_gid; /* operators' access */
 	struct mount_http_addr http; /* metrics_http, parsed */

@@ -55,6 +55,8 @@ fi
 if [ -x "$BUILD/tests/load/kvfs_faults" ]; then
 	run "load/kvfs_faults ckpt" 300 "$BUILD/tests/load/kvfs_faults" -f 4 -r 1
 	run "load/kvfs_faults ckptbad" 300 "$BUILD/tests/load/kvfs_faults" -f 5 -r 2
+	# issue 27: path files after SIGKILL (with L3 on the second round)
+	run "load/kvfs_faults paths" 300 "$BUILD/tests/load/kvfs_faults" -f 6 -r 2
 fi
 
 # No test may leave a kvfs mount behind.

@@ -84,6 +84,7 @@ struct tier_config {
 	enum tier_ingest l3_ingest; /* what goes to L3 (default evicted:
 				     * chunks leaving L1) */
 	int l3_timeout_ms;          /* 0 = L3_TIMEOUT_MS_DEFAULT */
+	int l3_write_timeout_ms;    /* 0 = L3_WRITE_TIMEOUT_MS_DEFAULT */
 	const char *l3_prefix;      /* NULL = L3_PREFIX_DEFAULT */
 
 	/* Chain readahead (tier_readahead.c): the largest window, in
@@ -548,6 +549,8 @@ struct tier_stats {
 	bool l3_on;
 	struct l3_stats l3;
 	uint64_t l3_promotions, l3_skipped, l3_pinned_bytes;
+	uint64_t l3_tombstones; /* keys unlinked here whose L3 deletion is
+				 * not confirmed yet */
 	/* chain readahead: its maximum window (readahead=N, 0 = off), chunks
 	 * it promoted, of those read later (hits) and evicted unread
 	 * (wasted) */

@@ -444,6 +444,8 @@ struct tier_l3_ops {
 	void (*on_hit)(struct tier *t, struct tier_rec *r);
 	void (*evicting)(struct tier *t, struct tier_rec *r);
 	void (*forget)(struct tier *t, struct tier_rec *r);
+	bool (*tombstoned)(struct tier *t, uint32_t ns,
+			   const struct kvfs_key *key);
 	int (*promote)(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 	uint32_t (*run)(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 			uint32_t n);
@@ -528,9 +530,14 @@ void tier_l3_close(struct tier *t);
 /* r is leaving L1 for space (ingest=evicted copies it to L3). */
 #define tier_l3_evicting(t, r) \
 	((t)->l3ops->evicting(t, r))
-/* r is being unlinked: its L3 copy is deleted (queued). */
+/* r is being unlinked: its L3 copy is deleted (queued), and the key is
+ * tombstoned here until L3 confirms it. */
 #define tier_l3_forget(t, r) \
 	((t)->l3ops->forget(t, r))
+/* (ns, key) was unlinked here and L3 has not confirmed its deletion yet:
+ * L3's copy must not be served (tier.lock held). */
+#define tier_l3_tombstoned(t, ns, key) \
+	((t)->l3ops->tombstoned(t, ns, key))
 #define tier_l3_stats(t, st) \
 	((t)->l3ops->stats(t, st))
 /* tier.lock NOT held. */

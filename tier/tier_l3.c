@@ -21,6 +21,15 @@
  * victim's bytes under tier.lock (the victim is leaving L1) as L2's
  * demotion does. A chunk that came from L3, or was stored there by this
  * node, is not written again (rec.l3).
+ *
+ * Unlinks: a chunk unlinked here is never served here again from L3. The
+ * unlink queues an L3 deletion and leaves a tombstone of (namespace, key)
+ * until the store confirms it: meanwhile promotions (GET, prefetch, a
+ * name lookup) and lookups' L3 runs treat the key as absent, and a
+ * promotion whose GET raced the unlink is refused at publication. The
+ * deletion itself is retried by the store while the server does not
+ * answer (tier/l3/l3.h), so it reaches Redis and other nodes stop finding
+ * the chunk there.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hash/hashkey.h"
 #include "tier/record/codec.h"
 #include "tier/l3/l3.h"
 #include "tier/record/record.h"
@@ -42,6 +52,15 @@
 struct tl3_ws {
 	struct tl3_ws *next;
 	struct codec_ws *ws;
+};
+
+/* A tombstone: deletions of (ns, key) sent to L3 and not yet confirmed. */
+struct tl3_tomb {
+	struct htab_node node;    /* in tier_l3.tombs */
+	struct tier *t;
+	uint32_t ns;
+	struct kvfs_key key;
+	uint32_t pending;         /* tier.lock: deletions in flight */
 };
 
 struct tl3_pf {
@@ -61,6 +80,7 @@ struct tier_l3 {
 	uint64_t skipped;         /* tier.lock: writes skipped (pin bound) */
 	uint64_t forgets[TL3_FORGET_BUCKETS]; /* tier.lock: unlinks
 					       * (tier_l3_forget) by key hash */
+	struct htab tombs;        /* tier.lock: struct tl3_tomb by node */
 
 	pthread_mutex_t mu;       /* a leaf: ws and the prefetch queue */
 	pthread_cond_t cv;
@@ -357,6 +377,77 @@ static void tl3_evicting(struct tier *t, struct tier_rec *r)
 		queue_put(t, r, raw);
 }
 
+/* ------------------------------------------------------- tombstones */
+
+static struct tl3_tomb *tomb_find(struct tier *t, uint32_t ns,
+				  const struct kvfs_key *key)
+{
+	struct htab_node *e;
+
+	htab_for_each_hash(&t->l3->tombs, hashkey_index(ns, key), e) {
+		struct tl3_tomb *tb = container_of(e, struct tl3_tomb, node);
+
+		if (tb->ns == ns && tier_key_eq(&tb->key, key))
+			return tb;
+	}
+	return NULL;
+}
+
+static bool tl3_tombstoned(struct tier *t, uint32_t ns,
+			   const struct kvfs_key *key)
+{
+	return t->l3 && t->l3->tombs.n && tomb_find(t, ns, key) != NULL;
+}
+
+/* The store's answer to one deletion (a writer thread, no lock held). */
+static void tomb_done(void *arg, int err)
+{
+	struct tl3_tomb *tb = arg;
+	struct tier *t = tb->t;
+
+	tier_lock(t);
+	if (err) /* given up at close only: said once, the mount is going */
+		tier_log(t, "l3: a deletion not sent (%s): the chunk may be "
+			 "found in L3 again", strerror(-err));
+	if (!--tb->pending) {
+		htab_del(&t->l3->tombs, &tb->node);
+		free(tb);
+	}
+	tier_unlock(t);
+}
+
+/* Queues the deletion of r from L3 behind a tombstone (tier.lock held). */
+static void tomb_add(struct tier *t, const char *name, struct tier_rec *r)
+{
+	struct tl3_tomb *tb = tomb_find(t, r->ns, &r->key);
+	bool fresh = !tb;
+	int rc;
+
+	if (fresh && (tb = calloc(1, sizeof(*tb)))) {
+		tb->t = t;
+		tb->ns = r->ns;
+		tb->key = r->key;
+		if (htab_add(&t->l3->tombs, &tb->node,
+			     hashkey_index(r->ns, &r->key))) {
+			free(tb);
+			tb = NULL;
+		}
+	}
+	if (!tb) { /* no memory: the deletion still goes */
+		l3_del(t->l3->l3, name, &r->key);
+		return;
+	}
+	tb->pending++;
+	rc = l3_del_cb(t->l3->l3, name, &r->key, tomb_done, tb);
+	if (rc) {
+		tier_log(t, "l3: a deletion not queued: %s", strerror(-rc));
+		if (!--tb->pending) {
+			htab_del(&t->l3->tombs, &tb->node);
+			free(tb);
+		}
+	}
+}
+
 static void tl3_forget(struct tier *t, struct tier_rec *r)
 {
 	struct tier_ns *ns = t->l3 ? tier_ns_get(t, r->ns) : NULL;
@@ -365,7 +456,7 @@ static void tl3_forget(struct tier *t, struct tier_rec *r)
 	if (!ns)
 		return;
 	t->l3->forgets[r->pi.hkey % TL3_FORGET_BUCKETS]++;
-	l3_del(t->l3->l3, ns->name, &r->key);
+	tomb_add(t, ns->name, r);
 	if (r->l3) /* stored (or being stored) by us, or read from there */
 		tier_ev(t, r, TIER_EV_REMOVED, TIER_EV_L3, TIER_EV_UNLINK);
 }
@@ -502,7 +593,9 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		struct tier_ns *n = tier_ns_get(t, ns);
 
 		rc = !n ? -ENOENT : tier_idx_find(t, ns, key) ? 1
-				  : writer_of(t, ns, key) ? 2 : 0;
+				  : writer_of(t, ns, key) ? 2
+				  : tl3_tombstoned(t, ns, key) ? -ENOENT
+								 : 0;
 		if (n)
 			memcpy(name, n->name, sizeof(name));
 	}
@@ -584,6 +677,13 @@ static uint32_t tl3_run(struct tier *t, uint32_t ns, const struct kvfs_key *keys
 		return 0;
 	run = l3_exists(t->l3->l3, name, keys, n, present);
 	free(present);
+	if (run > 0) { /* unlinked here: absent, whatever L3 says yet */
+		tier_lock(t);
+		for (long i = 0; i < run; i++)
+			if (tl3_tombstoned(t, ns, &keys[i]))
+				run = i;
+		tier_unlock(t);
+	}
 	return run > 0 ? (uint32_t)run : 0;
 }
 
@@ -675,6 +775,7 @@ static void tl3_stats(struct tier *t, struct tier_stats *st)
 	st->l3_promotions = t->l3->promotions;
 	st->l3_skipped = t->l3->skipped;
 	st->l3_pinned_bytes = t->l3->pinned;
+	st->l3_tombstones = t->l3->tombs.n;
 }
 
 /* Outside tier.lock (the store's counters are atomics). */
@@ -699,6 +800,7 @@ const struct tier_l3_ops tier_l3_hooks = {
 	.on_hit = tl3_on_hit,
 	.evicting = tl3_evicting,
 	.forget = tl3_forget,
+	.tombstoned = tl3_tombstoned,
 	.promote = tl3_promote,
 	.run = tl3_run,
 	.prefetch = tl3_prefetch,
@@ -714,6 +816,7 @@ int tier_l3_open(struct tier *t, char *err, size_t errlen)
 		.user = c->l3_user, .password = c->l3_password,
 		.prefix = c->l3_prefix,
 		.timeout_ms = c->l3_timeout_ms, .max_chunk = c->max_chunk,
+		.write_timeout_ms = c->l3_write_timeout_ms,
 		.log = on_log, .log_arg = t,
 	};
 	const char *prefix = c->l3_prefix ? c->l3_prefix : L3_PREFIX_DEFAULT;
@@ -771,8 +874,10 @@ void tier_l3_close(struct tier *t)
 		t3->pf_head = p->next;
 		free(p);
 	}
-	/* sends what is queued (releases take tier.lock: not held here) */
+	/* sends what is queued (releases take tier.lock: not held here);
+	 * every deletion's tomb_done has run after it */
 	l3_close(t3->l3);
+	htab_free(&t3->tombs);
 	while (t3->ws) {
 		struct tl3_ws *w = t3->ws;
 

@@ -548,9 +548,28 @@ static int publish(struct tier *t, struct tier_wr *w,
 		rc = -ENOENT;
 	if (rc == 0 && w->failed)
 		rc = -EIO; /* tier_wr_fail: its bytes are gone */
+	/* a promotion whose GET came before an unlink of the key here */
+	if (rc == 0 && w->from_l3 && tier_l3_tombstoned(t, w->ns, pkey))
+		rc = -ENOENT;
 	if (rc == 0) {
 		old = tier_idx_find(t, w->ns, pkey);
-		if ((old && !replace) || find_writer(t, w->ns, pkey, w))
+		/* replace: an L2 write of the old version in flight lands
+		 * first (or is cancelled), so that its erasure below, made
+		 * durable before we return, covers it: a daemon killed after
+		 * the replacement was acknowledged must not recover the old
+		 * version (tier_unlink does the same) */
+		for (int waits = 0; replace && old && waits < 3 &&
+		     tier_l2_wait_write(t, old); waits++) {
+			sync = true;
+			old = tier_idx_find(t, w->ns, pkey);
+			ns = tier_ns_get(t, w->ns);
+			if (!ns) {
+				rc = -ENOENT;
+				break;
+			}
+		}
+		if (rc == 0 &&
+		    ((old && !replace) || find_writer(t, w->ns, pkey, w)))
 			rc = -EEXIST;
 	}
 	if (rc == 0 && ns->chunk_bytes && w->size != ns->chunk_bytes)
@@ -570,8 +589,8 @@ static int publish(struct tier *t, struct tier_wr *w,
 
 	/* replace: the old chunk goes in the same critical section, so no
 	 * reader ever finds the key missing (its readers keep its bytes) */
-	if (old)
-		sync = tier_unlink_rec_locked(t, old);
+	if (old && tier_unlink_rec_locked(t, old))
+		sync = true;
 	/* Trim the over-allocation: the tail goes back to the allocator. */
 	keep = l1_alloc_round(w->size);
 	if (w->cap > keep)

@@ -874,17 +874,30 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
 
-	bool doomed = false;
+	bool doomed = false, replaces = false;
 
 	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
+		struct fs_wr *w = fh->wr;
+
 		pthread_mutex_lock(&fs->priv->lock);
-		if (fh->wr->opens == 1) {
-			fh->wr->closing = true;
+		if (w->opens == 1) {
+			w->closing = true;
 			/* a write failed: close() reports it (fs_op_flush)
 			 * and the file goes now, not at publication */
-			doomed = fs_wr_error(fh->wr) != 0;
+			doomed = fs_wr_error(w) != 0;
+			replaces = !doomed && w->pent && w->pent->wr == w &&
+				   w->pent->keyed;
 		}
 		pthread_mutex_unlock(&fs->priv->lock);
+		/* A new version of a published file (O_TRUNC) is published
+		 * before close(2) returns, not FS_PATH_PUBLISH_MS later: the
+		 * replacement, and the erasure of the version it replaces,
+		 * are done when the caller is told, so a daemon killed
+		 * afterwards never brings the older version back. (A new
+		 * name waits for its rename as before: lost in a crash, it
+		 * is absent, not older.) fh holds w meanwhile. */
+		if (replaces && !fs_task_killed_by_signal(fh->pid))
+			fs_path_publish_closed(fs, w);
 	}
 	if (doomed)
 		fs_path_publish_closed(fs, fh->wr);

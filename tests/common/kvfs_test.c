@@ -40,12 +40,22 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void sleep_ms(int ms)
+void kvfs_test_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	nanosleep(&ts, NULL);
 }
+
+double kvfs_test_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+#define sleep_ms kvfs_test_sleep_ms
 
 /* Async-signal-safe: only syscalls. */
 static void net_cleanup(void)
@@ -429,6 +439,23 @@ void kvfs_test_key_name(uint64_t n, char out[33])
 	snprintf(out, 33, "%016llx%016llx",
 		 (unsigned long long)mix64(n + 0x1234),
 		 (unsigned long long)mix64(~n));
+}
+
+int kvfs_test_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
 }
 
 int kvfs_test_write_file(const char *path, size_t len, uint64_t seed,

@@ -91,6 +91,10 @@ void kvfs_test_key_name(uint64_t n, char out[33]);
 int kvfs_test_write_file(const char *path, size_t len, uint64_t seed,
 			 size_t piece);
 
+/* kvfs_test_write_all - write(2)s all len bytes at buf to fd: 0, or -1
+ * (errno set; a write that wrote nothing sets none: check the file). */
+int kvfs_test_write_all(int fd, const void *buf, size_t len);
+
 /* kvfs_test_read_check - reads the whole file and compares with
  * kvfs_test_fill(seed); also checks that it has exactly len bytes. 0, or
  * -errno, or -EILSEQ on a mismatch. */
@@ -104,6 +108,10 @@ uint64_t kvfs_test_mix64(uint64_t x);
  * the object "obj" on (NULL: from the start), or -1. */
 long long kvfs_test_stat(const struct kvfs_mnt *m, const char *obj,
 			 const char *key);
+
+/* kvfs_test_sleep_ms / kvfs_test_now_ms - a nap; CLOCK_MONOTONIC in ms. */
+void kvfs_test_sleep_ms(int ms);
+double kvfs_test_now_ms(void);
 
 /* kvfs_test_slurp - the whole file, malloc'd and NUL-terminated (*len
  * its length, len may be NULL), read to EOF; NULL (errno set) on failure. */

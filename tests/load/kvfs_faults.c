@@ -22,11 +22,20 @@
  *   ckptbad  unmount cleanly, then damage the checkpoint (truncate it,
  *            flip a bit, give it another l2.id) or delete a segment file
  *            by hand: the remount falls back to the full scan (the stats
- *            say so; a deleted segment only drops its records).
+ *            say so; a deleted segment only drops its records);
+ *   paths    a path namespace (names=paths, its own l2_dir; every other
+ *            such round with L3 on a real redis-server, l3_ingest=all,
+ *            when one is installed) under kvfs_pload.c's load: writers
+ *            rewriting files with O_TRUNC and with a temporary + rename,
+ *            unlinks, readers, a tree walker; SIGKILL after 1-5 s, remount:
+ *            a file older than its last acknowledged version, or back
+ *            after its acknowledged unlink, fails the round.
  * Prints per round and in total: chunks verified, wrong bytes (must be 0),
  * acknowledged chunks lost (published, acknowledged, gone after the fault:
  * expected for what had not reached L2 yet, or sat in a damaged segment),
- * unlinks undone. Exit 0 when no byte was wrong and every remount worked.
+ * unlinks undone, and for paths rounds older versions and resurrected
+ * unlinks. Exit 0 when no byte was wrong, no path file was older or
+ * resurrected and every remount worked.
  * The daemon is $KVFS_MOUNT_BIN (tests/common/kvfs_test.c).
  */
 #include <dirent.h>
@@ -44,15 +53,20 @@
 #include <unistd.h>
 
 #include "tests/common/kvfs_test.h"
+#include "tests/common/redis_test.h"
 #include "tests/load/kvfs_load.h"
+#include "tests/load/kvfs_pload.h"
 
-enum fault { F_KILL, F_WRITERS, F_CORRUPT, F_FULL, F_CKPT, F_CKPTBAD, F_N };
+enum fault { F_KILL, F_WRITERS, F_CORRUPT, F_FULL, F_CKPT, F_CKPTBAD,
+	     F_PATHS, F_N };
 static const char *const fault_names[F_N] = { "kill", "writers", "corrupt",
-					      "full", "ckpt", "ckptbad" };
+					      "full", "ckpt", "ckptbad",
+					      "paths" };
 
 struct totals {
 	uint64_t rounds, verified, wrong, lost, resurrected, foreign;
 	uint64_t partial_listed, remount_failures, ops;
+	struct pload_tally paths; /* F_PATHS rounds */
 };
 
 static unsigned int rnd_seed;
@@ -416,10 +430,70 @@ static int round_run(enum fault f, const char *l2dir, struct load *l,
 	return rc ? -1 : 0;
 }
 
+/* The paths fault: one round on pl2dir (l3: a redis URL, or NULL). */
+static int paths_round(const char *pl2dir, const char *l3, struct pload *pl,
+		       struct totals *t)
+{
+	char opts[4400];
+	struct pload_tally r = { 0 };
+	struct kvfs_mnt m;
+	struct stat sb;
+	uint64_t ops;
+	int rc;
+
+	snprintf(opts, sizeof(opts), "names=paths,l1_size=48M,max_chunk=1M,"
+		 "l2_dir=%s,l2_size=256M,ingest=all,tmp_timeout=2%s%s%s",
+		 pl2dir, l3 ? ",l3_ingest=all,l3=" : "", l3 ? l3 : "",
+		 l3 ? ",l3_timeout_ms=500" : "");
+	if (kvfs_test_mount(&m, opts) || stat(m.dir, &sb)) {
+		t->remount_failures++;
+		return -1;
+	}
+	rc = pload_start(pl, m.dir, "pns");
+	if (rc) {
+		fprintf(stderr, "kvfs_faults: paths load: %s\n", strerror(-rc));
+		kvfs_test_umount(&m);
+		return -1;
+	}
+	sleep_ms(1000 + rnd(4000));
+	kill_daemon(&m, sb.st_dev);
+	pload_stop(pl);
+	ops = atomic_exchange(&pl->ops, 0);
+	if (kvfs_test_mount(&m, opts)) {
+		fprintf(stderr, "kvfs_faults: remount on %s failed\n", pl2dir);
+		t->remount_failures++;
+		return -1;
+	}
+	pload_check(pl, m.dir, "pns", &r);
+	r.wrong += atomic_exchange(&pl->wrong, 0); /* read under load */
+	if (kvfs_test_umount(&m) != 0)
+		fprintf(stderr, "kvfs_faults: unclean unmount after the check\n");
+	printf("round %3llu paths%s ops %7llu verified %5llu newer %llu "
+	       "absent %llu older_versions %llu resurrected_unlinks %llu "
+	       "wrong %llu\n", (unsigned long long)t->rounds + 1,
+	       l3 ? "+l3" : "   ", (unsigned long long)ops,
+	       (unsigned long long)r.verified, (unsigned long long)r.newer,
+	       (unsigned long long)r.absent, (unsigned long long)r.older,
+	       (unsigned long long)r.resurrected, (unsigned long long)r.wrong);
+	fflush(stdout);
+	t->rounds++;
+	t->ops += ops;
+	t->verified += r.verified;
+	t->wrong += r.wrong;
+	t->paths.older += r.older;
+	t->paths.resurrected += r.resurrected;
+	return r.older || r.resurrected || r.wrong ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	char l2dir[] = "/var/tmp/kvfs-faults-XXXXXX";
 	char small[] = "/var/tmp/kvfs-faults-full-XXXXXX";
+	char pl2dir[] = "/var/tmp/kvfs-faults-paths-XXXXXX";
+	char l3url[128] = "";
+	struct rt_server redis = { 0 };
+	struct pload pl;
+	int npaths = 0;
 	struct load_cfg c = {
 		.nns = 2, .nids = 400, .min_len = 4096, .max_len = 512 * 1024,
 		.writers = 3, .readers = 3,
@@ -446,7 +520,7 @@ int main(int argc, char **argv)
 	c.seed = rnd_seed;
 	printf("kvfs_faults: %d rounds, seed %u, daemon %s\n", rounds,
 	       rnd_seed, kvfs_test_bin());
-	if (!mkdtemp(l2dir) || !mkdtemp(small)) {
+	if (!mkdtemp(l2dir) || !mkdtemp(small) || !mkdtemp(pl2dir)) {
 		perror("kvfs_faults: mkdtemp");
 		return 1;
 	}
@@ -455,7 +529,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "kvfs_faults: no tmpfs for the full-L2 fault "
 			"(%s): those rounds run on the normal l2_dir\n",
 			strerror(errno));
-	if (load_init(&l, &c)) {
+	if (load_init(&l, &c) || pload_init(&pl, 64, rnd_seed)) {
 		fprintf(stderr, "kvfs_faults: out of memory\n");
 		return 1;
 	}
@@ -463,6 +537,16 @@ int main(int argc, char **argv)
 		enum fault f = (enum fault)(only >= 0 ? only % F_N : i % F_N);
 		const char *dir = f == F_FULL && small_ok ? small : l2dir;
 
+		if (f == F_PATHS) {
+			/* every other one with L3, when redis is there */
+			if (npaths++ % 2 && !rt_skip_reason() && !l3url[0] &&
+			    !rt_start(&redis, false, NULL))
+				rt_url(&redis, l3url, sizeof(l3url));
+			if (paths_round(pl2dir, npaths % 2 ? NULL :
+					l3url[0] ? l3url : NULL, &pl, &t))
+				fails++;
+			continue;
+		}
 		if (f == F_FULL) {
 			/* a fresh oracle state for the other directory */
 			memset(l.state, 0, (size_t)(c.nns * c.nids));
@@ -486,6 +570,11 @@ int main(int argc, char **argv)
 		}
 	}
 	load_free(&l);
+	pload_free(&pl);
+	if (redis.pid)
+		rt_stop(&redis, true);
+	rm_dir_files(pl2dir);
+	rmdir(pl2dir);
 	if (small_ok)
 		umount2(small, MNT_DETACH);
 	rmdir(small);
@@ -500,6 +589,11 @@ int main(int argc, char **argv)
 	       (unsigned long long)t.lost, (unsigned long long)t.resurrected,
 	       (unsigned long long)t.partial_listed,
 	       (unsigned long long)stuck_daemons, fails);
+	if (npaths)
+		printf("kvfs_faults: paths rounds %d: older versions: %llu, "
+		       "resurrected unlinks: %llu\n", npaths,
+		       (unsigned long long)t.paths.older,
+		       (unsigned long long)t.paths.resurrected);
 	if (t.wrong || t.partial_listed || fails || !t.verified) {
 		printf("kvfs_faults: FAILED\n");
 		return 1;

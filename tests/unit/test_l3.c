@@ -2,7 +2,8 @@
  * test_l3.c - tier/l3 against a real standalone redis-server: the key
  * layout, queued writes and deletions, batched existence, reads, the
  * compare-and-delete of a bad value, dropping a namespace (and only it),
- * a full queue dropping and counting, AUTH.
+ * a full queue dropping and counting, AUTH, deletions kept and retried
+ * while the server does not answer and given up, bounded, at close.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -344,6 +345,68 @@ static void test_server_down(void **state)
 	l3_close(l3);
 }
 
+/* A deletion's done: counts calls (dels_done) and failures. */
+static int dels_done, dels_failed;
+
+static void del_done(void *arg, int err)
+{
+	(void)arg;
+	dels_done++;
+	dels_failed += err != 0;
+}
+
+/* A server that does not answer: deletions are kept and retried (not
+ * dropped) until it does; l3_close gives up what is left, bounded. */
+static void test_del_kept_close_bounded(void **state)
+{
+	char url[128], err[256] = "";
+	struct l3_config cfg = { .servers = rt_url(&srv, url, sizeof(url)),
+				 .timeout_ms = 50, .write_timeout_ms = 200,
+				 .password = srv.password };
+	struct kvfs_key k = key_of(7);
+	struct timespec nap = { 0, 600000000 };
+	struct l3_stats st;
+	struct l3 *l3;
+	uint64_t t0;
+
+	assert_int_equal(l3_open(&cfg, &l3, err, sizeof(err)), 0);
+	assert_int_equal(put(l3, "nsk", &k, strdup("v"), 1, false, NULL), 0);
+	assert_int_equal(l3_flush(l3, 5000), 0);
+	dels_done = dels_failed = 0;
+	rt_pause(&srv);
+	assert_int_equal(l3_del_cb(l3, "nsk", &k, del_done, NULL), 0);
+	nanosleep(&nap, NULL); /* three times the writers' bound */
+	l3_get_stats(l3, &st);
+	assert_true(st.retries >= 1);
+	assert_int_equal(st.del_drops, 0);
+	assert_int_equal(dels_done, 0); /* kept */
+	rt_resume(&srv);
+	assert_int_equal(l3_flush(l3, 10000), 0);
+	assert_int_equal(dels_done, 1);
+	assert_int_equal(dels_failed, 0);
+	struct l3_val v;
+	assert_int_equal(l3_get(l3, "nsk", &k, &v), -ENOENT);
+	l3_get_stats(l3, &st);
+	assert_int_equal(st.dels, 1);
+
+	/* closing while it does not answer: about one bound, not one per
+	 * item nor forever; every deletion's done says it was given up */
+	rt_pause(&srv);
+	for (unsigned i = 0; i < 40; i++) {
+		struct kvfs_key ki = key_of(100 + i);
+
+		assert_int_equal(l3_del_cb(l3, "nsk", &ki, del_done, NULL), 0);
+	}
+	t0 = l3_now_ns();
+	l3_close(l3);
+	fprintf(stderr, "  l3_close, server stopped: %.0f ms\n",
+		(double)(l3_now_ns() - t0) / 1e6);
+	assert_true(l3_now_ns() - t0 < 2000000000ull);
+	assert_int_equal(dels_done, 41);
+	assert_int_equal(dels_failed, 40);
+	rt_resume(&srv);
+}
+
 static int setup(void **state)
 {
 	return rt_start(&srv, false, "l3-test-pw");
@@ -366,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_bad_prefix),
 		cmocka_unit_test(test_server_down),
+		cmocka_unit_test(test_del_kept_close_bounded),
 	};
 
 	if (why) {

@@ -25,13 +25,20 @@ struct l3_item {
 	size_t klen;
 	char key[L3_KEY_MAX];
 	struct l3_src src;     /* put */
+	void *val;             /* put: the value, once built */
+	size_t vlen;
+	bool built;
+	int tries;             /* put: failed tries so far */
+	void (*done)(void *arg, int err); /* del: l3_del_cb's */
+	void *done_arg;
 };
 
 /* One writer thread and its queue (a chunk always goes to the same one,
  * so its writes and deletions stay in order). */
 struct l3_wq {
 	pthread_mutex_t mu;    /* protects the fields below */
-	pthread_cond_t cv;     /* work queued, or stop */
+	pthread_cond_t cv;     /* work queued, or stop (CLOCK_MONOTONIC:
+				* also the retry backoff's wait) */
 	pthread_cond_t idle;   /* queue empty and nothing in flight */
 	struct l3_item *head, *tail;
 	size_t inflight;       /* items taken, not finished */
@@ -45,18 +52,18 @@ struct l3 {
 	struct l3r *r;
 	char prefix[L3_PREFIX_MAX + 1]; /* immutable */
 	size_t plen;
-	int timeout_ms;
+	int timeout_ms, wtimeout_ms;
 	uint64_t max_chunk, queue_cap;
 	void (*log)(void *arg, const char *msg);
 	void *log_arg;
-	_Atomic bool closing;
+	_Atomic bool close_failed; /* a try failed while closing */
 
 	struct l3_wq wq[L3_WRITERS];
 
 	_Atomic uint64_t queued, queued_bytes;
 	_Atomic uint64_t gets, hits, misses, corrupt, errors, bytes_in,
 		bytes_out, puts, dels, drops, lookups, lookup_keys, get_ns,
-		get_max_ns;
+		get_max_ns, retries, del_drops;
 };
 
 static void l3_logf(struct l3 *l3, const char *fmt, ...)
@@ -103,6 +110,13 @@ size_t l3_key(const struct l3 *l3, const char *ns, const struct kvfs_key *key,
 static uint64_t deadline(const struct l3 *l3, uint64_t bytes)
 {
 	return l3_now_ns() + (uint64_t)l3->timeout_ms * 1000000ull +
+	       bytes * 1000000000ull / L3_MIN_RATE;
+}
+
+/* The deadline of a batch of writes moving bytes of values. */
+static uint64_t wdeadline(const struct l3 *l3, uint64_t bytes)
+{
+	return l3_now_ns() + (uint64_t)l3->wtimeout_ms * 1000000ull +
 	       bytes * 1000000000ull / L3_MIN_RATE;
 }
 
@@ -411,7 +425,7 @@ int l3_put(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 
 	if (q + src->bytes > l3->queue_cap)
 		err = -EAGAIN;
-	else if (!(it = malloc(sizeof(*it))))
+	else if (!(it = calloc(1, sizeof(*it))))
 		err = -ENOMEM;
 	if (!err) {
 		it->del = false;
@@ -439,12 +453,20 @@ bool l3_queue_room(struct l3 *l3, size_t bytes)
 
 int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key)
 {
+	return l3_del_cb(l3, ns, key, NULL, NULL);
+}
+
+int l3_del_cb(struct l3 *l3, const char *ns, const struct kvfs_key *key,
+	      void (*done)(void *arg, int err), void *arg)
+{
 	struct l3_item *it = calloc(1, sizeof(*it));
 	int err;
 
 	if (!it)
 		return -ENOMEM;
 	it->del = true;
+	it->done = done;
+	it->done_arg = arg;
 	it->klen = l3_key(l3, ns, key, it->key);
 	err = enqueue(l3, key, it);
 	if (err)
@@ -452,73 +474,140 @@ int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key)
 	return err;
 }
 
-/* Sends one batch of items; releases and frees them. */
-static void send_batch(struct l3 *l3, struct l3_item **items, size_t n)
+/* Finishes it: releases what it holds (its src, its deletion's done)
+ * with err, and frees it. */
+static void item_finish(struct l3 *l3, struct l3_item *it, int err)
+{
+	if (it->del) {
+		if (it->done)
+			it->done(it->done_arg, err);
+	} else {
+		atomic_fetch_sub(&l3->queued_bytes, it->src.bytes);
+		it->src.release(it->src.arg, err);
+	}
+	atomic_fetch_sub(&l3->queued, 1);
+	free(it->val);
+	free(it);
+}
+
+/* A later item of the batch (items[i+1..n-1]) for the same key that
+ * succeeded: it supersedes items[i] (a write it deleted or overwrote, a
+ * deletion it overwrote), which then needs no retry. */
+static bool superseded(struct l3_item **items, const int *errs, size_t i,
+		       size_t n)
+{
+	for (size_t j = i + 1; j < n; j++)
+		if (!errs[j] && items[j]->klen == items[i]->klen &&
+		    !memcmp(items[j]->key, items[i]->key, items[i]->klen))
+			return true;
+	return false;
+}
+
+/*
+ * Sends one batch of items. Those that succeeded, and those given up
+ * (a write after L3_PUT_TRIES tries or one that could not be built, any
+ * item once stopping) are finished; the rest (to retry, in their order)
+ * go to retry[], their count returned.
+ */
+static size_t send_batch(struct l3 *l3, struct l3_item **items, size_t n,
+			 bool stopping, struct l3_item **retry)
 {
 	struct l3r_op ops[L3_BATCH_ITEMS];
-	void *vals[L3_BATCH_ITEMS];
-	size_t vlens[L3_BATCH_ITEMS];
 	int errs[L3_BATCH_ITEMS];
-	size_t nops = 0, bytes = 0;
+	bool built[L3_BATCH_ITEMS];
+	size_t nops = 0, bytes = 0, nretry = 0;
+
+	if (stopping && atomic_load(&l3->close_failed)) {
+		/* closing, and the server failed already: one bound paid,
+		 * not one per batch */
+		for (size_t i = 0; i < n; i++) {
+			atomic_fetch_add(items[i]->del ? &l3->del_drops
+						       : &l3->drops, 1);
+			item_finish(l3, items[i], -ESHUTDOWN);
+		}
+		return 0;
+	}
 
 	for (size_t i = 0; i < n; i++) {
 		struct l3_item *it = items[i];
-		void *val = NULL;
-		size_t vlen = 0;
 		int err = 0;
 
-		vals[i] = NULL;
 		errs[i] = 0;
-		if (!it->del) {
-			err = it->src.encode(it->src.arg, &val, &vlen);
-			if (!err)
-				vals[i] = val;
+		built[i] = false;
+		if (!it->del && !it->built) {
+			/* built once: a retry sends the same value */
+			err = it->src.encode(it->src.arg, &it->val, &it->vlen);
+			it->built = !err;
 		}
 		memset(&ops[nops], 0, sizeof(ops[nops]));
 		if (!err)
 			err = it->del ? op_cmd(&ops[nops], "UNLINK", it->key,
 					       it->klen, NULL, 0)
 				      : op_cmd(&ops[nops], "SET", it->key,
-					       it->klen, val ? val : "", vlen);
+					       it->klen,
+					       it->val ? it->val : "",
+					       it->vlen);
 		if (err) {
 			errs[i] = err;
-			atomic_fetch_add(&l3->drops, 1);
 			continue;
 		}
+		built[i] = true;
 		if (!it->del)
-			bytes += vlen;
-		vlens[nops++] = vlen;
+			bytes += it->vlen;
+		nops++;
 	}
-	l3r_batch(l3->r, ops, nops, deadline(l3, bytes));
+	l3r_batch_idle(l3->r, ops, nops, wdeadline(l3, bytes),
+		       (uint64_t)l3->wtimeout_ms * 1000000ull);
 	for (size_t i = 0, j = 0; i < n; i++) {
 		struct l3_item *it = items[i];
 
-		if (errs[i])
+		if (!built[i])
 			continue;
 		errs[i] = ops[j].err;
 		if (ops[j].err) {
 			atomic_fetch_add(&l3->errors, 1);
-			if (!it->del)
-				atomic_fetch_add(&l3->drops, 1);
 		} else if (it->del) {
 			atomic_fetch_add(&l3->dels, 1);
 		} else {
 			atomic_fetch_add(&l3->puts, 1);
-			atomic_fetch_add(&l3->bytes_out, vlens[j]);
+			atomic_fetch_add(&l3->bytes_out, it->vlen);
 		}
 		op_done(&ops[j]);
 		j++;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct l3_item *it = items[i];
+		int err = errs[i];
 
-		if (!it->del) {
-			atomic_fetch_sub(&l3->queued_bytes, it->src.bytes);
-			it->src.release(it->src.arg, errs[i]);
+		if (err && superseded(items, errs, i, n))
+			err = it->del ? 0 : -ESTALE;
+		else if (err && built[i] && !stopping &&
+			 (it->del || ++it->tries < L3_PUT_TRIES)) {
+			/* a deletion is kept while the mount is: a chunk
+			 * unlinked must not come back from L3 */
+			atomic_fetch_add(&l3->retries, 1);
+			retry[nretry++] = it;
+			continue;
 		}
-		atomic_fetch_sub(&l3->queued, 1);
-		free(vals[i]);
-		free(it);
+		if (err && built[i] && stopping)
+			atomic_store(&l3->close_failed, true);
+		if (err && it->del)
+			atomic_fetch_add(&l3->del_drops, 1);
+		else if (err && err != -ESTALE)
+			atomic_fetch_add(&l3->drops, 1);
+		item_finish(l3, it, err);
+	}
+	return nretry;
+}
+
+/* Puts items[0..n-1] back at the head of q, in their order (q->mu held). */
+static void requeue(struct l3_wq *q, struct l3_item **items, size_t n)
+{
+	for (size_t i = n; i-- > 0;) {
+		items[i]->next = q->head;
+		q->head = items[i];
+		if (!q->tail)
+			q->tail = items[i];
 	}
 }
 
@@ -526,11 +615,13 @@ static void *writer_main(void *arg)
 {
 	struct l3_wq *q = arg;
 	struct l3 *l3 = q->l3;
+	int backoff_ms = L3_RETRY_MIN_MS;
 
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
-		struct l3_item *items[L3_BATCH_ITEMS];
-		size_t n = 0, bytes = 0;
+		struct l3_item *items[L3_BATCH_ITEMS], *retry[L3_BATCH_ITEMS];
+		size_t n = 0, bytes = 0, nretry;
+		bool stopping;
 
 		while (!q->head && !q->stop)
 			pthread_cond_wait(&q->cv, &q->mu);
@@ -547,10 +638,31 @@ static void *writer_main(void *arg)
 		if (!q->head)
 			q->tail = NULL;
 		q->inflight = n;
+		stopping = q->stop;
 		pthread_mutex_unlock(&q->mu);
-		send_batch(l3, items, n);
+		nretry = send_batch(l3, items, n, stopping, retry);
 		pthread_mutex_lock(&q->mu);
 		q->inflight = 0;
+		if (nretry) {
+			/* first in the queue again (a key's operations stay
+			 * in order), after a backoff that stop cuts short */
+			struct timespec ts;
+			uint64_t at = l3_now_ns() +
+				      (uint64_t)backoff_ms * 1000000ull;
+
+			requeue(q, retry, nretry);
+			ts.tv_sec = (time_t)(at / 1000000000ull);
+			ts.tv_nsec = (long)(at % 1000000000ull);
+			while (!q->stop && l3_now_ns() < at &&
+			       pthread_cond_timedwait(&q->cv, &q->mu,
+						      &ts) != ETIMEDOUT)
+				;
+			backoff_ms = backoff_ms * 2 > L3_RETRY_MAX_MS
+					     ? L3_RETRY_MAX_MS
+					     : backoff_ms * 2;
+		} else {
+			backoff_ms = L3_RETRY_MIN_MS;
+		}
 		if (!q->head)
 			pthread_cond_broadcast(&q->idle);
 	}
@@ -613,6 +725,9 @@ int l3_open(const struct l3_config *cfg, struct l3 **out, char *errbuf,
 	l3->plen = strlen(prefix);
 	l3->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms
 					     : L3_TIMEOUT_MS_DEFAULT;
+	l3->wtimeout_ms = cfg->write_timeout_ms > 0
+				  ? cfg->write_timeout_ms
+				  : L3_WRITE_TIMEOUT_MS_DEFAULT;
 	l3->max_chunk = cfg->max_chunk ? cfg->max_chunk : (64ull << 20);
 	l3->queue_cap = cfg->queue_bytes ? cfg->queue_bytes
 					 : L3_QUEUE_BYTES_DEFAULT;
@@ -631,7 +746,7 @@ int l3_open(const struct l3_config *cfg, struct l3 **out, char *errbuf,
 
 		q->l3 = l3;
 		pthread_mutex_init(&q->mu, NULL);
-		pthread_cond_init(&q->cv, NULL);
+		pthread_cond_init(&q->cv, &ca);
 		pthread_cond_init(&q->idle, &ca);
 	}
 	pthread_condattr_destroy(&ca);
@@ -688,6 +803,8 @@ void l3_get_stats(struct l3 *l3, struct l3_stats *st)
 	st->puts = atomic_load(&l3->puts);
 	st->dels = atomic_load(&l3->dels);
 	st->queue_drops = atomic_load(&l3->drops);
+	st->retries = atomic_load(&l3->retries);
+	st->del_drops = atomic_load(&l3->del_drops);
 	st->queued = atomic_load(&l3->queued);
 	st->queued_bytes = atomic_load(&l3->queued_bytes);
 	st->lookups = atomic_load(&l3->lookups);

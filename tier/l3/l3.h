@@ -17,7 +17,14 @@
  * max_chunk at L3_MIN_RATE in all. Writes and deletions are queued and
  * sent by writer threads of their own (a chunk's operations stay in
  * order): a caller never waits for the network; a full queue drops the
- * write and counts it.
+ * write and counts it. The writers have their own bound,
+ * l3_write_timeout_ms (nobody waits on them: a loaded server is given
+ * time), and a failed item is retried after a backoff (L3_RETRY_MIN_MS
+ * doubling to L3_RETRY_MAX_MS), ahead of what was queued after it: a
+ * write up to L3_PUT_TRIES tries in all, then dropped (queue_drops); a
+ * deletion until it succeeds, for as long as the store is open (a chunk
+ * unlinked must not come back from L3), given up only by l3_close
+ * (del_drops). Each retry is counted (retries).
  *
  * Thread safety: every function may be called from any thread. All return
  * 0 (or a count) or a negative errno and never set errno.
@@ -35,6 +42,10 @@
 #define L3_PREFIX_DEFAULT "kvfs:"
 #define L3_PREFIX_MAX 64
 #define L3_TIMEOUT_MS_DEFAULT 50
+#define L3_WRITE_TIMEOUT_MS_DEFAULT 2000
+#define L3_PUT_TRIES 6       /* a write's tries before it is dropped */
+#define L3_RETRY_MIN_MS 50   /* the writers' backoff after a failed try, */
+#define L3_RETRY_MAX_MS 1000 /* doubling up to this */
 #define L3_QUEUE_BYTES_DEFAULT (256ull << 20)
 #define L3_WRITERS 2
 /* The slowest transfer rate a deadline allows for (bytes per second). */
@@ -49,6 +60,7 @@ struct l3_config {
 	const char *password;  /* from l3_auth_file, NULL = none */
 	const char *prefix;    /* NULL = L3_PREFIX_DEFAULT */
 	int timeout_ms;        /* 0 = L3_TIMEOUT_MS_DEFAULT */
+	int write_timeout_ms;  /* 0 = L3_WRITE_TIMEOUT_MS_DEFAULT */
 	uint64_t max_chunk;    /* the largest value read (sizes deadlines) */
 	uint64_t queue_bytes;  /* 0 = L3_QUEUE_BYTES_DEFAULT */
 	void (*log)(void *arg, const char *msg);
@@ -63,7 +75,11 @@ struct l3_stats {
 	uint64_t timeouts;            /* pipelines past their deadline */
 	uint64_t bytes_in, bytes_out; /* value bytes read / written */
 	uint64_t puts, dels;          /* writes / deletions sent */
-	uint64_t queue_drops;         /* writes dropped: queue full or failed */
+	uint64_t queue_drops;         /* writes dropped: queue full or failed
+				       * (after their retries) */
+	uint64_t retries;             /* writes and deletions sent again
+				       * after a failed try */
+	uint64_t del_drops;           /* deletions given up (at l3_close) */
 	uint64_t queued, queued_bytes;/* waiting now */
 	uint64_t lookups, lookup_keys;/* l3_exists calls and keys asked */
 	uint64_t get_ns, get_max_ns;  /* time in l3_get, total and worst */
@@ -100,8 +116,9 @@ struct l3;
 int l3_open(const struct l3_config *cfg, struct l3 **out, char *err,
 	    size_t errlen);
 
-/* l3_close - sends what is queued (bounded: about a second per writer
- * thread), stops the threads, frees everything. NULL is a no-op. */
+/* l3_close - sends what is queued (bounded: once a try fails, the rest
+ * is given up, so about l3_write_timeout_ms in all), stops the threads,
+ * frees everything. NULL is a no-op. */
 void l3_close(struct l3 *l3);
 
 /* l3_key - the Redis key of (ns, key) into buf (L3_KEY_MAX bytes);
@@ -148,8 +165,16 @@ void l3_put_dropped(struct l3 *l3);
 bool l3_queue_room(struct l3 *l3, size_t bytes);
 
 /* l3_del - queues the deletion (UNLINK) of (ns, key), after any write of
- * it queued before. Never dropped for space. 0 or -ENOMEM, -ESHUTDOWN. */
+ * it queued before. Never dropped for space nor for a server that does
+ * not answer (retried; see the top). 0 or -ENOMEM, -ESHUTDOWN. */
 int l3_del(struct l3 *l3, const char *ns, const struct kvfs_key *key);
+
+/* l3_del_cb - l3_del, and done(arg, err) is called exactly once when it
+ * returned 0, from a writer thread: err 0 once the server deleted it
+ * (or a later write of the key in the same batch replaced it), else
+ * the error it was given up with (only at l3_close). */
+int l3_del_cb(struct l3 *l3, const char *ns, const struct kvfs_key *key,
+	      void (*done)(void *arg, int err), void *arg);
 
 /* l3_refused - counts a value l3_get returned that the caller did not
  * use (once per such value): that GET moves from hits to misses. */

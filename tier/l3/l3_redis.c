@@ -461,6 +461,12 @@ static void take_reply(struct l3r *r, struct l3r_op *op, redisReply *rep,
 long l3r_batch(struct l3r *r, struct l3r_op *ops, size_t n,
 	       uint64_t deadline_ns)
 {
+	return l3r_batch_idle(r, ops, n, deadline_ns, 0);
+}
+
+long l3r_batch_idle(struct l3r *r, struct l3r_op *ops, size_t n,
+		    uint64_t deadline_ns, uint64_t idle_ns)
+{
 	struct l3_pipe pipes[L3R_MAX_NODES];
 	size_t cnt[L3R_MAX_NODES], start[L3R_MAX_NODES], pos[L3R_MAX_NODES];
 	struct l3_cmd *cmds = NULL;
@@ -522,7 +528,9 @@ long l3r_batch(struct l3r *r, struct l3r_op *ops, size_t n,
 			if (cnt[k])
 				l3_pipe_send(&pipes[k], nodes[k], cmds + start[k],
 					     cnt[k], deadline_ns,
-					     (uint64_t)r->timeout_ms * 1000000);
+					     idle_ns ? idle_ns
+						     : (uint64_t)r->timeout_ms *
+							       1000000);
 		for (int k = 0; k < nn; k++) {
 			int err;
 

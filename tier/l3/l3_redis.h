@@ -106,6 +106,11 @@ void l3r_close(struct l3r *r);
  */
 long l3r_batch(struct l3r *r, struct l3r_op *ops, size_t n,
 	       uint64_t deadline_ns);
+/* l3r_batch_idle - the same, giving up on a node after idle_ns without a
+ * byte moving instead of timeout_ms (0 = timeout_ms): the writers' own
+ * bound (l3_write_timeout_ms). */
+long l3r_batch_idle(struct l3r *r, struct l3r_op *ops, size_t n,
+		    uint64_t deadline_ns, uint64_t idle_ns);
 
 /* l3r_format - formats argv as one RESP command into cmd (free it with
  * l3r_cmd_free). -ENOMEM. */
