@@ -472,6 +472,9 @@ struct tier_stats {
 	/* L2 (zero without l2_dir) */
 	uint64_t l2_capacity, l2_bytes, l2_raw_bytes, l2_chunks;
 	uint64_t l2_reads, l2_writes, l2_reclaims, l2_corrupt, l2_errors;
+	/* reclaims that moved every live record (compactions), bytes
+	 * written to L2 (moves included) and bytes of moves */
+	uint64_t l2_compactions, l2_write_bytes, l2_moved_bytes;
 	/* how the last mount recovered L2: from the checkpoint (1) or by a
 	 * scan of every segment (0); its time; records each way */
 	uint64_t l2_recover_ckpt, l2_recover_ns;

@@ -366,7 +366,10 @@ static bool on_moved(void *arg, const struct l2_rec_info *ri,
 		matched = true;
 		if (to) {
 			loc_set(r, to, ri->stored_len);
-			r->l2_heat = 0; /* kept once: must be read again */
+			/* kept once for hotness: must be read again (a
+			 * compaction keeps everything, hot or not) */
+			if (!ri->compacted)
+				r->l2_heat = 0;
 		} else if (r->where == TIER_L1)
 			r->flags &= (uint8_t)~TREC_L2;
 		else
@@ -635,6 +638,9 @@ void tier_l2_stats(struct tier *t, struct tier_stats *st)
 	st->l2_reads = ls.reads;
 	st->l2_writes = ls.writes;
 	st->l2_reclaims = ls.reclaims;
+	st->l2_compactions = ls.compactions;
+	st->l2_write_bytes = ls.write_bytes;
+	st->l2_moved_bytes = ls.moved_bytes;
 	st->l2_corrupt = ls.corrupt;
 	st->l2_errors += ls.errors;
 	st->l2_recover_ckpt = ls.recover_ckpt;
