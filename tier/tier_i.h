@@ -193,6 +193,11 @@ struct tier_ns {
 	uint64_t chunks, bytes, hits;
 	uint32_t nwriters;           /* tier_wr in flight */
 	struct tier_rec *head;       /* published chunks, newest first */
+	/* evict=never (tier_ns_set_keep): chunks leave only by unlink; the
+	 * bytes published (bytes) plus charged to writers (wbytes) stay
+	 * within quota, or writes get -ENOSPC */
+	bool keep;
+	uint64_t quota, wbytes;
 };
 
 /* A chunk being written. Fields marked (mu) are protected by w->mu; the
@@ -212,6 +217,10 @@ struct tier_wr {
 				      * is marked TL3_IN, not written back */
 	uint64_t hint;               /* expected size: the first extent's,
 				      * once bytes arrive (wr_grow) */
+	bool keep;                   /* tier.lock: its namespace is evict=
+				      * never (set at begin): quota applies */
+	uint64_t charged;            /* (mu + tier.lock): bytes charged to the
+				      * namespace's quota (tier_ns.wbytes) */
 	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
 	uint64_t sum;
 };
@@ -430,6 +439,8 @@ uint64_t tier_l2_prefetch_bytes(const struct tier *t);
 void tier_l2_pin_promote(struct tier *t, struct tier_rec *r);
 uint64_t tier_l2_stored(const struct tier_rec *r);
 void tier_l2_stats(struct tier *t, struct tier_stats *st);
+/* L2's capacity now, 0 without L2 (or with L2 disabled). */
+uint64_t tier_l2_capacity(struct tier *t);
 
 /* ------------------------------------------- L3 hooks (tier_l3.c) */
 

@@ -49,6 +49,14 @@ int tl2_ns_shuffle(struct tier *t, const struct tier_rec *r)
 	return ns ? ns->shuffle : t->cfg.shuffle;
 }
 
+/* r's namespace is evict=never (tier_ns_set_keep). tier.lock held. */
+bool tl2_keeps(struct tier *t, const struct tier_rec *r)
+{
+	struct tier_ns *ns = tier_ns_get(t, r->ns);
+
+	return ns && ns->keep;
+}
+
 /*
  * Takes an L2-only chunk out of the engine (its record failed verification,
  * or L2 reclaimed it): out of the index, on_gone queued; pinned records
@@ -85,10 +93,12 @@ bool tier_l2_evicting(struct tier *t, struct tier_rec *r)
 		return true; /* a clean copy is on disk already */
 	if (r->flags & TREC_L2W)
 		return false; /* cannot happen: the job pins r */
-	if (t->cfg.ingest == TIER_INGEST_HOT && r->hits < t2->hot_hits)
+	/* (an evict=never chunk goes to L2 whatever ingest says) */
+	if (!tl2_keeps(t, r) && t->cfg.ingest == TIER_INGEST_HOT &&
+	    r->hits < t2->hot_hits)
 		return false;
-	if (t->cfg.ingest == TIER_INGEST_TWICE && !r->hits &&
-	    !seen2_twice(&t2->seen, r->pi.hkey))
+	if (!tl2_keeps(t, r) && t->cfg.ingest == TIER_INGEST_TWICE &&
+	    !r->hits && !seen2_twice(&t2->seen, r->pi.hkey))
 		return false; /* a first sight: not worth a disk write */
 	if (t2->raw_queued + r->size > t2->raw_max) {
 		t2->errors++;
@@ -328,7 +338,8 @@ static enum l2_reclaim_verdict on_reclaim(void *arg,
 	/* hot: in use, or read since this copy was written or last moved
 	 * (hotness decays: a chunk read long ago is not carried forward
 	 * at every reclaim) */
-	hot = r->pi.refs > 0 || (r->flags & TREC_PROMO) || r->l2_heat > 0;
+	hot = r->pi.refs > 0 || (r->flags & TREC_PROMO) || r->l2_heat > 0 ||
+	      tl2_keeps(t, r);
 	if (hot && may_keep) {
 		tier_unlock(t);
 		return L2_KEEP;
@@ -350,7 +361,8 @@ static bool on_pinned(void *arg, const struct l2_rec_info *ri)
 	bool pinned = false;
 
 	if (r && r->where == TIER_L2)
-		pinned = r->pi.refs > 0 || (r->flags & TREC_PROMO);
+		pinned = r->pi.refs > 0 || (r->flags & TREC_PROMO) ||
+			 tl2_keeps(t, r);
 	tier_unlock(t);
 	return pinned;
 }
@@ -618,6 +630,16 @@ void tier_l2_close(struct tier *t)
 	pthread_cond_destroy(&t2->cond);
 	seen2_free(&t2->seen);
 	free(t2);
+}
+
+uint64_t tier_l2_capacity(struct tier *t)
+{
+	struct l2_stats ls;
+
+	if (!t->l2 || !t->l2->l2)
+		return 0;
+	l2_get_stats(t->l2->l2, &ls);
+	return ls.capacity;
 }
 
 void tier_l2_stats(struct tier *t, struct tier_stats *st)

@@ -6,6 +6,7 @@
  * publication fs_path.c's (see there for the rules).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -677,6 +678,89 @@ int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
 		return 0;
 	if (!err)
 		fs_path_mode_saved(fs, ni.name, paths);
+	return err;
+}
+
+/* ------------------------------------------------- evict=never */
+
+int fs_path_keep_text(bool keep, uint64_t quota, char *buf, size_t len)
+{
+	return keep ? snprintf(buf, len, "never:%" PRIu64, quota) :
+		      snprintf(buf, len, "policy");
+}
+
+int fs_path_keep_parse(const char *v, size_t len, bool *keep,
+		       uint64_t *quota)
+{
+	char buf[32], *end;
+
+	if (len == 6 && !memcmp(v, "policy", 6)) {
+		*keep = false;
+		*quota = 0;
+		return 0;
+	}
+	if (len < 7 || len >= sizeof(buf) || memcmp(v, "never:", 6) ||
+	    v[6] < '0' || v[6] > '9')
+		return -EINVAL;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	errno = 0;
+	*quota = strtoull(buf + 6, &end, 10);
+	*keep = true;
+	return errno || *end ? -EINVAL : 0;
+}
+
+/* Journals namespace ns's eviction mode as it is now. */
+static void keep_saved(struct fs *fs, uint32_t ns)
+{
+	struct tier_ns_info ni;
+	char v[40];
+	int n;
+
+	if (!paths_of(fs)->journal || tier_ns_info(fs->tier, ns, &ni))
+		return;
+	n = fs_path_keep_text(ni.keep, ni.quota, v, sizeof(v));
+	fs_pjournal_add(fs, 'Q', ni.name, v, (size_t)n);
+}
+
+int fs_path_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
+{
+	struct tier_ns_info ni;
+	int err;
+
+	if (!fs_path_ns(fs, ns))
+		return -EINVAL; /* path namespaces only */
+	err = tier_ns_info(fs->tier, ns, &ni);
+	if (err)
+		return err;
+	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
+		len--;
+	if (len == 5 && !memcmp(v, "never", 5))
+		err = ni.keep ? 0 : tier_ns_set_keep(fs->tier, ns, true, 0,
+						     false);
+	else if (len == 6 && !memcmp(v, "policy", 6))
+		err = tier_ns_set_keep(fs->tier, ns, false, 0, false);
+	else
+		err = -EINVAL;
+	if (!err)
+		keep_saved(fs, ns);
+	return err;
+}
+
+int fs_path_quota_set(struct fs *fs, uint32_t ns, uint64_t quota)
+{
+	struct tier_ns_info ni;
+	int err;
+
+	if (!fs_path_ns(fs, ns))
+		return -EINVAL;
+	err = tier_ns_info(fs->tier, ns, &ni);
+	if (!err && !ni.keep)
+		err = -EINVAL; /* evict=never first */
+	if (!err)
+		err = tier_ns_set_keep(fs->tier, ns, true, quota, false);
+	if (!err)
+		keep_saved(fs, ns);
 	return err;
 }
 
