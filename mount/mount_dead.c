@@ -210,8 +210,9 @@ static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon)
 		dup2(nul, 1);
 		dup2(nul, 2);
 	}
-	for (int i = 4; i < 1024; i++) /* (close_range needs glibc 2.34) */
-		close(i);
+	if (close_range(4, ~0U, 0))
+		for (int i = 4; i < 1024; i++)
+			close(i);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGINT, &sa, NULL);  /* a terminal's ^C is the daemon's */
