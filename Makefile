@@ -183,7 +183,7 @@ $(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(ENGINE)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
 MOUNT_OBJ := $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_opts.o $(BUILD)/mount/mount_log.o \
-	$(BUILD)/mount/mount_events.o $(BUILD)/mount/mount_http.o
+	$(BUILD)/mount/mount_events.o $(BUILD)/mount/mount_http.o $(BUILD)/mount/mount_dead.o
 # -o metrics_http (mount/mount_http.c): libmicrohttpd
 MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
 # sd_notify (Type=notify under systemd; a no-op without NOTIFY_SOCKET)
@@ -210,6 +210,8 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(ENGINE)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 # the L3 bench starts its redis-servers and mounts with the test helpers
 $(BUILD)/bench/kvfs_l3bench: $(TEST_COMMON_OBJ)
+# kvfs_l2churn empties its l2_dir with the tests' helper
+$(BUILD)/bench/kvfs_l2churn: $(TEST_COMMON_OBJ)
 # kvfs_xbench (batched transfers) mounts with the tests' helper
 $(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 

@@ -8,6 +8,8 @@
 #   BUILD/bench/kvfs_meta      metadata bytes per chunk, replay
 #   BUILD/bench/kvfs_l2bench   compression, L2 promotion vs O_DIRECT
 #   BUILD/bench/kvfs_ckptbench L2 warm restart: checkpoint vs SIGKILL vs full scan
+#   BUILD/bench/kvfs_l2churn   L2's effective capacity under churn, and
+#                              its write amplification
 #   BUILD/bench/kvfs_l3bench   L3 (Redis) promotion vs raw GETs, lookups, misses
 #   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
 #   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write()
@@ -82,7 +84,7 @@ run() { # name cmd...
 }
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
-for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l3bench kvfs_ibench \
+for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l2churn kvfs_l3bench kvfs_ibench \
 	kvfs_xbench kvfs_gpubench kvfs_evbench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"

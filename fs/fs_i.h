@@ -607,6 +607,9 @@ struct fs_path_ops {
 				  struct stat *st);
 	int (*names_set)(struct fs *fs, uint32_t ns, const char *v,
 			 size_t len);
+	int (*evict_set)(struct fs *fs, uint32_t ns, const char *v,
+			 size_t len);
+	int (*quota_set)(struct fs *fs, uint32_t ns, uint64_t quota);
 	bool (*ns)(struct fs *fs, uint32_t ns);
 	void (*mode_saved)(struct fs *fs, const char *ns, bool paths);
 	bool (*event_hash)(struct fs *fs, uint32_t ns,
@@ -658,6 +661,16 @@ void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 /* fs_path_ns: is namespace ns in path mode? Takes priv.lock. */
 bool fs_path_ns(struct fs *fs, uint32_t ns);
+/* fs_path_evict_set, fs_path_quota_set: user.kvfs.evict ("policy" |
+ * "never") and user.kvfs.quota_bytes of namespace ns, kept in the path
+ * journal for a warm restart: 0 or -errno (kvfs.h). No lock held. */
+int fs_path_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
+int fs_path_quota_set(struct fs *fs, uint32_t ns, uint64_t quota);
+/* The journal's record of an eviction mode: "policy" or "never:QUOTA"
+ * (fs_path_keep_parse reads it back: 0 or -EINVAL). */
+int fs_path_keep_text(bool keep, uint64_t quota, char *buf, size_t len);
+int fs_path_keep_parse(const char *v, size_t len, bool *keep,
+		       uint64_t *quota);
 /* fs_path_mode_saved: namespace ns became a path (or key) namespace:
  * kept for a warm restart. No lock held. */
 void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);

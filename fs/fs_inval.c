@@ -4,6 +4,17 @@
  * kernel's notify_delete (or notify_inval_entry) and notify_inval_inode
  * for them, and expires abandoned temporaries; its start and stop
  * (fs_start, fs_stop).
+ *
+ * An entry invalidation (notify_delete, notify_inval_entry) takes the
+ * parent directory's lock in the kernel, uninterruptibly; a client's
+ * create, unlink, rename or lookup holds that lock while it waits for this
+ * daemon's reply. So the notifications go from this thread, which serves
+ * no request (the serving threads answer, the lock is released, the
+ * notification proceeds), and only where the kernel can hold the name: a
+ * chunk inode it looked up. But a daemon SIGKILLed while this thread waits
+ * there cannot exit (the thread holds /dev/fuse open, so the kernel never
+ * aborts the connection, so the client never gets its reply): the
+ * watchdog of kvfs-mount (mount/mount_dead.c) aborts the connection then.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,20 +42,26 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 	if (in)
 		ino = in->ino;
 	pthread_mutex_unlock(&p->lock);
+	/* Nothing where the kernel cannot hold the name: a publication (the
+	 * name's dentry, if any, is the writer's inode, whose entries expire
+	 * at once: the next lookup finds the chunk) or a chunk it never
+	 * looked up. Each such notification would only take the directory's
+	 * lock (above). */
+	if (!ino)
+		return;
 	kvfs_key_hex(&g->key, hex);
 	/* A chunk that left the engine, with a name the kernel knows: a
 	 * delete notification, so inotify watchers see IN_DELETE as for an
 	 * unlink. Where the kernel refuses it (no such dentry, or a kernel
 	 * without it), a plain invalidation. */
-	if (nsino && ino &&
+	if (nsino &&
 	    fuse_lowlevel_notify_delete(fs->se, nsino, ino, hex,
 					KVFS_KEY_HEX_LEN) == 0)
 		nsino = 0;
 	if (nsino)
 		fuse_lowlevel_notify_inval_entry(fs->se, nsino, hex,
 						 KVFS_KEY_HEX_LEN);
-	if (ino)
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 	__atomic_add_fetch(&p->invalidations, 1, __ATOMIC_RELAXED);
 }
 

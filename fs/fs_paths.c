@@ -83,6 +83,20 @@ int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
 	return o ? o->names_set(fs, ns, v, len) : -EOPNOTSUPP;
 }
 
+int fs_path_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->evict_set(fs, ns, v, len) : -EOPNOTSUPP;
+}
+
+int fs_path_quota_set(struct fs *fs, uint32_t ns, uint64_t quota)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->quota_set(fs, ns, quota) : -EOPNOTSUPP;
+}
+
 bool fs_path_ns(struct fs *fs, uint32_t ns)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;

@@ -1,8 +1,8 @@
 /*
  * fs_xattr.c - extended attributes, the user.kvfs.* names of
  * include/kvfs.h: a chunk's tier, hits, checksum, lineage and pin; a
- * writer's parent, depth and pin; a namespace's chunk_bytes, dtype and
- * chunk_tokens.
+ * writer's parent, depth and pin; a namespace's chunk_bytes, dtype,
+ * chunk_tokens, names, and (path namespaces) evict and quota_bytes.
  * GETXATTR, LISTXATTR, SETXATTR and REMOVEXATTR.
  */
 #include <errno.h>
@@ -26,7 +26,7 @@ static const char *const writer_xattrs[] = {
 
 static const char *const ns_xattrs[] = {
 	KVFS_XATTR_CHUNK_BYTES, KVFS_XATTR_DTYPE, KVFS_XATTR_CHUNK_TOKENS,
-	KVFS_XATTR_NAMES,
+	KVFS_XATTR_NAMES, KVFS_XATTR_EVICT, KVFS_XATTR_QUOTA_BYTES,
 };
 
 static bool in_list(const char *name, const char *const *l, size_t n)
@@ -146,6 +146,17 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		} else if (!strcmp(name, KVFS_XATTR_NAMES)) {
 			n = snprintf(val, sizeof(val), "%s",
 				     t.paths ? "paths" : "keys");
+		} else if (t.paths && (!strcmp(name, KVFS_XATTR_EVICT) ||
+				       !strcmp(name, KVFS_XATTR_QUOTA_BYTES))) {
+			err = tier_ns_info(fs->tier, t.ns, &ni);
+			if (!err && !strcmp(name, KVFS_XATTR_EVICT))
+				n = snprintf(val, sizeof(val), "%s",
+					     ni.keep ? "never" : "policy");
+			else if (!err && ni.keep)
+				n = snprintf(val, sizeof(val), "%" PRIu64,
+					     ni.quota);
+			else if (!err)
+				err = -ENODATA;
 		} else {
 			err = -ENODATA;
 		}
@@ -234,14 +245,21 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	}
 	/* only the names a getxattr would answer */
 	switch (t.kind) {
-	case FS_K_NS:
+	case FS_K_NS: {
+		struct tier_ns_info ni;
+		bool keep = t.paths && !tier_ns_info(fs->tier, t.ns, &ni) &&
+			    ni.keep;
+
 		for (size_t i = 0; i < ARRAY_SIZE(ns_xattrs); i++) {
-			if (ns_xattrs[i] == ns_xattrs[1] && !t.dtype[0])
+			if ((ns_xattrs[i] == ns_xattrs[1] && !t.dtype[0]) ||
+			    (ns_xattrs[i] == ns_xattrs[4] && !t.paths) ||
+			    (ns_xattrs[i] == ns_xattrs[5] && !keep))
 				continue;
 			memcpy(buf + len, ns_xattrs[i], strlen(ns_xattrs[i]) + 1);
 			len += strlen(ns_xattrs[i]) + 1;
 		}
 		break;
+	}
 	case FS_K_WRITER:
 		pthread_mutex_lock(&fs->priv->lock);
 		for (size_t i = 0; i < ARRAY_SIZE(writer_xattrs); i++) {
@@ -374,6 +392,12 @@ void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			}
 		} else if (!strcmp(name, KVFS_XATTR_NAMES)) {
 			err = fs_path_names_set(fs, t.ns, value, size);
+		} else if (!strcmp(name, KVFS_XATTR_EVICT)) {
+			err = fs_path_evict_set(fs, t.ns, value, size);
+		} else if (!strcmp(name, KVFS_XATTR_QUOTA_BYTES)) {
+			err = parse_u64(value, size, &v);
+			if (!err)
+				err = fs_path_quota_set(fs, t.ns, v);
 		} else {
 			err = -ENOTSUP;
 		}

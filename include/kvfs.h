@@ -122,6 +122,30 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 /* keys | paths: what names the namespace holds (kvfs(7) PATH NAMESPACES);
  * settable while the namespace is empty (else EBUSY) */
 #define KVFS_XATTR_NAMES "user.kvfs.names"
+/*
+ * policy | never: whether the cache may evict a path namespace's files
+ * (kvfs(7) EVICT=NEVER). never: files leave only when deleted (unlink,
+ * rename over them); they still move from L1 to L2, never out of the
+ * last tier, and writes past user.kvfs.quota_bytes fail with ENOSPC, as
+ * on a full disk, until deletes make room. For engines whose disk tier
+ * keeps its own index of what it wrote (LMCache's local disk backend).
+ * Settable at any time on a path namespace (EINVAL on a key namespace,
+ * or for another value); ENOSPC when the other evict=never namespaces'
+ * quotas leave no room. Kept across a warm restart (with L2).
+ */
+#define KVFS_XATTR_EVICT "user.kvfs.evict"
+/*
+ * The byte quota of an evict=never namespace, decimal: its files'
+ * bytes (published, and being written) stay at or below it. Setting
+ * evict=never gives the largest allowed; set this after it to lower it
+ * (or raise it). The quotas of all evict=never namespaces together stay
+ * within half of the last tier (L2's size, or l1_size without L2):
+ * EINVAL for more than that alone, ENOSPC when the others' leave less.
+ * EINVAL, and ENODATA on get, while evict is policy. A quota below what
+ * the namespace holds now is allowed: writes fail until deletes bring it
+ * under. Kept across a warm restart (with L2).
+ */
+#define KVFS_XATTR_QUOTA_BYTES "user.kvfs.quota_bytes"
 /* Longest path below a path namespace, in bytes (ENAMETOOLONG past it). */
 #define KVFS_PATH_MAX 1024
 #define KVFS_XATTR_DTYPE "user.kvfs.dtype" /* bf16|fp16|fp32|fp8 */

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@
 
 #include "kvfs.h"
 #include "fs/fs.h"
+#include "mount/mount_dead.h"
 #include "mount/mount_events.h"
 #include "mount/mount_http.h"
 #include "mount/mount_log.h"
@@ -143,6 +145,12 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGHUP);
+	/* before any thread, and before /dev/fuse is open */
+	r = mount_watchdog_start();
+	if (r)
+		fprintf(stderr, "kvfs-mount: no watchdog (%s): a daemon killed "
+			"while stuck in the kernel would need "
+			"/sys/fs/fuse/connections/N/abort\n", strerror(-r));
 	pthread_sigmask(SIG_BLOCK, &block, &old);
 	mount_log_start(false); /* until ready_main detaches: stderr */
 
@@ -197,6 +205,13 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	if (fuse_session_mount(se, mnt)) {
 		fprintf(stderr, "kvfs-mount: cannot mount on %s\n", mnt);
 		goto out_sig;
+	}
+	{
+		dev_t dev;
+
+		/* (not a stat of mnt: nobody would answer it yet) */
+		if (mount_dead_find(mnt, &dev))
+			mount_watchdog_conn(dev);
 	}
 	r = fs_start(fs, se);
 	if (r) {
@@ -257,49 +272,8 @@ out_mask:
 	mount_log_flush(); /* no suppressed count is lost */
 	/* the mount never worked: the parent says so and exits non-zero */
 	report(__atomic_exchange_n(&rd.fd, -1, __ATOMIC_ACQ_REL), 1);
+	mount_watchdog_stop(); /* a clean exit */
 	return ret;
-}
-
-/*
- * Whether dir (a full path, as realpath gives) is the mount point of a
- * kvfs already: mounting again would hide it and every chunk in it from
- * the engines using it, which is never what an operator meant twice.
- */
-static bool is_kvfs_mount(const char *dir)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	char *line = NULL, path[PATH_MAX];
-	size_t cap = 0;
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && getline(&line, &cap, f) > 0) {
-		char *mp = NULL, *sep = strstr(line, " - ");
-		size_t i = 0;
-
-		/* id parent major:minor root MOUNTPOINT ... - TYPE ... */
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %ms", &mp) != 1)
-			continue;
-		/* mountinfo escapes space, tab, newline, backslash as \ooo */
-		for (const char *p = mp; *p && i + 1 < sizeof(path); i++) {
-			if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' &&
-			    p[2] >= '0' && p[2] <= '7' && p[3] >= '0' &&
-			    p[3] <= '7') {
-				path[i] = (char)((p[1] - '0') * 64 +
-						 (p[2] - '0') * 8 + (p[3] - '0'));
-				p += 4;
-			} else {
-				path[i] = *p++;
-			}
-		}
-		path[i] = 0;
-		found = !strcmp(path, dir) && !strncmp(sep + 3, "fuse.kvfs ", 10);
-		free(mp);
-	}
-	free(line);
-	fclose(f);
-	return found;
 }
 
 
@@ -311,6 +285,7 @@ int main(int argc, char **argv)
 	struct fs_config fc;
 	const char *prog = strrchr(argv[0], '/');
 	char mnt[PATH_MAX];
+	struct statvfs sv;
 	struct stat st;
 	int ret = 1, pfd[2];
 	pid_t pid;
@@ -357,6 +332,10 @@ int main(int argc, char **argv)
 		ret = 0;
 		goto out;
 	}
+	/* a dead kvfs there (its daemon was killed): detach it first. (A
+	 * statfs, not a stat: the root's attributes may be cached) */
+	if (statvfs(o.args[o.nargs - 1], &sv) && errno == ENOTCONN)
+		mount_dead_recover(prog, o.args[o.nargs - 1]);
 	if (!realpath(o.args[o.nargs - 1], mnt) || stat(mnt, &st)) {
 		int e = errno;
 
@@ -372,7 +351,9 @@ int main(int argc, char **argv)
 			strerror(ENOTDIR));
 		goto out;
 	}
-	if (!o.overmount && is_kvfs_mount(mnt)) {
+	/* (a kvfs already: mounting again would hide it and every chunk in
+	 * it from the engines using it, never what an operator meant) */
+	if (!o.overmount && mount_dead_find(mnt, NULL)) {
 		fprintf(stderr, "%s: %s is a kvfs mount already; unmount it "
 			"first (fusermount3 -u %s), or pass -o overmount to "
 			"mount over it and hide it\n", prog, mnt, mnt);

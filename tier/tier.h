@@ -166,6 +166,8 @@ struct tier_ns_info {
 	uint64_t chunks; /* published, any tier */
 	uint64_t bytes;  /* raw bytes of those chunks */
 	uint64_t hits;
+	bool keep;       /* evict=never (tier_ns_set_keep) */
+	uint64_t quota;  /* its byte quota (keep only) */
 };
 int tier_ns_info(struct tier *t, uint32_t id, struct tier_ns_info *info);
 int tier_ns_set_chunk_bytes(struct tier *t, uint32_t id, uint64_t bytes);
@@ -173,6 +175,25 @@ int tier_ns_set_shuffle(struct tier *t, uint32_t id, int shuffle);
 /* tier_ns_set_chunk_tokens - tokens per chunk (user.kvfs.chunk_tokens),
  * reported as block_size in events; 0 = unset. -ENOENT. */
 int tier_ns_set_chunk_tokens(struct tier *t, uint32_t id, uint32_t tokens);
+
+/*
+ * tier_ns_set_keep - evict=never for namespace id (keep true): its chunks
+ * leave only by tier_unlink (or a failed check), never by eviction out of
+ * the last tier; L1 -> L2 demotion still happens (without L2 they stay in
+ * L1). Writes that would take the namespace's bytes (published, plus
+ * those being written) past quota fail with -ENOSPC, as on a full disk;
+ * unlinks give the room back. quota 0: the largest allowed. keep false:
+ * back to eviction by policy (quota ignored).
+ * The quotas of all evict=never namespaces together may not pass half of
+ * the last tier (L2's capacity, or l1_size without L2), so that L2 can
+ * always keep them while it reclaims and L1 always has room for others.
+ * restore: a warm restart putting back what was set (no such limit: the
+ * mode is kept even where the sizes changed).
+ * Errors: -ENOENT, -EINVAL (quota above that half on its own), -ENOSPC
+ * (the other evict=never namespaces' quotas leave less than quota).
+ */
+int tier_ns_set_keep(struct tier *t, uint32_t id, bool keep, uint64_t quota,
+		     bool restore);
 
 /* tier_ns_list - fills ids with up to max namespace ids; returns the total
  * number of namespaces (may exceed max). */
@@ -513,6 +534,9 @@ struct tier_stats {
 	/* L2 (zero without l2_dir) */
 	uint64_t l2_capacity, l2_bytes, l2_raw_bytes, l2_chunks;
 	uint64_t l2_reads, l2_writes, l2_reclaims, l2_corrupt, l2_errors;
+	/* reclaims that moved every live record (compactions), bytes
+	 * written to L2 (moves included) and bytes of moves */
+	uint64_t l2_compactions, l2_write_bytes, l2_moved_bytes;
 	/* how the last mount recovered L2: from the checkpoint (1) or by a
 	 * scan of every segment (0); its time; records each way */
 	uint64_t l2_recover_ckpt, l2_recover_ns;

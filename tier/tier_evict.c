@@ -49,42 +49,78 @@ static void leave_l1(struct tier *t, struct tier_rec *r)
  * victim is dropped: it leaves the index and on_gone(TIER_GONE_EVICTED) is
  * queued. The L2 engine hooks in here: with ingest=evicted it demotes the
  * victim to L2 instead (record stays in the index with where = TIER_L2 and
- * no on_gone call), and only drops it when L2 cannot take it.
+ * no on_gone call), and only drops it when L2 cannot take it. A chunk of
+ * an evict=never namespace (tier_ns_set_keep) is never dropped: it is
+ * demoted, or passed over for the next victim.
  */
 int tier_evict_one(struct tier *t)
 {
-	struct policy_item *it = t->pops->evict(t->pol);
-	struct tier_rec *r;
+	/* evict=never chunks L2 cannot take now are passed over, and given
+	 * back to the policy (as if inserted again, in the order met) once a
+	 * victim is found or none is left */
+	struct policy_item **skip = NULL;
+	size_t nskip = 0, cap = 0;
+	int rc = -ENOSPC;
 
-	if (!it)
-		return -ENOSPC;
-	r = rec_of(it);
-	if (r->pi.refs) {
-		/* A policy bug; keep the chunk and refuse rather than free
-		 * pinned bytes. */
-		tier_log_locked(t, "tier: policy %s chose a pinned victim",
-			 t->pops->name);
-		t->pops->insert(t->pol, &r->pi);
-		return -ENOSPC;
-	}
-	tier_l3_evicting(t, r); /* l3_ingest=evicted: a copy goes to L3 */
-	tier_ra_leaving(t, r, true);
-	if (t->l2 && tier_l2_evicting(t, r)) {
-		/* demoted: stays indexed as an L2 chunk */
+	for (;;) {
+		struct policy_item *it = t->pops->evict(t->pol);
+		struct tier_ns *ns;
+		struct tier_rec *r;
+
+		if (!it)
+			break;
+		r = rec_of(it);
+		if (r->pi.refs) {
+			/* A policy bug; keep the chunk and refuse rather than
+			 * free pinned bytes. */
+			tier_log_locked(t, "tier: policy %s chose a pinned "
+					"victim", t->pops->name);
+			t->pops->insert(t->pol, &r->pi);
+			break;
+		}
+		ns = tier_ns_get(t, r->ns);
+		if (ns && ns->keep && !(t->l2 && tier_l2_evicting(t, r))) {
+			/* never out of the last tier */
+			if (nskip == cap) {
+				size_t n = cap ? 2 * cap : 16;
+				struct policy_item **a =
+					realloc(skip, n * sizeof(*a));
+
+				if (!a) {
+					t->pops->insert(t->pol, it);
+					break;
+				}
+				skip = a;
+				cap = n;
+			}
+			skip[nskip++] = it;
+			continue;
+		}
+		tier_l3_evicting(t, r); /* l3_ingest=evicted: a copy to L3 */
+		tier_ra_leaving(t, r, true);
+		rc = 0;
+		/* (an evict=never chunk's demotion was queued just above) */
+		if (t->l2 && ((ns && ns->keep) || tier_l2_evicting(t, r))) {
+			/* demoted: stays indexed as an L2 chunk */
+			leave_l1(t, r);
+			r->where = TIER_L2;
+			tier_ev_move(t, r, TIER_L1, TIER_L2, TIER_EV_DEMOTE);
+			t->evictions++;
+			t->demotions++;
+			break;
+		}
+		tier_ev(t, r, TIER_EV_REMOVED, TIER_L1, TIER_EV_EVICT);
+		tier_idx_remove(t, r);
 		leave_l1(t, r);
-		r->where = TIER_L2;
-		tier_ev_move(t, r, TIER_L1, TIER_L2, TIER_EV_DEMOTE);
 		t->evictions++;
-		t->demotions++;
-		return 0;
+		tier_queue_gone(t, r, TIER_GONE_EVICTED);
+		free(r);
+		break;
 	}
-	tier_ev(t, r, TIER_EV_REMOVED, TIER_L1, TIER_EV_EVICT);
-	tier_idx_remove(t, r);
-	leave_l1(t, r);
-	t->evictions++;
-	tier_queue_gone(t, r, TIER_GONE_EVICTED);
-	free(r);
-	return 0;
+	for (size_t i = 0; i < nskip; i++)
+		t->pops->insert(t->pol, skip[i]);
+	free(skip);
+	return rc;
 }
 
 /*

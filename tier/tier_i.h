@@ -199,6 +199,11 @@ struct tier_ns {
 	uint64_t chunks, bytes, hits;
 	uint32_t nwriters;           /* tier_wr in flight */
 	struct tier_rec *head;       /* published chunks, newest first */
+	/* evict=never (tier_ns_set_keep): chunks leave only by unlink; the
+	 * bytes published (bytes) plus charged to writers (wbytes) stay
+	 * within quota, or writes get -ENOSPC */
+	bool keep;
+	uint64_t quota, wbytes;
 };
 
 /* A chunk being written. Fields marked (mu) are protected by w->mu; the
@@ -218,6 +223,10 @@ struct tier_wr {
 				      * is marked TL3_IN, not written back */
 	uint64_t hint;               /* expected size: the first extent's,
 				      * once bytes arrive (wr_grow) */
+	bool keep;                   /* tier.lock: its namespace is evict=
+				      * never (set at begin): quota applies */
+	uint64_t charged;            /* (mu + tier.lock): bytes charged to the
+				      * namespace's quota (tier_ns.wbytes) */
 	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
 	uint64_t sum;
 	bool failed;                 /* (mu) tier_wr_fail: no extent, -EIO */
@@ -438,6 +447,7 @@ struct tier_l2_ops {
 	uint64_t (*prefetch_bytes)(const struct tier *t);
 	void (*pin_promote)(struct tier *t, struct tier_rec *r);
 	void (*stats)(struct tier *t, struct tier_stats *st);
+	uint64_t (*capacity)(struct tier *t);
 };
 struct tier_l3_ops {
 	void (*on_publish)(struct tier *t, struct tier_rec *r);
@@ -514,6 +524,9 @@ static inline uint64_t tier_prefetch_bound(const struct tier *t)
 uint64_t tier_l2_stored(const struct tier_rec *r);
 #define tier_l2_stats(t, st) \
 	((t)->l2ops->stats(t, st))
+/* L2's capacity now, 0 without L2 (or with L2 disabled). */
+#define tier_l2_capacity(t) \
+	((t)->l2ops->capacity(t))
 
 /* ------------------------------------------- L3 hooks (tier_l3.c) */
 

@@ -53,10 +53,12 @@ static bool tl2_evicting(struct tier *t, struct tier_rec *r)
 		return true; /* a clean copy is on disk already */
 	if (r->flags & TREC_L2W)
 		return false; /* cannot happen: the job pins r */
-	if (t->cfg.ingest == TIER_INGEST_HOT && r->hits < t2->hot_hits)
+	/* (an evict=never chunk goes to L2 whatever ingest says) */
+	if (!tl2_keeps(t, r) && t->cfg.ingest == TIER_INGEST_HOT &&
+	    r->hits < t2->hot_hits)
 		return false;
-	if (t->cfg.ingest == TIER_INGEST_TWICE && !r->hits &&
-	    !seen2_twice(&t2->seen, r->pi.hkey))
+	if (!tl2_keeps(t, r) && t->cfg.ingest == TIER_INGEST_TWICE &&
+	    !r->hits && !seen2_twice(&t2->seen, r->pi.hkey))
 		return false; /* a first sight: not worth a disk write */
 	if (t2->raw_queued + r->size > t2->raw_max) {
 		t2->errors++;
@@ -286,7 +288,8 @@ static enum l2_reclaim_verdict on_reclaim(void *arg,
 	/* hot: in use, or read since this copy was written or last moved
 	 * (hotness decays: a chunk read long ago is not carried forward
 	 * at every reclaim) */
-	hot = r->pi.refs > 0 || (r->flags & TREC_PROMO) || r->l2_heat > 0;
+	hot = r->pi.refs > 0 || (r->flags & TREC_PROMO) || r->l2_heat > 0 ||
+	      tl2_keeps(t, r);
 	if (hot && may_keep) {
 		tier_unlock(t);
 		return L2_KEEP;
@@ -308,7 +311,8 @@ static bool on_pinned(void *arg, const struct l2_rec_info *ri)
 	bool pinned = false;
 
 	if (r && r->where == TIER_L2)
-		pinned = r->pi.refs > 0 || (r->flags & TREC_PROMO);
+		pinned = r->pi.refs > 0 || (r->flags & TREC_PROMO) ||
+			 tl2_keeps(t, r);
 	tier_unlock(t);
 	return pinned;
 }
@@ -324,7 +328,10 @@ static bool on_moved(void *arg, const struct l2_rec_info *ri,
 		matched = true;
 		if (to) {
 			loc_set(r, to, ri->stored_len);
-			r->l2_heat = 0; /* kept once: must be read again */
+			/* kept once for hotness: must be read again (a
+			 * compaction keeps everything, hot or not) */
+			if (!ri->compacted)
+				r->l2_heat = 0;
 		} else if (r->where == TIER_L1)
 			r->flags &= (uint8_t)~TREC_L2;
 		else
@@ -575,6 +582,16 @@ void tier_l2_close(struct tier *t)
 	free(t2);
 }
 
+static uint64_t tl2_capacity(struct tier *t)
+{
+	struct l2_stats ls;
+
+	if (!t->l2 || !t->l2->l2)
+		return 0;
+	l2_get_stats(t->l2->l2, &ls);
+	return ls.capacity;
+}
+
 static void tl2_stats(struct tier *t, struct tier_stats *st)
 {
 	struct tier_l2 *t2 = t->l2;
@@ -593,6 +610,9 @@ static void tl2_stats(struct tier *t, struct tier_stats *st)
 	st->l2_reads = ls.reads;
 	st->l2_writes = ls.writes;
 	st->l2_reclaims = ls.reclaims;
+	st->l2_compactions = ls.compactions;
+	st->l2_write_bytes = ls.write_bytes;
+	st->l2_moved_bytes = ls.moved_bytes;
 	st->l2_corrupt = ls.corrupt;
 	st->l2_errors += ls.errors;
 	st->l2_recover_ckpt = ls.recover_ckpt;
@@ -622,4 +642,5 @@ const struct tier_l2_ops tier_l2_hooks = {
 	.prefetch_bytes = tl2_prefetch_bytes,
 	.pin_promote = tl2_pin_promote,
 	.stats = tl2_stats,
+	.capacity = tl2_capacity,
 };

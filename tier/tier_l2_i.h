@@ -136,6 +136,8 @@ static inline bool rec_loc_is(const struct tier_rec *r, const struct l2_loc *loc
 /* The namespace's shuffle: the mount's default until user.kvfs.dtype
  * sets it. */
 int tl2_ns_shuffle(struct tier *t, const struct tier_rec *r);
+/* r's namespace is evict=never: never dropped from L2 for space. */
+bool tl2_keeps(struct tier *t, const struct tier_rec *r);
 /* Takes an L2-only chunk out of the engine (out of the index, on_gone
  * queued; a pinned one becomes a zombie). */
 void tl2_drop_l2_only(struct tier *t, struct tier_rec *r,

@@ -17,6 +17,14 @@ int tl2_ns_shuffle(struct tier *t, const struct tier_rec *r)
 	return ns ? ns->shuffle : t->cfg.shuffle;
 }
 
+/* r's namespace is evict=never (tier_ns_set_keep). tier.lock held. */
+bool tl2_keeps(struct tier *t, const struct tier_rec *r)
+{
+	struct tier_ns *ns = tier_ns_get(t, r->ns);
+
+	return ns && ns->keep;
+}
+
 /*
  * Takes an L2-only chunk out of the engine (its record failed verification,
  * or L2 reclaimed it): out of the index, on_gone queued; pinned records

@@ -164,9 +164,53 @@ int tier_ns_info(struct tier *t, uint32_t id, struct tier_ns_info *info)
 		info->chunks = ns->chunks;
 		info->bytes = ns->bytes;
 		info->hits = ns->hits;
+		info->keep = ns->keep;
+		info->quota = ns->quota;
 	}
 	tier_unlock(t);
 	return ns ? 0 : -ENOENT;
+}
+
+int tier_ns_set_keep(struct tier *t, uint32_t id, bool keep, uint64_t quota,
+		     bool restore)
+{
+	struct tier_ns *ns;
+	uint64_t cap, others = 0;
+	int rc = 0;
+
+	tier_lock(t);
+	ns = tier_ns_get(t, id);
+	if (!ns) {
+		rc = -ENOENT;
+		goto out;
+	}
+	if (!keep) {
+		ns->keep = false;
+		goto out;
+	}
+	/* half of the last tier for all evict=never namespaces together */
+	cap = tier_l2_capacity(t);
+	cap = (cap ? cap : t->l1_cap) / 2;
+	for (uint32_t i = 0; i < t->ns_cap; i++)
+		if (t->ns[i] && t->ns[i] != ns && t->ns[i]->keep)
+			others += t->ns[i]->quota;
+	if (!restore) {
+		if (quota > cap) {
+			rc = -EINVAL;
+			goto out;
+		}
+		if (!quota)
+			quota = cap > others ? cap - others : 0;
+		if (!quota || others + quota > cap) {
+			rc = -ENOSPC;
+			goto out;
+		}
+	}
+	ns->keep = true;
+	ns->quota = quota;
+out:
+	tier_unlock(t);
+	return rc;
 }
 
 /* chunk_bytes above max_chunk could never be written: -EFBIG. Applies to

@@ -50,14 +50,35 @@ static void writer_drop(struct tier *t, struct tier_wr *w)
 	if (w->next)
 		w->next->prev = w->prev;
 	t->nwriters--;
-	if (ns)
+	if (ns) {
 		ns->nwriters--;
+		ns->wbytes -= w->charged;
+	}
+	w->charged = 0;
 	if (w->cap) {
 		l1_alloc_put(t->alloc, w->off, w->cap);
 		t->writer_bytes -= w->cap;
 		w->cap = 0;
 	}
 	tier_room_made(t); /* its extent freed, or published: evictable */
+}
+
+/*
+ * Charges the quota of w's evict=never namespace for w growing to end
+ * bytes (tier.lock held): 0, or -ENOSPC when the namespace's published
+ * bytes and those of its writers would pass the quota, as on a full disk.
+ */
+static int wr_charge(struct tier *t, struct tier_wr *w, uint64_t end)
+{
+	struct tier_ns *ns = tier_ns_get(t, w->ns);
+
+	if (!ns || end <= w->charged)
+		return 0;
+	if (ns->keep && ns->bytes + ns->wbytes + (end - w->charged) > ns->quota)
+		return -ENOSPC;
+	ns->wbytes += end - w->charged;
+	w->charged = end;
+	return 0;
 }
 
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
@@ -91,6 +112,12 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	}
 	w->hint = size_hint ? size_hint : n->chunk_bytes ? n->chunk_bytes
 							 : n->last_size;
+	w->keep = n->keep;
+	if (w->keep && size_hint) {
+		rc = wr_charge(t, w, size_hint);
+		if (rc < 0)
+			goto err_unlock;
+	}
 	if (size_hint) {
 		/* the caller's own size (a batched PUT about to copy its
 		 * bytes, tier_wr_map): taken now, as bytes that arrive */
@@ -98,8 +125,10 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 
 		tier_l2_throttle(t, len);
 		rc = tier_alloc_evict(t, len, &w->off);
-		if (rc < 0)
+		if (rc < 0) {
+			n->wbytes -= w->charged;
 			goto err_unlock;
+		}
 		w->cap = len;
 		t->writer_bytes += len;
 	}
@@ -379,6 +408,13 @@ static int wr_extend(struct tier *t, struct tier_wr *w, uint64_t start,
 
 	if (w->failed)
 		return -EIO;
+	if (w->keep && end > w->charged) {
+		tier_lock(t);
+		rc = wr_charge(t, w, end);
+		tier_unlock(t);
+		if (rc < 0)
+			return rc;
+	}
 	if (end > w->cap) {
 		rc = wr_grow(t, w, end, wait);
 		if (rc < 0)

@@ -10,7 +10,9 @@
  *   u32 check: low 32 bits of XXH3-64 of the bytes after it (type to the
  *       end of the path)
  *   u8  type: 'N' the namespace is in path mode, 'K' back to keys,
- *       'D' a directory, 'X' a directory removed, 'F' a file published
+ *       'D' a directory, 'X' a directory removed, 'F' a file published,
+ *       'Q' its eviction mode (user.kvfs.evict and quota_bytes): the
+ *       "path" is "policy" or "never:QUOTA" (N and K reset it to policy)
  *   u8  length of the namespace's name (1..127)
  *   u16 length of the path (0..KVFS_PATH_MAX), little-endian
  *   the namespace's name, then the path (no NULs)
@@ -207,6 +209,19 @@ static void apply(struct fs *fs, char type, const char *ns, const char *path,
 		if (tier_stat(fs->tier, id, &key, &info))
 			return; /* not recovered (or unlinked since) */
 	}
+	if (type == 'N' || type == 'K' || type == 'Q') {
+		bool keep = false;
+		uint64_t quota = 0;
+
+		/* a namespace (re)made a path namespace starts at policy */
+		if (type == 'Q' && fs_path_keep_parse(path, len, &keep, &quota))
+			fs_log(fs, "l2_dir/%s: namespace %s: eviction mode "
+			       "%.*s not understood: kept at policy", PJ_NAME,
+			       ns, (int)len, path);
+		tier_ns_set_keep(fs->tier, id, keep, quota, true);
+		if (type == 'Q')
+			return;
+	}
 	pthread_mutex_lock(&p->lock);
 	nsi = fs_ns_get(fs, id);
 	if (!nsi)
@@ -374,6 +389,12 @@ static int compact(struct fs *fs, int dirfd)
 		fs->priv->paths->orphans += drop_orphans(fs, ids[i]);
 		pthread_mutex_lock(&fs->priv->lock);
 		out_rec(&o, 'N', ni.name, "", 0);
+		if (ni.keep) {
+			char v[40];
+			int vl = fs_path_keep_text(true, ni.quota, v, sizeof(v));
+
+			out_rec(&o, 'Q', ni.name, v, (size_t)vl);
+		}
 		out_dir(&o, ni.name, nsi->pdir);
 		pthread_mutex_unlock(&fs->priv->lock);
 	}
@@ -469,4 +490,31 @@ void fs_pjournal_close(struct fs *fs)
 	close(j->dirfd);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
+}
+
+int fs_path_keep_text(bool keep, uint64_t quota, char *buf, size_t len)
+{
+	return keep ? snprintf(buf, len, "never:%" PRIu64, quota) :
+		      snprintf(buf, len, "policy");
+}
+
+int fs_path_keep_parse(const char *v, size_t len, bool *keep,
+		       uint64_t *quota)
+{
+	char buf[32], *end;
+
+	if (len == 6 && !memcmp(v, "policy", 6)) {
+		*keep = false;
+		*quota = 0;
+		return 0;
+	}
+	if (len < 7 || len >= sizeof(buf) || memcmp(v, "never:", 6) ||
+	    v[6] < '0' || v[6] > '9')
+		return -EINVAL;
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	errno = 0;
+	*quota = strtoull(buf + 6, &end, 10);
+	*keep = true;
+	return errno || *end ? -EINVAL : 0;
 }

@@ -6,6 +6,7 @@
  * publication fs_path.c's (see there for the rules).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -680,6 +681,62 @@ int pth_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
 	return err;
 }
 
+/* ------------------------------------------------- evict=never */
+
+/* Journals namespace ns's eviction mode as it is now. */
+static void keep_saved(struct fs *fs, uint32_t ns)
+{
+	struct tier_ns_info ni;
+	char v[40];
+	int n;
+
+	if (!paths_of(fs)->journal || tier_ns_info(fs->tier, ns, &ni))
+		return;
+	n = fs_path_keep_text(ni.keep, ni.quota, v, sizeof(v));
+	fs_pjournal_add(fs, 'Q', ni.name, v, (size_t)n);
+}
+
+int pth_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len)
+{
+	struct tier_ns_info ni;
+	int err;
+
+	if (!fs_path_ns(fs, ns))
+		return -EINVAL; /* path namespaces only */
+	err = tier_ns_info(fs->tier, ns, &ni);
+	if (err)
+		return err;
+	while (len && (v[len - 1] == '\n' || v[len - 1] == '\0'))
+		len--;
+	if (len == 5 && !memcmp(v, "never", 5))
+		err = ni.keep ? 0 : tier_ns_set_keep(fs->tier, ns, true, 0,
+						     false);
+	else if (len == 6 && !memcmp(v, "policy", 6))
+		err = tier_ns_set_keep(fs->tier, ns, false, 0, false);
+	else
+		err = -EINVAL;
+	if (!err)
+		keep_saved(fs, ns);
+	return err;
+}
+
+int pth_quota_set(struct fs *fs, uint32_t ns, uint64_t quota)
+{
+	struct tier_ns_info ni;
+	int err;
+
+	if (!fs_path_ns(fs, ns))
+		return -EINVAL;
+	err = tier_ns_info(fs->tier, ns, &ni);
+	if (!err && !ni.keep)
+		err = -EINVAL; /* evict=never first */
+	if (!err)
+		err = tier_ns_set_keep(fs->tier, ns, true, quota, false);
+	if (!err)
+		keep_saved(fs, ns);
+	return err;
+}
+
 bool pth_ns(struct fs *fs, uint32_t ns)
 {
 	struct fs_inode *nsi;
@@ -738,6 +795,8 @@ static const struct fs_path_ops pth_ops = {
 	.forget_locked = pth_forget_locked,
 	.chunk_attr_locked = pth_chunk_attr_locked,
 	.names_set = pth_names_set,
+	.evict_set = pth_evict_set,
+	.quota_set = pth_quota_set,
 	.ns = pth_ns,
 	.mode_saved = pth_mode_saved,
 	.event_hash = pth_event_hash,

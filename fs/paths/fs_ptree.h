@@ -181,6 +181,8 @@ void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 			   const struct kvfs_key *key, uint64_t gen,
 			   struct stat *st);
 int pth_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
+int pth_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
+int pth_quota_set(struct fs *fs, uint32_t ns, uint64_t quota);
 bool pth_ns(struct fs *fs, uint32_t ns);
 void pth_mode_saved(struct fs *fs, const char *ns, bool paths);
 bool pth_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,

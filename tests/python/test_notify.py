@@ -9,7 +9,8 @@ the daemon then exits 0 with the mount gone (so Restart=on-failure does
 not restart it); that it mounts as before without NOTIFY_SOCKET or with
 one nobody listens on; and that the stale-mount cleanup line of
 systemd/kvfs@.service.in detaches the dead mount a SIGKILLed daemon
-leaves, and leaves a live mount alone.
+leaves, and leaves a live mount alone; and that kvfs-mount run by hand on
+such a dead mount recovers it and mounts.
 """
 import os
 import re
@@ -140,19 +141,30 @@ class NotifyTest(unittest.TestCase):
         self.assertTrue(mounted(self.mnt))
         with self.assertRaises(OSError):  # ENOTCONN (stat may be cached)
             os.statvfs(self.mnt)
-        # by hand, kvfs-mount says what to do about it
-        r = subprocess.run([MOUNT_BIN, "-f", self.mnt], capture_output=True,
+        # kvfs-mount itself recovers it (kvfs-mount(8), DEAD MOUNTS)
+        r = subprocess.run([MOUNT_BIN, self.mnt], capture_output=True,
                            text=True, timeout=60)
-        self.assertEqual(r.returncode, 1)
-        # stat cached: "a kvfs mount already"; expired: ENOTCONN
-        self.assertIn("fusermount3 -u", r.stderr)
-        # ExecStopPost detaches it; a restart mounts again
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dead daemon", r.stderr)
+        self.assertTrue(mounted(self.mnt))
+        os.statvfs(self.mnt)
+        subprocess.call(["fusermount3", "-u", self.mnt])
+        for _ in range(3000):
+            if not mounted(self.mnt):
+                break
+            time.sleep(0.01)
+        # and the unit's ExecStopPost detaches a dead one; a restart
+        # mounts again
+        self.start(self.sock_path)
+        self.assertEqual(self.recv().get("READY"), "1")
+        self.daemon.kill()
+        self.daemon.wait()
+        self.assertTrue(mounted(self.mnt))
         subprocess.run(["sh", "-c", script], env=env)
         self.assertFalse(mounted(self.mnt))
         self.start(self.sock_path)
         self.assertEqual(self.recv().get("READY"), "1")
         self.assertTrue(mounted(self.mnt))
-
 
 if __name__ == "__main__":
     if not os.access(MOUNT_BIN, os.X_OK):

@@ -7,8 +7,10 @@
  * pass for a record header), and segment files seg-<16 hex>.kvl2, numbered
  * in creation order. A segment is a sequence of records, each starting on a
  * 4096-byte boundary: a record of record.h (a struct kvrec_hdr, then the
- * payload, stored_len bytes), zero padding to the next 4096 bytes. Segments are appended only, and
- * reclaimed (deleted) whole, oldest first.
+ * payload, stored_len bytes), zero padding to the next 4096 bytes.
+ * Segments are appended only, and reclaimed (deleted) whole: the emptiest
+ * first while their live records can move (compaction), else the oldest,
+ * dropping what the engine does not keep (l2_reclaim.c).
  *
  * Who owns what: l2 knows where records are and which of them are live; the
  * engine (tier/) owns the index from (namespace, key) to a record's
@@ -70,6 +72,8 @@ struct l2_rec_info {
 	uint64_t raw_sum;
 	int codec;
 	int shuffle;
+	bool compacted; /* moved: by a compaction (every live record of its
+			 * segment kept, no verdict asked), not for hotness */
 };
 
 enum l2_reclaim_verdict {
@@ -103,10 +107,12 @@ struct l2_config {
 	int (*recover)(void *arg, const struct l2_rec_info *rec);
 
 	/*
-	 * reclaim - the segment holding rec is being reclaimed. The engine
-	 * answers L2_KEEP if the record is still its entry for (ns, key) and
-	 * hot enough to keep (only when may_keep), else it removes its entry
-	 * if that entry's location equals rec->loc and answers L2_DROP.
+	 * reclaim - the segment holding rec is being reclaimed by the
+	 * policy (L2 holds more live records than it can keep; a compaction
+	 * moves every live record without asking). The engine answers
+	 * L2_KEEP if the record is still its entry for (ns, key) and hot
+	 * enough to keep (only when may_keep), else it removes its entry if
+	 * that entry's location equals rec->loc and answers L2_DROP.
 	 */
 	enum l2_reclaim_verdict (*reclaim)(void *arg,
 					   const struct l2_rec_info *rec,
@@ -114,10 +120,12 @@ struct l2_config {
 
 	/*
 	 * pinned - optional: true when rec is the engine's entry for its key
-	 * and must not be lost (a lease or a reader holds it and L1 has no
-	 * copy). A reclaim offers such records its move budget before any
-	 * merely hot one, so a pinned chunk is dropped only when pinned
-	 * records alone exceed the budget. No side effects.
+	 * and must not be lost (a lease or a reader holds it, or its
+	 * namespace is never evicted, and L1 has no copy). A policy reclaim
+	 * takes the oldest segment whose pinned records fit its move budget
+	 * and offers them the budget before any merely hot one, so a pinned
+	 * record is never dropped for space (when no segment qualifies,
+	 * appends wait). No side effects.
 	 */
 	bool (*pinned)(void *arg, const struct l2_rec_info *rec);
 
@@ -140,8 +148,12 @@ struct l2_stats {
 	uint64_t raw_bytes;  /* live records, raw bytes */
 	uint64_t records;    /* live records */
 	uint64_t segments;
-	uint64_t reads, writes, reclaims, corrupt, errors;
+	uint64_t reads, writes, reclaims, corrupt, errors; /* writes: moves too */
 	uint64_t moves;      /* records re-inserted by reclaims */
+	uint64_t write_bytes; /* bytes written, moves included */
+	uint64_t moved_bytes; /* bytes of moves (write amplification:
+			       * write_bytes / (write_bytes - moved_bytes)) */
+	uint64_t compactions; /* reclaims that kept every live record */
 	uint64_t queued_bytes; /* appends waiting or in flight */
 	uint64_t recovered;  /* records recovered by l2_open */
 	uint64_t recover_ns; /* time l2_open spent scanning */

@@ -12,8 +12,8 @@
  *   l2_recover.c  the recovery at open: checkpoint + scan of the rest
  *   l2_ckpt.c     checkpoints of the index: check, write, the thread
  *   l2_flog.c     the unlink log (records freed since the checkpoint)
- *   l2_reclaim.c  the reclaim thread (moves live records out of the
- *                 oldest segment, deletes it)
+ *   l2_reclaim.c  the reclaim thread (compacts the emptiest segment,
+ *                 or evicts from the oldest by policy when L2 is full)
  *
  * Locks, in the order they are taken (never the other way):
  *
@@ -198,6 +198,7 @@ struct l2 {
 	pthread_cond_t rc_cond;     /* reclaim thread wake-up */
 	pthread_cond_t move_cond;   /* moves of the current reclaim done */
 	uint64_t moves_pending;
+	bool rc_stuck;              /* no segment could be reclaimed (logged) */
 
 	struct io_uring ring; /* (io) */
 	int efd;              /* (imm) eventfd: wakes the I/O thread */

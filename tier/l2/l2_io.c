@@ -185,8 +185,12 @@ static void write_done(struct l2 *l2, struct l2_req *r, int res)
 		loc.blk = (uint32_t)(r->off / L2_ALIGN);
 		loc.nblk = r->rec->nblk;
 	}
-	if (res == 0)
+	if (res == 0) {
 		l2->st.writes++;
+		l2->st.write_bytes += r->len;
+		if (r->reserve)
+			l2->st.moved_bytes += r->len;
+	}
 	pthread_mutex_unlock(&l2->lock);
 
 	if (res)
