@@ -43,7 +43,15 @@ struct fs_pent {
 	struct kvfs_key key;     /* of its path (valid when keyed) */
 	bool keyed;              /* in ktab: the engine holds key for it */
 	bool busy;               /* a publication or copy in flight */
-	bool has_mtime;          /* utimensat set mtime */
+	bool has_mtime;          /* mtime is the file's (its writer's last
+				  * write or utimensat), not publication */
+	bool has_attr;           /* mode, uid, gid set (else 0644 and the
+				  * namespace's owner) */
+	mode_t mode;             /* permission bits (chmod) */
+	uid_t uid;
+	gid_t gid;
+	uint64_t ino;            /* st_ino, for the life of the name (a
+				  * number of fs_paths.next_ino) */
 	uint64_t gen;            /* publication of key (keyed) */
 	struct fs_wr *wr;        /* a reference: the version being written
 				  * or closed, not yet published; shadows
