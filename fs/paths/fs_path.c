@@ -148,6 +148,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	struct fs_pent *e;
 	uint64_t gen = 0;
 	uint32_t ns;
+	uint64_t dir_ino;
 	int len, err;
 
 	pthread_mutex_lock(&p->lock);
@@ -165,6 +166,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	}
 	e->busy = true;
 	ns = e->parent->ns;
+	dir_ino = e->parent->ino;
 	kvfs_path_key(path, (size_t)len, &key);
 	/* its BlockStored carries the name's block hash (fs_pevent.c) */
 	fs_pev_note(t, ns, &key, e->name, e->len);
@@ -194,6 +196,8 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 		ns_name(fs, ns, nsn);
 		fs_pjournal_add(fs, 'F', nsn, path, (size_t)len);
 	}
+	if (!err) /* other nodes find its directories by name */
+		fs_path_l3_mark(fs, dir_ino);
 	if (err)
 		fs_log(fs, "path file discarded at publication: %s",
 		       strerror(-err));
@@ -449,9 +453,11 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fs_wr *w = NULL;
 	struct kvfs_key key;
 	size_t len = strlen(name);
+	bool l3_tried = false;
 	uint32_t ns;
 	int err;
 
+again:
 	pthread_mutex_lock(&p->lock);
 	d = fs_ptree_dir(fs, parent);
 	if (!d) {
@@ -461,6 +467,16 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	memset(&ep, 0, sizeof(ep));
 	e = len > 255 ? NULL : fs_ptree_find(paths_of(fs), d, name, len);
+	if (!e && len <= 255 && !l3_tried) {
+		/* not here: maybe another node stored it in L3 */
+		pthread_mutex_unlock(&p->lock);
+		l3_tried = true;
+		if (fs_path_l3_find(fs, parent, name, len) == 0)
+			goto again;
+		pthread_mutex_lock(&p->lock);
+		d = fs_ptree_dir(fs, parent);
+		e = d ? fs_ptree_find(paths_of(fs), d, name, len) : NULL;
+	}
 	if (!e) {
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_err(req, len > 255 ? ENAMETOOLONG : ENOENT);

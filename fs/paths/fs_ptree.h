@@ -29,6 +29,7 @@ struct fs_pdir {
 	uid_t uid;
 	gid_t gid;
 	bool removed;            /* rmdir'ed: freed at nlookup 0 */
+	bool l3_marked;          /* its marker is in L3 (fs_pl3.c) */
 	struct timespec mtime, ctime;
 };
 
@@ -149,6 +150,15 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w);
  * (no lock held); notify: also the kernel's entry (background thread). */
 void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		       bool notify);
+
+/* Names found in L3 (fs_pl3.c); no lock held, and nothing when L3 is
+ * off. find: name in directory dir_ino, missing here, is a file or a
+ * directory in L3: it joins the tree (0; also when it appeared here
+ * meanwhile), else -ENOENT. mark: a file was just published in directory
+ * dir_ino: its directories are marked in L3 (once each). */
+int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
+		    size_t len);
+void fs_path_l3_mark(struct fs *fs, uint64_t dir_ino);
 
 /* Event hashes of hex-named files (fs_pevent.c). note: before the file
  * at key is published (does nothing unless name starts with >= 16 hex
