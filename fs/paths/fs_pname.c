@@ -172,10 +172,12 @@ static bool take_file(struct fs *fs, struct fs_pent *e, struct kvfs_key *key)
 		fs_ptree_unkey(paths_of(fs), e);
 		chunk_unlinked(fs, e->parent->ns, key);
 	}
-	if (e->wr)
+	if (e->wr) {
+		e->wr->unlinked = true; /* its open fds: st_nlink 0 */
 		fs_path_detach_writer(fs, e, e->wr); /* may free e */
-	else
+	} else {
 		fs_ptree_remove(paths_of(fs), e);
+	}
 	return keyed;
 }
 
@@ -412,8 +414,10 @@ again:
 			/* replaced: fds open on it keep its attributes */
 			chunk_unlinked(fs, ns, &okey);
 		}
-		if (o->wr)
+		if (o->wr) {
+			o->wr->unlinked = true; /* replaced: st_nlink 0 */
 			fs_path_detach_writer(fs, o, o->wr); /* frees o */
+		}
 		else
 			fs_ptree_remove(paths_of(fs), o);
 	}

@@ -324,6 +324,38 @@ class OpenFiles(unittest.TestCase):
             self.assertEqual(f.read(), b"D" * 7)
 
 
+    def test_writer_fd_whose_name_went(self):
+        # an fd still writing a file whose name was replaced or unlinked
+        ns = os.path.join(M.mnt, "openwriters")
+        os.mkdir(ns)
+        for how in ("replace", "unlink"):
+            p = os.path.join(ns, "w-" + how)
+            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, b"W" * 3000)
+                if how == "replace":
+                    put(os.path.join(ns, "w.tmp"), b"new")
+                    os.replace(os.path.join(ns, "w.tmp"), p)
+                    self.assertEqual(os.stat(p).st_size, 3)
+                else:
+                    os.unlink(p)
+                st = os.fstat(fd)
+                self.assertEqual((st.st_size, st.st_nlink), (3000, 0), how)
+                self.assertEqual(os.pread(fd, 10, 0), b"W" * 10)
+                self.assertEqual(os.listxattr(fd), [])
+                os.chmod(fd, 0o640)
+                self.assertEqual(stat.S_IMODE(os.fstat(fd).st_mode), 0o640)
+                os.write(fd, b"more")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if how == "unlink":
+                self.assertFalse(os.path.exists(p))
+            else:
+                with open(p, "rb") as f:
+                    self.assertEqual(f.read(), b"new")
+
+
 class Attributes(unittest.TestCase):
     """chmod, chown and xattrs of path files and directories (item 2)."""
 
