@@ -30,7 +30,7 @@ pathmount.need("daemon")
 M = None
 LOCAL = None
 TABLE = []
-PUBLISH_S = 0.6
+PUBLISH_S = 0.8  # a closed file is published 200-450 ms after its last close
 # a minimal access ACL (user::rw-, group::r--, other::r--), as cp -a sets
 ACL = bytes.fromhex("02000000" "01000600ffffffff" "04000400ffffffff"
                     "20000400ffffffff")  # a closed file is published 200 ms after its last close
