@@ -95,8 +95,8 @@ void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
 	uint64_t size;
 
 	memset(st, 0, sizeof(*st));
-	st->st_ino = w->ino;
 	pthread_mutex_lock(&fs->priv->lock);
+	st->st_ino = w->st_ino ? w->st_ino : w->ino;
 	st->st_nlink = w->unlinked ? 0 : 1;
 	st->st_uid = w->uid;
 	st->st_gid = w->gid;
@@ -108,7 +108,9 @@ void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
 		size = tier_wr_size(w->w);
 	} else {
 		size = w->final_size;
-		st->st_mode = S_IFREG | 0444; /* published: immutable */
+		if (!w->path) /* published: immutable (a path file keeps
+			       * the mode its name shows) */
+			st->st_mode = S_IFREG | 0444;
 	}
 	pthread_rwlock_unlock(&w->lock);
 	st->st_size = (off_t)size;
@@ -204,7 +206,7 @@ static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		err = -ESTALE;
 	if (!err) {
 		fs_chunk_attr(fs, nsi, in, ino, &info, st);
-		fs_path_chunk_attr_locked(fs, nsi, &key, gen, st);
+		fs_path_chunk_attr_locked(fs, nsi, in, &key, gen, st);
 		if (in && in->unlinked)
 			st->st_nlink = 0;
 	}
@@ -263,18 +265,23 @@ static void set_times(struct timespec *mt, struct timespec *ct,
  * close): size, mode, owner and times are applied for real, and shown by
  * later stats; the mode governs later opens of a temporary by name (the
  * kernel checks it: default_permissions). Once published the chunk is
- * immutable: EPERM. The kernel has checked the caller's right to each
- * change (owner or root; chown is root's).
+ * immutable: EPERM; a path file's mode, owner and times stay its own
+ * (its name shows them), only its size is fixed. The kernel has checked
+ * the caller's right to each change (owner or root; chown is root's).
+ * w.lock is held throughout, so a publication copies what is set here.
  */
 static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
 		      int to_set)
 {
 	struct fs_priv *p = fs->priv;
 	uint64_t now = fs_now_ns();
+	bool published;
 	int err = 0;
 
 	pthread_rwlock_rdlock(&w->lock);
-	if (!w->w) {
+	published = !w->w;
+	if (published && (!w->path || (to_set & FUSE_SET_ATTR_SIZE) ||
+			  w->state != FS_WR_PUBLISHED)) {
 		pthread_rwlock_unlock(&w->lock);
 		return -EPERM; /* published (or discarded): immutable */
 	}
@@ -285,9 +292,10 @@ static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
 			fs_wr_touch(w);
 		}
 	}
-	pthread_rwlock_unlock(&w->lock);
-	if (err)
+	if (err) {
+		pthread_rwlock_unlock(&w->lock);
 		return err;
+	}
 	pthread_mutex_lock(&p->lock);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		w->mode = attr->st_mode & 07777;
@@ -315,6 +323,12 @@ static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
 		      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
 		      FUSE_SET_ATTR_MTIME_NOW))
 		__atomic_store_n(&w->ctime_ns, now, __ATOMIC_RELAXED);
+	if (published) {
+		pthread_mutex_lock(&p->lock);
+		fs_path_writer_attr_set(fs, w);
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_rwlock_unlock(&w->lock);
 	return 0;
 }
 

@@ -243,6 +243,9 @@ struct fs_wr {
 	bool path;              /* a file of a path namespace (constant) */
 	bool closing;           /* priv.lock: its last fd was closed (FLUSH);
 				 * the RELEASE that follows is async */
+	uint64_t st_ino;        /* priv.lock: path files: the st_ino stat
+				 * shows (its name's, fs_pent.ino), kept
+				 * after publication; 0: ino */
 };
 
 /* fs_hexval - the value of hex digit c (either case), or -1. */
@@ -302,6 +305,10 @@ struct fs_inode {
 	struct fs_wr *wr;       /* a reference */
 	/* a namespace in path mode: its root directory (fs_path.c) */
 	struct fs_pdir *pdir;
+	/* a file of a path namespace (fs_path.c): its st_ino, and mode,
+	 * uid, gid and mtime above as its name showed them last, for fds
+	 * still open once the name went or has a newer version; 0: none */
+	uint64_t path_ino;
 };
 
 /* A queued kernel invalidation (fs_inval.c). */
@@ -602,7 +609,9 @@ struct fs_path_ops {
 	int (*attach_locked)(struct fs *fs, struct fs_inode *nsi);
 	void (*detach_locked)(struct fs *fs, struct fs_inode *nsi);
 	void (*forget_locked)(struct fs *fs, uint64_t ino, uint64_t n);
+	void (*writer_attr_set)(struct fs *fs, struct fs_wr *w);
 	void (*chunk_attr_locked)(struct fs *fs, const struct fs_inode *nsi,
+				  struct fs_inode *in,
 				  const struct kvfs_key *key, uint64_t gen,
 				  struct stat *st);
 	int (*names_set)(struct fs *fs, uint32_t ns, const char *v,
@@ -651,11 +660,17 @@ void fs_path_detach_locked(struct fs *fs, struct fs_inode *nsi);
  * ino (priv.lock held). */
 void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n);
 /* fs_path_chunk_attr_locked: st of published chunk (key, gen) of
- * namespace nsi as a path file shows it (mode, utimensat's mtime); does
- * nothing for key namespaces. priv.lock held. */
+ * namespace nsi as a path file shows it (st_ino, mode, owner, mtime: its
+ * name's while it is that name's version, remembered in chunk inode in,
+ * which may be NULL, for later); does nothing for key namespaces.
+ * priv.lock held. */
 void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
-			       const struct kvfs_key *key, uint64_t gen,
-			       struct stat *st);
+			       struct fs_inode *in, const struct kvfs_key *key,
+			       uint64_t gen, struct stat *st);
+/* fs_path_writer_attr_set: path writer w, already published, had its
+ * mode, owner or times changed (fs_attr.c): its name shows them too.
+ * w.lock held (read), priv.lock held. */
+void fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w);
 /* fs_path_names_set: user.kvfs.names of namespace ns ("keys"|"paths"):
  * -EINVAL, -EBUSY (not empty), -ENOENT, -ENOMEM. No lock held. */
 int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);

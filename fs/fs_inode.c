@@ -125,6 +125,11 @@ int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		if (old && old->gen < info.gen) {
 			htab_del(&p->ntab, &old->nnode);
 			old->named = false;
+			/* a path file's name leads to its new version from
+			 * this reply on: fds of the old one keep its
+			 * attributes (fstat), with no links */
+			if (nsi && nsi->pdir)
+				old->unlinked = true;
 			old = NULL;
 		}
 		if (!old && !htab_add(&p->ntab, &in->nnode,
@@ -134,7 +139,7 @@ int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	in->nlookup++;
 	in->info = info;
 	fs_chunk_attr(fs, nsi, in, in->ino, &info, &e->attr);
-	fs_path_chunk_attr_locked(fs, nsi, key, info.gen, &e->attr);
+	fs_path_chunk_attr_locked(fs, nsi, in, key, info.gen, &e->attr);
 	pthread_mutex_unlock(&p->lock);
 	e->ino = in->ino;
 	e->attr_timeout = FS_TTL;

@@ -66,14 +66,22 @@ void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
 		o->forget_locked(fs, ino, n);
 }
 
-void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
-			       const struct kvfs_key *key, uint64_t gen,
-			       struct stat *st)
+void fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;
 
 	if (o)
-		o->chunk_attr_locked(fs, nsi, key, gen, st);
+		o->writer_attr_set(fs, w);
+}
+
+void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
+			       struct fs_inode *in, const struct kvfs_key *key,
+			       uint64_t gen, struct stat *st)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->chunk_attr_locked(fs, nsi, in, key, gen, st);
 }
 
 int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len)

@@ -40,6 +40,9 @@ static bool in_list(const char *name, const char *const *l, size_t n)
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* What an inode is, for xattrs: a snapshot taken under the lock. */
+struct xtarget;
+static int chunk_info(struct fs *fs, const struct xtarget *t,
+		      struct tier_info *info);
 struct xtarget {
 	enum fs_kind kind;
 	uint32_t ns;
@@ -48,6 +51,8 @@ struct xtarget {
 	struct fs_wr *wr; /* referenced */
 	char dtype[8];
 	bool paths;       /* a namespace in path mode */
+	bool unlinked;    /* a chunk whose name went: info as last seen */
+	struct tier_info info;
 };
 
 static int xtarget_get(struct fs *fs, fuse_ino_t ino, struct xtarget *t)
@@ -70,6 +75,8 @@ static int xtarget_get(struct fs *fs, fuse_ino_t ino, struct xtarget *t)
 	t->gen = in->gen;
 	memcpy(t->dtype, in->dtype, sizeof(t->dtype));
 	t->paths = in->pdir != NULL;
+	t->unlinked = in->kind == FS_K_CHUNK && in->unlinked;
+	t->info = in->info;
 	if (in->kind == FS_K_WRITER) {
 		t->wr = in->wr;
 		t->wr->refs++;
@@ -82,6 +89,23 @@ static void xtarget_put(struct fs *fs, struct xtarget *t)
 {
 	if (t->wr)
 		fs_wr_unref(fs, t->wr);
+}
+
+/* A chunk's info: the engine's, or for a chunk whose name went (unlinked,
+ * replaced) while an fd holds it, as last seen (POSIX: an open file keeps
+ * its attributes). -ESTALE: the name stands for another chunk now. */
+static int chunk_info(struct fs *fs, const struct xtarget *t,
+		      struct tier_info *info)
+{
+	int err = tier_stat(fs->tier, t->ns, &t->key, info);
+
+	if (!err && info->gen != t->gen)
+		err = -ESTALE;
+	if (err && t->unlinked) {
+		*info = t->info;
+		err = 0;
+	}
+	return err;
 }
 
 static int parse_u64(const char *v, size_t len, uint64_t *out)
@@ -183,9 +207,7 @@ void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			err = -ENODATA;
 			break;
 		}
-		err = tier_stat(fs->tier, t.ns, &t.key, &info);
-		if (!err && info.gen != t.gen)
-			err = -ESTALE;
+		err = chunk_info(fs, &t, &info);
 		if (err)
 			break;
 		if (!strcmp(name, KVFS_XATTR_TIER))
@@ -274,9 +296,7 @@ void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		pthread_mutex_unlock(&fs->priv->lock);
 		break;
 	case FS_K_CHUNK:
-		err = tier_stat(fs->tier, t.ns, &t.key, &info);
-		if (!err && info.gen != t.gen)
-			err = -ESTALE;
+		err = chunk_info(fs, &t, &info);
 		for (size_t i = 0; !err && i < ARRAY_SIZE(chunk_xattrs); i++) {
 			const char *x = chunk_xattrs[i];
 

@@ -21,6 +21,7 @@
 #include "tier/policy/policy.h"
 
 #define MAX_CHUNK_DEFAULT (64ULL << 20)
+#define FSNAME_MAX 255 /* bytes of fsname= (and of a mount(8) SOURCE) */
 #define L1_CAP_DEFAULT (4ULL << 30) /* the arena is pre-faulted at mount */
 #define WRITE_WAIT_MS_DEFAULT 3000
 
@@ -188,8 +189,16 @@ static void add_fuse_opt(struct mopts *o, const char *arg)
 {
 	size_t len = strlen(o->fuse_opts);
 
+	if (!strncmp(arg, "fsname=", 7) && strlen(arg + 7) > FSNAME_MAX) {
+		fprintf(stderr, "kvfs-mount: fsname is %zu bytes; at most %d\n",
+			strlen(arg + 7), FSNAME_MAX);
+		o->bad = 1;
+		return;
+	}
 	if (len + strlen(arg) + 2 >= sizeof(o->fuse_opts)) {
-		fprintf(stderr, "kvfs-mount: too many options\n");
+		fprintf(stderr, "kvfs-mount: the options passed to FUSE "
+			"exceed %zu bytes (at '%.40s')\n",
+			sizeof(o->fuse_opts) - 1, arg);
 		o->bad = 1;
 		return;
 	}
@@ -825,7 +834,71 @@ void mopts_forget_secrets(void)
 	explicit_bzero(l3_password, sizeof(l3_password));
 }
 
+/*
+ * An option of ours given twice (l1_size=16M,l1_size=32M, or in two -o):
+ * refused, since which one was meant is a guess. name: opt_spec's
+ * template up to its '='. Options are split at commas not escaped with
+ * a backslash, as fuse_opt does.
+ */
+static int count_dups(const char *list, unsigned *seen)
+{
+	const char *p = list;
+
+	while (*p) {
+		size_t n = 0;
+
+		while (p[n] && p[n] != ',') {
+			if (p[n] == '\\' && p[n + 1])
+				n++;
+			n++;
+		}
+		for (size_t i = 0; opt_spec[i].templ; i++) {
+			const char *t = opt_spec[i].templ;
+			const char *eq = strstr(t, "=%s");
+			size_t k = eq ? (size_t)(eq - t) + 1 : 0;
+
+			if (!eq || n < k ||
+			    strncmp(p, t, k))
+				continue;
+			if (seen[i]++) {
+				fprintf(stderr, "kvfs-mount: option '%.*s' "
+					"given twice: give it once\n",
+					(int)k - 1, t);
+				return -1;
+			}
+			break;
+		}
+		p += n;
+		if (*p)
+			p++;
+	}
+	return 0;
+}
+
+static int check_dups(const struct fuse_args *args)
+{
+	unsigned seen[sizeof(opt_spec) / sizeof(opt_spec[0])] = { 0 };
+
+	for (int i = 1; i < args->argc; i++) {
+		const char *a = args->argv[i];
+
+		if (!strcmp(a, "-o") && i + 1 < args->argc)
+			a = args->argv[++i];
+		else if (!strncmp(a, "-o", 2))
+			a += 2;
+		else
+			continue;
+		if (count_dups(a, seen))
+			return -1;
+	}
+	return 0;
+}
+
 int mopts_parse(struct fuse_args *args, struct mopts *o)
 {
+	if (check_dups(args)) {
+		o->bad = 1;
+		return -1;
+	}
 	return fuse_opt_parse(args, o, opt_spec, opt_proc);
 }

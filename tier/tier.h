@@ -509,6 +509,19 @@ int tier_ns_snapshot(struct tier *t, uint32_t ns, struct tier_dirent **out,
 
 /* ------------------------------------------------------------------- L3 */
 
+/* tier_l3_on - does the engine have an L3? */
+bool tier_l3_on(const struct tier *t);
+/*
+ * tier_l3_mark - stores an empty record under (ns, key) in L3, queued as
+ * every L3 write (never waits for the network; a full queue drops it):
+ * path namespaces mark the directories their files imply there
+ * (fs/paths/fs_pl3.c). tier_l3_has - is (ns, key) in L3 (one EXISTS,
+ * bounded by l3_timeout_ms; false when L3 is off or unreachable)?
+ * mark: 0, -EOPNOTSUPP (no L3), -ENOENT (no namespace ns), -EAGAIN
+ * (queue full), -ENOMEM.
+ */
+int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 /*
  * tier_stat_fetch - tier_stat, and when the chunk is not local and L3 is
  * on, a promotion from L3 first (GET, every check, decode into L1; bounded

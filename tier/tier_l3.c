@@ -767,6 +767,63 @@ int tier_stat_fetch(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	return rc;
 }
 
+bool tier_l3_on(const struct tier *t)
+{
+	return t->l3 != NULL;
+}
+
+/* A marker's value: an empty record (a good 0-byte chunk), built late. */
+static int mark_encode(void *arg, void **out, size_t *out_len)
+{
+	struct tl3_job *j = arg;
+
+	return build(j->t, j, "", out, out_len);
+}
+
+static void mark_release(void *arg, int err)
+{
+	(void)err;
+	free(arg);
+}
+
+int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	struct tl3_job *j;
+	struct tier_ns *n;
+	struct l3_src src;
+	int rc;
+
+	if (!t->l3)
+		return -EOPNOTSUPP;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	tier_lock(t);
+	n = tier_ns_get(t, ns);
+	if (n)
+		memcpy(j->ns, n->name, sizeof(j->ns));
+	tier_unlock(t);
+	if (!n) {
+		free(j);
+		return -ENOENT;
+	}
+	j->t = t;
+	j->key = *key;
+	src.encode = mark_encode;
+	src.release = mark_release;
+	src.arg = j;
+	src.bytes = KVREC_HDR_BYTES;
+	rc = l3_put(t->l3->l3, j->ns, &j->key, &src);
+	if (rc)
+		free(j);
+	return rc;
+}
+
+bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	return tier_l3_run(t, ns, key, 1) == 1;
+}
+
 static void tl3_stats(struct tier *t, struct tier_stats *st)
 {
 	if (!t->l3)

@@ -98,6 +98,32 @@ void fs_path_detach_writer(struct fs *fs, struct fs_pent *e, struct fs_wr *w)
 
 /* -------------------------------------------------------- publication */
 
+/* A published file's name shows what its writer showed: mode, owner,
+ * mtime (its last write or utimensat), st_ino. priv.lock held. */
+static void name_takes_attr(struct fs_pent *e, struct fs_wr *w)
+{
+	uint64_t mt = __atomic_load_n(&w->mtime_ns, __ATOMIC_RELAXED);
+
+	e->has_attr = true;
+	e->mode = w->mode;
+	e->uid = w->uid;
+	e->gid = w->gid;
+	e->has_mtime = true;
+	e->mtime.tv_sec = (time_t)(mt / 1000000000ULL);
+	e->mtime.tv_nsec = (long)(mt % 1000000000ULL);
+}
+
+void pth_writer_attr_set(struct fs *fs, struct fs_wr *w)
+{
+	struct fs_pent *e;
+
+	if (!w->path || !w->has_key)
+		return;
+	e = fs_ptree_by_key(paths_of(fs), w->ns, &w->key);
+	if (e && e->keyed && e->gen == w->final_gen && !e->busy)
+		name_takes_attr(e, w);
+}
+
 static void ns_name(struct fs *fs, uint32_t ns, char out[KVFS_NS_NAME_MAX + 1])
 {
 	struct tier_ns_info ni;
@@ -123,6 +149,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	uint64_t gen = 0;
 	uint32_t ns;
 	bool had_old = false;
+	uint64_t dir_ino;
 	int len, err;
 
 	pthread_mutex_lock(&p->lock);
@@ -140,6 +167,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	}
 	e->busy = true;
 	ns = e->parent->ns;
+	dir_ino = e->parent->ino;
 	kvfs_path_key(path, (size_t)len, &key);
 	/* its BlockStored carries the name's block hash (fs_pevent.c) */
 	fs_pev_note(t, ns, &key, e->name, e->len);
@@ -158,7 +186,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	if (!err) {
 		w->has_key = true;
 		fs_ptree_key(t, e, &key, gen);
-		e->has_mtime = false;
+		name_takes_attr(e, w);
 	} else {
 		/* not published (a write failed: close and fsync said so):
 		 * the O_TRUNC that began it had removed the previous
@@ -178,6 +206,8 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 		tier_unlink(fs->tier, ns, &old_key);
 		fs_pev_forget(t, ns, &old_key);
 	}
+	if (!err) /* other nodes find its directories by name */
+		fs_path_l3_mark(fs, dir_ino);
 	if (err)
 		fs_log(fs, "path file discarded at publication: %s",
 		       strerror(-err));
@@ -318,6 +348,12 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 	w->ns = ns;
 	w->uid = ctx->uid;
 	w->gid = ctx->gid;
+	if (key && e->has_attr) { /* a new version keeps mode and owner */
+		w->mode = e->mode;
+		w->uid = e->uid;
+		w->gid = e->gid;
+	}
+	w->st_ino = e->ino;
 	w->creator_tid = ctx->pid;
 	w->temp = true;
 	w->path = true;
@@ -427,9 +463,11 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fs_wr *w = NULL;
 	struct kvfs_key key;
 	size_t len = strlen(name);
+	bool l3_tried = false;
 	uint32_t ns;
 	int err;
 
+again:
 	pthread_mutex_lock(&p->lock);
 	d = fs_ptree_dir(fs, parent);
 	if (!d) {
@@ -439,6 +477,16 @@ void fs_path_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	memset(&ep, 0, sizeof(ep));
 	e = len > 255 ? NULL : fs_ptree_find(paths_of(fs), d, name, len);
+	if (!e && len <= 255 && !l3_tried) {
+		/* not here: maybe another node stored it in L3 */
+		pthread_mutex_unlock(&p->lock);
+		l3_tried = true;
+		if (fs_path_l3_find(fs, parent, name, len) == 0)
+			goto again;
+		pthread_mutex_lock(&p->lock);
+		d = fs_ptree_dir(fs, parent);
+		e = d ? fs_ptree_find(paths_of(fs), d, name, len) : NULL;
+	}
 	if (!e) {
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_err(req, len > 255 ? ENAMETOOLONG : ENOENT);
@@ -494,6 +542,15 @@ void pth_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
 
 /* ------------------------------------------------- getattr and setattr */
 
+static void set_mtime(struct timespec *mt, const struct stat *attr,
+		      int to_set)
+{
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		clock_gettime(CLOCK_REALTIME, mt);
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		*mt = attr->st_mtim;
+}
+
 /* The file entry of published chunk inode ino in a path namespace
  * (priv.lock held), or NULL. */
 static struct fs_pent *chunk_ent(struct fs *fs, uint64_t ino)
@@ -511,20 +568,38 @@ static struct fs_pent *chunk_ent(struct fs *fs, uint64_t ino)
 }
 
 void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
-			       const struct kvfs_key *key, uint64_t gen,
-			       struct stat *st)
+			   struct fs_inode *in, const struct kvfs_key *key,
+			   uint64_t gen, struct stat *st)
 {
+	struct fs_inode mem;
 	struct fs_pent *e;
 
 	if (!nsi || !nsi->pdir)
 		return;
-	/* writable by its owner: O_TRUNC makes a new version */
-	st->st_mode = S_IFREG | 0644;
-	e = fs_ptree_by_key(paths_of(fs), nsi->ns, key);
-	if (e && e->gen == gen && e->has_mtime) {
-		st->st_mtim = e->mtime;
-		st->st_ctim = e->mtime;
+	if (!in) {
+		memset(&mem, 0, sizeof(mem));
+		in = &mem;
 	}
+	e = fs_ptree_by_key(paths_of(fs), nsi->ns, key);
+	if (e && e->keyed && e->gen == gen) {
+		/* its name's version: what the name shows, remembered for
+		 * fds that outlive the name (or this version of it) */
+		in->path_ino = e->ino;
+		/* writable by its owner: O_TRUNC makes a new version */
+		in->mode = e->has_attr ? e->mode : 0644;
+		in->uid = e->has_attr ? e->uid : st->st_uid;
+		in->gid = e->has_attr ? e->gid : st->st_gid;
+		in->mtime = e->has_mtime ? e->mtime : st->st_mtim;
+	} else if (!in->path_ino) {
+		st->st_mode = S_IFREG | 0644; /* never seen by name here */
+		return;
+	}
+	st->st_ino = in->path_ino;
+	st->st_mode = S_IFREG | (in->mode & 07777);
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_mtim = in->mtime;
+	st->st_ctim = in->mtime;
 }
 
 void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
@@ -538,7 +613,6 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 		/* an fd writing a new version of a published file: its own
 		 * size (the kernel's inode is the published one's) */
 		fs_writer_attr(fs, fs_fh_of(fi)->wr, &st);
-		st.st_ino = ino;
 		fuse_reply_attr(req, &st, 0);
 		return;
 	}
@@ -573,13 +647,50 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, FS_TTL);
 }
 
-static void set_mtime(struct timespec *mt, const struct stat *attr,
-		      int to_set)
+/*
+ * chmod, chown and utimensat of published path file ino (priv.lock
+ * held): kept with its name (and remembered by the inode for fds that
+ * outlive it); its bytes and size never change. 0, or -ENOENT when ino
+ * is no published path file, -EPERM for a size.
+ */
+static int published_attr_set(struct fs *fs, uint64_t ino,
+			      const struct stat *attr, int to_set,
+			      struct stat *st)
 {
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-		clock_gettime(CLOCK_REALTIME, mt);
-	else if (to_set & FUSE_SET_ATTR_MTIME)
-		*mt = attr->st_mtim;
+	struct fs_inode *in = fs_ino_find(fs->priv, ino), *nsi;
+	struct fs_pent *e;
+
+	if (!in || in->kind != FS_K_CHUNK)
+		return -ENOENT;
+	nsi = fs_ns_find(fs->priv, in->ns);
+	if (!nsi || !nsi->pdir)
+		return -ENOENT;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		return -EPERM;
+	e = chunk_ent(fs, ino);
+	if (!e && !in->path_ino)
+		return -ENOENT; /* never shown by name: as before */
+	/* in's fields as its name shows them now */
+	memset(st, 0, sizeof(*st));
+	st->st_uid = nsi->uid;
+	st->st_gid = nsi->gid;
+	fs_path_chunk_attr_locked(fs, nsi, in, &in->key, in->gen, st);
+	if (to_set & FUSE_SET_ATTR_MODE)
+		in->mode = attr->st_mode & 07777;
+	if (to_set & FUSE_SET_ATTR_UID)
+		in->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		in->gid = attr->st_gid;
+	set_mtime(&in->mtime, attr, to_set);
+	if (e) {
+		e->has_attr = true;
+		e->mode = in->mode;
+		e->uid = in->uid;
+		e->gid = in->gid;
+		e->mtime = in->mtime;
+		e->has_mtime = true;
+	}
+	return 0;
 }
 
 void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -587,9 +698,6 @@ void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
-	const int times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
-			  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
-			  FUSE_SET_ATTR_CTIME;
 	struct fs_pdir *d;
 	struct fs_pent *e;
 	struct stat st;
@@ -620,19 +728,14 @@ void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fuse_reply_attr(req, &st, FS_TTL);
 		return;
 	}
-	e = chunk_ent(fs, ino);
-	if (e && !(to_set & ~times)) {
-		/* utimensat on a published file: kept with its name */
-		set_mtime(&e->mtime, attr, to_set);
-		e->has_mtime = (to_set & (FUSE_SET_ATTR_MTIME |
-					  FUSE_SET_ATTR_MTIME_NOW)) != 0 ||
-			       e->has_mtime;
+	if (published_attr_set(fs, ino, attr, to_set, &st) == 0) {
 		pthread_mutex_unlock(&p->lock);
 		fs_op_getattr(req, ino, fi);
 		return;
 	}
+	e = chunk_ent(fs, ino);
 	pthread_mutex_unlock(&p->lock);
-	if (e) { /* a size, mode or owner: published files never change */
+	if (e) { /* a size: published files never change */
 		fuse_reply_err(req, EPERM);
 		return;
 	}
@@ -668,6 +771,9 @@ void fs_path_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -err);
 		return;
 	}
+	pthread_mutex_lock(&p->lock);
+	fh->wr->mode = mode & 07777; /* the kernel applied the umask */
+	pthread_mutex_unlock(&p->lock);
 	if (fs_writer_reply_create(fs, req, fh, fi))
 		release_fh(fs, fh);
 }

@@ -173,10 +173,12 @@ static bool take_file(struct fs *fs, struct fs_pent *e, struct kvfs_key *key)
 		fs_ptree_unkey(paths_of(fs), e);
 		chunk_unlinked(fs, e->parent->ns, key);
 	}
-	if (e->wr)
+	if (e->wr) {
+		e->wr->unlinked = true; /* its open fds: st_nlink 0 */
 		fs_path_detach_writer(fs, e, e->wr); /* may free e */
-	else
+	} else {
 		fs_ptree_remove(paths_of(fs), e);
+	}
 	return keyed;
 }
 
@@ -282,6 +284,15 @@ static int copy_to_writer(struct fs *fs, struct fs_pent *e, uid_t uid,
 	w->ns = ns;
 	w->uid = uid;
 	w->gid = gid;
+	if (e->has_attr) { /* the file keeps its mode, owner and mtime */
+		w->mode = e->mode;
+		w->uid = e->uid;
+		w->gid = e->gid;
+	}
+	if (e->has_mtime)
+		w->mtime_ns = (uint64_t)e->mtime.tv_sec * 1000000000ULL +
+			      (uint64_t)e->mtime.tv_nsec;
+	w->st_ino = e->ino;
 	w->temp = true;
 	w->path = true;
 	w->closed_ms = fs_now_ms();
@@ -401,9 +412,13 @@ again:
 			okey = o->key;
 			ogen = o->gen;
 			fs_ptree_unkey(paths_of(fs), o);
+			/* replaced: fds open on it keep its attributes */
+			chunk_unlinked(fs, ns, &okey);
 		}
-		if (o->wr)
+		if (o->wr) {
+			o->wr->unlinked = true; /* replaced: st_nlink 0 */
 			fs_path_detach_writer(fs, o, o->wr); /* frees o */
+		}
 		else
 			fs_ptree_remove(paths_of(fs), o);
 	}
@@ -480,8 +495,7 @@ static int psnap_take(struct fs *fs, uint64_t ino, struct psnap **out)
 		struct psnap_ent *x = &s->e[s->n++];
 
 		x->type = e->dir ? S_IFDIR : S_IFREG;
-		x->ino = e->dir ? e->dir->ino : e->wr ? e->wr->ino :
-			 FS_INO_CHUNK + e->gen;
+		x->ino = e->dir ? e->dir->ino : e->ino; /* as stat says */
 		x->name = (uint32_t)names;
 		memcpy(pool + names, e->name, e->len + 1u);
 		names += e->len + 1u;
@@ -573,7 +587,14 @@ void fs_path_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 
 /* -------------------------------------------------------------- xattrs */
 
-/* Path directories carry no kvfs xattrs (and take none). */
+/*
+ * Path directories carry no xattrs and take none: EOPNOTSUPP, as files
+ * answer for any name kvfs does not define and as a filesystem without
+ * xattrs (or ACLs) answers, which cp -a, mv and rsync -a accept. A path
+ * file's user.kvfs.* attributes are computed: getxattr answers them by
+ * name, but listxattr does not offer them (a copier would copy them onto
+ * other files, and back onto kvfs, where they are read-only).
+ */
 void fs_path_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			 size_t size)
 {
@@ -583,9 +604,23 @@ void fs_path_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		fs_op_getxattr(req, ino, name, size);
 }
 
+/* A file of a path namespace (chunk or writer inode ino)? Takes
+ * priv.lock. */
+static bool path_file(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in, *nsi = NULL;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	in = fs_ino_find(fs->priv, ino);
+	if (in && in->kind != FS_K_NS)
+		nsi = fs_ns_find(fs->priv, in->ns);
+	pthread_mutex_unlock(&fs->priv->lock);
+	return nsi && nsi->pdir;
+}
+
 void fs_path_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	if (!fs_is_pdir_ino(ino))
+	if (!fs_is_pdir_ino(ino) && !path_file(fs_req(req), ino))
 		fs_op_listxattr(req, ino, size);
 	else if (size)
 		fuse_reply_buf(req, NULL, 0);
@@ -597,7 +632,7 @@ void fs_path_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			 const char *value, size_t size, int flags)
 {
 	if (fs_is_pdir_ino(ino))
-		fuse_reply_err(req, EPERM);
+		fuse_reply_err(req, EOPNOTSUPP);
 	else
 		fs_op_setxattr(req, ino, name, value, size, flags);
 }
@@ -759,8 +794,9 @@ void pth_mode_saved(struct fs *fs, const char *ns, bool paths)
 
 void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
+	struct fs_inode *in;
 	struct fs_pent *e;
-	uint64_t parent = 0;
+	uint64_t parent = 0, gen = 0;
 	char *name = NULL;
 	size_t len = 0;
 
@@ -770,11 +806,21 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 		parent = e->parent->ino;
 		len = e->len;
 		name = strndup(e->name, len);
+		gen = e->gen;
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
 	if (name && fs->se)
 		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
 	free(name);
+	if (!gen)
+		return;
+	/* the kernel's name no longer leads to an older version (an O_TRUNC
+	 * one replaced): fds still open on it keep its attributes */
+	pthread_mutex_lock(&fs->priv->lock);
+	in = fs_chunk_find(fs->priv, ns, key);
+	if (in && in->gen < gen)
+		in->unlinked = true;
+	pthread_mutex_unlock(&fs->priv->lock);
 }
 
 void pth_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
@@ -793,6 +839,7 @@ static const struct fs_path_ops pth_ops = {
 	.attach_locked = pth_attach_locked,
 	.detach_locked = pth_detach_locked,
 	.forget_locked = pth_forget_locked,
+	.writer_attr_set = pth_writer_attr_set,
 	.chunk_attr_locked = pth_chunk_attr_locked,
 	.names_set = pth_names_set,
 	.evict_set = pth_evict_set,

@@ -202,6 +202,9 @@ int fs_ptree_mkfile(struct fs_paths *t, struct fs_pdir *d, const char *name,
 		ent_free(e);
 		return -ENOMEM;
 	}
+	/* st_ino: from the directories' counter (their numbers are their
+	 * st_ino too), so no two live files or directories share one */
+	e->ino = FS_INO_PDIR | t->next_ino++;
 	t->nfiles++;
 	t->bytes += sizeof(*e) + len + 1;
 	*out = e;

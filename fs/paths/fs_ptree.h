@@ -29,6 +29,7 @@ struct fs_pdir {
 	uid_t uid;
 	gid_t gid;
 	bool removed;            /* rmdir'ed: freed at nlookup 0 */
+	bool l3_marked;          /* its marker is in L3 (fs_pl3.c) */
 	struct timespec mtime, ctime;
 };
 
@@ -43,7 +44,15 @@ struct fs_pent {
 	struct kvfs_key key;     /* of its path (valid when keyed) */
 	bool keyed;              /* in ktab: the engine holds key for it */
 	bool busy;               /* a publication or copy in flight */
-	bool has_mtime;          /* utimensat set mtime */
+	bool has_mtime;          /* mtime is the file's (its writer's last
+				  * write or utimensat), not publication */
+	bool has_attr;           /* mode, uid, gid set (else 0644 and the
+				  * namespace's owner) */
+	mode_t mode;             /* permission bits (chmod) */
+	uid_t uid;
+	gid_t gid;
+	uint64_t ino;            /* st_ino, for the life of the name (a
+				  * number of fs_paths.next_ino) */
 	uint64_t gen;            /* publication of key (keyed) */
 	struct fs_wr *wr;        /* a reference: the version being written
 				  * or closed, not yet published; shadows
@@ -142,6 +151,15 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w);
 void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		       bool notify);
 
+/* Names found in L3 (fs_pl3.c); no lock held, and nothing when L3 is
+ * off. find: name in directory dir_ino, missing here, is a file or a
+ * directory in L3: it joins the tree (0; also when it appeared here
+ * meanwhile), else -ENOENT. mark: a file was just published in directory
+ * dir_ino: its directories are marked in L3 (once each). */
+int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
+		    size_t len);
+void fs_path_l3_mark(struct fs *fs, uint64_t dir_ino);
+
 /* Event hashes of hex-named files (fs_pevent.c). note: before the file
  * at key is published (does nothing unless name starts with >= 16 hex
  * digits); forget: once key left the engine. Any lock may be held. */
@@ -177,9 +195,10 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 int pth_attach_locked(struct fs *fs, struct fs_inode *nsi);
 void pth_detach_locked(struct fs *fs, struct fs_inode *nsi);
 void pth_forget_locked(struct fs *fs, uint64_t ino, uint64_t n);
+void pth_writer_attr_set(struct fs *fs, struct fs_wr *w);
 void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
-			   const struct kvfs_key *key, uint64_t gen,
-			   struct stat *st);
+			   struct fs_inode *in, const struct kvfs_key *key,
+			   uint64_t gen, struct stat *st);
 int pth_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 int pth_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 int pth_quota_set(struct fs *fs, uint32_t ns, uint64_t quota);

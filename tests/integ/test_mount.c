@@ -92,6 +92,40 @@ static void test_bad_options(void **state)
 		       "unknown option");
 }
 
+/* Issue 28: an option given twice is refused (which one was meant is a
+ * guess); fsname= has a clear limit. */
+static void test_option_limits(void **state)
+{
+	char name[5000 + 8], opts[600];
+	struct kvfs_mnt m;
+
+	expect_refused((const char *[]){ "-f", "-o", "l1_size=16M,l1_size=32M",
+					 "@DIR@", NULL }, "'l1_size' given twice");
+	expect_refused((const char *[]){ "-f", "-o", "l1_size=16M", "-o",
+					 "policy=lru,l1_size=32M", "@DIR@", NULL },
+		       "'l1_size' given twice");
+	expect_refused((const char *[]){ "-f", "-ol3_prefix=a,l3_prefix=b",
+					 "@DIR@", NULL }, "'l3_prefix' given twice");
+	memcpy(name, "fsname=", 7);
+	memset(name + 7, 'n', 5000);
+	name[7 + 5000] = '\0';
+	expect_refused((const char *[]){ "-f", "-o", name, "@DIR@", NULL },
+		       "fsname is 5000 bytes; at most 255");
+	/* 255 bytes: mounted, and shown */
+	name[7 + 255] = '\0';
+	snprintf(opts, sizeof(opts), "l1_size=16M,%s", name);
+	assert_int_equal(kvfs_test_mount(&m, opts), 0);
+	{
+		size_t len;
+		char *mounts = kvfs_test_slurp("/proc/mounts", &len);
+
+		assert_non_null(mounts);
+		assert_non_null(strstr(mounts, name + 7));
+		free(mounts);
+	}
+	assert_int_equal(kvfs_test_umount(&m), 0);
+}
+
 static void test_missing_mountpoint(void **state)
 {
 	expect_refused((const char *[]){ "-f", "-o", "l1_size=16M",
@@ -414,6 +448,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_option_limits),
 		cmocka_unit_test(test_missing_mountpoint),
 		cmocka_unit_test(test_mount_umount),
 		cmocka_unit_test(test_control_files),

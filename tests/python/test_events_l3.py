@@ -15,9 +15,6 @@ or the daemon are missing.
 """
 import atexit
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,26 +22,14 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_events as te  # noqa: E402 (exits 77 itself when it must)
+import redisserver  # noqa: E402
 
-if not shutil.which("redis-server") or not shutil.which("redis-cli"):
-    print("skip: redis-server/redis-cli not installed (make deps)")
-    sys.exit(77)
-
+redisserver.need()
 REDIS = {}
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def cli(*args):
-    return subprocess.run(["redis-cli", "-p", str(REDIS["port"])] +
-                          list(args), capture_output=True, text=True,
-                          timeout=10).stdout.strip()
+    return REDIS["server"].cli(*args)
 
 
 class L3Node(te.Node):
@@ -60,23 +45,8 @@ class L3Node(te.Node):
 def setUpModule():
     te.TMP = tempfile.mkdtemp(prefix="kvfs-evl3.")
     atexit.register(tearDownModule)
-    for _ in range(5):
-        REDIS["port"] = free_port()
-        REDIS["proc"] = subprocess.Popen(
-            ["redis-server", "--port", str(REDIS["port"]), "--bind",
-             "127.0.0.1", "--dir", te.TMP, "--save", "", "--appendonly",
-             "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        end = time.monotonic() + 10
-        while time.monotonic() < end and REDIS["proc"].poll() is None:
-            if cli("PING") == "PONG":
-                break
-            time.sleep(0.05)
-        if REDIS["proc"].poll() is None and cli("PING") == "PONG":
-            break
-        REDIS["proc"].kill()  # port taken meanwhile: another one
-        REDIS["proc"].wait()
-    else:
-        raise RuntimeError("redis-server did not start")
+    REDIS["server"] = redisserver.Redis(te.TMP)
+    REDIS["port"] = REDIS["server"].port
     te.NODES["a"] = L3Node("a", "l3_ingest=all")
     te.NODES["b"] = L3Node("b", "l3_ingest=evicted")
     for n in te.NODES.values():
@@ -85,8 +55,8 @@ def setUpModule():
 
 def tearDownModule():
     te.cleanup()
-    if REDIS.get("proc"):
-        REDIS.pop("proc").kill()
+    if REDIS.get("server"):
+        REDIS.pop("server").kill()
 
 
 def of(events, typ, medium, key):
