@@ -14,7 +14,9 @@
 #      tables (1,2,4,8,16 threads against tmpfs) are in OUTDIR;
 #   4. run.sh with no /dev/fuse (KVFS_BUNDLE_DEV_FUSE=/nonexistent) and no
 #      driver (the nvidia overrides) and no KVFS_CUDART: both reported as
-#      missing, every step that needs them skipped saying so, no crash.
+#      missing, every step that needs them skipped saying so, no crash;
+#   5. run.sh of a bundle that lacks a library: the check names it, and the
+#      steps whose programs cannot load are skipped saying so.
 # Skips (77) where the CUDA toolkit is missing (make gpu-bundle needs it).
 # Kept fast: run.sh --quick (4 MiB / 32 MiB bench phases, one trial).
 set -u
@@ -192,6 +194,23 @@ for s in gpu-sim gpu-xfer-sim gpu-ipc gpubench bench-threads xbench-threads; do
 done
 step_is "$O2" unit-gpu ok
 step_is "$O2" gpu-nodev ok
+
+# A bundle that lacks a library (libzstd, which kvfs-mount and the tests
+# load): the check names it, and what cannot load is skipped, not run.
+cp -r "$B" "$T/broken"
+rm "$T/broken/lib/libzstd.so.1"
+O3=$T/out-broken
+isolated env KVFS_CUDART="$T/broken/tests/libfakecudart.so" \
+	bash "$T/broken/run.sh" --quick --budget 60 "$O3" >"$T/run3.log" 2>&1
+rc=$?
+[ $rc = 0 ] || { cat "$T/run3.log"; bad "run.sh with a library missing exited $rc"; }
+check_summary "$O3" "$T/run3.log"
+grep -q 'libraries: kvfs-mount: .*libzstd.so.1' "$O3/summary.txt" ||
+	bad "the summary does not say kvfs-mount lacks libzstd.so.1"
+for s in gpu-nodev gpu-sim gpu-ipc gpubench bench-threads xbench-threads; do
+	step_is "$O3" $s SKIPPED "kvfs-mount cannot load"
+done
+echo "ok: a bundle without libzstd.so.1: $(grep -c SKIPPED "$O3/summary.txt") steps skipped, saying why"
 
 [ $fail = 0 ] && echo "PASS: gpu-bundle builds, loads from itself alone, and run.sh runs or skips every step saying why"
 exit $fail

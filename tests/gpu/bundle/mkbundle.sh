@@ -6,7 +6,8 @@
 #             kvfs_cudacheck fusermount3 (not setuid: run as root)
 #   tests/    the GPU test programs, kvfs_devcheck, libfakecudart.so (the
 #             tests look for both beside themselves)
-#   lib/      libkvfs.so.0 and every shared library the programs load that
+#   lib/      libkvfs.so.0 (no libkvfs.so link: the folder holds no
+#             symbolic link, so any copy keeps it whole) and every library the programs load that
 #             is not glibc's, copied from this machine under its soname
 #   lib/cxx/  libstdc++ and libgcc_s (they need a newer glibc than the rest;
 #             env.sh uses the machine's own when these cannot load)
@@ -62,8 +63,8 @@ for t in "$BUILD"/tests/gpu/test_* "$BUILD/tests/unit/test_gpu" \
 	[ -f "$t" ] && [ -x "$t" ] && put "$t" "$OUT/tests"
 done
 put "$BUILD/tests/gpu/libfakecudart.so" "$OUT/tests"
+# No symbolic links anywhere: a copy may not keep them.
 put "$BUILD/libkvfs.so" "$OUT/lib" libkvfs.so.0
-ln -s libkvfs.so.0 "$OUT/lib/libkvfs.so"
 install -m 644 "$ROOT/include/kvfs.h" "$OUT/include/"
 install -m 644 "$ROOT/python/kvfs.py" "$ROOT/python/kvfs_abi.py" "$OUT/python/"
 install -m 755 "$SRC/run.sh" "$SRC/env.sh" "$OUT/"

@@ -82,6 +82,8 @@ mkdir -p "$OUT" || exit 2
 OUT=$(cd "$OUT" && pwd)
 case $budget in '' | *[!0-9]*) echo "run.sh: --budget wants seconds" >&2; exit 2 ;; esac
 
+# A copy that lost the modes (a plain file transfer) still runs.
+chmod a+x "$B"/bin/* "$B"/tests/* 2>/dev/null
 . "$B/env.sh" --no-ld
 CHECKS=$OUT/checks.txt SUMMARY=$OUT/summary.txt
 : >"$CHECKS"
@@ -153,12 +155,13 @@ list_libs() {
 		echo "(no ldd and no dynamic loader found)"
 	fi
 }
-bad_load=()
+bad_load=() bad_names=,
 for f in "$B"/bin/* "$B"/tests/* "$B"/lib/libkvfs.so.0; do
 	[ -f "$f" ] || continue
 	out=$(list_libs "$f")
-	if echo "$out" | grep -q 'not found\|No such file\|version `'; then
-		bad_load+=("$(basename "$f"): $(echo "$out" | grep 'not found\|No such file\|version `' | head -2 | tr -s ' \t' ' ' | tr '\n' ';')")
+	if echo "$out" | grep -q 'not found\|No such file\|version `\|error while loading'; then
+		bad_names+="$(basename "$f"),"
+		bad_load+=("$(basename "$f"): $(echo "$out" | grep 'not found\|No such file\|version `\|error while loading' | head -2 | tr -s ' \t' ' ' | tr '\n' ';')")
 	fi
 done
 if [ ${#bad_load[@]} -eq 0 ]; then
@@ -383,16 +386,24 @@ record() { # name status detail
 	results+=("$(printf '%-16s %-9s %s' "$1" "$2" "$3")")
 	printf '%-16s %-9s %s\n' "$1" "$2" "$3"
 }
-# step NAME DEADLINE NEEDS CMD...: NEEDS is a comma list of fuse, gpu, real
-# (a real GPU, not the stand-in).
+# step NAME DEADLINE NEEDS CMD...: NEEDS is a comma list of fuse (mounts
+# kvfs), mount (runs kvfs-mount), gpu, real (a real GPU, not the stand-in).
 step() {
-	local name=$1 limit=$2 needs=$3 why= t rc t1 f before after stale
+	local name=$1 limit=$2 needs=$3 why= t rc t1 f before after stale a
 	shift 3
 	nstep=$((nstep + 1))
 	f=$OUT/$(printf '%02d' $nstep)-$name.txt
 	case $skip in *,"$name",*) why="left out (--skip)" ;; esac
-	[ -z "$why" ] && case ,$needs, in *,fuse,*) [ $fuse = 1 ] ||
-		why="$fuse_why" ;; esac
+	for a in "$@"; do
+		case $a in "$B"/*) case $bad_names in *,"$(basename "$a")",*)
+			[ -n "$why" ] || why="$(basename "$a") cannot load here (see checks.txt)" ;;
+			esac ;; esac
+	done
+	[ -z "$why" ] && case ,$needs, in *,fuse,*) [ $fuse = 1 ] || why=$fuse_why ;; esac
+	[ -z "$why" ] && case ,$needs, in *,fuse,* | *,mount,*)
+		case $bad_names in *,kvfs-mount,*)
+			why="kvfs-mount cannot load here (see checks.txt)" ;;
+		esac ;; esac
 	[ -z "$why" ] && case ,$needs, in *,gpu,*) [ $gpu = 1 ] ||
 		why="no GPU: $gpu_short" ;; esac
 	[ -z "$why" ] && case ,$needs, in *,real,*) [ $standin = 0 ] ||
@@ -440,7 +451,7 @@ echo
 echo "=== steps (output in $OUT)"
 T=$B/tests
 step unit-gpu 60 "" "$T/test_gpu"
-step gpu-nodev 60 "" "$T/test_gpu_nodev"
+step gpu-nodev 60 mount "$T/test_gpu_nodev"
 step gpu-sim 60 fuse env KVFS_CUDART= "$T/test_gpu_sim"
 step gpu-xfer-sim 60 fuse env KVFS_CUDART= KVFS_GPU_REAL= "$T/test_gpu_xfer"
 step gpu-ipc 90 fuse,gpu "$T/test_gpu_ipc"
