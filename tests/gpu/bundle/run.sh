@@ -352,8 +352,11 @@ if [ $standin = 0 ] && [ $gpu = 1 ] && [ -n "$cb" ] && [ "$drv_ver" -gt 0 ]; the
 fi
 
 # ------------------------------------------------------------ tmpfs
-shm=/dev/shm tmpfs_mnt=
-if [ "$(stat -f -c %T "$shm" 2>/dev/null)" != tmpfs ]; then
+shm=/dev/shm tmpfs_mnt= shm_own=
+if [ "$(stat -f -c %T "$shm" 2>/dev/null)" = tmpfs ]; then
+	# a folder of our own: a bench killed at its deadline leaves files
+	shm_own=$(mktemp -d /dev/shm/kvfs-bundle.XXXXXX) && shm=$shm_own
+else
 	shm=$(mktemp -d /tmp/kvfs-bundle-tmpfs.XXXXXX)
 	if mount -t tmpfs -o size=8g tmpfs "$shm" 2>/dev/null; then
 		tmpfs_mnt=$shm
@@ -372,7 +375,7 @@ export TMPDIR=$WORK
 cleanup() {
 	[ -n "$tmpfs_mnt" ] && umount "$tmpfs_mnt" 2>/dev/null && rmdir "$tmpfs_mnt"
 	rm -rf "$OUT/.cudart"
-	rm -rf --one-file-system "$WORK" 2>/dev/null
+	rm -rf --one-file-system "$WORK" ${shm_own:+"$shm_own"} 2>/dev/null
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -431,8 +434,13 @@ step() {
 		rc=$?
 	fi
 	t1=$(awk -v s="$s" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
-	after=$(kvfs_mounts)
-	stale=$(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')
+	# a daemon signalled at the deadline may still be unmounting: 5 s
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		after=$(kvfs_mounts)
+		stale=$(comm -13 <(echo "$before") <(echo "$after") | tr '\n' ' ')
+		[ -n "${stale// /}" ] && [ $rc != 0 ] || break
+		sleep 0.5
+	done
 	if [ -n "${stale// /}" ]; then
 		for m in $stale; do bx fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; done
 		echo "# left kvfs mounted on $stale (detached)" >>"$f"
