@@ -67,8 +67,8 @@ static inline void bench_scaling_table(const unsigned *threads, int nt,
 
 	if (nt < 2)
 		return;
-	printf("\nscaling: throughput over %u thread%s' (kvfs, tmpfs)\n%-22s",
-	       threads[0], threads[0] == 1 ? "" : "s", "");
+	printf("\nscaling: throughput over %u %s (kvfs, tmpfs)\n%-22s",
+	       threads[0], threads[0] == 1 ? "thread's" : "threads'", "");
 	for (int t = 0; t < nt; t++) {
 		snprintf(c, sizeof(c), "%u thr", threads[t]);
 		printf(" | %15s", c);
