@@ -6,6 +6,8 @@
 #                   build/asan and runs every test (unit, mount, python)
 #   make demo       mounts kvfs on a temporary directory and runs a workload
 #   make bench      benchmarks against tmpfs in the same run
+#   make gpu-bundle build/gpu-bundle/: the GPU tests and benches with the
+#                   libraries they load, for a bare GPU machine (run.sh)
 #   make deps       apt-get the Debian packages the build and tests need
 #   make install    PREFIX=/usr/local DESTDIR= SBINDIR=/sbin SYSCONFDIR=/etc
 #   make uninstall  removes what make install wrote (same variables)
@@ -295,7 +297,8 @@ tests: $(FAKECUDART)
 # kvfs_devcheck: a CUDA C++ engine-side check (a kernel compares chunk bytes
 # on the device), built with nvcc where CUDA=1 and nvcc exists, linked with
 # $(CC) so sanitizer builds link too. It links libcudart itself (it is a
-# test program); libkvfs still does not.
+# test program; libkvfs still does not), found first in ../lib/cuda beside
+# it (make gpu-bundle's copy), then in the toolkit's.
 NVCC_OK := $(and $(filter 1,$(CUDA)),$(wildcard $(NVCC)))
 DEVCHECK := $(if $(NVCC_OK),$(BUILD)/tests/gpu/kvfs_devcheck)
 $(BUILD)/tests/gpu/kvfs_devcheck.o: tests/gpu/cuda/kvfs_devcheck.cu include/kvfs.h
@@ -305,7 +308,7 @@ $(BUILD)/tests/gpu/kvfs_devcheck.o: tests/gpu/cuda/kvfs_devcheck.cu include/kvfs
 $(BUILD)/tests/gpu/kvfs_devcheck: $(BUILD)/tests/gpu/kvfs_devcheck.o $(ENGINE)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS) -L$(CUDA_HOME)/lib64 \
-	  -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+	  -Wl,-rpath,'$$ORIGIN/../lib/cuda:$(CUDA_HOME)/lib64' -lcudart -lstdc++
 tests: $(DEVCHECK)
 
 # The GPU tests, then the GPU benchmark, on this build (each skips with 77,
@@ -317,6 +320,35 @@ gpu-test gpu-tests: all $(GPU_TEST_BIN) $(FAKECUDART) $(BUILD)/tests/unit/test_g
 	  echo "=== $$t"; KVFS_BUILD=$(BUILD) KVFS_MOUNT_BIN=$$PWD/$(BUILD)/kvfs-mount \
 	  timeout -k 10 300 $$t; rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ] || exit $$rc; \
 	done
+
+# ---------------------------------------------------------------- gpu-bundle
+# build/gpu-bundle/: what a GPU machine that has only the NVIDIA driver,
+# CUDA and no Debian package needs to run the GPU tests and benches in one
+# command (run.sh OUTDIR): this plain build made with CUDA, the shared
+# libraries it loads (copied from this machine, glibc excepted),
+# fusermount3, and kvfs_cudacheck (which runtime, driver and devices a
+# machine gives kvfs). tests/gpu/bundle/mkbundle.sh assembles it and writes
+# its MANIFEST (the glibc it needs); tests/gpu/bundle/README is its manual.
+GPU_BUNDLE ?= build/gpu-bundle
+CUDACHECK := $(BUILD)/tests/gpu/bundle/kvfs_cudacheck
+$(CUDACHECK): $(BUILD)/tests/gpu/bundle/kvfs_cudacheck.o $(ENGINE)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
+tests: $(CUDACHECK)
+BUNDLE_IN := $(PROGS) $(BUILD)/libkvfs.so $(GPU_TEST_BIN) $(FAKECUDART) \
+	$(BUILD)/tests/unit/test_gpu $(GPU_BENCH) $(BUILD)/bench/kvfs_bench \
+	$(BUILD)/bench/kvfs_xbench $(DEVCHECK) $(CUDACHECK)
+.PHONY: gpu-bundle
+ifeq ($(CUDA)$(SANITIZER),1)
+gpu-bundle: $(BUNDLE_IN)
+	$(call msg,BUNDLE,$(GPU_BUNDLE))
+	$(Q)bash tests/gpu/bundle/mkbundle.sh $(BUILD) $(GPU_BUNDLE) $(CUDA_HOME)
+else
+gpu-bundle:
+	@echo "make gpu-bundle: needs a plain build (no SANITIZE) with CUDA (the" \
+	  "toolkit under CUDA_HOME=$(CUDA_HOME)); this one has CUDA=$(CUDA)" \
+	  "SANITIZER=$(SANITIZER)" >&2; exit 1
+endif
 
 # ---------------------------------------------------------------- deps
 APT_PKGS := build-essential pkg-config libfuse3-dev fuse3 liburing-dev \

@@ -3,8 +3,8 @@
  *
  * Mounts kvfs (kvfs-mount -f in the background, on its own temporary
  * directory, with a deadline) and a tmpfs (mount -t tmpfs; /dev/shm when
- * mounting is not allowed), then for 2 MiB and 256 KiB chunks and 1 and 2
- * threads: writes N files (open O_CREAT|O_EXCL, one write, close), reads
+ * mounting is not allowed), then for 2 MiB and 256 KiB chunks and each
+ * thread count of --threads (default 1,2): writes N files (open O_CREAT|O_EXCL, one write, close), reads
  * them once ("first read": the first open + read after the writer closed)
  * and once more ("repeated read"). Each phase runs --trials times,
  * interleaving kvfs and tmpfs so that noise from other work on the machine
@@ -14,7 +14,11 @@
  *
  *   kvfs_bench [--mount-bin PATH] [-o OPTS] [--workdir DIR] [--mib N]
  *              [--trials N] [--kvfs-dir DIR] [--tmpfs-dir DIR]
+ *              [--threads LIST]
  *
+ * --threads 1,2,4,8,16 is the thread-scaling run (make gpu-bundle's
+ * run.sh): with more than one count, a scaling table follows the main
+ * one (bench_threads.h).
  * --kvfs-dir / --tmpfs-dir benchmark directories that are already mounted
  * instead of mounting. The mount binary defaults to $KVFS_MOUNT_BIN, else
  * kvfs-mount next to this program's build directory (build/bench/..).
@@ -26,6 +30,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +42,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench/bench_threads.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
 #define MOUNT_DEADLINE_S 15
@@ -406,7 +413,7 @@ static void *worker_main(void *arg)
 /* Runs one phase; returns its wall time in seconds. */
 static double run_phase(struct phase *ph, uint8_t **bufs)
 {
-	struct worker w[8];
+	struct worker w[BENCH_MAX_THREADS];
 	double t0, t1;
 
 	ph->err = 0;
@@ -517,7 +524,9 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: kvfs_bench [--mount-bin PATH] [-o OPTS] [--workdir DIR] [--mib N]\n"
-		"                  [--trials N] [--kvfs-dir DIR] [--tmpfs-dir DIR]\n");
+		"                  [--trials N] [--kvfs-dir DIR] [--tmpfs-dir DIR]\n"
+		"                  [--threads N,N,... (1..%d each, at most %d)]\n",
+		BENCH_MAX_THREADS, BENCH_MAX_TCOUNTS);
 	exit(2);
 }
 
@@ -551,11 +560,11 @@ int main(int argc, char **argv)
 	const char *opts = "l1_size=1G", *workdir = NULL, *tmpfs_kind = "tmpfs";
 	const char *kvfs_dir = NULL, *tmpfs_dir = NULL;
 	static const size_t sizes[] = { 2u << 20, 256u << 10 };
-	static const unsigned threads[] = { 1, 2 };
-	struct row rows[2 * 2 * OP_NR];
+	unsigned threads[BENCH_MAX_TCOUNTS] = { 1, 2 }, maxt;
+	struct row rows[2 * BENCH_MAX_TCOUNTS * OP_NR];
 	unsigned long mib = 256, trials = 3;
-	uint8_t *pattern, *bufs[2];
-	int nrows = 0;
+	uint8_t *pattern, *bufs[BENCH_MAX_THREADS];
+	int nrows = 0, nt = 2;
 	double t_start = now_s();
 	bool verbose = getenv("KVFS_BENCH_VERBOSE") != NULL;
 
@@ -577,12 +586,15 @@ int main(int argc, char **argv)
 			kvfs_dir = v;
 		else if (!strcmp(a, "--tmpfs-dir") && v)
 			tmpfs_dir = v;
+		else if (!strcmp(a, "--threads") && v)
+			nt = bench_parse_threads(v, threads);
 		else
 			usage();
 		i++;
 	}
-	if (mib < 4 || mib > 4096 || trials < 1 || trials > 20)
+	if (mib < 4 || mib > 4096 || trials < 1 || trials > 20 || nt < 1)
 		usage();
+	maxt = bench_max_threads(threads, nt);
 
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -627,10 +639,15 @@ int main(int argc, char **argv)
 	}
 
 	pattern = malloc(sizes[0]);
-	bufs[0] = malloc(sizes[0] + 4096);
-	bufs[1] = malloc(sizes[0] + 4096);
-	if (!pattern || !bufs[0] || !bufs[1])
+	if (!pattern)
 		die("out of memory");
+	for (unsigned t = 0; t < maxt; t++) {
+		bufs[t] = malloc(sizes[0] + 4096);
+		if (!bufs[t])
+			die("out of memory");
+		/* Touched so the first trial does not pay page faults. */
+		memset(bufs[t], 1, sizes[0] + 4096);
+	}
 	{
 		uint64_t x = 0x9e3779b97f4a7c15ull;
 
@@ -641,9 +658,6 @@ int main(int argc, char **argv)
 			memcpy(pattern + i, &x, 8);
 		}
 	}
-	/* Touch the buffers so the first trial does not pay page faults. */
-	memset(bufs[0], 1, sizes[0] + 4096);
-	memset(bufs[1], 1, sizes[0] + 4096);
 
 	printf("kvfs_bench: kvfs %s (-o %s) vs %s %s; %lu MiB per phase, best of %lu\n",
 	       kvfs_dir ? kvfs_dir : kvfs_root, kvfs_dir ? "-" : opts,
@@ -652,7 +666,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	for (unsigned s = 0; s < 2; s++)
-		for (unsigned t = 0; t < 2; t++)
+		for (int t = 0; t < nt; t++)
 			for (int op = 0; op < OP_NR; op++)
 				rows[nrows++] = (struct row){
 					.size = sizes[s], .nthreads = threads[t],
@@ -662,13 +676,13 @@ int main(int argc, char **argv)
 		int r = 0;
 
 		for (unsigned s = 0; s < 2; s++) {
-			for (unsigned t = 0; t < 2; t++, r += OP_NR) {
+			for (int t = 0; t < nt; t++, r += OP_NR) {
 				for (int f = 0; f < 2; f++) {
 					struct phase ph = {
 						.dir = ns[f], .size = sizes[s],
 						.nfiles = (unsigned)((mib << 20) / sizes[s]),
 						.nthreads = threads[t],
-						.trial = (unsigned)(trial * 2 + t),
+						.trial = (unsigned)(trial * (unsigned long)nt + (unsigned long)t),
 						.pattern = pattern,
 					};
 
@@ -731,25 +745,31 @@ int main(int argc, char **argv)
 			hi = rows[0].t[1][i] > hi ? rows[0].t[1][i] : hi;
 		}
 		printf("ratio: best trial against best trial; median: median "
-		       "against median.\n2 MiB 1-thread tmpfs writes spread "
+		       "against median.\n2 MiB %u-thread tmpfs writes spread "
 		       "%.2f-%.2f GB/s over the trials (fresh pages are slow "
-		       "on a VM).\n",
+		       "on a VM).\n", threads[0],
 		       (double)(mib << 20) / hi / 1e9,
 		       (double)(mib << 20) / lo / 1e9);
 	}
 
-	/* Targets from the mount issue: rows 0/1 are 2 MiB 1-thread write and
-	 * first read; rows 6/7 are 256 KiB 1-thread write and first read. */
+	/* Rows by size, then thread count, then op: the scaling table. */
+	bench_scaling_table(threads, nt, OP_NR, op_names, rows, sizeof(rows[0]),
+			    offsetof(struct row, best));
+
+	/* Targets from the mount issue, on the first thread count (1 by
+	 * default): rows 0/1 are 2 MiB write and first read; rows nt*OP_NR
+	 * and one more are 256 KiB write and first read. */
 	{
+		const struct row *k256 = &rows[nt * OP_NR];
 		double w2 = rows[0].best[1] / rows[0].best[0];
 		double r2 = rows[1].best[1] / rows[1].best[0];
-		double w256 = (double)((mib << 20) / rows[6].size) / rows[6].best[0];
-		double r256 = (double)((mib << 20) / rows[7].size) / rows[7].best[0];
+		double w256 = (double)((mib << 20) / k256[0].size) / k256[0].best[0];
+		double r256 = (double)((mib << 20) / k256[1].size) / k256[1].best[0];
 
-		printf("\ntargets (1 thread): 2 MiB write %.2fx tmpfs (>= 1.5x: %s), "
+		printf("\ntargets (%u thread%s): 2 MiB write %.2fx tmpfs (>= 1.5x: %s), "
 		       "2 MiB first read %.2fx (>= 0.8x: %s),\n"
 		       "                    256 KiB write %.0f files/s, first read %.0f files/s "
-		       "(>= 10000: %s)\n",
+		       "(>= 10000: %s)\n", threads[0], threads[0] == 1 ? "" : "s",
 		       w2, w2 >= 1.5 ? "met" : "MISSED", r2,
 		       r2 >= 0.8 ? "met" : "MISSED", w256, r256,
 		       w256 >= 10000 && r256 >= 10000 ? "met" : "MISSED");
@@ -763,7 +783,7 @@ int main(int argc, char **argv)
 		unlink(cl.kvfs_log);
 	cleanup_all(false);
 	free(pattern);
-	free(bufs[0]);
-	free(bufs[1]);
+	for (unsigned t = 0; t < maxt; t++)
+		free(bufs[t]);
 	return 0;
 }

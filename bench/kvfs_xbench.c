@@ -6,7 +6,9 @@
  * on tmpfs. GET rows are the best of first and repeated reads.
  *
  *   2 MiB chunks in batches of 16, 256 KiB chunks in batches of 64;
- *   1 and 2 threads; --mib MiB per phase (default 256); best of --trials.
+ *   each count of --threads (default 1,2; 1,2,4,8,16 is the scaling run
+ *   of make gpu-bundle's run.sh, with a scaling table after the main one);
+ *   --mib MiB per phase (default 256); best of --trials.
  *
  * Mounts kvfs (l1_size=1G) on a temporary directory with the tests' mount
  * helper (deadline, never a stale mount) and uses a tmpfs directory
@@ -20,6 +22,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_threads.h"
 #include "kvfs.h"
 #include "tests/common/kvfs_test.h"
 
@@ -97,13 +101,25 @@ static bool check(const struct phase *ph, unsigned i, const uint8_t *src)
 	       !memcmp(src + 8, pattern + 8, ph->size - 8);
 }
 
+/* This worker's chunks: [*first, *first + *n), every chunk in one share
+ * whatever the thread count. */
+static void share(const struct phase *ph, const struct worker *w,
+		  unsigned *first, unsigned *n)
+{
+	unsigned long a = (unsigned long)ph->nchunks * w->tid / ph->nthreads;
+	unsigned long b = (unsigned long)ph->nchunks * (w->tid + 1) / ph->nthreads;
+
+	*first = (unsigned)a;
+	*n = (unsigned)(b - a);
+}
+
 /* kvfs: this worker's chunks, ph->batch per call. */
 static int run_kvfs(struct phase *ph, struct worker *w)
 {
 	struct kvfs_io io[64];
-	unsigned per = ph->nchunks / ph->nthreads;
-	unsigned first = w->tid * per;
+	unsigned first, per;
 
+	share(ph, w, &first, &per);
 	for (unsigned b = 0; b < per; b += ph->batch) {
 		unsigned n = per - b < ph->batch ? per - b : ph->batch;
 		long r;
@@ -136,10 +152,10 @@ static int run_kvfs(struct phase *ph, struct worker *w)
 /* tmpfs: the same chunks, one file each. */
 static int run_tmpfs(struct phase *ph, struct worker *w)
 {
-	unsigned per = ph->nchunks / ph->nthreads;
-	unsigned first = w->tid * per;
 	char name[PATH_MAX + 64];
+	unsigned first, per;
 
+	share(ph, w, &first, &per);
 	for (unsigned j = 0; j < per; j++) {
 		struct kvfs_key k;
 		char hex[KVFS_KEY_HEX_LEN + 1];
@@ -251,27 +267,35 @@ int main(int argc, char **argv)
 {
 	static const size_t sizes[] = { 2u << 20, 256u << 10 };
 	static const unsigned batches[] = { 16, 64 };
-	static const unsigned threads[] = { 1, 2 };
+	unsigned threads[BENCH_MAX_TCOUNTS] = { 1, 2 }, maxt;
 	const char *shm = getenv("KVFS_TMPFS_DIR");
 	char tdir[PATH_MAX], kns[PATH_MAX + 16];
 	unsigned long mib = 256, trials = 3;
-	struct row rows[2 * 2 * OP_NR];
-	struct worker ws[2];
+	struct row rows[2 * BENCH_MAX_TCOUNTS * OP_NR];
+	static struct worker ws[BENCH_MAX_THREADS];
 	struct kvfs_mnt m;
 	struct statfs sf;
-	int nrows = 0, nsfd;
+	int nrows = 0, nsfd, nt = 2, bad = argc % 2 == 0;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--mib"))
 			mib = strtoul(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--trials"))
 			trials = strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--threads"))
+			nt = bench_parse_threads(argv[i + 1], threads);
+		else
+			bad = 1;
 	}
-	if (mib < 32 || mib > 1024 || trials < 1 || trials > MAX_TRIALS) {
+	if (bad || mib < 32 || mib > 1024 || trials < 1 ||
+	    trials > MAX_TRIALS || nt < 1) {
 		fprintf(stderr, "usage: kvfs_xbench [--mib 32..1024] "
-				"[--trials 1..%d]\n", MAX_TRIALS);
+				"[--trials 1..%d] [--threads N,N,... (1..%d "
+				"each, at most %d)]\n", MAX_TRIALS,
+			BENCH_MAX_THREADS, BENCH_MAX_TCOUNTS);
 		return 2;
 	}
+	maxt = bench_max_threads(threads, nt);
 	if (!shm)
 		shm = "/dev/shm";
 	if (statfs(shm, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
@@ -290,13 +314,14 @@ int main(int argc, char **argv)
 	nsfd = kvfs_ns_open(m.dir, "xbench", KVFS_NS_CREATE, 0755);
 	snprintf(kns, sizeof(kns), "%s/xbench", m.dir);
 	pattern = malloc(sizes[0]);
-	for (int t = 0; t < 2; t++) {
+	for (unsigned t = 0; t < maxt; t++) {
 		/* the larger batch: 16 x 2 MiB (64 x 256 KiB is half) */
 		ws[t].buf = malloc(16u * (2u << 20));
-		if (ws[t].buf)
-			memset(ws[t].buf, 1, 16u * (2u << 20));
+		if (!ws[t].buf)
+			break;
+		memset(ws[t].buf, 1, 16u * (2u << 20));
 	}
-	if (nsfd < 0 || !pattern || !ws[0].buf || !ws[1].buf) {
+	if (nsfd < 0 || !pattern || !ws[maxt - 1].buf) {
 		fprintf(stderr, "kvfs_xbench: setup failed\n");
 		return 1;
 	}
@@ -304,7 +329,7 @@ int main(int argc, char **argv)
 		pattern[i] = (uint8_t)(i * 2654435761u >> 13);
 
 	for (unsigned s = 0; s < 2; s++)
-		for (unsigned t = 0; t < 2; t++)
+		for (int t = 0; t < nt; t++)
 			for (int op = 0; op < OP_NR; op++)
 				rows[nrows++] = (struct row){
 					.size = sizes[s], .batch = batches[s],
@@ -318,7 +343,7 @@ int main(int argc, char **argv)
 		int r = 0;
 
 		for (unsigned s = 0; s < 2; s++) {
-			for (unsigned t = 0; t < 2; t++, r += OP_NR) {
+			for (int t = 0; t < nt; t++, r += OP_NR) {
 				for (int f = 0; f < 2; f++) {
 					struct phase ph = {
 						.kvfs = f == 0, .nsfd = nsfd,
@@ -326,11 +351,11 @@ int main(int argc, char **argv)
 						.batch = batches[s],
 						.nchunks = (unsigned)((mib << 20) / sizes[s]),
 						.nthreads = threads[t],
-						.trial = (unsigned)(trial * 2 + t),
+						.trial = (unsigned)(trial * (unsigned long)nt + (unsigned long)t),
 					};
 
 					/* the source bytes, as the engine has them */
-					for (unsigned w = 0; w < 2; w++)
+					for (unsigned w = 0; w < threads[t]; w++)
 						for (unsigned k = 0; k < batches[s]; k++)
 							fill(&ph, 0, ws[w].buf + (size_t)k * sizes[s]);
 					/* get twice: a first and a repeated
@@ -372,18 +397,21 @@ int main(int argc, char **argv)
 		       bytes / rw->best[1] / 1e9, n / rw->best[1],
 		       rw->best[1] / rw->best[0]);
 	}
+	bench_scaling_table(threads, nt, OP_NR, op_names, rows, sizeof(rows[0]),
+			    offsetof(struct row, best));
 	{
-		/* rows: 0 put/1 get (2 MiB, 1 thr), 4 put/5 get (256 KiB) */
+		/* on the first thread count: rows 0 put/1 get (2 MiB), and
+		 * nt * OP_NR + 1 get (256 KiB) */
+		const struct row *g = &rows[nt * OP_NR + OP_GET];
 		double p2 = rows[0].best[1] / rows[0].best[0];
 		double g2 = rows[1].best[1] / rows[1].best[0];
-		double g256 = (double)((mib << 20) / rows[5].size) /
-			      rows[5].best[0];
+		double g256 = (double)((mib << 20) / g->size) / g->best[0];
 
-		printf("\ntargets (1 thread): 2 MiB GET %.2fx tmpfs read() "
+		printf("\ntargets (%u thread%s): 2 MiB GET %.2fx tmpfs read() "
 		       "(>= 1.5x: %s), 2 MiB PUT %.2fx tmpfs write() (>= 2x: "
 		       "%s),\n                    256 KiB GET %.0f chunks/s "
-		       "(>= 30000: %s)\n",
-		       g2, g2 >= 1.5 ? "met" : "MISSED", p2,
+		       "(>= 30000: %s)\n", threads[0],
+		       threads[0] == 1 ? "" : "s", g2, g2 >= 1.5 ? "met" : "MISSED", p2,
 		       p2 >= 2 ? "met" : "MISSED", g256,
 		       g256 >= 30000 ? "met" : "MISSED");
 	}
@@ -391,7 +419,7 @@ int main(int argc, char **argv)
 	close(nsfd);
 	rmdir(tdir);
 	free(pattern);
-	free(ws[0].buf);
-	free(ws[1].buf);
+	for (unsigned t = 0; t < maxt; t++)
+		free(ws[t].buf);
 	return kvfs_test_umount(&m) == 0 ? 0 : 1;
 }
