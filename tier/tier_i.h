@@ -293,6 +293,12 @@ struct tier {
 	struct tier_ra *ra;          /* (imm) chain readahead
 				      * (tier_readahead.c), NULL when off;
 				      * its fields: tier.lock */
+	void *ra_saved;              /* tier.lock: the learned read order
+				      * while readahead is not running (from
+				      * the L2 checkpoint, for the next one;
+				      * tier_ra_save's layout), or NULL */
+	size_t ra_saved_len;         /* tier.lock */
+	uint32_t ra_saved_count;     /* tier.lock */
 	char logbuf[256];            /* tier.lock: a log line waiting for
 				      * tier_unlock */
 	bool events_on;              /* tier.lock: tier_events_start ran */
@@ -348,6 +354,8 @@ int tier_arena_checksum(struct tier *t, uint64_t off, uint64_t len,
 
 /* ------------------------------------------- tier_ns.c */
 struct tier_ns *tier_ns_get(struct tier *t, uint32_t id);
+/* The namespace named name, or NULL. */
+struct tier_ns *tier_ns_by_name(struct tier *t, const char *name);
 
 /* ------------------------------------------- tier_index.c */
 struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
@@ -408,6 +416,8 @@ bool tier_l2_evicting(struct tier *t, struct tier_rec *r);
  * temporary buffer); drops and retakes tier.lock. 0 or -errno. */
 int tier_l2_fill(struct tier *t, struct tier_rec *r, struct tier_chunk *c);
 void tier_l2_on_publish(struct tier *t, struct tier_rec *r);
+/* Readahead's learned order changed: the periodic checkpoint keeps it. */
+void tier_l2_order_changed(struct tier *t);
 void tier_l2_on_hit(struct tier *t, struct tier_rec *r);
 /* r is being unlinked: frees its L2 record; true when there was one (then
  * call tier_l2_sync_frees after dropping tier.lock). */
@@ -482,5 +492,12 @@ void tier_ra_leaving(struct tier *t, const struct tier_rec *r, bool evicted);
 bool tier_ra_unpin_all(struct tier *t);
 void tier_ra_stats(struct tier *t, struct tier_stats *st);
 uint64_t tier_ra_meta_bytes(struct tier *t);
+/* The learned read order (the successor table) as a malloc'ed blob of
+ * *len bytes, *count entries, for the L2 checkpoint (record.h,
+ * KVCKPT_ORDER), or NULL (none, no memory). */
+void *tier_ra_save(struct tier *t, size_t *len, uint32_t *count);
+/* Takes such a blob back (entries of unknown namespaces, or that do not
+ * parse, are skipped: it is a hint, never trusted for bytes). */
+void tier_ra_load(struct tier *t, const void *blob, size_t len);
 
 #endif /* KVFS_TIER_I_H */
