@@ -173,6 +173,7 @@ struct fs_metric {
 #define H_STORED "Bytes the tier holds (L2: on disk, after compression)"
 #define H_CHUNKS "Chunks the tier holds"
 #define H_READS "Records read from the tier (L2 reads, L3 GETs)"
+#define H_REQ "FUSE requests the daemon received, by kind"
 #define H_WRITES "Records written to the tier (L2 appends, L3 SETs)"
 #define H_ERRORS "Failed operations of the tier"
 #define H_CORRUPT "Records of the tier that failed a check (served as misses)"
@@ -371,6 +372,23 @@ static const struct fs_metric metrics[] = {
 	  "Kernel name and page cache invalidations sent", fs.invalidations),
 	C("fs", "stale", "fs_stale_total", NULL,
 	  "Requests on an inode whose chunk was replaced (ESTALE)", fs.stale),
+	/* FUSE requests by kind: round trips per file operation */
+	C("requests", "lookup", "fs_requests_total", "op=\"lookup\"", H_REQ,
+	  fs.req[FS_RQ_LOOKUP]),
+	C("requests", "getattr", "fs_requests_total", "op=\"getattr\"", H_REQ,
+	  fs.req[FS_RQ_GETATTR]),
+	C("requests", "open", "fs_requests_total", "op=\"open\"", H_REQ,
+	  fs.req[FS_RQ_OPEN]),
+	C("requests", "read", "fs_requests_total", "op=\"read\"", H_REQ,
+	  fs.req[FS_RQ_READ]),
+	C("requests", "create", "fs_requests_total", "op=\"create\"", H_REQ,
+	  fs.req[FS_RQ_CREATE]),
+	C("requests", "write", "fs_requests_total", "op=\"write\"", H_REQ,
+	  fs.req[FS_RQ_WRITE]),
+	C("requests", "flush", "fs_requests_total", "op=\"flush\"", H_REQ,
+	  fs.req[FS_RQ_FLUSH]),
+	C("requests", "release", "fs_requests_total", "op=\"release\"", H_REQ,
+	  fs.req[FS_RQ_RELEASE]),
 	/* path namespaces */
 	G("paths", "dirs", "path_dirs", NULL,
 	  "Directories of path namespaces", paths.dirs),
