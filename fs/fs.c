@@ -111,23 +111,24 @@ static void count(fuse_req_t req, fuse_ino_t ino, enum fs_req_kind k)
 				   __ATOMIC_RELAXED);
 }
 
+/* A counted operation on an open file or an inode: (req, ino, fi). */
+#define COUNTED_FI(name, kind, fn)                                          \
+	static void name(fuse_req_t req, fuse_ino_t ino,                    \
+			 struct fuse_file_info *fi)                          \
+	{                                                                    \
+		count(req, ino, kind);                                       \
+		fn(req, ino, fi);                                            \
+	}
+
+COUNTED_FI(op_getattr, FS_RQ_GETATTR, fs_path_op_getattr)
+COUNTED_FI(op_open, FS_RQ_OPEN, fs_path_op_open)
+COUNTED_FI(op_flush, FS_RQ_FLUSH, fs_path_op_flush)
+COUNTED_FI(op_release, FS_RQ_RELEASE, fs_path_op_release)
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	count(req, parent, FS_RQ_LOOKUP);
 	fs_path_op_lookup(req, parent, name);
-}
-
-static void op_getattr(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	count(req, ino, FS_RQ_GETATTR);
-	fs_path_op_getattr(req, ino, fi);
-}
-
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	count(req, ino, FS_RQ_OPEN);
-	fs_path_op_open(req, ino, fi);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -149,19 +150,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 {
 	count(req, ino, FS_RQ_WRITE);
 	fs_op_write(req, ino, buf, size, off, fi);
-}
-
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	count(req, ino, FS_RQ_FLUSH);
-	fs_path_op_flush(req, ino, fi);
-}
-
-static void op_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	count(req, ino, FS_RQ_RELEASE);
-	fs_path_op_release(req, ino, fi);
 }
 
 static const struct fuse_lowlevel_ops ops = {

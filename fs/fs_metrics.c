@@ -174,6 +174,8 @@ struct fs_metric {
 #define H_CHUNKS "Chunks the tier holds"
 #define H_READS "Records read from the tier (L2 reads, L3 GETs)"
 #define H_REQ "FUSE requests the daemon received, by kind"
+#define RQ(k, f) C("requests", k, "fs_requests_total", "op=\"" k "\"", \
+		   H_REQ, fs.req[f])
 #define H_WRITES "Records written to the tier (L2 appends, L3 SETs)"
 #define H_ERRORS "Failed operations of the tier"
 #define H_CORRUPT "Records of the tier that failed a check (served as misses)"
@@ -373,22 +375,14 @@ static const struct fs_metric metrics[] = {
 	C("fs", "stale", "fs_stale_total", NULL,
 	  "Requests on an inode whose chunk was replaced (ESTALE)", fs.stale),
 	/* FUSE requests by kind: round trips per file operation */
-	C("requests", "lookup", "fs_requests_total", "op=\"lookup\"", H_REQ,
-	  fs.req[FS_RQ_LOOKUP]),
-	C("requests", "getattr", "fs_requests_total", "op=\"getattr\"", H_REQ,
-	  fs.req[FS_RQ_GETATTR]),
-	C("requests", "open", "fs_requests_total", "op=\"open\"", H_REQ,
-	  fs.req[FS_RQ_OPEN]),
-	C("requests", "read", "fs_requests_total", "op=\"read\"", H_REQ,
-	  fs.req[FS_RQ_READ]),
-	C("requests", "create", "fs_requests_total", "op=\"create\"", H_REQ,
-	  fs.req[FS_RQ_CREATE]),
-	C("requests", "write", "fs_requests_total", "op=\"write\"", H_REQ,
-	  fs.req[FS_RQ_WRITE]),
-	C("requests", "flush", "fs_requests_total", "op=\"flush\"", H_REQ,
-	  fs.req[FS_RQ_FLUSH]),
-	C("requests", "release", "fs_requests_total", "op=\"release\"", H_REQ,
-	  fs.req[FS_RQ_RELEASE]),
+	RQ("lookup", FS_RQ_LOOKUP),
+	RQ("getattr", FS_RQ_GETATTR),
+	RQ("open", FS_RQ_OPEN),
+	RQ("read", FS_RQ_READ),
+	RQ("create", FS_RQ_CREATE),
+	RQ("write", FS_RQ_WRITE),
+	RQ("flush", FS_RQ_FLUSH),
+	RQ("release", FS_RQ_RELEASE),
 	/* path namespaces */
 	G("paths", "dirs", "path_dirs", NULL,
 	  "Directories of path namespaces", paths.dirs),
