@@ -6,7 +6,9 @@
  * survives eviction pressure. A published chunk's name and attributes
  * stay cached past a second (FS_CHUNK_TTL): a re-read later costs open +
  * read + release, no lookup (the daemon's request counters), while an
- * evicted key written again still serves its new bytes (above).
+ * evicted key written again still serves its new bytes (above). With
+ * cache=page a 2 MiB chunk is read through the page cache in two 1 MiB
+ * requests, not sixteen of 128 KiB (the mount raised its readahead).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -305,6 +307,27 @@ static void test_reread_after_ttl(void **state)
 	assert_int_equal(kvfs_test_umount(&m), 0);
 }
 
+static void test_page_cache_request_size(void **state)
+{
+	struct kvfs_mnt m;
+	char ns[PATH_MAX], p[PATH_MAX];
+	long long rd;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* only root may raise a bdi's readahead */
+	assert_int_equal(kvfs_test_mount(&m, "l1_size=16M,max_chunk=2M,"
+					 "cache=page"), 0);
+	snprintf(ns, sizeof(ns), "%s/pc", m.dir);
+	assert_int_equal(mkdir(ns, 0755), 0);
+	key_path(p, ns, 3);
+	assert_int_equal(kvfs_test_write_file(p, 2u << 20, 3, 0), 0);
+	rd = req(&m, "read");
+	assert_int_equal(kvfs_test_read_check(p, 2u << 20, 3), 0);
+	assert_int_equal(req(&m, "read") - rd, 2);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -314,6 +337,7 @@ int main(void)
 		cmocka_unit_test(test_user_pin),
 		cmocka_unit_test(test_temporary_expiry),
 		cmocka_unit_test(test_reread_after_ttl),
+		cmocka_unit_test(test_page_cache_request_size),
 	};
 
 	if (access("/dev/fuse", R_OK | W_OK)) {
