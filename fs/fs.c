@@ -81,12 +81,65 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->congestion_threshold = 48;
 }
 
+/* ------------------------------------------- requests counted by kind */
+
+/* Counts a request on ino (the parent, for lookup and create) when it is
+ * inside a namespace: the root and /.kvfs are left out, so that reading
+ * the counters does not move them. */
+static void count(fuse_req_t req, fuse_ino_t ino, enum fs_req_kind k)
+{
+	if (ino >= FS_INO_CHUNK)
+		__atomic_add_fetch(&fs_req(req)->priv->req[k], 1,
+				   __ATOMIC_RELAXED);
+}
+
+/* A counted operation on an open file or an inode: (req, ino, fi). */
+#define COUNTED_FI(name, kind, fn)                                          \
+	static void name(fuse_req_t req, fuse_ino_t ino,                    \
+			 struct fuse_file_info *fi)                          \
+	{                                                                    \
+		count(req, ino, kind);                                       \
+		fn(req, ino, fi);                                            \
+	}
+
+COUNTED_FI(op_getattr, FS_RQ_GETATTR, fs_path_op_getattr)
+COUNTED_FI(op_open, FS_RQ_OPEN, fs_path_op_open)
+COUNTED_FI(op_flush, FS_RQ_FLUSH, fs_path_op_flush)
+COUNTED_FI(op_release, FS_RQ_RELEASE, fs_path_op_release)
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	count(req, parent, FS_RQ_LOOKUP);
+	fs_path_op_lookup(req, parent, name);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	count(req, ino, FS_RQ_READ);
+	fs_op_read(req, ino, size, off, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	count(req, parent, FS_RQ_CREATE);
+	fs_path_op_create(req, parent, name, mode, fi);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	count(req, ino, FS_RQ_WRITE);
+	fs_op_write(req, ino, buf, size, off, fi);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
-	.lookup = fs_path_op_lookup,
+	.lookup = op_lookup,
 	.forget = fs_op_forget,
 	.forget_multi = fs_op_forget_multi,
-	.getattr = fs_path_op_getattr,
+	.getattr = op_getattr,
 	.setattr = fs_path_op_setattr,
 	.mknod = fs_op_mknod,
 	.mkdir = fs_path_op_mkdir,
@@ -95,12 +148,12 @@ static const struct fuse_lowlevel_ops ops = {
 	.symlink = fs_op_symlink,
 	.link = fs_op_link,
 	.rename = fs_path_op_rename,
-	.create = fs_path_op_create,
-	.open = fs_path_op_open,
-	.read = fs_op_read,
-	.write = fs_op_write,
-	.flush = fs_path_op_flush,
-	.release = fs_path_op_release,
+	.create = op_create,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
 	.fsync = fs_op_fsync,
 	.opendir = fs_path_op_opendir,
 	.readdir = fs_path_op_readdir,

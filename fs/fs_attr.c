@@ -209,6 +209,8 @@ static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		fs_path_chunk_attr_locked(fs, nsi, in, &key, gen, st);
 		if (in && in->unlinked)
 			st->st_nlink = 0;
+		else
+			*ttl = fs_chunk_ttl(nsi);
 	}
 	pthread_mutex_unlock(&p->lock);
 	/*

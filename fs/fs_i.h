@@ -165,6 +165,23 @@ struct fs {
  * temporaries are never cached (other processes must not see them). */
 #define FS_TTL 1.0
 
+/*
+ * Entry and attribute cache time of a published chunk of a key namespace
+ * (seconds): its name can only go away by unlink (the kernel drops the
+ * dentry itself) or by the engine letting it go (eviction, replacement:
+ * fs_inval.c invalidates the dentry and inode), its bytes and size never
+ * change, and every open still reaches the daemon, which refuses an
+ * inode whose chunk is gone (ENOENT, or ESTALE for a name published
+ * again: the kernel looks it up anew), so the cache never serves other
+ * bytes. What may lag is what stat shows (atime, blocks after a
+ * demotion, the namespace's owner after a chown) and, only if an
+ * invalidation is lost (no memory), the name of an evicted chunk.
+ * A re-read after FS_TTL then costs OPEN + READ, not LOOKUP + OPEN + READ.
+ * Path namespaces (names that may stand for a new version) keep FS_TTL.
+ */
+#define FS_CHUNK_TTL 60.0
+
+
 /* Salts of the tables' hashes (hash/htab.h), one per kind of name; the
  * namespace id goes in the low 32 bits where a name lives in one. */
 #define FS_SALT_INO   (UINT64_C(0x6673) << 48) /* inode numbers */
@@ -311,11 +328,25 @@ struct fs_inode {
 	uint64_t path_ino;
 };
 
+/* The cache time of a chunk in namespace nsi (may be NULL). */
+static inline double fs_chunk_ttl(const struct fs_inode *nsi)
+{
+	return nsi && !nsi->pdir ? FS_CHUNK_TTL : FS_TTL;
+}
+
 /* A queued kernel invalidation (fs_inval.c). */
 struct fs_gone {
 	uint32_t ns;
 	bool published; /* a new publication: only the name's dentry */
 	struct kvfs_key key;
+};
+
+/* The FUSE requests counted by kind (stats "requests", metric
+ * kvfs_fs_requests_total{op=...}): what each file operation costs in
+ * round trips to the daemon. */
+enum fs_req_kind {
+	FS_RQ_LOOKUP, FS_RQ_GETATTR, FS_RQ_OPEN, FS_RQ_READ, FS_RQ_CREATE,
+	FS_RQ_WRITE, FS_RQ_FLUSH, FS_RQ_RELEASE, FS_RQ_NR
 };
 
 struct fs_priv {
@@ -361,6 +392,7 @@ struct fs_priv {
 	/* atomic counters */
 	uint64_t opens, writers_killed, late_publishes, invalidations, stale;
 	uint64_t discards[FS_DISCARD_N]; /* atomic: fs_wr.c counts them */
+	uint64_t req[FS_RQ_NR]; /* FUSE requests received, by kind */
 };
 
 static inline struct fs *fs_req(fuse_req_t req)
@@ -791,6 +823,7 @@ int fs_ctl_open(struct fs *fs, fuse_req_t req, int file, char **buf,
 void fs_ctl_destroy(struct fs *fs);
 
 struct fs_counters {
+	uint64_t req[FS_RQ_NR];  /* FUSE requests received, by kind */
 	uint64_t inodes, temporaries, tmp_expired, opens;
 	uint64_t writers_killed; /* discarded: the writer died by a signal */
 	uint64_t late_publishes; /* published at the last close, not a flush */

@@ -140,10 +140,9 @@ int fs_entry_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	in->info = info;
 	fs_chunk_attr(fs, nsi, in, in->ino, &info, &e->attr);
 	fs_path_chunk_attr_locked(fs, nsi, in, key, info.gen, &e->attr);
+	e->attr_timeout = e->entry_timeout = fs_chunk_ttl(nsi);
 	pthread_mutex_unlock(&p->lock);
 	e->ino = in->ino;
-	e->attr_timeout = FS_TTL;
-	e->entry_timeout = FS_TTL;
 	return 0;
 }
 

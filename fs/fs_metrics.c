@@ -173,6 +173,9 @@ struct fs_metric {
 #define H_STORED "Bytes the tier holds (L2: on disk, after compression)"
 #define H_CHUNKS "Chunks the tier holds"
 #define H_READS "Records read from the tier (L2 reads, L3 GETs)"
+#define H_REQ "FUSE requests the daemon received, by kind"
+#define RQ(k, f) C("requests", k, "fs_requests_total", "op=\"" k "\"", \
+		   H_REQ, fs.req[f])
 #define H_WRITES "Records written to the tier (L2 appends, L3 SETs)"
 #define H_ERRORS "Failed operations of the tier"
 #define H_CORRUPT "Records of the tier that failed a check (served as misses)"
@@ -403,6 +406,15 @@ static const struct fs_metric metrics[] = {
 	DISC("expired", FS_DISCARD_EXPIRED),
 	DISC("unlinked", FS_DISCARD_UNLINKED),
 	DISC("unmount", FS_DISCARD_UNMOUNT),
+	/* FUSE requests by kind: round trips per file operation */
+	RQ("lookup", FS_RQ_LOOKUP),
+	RQ("getattr", FS_RQ_GETATTR),
+	RQ("open", FS_RQ_OPEN),
+	RQ("read", FS_RQ_READ),
+	RQ("create", FS_RQ_CREATE),
+	RQ("write", FS_RQ_WRITE),
+	RQ("flush", FS_RQ_FLUSH),
+	RQ("release", FS_RQ_RELEASE),
 	/* path namespaces */
 	G("paths", "dirs", "path_dirs", NULL,
 	  "Directories of path namespaces", paths.dirs),
@@ -796,4 +808,6 @@ void fs_counters(struct fs *fs, struct fs_counters *c)
 	for (int i = 0; i < FS_DISCARD_N; i++)
 		c->discards[i] = __atomic_load_n(&p->discards[i],
 						 __ATOMIC_RELAXED);
+	for (int k = 0; k < FS_RQ_NR; k++)
+		c->req[k] = __atomic_load_n(&p->req[k], __ATOMIC_RELAXED);
 }

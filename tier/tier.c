@@ -220,6 +220,7 @@ void tier_destroy(struct tier *t)
 	tier_ra_close(t); /* its workers promote from L2 and L3 */
 	tier_l3_close(t); /* sends its queue: releases unpin records */
 	tier_l2_close(t); /* flush_on_exit; callbacks still see the index */
+	free(t->ra_saved); /* the last checkpoint above kept it */
 	/* The policy only links records; drop it before freeing them. */
 	t->pops->destroy(t->pol);
 	htab_for_each_safe(&t->idx, i, e, nx)

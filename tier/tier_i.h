@@ -319,6 +319,12 @@ struct tier {
 	struct tier_ra *ra;          /* (imm) chain readahead
 				      * (tier_readahead.c), NULL when off;
 				      * its fields: tier.lock */
+	void *ra_saved;              /* tier.lock: the learned read order
+				      * while readahead is not running (from
+				      * the L2 checkpoint, for the next one;
+				      * tier_ra_save's layout), or NULL */
+	size_t ra_saved_len;         /* tier.lock */
+	uint32_t ra_saved_count;     /* tier.lock */
 	char logbuf[256];            /* tier.lock: a log line waiting for
 				      * tier_unlock */
 	bool events_on;              /* tier.lock: tier_events_start ran */
@@ -374,6 +380,8 @@ int tier_arena_checksum(struct tier *t, uint64_t off, uint64_t len,
 
 /* ------------------------------------------- tier_ns.c */
 struct tier_ns *tier_ns_get(struct tier *t, uint32_t id);
+/* The namespace named name, or NULL. */
+struct tier_ns *tier_ns_by_name(struct tier *t, const char *name);
 
 /* ------------------------------------------- tier_index.c */
 struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
@@ -448,6 +456,7 @@ struct tier_l2_ops {
 	void (*pin_promote)(struct tier *t, struct tier_rec *r);
 	void (*stats)(struct tier *t, struct tier_stats *st);
 	uint64_t (*capacity)(struct tier *t);
+	void (*order_changed)(struct tier *t);
 };
 struct tier_l3_ops {
 	void (*on_publish)(struct tier *t, struct tier_rec *r);
@@ -493,6 +502,9 @@ void tier_l2_close(struct tier *t);
 	((t)->l2ops->on_publish(t, r))
 #define tier_l2_on_hit(t, r) \
 	((t)->l2ops->on_hit(t, r))
+/* Readahead's learned order changed: the periodic checkpoint keeps it. */
+#define tier_l2_order_changed(t) \
+	((t)->l2ops->order_changed(t))
 /* r is being unlinked: frees its L2 record; true when there was one (then
  * call tier_l2_sync_frees after dropping tier.lock). */
 #define tier_l2_forget(t, r) \
@@ -591,5 +603,12 @@ void tier_ra_leaving(struct tier *t, const struct tier_rec *r, bool evicted);
 bool tier_ra_unpin_all(struct tier *t);
 void tier_ra_stats(struct tier *t, struct tier_stats *st);
 uint64_t tier_ra_meta_bytes(struct tier *t);
+/* The learned read order (the successor table) as a malloc'ed blob of
+ * *len bytes, *count entries, for the L2 checkpoint (record.h,
+ * KVCKPT_ORDER), or NULL (none, no memory). */
+void *tier_ra_save(struct tier *t, size_t *len, uint32_t *count);
+/* Takes such a blob back (entries of unknown namespaces, or that do not
+ * parse, are skipped: it is a hint, never trusted for bytes). */
+void tier_ra_load(struct tier *t, const void *blob, size_t len);
 
 #endif /* KVFS_TIER_I_H */

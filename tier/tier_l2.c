@@ -245,6 +245,13 @@ static int on_recover(void *arg, const struct l2_rec_info *ri)
 	r->where = TIER_L2;
 	r->flags = TREC_L2;
 	loc_set(r, &ri->loc, ri->stored_len);
+	/* the chain link the record kept (readahead relinks at its open;
+	 * the prefix policy counts the child once it is in L1 again) */
+	if (ri->has_parent && !tier_key_eq(&ri->parent, &ri->key)) {
+		r->parent = ri->parent;
+		r->flags |= TREC_HAS_PARENT;
+	}
+	r->pi.depth = ri->depth;
 	r->pi.hkey = hashkey_index(id, &ri->key);
 	r->pi.atime = ++t->clock;
 	r->atime_ns = tier_now_ns();
@@ -256,6 +263,43 @@ static int on_recover(void *arg, const struct l2_rec_info *ri)
 		ns->last_size = ri->raw_len;
 	tier_unlock(t);
 	return 0;
+}
+
+static void tl2_order_changed(struct tier *t)
+{
+	if (t->l2)
+		l2_ckpt_dirty(t->l2->l2);
+}
+
+/* The engine's part of each checkpoint: readahead's learned order. */
+static void *on_ckpt_save(void *arg, size_t *len, uint32_t *count)
+{
+	struct tier *t = arg;
+	void *blob;
+
+	tier_lock(t);
+	blob = tier_ra_save(t, len, count);
+	tier_unlock(t);
+	return blob;
+}
+
+/* The order the loaded checkpoint kept: readahead takes it at its open
+ * (after L2's), until then it waits in t->ra_saved. */
+static void on_ckpt_load(void *arg, const void *blob, size_t len,
+			 uint32_t count)
+{
+	struct tier *t = arg;
+	void *copy = malloc(len);
+
+	if (!copy)
+		return;
+	memcpy(copy, blob, len);
+	tier_lock(t);
+	free(t->ra_saved);
+	t->ra_saved = copy;
+	t->ra_saved_len = len;
+	t->ra_saved_count = count;
+	tier_unlock(t);
 }
 
 /* Takes tier.lock and returns the record whose L2 copy is ri, or NULL
@@ -455,6 +499,8 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	lc.reclaim = on_reclaim;
 	lc.pinned = on_pinned;
 	lc.moved = on_moved;
+	lc.ckpt_save = on_ckpt_save;
+	lc.ckpt_load = on_ckpt_load;
 	lc.cb_arg = t;
 
 	t2 = calloc(1, sizeof(*t2));
@@ -643,4 +689,5 @@ const struct tier_l2_ops tier_l2_hooks = {
 	.pin_promote = tl2_pin_promote,
 	.stats = tl2_stats,
 	.capacity = tl2_capacity,
+	.order_changed = tl2_order_changed,
 };

@@ -157,7 +157,11 @@ void *tl2_demoter_main(void *arg)
 		t2->head = job->next;
 		if (!t2->head)
 			t2->tail = NULL;
-		/* r is pinned by the job: its extent cannot move */
+		/* r is pinned by the job: its extent cannot move; its link
+		 * as of now (a parent stamped after publication too) */
+		job->has_parent = (job->r->flags & TREC_HAS_PARENT) != 0;
+		job->parent = job->r->parent;
+		job->depth = job->r->pi.depth;
 		src = job->raw;
 		if (!src && job->size && t->arena.host)
 			src = (const char *)t->arena.host + job->r->l1_off;
@@ -173,6 +177,9 @@ void *tl2_demoter_main(void *arg)
 		if (rc == 0)
 			rc = l2_build(t2->l2, job->ns, &job->key, src, job->size,
 				      t2->level, job->shuffle, &rec);
+		if (rc == 0 && (job->has_parent || job->depth))
+			l2_rec_set_link(t2->l2, rec, job->has_parent ?
+					&job->parent : NULL, job->depth);
 		free(bounce);
 		if (rc == 0) {
 			while ((rc = l2_append(t2->l2, rec, write_done, job)) ==

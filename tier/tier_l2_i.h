@@ -53,6 +53,9 @@ struct tl2_job {
 	char ns[KVFS_NS_NAME_MAX + 1];
 	struct kvfs_key key;
 	int shuffle;
+	bool has_parent;      /* the chain link the record keeps (taken */
+	uint32_t depth;       /* from r when the demoter builds it) */
+	struct kvfs_key parent;
 	unsigned readers;     /* tier.lock: promotions copying raw */
 	bool finished;        /* tier.lock */
 };

@@ -57,7 +57,7 @@ static int check_ns_name(const char *name)
 	return 0;
 }
 
-static struct tier_ns *ns_by_name(struct tier *t, const char *name)
+struct tier_ns *tier_ns_by_name(struct tier *t, const char *name)
 {
 	for (uint32_t i = 1; i < t->ns_next; i++)
 		if (t->ns[i] && !strcmp(t->ns[i]->name, name))
@@ -78,7 +78,7 @@ int tier_ns_create(struct tier *t, const char *name, uint32_t *id)
 	strcpy(ns->name, name);
 	ns->shuffle = t->cfg.shuffle; /* until user.kvfs.dtype says */
 	tier_lock(t);
-	if (ns_by_name(t, name)) {
+	if (tier_ns_by_name(t, name)) {
 		rc = -EEXIST;
 		goto err_unlock;
 	}
@@ -119,7 +119,7 @@ int tier_ns_find(struct tier *t, const char *name, uint32_t *id)
 	if (!name)
 		return -ENOENT;
 	tier_lock(t);
-	ns = ns_by_name(t, name);
+	ns = tier_ns_by_name(t, name);
 	if (ns && id)
 		*id = ns->id;
 	tier_unlock(t);

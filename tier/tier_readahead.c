@@ -49,6 +49,13 @@
  * Counters: promotions (done by readahead), hits (a promoted chunk read
  * later), wasted (a promoted chunk that left L1 unread).
  *
+ * Restarts: the links come back with the chunks (the L2 record and the
+ * checkpoint keep parent and depth: tier_ra_open relinks every indexed
+ * chunk that has a parent), and the whole table (what was learned by
+ * reading, too) is kept in the L2 checkpoint (tier_ra_save, KVCKPT_ORDER
+ * in record.h) and taken back at the next mount (tier_ra_load): the
+ * first reader after a restart is followed along its chain.
+ *
  * Everything here: tier.lock, except the worker threads' own life.
  */
 #include <errno.h>
@@ -127,6 +134,7 @@ struct tier_ra {
 	int nthreads;
 	pthread_t th[TRA_WORKERS];
 	uint64_t promotions, hits, wasted;
+	bool changed;              /* succ changed since the L2 was told */
 };
 
 /* ------------------------------------------------------- successors */
@@ -182,6 +190,8 @@ static void succ_set(struct tier_ra *ra, uint32_t ns,
 	if (s) {
 		if (kind < s->kind)
 			return;
+		if (kind != s->kind || !tier_key_eq(&s->to, to))
+			ra->changed = true;
 		lru_unlink(ra, s);
 	} else {
 		if (ra->succ.n >= TRA_SUCC_MAX) {
@@ -195,6 +205,7 @@ static void succ_set(struct tier_ra *ra, uint32_t ns,
 				return;
 		}
 		memset(s, 0, sizeof(*s));
+		ra->changed = true;
 		s->ns = ns;
 		s->from = *from;
 		if (htab_add(&ra->succ, &s->node, hashkey_index(ns, from))) {
@@ -220,11 +231,22 @@ static const struct kvfs_key *succ_of(struct tier_ra *ra, uint32_t ns,
 	return &s->to;
 }
 
+/* What changed in the table reaches the next L2 checkpoint. */
+static void ra_tell_l2(struct tier *t)
+{
+	if (t->ra->changed) {
+		t->ra->changed = false;
+		tier_l2_order_changed(t);
+	}
+}
+
 void tier_ra_link(struct tier *t, uint32_t ns, const struct kvfs_key *parent,
 		  const struct kvfs_key *child)
 {
-	if (t->ra)
+	if (t->ra) {
 		succ_set(t->ra, ns, parent, child, TRA_LINK);
+		ra_tell_l2(t);
+	}
 }
 
 /* ---------------------------------------------------------- pending */
@@ -502,15 +524,13 @@ static int stream_new(struct tier_ra *ra)
 	return best;
 }
 
-void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
+static void on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 {
 	struct tier_ra *ra = t->ra;
 	struct tra_stream *s;
 	int si, prev;
 	bool hit;
 
-	if (!ra || (r->flags & TREC_ZOMBIE))
-		return;
 	hit = pend_take(t, r);
 	if (hit)
 		ra->hits++;
@@ -561,6 +581,14 @@ void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 		s->hits = 0;
 	}
 	top_up(t, si);
+}
+
+void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
+{
+	if (!t->ra || (r->flags & TREC_ZOMBIE))
+		return;
+	on_read(t, r, reader);
+	ra_tell_l2(t);
 }
 
 /* ---------------------------------------------------------- workers */
@@ -634,6 +662,121 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* ------------------------------------------------ kept across mounts */
+
+/*
+ * The learned order as the L2 checkpoint keeps it (KVCKPT_ORDER's
+ * payload): entries oldest first (so loading them in order rebuilds the
+ * LRU), each a struct tra_saved then nslen bytes of its namespace name
+ * (names: ids are per mount).
+ */
+struct tra_saved {
+	uint8_t kind;  /* TRA_SEEN, TRA_LINK, TRA_FOLLOWED */
+	uint8_t nslen; /* 1..KVFS_NS_NAME_MAX */
+	uint8_t from[16], to[16];
+};
+_Static_assert(sizeof(struct tra_saved) == 34, "saved successor");
+
+void *tier_ra_save(struct tier *t, size_t *len, uint32_t *count)
+{
+	struct tier_ra *ra = t->ra;
+	uint8_t *blob, *p;
+	size_t cap = 0;
+
+	*len = 0;
+	*count = 0;
+	if (!ra) {
+		/* not running: what the last checkpoint had, unchanged */
+		if (!t->ra_saved || !(blob = malloc(t->ra_saved_len)))
+			return NULL;
+		memcpy(blob, t->ra_saved, t->ra_saved_len);
+		*len = t->ra_saved_len;
+		*count = t->ra_saved_count;
+		return blob;
+	}
+	for (struct tra_succ *s = ra->lru_tail; s; s = s->prev) {
+		struct tier_ns *n = tier_ns_get(t, s->ns);
+
+		if (n)
+			cap += sizeof(struct tra_saved) + strlen(n->name);
+	}
+	if (!cap || !(blob = malloc(cap)))
+		return NULL;
+	p = blob;
+	for (struct tra_succ *s = ra->lru_tail; s; s = s->prev) {
+		struct tier_ns *n = tier_ns_get(t, s->ns);
+		struct tra_saved e;
+
+		if (!n)
+			continue;
+		e.kind = s->kind;
+		e.nslen = (uint8_t)strlen(n->name);
+		memcpy(e.from, s->from.b, sizeof(e.from));
+		memcpy(e.to, s->to.b, sizeof(e.to));
+		memcpy(p, &e, sizeof(e));
+		memcpy(p + sizeof(e), n->name, e.nslen);
+		p += sizeof(e) + e.nslen;
+		(*count)++;
+	}
+	*len = (size_t)(p - blob);
+	return blob;
+}
+
+void tier_ra_load(struct tier *t, const void *blob, size_t len)
+{
+	const uint8_t *p = blob, *end = p + len;
+	char name[KVFS_NS_NAME_MAX + 1];
+	struct tier_ns *n = NULL;
+
+	if (!t->ra)
+		return;
+	while (end - p >= (ptrdiff_t)sizeof(struct tra_saved)) {
+		struct tra_saved e;
+		struct kvfs_key from, to;
+
+		memcpy(&e, p, sizeof(e));
+		p += sizeof(e);
+		if (!e.nslen || e.nslen > KVFS_NS_NAME_MAX ||
+		    end - p < e.nslen || e.kind < TRA_SEEN ||
+		    e.kind > TRA_FOLLOWED)
+			return; /* not ours: stop at the first doubt */
+		memcpy(name, p, e.nslen);
+		name[e.nslen] = 0;
+		p += e.nslen;
+		if (!n || strcmp(n->name, name))
+			n = tier_ns_by_name(t, name);
+		if (!n)
+			continue;
+		memcpy(from.b, e.from, sizeof(from.b));
+		memcpy(to.b, e.to, sizeof(to.b));
+		succ_set(t->ra, n->id, &from, &to, e.kind);
+	}
+}
+
+/* tier.lock held, at open: every indexed chunk with a parent (recovered
+ * from L2 with its link) links its parent to it again, then the order
+ * kept by the last checkpoint goes on top (learned reads win over links,
+ * as they did before the restart). */
+static void ra_restore(struct tier *t)
+{
+	struct htab_node *e, *nx;
+	uint64_t i;
+
+	htab_for_each_safe(&t->idx, i, e, nx) {
+		struct tier_rec *r = idx_rec(e);
+
+		if ((r->flags & TREC_HAS_PARENT) && !(r->flags & TREC_ZOMBIE))
+			succ_set(t->ra, r->ns, &r->parent, &r->key, TRA_LINK);
+	}
+	if (t->ra_saved)
+		tier_ra_load(t, t->ra_saved, t->ra_saved_len);
+	free(t->ra_saved);
+	t->ra_saved = NULL;
+	t->ra_saved_len = 0;
+	t->ra_saved_count = 0;
+	t->ra->changed = false; /* as the checkpoint has it */
+}
+
 /* ------------------------------------------------------- life cycle */
 
 int tier_ra_open(struct tier *t)
@@ -647,7 +790,10 @@ int tier_ra_open(struct tier *t)
 		return -ENOMEM;
 	ra->max = t->cfg.readahead;
 	pthread_cond_init(&ra->cond, NULL);
+	tier_lock(t);
 	t->ra = ra;
+	ra_restore(t);
+	tier_unlock(t);
 	for (int i = 0; i < TRA_WORKERS; i++) {
 		if (pthread_create(&ra->th[i], NULL, worker_main, t))
 			break;
@@ -674,6 +820,11 @@ void tier_ra_close(struct tier *t)
 	tier_unlock(t);
 	for (int k = 0; k < ra->nthreads; k++)
 		pthread_join(ra->th[k], NULL);
+	/* what it learned, for the checkpoint L2 writes as it closes */
+	tier_lock(t);
+	free(t->ra_saved);
+	t->ra_saved = tier_ra_save(t, &t->ra_saved_len, &t->ra_saved_count);
+	tier_unlock(t);
 	while (ra->head) {
 		struct tra_job *j = ra->head;
 

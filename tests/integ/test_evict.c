@@ -3,7 +3,12 @@
  * stat, open and readdir; a key written again after its eviction serves
  * the new bytes (page-cache and direct modes); an arena full of pinned
  * chunks gives ENOSPC to writers while readers are unaffected; a user pin
- * survives eviction pressure.
+ * survives eviction pressure. A published chunk's name and attributes
+ * stay cached past a second (FS_CHUNK_TTL): a re-read later costs open +
+ * read + release, no lookup (the daemon's request counters), while an
+ * evicted key written again still serves its new bytes (above). With
+ * cache=page a 2 MiB chunk is read through the page cache in two 1 MiB
+ * requests, not sixteen of 128 KiB (the mount raised its readahead).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -263,6 +268,62 @@ static void test_temporary_expiry(void **state)
 	assert_int_equal(kvfs_test_umount(&m), 0);
 }
 
+/* Requests of kind k (stats "requests") so far. */
+static long long req(const struct kvfs_mnt *m, const char *k)
+{
+	return kvfs_test_stat(m, "requests", k);
+}
+
+static void test_reread_after_ttl(void **state)
+{
+	struct kvfs_mnt m;
+	char ns[PATH_MAX], p[PATH_MAX];
+	long long lk, op, rd, rl;
+
+	(void)state;
+	assert_int_equal(kvfs_test_mount(&m, "l1_size=8M,max_chunk=1M"), 0);
+	snprintf(ns, sizeof(ns), "%s/rr", m.dir);
+	assert_int_equal(mkdir(ns, 0755), 0);
+	key_path(p, ns, 7);
+	assert_int_equal(kvfs_test_write_file(p, CHUNK, 7, 0), 0);
+	/* the writer's dentry expires at once (entry timeout 0), so the
+	 * read below looks the published chunk up and caches its name */
+	assert_int_equal(kvfs_test_read_check(p, CHUNK, 7), 0);
+	usleep(1300 * 1000); /* past FS_TTL (1 s), the old cache time */
+	lk = req(&m, "lookup");
+	op = req(&m, "open");
+	rd = req(&m, "read");
+	rl = req(&m, "release");
+	assert_int_equal(kvfs_test_read_check(p, CHUNK, 7), 0);
+	usleep(100 * 1000); /* the release is sent after close returns */
+	assert_int_equal(req(&m, "lookup") - lk, 0);
+	assert_int_equal(req(&m, "open") - op, 1);
+	assert_true(req(&m, "read") - rd >= 1);
+	assert_int_equal(req(&m, "release") - rl, 1);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+}
+
+static void test_page_cache_request_size(void **state)
+{
+	struct kvfs_mnt m;
+	char ns[PATH_MAX], p[PATH_MAX];
+	long long rd;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* only root may raise a bdi's readahead */
+	assert_int_equal(kvfs_test_mount(&m, "l1_size=16M,max_chunk=2M,"
+					 "cache=page"), 0);
+	snprintf(ns, sizeof(ns), "%s/pc", m.dir);
+	assert_int_equal(mkdir(ns, 0755), 0);
+	key_path(p, ns, 3);
+	assert_int_equal(kvfs_test_write_file(p, 2u << 20, 3, 0), 0);
+	rd = req(&m, "read");
+	assert_int_equal(kvfs_test_read_check(p, 2u << 20, 3), 0);
+	assert_int_equal(req(&m, "read") - rd, 2);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +332,8 @@ int main(void)
 		cmocka_unit_test(test_pinned_full),
 		cmocka_unit_test(test_user_pin),
 		cmocka_unit_test(test_temporary_expiry),
+		cmocka_unit_test(test_reread_after_ttl),
+		cmocka_unit_test(test_page_cache_request_size),
 	};
 
 	if (access("/dev/fuse", R_OK | W_OK)) {

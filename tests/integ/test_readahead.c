@@ -8,11 +8,16 @@
  * readahead is a miss for the reader, never bad bytes; pinned chunks stay
  * in L1 under readahead; chunks only in L3 (a real redis-server) are read
  * ahead in the order a first pass taught, with their bytes.
+ * Restarts: parent links (and depths) survive a clean unmount (the L2
+ * checkpoint) and a SIGKILL (the record headers, scanned), so the first
+ * reader after the restart is followed; an order learned by reading
+ * survives a clean unmount and a SIGKILL after the periodic checkpoint.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -124,11 +129,12 @@ static char *chunk_path(const struct kvfs_mnt *m, char *buf, const char *ns,
 	return kvfs_test_path(m, buf, "%s/%s", ns, name);
 }
 
-/* Writes chunk n (seed n) of ns; with link, its parent is chunk n - 1. */
+/* Writes chunk n (seed n) of ns; with link, its parent is chunk n - 1 and
+ * its depth n + 1. */
 static void put(const struct kvfs_mnt *m, const char *ns, uint64_t n,
 		bool link)
 {
-	char p[PATH_MAX], parent[33];
+	char p[PATH_MAX], parent[33], depth[24];
 	uint8_t *buf = malloc(MIB);
 	int fd;
 
@@ -141,6 +147,11 @@ static void put(const struct kvfs_mnt *m, const char *ns, uint64_t n,
 		kvfs_test_key_name(n - 1, parent);
 		assert_int_equal(fsetxattr(fd, KVFS_XATTR_PARENT, parent, 32, 0),
 				 0);
+	}
+	if (link) {
+		snprintf(depth, sizeof(depth), "%llu", (unsigned long long)n + 1);
+		assert_int_equal(fsetxattr(fd, KVFS_XATTR_DEPTH, depth,
+					   strlen(depth), 0), 0);
 	}
 	assert_int_equal(close(fd), 0);
 	free(buf);
@@ -399,6 +410,170 @@ static void test_l3_chain(void **state)
 	unlink(auth);
 }
 
+/* ------------------------------------------------------------ restarts */
+
+/* The restart tests write every chunk to L2 as it is published
+ * (ingest=all) and wait until all N are on disk: a restart finds the
+ * whole chain. */
+static void write_all_chain(const struct kvfs_mnt *m, bool link)
+{
+	char p[PATH_MAX];
+
+	assert_int_equal(mkdir(kvfs_test_path(m, p, "%s", NS), 0755), 0);
+	for (uint64_t i = 0; i < N; i++)
+		put(m, NS, i, link);
+	for (int tries = 0; kvfs_test_stat(m, "l2", "writes") < N; tries++) {
+		assert_true(tries < 3000);
+		sleep_ms(10);
+	}
+}
+
+/* Unmounts cleanly, keeping l2_dir for the next mount. */
+static void remount_clean(struct kvfs_mnt *m)
+{
+	mounted = NULL;
+	assert_int_equal(kvfs_test_umount(m), 0);
+	assert_int_equal(do_mount(m, NULL), 0);
+}
+
+/* The daemon dies with SIGKILL (no checkpoint, no flush); mounts again. */
+static void remount_killed(struct kvfs_mnt *m)
+{
+	mounted = NULL;
+	kill(m->pid, SIGKILL);
+	kvfs_test_umount(m); /* reaps it, unmounts */
+	assert_int_equal(do_mount(m, NULL), 0);
+}
+
+/* Reads chunks [from, to) in order, each checked; returns the promotions
+ * readahead made meanwhile and checks the reader met them (hits). */
+static long long read_in_order(const struct kvfs_mnt *m, uint64_t from,
+			       uint64_t to)
+{
+	char p[PATH_MAX];
+	long long prom;
+
+	for (uint64_t i = from; i < to; i++)
+		assert_int_equal(kvfs_test_read_check(chunk_path(m, p, NS, i), MIB,
+						      i), 0);
+	settle(m);
+	prom = ra(m, "promotions");
+	print_message("readahead after restart: %lld promotions, %lld hits, "
+		      "%lld wasted\n", prom, ra(m, "hits"), ra(m, "wasted"));
+	return prom;
+}
+
+/* user.kvfs.parent and user.kvfs.depth of chunk n as written. */
+static void links_are_back(const struct kvfs_mnt *m, uint64_t n)
+{
+	char p[PATH_MAX], want[33], got[64];
+	ssize_t r;
+
+	kvfs_test_key_name(n - 1, want);
+	r = getxattr(chunk_path(m, p, NS, n), KVFS_XATTR_PARENT, got,
+		     sizeof(got) - 1);
+	assert_int_equal(r, 32);
+	got[r] = 0;
+	assert_string_equal(got, want);
+	r = getxattr(chunk_path(m, p, NS, n), KVFS_XATTR_DEPTH, got,
+		     sizeof(got) - 1);
+	assert_true(r > 0);
+	got[r] = 0;
+	assert_int_equal(strtoull(got, NULL, 10), n + 1);
+}
+
+static void test_links_survive_clean_unmount(void **state)
+{
+	struct kvfs_mnt m;
+
+	(void)state;
+	assert_int_equal(do_mount(&m, "ingest=all"), 0);
+	write_all_chain(&m, true);
+	remount_clean(&m);
+	/* from the checkpoint, nothing scanned */
+	assert_int_equal(kvfs_test_stat(&m, "l2_recovery", "ckpt_records"), N);
+	assert_int_equal(kvfs_test_stat(&m, "l2_recovery", "scan_records"), 0);
+	assert_int_equal(ra(&m, "promotions"), 0);
+	links_are_back(&m, 5);
+	/* the head opens the window; the reader finds most chunks there */
+	assert_true(read_in_order(&m, 0, 20) >= 8);
+	assert_true(ra(&m, "hits") >= 8);
+	assert_int_equal(kvfs_test_stat(&m, "l2", "corrupt"), 0);
+	do_umount(&m);
+}
+
+static void test_links_survive_kill(void **state)
+{
+	struct kvfs_mnt m;
+
+	(void)state;
+	/* no periodic checkpoint: the restart scans the record headers */
+	assert_int_equal(do_mount(&m, "ingest=all,l2_checkpoint_s=0"), 0);
+	write_all_chain(&m, true);
+	remount_killed(&m);
+	assert_int_equal(kvfs_test_stat(&m, "l2_recovery", "scan_records"), N);
+	links_are_back(&m, 7);
+	assert_true(read_in_order(&m, 0, 20) >= 8);
+	assert_true(ra(&m, "hits") >= 8);
+	do_umount(&m);
+}
+
+/* No links: one pass teaches the order; after the restart the first pass
+ * is read ahead. */
+static void learn_order(struct kvfs_mnt *m)
+{
+	char p[PATH_MAX];
+
+	write_all_chain(m, false);
+	for (uint64_t i = 0; i < 12; i++)
+		assert_int_equal(kvfs_test_read_check(chunk_path(m, p, NS, i), MIB,
+						      i), 0);
+}
+
+static void test_learned_order_survives_clean_unmount(void **state)
+{
+	struct kvfs_mnt m;
+
+	(void)state;
+	assert_int_equal(do_mount(&m, "ingest=all"), 0);
+	learn_order(&m);
+	remount_clean(&m);
+	assert_int_equal(ra(&m, "promotions"), 0);
+	assert_true(read_in_order(&m, 0, 12) >= 4);
+	assert_true(ra(&m, "hits") >= 4);
+	do_umount(&m);
+}
+
+static void test_learned_order_survives_kill(void **state)
+{
+	struct kvfs_mnt m;
+	char p[PATH_MAX];
+	long long ck;
+
+	(void)state;
+	assert_int_equal(do_mount(&m, "ingest=all,l2_checkpoint_s=1"), 0);
+	write_all_chain(&m, false);
+	/* a periodic checkpoint holds every record before the learning */
+	for (int tries = 0; kvfs_test_stat(&m, "l2_recovery",
+					   "checkpoint_entries") < N; tries++) {
+		assert_true(tries < 500);
+		sleep_ms(10);
+	}
+	for (uint64_t i = 0; i < 12; i++)
+		assert_int_equal(kvfs_test_read_check(chunk_path(&m, p, NS, i), MIB,
+						      i), 0);
+	/* nothing changed in L2 since: the learned order alone makes the
+	 * next periodic checkpoint due */
+	ck = kvfs_test_stat(&m, "l2_recovery", "checkpoints");
+	sleep_ms(2500);
+	assert_true(kvfs_test_stat(&m, "l2_recovery", "checkpoints") > ck);
+	remount_killed(&m);
+	assert_int_equal(kvfs_test_stat(&m, "l2_recovery", "ckpt_records"), N);
+	assert_true(read_in_order(&m, 0, 12) >= 4);
+	assert_true(ra(&m, "hits") >= 4);
+	do_umount(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +584,13 @@ int main(void)
 		cmocka_unit_test_teardown(test_corrupt_record_is_a_miss, test_teardown),
 		cmocka_unit_test_teardown(test_pinned_stay, test_teardown),
 		cmocka_unit_test_teardown(test_l3_chain, test_teardown),
+		cmocka_unit_test_teardown(test_links_survive_clean_unmount,
+					  test_teardown),
+		cmocka_unit_test_teardown(test_links_survive_kill, test_teardown),
+		cmocka_unit_test_teardown(test_learned_order_survives_clean_unmount,
+					  test_teardown),
+		cmocka_unit_test_teardown(test_learned_order_survives_kill,
+					  test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -91,6 +91,9 @@ struct ment {
 	bool present;
 	bool hot;
 	bool pinned; /* on_pinned says so */
+	bool has_parent; /* the chain link recovery gave back */
+	uint32_t depth;
+	struct kvfs_key parent;
 };
 
 struct env {
@@ -104,6 +107,11 @@ struct env {
 	unsigned nlogs;
 	int ckpt_s; /* l2_config.checkpoint_s; env_new: -1, no checkpoint
 		     * (the tests of the scan), test_l2_ckpt sets it */
+	const struct kvfs_key *put_parent; /* put(): the link it records */
+	uint32_t put_depth;
+	const char *order;  /* ckpt_save's blob (a string), or NULL */
+	char *order_back;   /* what ckpt_load gave back (malloc'ed) */
+	size_t order_back_len;
 };
 
 static inline struct ment *find(struct env *e, const char *ns,
@@ -151,6 +159,9 @@ static inline int on_recover(void *arg, const struct l2_rec_info *r)
 	m->loc = r->loc;
 	m->raw_len = r->raw_len;
 	m->present = true;
+	m->has_parent = r->has_parent;
+	m->parent = r->parent;
+	m->depth = r->depth;
 	e->recovered++;
 	pthread_mutex_unlock(&e->mu);
 	return 0;
@@ -215,6 +226,29 @@ static inline bool on_moved(void *arg, const struct l2_rec_info *r,
 	return matched;
 }
 
+static inline void *on_ckpt_save(void *arg, size_t *len, uint32_t *count)
+{
+	struct env *e = arg;
+
+	*len = e->order ? strlen(e->order) : 0;
+	*count = 1;
+	return e->order ? strdup(e->order) : NULL;
+}
+
+static inline void on_ckpt_load(void *arg, const void *blob, size_t len,
+				uint32_t count)
+{
+	struct env *e = arg;
+
+	assert_int_equal(count, 1);
+	free(e->order_back);
+	e->order_back = malloc(len + 1);
+	assert_non_null(e->order_back);
+	memcpy(e->order_back, blob, len);
+	e->order_back[len] = 0;
+	e->order_back_len = len;
+}
+
 static inline int env_open(struct env *e, uint64_t size, char *err,
 			   size_t errlen)
 {
@@ -222,7 +256,8 @@ static inline int env_open(struct env *e, uint64_t size, char *err,
 		.dir = e->dir, .size = size, .log = on_log, .log_arg = e,
 		.recover = on_recover, .reclaim = on_reclaim,
 		.pinned = on_pinned, .moved = on_moved, .cb_arg = e,
-		.checkpoint_s = e->ckpt_s,
+		.checkpoint_s = e->ckpt_s, .ckpt_save = on_ckpt_save,
+		.ckpt_load = on_ckpt_load,
 	};
 
 	return l2_open(&c, &e->l2, err, errlen);
@@ -295,6 +330,7 @@ static inline void env_free(struct env *e)
 	rm_dir_files(e->dir);
 	rmdir(e->dir);
 	pthread_mutex_destroy(&e->mu);
+	free(e->order_back);
 	free(e);
 }
 
@@ -331,6 +367,8 @@ static inline int put(struct env *e, const char *ns, const struct kvfs_key *key,
 	rc = l2_build(e->l2, ns, key, data, len, level, shuffle, &rec);
 	if (rc)
 		return rc;
+	if (e->put_parent || e->put_depth)
+		l2_rec_set_link(e->l2, rec, e->put_parent, e->put_depth);
 	rc = l2_append(e->l2, rec, wdone, &w);
 	if (rc) {
 		l2_rec_free(e->l2, rec);

@@ -5,6 +5,9 @@
  * unlink log), erased on disk, or in a segment deleted by hand never come
  * back; a damaged, torn or foreign checkpoint falls back to the full scan
  * with one log line; the parser rejects every truncation and bit flip.
+ * Chain links (record header version 2) come back from the checkpoint
+ * and from the scan, the engine's blob (KVCKPT_ORDER) from the
+ * checkpoint; version 1 records and checkpoints are still read.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -396,6 +399,154 @@ static void test_other_l2_dir(void **state)
 	fallback_case(2);
 }
 
+/* Puts [from, to) with chunk i linked to parent i - 1, depth i + 1. */
+static void put_linked(struct env *e, uint64_t from, uint64_t to)
+{
+	uint8_t *buf = malloc(LEN);
+
+	for (uint64_t i = from; i < to; i++) {
+		struct kvfs_key k = mkkey(i), pk = mkkey(i - 1);
+
+		e->put_parent = i ? &pk : NULL;
+		e->put_depth = (uint32_t)i + 1;
+		fill_bf16(buf, LEN, i);
+		assert_int_equal(put(e, NS(i), &k, buf, LEN, 1, 2, true, NULL), 0);
+	}
+	e->put_parent = NULL;
+	e->put_depth = 0;
+	free(buf);
+}
+
+static void links_are_back(struct env *e, uint64_t from, uint64_t to)
+{
+	for (uint64_t i = from; i < to; i++) {
+		struct kvfs_key k = mkkey(i), pk = mkkey(i - 1);
+		struct ment *m = find(e, NS(i), &k);
+
+		assert_non_null(m);
+		assert_int_equal(m->has_parent, i > 0);
+		if (i)
+			assert_memory_equal(m->parent.b, pk.b, 16);
+		assert_int_equal(m->depth, i + 1);
+	}
+}
+
+/* Links come back from the checkpoint (clean close) and from the record
+ * headers (no checkpoint: the scan); the engine's blob only from the
+ * checkpoint; unlinked records stay without a link. */
+static void test_links_and_order_kept(void **state)
+{
+	struct env *e = ckpt_env();
+	struct l2_stats st;
+	char p[256];
+
+	(void)state;
+	e->order = "the learned order";
+	put_linked(e, 0, 20);
+	put_n(e, 20, 24, 20);
+	reopen(e);
+	l2_get_stats(e->l2, &st);
+	assert_true(st.recover_ckpt);
+	assert_int_equal(st.recover_ckpt_records, 24);
+	links_are_back(e, 0, 20);
+	for (uint64_t i = 20; i < 24; i++) {
+		struct kvfs_key k = mkkey(i);
+
+		assert_false(find(e, NS(i), &k)->has_parent);
+		assert_int_equal(find(e, NS(i), &k)->depth, 0);
+	}
+	assert_non_null(e->order_back);
+	assert_string_equal(e->order_back, "the learned order");
+	check_n(e, 0, 20, 0, false);
+
+	/* no checkpoint: the headers say it */
+	free(e->order_back);
+	e->order_back = NULL;
+	l2_close(e->l2);
+	e->l2 = NULL;
+	ckpt_path(e, p, sizeof(p));
+	assert_int_equal(unlink(p), 0);
+	env_reset_index(e);
+	{
+		char err[256];
+
+		assert_int_equal(env_open(e, 64ull << 20, err, sizeof(err)), 0);
+	}
+	l2_get_stats(e->l2, &st);
+	assert_false(st.recover_ckpt);
+	assert_int_equal(st.recover_scan_records, 24);
+	links_are_back(e, 0, 20);
+	assert_null(e->order_back);
+	env_free(e);
+}
+
+/* Version 1 (what daemons before chain links wrote): a header without a
+ * link is still built as version 1; both versions are read; a version 2
+ * header with an unknown flag or a newer version is refused. */
+static void test_record_versions(void **state)
+{
+	struct kvfs_key k = mkkey(1), pk = mkkey(0), got;
+	struct kvrec_desc d = { .ns = "a", .key = &k, .seq = 3, .raw_len = 8,
+				.stored_len = 8 };
+	struct kvrec_hdr h;
+	uint32_t depth;
+
+	(void)state;
+	assert_int_equal(kvrec_hdr_build(&h, &d, 42), 0);
+	assert_int_equal(h.version, 1);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), 0);
+	assert_false(kvrec_hdr_link(&h, &got, &depth));
+	assert_int_equal(depth, 0);
+	d.parent = &pk;
+	d.depth = 7;
+	assert_int_equal(kvrec_hdr_build(&h, &d, 42), 0);
+	assert_int_equal(h.version, 2);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), 0);
+	assert_true(kvrec_hdr_link(&h, &got, &depth));
+	assert_memory_equal(got.b, pk.b, 16);
+	assert_int_equal(depth, 7);
+	h.flags |= 2;
+	h.hdr_sum = kvrec_sum(&h, offsetof(struct kvrec_hdr, hdr_sum), 42);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), -EBADMSG);
+	kvrec_hdr_set_link(&h, NULL, 0, 42); /* back to version 1 */
+	assert_int_equal(h.version, 1);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), 0);
+	h.version = 3;
+	h.hdr_sum = kvrec_sum(&h, offsetof(struct kvrec_hdr, hdr_sum), 42);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), -EBADMSG);
+}
+
+/* A version 1 checkpoint (no LINK, no ORDER blocks) still loads. */
+static void test_v1_checkpoint_loads(void **state)
+{
+	struct env *e = ckpt_env();
+	struct kvckpt_hdr h;
+	struct l2_stats st;
+	char p[256], err[256];
+	int fd;
+
+	(void)state;
+	put_n(e, 0, 16, 0);
+	l2_close(e->l2);
+	e->l2 = NULL;
+	ckpt_path(e, p, sizeof(p));
+	fd = open(p, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	assert_int_equal(h.version, KVCKPT_VERSION);
+	h.version = 1;
+	h.sum = kvrec_sum(&h, offsetof(struct kvckpt_hdr, sum), h.salt);
+	assert_int_equal(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	env_reset_index(e);
+	assert_int_equal(env_open(e, 64ull << 20, err, sizeof(err)), 0);
+	l2_get_stats(e->l2, &st);
+	assert_true(st.recover_ckpt);
+	assert_int_equal(st.recover_ckpt_records, 16);
+	check_n(e, 0, 16, 0, false);
+	env_free(e);
+}
+
 /* The parser: every truncation and every bit flip of a real checkpoint
  * is refused (EBADMSG, or ESTALE for the salt field), the file itself is
  * taken. */
@@ -410,7 +561,9 @@ static void test_parser(void **state)
 	int fd;
 
 	(void)state;
-	put_n(e, 0, 12, 0);
+	/* every kind of block: SEG, LINK, NS, ORDER, END */
+	e->order = "order";
+	put_linked(e, 0, 12);
 	l2_close(e->l2);
 	e->l2 = NULL;
 	ckpt_path(e, p, sizeof(p));
@@ -429,6 +582,7 @@ static void test_parser(void **state)
 					       sizeof(why)), 0);
 		assert_int_equal(ci.records, 12);
 		assert_int_equal(ci.nns, 2);
+		assert_int_equal(ci.order_len, 5);
 		assert_int_equal(l2_ckpt_check(buf, len, h.salt + 1, &ci, why,
 					       sizeof(why)), -ESTALE);
 		for (size_t n = 0; n < len; n++)
@@ -464,6 +618,9 @@ int main(void)
 		cmocka_unit_test(test_bit_flip),
 		cmocka_unit_test(test_other_l2_dir),
 		cmocka_unit_test(test_parser),
+		cmocka_unit_test(test_links_and_order_kept),
+		cmocka_unit_test(test_record_versions),
+		cmocka_unit_test(test_v1_checkpoint_loads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

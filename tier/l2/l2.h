@@ -74,6 +74,9 @@ struct l2_rec_info {
 	int shuffle;
 	bool compacted; /* moved: by a compaction (every live record of its
 			 * segment kept, no verdict asked), not for hotness */
+	bool has_parent;        /* the chain link the record carries */
+	uint32_t depth;         /* 0: not known */
+	struct kvfs_key parent; /* when has_parent */
 };
 
 enum l2_reclaim_verdict {
@@ -138,6 +141,18 @@ struct l2_config {
 	 */
 	bool (*moved)(void *arg, const struct l2_rec_info *rec,
 		      const struct l2_loc *to);
+
+	/*
+	 * ckpt_save - optional: called by each checkpoint write (no l2 lock
+	 * held, before the checkpoint's own locks) for what the engine keeps
+	 * with the index (record.h, KVCKPT_ORDER): a malloc'ed blob of *len
+	 * bytes and *count entries that l2 frees, or NULL for none.
+	 * ckpt_load - optional: called once at the end of l2_open's recovery
+	 * with the blob of the checkpoint it loaded (not when it scanned).
+	 */
+	void *(*ckpt_save)(void *arg, size_t *len, uint32_t *count);
+	void (*ckpt_load)(void *arg, const void *blob, size_t len,
+			  uint32_t count);
 	void *cb_arg;
 };
 
@@ -206,6 +221,12 @@ int l2_build(struct l2 *l2, const char *ns, const struct kvfs_key *key,
 	     const void *raw, size_t len, int level, int shuffle,
 	     struct l2_rec **out);
 
+/* l2_rec_set_link - gives a built record (not yet appended) the chunk's
+ * chain link (record.h, version 2): parent (or NULL) and depth (0: not
+ * known), kept with the record so a restart knows the chain again. */
+void l2_rec_set_link(struct l2 *l2, struct l2_rec *rec,
+		     const struct kvfs_key *parent, uint32_t depth);
+
 /* l2_rec_info - what the record holds (loc is zero until appended). */
 void l2_rec_info(const struct l2_rec *rec, struct l2_rec_info *info);
 
@@ -270,6 +291,11 @@ int l2_sync_frees(struct l2 *l2, int timeout_ms);
 void l2_flush(struct l2 *l2);
 
 void l2_get_stats(struct l2 *l2, struct l2_stats *st);
+
+/* l2_ckpt_dirty - what ckpt_save returns has changed: the periodic
+ * checkpoint is due even when no record changed. Any thread, any lock
+ * (one atomic add). */
+void l2_ckpt_dirty(struct l2 *l2);
 
 /* l2_checkpoint - writes the checkpoint of the index now (record.h), as
  * the periodic one does: 0, or -errno (the previous one stays). */

@@ -64,6 +64,29 @@ static int check_ns(const uint8_t *p, uint64_t len, uint32_t count,
 	return 0;
 }
 
+/* A LINK block's payload, after a SEG block of nents entries. */
+static int check_links(const uint8_t *pl, const struct kvckpt_blk *b,
+		       uint32_t nents, uint64_t blkno, char *why,
+		       size_t whylen)
+{
+	int64_t last = -1;
+
+	if (!b->count || b->len != (uint64_t)b->count *
+					   sizeof(struct kvckpt_link))
+		return WHY("link block %" PRIu64 " is malformed", blkno);
+	for (uint32_t i = 0; i < b->count; i++) {
+		struct kvckpt_link l;
+
+		memcpy(&l, pl + (size_t)i * sizeof(l), sizeof(l));
+		if ((int64_t)l.ent <= last || l.ent >= nents ||
+		    (l.flags & ~KVREC_F_PARENT) || l.zero)
+			return WHY("link %" PRIu32 " of block %" PRIu64
+				   " is malformed", i, blkno);
+		last = l.ent;
+	}
+	return 0;
+}
+
 int l2_ckpt_check(const void *buf, size_t len, uint64_t salt,
 		  struct l2_ckpt_info *ci, char *why, size_t whylen)
 {
@@ -72,7 +95,8 @@ int l2_ckpt_check(const void *buf, size_t len, uint64_t salt,
 	uint64_t pos = sizeof(h), blkno = 1, recs = 0;
 	uint32_t max_ns = UINT32_MAX;
 	int64_t last_seg = -1;
-	bool have_ns = false;
+	bool have_ns = false, have_order = false;
+	uint32_t prev_type = 0, prev_count = 0;
 
 	memset(ci, 0, sizeof(*ci));
 	if (len < sizeof(h))
@@ -80,9 +104,10 @@ int l2_ckpt_check(const void *buf, size_t len, uint64_t salt,
 	memcpy(&h, p, sizeof(h));
 	if (h.magic != KVCKPT_MAGIC)
 		return WHY("bad magic");
-	if (h.version != KVCKPT_VERSION || h.hdr_len != sizeof(h))
-		return WHY("version %" PRIu32 " is not %d", h.version,
-			   KVCKPT_VERSION);
+	if (h.version < KVCKPT_VERSION_MIN || h.version > KVCKPT_VERSION ||
+	    h.hdr_len != sizeof(h))
+		return WHY("version %" PRIu32 " is not %d..%d", h.version,
+			   KVCKPT_VERSION_MIN, KVCKPT_VERSION);
 	if (h.salt != salt) {
 		snprintf(why, whylen, "it belongs to another l2_dir (l2.id "
 			 "%016" PRIx64 ", this one is %016" PRIx64 ")", h.salt,
@@ -156,10 +181,26 @@ int l2_ckpt_check(const void *buf, size_t len, uint64_t salt,
 			ci->nns = b.count;
 			ci->ns_off = (size_t)(pl - p);
 			ci->ns_len = (size_t)b.len;
+		} else if (b.type == KVCKPT_LINK && h.version >= 2) {
+			int rc = check_links(pl, &b, prev_type == KVCKPT_SEG ?
+					     prev_count : 0, blkno, why, whylen);
+
+			if (rc)
+				return rc;
+		} else if (b.type == KVCKPT_ORDER && h.version >= 2) {
+			if (!have_ns || have_order)
+				return WHY("order block %" PRIu64 " is out of "
+					   "place", blkno);
+			have_order = true;
+			ci->order_off = (size_t)(pl - p);
+			ci->order_len = (size_t)b.len;
+			ci->order_count = b.count;
 		} else {
 			return WHY("block %" PRIu64 " has unknown type %" PRIu32,
 				   blkno, b.type);
 		}
+		prev_type = b.type;
+		prev_count = b.count;
 		pos += sizeof(b) + b.len + 8;
 		blkno++;
 	}
@@ -180,9 +221,14 @@ int l2_ckpt_check(const void *buf, size_t len, uint64_t salt,
 
 const struct kvckpt_seg *l2_ckpt_next_seg(const void *buf, size_t len,
 					  size_t *pos,
-					  const struct kvckpt_ent **ents)
+					  const struct kvckpt_ent **ents,
+					  const struct kvckpt_link **links,
+					  uint32_t *nlinks)
 {
 	const uint8_t *p = buf;
+
+	*links = NULL;
+	*nlinks = 0;
 
 	if (!*pos)
 		*pos = sizeof(struct kvckpt_hdr);
@@ -193,8 +239,19 @@ const struct kvckpt_seg *l2_ckpt_next_seg(const void *buf, size_t len,
 		memcpy(&b, p + at, sizeof(b));
 		*pos = at + sizeof(b) + b.len + 8;
 		if (b.type == KVCKPT_SEG) {
+			struct kvckpt_blk nb;
+
 			*ents = (const struct kvckpt_ent *)(p + at + sizeof(b) +
 							    sizeof(struct kvckpt_seg));
+			if (*pos + sizeof(nb) <= len) {
+				memcpy(&nb, p + *pos, sizeof(nb));
+				if (nb.type == KVCKPT_LINK) {
+					*links = (const struct kvckpt_link *)
+						(p + *pos + sizeof(nb));
+					*nlinks = nb.count;
+					*pos += sizeof(nb) + nb.len + 8;
+				}
+			}
 			return (const struct kvckpt_seg *)(p + at + sizeof(b));
 		}
 		if (b.type == KVCKPT_END)
@@ -265,11 +322,14 @@ static int put_block(struct l2 *l2, int fd, struct wbuf *w, uint64_t blkno)
 	return rc;
 }
 
-/* l2.lock held: a SEG block for seg into w (cleared first). */
-static int seg_block(struct wbuf *w, const struct l2_seg *seg,
-		     uint64_t *records)
+/* l2.lock held: a SEG block for seg into w, and the LINK block of its
+ * entries' chain links into lw (left empty when none has one); both
+ * cleared first. */
+static int seg_block(struct wbuf *w, struct wbuf *lw,
+		     const struct l2_seg *seg, uint64_t *records)
 {
 	struct kvckpt_blk b = { .type = KVCKPT_SEG };
+	struct kvckpt_blk lb = { .type = KVCKPT_LINK };
 	struct kvckpt_seg sg = { .id = seg->id, .scan_from = seg->tail };
 	size_t i, n = 0;
 	int rc;
@@ -280,6 +340,7 @@ static int seg_block(struct wbuf *w, const struct l2_seg *seg,
 			break;
 		}
 	w->len = 0;
+	lw->len = 0;
 	rc = wb_put(w, &b, sizeof(b));
 	rc = rc ? rc : wb_put(w, &sg, sizeof(sg));
 	for (i = 0; i < seg->nents && !rc; i++) {
@@ -302,10 +363,25 @@ static int seg_block(struct wbuf *w, const struct l2_seg *seg,
 		ce.codec = e->codec;
 		ce.shuffle = e->shuffle;
 		rc = wb_put(w, &ce, sizeof(ce));
+		if (!rc && (e->has_parent || e->depth)) {
+			struct kvckpt_link l = { .ent = (uint32_t)n,
+						 .depth = e->depth };
+
+			if (e->has_parent) {
+				l.flags = KVREC_F_PARENT;
+				memcpy(l.parent, e->parent.b, sizeof(l.parent));
+			}
+			if (!lw->len)
+				rc = wb_put(lw, &lb, sizeof(lb));
+			rc = rc ? rc : wb_put(lw, &l, sizeof(l));
+			lb.count++;
+		}
 		n++;
 	}
 	if (rc)
 		return rc;
+	if (lw->len)
+		memcpy(lw->p, &lb, sizeof(lb));
 	b.count = (uint32_t)n;
 	sg.nents = (uint32_t)n;
 	memcpy(w->p, &b, sizeof(b));
@@ -333,13 +409,23 @@ int l2_ckpt_write(struct l2 *l2, bool clean)
 				.version = KVCKPT_VERSION,
 				.hdr_len = sizeof(h), .salt = l2->salt };
 	struct kvckpt_blk b;
-	struct wbuf w = { 0 };
+	struct wbuf w = { 0 }, lw = { 0 };
 	struct timespec ts;
-	uint64_t blkno = 1, t0 = l2_now_ns(), flog_mark, changes;
+	void *order = NULL;
+	size_t order_len = 0;
+	uint32_t order_count = 0;
+	uint64_t blkno = 1, t0 = l2_now_ns(), flog_mark, changes, ext;
+	/* read before the engine's part is taken: a change made meanwhile
+	 * makes the next one due */
+	uint64_t ext0 = atomic_load(&l2->ext_changes);
 	uint32_t *ids;
 	size_t nids, i;
 	int fd, rc = 0;
 
+	/* the engine's part first, outside every l2 lock */
+	if (l2->cfg.ckpt_save)
+		order = l2->cfg.ckpt_save(l2->cfg.cb_arg, &order_len,
+					  &order_count);
 	pthread_mutex_lock(&l2->ckpt_lock); /* one writer at a time */
 	pthread_mutex_lock(&l2->lock);
 	if (l2->flog_failed) {
@@ -347,14 +433,17 @@ int l2_ckpt_write(struct l2 *l2, bool clean)
 		pthread_mutex_unlock(&l2->lock);
 		pthread_mutex_unlock(&l2->ckpt_lock);
 		unlinkat(l2->dir_fd, KVCKPT_FILE, 0);
+		free(order);
 		return -EIO;
 	}
 	flog_mark = l2->flog_bytes;
 	changes = l2->changes;
+	ext = ext0;
 	ids = seg_ids(l2, &nids);
 	pthread_mutex_unlock(&l2->lock);
 	if (!ids) {
 		pthread_mutex_unlock(&l2->ckpt_lock);
+		free(order);
 		return -ENOMEM;
 	}
 	fd = openat(l2->dir_fd, KVCKPT_TMP, O_WRONLY | O_CREAT | O_TRUNC |
@@ -369,10 +458,12 @@ int l2_ckpt_write(struct l2 *l2, bool clean)
 
 		pthread_mutex_lock(&l2->lock);
 		seg = l2_seg_find(l2, ids[i]);
-		rc = seg ? seg_block(&w, seg, &h.records) : 0;
+		rc = seg ? seg_block(&w, &lw, seg, &h.records) : 0;
 		pthread_mutex_unlock(&l2->lock);
 		if (seg && !rc)
 			rc = put_block(l2, fd, &w, blkno++);
+		if (seg && !rc && lw.len)
+			rc = put_block(l2, fd, &lw, blkno++);
 	}
 	if (!rc) {
 		/* names last: entries of segments snapshotted above index
@@ -394,6 +485,13 @@ int l2_ckpt_write(struct l2 *l2, bool clean)
 			memcpy(w.p, &b, sizeof(b));
 			rc = put_block(l2, fd, &w, blkno++);
 		}
+	}
+	if (!rc && order && order_len) {
+		b = (struct kvckpt_blk){ .type = KVCKPT_ORDER,
+					 .count = order_count };
+		rc = wb_put(&w, &b, sizeof(b));
+		rc = rc ? rc : wb_put(&w, order, order_len);
+		rc = rc ? rc : put_block(l2, fd, &w, blkno++);
 	}
 	if (!rc) {
 		b = (struct kvckpt_blk){ .type = KVCKPT_END,
@@ -427,6 +525,8 @@ int l2_ckpt_write(struct l2 *l2, bool clean)
 out:
 	free(ids);
 	free(w.p);
+	free(lw.p);
+	free(order);
 	pthread_mutex_lock(&l2->lock);
 	if (rc) {
 		l2->st.ckpt_errors++;
@@ -435,6 +535,7 @@ out:
 		l2->st.ckpt_write_ns = l2_now_ns() - t0;
 		l2->st.ckpt_records = h.records;
 		l2->ckpt_changes = changes;
+		l2->ckpt_ext = ext;
 	}
 	pthread_mutex_unlock(&l2->lock);
 	pthread_mutex_unlock(&l2->ckpt_lock);
@@ -462,7 +563,8 @@ static void *ckpt_main(void *arg)
 			;
 		if (l2->ck_stop)
 			break;
-		dirty = l2->changes != l2->ckpt_changes;
+		dirty = l2->changes != l2->ckpt_changes ||
+			atomic_load(&l2->ext_changes) != l2->ckpt_ext;
 		pthread_mutex_unlock(&l2->lock);
 		if (dirty)
 			l2_ckpt_write(l2, false);
@@ -470,6 +572,12 @@ static void *ckpt_main(void *arg)
 	}
 	pthread_mutex_unlock(&l2->lock);
 	return NULL;
+}
+
+void l2_ckpt_dirty(struct l2 *l2)
+{
+	if (l2)
+		atomic_fetch_add(&l2->ext_changes, 1);
 }
 
 int l2_ckpt_start(struct l2 *l2)

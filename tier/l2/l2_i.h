@@ -59,6 +59,9 @@ struct l2_ent {
 	uint32_t ns;     /* index into l2.ns_names */
 	uint8_t codec, shuffle;
 	uint8_t state;   /* enum l2_ent_state */
+	bool has_parent; /* the record's chain link (record.h, v2) */
+	uint32_t depth;
+	struct kvfs_key parent;
 };
 
 enum l2_seg_state {
@@ -230,6 +233,8 @@ struct l2 {
 	bool opened;               /* l2_open succeeded: close checkpoints */
 	uint64_t changes;          /* l2.lock: entries made live or dead */
 	uint64_t ckpt_changes;     /* l2.lock: changes at the last checkpoint */
+	_Atomic uint64_t ext_changes; /* l2_ckpt_dirty calls */
+	uint64_t ckpt_ext;         /* l2.lock: ext_changes at the last one */
 	int flog_fd;               /* l2.lock: l2.freed, O_APPEND */
 	uint64_t flog_bytes;       /* l2.lock: its length */
 	bool flog_failed;          /* l2.lock: an append failed */
@@ -322,16 +327,21 @@ struct l2_ckpt_info {
 	uint64_t next_seq, records;
 	uint32_t next_seg, flags, nsegs, nns;
 	size_t ns_off, ns_len;     /* the NS block's payload in the buffer */
+	size_t order_off, order_len; /* the ORDER block's (len 0: none) */
+	uint32_t order_count;
 };
 /* Checks len bytes of a checkpoint (every block's sum, structure, ranges)
  * against salt: 0, -ESTALE (another l2.id) or -EBADMSG, with why. Pure:
  * no l2 needed (the fuzz target calls it). */
 int l2_ckpt_check(const void *buf, size_t len, uint64_t salt,
 		  struct l2_ckpt_info *ci, char *why, size_t whylen);
-/* Walks the SEG blocks of a checked checkpoint: *pos starts at 0. */
+/* Walks the SEG blocks of a checked checkpoint: *pos starts at 0; the
+ * LINK block that follows one (if any) in *links, *nlinks (else 0). */
 const struct kvckpt_seg *l2_ckpt_next_seg(const void *buf, size_t len,
 					  size_t *pos,
-					  const struct kvckpt_ent **ents);
+					  const struct kvckpt_ent **ents,
+					  const struct kvckpt_link **links,
+					  uint32_t *nlinks);
 /* Writes l2.ckpt (takes ckpt_lock, then l2.lock in short holds). */
 int l2_ckpt_write(struct l2 *l2, bool clean);
 int l2_ckpt_start(struct l2 *l2);

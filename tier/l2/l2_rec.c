@@ -109,6 +109,13 @@ void l2_rec_info(const struct l2_rec *rec, struct l2_rec_info *info)
 	info->raw_sum = h->raw_sum;
 	info->codec = h->codec;
 	info->shuffle = h->shuffle;
+	info->has_parent = kvrec_hdr_link(h, &info->parent, &info->depth);
+}
+
+void l2_rec_set_link(struct l2 *l2, struct l2_rec *rec,
+		     const struct kvfs_key *parent, uint32_t depth)
+{
+	kvrec_hdr_set_link(rec->hdr, parent, depth, l2->salt);
 }
 
 int l2_rec_decode(struct l2 *l2, const struct l2_rec *rec, void *dst,

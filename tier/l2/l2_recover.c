@@ -303,8 +303,17 @@ struct ckpt {
 	size_t pos;       /* l2_ckpt_next_seg cursor */
 	const struct kvckpt_seg *cur;
 	const struct kvckpt_ent *cur_ents;
+	const struct kvckpt_link *cur_links;
+	uint32_t cur_nlinks;
 	uint64_t gone;    /* entries of segments no longer on disk */
 };
+
+/* The next SEG block (and its links) of the checkpoint, in ck->cur. */
+static void ckpt_next(struct ckpt *ck)
+{
+	ck->cur = l2_ckpt_next_seg(ck->buf, ck->len, &ck->pos, &ck->cur_ents,
+				   &ck->cur_links, &ck->cur_nlinks);
+}
 
 /* Reads and checks l2.ckpt: 0, or -errno with why (the fallback's
  * reason: ENOENT missing, ESTALE another l2_dir, EBADMSG damaged). */
@@ -367,7 +376,7 @@ static int ckpt_read(struct l2 *l2, struct ckpt *ck, char *why,
 			ck->nsmap[i] = (uint32_t)id;
 		}
 	}
-	ck->cur = l2_ckpt_next_seg(ck->buf, ck->len, &ck->pos, &ck->cur_ents);
+	ckpt_next(ck);
 	return 0;
 }
 
@@ -380,8 +389,7 @@ static int ckpt_segment(struct l2 *l2, struct ckpt *ck, struct l2_seg *seg,
 	/* segments of the checkpoint deleted since (reclaim, by hand) */
 	while (ck->cur && ck->cur->id < seg->id) {
 		ck->gone += ck->cur->nents;
-		ck->cur = l2_ckpt_next_seg(ck->buf, ck->len, &ck->pos,
-					   &ck->cur_ents);
+		ckpt_next(ck);
 	}
 	if (!ck->cur || ck->cur->id != seg->id)
 		return 0; /* newer than the checkpoint: scanned whole */
@@ -395,10 +403,19 @@ static int ckpt_segment(struct l2 *l2, struct ckpt *ck, struct l2_seg *seg,
 		seg->ents = a;
 		seg->cap = n;
 	}
-	for (uint32_t i = 0; i < ck->cur->nents; i++) {
+	for (uint32_t i = 0, li = 0; i < ck->cur->nents; i++) {
 		struct kvckpt_ent ce;
+		struct kvckpt_link cl = { 0 };
 		struct l2_ent *e;
 
+		/* links come by increasing entry index (checked) */
+		if (li < ck->cur_nlinks) {
+			memcpy(&cl, &ck->cur_links[li], sizeof(cl));
+			if (cl.ent == i)
+				li++;
+			else
+				memset(&cl, 0, sizeof(cl));
+		}
 		memcpy(&ce, &ck->cur_ents[i], sizeof(ce));
 		if ((uint64_t)(ce.blk + ce.nblk) * L2_ALIGN > fsize) {
 			ck->gone++; /* the file was cut short */
@@ -418,13 +435,16 @@ static int ckpt_segment(struct l2 *l2, struct ckpt *ck, struct l2_seg *seg,
 		e->codec = ce.codec;
 		e->shuffle = ce.shuffle;
 		e->state = ENT_PENDING;
+		e->depth = cl.depth;
+		e->has_parent = cl.flags & KVREC_F_PARENT;
+		memcpy(e->parent.b, cl.parent, sizeof(e->parent.b));
 		s->c[s->n - 1].ns = e->ns;
 		s->c[s->n - 1].key = e->key;
 		s->c[s->n - 1].seq = e->seq;
 		s->c[s->n - 1].ckpt = true;
 	}
 	*scan_from = ck->cur->scan_from;
-	ck->cur = l2_ckpt_next_seg(ck->buf, ck->len, &ck->pos, &ck->cur_ents);
+	ckpt_next(ck);
 	return 0;
 }
 
@@ -618,8 +638,7 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 	if (use_ckpt)
 		while (ck.cur) {
 			ck.gone += ck.cur->nents;
-			ck.cur = l2_ckpt_next_seg(ck.buf, ck.len, &ck.pos,
-						  &ck.cur_ents);
+			ckpt_next(&ck);
 		}
 	apply_flog(l2, freed, nfreed);
 
@@ -660,6 +679,9 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 			if (seg->ents[j].state == ENT_PENDING)
 				seg->ents[j].state = ENT_DEAD;
 	}
+	if (use_ckpt && ck.ci.order_len && l2->cfg.ckpt_load)
+		l2->cfg.ckpt_load(l2->cfg.cb_arg, ck.buf + ck.ci.order_off,
+				  ck.ci.order_len, ck.ci.order_count);
 	l2->st.recover_ckpt = use_ckpt;
 	l2->changes = 0;
 	/* the periodic thread writes a fresh checkpoint first thing when

@@ -243,6 +243,9 @@ void l2_info_from_ent(const struct l2 *l2, const struct l2_seg *seg,
 	info->raw_sum = e->raw_sum;
 	info->codec = e->codec;
 	info->shuffle = e->shuffle;
+	info->has_parent = e->has_parent;
+	info->depth = e->depth;
+	info->parent = e->parent;
 }
 
 /* l2.lock held. Index of the interned name, or -ENOMEM. */
@@ -313,6 +316,7 @@ struct l2_ent *l2_ent_add(struct l2 *l2, struct l2_seg *seg,
 	e->codec = h->codec;
 	e->shuffle = h->shuffle;
 	e->state = ENT_PENDING;
+	e->has_parent = kvrec_hdr_link(h, &e->parent, &e->depth);
 	return e;
 }
 

@@ -37,15 +37,30 @@ int kvrec_hdr_build(struct kvrec_hdr *h, const struct kvrec_desc *d,
 	h->stored_sum = d->stored_sum;
 	memcpy(h->key, d->key->b, sizeof(h->key));
 	memcpy(h->ns, d->ns, nslen);
-	h->hdr_sum = kvrec_sum(h, offsetof(struct kvrec_hdr, hdr_sum), salt);
+	kvrec_hdr_set_link(h, d->parent, d->depth, salt);
 	return 0;
+}
+
+void kvrec_hdr_set_link(struct kvrec_hdr *h, const struct kvfs_key *parent,
+			uint32_t depth, uint64_t salt)
+{
+	/* without a link, version 1: what older readers take */
+	h->version = parent || depth ? KVREC_VERSION : KVREC_VERSION_MIN;
+	h->flags = parent ? KVREC_F_PARENT : 0;
+	memset(h->parent, 0, sizeof(h->parent));
+	if (parent)
+		memcpy(h->parent, parent->b, sizeof(h->parent));
+	h->depth = depth;
+	h->hdr_sum = kvrec_sum(h, offsetof(struct kvrec_hdr, hdr_sum), salt);
 }
 
 int kvrec_hdr_check(const struct kvrec_hdr *h, uint64_t salt,
 		    uint64_t max_stored)
 {
-	if (h->magic != KVREC_MAGIC || h->version != KVREC_VERSION ||
-	    h->hdr_len != sizeof(*h))
+	if (h->magic != KVREC_MAGIC || h->version < KVREC_VERSION_MIN ||
+	    h->version > KVREC_VERSION || h->hdr_len != sizeof(*h))
+		return -EBADMSG;
+	if (h->version >= 2 && (h->flags & ~KVREC_F_PARENT))
 		return -EBADMSG;
 	if (h->hdr_sum != kvrec_sum(h, offsetof(struct kvrec_hdr, hdr_sum),
 				    salt))

@@ -24,18 +24,31 @@
  * bumps KVREC_VERSION; readers reject versions they do not know (as a
  * corrupt record: a miss, never wrong bytes).
  *
+ * Versions: 1 has no chain link (flags and reserved are zero, ignored).
+ * 2 adds the chunk's chain link, so a restart knows its chains again
+ * (readahead, the prefix policy): flags KVREC_F_PARENT says parent holds
+ * the parent key (user.kvfs.parent), depth its depth (user.kvfs.depth,
+ * 0 = not known). kvrec_hdr_build writes version 1 for a record without
+ * a link (byte for byte what version 1 readers accept: L2 and L3 records
+ * stay readable by older daemons) and version 2 only with one; readers
+ * take both.
+ *
  * All functions return 0 or a negative errno and never set errno.
  */
 #ifndef KVFS_RECORD_H
 #define KVFS_RECORD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kvfs.h"
 
 #define KVREC_MAGIC 0x324c564bu /* "KVL2" little-endian */
-#define KVREC_VERSION 1
+#define KVREC_VERSION 2     /* the newest version (with a link) */
+#define KVREC_VERSION_MIN 1 /* the oldest still read */
+#define KVREC_F_PARENT 1u   /* (v2) parent holds the parent key */
 #define KVREC_HDR_BYTES 256
 
 struct kvrec_hdr {
@@ -46,7 +59,8 @@ struct kvrec_hdr {
 	uint8_t shuffle;     /* byte-shuffle element size applied before
 			      * zstd: 0, 2 or 4; always 0 with CODEC_NONE */
 	uint32_t hdr_len;    /* sizeof(struct kvrec_hdr), 256 */
-	uint32_t flags;      /* 0; reserved (readers ignore it) */
+	uint32_t flags;      /* v1: 0 (readers ignore it); v2: KVREC_F_PARENT
+			      * or 0, other bits rejected */
 	uint64_t seq;        /* record number, increasing per store: when
 			      * several records hold one key, the highest
 			      * seq is the current one */
@@ -62,7 +76,11 @@ struct kvrec_hdr {
 	char ns[KVFS_NS_NAME_MAX + 1]; /* namespace name: 1..KVFS_NS_NAME_MAX
 			      * bytes, NUL-terminated, zero-padded (names,
 			      * not ids: ids are per process) */
-	uint8_t reserved[48];/* zero */
+	uint8_t parent[16];  /* v2 with KVREC_F_PARENT: the parent's key;
+			      * else zero */
+	uint32_t depth;      /* v2: the chunk's depth in its chain, 0 = not
+			      * known; v1: zero */
+	uint8_t reserved[28];/* zero */
 	uint64_t hdr_sum;    /* XXH3-64 of every byte before it, seeded with
 			      * the store's salt (L2: l2_dir/l2.id) */
 };
@@ -79,18 +97,39 @@ struct kvrec_desc {
 	uint64_t raw_len, stored_len;
 	uint8_t codec, shuffle;     /* enum codec_id; shuffle 0 with none */
 	uint64_t raw_sum, stored_sum; /* kvrec_sum(..., 0) of raw / stored */
+	const struct kvfs_key *parent; /* the chain link, or NULL ... */
+	uint32_t depth;             /* ... and the depth (0: not known) */
 };
+
+/* The chain link a checked header carries (version 2): true and *parent
+ * set when it names a parent; *depth the depth, 0 when not known. */
+static inline bool kvrec_hdr_link(const struct kvrec_hdr *h,
+				  struct kvfs_key *parent, uint32_t *depth)
+{
+	bool has = h->version >= 2 && (h->flags & KVREC_F_PARENT);
+
+	*depth = h->version >= 2 ? h->depth : 0;
+	if (has)
+		memcpy(parent->b, h->parent, sizeof(parent->b));
+	return has;
+}
 
 /* XXH3-64 of len bytes at p with seed (0 for raw_sum and stored_sum, the
  * store's salt for hdr_sum). */
 uint64_t kvrec_sum(const void *p, size_t len, uint64_t seed);
 
 /* Fills *h (every byte: reserved and padding zeroed) from d and seals it
- * with hdr_sum under salt. -EINVAL for a namespace name that is empty or
+ * with hdr_sum under salt: version 1 when d has no link (parent NULL,
+ * depth 0), else version 2. -EINVAL for a namespace name that is empty or
  * longer than KVFS_NS_NAME_MAX. It does not judge the codec: build only
  * what kvrec_hdr_check accepts. */
 int kvrec_hdr_build(struct kvrec_hdr *h, const struct kvrec_desc *d,
 		    uint64_t salt);
+
+/* Sets (or clears, parent NULL and depth 0) the chain link of a header
+ * kvrec_hdr_build made, and seals it again under salt. */
+void kvrec_hdr_set_link(struct kvrec_hdr *h, const struct kvfs_key *parent,
+			uint32_t depth, uint64_t salt);
 
 /* Step 1 above: 0, or -EBADMSG for anything but a well-formed header
  * sealed under salt whose stored_len is at most max_stored. */
@@ -132,10 +171,20 @@ int kvrec_verify(const void *buf, size_t len, uint64_t salt,
  *     KVCKPT_NS   the namespace names the entries' ns index into:
  *                 count names, each a uint16 length and that many bytes
  *                 (1..KVFS_NS_NAME_MAX, no NUL), in index order;
+ *     KVCKPT_LINK (version 2) right after a SEG block some of whose
+ *                 entries carry a chain link (record header v2): count
+ *                 struct kvckpt_link, by increasing ent (the entry's
+ *                 index in that SEG block);
+ *     KVCKPT_ORDER (version 2) at most one, after the NS block: the
+ *                 engine's learned read order (readahead's successors),
+ *                 opaque to L2 (count = its entries; the layout is
+ *                 tier/tier_readahead.c's), handed back to the engine
+ *                 at the next mount, so it survives restarts;
  *     KVCKPT_END  no payload; count = the number of blocks before it. A
  *                 file that ends anywhere else is torn.
  *   A SEG block names segments in increasing id order; exactly one NS
- *   block, after the last SEG block.
+ *   block, after the last SEG block. Version 1 files (no LINK, no ORDER)
+ *   are still read.
  *
  * A checkpoint entry says where a record was; the loader does not read
  * the record. Reads check its header against (ns, key, seq) as every L2
@@ -153,7 +202,8 @@ int kvrec_verify(const void *buf, size_t len, uint64_t salt,
  * The log ends at its first entry whose sum fails (a torn append).
  */
 #define KVCKPT_MAGIC 0x54504b43324c564bull /* "KVL2CKPT" little-endian */
-#define KVCKPT_VERSION 1
+#define KVCKPT_VERSION 2
+#define KVCKPT_VERSION_MIN 1
 #define KVCKPT_FILE "l2.ckpt"
 #define KVCKPT_TMP "l2.ckpt.tmp"
 #define KVCKPT_FREED_FILE "l2.freed"
@@ -174,7 +224,13 @@ struct kvckpt_hdr {
 _Static_assert(sizeof(struct kvckpt_hdr) == 64, "checkpoint header");
 #define KVCKPT_CLEAN 1u
 
-enum kvckpt_blk_type { KVCKPT_SEG = 1, KVCKPT_NS = 2, KVCKPT_END = 3 };
+enum kvckpt_blk_type {
+	KVCKPT_SEG = 1,
+	KVCKPT_NS = 2,
+	KVCKPT_END = 3,
+	KVCKPT_LINK = 4,  /* version 2 */
+	KVCKPT_ORDER = 5, /* version 2 */
+};
 
 struct kvckpt_blk {
 	uint32_t type;  /* enum kvckpt_blk_type */
@@ -202,6 +258,16 @@ struct kvckpt_ent {
 	uint16_t zero;
 };
 _Static_assert(sizeof(struct kvckpt_ent) == 64, "checkpoint entry");
+
+/* The chain link of one entry of the SEG block before (KVCKPT_LINK). */
+struct kvckpt_link {
+	uint32_t ent;        /* index of the entry in its SEG block */
+	uint32_t depth;      /* 0: not known */
+	uint8_t parent[16];  /* with KVREC_F_PARENT in flags */
+	uint32_t flags;      /* KVREC_F_PARENT or 0 */
+	uint32_t zero;
+};
+_Static_assert(sizeof(struct kvckpt_link) == 32, "checkpoint link");
 
 struct kvckpt_freed {
 	uint32_t seg, blk;   /* where the freed record was */
