@@ -1,7 +1,7 @@
 # env.sh - source it from bash (". /path/to/gpu-bundle/env.sh") to use the
 # bundle by hand: PATH gets bin/ (kvfs-mount, kvfsctl, fusermount3, the
 # benches), LD_LIBRARY_PATH the bundle's libraries, and the variables the
-# tests, benches and python/kvfs.py read (KVFS_MOUNT_BIN, KVFS_CTL_BIN,
+# tests, benches and python/kvfs/ read (KVFS_MOUNT_BIN, KVFS_CTL_BIN,
 # KVFS_FAKECUDART, KVFS_LIB, PYTHONPATH). run.sh sources it with --no-ld and
 # gives the library path to the bundle's programs alone (KVFS_BUNDLE_LD).
 #

@@ -13,7 +13,7 @@
 #             env.sh uses the machine's own when these cannot load)
 #   lib/cuda/ this toolkit's libcudart, the last resort when the machine
 #             has none (kvfs_devcheck's RUNPATH finds it)
-#   include/kvfs.h, python/ (kvfs.py, kvfs_abi.py), run.sh, env.sh, README
+#   include/kvfs.h, python/kvfs/ (the package), run.sh, env.sh, README
 #   MANIFEST  what was built (commit, CUDA, the glibc the files need,
 #             every file with its size)
 # Copies are stripped of debug sections (the symbol tables stay, for
@@ -66,7 +66,8 @@ put "$BUILD/tests/gpu/libfakecudart.so" "$OUT/tests"
 # No symbolic links anywhere: a copy may not keep them.
 put "$BUILD/libkvfs.so" "$OUT/lib" libkvfs.so.0
 install -m 644 "$ROOT/include/kvfs.h" "$OUT/include/"
-install -m 644 "$ROOT/python/kvfs.py" "$ROOT/python/kvfs_abi.py" "$OUT/python/"
+install -d "$OUT/python/kvfs"
+install -m 644 "$ROOT"/python/kvfs/*.py "$OUT/python/kvfs/"
 install -m 755 "$SRC/run.sh" "$SRC/env.sh" "$OUT/"
 install -m 644 "$SRC/README" "$OUT/"
 
