@@ -210,6 +210,8 @@ struct tier_wr {
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
 	bool from_l3;                /* (mu) a promotion from L3: its record
 				      * is marked TL3_IN, not written back */
+	uint64_t l3_forgets;         /* (mu) from_l3: the key's unlink count
+				      * (tier_l3_stale) before its GET */
 	uint64_t hint;               /* expected size: the first extent's,
 				      * once bytes arrive (wr_grow) */
 	bool has_sum;                /* (mu) sum set by tier_wr_set_checksum */
@@ -450,6 +452,12 @@ void tier_l3_forget(struct tier *t, struct tier_rec *r);
  * L3's copy must not be served (tier.lock held). */
 bool tier_l3_tombstoned(struct tier *t, uint32_t ns,
 			const struct kvfs_key *key);
+/* A value of (ns, key) read from L3 when the key's unlink count was
+ * forgets: stale if the key is tombstoned, or an unlink of a key of its
+ * bucket came since (its deletion may be confirmed already): refused,
+ * a miss (tier.lock held). */
+bool tier_l3_stale(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		   uint64_t forgets);
 void tier_l3_stats(struct tier *t, struct tier_stats *st);
 /* tier.lock NOT held. */
 /* Reads (ns, key) from L3 into L1 (published, TL3_IN) unless it is
