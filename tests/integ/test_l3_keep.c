@@ -201,7 +201,7 @@ static void test_unlink_before_delete_lands(void **state)
 	assert_int_equal(wait_exists("unl", &k[0], 1, 5000), 1);
 	assert_int_equal(wait_exists("unl", &k[1], 1, 5000), 1);
 	assert_int_equal(rt_cli(&srv, out, sizeof(out), "CLIENT", "PAUSE",
-				"1500", "WRITE", NULL), 0);
+				"3000", "WRITE", NULL), 0);
 	unlink_chunk(&a, "unl", &k[0]);
 	/* at once: not promoted back from L3 by the name lookup ... */
 	assert_int_equal(get_chunk(&a, "unl", &k[0], 200), -ENOENT);
@@ -214,7 +214,7 @@ static void test_unlink_before_delete_lands(void **state)
 	/* while Redis has it still */
 	assert_int_equal(redis_exists("unl", &k[0]), 1);
 	/* the deletion lands when writes resume; the tombstone goes */
-	assert_int_equal(wait_exists("unl", &k[0], 0, 5000), 0);
+	assert_int_equal(wait_exists("unl", &k[0], 0, 8000), 0);
 	for (int i = 0; i < 250 && l3_stat(&a, "tombstones"); i++)
 		sleep_ms(20);
 	assert_int_equal(l3_stat(&a, "tombstones"), 0);
