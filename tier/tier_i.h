@@ -221,6 +221,8 @@ struct tier_wr {
 	uint64_t off, cap;           /* (mu + tier.lock) extent; cap 0 = none */
 	bool from_l3;                /* (mu) a promotion from L3: its record
 				      * is marked TL3_IN, not written back */
+	uint64_t l3_forgets;         /* (mu) from_l3: the key's unlink count
+				      * (tier_l3_stale) before its GET */
 	uint64_t hint;               /* expected size: the first extent's,
 				      * once bytes arrive (wr_grow) */
 	bool keep;                   /* tier.lock: its namespace is evict=
@@ -463,8 +465,8 @@ struct tier_l3_ops {
 	void (*on_hit)(struct tier *t, struct tier_rec *r);
 	void (*evicting)(struct tier *t, struct tier_rec *r);
 	void (*forget)(struct tier *t, struct tier_rec *r);
-	bool (*tombstoned)(struct tier *t, uint32_t ns,
-			   const struct kvfs_key *key);
+	bool (*stale)(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		      uint64_t forgets);
 	int (*promote)(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 	uint32_t (*run)(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 			uint32_t n);
@@ -561,8 +563,12 @@ void tier_l3_close(struct tier *t);
 	((t)->l3ops->forget(t, r))
 /* (ns, key) was unlinked here and L3 has not confirmed its deletion yet:
  * L3's copy must not be served (tier.lock held). */
-#define tier_l3_tombstoned(t, ns, key) \
-	((t)->l3ops->tombstoned(t, ns, key))
+/* A value of (ns, key) read from L3 when the key's unlink count was
+ * forgets: stale if the key is tombstoned, or an unlink of a key of its
+ * bucket came since (its deletion may be confirmed already): refused,
+ * a miss (tier.lock held). */
+#define tier_l3_stale(t, ns, key, forgets) \
+	((t)->l3ops->stale(t, ns, key, forgets))
 #define tier_l3_stats(t, st) \
 	((t)->l3ops->stats(t, st))
 /* tier.lock NOT held. */

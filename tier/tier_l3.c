@@ -399,6 +399,19 @@ static bool tl3_tombstoned(struct tier *t, uint32_t ns,
 	return t->l3 && t->l3->tombs.n && tomb_find(t, ns, key) != NULL;
 }
 
+static uint64_t *forgets_of(struct tier *t, uint32_t ns,
+			    const struct kvfs_key *key)
+{
+	return &t->l3->forgets[hashkey_index(ns, key) % TL3_FORGET_BUCKETS];
+}
+
+static bool tl3_stale(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		   uint64_t forgets)
+{
+	return t->l3 && (*forgets_of(t, ns, key) != forgets ||
+			 tl3_tombstoned(t, ns, key));
+}
+
 /* The store's answer to one deletion (a writer thread, no lock held). */
 static void tomb_done(void *arg, int err)
 {
@@ -583,12 +596,13 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	const struct kvrec_hdr *h;
 	struct tier_wr *w = NULL;
 	struct l3_val v;
-	uint64_t h_sum = 0;
+	uint64_t h_sum = 0, forgets = 0;
 	int rc;
 
 	if (!t3)
 		return -ENOENT;
 	tier_lock(t);
+	forgets = *forgets_of(t, ns, key);
 	{
 		struct tier_ns *n = tier_ns_get(t, ns);
 
@@ -638,6 +652,7 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		return rc == -ENOMEM ? rc : -ENOENT;
 	}
 	w->from_l3 = true;
+	w->l3_forgets = forgets;
 	tier_wr_set_checksum(w, h_sum); /* checked: kept, not recomputed */
 	rc = tier_wr_publish(t, w, NULL);
 	if (rc == -EEXIST)
@@ -857,7 +872,7 @@ const struct tier_l3_ops tier_l3_hooks = {
 	.on_hit = tl3_on_hit,
 	.evicting = tl3_evicting,
 	.forget = tl3_forget,
-	.tombstoned = tl3_tombstoned,
+	.stale = tl3_stale,
 	.promote = tl3_promote,
 	.run = tl3_run,
 	.prefetch = tl3_prefetch,

@@ -585,7 +585,8 @@ static int publish(struct tier *t, struct tier_wr *w,
 	if (rc == 0 && w->failed)
 		rc = -EIO; /* tier_wr_fail: its bytes are gone */
 	/* a promotion whose GET came before an unlink of the key here */
-	if (rc == 0 && w->from_l3 && tier_l3_tombstoned(t, w->ns, pkey))
+	if (rc == 0 && w->from_l3 &&
+	    tier_l3_stale(t, w->ns, pkey, w->l3_forgets))
 		rc = -ENOENT;
 	if (rc == 0) {
 		old = tier_idx_find(t, w->ns, pkey);

@@ -146,8 +146,8 @@ static struct crash_tally crash_rounds(const char *opts)
 				t.absent++;
 				acked[i] = 0;
 			} else if (v > 0) {
-				fprintf(stderr, "  round %d: f%d (%s) is version "
-					"%d, acknowledged %d\n", r, i,
+				fprintf(stderr, "  round %d: f%d (%s) is "
+					"version %d, acknowledged %d\n", r, i,
 					i % 2 ? "O_TRUNC" : "rename", v,
 					acked[i]);
 				t.older++;

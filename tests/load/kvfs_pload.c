@@ -312,8 +312,8 @@ void pload_check(struct pload *p, const char *root, const char *ns,
 
 			fprintf(stderr, "kvfs_pload: after the crash f%d is "
 				"version %llu; acknowledged: %s %llu\n", i,
-				(unsigned long long)v,
-				unl ? "unlink" : gone ? "absent since" : "version",
+				(unsigned long long)v, unl ? "unlink"
+				: gone ? "absent since" : "version",
 				(unsigned long long)acked);
 			for (unsigned int h = f->nhist > 8 ? f->nhist - 8 : 0;
 			     h < f->nhist; h++)

@@ -50,7 +50,7 @@ for f in run.sh env.sh README MANIFEST bin/kvfs-mount bin/kvfsctl \
 	lib/libzstd.so.1 lib/libhiredis.so.0.14 lib/libzmq.so.5 \
 	tests/test_gpu tests/test_gpu_ipc tests/test_gpu_sim tests/test_gpu_xfer \
 	tests/test_gpu_nodev tests/libfakecudart.so include/kvfs.h \
-	python/kvfs.py; do
+	python/kvfs/__init__.py; do
 	[ -e "$B/$f" ] || bad "the bundle lacks $f"
 done
 [ -x "$(make -s --no-print-directory -f Makefile -f <(printf 'p:\n\t@echo $(NVCC)\n') p)" ] &&

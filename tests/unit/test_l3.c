@@ -364,7 +364,7 @@ static void test_del_kept_close_bounded(void **state)
 				 .timeout_ms = 50, .write_timeout_ms = 200,
 				 .password = srv.password };
 	struct kvfs_key k = key_of(7);
-	struct timespec nap = { 0, 600000000 };
+	struct timespec nap = { 1, 500000000 };
 	struct l3_stats st;
 	struct l3 *l3;
 	uint64_t t0;
@@ -375,7 +375,7 @@ static void test_del_kept_close_bounded(void **state)
 	dels_done = dels_failed = 0;
 	rt_pause(&srv);
 	assert_int_equal(l3_del_cb(l3, "nsk", &k, del_done, NULL), 0);
-	nanosleep(&nap, NULL); /* three times the writers' bound */
+	nanosleep(&nap, NULL); /* the writers' bound, seven times */
 	l3_get_stats(l3, &st);
 	assert_true(st.retries >= 1);
 	assert_int_equal(st.del_drops, 0);
@@ -401,7 +401,7 @@ static void test_del_kept_close_bounded(void **state)
 	l3_close(l3);
 	fprintf(stderr, "  l3_close, server stopped: %.0f ms\n",
 		(double)(l3_now_ns() - t0) / 1e6);
-	assert_true(l3_now_ns() - t0 < 2000000000ull);
+	assert_true(l3_now_ns() - t0 < 3000000000ull); /* not 40 bounds */
 	assert_int_equal(dels_done, 41);
 	assert_int_equal(dels_failed, 40);
 	rt_resume(&srv);

@@ -106,18 +106,23 @@ size_t l3_key(const struct l3 *l3, const char *ns, const struct kvfs_key *key,
 				l3->prefix, KVFS_NS_NAME_MAX, ns, hex);
 }
 
-/* The deadline of an operation moving up to bytes of values. */
-static uint64_t deadline(const struct l3 *l3, uint64_t bytes)
+/* The deadline of an operation bounded by ms moving up to bytes of
+ * values. */
+static uint64_t deadline_ms(int ms, uint64_t bytes)
 {
-	return l3_now_ns() + (uint64_t)l3->timeout_ms * 1000000ull +
+	return l3_now_ns() + (uint64_t)ms * 1000000ull +
 	       bytes * 1000000000ull / L3_MIN_RATE;
 }
 
-/* The deadline of a batch of writes moving bytes of values. */
+/* ... of a read (l3_timeout_ms), of a batch of writes (the writers'). */
+static uint64_t deadline(const struct l3 *l3, uint64_t bytes)
+{
+	return deadline_ms(l3->timeout_ms, bytes);
+}
+
 static uint64_t wdeadline(const struct l3 *l3, uint64_t bytes)
 {
-	return l3_now_ns() + (uint64_t)l3->wtimeout_ms * 1000000ull +
-	       bytes * 1000000000ull / L3_MIN_RATE;
+	return deadline_ms(l3->wtimeout_ms, bytes);
 }
 
 static int op_cmd(struct l3r_op *op, const char *cmd, const char *key,
