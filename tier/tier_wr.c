@@ -60,11 +60,25 @@ static void writer_drop(struct tier *t, struct tier_wr *w)
 	tier_room_made(t); /* its extent freed, or published: evictable */
 }
 
+static int room_wait(struct tier *t, struct tier_wr *w, uint64_t need,
+		     const struct tier_wait *wait, struct timespec *dl,
+		     bool *waited, unsigned *stuck);
+
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t size_hint, struct tier_wr **out)
 {
+	return tier_wr_begin_wait(t, ns, key, size_hint, NULL, out);
+}
+
+int tier_wr_begin_wait(struct tier *t, uint32_t ns,
+		       const struct kvfs_key *key, uint64_t size_hint,
+		       const struct tier_wait *wait, struct tier_wr **out)
+{
 	struct tier_wr *w;
 	struct tier_ns *n;
+	struct timespec dl;
+	bool waited = false;
+	unsigned stuck = 0;
 	int rc = 0;
 
 	if (size_hint > t->cfg.max_chunk)
@@ -96,8 +110,19 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		 * bytes, tier_wr_map): taken now, as bytes that arrive */
 		uint64_t len = l1_alloc_round(size_hint);
 
-		tier_l2_throttle(t, len);
-		rc = tier_alloc_evict(t, len, &w->off);
+		do {
+			tier_l2_throttle(t, len);
+			rc = tier_alloc_evict(t, len, &w->off);
+		} while (rc == -ENOSPC &&
+			 (rc = room_wait(t, w, len, wait, &dl, &waited,
+					 &stuck)) == 0);
+		/* while it slept, another writer may have taken the key */
+		if (rc == 0 && waited && key &&
+		    (tier_idx_find(t, ns, key) || find_writer(t, ns, key, NULL))) {
+			l1_alloc_put(t->alloc, w->off, len);
+			tier_room_made(t);
+			rc = -EEXIST;
+		}
 		if (rc < 0)
 			goto err_unlock;
 		w->cap = len;
