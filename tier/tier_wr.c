@@ -260,9 +260,11 @@ static int room_wait(struct tier *t, struct tier_wr *w, uint64_t need,
 	/* only writers holding L1 count as waiters: room_admit */
 	if (w->cap)
 		t->room_waiters++;
+	t->room_sleepers++;
 	w->waiting = true;
 	pthread_cond_timedwait(&t->room, &t->lock, &until);
 	w->waiting = false;
+	t->room_sleepers--;
 	if (w->cap)
 		t->room_waiters--;
 	return 0;
