@@ -193,6 +193,25 @@ static uint64_t room_expect(struct tier *t, const struct tier_wr *o)
 }
 
 /*
+ * The first extent of w (tier.lock held): the size it is expected to
+ * reach, and a quarter more for a file of a sixteenth of L1 or more whose
+ * namespace does not fix the size: such a file a little larger than the
+ * last would grow, and while few of them fit, growing may wait for
+ * writers that wait for it (the tail goes back at publication). Small
+ * chunks get their size exactly, so that the extent an evicted chunk
+ * frees fits the next one (l1_alloc.c).
+ */
+static uint64_t first_guess(struct tier *t, const struct tier_wr *w)
+{
+	const struct tier_ns *n = tier_ns_get(t, w->ns);
+	uint64_t e = room_expect(t, w);
+
+	if (e >= t->l1_cap / 16 && n && !n->chunk_bytes)
+		e = l1_alloc_round(e + e / 4);
+	return e;
+}
+
+/*
  * Before w's first extent of len bytes, under pressure (tier.lock held):
  * may it start now? Not while writers that hold L1 wait for more (then
  * less than a write's worth is free anyway), nor while the sizes other
@@ -270,7 +289,6 @@ static int room_wait(struct tier *t, struct tier_wr *w, uint64_t need,
 	return 0;
 }
 
-
 /*
  * Room for w's extent (w->cap > 0) to hold need bytes (tier.lock held):
  * the extent grown in place (*in_place: no copy) to want while writers
@@ -334,21 +352,20 @@ static int wr_grow(struct tier *t, struct tier_wr *w, uint64_t need,
 		/* the disk's pace, not dropped evictions */
 		tier_l2_throttle(t, need);
 		want = l1_alloc_round(need);
-		/* the first bytes: the expected size and a quarter, if
-		 * guesses fit (see above), or if this writer waits its turn
-		 * when they do not (room_admit: then it will not grow) */
-		guess = room_expect(t, w);
-		guess = l1_alloc_round(guess + guess / 4);
+		/* the first bytes: the expected size, if guesses fit (see
+		 * above), or if this writer waited its turn when they did
+		 * not (room_admit) */
+		guess = first_guess(t, w);
 		if (w->cap || guess <= need)
 			dbl = w->cap * 2;
 		else if (t->writer_bytes + guess <= t->l1_cap / 2)
 			dbl = guess;
-		else if (wait && wait->ms && !room_admit(t, w, guess))
-			dbl = UINT64_MAX; /* waits its turn */
+		else if (!wait || !wait->ms)
+			dbl = 0;
 		else
-			dbl = wait && wait->ms ? guess : 0;
+			dbl = room_admit(t, w, guess) ? guess : UINT64_MAX;
 		if (dbl == UINT64_MAX) {
-			rc = -ENOSPC;
+			rc = -ENOSPC; /* waits its turn */
 			continue;
 		}
 		dbl = l1_alloc_round(dbl);
