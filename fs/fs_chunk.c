@@ -553,24 +553,13 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 }
 
-/* The writer waiting for room in L1 was interrupted (a signal: FUSE's
- * INTERRUPT request); then the write fails with EINTR, not the file. */
-static bool write_interrupted(void *req)
-{
-	return fuse_req_interrupted(req);
-}
-
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		 size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
 	struct fs_wr *w = fh->wr;
-	struct tier_wait wait = {
-		.ms = fs->cfg.write_wait_ms,
-		.stop = write_interrupted,
-		.arg = req,
-	};
+	struct tier_wait wait = fs_write_wait(fs, req);
 	bool pending = false;
 	int err;
 

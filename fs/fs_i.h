@@ -400,6 +400,20 @@ static inline struct fs *fs_req(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
+/* A request waiting for room in L1 was interrupted (FUSE's INTERRUPT). */
+static inline bool fs_req_stop(void *req)
+{
+	return fuse_req_interrupted(req);
+}
+
+/* How long a write of req waits for room in L1 (write_wait_ms), ended
+ * early by an interrupt (the write then fails with EINTR). */
+static inline struct tier_wait fs_write_wait(struct fs *fs, fuse_req_t req)
+{
+	return (struct tier_wait){ .ms = fs->cfg.write_wait_ms,
+				   .stop = fs_req_stop, .arg = req };
+}
+
 static inline uint64_t fs_now_ms(void)
 {
 	struct timespec ts;

@@ -319,10 +319,11 @@ static int put_copy(struct fs *fs, const struct caller *cl,
 }
 
 /* One PUT entry: 0 (stored), -EEXIST (already there), or -errno. */
-static int64_t put_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
-		       uint64_t chunk_bytes, const struct caller *cl,
-		       const struct kvfs_xfer_ent *e)
+static int64_t put_one(struct fs *fs, fuse_req_t req, struct fs_xfer *x,
+		       uint32_t ns, uint64_t chunk_bytes,
+		       const struct caller *cl, const struct kvfs_xfer_ent *e)
 {
+	struct tier_wait wait = fs_write_wait(fs, req);
 	struct tier_wr *w;
 	int rc;
 
@@ -334,8 +335,9 @@ static int64_t put_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 		return -EPERM;
 	if (!e->length)
 		return -ENODATA; /* a chunk without bytes is never published */
-	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC */
-	rc = tier_wr_begin(fs->tier, ns, &e->key, e->length, &w);
+	/* reserves the key: -EEXIST, -EFBIG (> max_chunk), -ENOSPC (after
+	 * write_wait_ms), -EINTR */
+	rc = tier_wr_begin_wait(fs->tier, ns, &e->key, e->length, &wait, &w);
 	if (rc)
 		return rc;
 	rc = put_copy(fs, cl, x, w, e->addr, e->length);
@@ -440,7 +442,8 @@ static void job_run(struct job *j)
 			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
 			continue;
 		}
-		r = j->put ? put_one(j->fs, x, j->ns, j->chunk_bytes, j->cl, e)
+		r = j->put ? put_one(j->fs, j->req, x, j->ns, j->chunk_bytes,
+				     j->cl, e)
 			   : get_one(j->fs, x, j->ns, j->cl, j->im, e);
 		if (caller_fatal(r)) {
 			__atomic_store_n(&j->fatal, (int)r, __ATOMIC_RELAXED);

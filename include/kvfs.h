@@ -438,7 +438,8 @@ struct kvfs_l3_drop {
  *        -ENODATA  length 0: a chunk without bytes is never published
  *        -EFAULT   [addr, addr + length) is not readable memory of the
  *                  caller: nothing is published for this key
- *        -ENOSPC   L1 is full of pinned chunks and writers
+ *        -ENOSPC   L1 is full of pinned chunks and writers, and stayed
+ *                  so for the mount's write_wait_ms (kvfs-mount(8))
  *   both -EINTR    not attempted: the caller got a signal during the batch,
  *                  so the daemon stopped early (it always does at least one
  *                  entry); send the entry again (kvfs_mget/kvfs_mput do)
@@ -599,7 +600,9 @@ int kvfs_exists(int nsfd, const struct kvfs_key *key);
  * renames it onto key, which publishes it atomically.
  * Returns 0; -EEXIST when the key is already published (not an error for
  * a cache: the bytes are there); -EFBIG (len > the mount's max_chunk),
- * -ENOSPC (L1 full of pinned chunks), -EMSGSIZE (len differs from the
+ * -ENOSPC (L1 full of pinned chunks and writers for the mount's
+ * write_wait_ms; a failed write is reported again by the close, and
+ * nothing is published), -EMSGSIZE (len differs from the
  * namespace's chunk_bytes), -ENODATA (len 0: a chunk without bytes is
  * never published), or another -errno of openat/write/close/
  * renameat. On any failure the temporary is unlinked: a partial chunk is

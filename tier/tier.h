@@ -218,6 +218,15 @@ long tier_ns_list(struct tier *t, uint32_t *ids, size_t max);
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t size_hint, struct tier_wr **out);
 
+struct tier_wait;
+/* tier_wr_begin_wait - tier_wr_begin whose size_hint, when L1 is short of
+ * room for it, waits as wait says (see struct tier_wait, below; NULL: not
+ * at all): -ENOSPC once that passed, -EINTR, -EEXIST when another writer
+ * took the key meanwhile. */
+int tier_wr_begin_wait(struct tier *t, uint32_t ns,
+		       const struct kvfs_key *key, uint64_t size_hint,
+		       const struct tier_wait *wait, struct tier_wr **out);
+
 /*
  * tier_wr_pwrite - copies len bytes at off into the chunk being written;
  * the chunk's size becomes max(size, off + len); holes read as zeros.

@@ -284,9 +284,11 @@ struct tier {
 	uint64_t nwriters, writer_bytes; /* tier.lock */
 	/* Writers waiting for room in L1 (tier_wr_pwrite_wait) sleep on
 	 * room, broadcast by tier_room_made: an extent freed, a pin
-	 * dropped, a writer published or gone (tier.lock) */
+	 * dropped, a writer published or gone (tier.lock). room_sleepers:
+	 * all of them; room_waiters: those holding L1 already */
 	pthread_cond_t room;         /* CLOCK_MONOTONIC */
-	uint64_t room_waiters, room_waits, room_timeouts; /* tier.lock */
+	uint64_t room_sleepers, room_waiters; /* tier.lock */
+	uint64_t room_waits, room_timeouts; /* tier.lock */
 	uint64_t wr_seq;             /* tier.lock: last tier_wr.seq */
 	struct tier_rec *zombies;    /* tier.lock: unlinked while pinned */
 	uint64_t nzombies;           /* tier.lock */
@@ -413,7 +415,7 @@ void tier_free_extent(struct tier *t, struct tier_rec *r);
 /* Room may have been made in L1: wakes writers waiting for it. */
 static inline void tier_room_made(struct tier *t)
 {
-	if (t->room_waiters)
+	if (t->room_sleepers)
 		pthread_cond_broadcast(&t->room);
 }
 /* An access at logical time tick (for the policy), wall clock for the

@@ -81,11 +81,25 @@ static int wr_charge(struct tier *t, struct tier_wr *w, uint64_t end)
 	return 0;
 }
 
+static int room_wait(struct tier *t, struct tier_wr *w, uint64_t need,
+		     const struct tier_wait *wait, struct timespec *dl,
+		     bool *waited, unsigned *stuck);
+
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t size_hint, struct tier_wr **out)
 {
+	return tier_wr_begin_wait(t, ns, key, size_hint, NULL, out);
+}
+
+int tier_wr_begin_wait(struct tier *t, uint32_t ns,
+		       const struct kvfs_key *key, uint64_t size_hint,
+		       const struct tier_wait *wait, struct tier_wr **out)
+{
 	struct tier_wr *w;
 	struct tier_ns *n;
+	struct timespec dl;
+	bool waited = false;
+	unsigned stuck = 0;
 	int rc = 0;
 
 	if (size_hint > t->cfg.max_chunk)
@@ -123,10 +137,24 @@ int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		 * bytes, tier_wr_map): taken now, as bytes that arrive */
 		uint64_t len = l1_alloc_round(size_hint);
 
-		tier_l2_throttle(t, len);
-		rc = tier_alloc_evict(t, len, &w->off);
+		do {
+			tier_l2_throttle(t, len);
+			rc = tier_alloc_evict(t, len, &w->off);
+		} while (rc == -ENOSPC &&
+			 (rc = room_wait(t, w, len, wait, &dl, &waited,
+					 &stuck)) == 0);
+		/* while it slept, another writer may have taken the key */
+		if (rc == 0 && waited && key &&
+		    (tier_idx_find(t, ns, key) || find_writer(t, ns, key, NULL))) {
+			l1_alloc_put(t->alloc, w->off, len);
+			tier_room_made(t);
+			rc = -EEXIST;
+		}
 		if (rc < 0) {
-			n->wbytes -= w->charged;
+			/* (looked up again: tier.lock was dropped to wait) */
+			n = tier_ns_get(t, ns);
+			if (n)
+				n->wbytes -= w->charged;
 			goto err_unlock;
 		}
 		w->cap = len;
@@ -197,6 +225,25 @@ static uint64_t room_expect(struct tier *t, const struct tier_wr *o)
 }
 
 /*
+ * The first extent of w (tier.lock held): the size it is expected to
+ * reach, and a quarter more for a file of a sixteenth of L1 or more whose
+ * namespace does not fix the size: such a file a little larger than the
+ * last would grow, and while few of them fit, growing may wait for
+ * writers that wait for it (the tail goes back at publication). Small
+ * chunks get their size exactly, so that the extent an evicted chunk
+ * frees fits the next one (l1_alloc.c).
+ */
+static uint64_t first_guess(struct tier *t, const struct tier_wr *w)
+{
+	const struct tier_ns *n = tier_ns_get(t, w->ns);
+	uint64_t e = room_expect(t, w);
+
+	if (e >= t->l1_cap / 16 && n && !n->chunk_bytes)
+		e = l1_alloc_round(e + e / 4);
+	return e;
+}
+
+/*
  * Before w's first extent of len bytes, under pressure (tier.lock held):
  * may it start now? Not while writers that hold L1 wait for more (then
  * less than a write's worth is free anyway), nor while the sizes other
@@ -264,14 +311,15 @@ static int room_wait(struct tier *t, struct tier_wr *w, uint64_t need,
 	/* only writers holding L1 count as waiters: room_admit */
 	if (w->cap)
 		t->room_waiters++;
+	t->room_sleepers++;
 	w->waiting = true;
 	pthread_cond_timedwait(&t->room, &t->lock, &until);
 	w->waiting = false;
+	t->room_sleepers--;
 	if (w->cap)
 		t->room_waiters--;
 	return 0;
 }
-
 
 /*
  * Room for w's extent (w->cap > 0) to hold need bytes (tier.lock held):
@@ -336,21 +384,20 @@ static int wr_grow(struct tier *t, struct tier_wr *w, uint64_t need,
 		/* the disk's pace, not dropped evictions */
 		tier_l2_throttle(t, need);
 		want = l1_alloc_round(need);
-		/* the first bytes: the expected size and a quarter, if
-		 * guesses fit (see above), or if this writer waits its turn
-		 * when they do not (room_admit: then it will not grow) */
-		guess = room_expect(t, w);
-		guess = l1_alloc_round(guess + guess / 4);
+		/* the first bytes: the expected size, if guesses fit (see
+		 * above), or if this writer waited its turn when they did
+		 * not (room_admit) */
+		guess = first_guess(t, w);
 		if (w->cap || guess <= need)
 			dbl = w->cap * 2;
 		else if (t->writer_bytes + guess <= t->l1_cap / 2)
 			dbl = guess;
-		else if (wait && wait->ms && !room_admit(t, w, guess))
-			dbl = UINT64_MAX; /* waits its turn */
+		else if (!wait || !wait->ms)
+			dbl = 0;
 		else
-			dbl = wait && wait->ms ? guess : 0;
+			dbl = room_admit(t, w, guess) ? guess : UINT64_MAX;
 		if (dbl == UINT64_MAX) {
-			rc = -ENOSPC;
+			rc = -ENOSPC; /* waits its turn */
 			continue;
 		}
 		dbl = l1_alloc_round(dbl);
