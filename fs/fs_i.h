@@ -147,6 +147,7 @@ struct fs {
 	struct fuse_session *se;  /* set by fs_set_session before requests */
 	struct fs_config cfg;     /* copy of the mount's fs options */
 	void *ioctl_state;        /* owned by fs_ioctl.c */
+	struct fs_wait *wait;     /* fs_wait.c: waiting lookups and GETs */
 	struct fs_nsmeta *nsmeta; /* fs_nsmeta.c; NULL while L2 is off */
 	struct fs_events *events; /* fs_events.c; NULL while events are off */
 

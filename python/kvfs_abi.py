@@ -5,7 +5,9 @@ protocol views the batched transfers hand to libkvfs. kvfs re-exports the
 public names; import kvfs, not this module.
 """
 import ctypes
+import errno
 import fcntl
+import time
 
 ABI_VERSION = 1
 IOC_MAGIC = 0xCF
@@ -15,6 +17,11 @@ GROUP_KEYS_MAX = 384
 NS_NAME_MAX = 127
 LOOKUP_PIN = 0x1
 LOOKUP_PREFETCH = 0x2
+LOOKUP_WAIT = 0x4       # the timeout (ms) in flags bits 8..31
+XFER_WAIT = 0x2
+WAIT_SHIFT = 8
+WAIT_MS_MAX = 0xffffff
+LAYER_TAG = b"kvfs.layer"  # kvfs_layer_keys' extra suffix
 HANDLE_HOST_MMAP = 1
 HANDLE_CUDA_IPC = 2
 
@@ -181,3 +188,41 @@ def _ioctl(fd, req, arg):
             return fcntl.ioctl(fd, req, arg, True)
         except InterruptedError:
             continue
+
+
+def wait_deadline(wait):
+    """The monotonic deadline of a wait of `wait` seconds (None: none)."""
+    if wait is None or wait <= 0:
+        return None
+    return time.monotonic() + min(float(wait), WAIT_MS_MAX / 1000.0)
+
+
+def wait_flags(flags, wait_flag, deadline):
+    """flags with wait_flag and the milliseconds left until deadline
+    (rounded up), or without both when none is left."""
+    flags &= ~(wait_flag | (WAIT_MS_MAX << WAIT_SHIFT))
+    if deadline is None:
+        return flags
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return flags
+    ms = min(WAIT_MS_MAX, max(1, int(left * 1000 + 0.999)))
+    return flags | wait_flag | (ms << WAIT_SHIFT)
+
+
+def ioctl_wait(fd, req, arg, wait_flag, deadline):
+    """A waiting lookup ioctl: each try carries the time left. A signal
+    whose handler returns resumes the wait with the time left (PEP 475);
+    EAGAIN (the daemon's waiter bounds) backs off and tries again."""
+    pause = 0.00005
+    while True:
+        arg.flags = wait_flags(arg.flags, wait_flag, deadline)
+        try:
+            return fcntl.ioctl(fd, req, arg, True)
+        except InterruptedError:
+            continue
+        except BlockingIOError as e:
+            if e.errno != errno.EAGAIN:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
