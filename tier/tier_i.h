@@ -327,6 +327,10 @@ void tier_l3_notify_close(struct tier *t);
  * SET succeeded; no lock held). */
 void tier_l3_notify_stored(struct tier *t, const char *ns,
 			   const struct kvfs_key *key);
+struct l3n_stats;
+void tier_l3_notify_stats(struct tier *t, struct l3n_stats *st);
+/* tier_l3_store (tier_l3.c) - the L3 store of t (t->l3 not NULL). */
+struct l3 *tier_l3_store(struct tier *t);
 
 /* ------------------------------------------------ tier_events.c (events) */
 

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "hash/hashkey.h"
+#include "tier/l3/l3_notify.h"
 #include "tier/tier_i.h"
 #include "tier/tier_wait.h"
 
@@ -224,9 +225,17 @@ void tier_wait_wake_all(struct tier *t)
 
 void tier_wait_stats(struct tier *t, struct tier_wait_stats *st)
 {
+	struct l3n_stats ns;
+
 	pthread_mutex_lock(&t->wq->mu);
 	*st = t->wq->st;
 	pthread_mutex_unlock(&t->wq->mu);
+	tier_l3_notify_stats(t, &ns);
+	st->notify_sent = ns.published;
+	st->notify_errors = ns.pub_errors;
+	st->notify_received = ns.received;
+	st->notify_resubscribes = ns.resubscribes;
+	st->notify_subscribed = ns.subscribed;
 }
 
 int tier_wait_open(struct tier *t)

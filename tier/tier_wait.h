@@ -43,6 +43,9 @@ struct tier_wait_stats {
 	uint64_t wakeups;     /* waiters woken by a publish or notification */
 	uint64_t rechecks;    /* re-checks of L3 at the interval */
 	uint64_t waiting;     /* sleeping now */
+	/* L3 notifications (tier/l3/l3_notify.h; 0 without L3) */
+	uint64_t notify_sent, notify_errors, notify_received;
+	uint64_t notify_resubscribes, notify_subscribed;
 };
 
 /* tier_waiter_init / tier_waiter_fini - before the first and after the
