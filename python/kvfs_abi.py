@@ -7,6 +7,7 @@ public names; import kvfs, not this module.
 import ctypes
 import errno
 import fcntl
+import os
 import time
 
 ABI_VERSION = 1
@@ -210,19 +211,37 @@ def wait_flags(flags, wait_flag, deadline):
     return flags | wait_flag | (ms << WAIT_SHIFT)
 
 
+_libc = None
+
+
+def _libc_ioctl():
+    # fcntl.ioctl holds the GIL for the whole call: a waiting one would
+    # stop every other thread of the process (the very one that may
+    # publish what it waits for). ctypes lets go of it.
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong,
+                                ctypes.c_void_p]
+        _libc.ioctl.restype = ctypes.c_int
+    return _libc.ioctl
+
+
 def ioctl_wait(fd, req, arg, wait_flag, deadline):
-    """A waiting lookup ioctl: each try carries the time left. A signal
-    whose handler returns resumes the wait with the time left (PEP 475);
-    EAGAIN (the daemon's waiter bounds) backs off and tries again."""
+    """A waiting lookup ioctl (the GIL released while it sleeps): each try
+    carries the time left. A signal whose handler returns resumes the wait
+    with the time left (PEP 475); EAGAIN (the daemon's waiter bounds)
+    backs off and tries again."""
+    ioctl = _libc_ioctl()
     pause = 0.00005
     while True:
         arg.flags = wait_flags(arg.flags, wait_flag, deadline)
-        try:
-            return fcntl.ioctl(fd, req, arg, True)
-        except InterruptedError:
+        if ioctl(fd, req, ctypes.addressof(arg)) >= 0:
+            return 0
+        err = ctypes.get_errno()
+        if err == errno.EINTR:
             continue
-        except BlockingIOError as e:
-            if e.errno != errno.EAGAIN:
-                raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.005)
+        if err != errno.EAGAIN:
+            raise OSError(err, os.strerror(err))
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)

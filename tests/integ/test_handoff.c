@@ -538,6 +538,33 @@ static void test_l3_standalone(void **state)
 	assert_true(kvfs_test_stat(&p.b, "wait", "notify_resubscribes") >= 2);
 	assert_int_equal(kvfs_test_stat(&p.b, "wait", "notify_subscribed"), 1);
 	handoff_round(&p, 102, 2, 1000);
+	/* a corrupt value in L3: the wait sees the key, the GET a miss,
+	 * never the wrong bytes */
+	{
+		struct kvfs_key keys[2];
+		struct kvfs_io io[2];
+		char hex[KVFS_KEY_HEX_LEN + 1], rkey[256];
+		char *bufs = malloc(2 * CHUNK);
+
+		assert_non_null(bufs);
+		chain(keys, 2, 105);
+		put_one(p.afd, &keys[0], 10500);
+		kvfs_key_hex(&keys[1], hex);
+		snprintf(rkey, sizeof(rkey), "kvfs:hand:%s", hex);
+		assert_int_equal(rt_cli(&s, out, sizeof(out), "SET", rkey,
+					"not a kvfs record", NULL), 0);
+		memset(io, 0, sizeof(io));
+		for (int i = 0; i < 2; i++) {
+			io[i].key = keys[i];
+			io[i].buf = bufs + (size_t)i * CHUNK;
+			io[i].len = CHUNK;
+		}
+		assert_int_equal(kvfs_mget_wait(p.bfd, io, 2, 0, 5000), 1);
+		assert_int_equal(io[0].result, CHUNK);
+		assert_int_equal(kvfs_test_check(io[0].buf, CHUNK, 10500, 0), 0);
+		assert_int_equal(io[1].result, -ENOENT);
+		free(bufs);
+	}
 	/* the server restarted while B waits */
 	{
 		struct kvfs_key keys[2];
