@@ -210,6 +210,8 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(ENGINE)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 # the L3 bench starts its redis-servers and mounts with the test helpers
 $(BUILD)/bench/kvfs_l3bench: $(TEST_COMMON_OBJ)
+# the hand-off bench too (two mounts, one redis-server or cluster)
+$(BUILD)/bench/kvfs_hbench: $(TEST_COMMON_OBJ)
 # kvfs_xbench (batched transfers) mounts with the tests' helper
 $(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 
