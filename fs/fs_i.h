@@ -859,6 +859,9 @@ int fs_events_init(struct fs *fs, struct tier_config *tc);
 void fs_events_start(struct fs *fs);
 /* Before tier_destroy: remembers the namespaces to clear. */
 void fs_events_unmount(struct fs *fs);
+/* After `kvfsctl l3 drop NS` deleted NS's chunks from L3: an
+ * AllBlocksCleared on the shared tier's topic (kv@SHARED_STORAGE@NS). */
+void fs_events_l3_dropped(struct fs *fs, const char *ns);
 /* After tier_destroy: AllBlocksCleared per namespace; frees the sink.
  * Also on fs_create's failure path. */
 void fs_events_destroy(struct fs *fs);

@@ -471,6 +471,9 @@ static int do_l3_drop(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	if (!memchr(d.ns, '\0', sizeof(d.ns)))
 		return reply_err(fs, req, "L3_DROP", EINVAL);
 	n = tier_l3_drop(fs->tier, d.ns);
+	/* routers stop counting what any node could fetch from there (also
+	 * after a partial drop: forgetting too much only costs a miss) */
+	fs_events_l3_dropped(fs, d.ns);
 	if (n < 0)
 		return reply_err(fs, req, "L3_DROP", (int)-n);
 	d.deleted = (uint64_t)n;
