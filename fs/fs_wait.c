@@ -118,6 +118,13 @@ static void on_interrupt(fuse_req_t req, void *data)
 	tier_wait_interrupt(c->t, c->w);
 }
 
+/* The daemon is stopping (SIGTERM...): libfuse's loop then waits for
+ * every worker, and cannot cancel one that is handling a request. */
+static bool session_exited(void *arg)
+{
+	return arg && fuse_session_exited(arg);
+}
+
 int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 		  const struct kvfs_key *keys, uint32_t nkeys,
 		  uint32_t depth_base, uint32_t timeout_ms, uint32_t *found)
@@ -139,6 +146,8 @@ int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 		return rc;
 	}
 	tier_waiter_init(&w);
+	w.stop = session_exited;
+	w.stop_arg = fs->se;
 	ic.t = fs->tier;
 	ic.w = &w;
 	fuse_req_interrupt_func(req, on_interrupt, &ic);

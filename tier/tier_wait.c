@@ -123,12 +123,13 @@ int tier_wait_chain(struct tier *t, struct tier_waiter *w, uint32_t ns,
 	 * without, only a local publish can complete the chain */
 	uint64_t every = t->l3 ? (uint64_t)t->cfg.wait_recheck_ms * 1000000ull
 			       : 0;
+	uint64_t poll = w->stop ? TIER_WAIT_STOP_POLL_MS * 1000000ull : 0;
 	uint32_t have = 0, f;
-	bool counted = false;
+	bool counted = false, stopped = false;
 	int rc = 0;
 
 	for (;;) {
-		uint64_t now, until;
+		uint64_t now, until, nap;
 
 		arm(q, w, ns, &keys[have]);
 		rc = tier_lookup(t, ns, keys + have, nkeys - have,
@@ -152,9 +153,17 @@ int tier_wait_chain(struct tier *t, struct tier_waiter *w, uint32_t ns,
 		}
 		until = every && now + every < deadline_ns ? now + every
 							   : deadline_ns;
-		rc = sleep_until(q, w, until);
-		if (rc == -EINTR)
+		/* sleeps of at most poll until then, asking stop between */
+		do {
+			nap = poll && now + poll < until ? now + poll : until;
+			rc = sleep_until(q, w, nap);
+			stopped = w->stop && w->stop(w->stop_arg);
+			now = tier_now_mono_ns();
+		} while (rc == -ETIMEDOUT && !stopped && now < until);
+		if (rc == -EINTR || stopped) {
+			rc = rc == -EINTR ? rc : 0;
 			break;
+		}
 		if (rc == -ETIMEDOUT && until < deadline_ns) {
 			pthread_mutex_lock(&q->mu);
 			q->st.rechecks++;

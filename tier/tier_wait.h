@@ -24,8 +24,17 @@
 
 struct tier;
 
-/* One waiter; on the caller's stack. Fields: wait.mu (private). */
+/* How often a waiter with a stop callback asks it (ms). */
+#define TIER_WAIT_STOP_POLL_MS 250
+
+/* One waiter; on the caller's stack. stop (set by the caller after
+ * tier_waiter_init, may be NULL): asked every TIER_WAIT_STOP_POLL_MS
+ * while it sleeps; true ends the wait as a timeout (the daemon is
+ * stopping: its FUSE loop waits for every worker). Other fields: wait.mu
+ * (private). */
 struct tier_waiter {
+	bool (*stop)(void *arg);
+	void *stop_arg;
 	struct tier_waiter *next, *prev;
 	uint32_t ns;
 	uint32_t bucket;

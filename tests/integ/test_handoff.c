@@ -422,6 +422,36 @@ static void test_local_bad_flags(void **state)
 	close(fd);
 }
 
+/* SIGTERM while a waiter sleeps: the daemon stops at once (libfuse's
+ * loop waits for every worker, and a waiting worker cannot be
+ * cancelled), and the waiter gets the run there. */
+static void test_stop_while_waiting(void **state)
+{
+	struct kvfs_mnt m;
+	struct kvfs_key keys[2];
+	struct waiter w;
+	uint64_t t0;
+	int fd;
+
+	(void)state;
+	assert_int_equal(mount_opts(&m, "l1_size=32M"), 0);
+	fd = kvfs_ns_open(m.dir, "stop", KVFS_NS_CREATE, 0755);
+	assert_true(fd >= 0);
+	chain(keys, 2, 9);
+	put_one(fd, &keys[0], 90);
+	waiter_start(&w, fd, keys, 2, 60000);
+	await_waiting(&m, 1);
+	t0 = now_us();
+	assert_int_equal(kill(m.pid, SIGTERM), 0);
+	assert_int_equal(pthread_join(w.th, NULL), 0);
+	assert_true(w.found == 1 || w.found < 0);
+	close(fd);
+	assert_int_equal(kvfs_test_wait_exit(&m), 0);
+	fprintf(stderr, "stopped %llu ms after SIGTERM with a waiter\n",
+		(unsigned long long)((now_us() - t0) / 1000));
+	assert_true(now_us() - t0 < 5000000);
+}
+
 /* ------------------------------------------------------ across nodes */
 
 struct pair {
@@ -706,6 +736,7 @@ int main(void)
 		cmocka_unit_test(test_local_eintr),
 		cmocka_unit_test(test_local_flood),
 		cmocka_unit_test(test_local_bad_flags),
+		cmocka_unit_test(test_stop_while_waiting),
 	};
 	const struct CMUnitTest l3[] = {
 		cmocka_unit_test(test_l3_standalone),
