@@ -16,6 +16,12 @@
  *   kvfs_hbench [--chunks N] [--layers N] [--kib N] [--requests N]
  *               [--pace-ms N] [--no-cluster]
  *
+ * Defaults: the issue's request, 64 x 32 x 256 KiB (512 MiB), 3 requests,
+ * a layer every 100 ms (16 MiB: a pace a loopback Redis takes; A's L3
+ * writes are asynchronous through a bounded queue, and a faster pace
+ * overflows it: the writes dropped never reach B, whose wait then times
+ * out with the leading run, as when a prefill dies).
+ *
  * Starts its own redis-server(s) on free loopback ports (skips with 77
  * when redis-server is not installed) and mounts with $KVFS_MOUNT_BIN.
  */
@@ -37,7 +43,7 @@
 
 #define NS "handoff.bf16"
 
-static int nchunks = 64, nlayers = 32, kib = 256, requests = 3, pace_ms = 5;
+static int nchunks = 64, nlayers = 32, kib = 256, requests = 3, pace_ms = 100;
 static bool do_cluster = true;
 
 static double now_s(void)
@@ -79,7 +85,15 @@ struct req {
 	int afd, bfd, pace;
 	size_t bytes;
 	int err;
+	/* unpaced (pace 0): A stays at most WINDOW layers ahead of B, as a
+	 * prefill flow-controlled by its decode peer would: L3 writes are
+	 * queued, and a burst past the queue is dropped, never handed off */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int got;                 /* mu: layers B has */
 };
+
+#define WINDOW 4
 
 static void make_keys(struct req *r, uint64_t seed)
 {
@@ -100,6 +114,10 @@ static void *prefill_main(void *arg)
 	struct kvfs_io *io = calloc((size_t)nchunks, sizeof(*io));
 
 	for (int l = 0; l < nlayers && !r->err; l++) {
+		pthread_mutex_lock(&r->mu);
+		while (!r->pace && !r->err && l - r->got >= WINDOW)
+			pthread_cond_wait(&r->cv, &r->mu);
+		pthread_mutex_unlock(&r->mu);
 		for (int i = 0; i < nchunks; i++) {
 			io[i].key = r->keys[(size_t)l * nchunks + i];
 			io[i].buf = r->src + (size_t)i * r->bytes;
@@ -130,6 +148,10 @@ static void *decode_main(void *arg)
 		    nchunks)
 			r->err = 2;
 		r->t_got[l] = now_s();
+		pthread_mutex_lock(&r->mu);
+		r->got = l + 1;
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
 	}
 	free(io);
 	return NULL;
@@ -142,6 +164,7 @@ static int run_req(struct req *r, uint64_t seed)
 
 	make_keys(r, seed);
 	r->err = 0;
+	r->got = 0;
 	pthread_create(&b, NULL, decode_main, r);
 	sleep_ms(20); /* B is waiting before A starts */
 	pthread_create(&a, NULL, prefill_main, r);
@@ -277,6 +300,8 @@ static int one_setup(const char *kind, const char *url,
 		return -1;
 	}
 	memset(&r, 0, sizeof(r));
+	pthread_mutex_init(&r.mu, NULL);
+	pthread_cond_init(&r.cv, NULL);
 	r.bytes = bytes;
 	r.keys = calloc((size_t)nchunks * nlayers, sizeof(*r.keys));
 	r.src = malloc((size_t)nchunks * bytes);
@@ -301,7 +326,10 @@ static int one_setup(const char *kind, const char *url,
 	r.pace = pace_ms;
 	for (int q = 0; q < requests; q++) {
 		if (run_req(&r, (uint64_t)q + 1)) {
-			fprintf(stderr, "hbench: request failed (%d)\n", r.err);
+			fprintf(stderr, "hbench: request failed (%d); A's L3 "
+				"queue dropped %lld writes (a pace the server "
+				"cannot take: --pace-ms)\n", r.err,
+				kvfs_test_stat(&a, "l3", "queue_drops"));
 			break;
 		}
 		for (int l = 0; l < nlayers; l++)
@@ -309,16 +337,27 @@ static int one_setup(const char *kind, const char *url,
 		tail += r.t_got[nlayers - 1] - r.t_pub[nlayers - 1];
 	}
 	cmd1 = redis_cmds(srv, nsrv);
-	/* throughput: no pacing, A's first PUT to B's last GET */
+	/* throughput: no pacing, A's first PUT to B's last GET; the best of
+	 * two, and the raw baseline's best of three (the machine is shared:
+	 * compare best with best) */
 	r.pace = 0;
-	{
-		double t0 = now_s();
+	t_kv = 1e9;
+	for (int q = 0; q < 2; q++) {
+		double t0 = now_s(), t;
 
-		run_req(&r, 1000);
-		t_kv = now_s() - t0;
+		if (run_req(&r, 1000 + (uint64_t)q))
+			fprintf(stderr, "hbench: unpaced request failed (%d)\n",
+				r.err);
+		t = now_s() - t0;
+		t_kv = t < t_kv ? t : t_kv;
 	}
-	t_raw = raw_setget(srv, nsrv, cluster, r.src, bytes,
-			   nchunks * nlayers);
+	t_raw = 1e9;
+	for (int q = 0; q < 3; q++) {
+		double t = raw_setget(srv, nsrv, cluster, r.src, bytes,
+				      nchunks * nlayers);
+
+		t_raw = t < t_raw ? t : t_raw;
+	}
 	if (k) {
 		double med = pct(lat, k, 0.5), p99 = pct(lat, k, 0.99);
 
@@ -407,7 +446,8 @@ int main(int argc, char **argv)
 		rt_cluster_stop(&c);
 	}
 	printf("tail: B's last GET returned after A's last PUT (ms); MB/s: "
-	       "one unpaced request, A's first PUT to B's last GET; raw: "
+	       "one request unpaced (A at most 4 layers ahead of B), A's "
+	       "first PUT to B's last GET; raw: "
 	       "hiredis SET then GET of the same bytes; x = kvfs/raw; "
 	       "idleCPU: decode daemon CPU s per s waiting; cmd/ch: Redis "
 	       "commands per chunk (all nodes)\n");

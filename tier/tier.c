@@ -313,8 +313,9 @@ void tier_destroy(struct tier *t)
 	if (!t)
 		return;
 	tier_ra_close(t); /* its workers promote from L2 and L3 */
-	tier_l3_notify_close(t); /* wakes waiters: none is left (fs is gone) */
+	tier_l3_notify_stop(t); /* the subscriber uses the L3 client */
 	tier_l3_close(t); /* sends its queue: releases unpin records */
+	tier_l3_notify_close(t); /* its writers announced their last */
 	tier_l2_close(t); /* flush_on_exit; callbacks still see the index */
 	/* The policy only links records; drop it before freeing them. */
 	t->pops->destroy(t->pol);

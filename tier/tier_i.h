@@ -322,6 +322,10 @@ void tier_unlock(struct tier *t);
  * other nodes' L3 stores into wake-ups of this node's waiters. 0 or
  * -errno (the mount fails: -ENOMEM, no thread). */
 int tier_l3_notify_open(struct tier *t);
+/* Before tier_l3_close: stops the subscriber (it uses the L3 client);
+ * the L3 writers may still announce what they finish storing. */
+void tier_l3_notify_stop(struct tier *t);
+/* After tier_l3_close (no writer left): frees it. */
 void tier_l3_notify_close(struct tier *t);
 /* Announces (ns, key) stored in L3 (the L3 writer thread, after the
  * SET succeeded; no lock held). */

@@ -71,6 +71,12 @@ int tier_l3_notify_open(struct tier *t)
 	return 0;
 }
 
+void tier_l3_notify_stop(struct tier *t)
+{
+	if (t->l3n)
+		l3n_stop(t->l3n->n);
+}
+
 void tier_l3_notify_close(struct tier *t)
 {
 	if (!t->l3n)

@@ -723,6 +723,25 @@ static void test_l3_cluster(void **state)
 				    NULL, "hand"), 0);
 	handoff_round(&p, 400, 8, 1000);
 	assert_true(kvfs_test_stat(&p.b, "wait", "wakeups") >= 1);
+	/* every master drops its subscribers: re-checks cover the gap, and
+	 * the shard subscriptions come back on every master */
+	for (int i = 0; i < RT_CLUSTER_N; i++) {
+		char out[4096];
+
+		assert_int_equal(rt_cli(&c.node[i], out, sizeof(out), "CLIENT",
+					"KILL", "TYPE", "pubsub", NULL), 0);
+	}
+	handoff_round(&p, 401, 4, 1000);
+	{
+		uint64_t end = now_ms() + 5000;
+
+		while (kvfs_test_stat(&p.b, "wait", "notify_resubscribes") < 2 &&
+		       now_ms() < end)
+			sleep_ms(20);
+	}
+	assert_true(kvfs_test_stat(&p.b, "wait", "notify_resubscribes") >= 2);
+	assert_int_equal(kvfs_test_stat(&p.b, "wait", "notify_subscribed"), 1);
+	handoff_round(&p, 402, 4, 1000);
 	pair_umount(&p);
 	rt_cluster_stop(&c);
 }

@@ -438,7 +438,7 @@ int l3n_open(const struct l3n_config *cfg, struct l3n **out)
 	return 0;
 }
 
-void l3n_close(struct l3n *n)
+void l3n_stop(struct l3n *n)
 {
 	if (!n)
 		return;
@@ -447,6 +447,14 @@ void l3n_close(struct l3n *n)
 		(void)!write(n->stop_fd[1], "x", 1);
 	if (n->started)
 		pthread_join(n->th, NULL);
+	n->started = false;
+}
+
+void l3n_close(struct l3n *n)
+{
+	if (!n)
+		return;
+	l3n_stop(n);
 	for (int i = 0; i < 2; i++)
 		if (n->stop_fd[i] >= 0)
 			close(n->stop_fd[i]);

@@ -66,7 +66,10 @@ struct l3n;
 
 /* l3n_open - starts the subscriber thread. -ENOMEM, -EAGAIN (thread). */
 int l3n_open(const struct l3n_config *cfg, struct l3n **out);
-/* l3n_close - stops and joins the thread, frees everything. NULL: no-op. */
+/* l3n_stop - stops and joins the subscriber thread (l3n_publish still
+ * works: the L3 writers may still be finishing). Idempotent. */
+void l3n_stop(struct l3n *n);
+/* l3n_close - l3n_stop, then frees everything. NULL: no-op. */
 void l3n_close(struct l3n *n);
 
 /*
