@@ -54,6 +54,7 @@ import mmap
 import os
 import stat as _stat
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
@@ -1068,8 +1069,16 @@ class Connector:
                 raise OSError(_errno.ENOSYS, "this libkvfs has no kvfs_mget")
             # ctypes drops the GIL for the call: other threads run
             if wait is not None and wait > 0 and not put:
-                ms = min(int(wait * 1000 + 0.999), 0xffffff)
-                rc = lib.kvfs_mget_wait(self.fd, io, n, 0, ms)
+                # a signal whose handler returns: go on waiting for the
+                # time left (PEP 475); a GET is safe to send again
+                deadline = wait_deadline(wait)
+                while True:
+                    left = max(0.0, deadline - time.monotonic())
+                    rc = lib.kvfs_mget_wait(self.fd, io, n, 0,
+                                            min(int(left * 1000 + 0.999),
+                                                0xffffff))
+                    if rc != -_errno.EINTR or left <= 0:
+                        break
             else:
                 rc = (lib.kvfs_mput(self.fd, io, n) if put else
                       lib.kvfs_mget(self.fd, io, n, 0))
@@ -1109,7 +1118,8 @@ class Connector:
         that is not contiguous or a key count that differs.
         wait=SECONDS: first wait until every key is present (in order, as
         a chain) or SECONDS pass, then copy what is there (the rest:
-        None); a signal during the wait raises InterruptedError."""
+        None). A signal handler that returns lets the wait go on (PEP
+        475); one that raises ends it with its exception."""
         return self._xfer(keys, buffers, False, offsets, lengths, wait)
 
     def put_many(self, keys, buffers):
