@@ -706,8 +706,14 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 {
 	int rc;
 
-	if (!put && (rc = wait_batch(fs, req, fh, in_buf)) < 0)
-		return reply_batch_err(fs, x, req, "GET", NULL, -rc);
+	if (!put && (rc = wait_batch(fs, req, fh, in_buf)) < 0) {
+		if (rc != -EINTR && rc != -EAGAIN)
+			return reply_batch_err(fs, x, req, "GET", NULL, -rc);
+		/* a signal, or past the waiter bounds: routine, not logged */
+		count(&x->batch_errors, 1);
+		fuse_reply_err(req, -rc);
+		return 0;
+	}
 	if (__atomic_add_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL) >
 	    XFER_MAX_INFLIGHT) {
 		__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);

@@ -331,6 +331,51 @@ static void test_local_eintr(void **state)
 	close(fd);
 }
 
+struct get_waiter {
+	pthread_t th;
+	int fd;
+	struct kvfs_io io[1];
+	long rc;
+};
+
+static void *get_main(void *arg)
+{
+	struct get_waiter *g = arg;
+
+	g->rc = kvfs_mget_wait(g->fd, g->io, 1, 0, 20000);
+	return NULL;
+}
+
+/* A signal ends a waiting GET too: -EINTR, nothing held. */
+static void test_local_get_eintr(void **state)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	struct kvfs_key keys[1];
+	struct get_waiter g;
+	char *buf = malloc(CHUNK);
+	int fd = kvfs_ns_open(loc.dir, "gintr", KVFS_NS_CREATE, 0755);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_non_null(buf);
+	assert_int_equal(sigaction(SIGUSR1, &sa, NULL), 0);
+	chain(keys, 1, 11);
+	memset(&g, 0, sizeof(g));
+	g.fd = fd;
+	g.io[0].key = keys[0];
+	g.io[0].buf = buf;
+	g.io[0].len = CHUNK;
+	assert_int_equal(pthread_create(&g.th, NULL, get_main, &g), 0);
+	await_waiting(&loc, 1);
+	assert_int_equal(pthread_kill(g.th, SIGUSR1), 0);
+	assert_int_equal(pthread_join(g.th, NULL), 0);
+	assert_int_equal(g.rc, -EINTR);
+	assert_int_equal(g.io[0].result, -EINTR);
+	assert_int_equal(kvfs_test_stat(&loc, "wait", "waiting"), 0);
+	free(buf);
+	close(fd);
+}
+
 /* wait_max_uid=2, wait_max=4: a third waiter of root is refused with
  * EAGAIN at once (a complete chain still answers), while another user
  * can still wait and is woken. */
@@ -419,6 +464,15 @@ static void test_local_bad_flags(void **state)
 	b->flags = KVFS_WAIT_MS(100);
 	assert_int_equal(ioctl(fd, KVFS_IOC_GET, b) < 0 ? -errno : 0, -EINVAL);
 	free(b);
+	/* a group lookup does not wait */
+	{
+		const char *ns[] = { "bad" };
+		struct kvfs_result res;
+
+		assert_int_equal(kvfs_group_lookup(fd, ns, 1, keys, 1,
+						   KVFS_LOOKUP_WAIT, 0, &res),
+				 -EINVAL);
+	}
 	close(fd);
 }
 
@@ -753,6 +807,7 @@ int main(void)
 		cmocka_unit_test(test_local_timeout_partial),
 		cmocka_unit_test(test_local_get_wait),
 		cmocka_unit_test(test_local_eintr),
+		cmocka_unit_test(test_local_get_eintr),
 		cmocka_unit_test(test_local_flood),
 		cmocka_unit_test(test_local_bad_flags),
 		cmocka_unit_test(test_stop_while_waiting),
