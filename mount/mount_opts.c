@@ -531,8 +531,9 @@ static int build_wait(struct mopts *o, struct tier_config *tc,
 	}
 	if (!fc->wait_max || !fc->wait_max_uid ||
 	    fc->wait_max_uid > fc->wait_max) {
-		fprintf(stderr, "kvfs-mount: need 1 <= wait_max_uid <= "
-			"wait_max\n");
+		fprintf(stderr, "kvfs-mount: wait_max %u, wait_max_uid %u: "
+			"need 1 <= wait_max_uid <= wait_max\n", fc->wait_max,
+			fc->wait_max_uid);
 		return -1;
 	}
 	if (o->wait_recheck_ms) {

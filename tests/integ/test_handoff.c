@@ -506,6 +506,41 @@ static void test_stop_while_waiting(void **state)
 	assert_true(now_us() - t0 < 5000000);
 }
 
+/* Bad values of the hand-off's mount options: refused, with the option
+ * named, nothing mounted. */
+static void test_bad_options(void **state)
+{
+	static const char *const bad[][2] = {
+		{ "wait_max=0", "wait_max" },
+		{ "wait_max=1025", "wait_max" },
+		{ "wait_max=x", "wait_max" },
+		{ "wait_max=4,wait_max_uid=5", "wait_max_uid" },
+		{ "wait_max_uid=0", "wait_max_uid" },
+		{ "wait_recheck_ms=0", "wait_recheck_ms" },
+		{ "wait_recheck_ms=101", "wait_recheck_ms" },
+		{ "l3_notify=2", "l3_notify" },
+		{ "l3_notify=yes", "l3_notify" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char dir[] = "/tmp/kvfs-handoff.XXXXXX", out[4096];
+		const char *argv[] = { kvfs_test_bin(), "-f", "-o", bad[i][0],
+				       dir, NULL };
+		int rc;
+
+		assert_non_null(mkdtemp(dir));
+		rc = kvfs_test_run(argv, out, sizeof(out));
+		if (rc == 0 || !strstr(out, bad[i][1]))
+			fprintf(stderr, "%s: rc %d, output: %s\n", bad[i][0],
+				rc, out);
+		assert_true(rc > 0 && rc < 128);
+		assert_non_null(strstr(out, bad[i][1]));
+		assert_false(kvfs_test_is_mounted(dir));
+		assert_int_equal(rmdir(dir), 0);
+	}
+}
+
 /* ------------------------------------------------------ across nodes */
 
 struct pair {
@@ -811,6 +846,7 @@ int main(void)
 		cmocka_unit_test(test_local_flood),
 		cmocka_unit_test(test_local_bad_flags),
 		cmocka_unit_test(test_stop_while_waiting),
+		cmocka_unit_test(test_bad_options),
 	};
 	const struct CMUnitTest l3[] = {
 		cmocka_unit_test(test_l3_standalone),
