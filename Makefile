@@ -214,6 +214,8 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(ENGINE)
 $(BUILD)/bench/kvfs_l3bench: $(TEST_COMMON_OBJ)
 # kvfs_l2churn empties its l2_dir with the tests' helper
 $(BUILD)/bench/kvfs_l2churn: $(TEST_COMMON_OBJ)
+# the hand-off bench too (two mounts, one redis-server or cluster)
+$(BUILD)/bench/kvfs_hbench: $(TEST_COMMON_OBJ)
 # kvfs_xbench (batched transfers) mounts with the tests' helper
 $(BUILD)/bench/kvfs_xbench: $(TEST_COMMON_OBJ)
 

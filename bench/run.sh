@@ -11,6 +11,8 @@
 #   BUILD/bench/kvfs_l2churn   L2's effective capacity under churn, and
 #                              its write amplification
 #   BUILD/bench/kvfs_l3bench   L3 (Redis) promotion vs raw GETs, lookups, misses
+#   BUILD/bench/kvfs_hbench    prefill -> decode hand-off through L3: latency,
+#                              throughput vs raw SET+GET, notifications off
 #   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
 #   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write()
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
@@ -84,7 +86,7 @@ run() { # name cmd...
 }
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
-for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l2churn kvfs_l3bench kvfs_ibench \
+for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l2churn kvfs_l3bench kvfs_hbench kvfs_ibench \
 	kvfs_xbench kvfs_gpubench kvfs_evbench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"

@@ -214,7 +214,8 @@ static void publish_batch(struct ev_pub *p, const struct ev_event *ev,
 		logf_(p, "events: out of memory, batch of %zu lost", n);
 		return;
 	}
-	tn = snprintf(topic, sizeof(topic), "kv@%s@%s", p->node, ev[0].ns);
+	tn = snprintf(topic, sizeof(topic), "kv@%s@%s",
+		      ev[0].shared ? EV_SHARED_NODE : p->node, ev[0].ns);
 	be64(seqb, p->seq);
 	/* PUB never blocks: at a subscriber's SNDHWM it drops, for that
 	 * subscriber only. */
@@ -232,8 +233,8 @@ static void publish_batch(struct ev_pub *p, const struct ev_event *ev,
 	ring_add(p, pl);
 }
 
-/* Drains the queue: consecutive events of one namespace form a batch of
- * at most batch_max. */
+/* Drains the queue: consecutive events of one namespace (and topic) form
+ * a batch of at most batch_max. */
 static void drain(struct ev_pub *p)
 {
 	size_t n;
@@ -242,7 +243,11 @@ static void drain(struct ev_pub *p)
 		size_t i = 0;
 		while (i < n) {
 			size_t j = i + 1;
-			while (j < n && !strcmp(p->batch[j].ns, p->batch[i].ns))
+			/* one topic per batch: same namespace, same
+			 * (node's own or shared) tier */
+			while (j < n && p->batch[j].shared ==
+						p->batch[i].shared &&
+			       !strcmp(p->batch[j].ns, p->batch[i].ns))
 				j++;
 			publish_batch(p, &p->batch[i], j - i);
 			i = j;

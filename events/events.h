@@ -11,7 +11,8 @@
  * keeping the last `buffer` batches for replay on a ROUTER socket.
  *
  * Wire format (vLLM's, vllm/distributed/kv_events.py): three frames per
- * message: topic "kv@<node>@<namespace>", the sequence number as 8 bytes
+ * message: topic "kv@<node>@<namespace>" (events of L3, the tier every
+ * node shares: "kv@SHARED_STORAGE@<namespace>"), the sequence number as 8 bytes
  * big-endian (per publisher, from 0, never reused while it runs), and the
  * msgpack EventBatch [ts (float seconds), [events...], nil].
  * Replay: a client sends [identity, "", start_seq (8 bytes BE)] to the
@@ -66,13 +67,20 @@ enum ev_hash {
 	EV_HASH_BYTES,   /* the 16 key bytes, msgpack bin */
 };
 
+/* The node part of the topic of shared-tier events (llm-d's kvevents). */
+#define EV_SHARED_NODE "SHARED_STORAGE"
+
 /* One event, as queued. ns is the namespace's name (the topic's last
  * part); for EV_CLEARED only ns matters. */
 struct ev_event {
 	uint8_t kind;       /* enum ev_kind */
 	uint8_t medium;     /* enum ev_medium */
 	uint8_t has_parent; /* parent is valid (BlockStored) */
-	uint8_t pad_;
+	uint8_t shared;     /* 1: an event of the tier every node reaches
+			     * (L3): sent on topic
+			     * "kv@" EV_SHARED_NODE "@<namespace>" instead of
+			     * the node's own, so a router learns what any
+			     * node can fetch (llm-d's shared storage) */
 	uint32_t block_size; /* tokens per block (user.kvfs.chunk_tokens) */
 	struct kvfs_key key;
 	struct kvfs_key parent;

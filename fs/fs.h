@@ -20,6 +20,11 @@ struct ev_pub;
 /* FUSE worker threads the mount serves with (mount/kvfs_mount.c): the
  * batched transfers keep half of them free (fs/fs_xfer.c). */
 #define FS_MAX_THREADS 16
+/* Waiting lookups and GETs (fs/fs_wait.h): defaults of wait_max and
+ * wait_max_uid, and the most wait_max may be. */
+#define FS_WAIT_MAX_DEFAULT 32
+#define FS_WAIT_MAX_UID_DEFAULT 8
+#define FS_WAIT_MAX_LIMIT 1024
 
 enum fs_cache {
 	FS_CACHE_DIRECT = 0, /* direct_io: reads reply from the arena */
@@ -40,6 +45,10 @@ enum fs_atime {
 struct fs_config {
 	enum fs_cache cache;
 	uint32_t lease_ms;       /* default lease of KVFS_LOOKUP_PIN */
+	/* waiting lookups and GETs (fs/fs_wait.h): waiters in all and per
+	 * caller uid (0 = the defaults there); kvfs-mount adds wait_max
+	 * FUSE workers to FS_MAX_THREADS for them */
+	uint32_t wait_max, wait_max_uid;
 	uint64_t seed;           /* key seed engines should use (shown) */
 	uint32_t tmp_timeout_ms; /* closed, unrenamed temporaries are dropped */
 	uint32_t write_wait_ms;  /* a write waits this long for room in L1

@@ -11,7 +11,10 @@
  *
  * Media: L1 is "GPU" when the arena is CUDA memory, else "CPU" (host and
  * pinned host memory, as vLLM's CPU offload names it); L2 is "DISK"; L3
- * (Redis, shared by every node: TIER_EV_L3) is "REMOTE".
+ * (Redis, shared by every node: TIER_EV_L3) is "REMOTE", and its events
+ * go on the shared tier's topic, kv@SHARED_STORAGE@<namespace>
+ * (events.h): each node announces the L3 stores and deletions it makes,
+ * and `kvfsctl l3 drop` an AllBlocksCleared there (fs_events_l3_dropped).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -45,6 +48,9 @@ static void sink(void *arg, const struct tier_event *te)
 		 te->kind == TIER_EV_REMOVED ? EV_REMOVED : EV_CLEARED;
 	e.medium = te->where == TIER_L1 ? fe->l1 :
 		   te->where == TIER_L2 ? EV_MEDIUM_DISK : EV_MEDIUM_REMOTE;
+	/* what this node stored in or deleted from L3 is news about the
+	 * shared tier: any node can fetch it */
+	e.shared = te->where == TIER_EV_L3;
 	e.block_size = te->chunk_tokens;
 	if (te->key)
 		e.key = *te->key;
@@ -156,4 +162,18 @@ bool fs_events_counts(struct fs *fs, struct ev_stats *st, const char **ep,
 	*ep = ev_pub_endpoint(fs->events->pub);
 	*replay_ep = ev_pub_replay_endpoint(fs->events->pub);
 	return true;
+}
+
+void fs_events_l3_dropped(struct fs *fs, const char *ns)
+{
+	struct ev_event e;
+
+	if (!fs->events)
+		return;
+	memset(&e, 0, sizeof(e));
+	e.kind = EV_CLEARED;
+	e.medium = EV_MEDIUM_REMOTE;
+	e.shared = 1;
+	snprintf(e.ns, sizeof(e.ns), "%s", ns);
+	ev_post_wait(fs->events->pub, &e, 1000);
 }

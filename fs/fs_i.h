@@ -147,6 +147,7 @@ struct fs {
 	struct fuse_session *se;  /* set by fs_set_session before requests */
 	struct fs_config cfg;     /* copy of the mount's fs options */
 	void *ioctl_state;        /* owned by fs_ioctl.c */
+	struct fs_wait *wait;     /* fs_wait.c: waiting lookups and GETs */
 	struct fs_nsmeta *nsmeta; /* fs_nsmeta.c; NULL while L2 is off */
 	struct fs_events *events; /* fs_events.c; NULL while events are off */
 
@@ -990,6 +991,9 @@ int fs_events_init(struct fs *fs, struct tier_config *tc);
 void fs_events_start(struct fs *fs);
 /* Before tier_destroy: remembers the namespaces to clear. */
 void fs_events_unmount(struct fs *fs);
+/* After `kvfsctl l3 drop NS` deleted NS's chunks from L3: an
+ * AllBlocksCleared on the shared tier's topic (kv@SHARED_STORAGE@NS). */
+void fs_events_l3_dropped(struct fs *fs, const char *ns);
 /* After tier_destroy: AllBlocksCleared per namespace; frees the sink.
  * Also on fs_create's failure path. */
 void fs_events_destroy(struct fs *fs);

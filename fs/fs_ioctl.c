@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_wait.h"
 #include "fs/fs_xfer.h"
 #include "tier/lease.h"
 
@@ -56,10 +57,11 @@ static int reply_err(struct fs *fs, fuse_req_t req, const char *what, int err)
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
 	count(&st->errors, 1);
-	/* A miss or an expired lease is routine; bad input is worth a line
+	/* A miss, an expired lease, a wait ended by a signal or refused
+	 * past its bound are routine; bad input is worth a line
 	 * (the daemon's log, rate-limited there: a retry loop of bad calls
 	 * is a few lines and a count) */
-	if (err != ENOENT)
+	if (err != ENOENT && err != EINTR && err != EAGAIN)
 		fs_log(fs, "ioctl %s from pid %d: %s", what,
 		       ctx ? (int)ctx->pid : -1, strerror(err));
 	fuse_reply_err(req, err);
@@ -109,6 +111,15 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	rc = fs_ns_access(fs, req, fh->ns, R_OK);
 	if (rc)
 		goto out;
+	/* wait first, pinning nothing; then the lookup as asked, which
+	 * pins what is there now (the normal lease pins) */
+	if ((lk->flags & KVFS_LOOKUP_WAIT) && KVFS_WAIT_MS_OF(lk->flags)) {
+		rc = fs_wait_chain(fs, req, fh->ns, lk->keys, lk->nkeys,
+				   lk->depth_base, KVFS_WAIT_MS_OF(lk->flags),
+				   &found);
+		if (rc)
+			goto out;
+	}
 	pin = lk->flags & KVFS_LOOKUP_PIN;
 	if (pin) {
 		/* each pin remembers its generation (see tier_unpin_gen) */
@@ -462,6 +473,9 @@ static int do_l3_drop(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	if (!memchr(d.ns, '\0', sizeof(d.ns)))
 		return reply_err(fs, req, "L3_DROP", EINVAL);
 	n = tier_l3_drop(fs->tier, d.ns);
+	/* routers stop counting what any node could fetch from there (also
+	 * after a partial drop: forgetting too much only costs a miss) */
+	fs_events_l3_dropped(fs, d.ns);
 	if (n < 0)
 		return reply_err(fs, req, "L3_DROP", (int)-n);
 	d.deleted = (uint64_t)n;
@@ -515,8 +529,12 @@ static int check_args(unsigned int nr, const void *in_buf)
 		struct kvfs_lookup lk;
 
 		memcpy(&lk, in_buf, offsetof(struct kvfs_lookup, keys));
+		/* a timeout only with KVFS_LOOKUP_WAIT */
 		if (lk.nkeys == 0 || lk.nkeys > KVFS_LOOKUP_MAX ||
-		    (lk.flags & ~flags_ok))
+		    (lk.flags & ~(flags_ok | KVFS_LOOKUP_WAIT |
+				  KVFS_WAIT_MS_MASK)) ||
+		    (!(lk.flags & KVFS_LOOKUP_WAIT) &&
+		     KVFS_WAIT_MS_OF(lk.flags)))
 			return -EINVAL;
 		return 0;
 	}
@@ -640,6 +658,11 @@ int fs_ioctl_init(struct fs *fs)
 		return rc;
 	}
 	rc = fs_xfer_create(fs, &st->xfer);
+	if (rc == 0) {
+		rc = fs_wait_create(fs, &fs->wait);
+		if (rc)
+			fs_xfer_destroy(st->xfer);
+	}
 	if (rc) {
 		lease_table_destroy(st->leases);
 		free(st);
@@ -656,6 +679,8 @@ void fs_ioctl_destroy(struct fs *fs)
 	if (!st)
 		return;
 	fs_xfer_destroy(st->xfer);
+	fs_wait_destroy(fs->wait);
+	fs->wait = NULL;
 	lease_table_destroy(st->leases);
 	free(st);
 	fs->ioctl_state = NULL;

@@ -28,6 +28,8 @@
 
 #include "fs/fs_i.h"
 #include "fs/fs_metrics.h"
+#include "fs/fs_wait.h"
+#include "tier/tier_wait.h"
 
 /* ------------------------------------------------------------- buffer */
 
@@ -102,6 +104,8 @@ struct snap {
 	struct fs_counters fs;
 	struct fs_path_counts paths;
 	struct fs_ioctl_counts ioc;
+	struct tier_wait_stats wait;   /* waiting lookups and GETs */
+	struct fs_wait_counts fwait;
 	struct ev_stats ev;
 	const char *version, *ev_ep, *ev_replay;
 	uint64_t l3_on, ev_on;
@@ -122,6 +126,8 @@ static void snap_take(struct fs *fs, struct snap *s)
 	fs_counters(fs, &s->fs);
 	fs_path_counts(fs, &s->paths);
 	fs_ioctl_counts(fs, &s->ioc);
+	tier_wait_stats(fs->tier, &s->wait);
+	fs_wait_counts(fs->wait, &s->fwait);
 	s->ev_on = fs_events_counts(fs, &s->ev, &s->ev_ep, &s->ev_replay);
 	s->version = KVFS_VERSION_STRING;
 	s->l3_on = s->t.l3_on;
@@ -488,6 +494,40 @@ static const struct fs_metric metrics[] = {
 	  "Device buffers registered", ioc.xfer.registers),
 	C("ioctl.xfer", "device_entries", "xfer_device_entries_total", NULL,
 	  "GET entries copied to a device buffer", ioc.xfer.device_entries),
+	/* waiting lookups and GETs (kvfs(7) HAND-OFF) */
+	C("wait", "waits", "wait_total", NULL,
+	  "Waiting lookups and GETs that had to wait", wait.waits),
+	C("wait", "complete", "wait_complete_total", NULL,
+	  "Waits that ended with the whole chain present", wait.complete),
+	C("wait", "timeouts", "wait_timeouts_total", NULL,
+	  "Waits that ended at their timeout with a partial run",
+	  wait.timeouts),
+	C("wait", "interrupted", "wait_interrupted_total", NULL,
+	  "Waits ended by a signal (EINTR)", wait.interrupted),
+	C("wait", "refused", "wait_refused_total", NULL,
+	  "Waits refused past wait_max or wait_max_uid (EAGAIN)",
+	  fwait.refused),
+	C("wait", "wakeups", "wait_wakeups_total", NULL,
+	  "Waiters woken by a publish here or a notification from L3",
+	  wait.wakeups),
+	C("wait", "rechecks", "wait_rechecks_total", NULL,
+	  "Re-checks of L3 at wait_recheck_ms", wait.rechecks),
+	G("wait", "waiting", "waiting", NULL, "Waiters sleeping now",
+	  wait.waiting),
+	C3("wait", "notify_sent", "l3_notify_sent_total", NULL,
+	   "L3 store notifications published", wait.notify_sent),
+	C3("wait", "notify_errors", "l3_notify_errors_total", NULL,
+	   "L3 store notifications that could not be published",
+	   wait.notify_errors),
+	C3("wait", "notify_received", "l3_notify_received_total", NULL,
+	   "L3 store notifications received (from every node)",
+	   wait.notify_received),
+	C3("wait", "notify_resubscribes", "l3_notify_subscriptions_total",
+	   NULL, "Notification subscriptions (re-)established",
+	   wait.notify_resubscribes),
+	G3("wait", "notify_subscribed", "l3_notify_subscribed", NULL,
+	   "1 while the notification subscription is up",
+	   wait.notify_subscribed),
 	/* KV events (rows but "enabled" only when they are on) */
 	ROW("events", "enabled", "events_enabled", NULL, M_GAUGE, V_BOOL,
 	    W_ALWAYS, "1 when KV events are published", ev_on),

@@ -64,6 +64,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "fs/fs_wait.h"
 #include "fs/fs_xfer.h"
 #include "hash/hashkey.h"
 
@@ -358,8 +359,13 @@ static bool key_eq(const struct kvfs_key *a, const struct kvfs_key *b)
 /* EINVAL checks of a whole batch, before anything is done. */
 static int check_batch(const struct kvfs_xfer *b, bool put)
 {
+	const uint32_t get_ok = KVFS_XFER_DEVICE | KVFS_XFER_WAIT |
+				KVFS_WAIT_MS_MASK;
+
+	/* a timeout only with KVFS_XFER_WAIT */
 	if (b->nents == 0 || b->nents > KVFS_XFER_MAX ||
-	    (b->flags & ~(put ? 0u : KVFS_XFER_DEVICE)))
+	    (b->flags & ~(put ? 0u : get_ok)) ||
+	    (!(b->flags & KVFS_XFER_WAIT) && KVFS_WAIT_MS_OF(b->flags)))
 		return -EINVAL;
 	if (!put)
 		return 0;
@@ -660,6 +666,44 @@ fail:
 	return 0;
 }
 
+/*
+ * A GET with KVFS_XFER_WAIT: waits (fs_wait.c) until every entry's key is
+ * present, taking the entries in order as a chain, or the timeout; the
+ * batch then runs as any other (what is still missing is -ENOENT). The
+ * wait holds no batch place (XFER_MAX_INFLIGHT) and pins nothing.
+ * 0 (go on), or -errno for the whole batch (EINTR, EAGAIN, EINVAL,
+ * EACCES, ENOENT).
+ */
+static int wait_batch(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
+		      const void *in_buf)
+{
+	const struct kvfs_xfer *b = in_buf;
+	struct kvfs_key *keys;
+	uint32_t flags, nents, found;
+	int rc;
+
+	memcpy(&flags, &b->flags, sizeof(flags));
+	memcpy(&nents, &b->nents, sizeof(nents));
+	if (!(flags & KVFS_XFER_WAIT) || !KVFS_WAIT_MS_OF(flags))
+		return 0;
+	if (fh->kind != FS_FH_NS)
+		return -ENOTTY;
+	if (nents == 0 || nents > KVFS_XFER_MAX)
+		return -EINVAL; /* check_batch says the rest */
+	rc = fs_ns_access(fs, req, fh->ns, R_OK | X_OK);
+	if (rc)
+		return rc;
+	keys = malloc(nents * sizeof(*keys));
+	if (!keys)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nents; i++)
+		memcpy(&keys[i], &b->ents[i].key, sizeof(keys[i]));
+	rc = fs_wait_chain(fs, req, fh->ns, keys, nents, 0,
+			   KVFS_WAIT_MS_OF(flags), &found);
+	free(keys);
+	return rc;
+}
+
 /* Admission: at most XFER_MAX_INFLIGHT batches at once (see there). */
 static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		    struct fs_fh *fh, uint64_t owner, const void *in_buf,
@@ -667,6 +711,14 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 {
 	int rc;
 
+	if (!put && (rc = wait_batch(fs, req, fh, in_buf)) < 0) {
+		if (rc != -EINTR && rc != -EAGAIN)
+			return reply_batch_err(fs, x, req, "GET", NULL, -rc);
+		/* a signal, or past the waiter bounds: routine, not logged */
+		count(&x->batch_errors, 1);
+		fuse_reply_err(req, -rc);
+		return 0;
+	}
 	if (__atomic_add_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL) >
 	    XFER_MAX_INFLIGHT) {
 		__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);

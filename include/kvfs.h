@@ -78,6 +78,23 @@ long kvfs_keys(const uint32_t *tokens, size_t ntokens, size_t chunk_tokens,
 	       struct kvfs_key *out, size_t max);
 
 /*
+ * kvfs_layer_keys - kvfs_keys of one layer's chain (kvfs(7) HAND-OFF):
+ * a prefill engine that saves layer by layer publishes layer L's slice
+ * of chunk i under key i of layer L's chain, so a decode engine can wait
+ * for and read layer 0 while later layers are still being computed.
+ * Each layer is a chain of its own: the chunk keys of kvfs_keys whose
+ * extra is the caller's extra (extra_len bytes, may be empty) followed
+ * by the 10 bytes KVFS_LAYER_TAG and layer as 4 bytes little-endian.
+ * Returns the number of keys written, -EINVAL (as kvfs_keys), -ENOMEM.
+ * Since libkvfs 0.2.
+ */
+#define KVFS_LAYER_TAG "kvfs.layer"
+long kvfs_layer_keys(const uint32_t *tokens, size_t ntokens,
+		     size_t chunk_tokens, uint64_t seed, const void *extra,
+		     uint32_t extra_len, uint32_t layer, struct kvfs_key *out,
+		     size_t max);
+
+/*
  * kvfs_path_key - the key of a file of a path namespace: XXH3-128 (seed 0,
  * canonical big-endian bytes, as every key) of the len bytes of its path
  * below the namespace: the components joined by single '/', with no
@@ -227,12 +244,44 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  * the run, at most three quarters of L1 ahead (a longer run would evict
  * its own head) */
 #define KVFS_LOOKUP_PREFETCH 0x2u
+/* wait for the chain: see "Waiting" below; the timeout is in flags */
+#define KVFS_LOOKUP_WAIT 0x4u
+
+/*
+ * Waiting (the prefill -> decode hand-off; kvfs(7) HAND-OFF).
+ * KVFS_IOC_LOOKUP with KVFS_LOOKUP_WAIT, and KVFS_IOC_GET with
+ * KVFS_XFER_WAIT, carry a timeout in milliseconds in bits 8..31 of flags
+ * (KVFS_WAIT_MS(ms), at most KVFS_WAIT_MS_MAX, about 4.6 hours), so the
+ * structs keep their layout. Such a call returns as soon as the whole
+ * chain asked for is present -- published on this node, or stored in L3
+ * by any node -- or at the timeout with the leading run that is there
+ * then: never an error for "not yet". A lookup then pins, prefetches and
+ * reports as without WAIT; a GET copies every entry present (the entries
+ * are waited on in order, as one chain; what is missing still is
+ * -ENOENT). A publish on this node wakes the waiter at once; a store in
+ * L3 by another node within about a round trip to Redis (notifications),
+ * or at worst at the mount's wait_recheck_ms (kvfs-mount(8)).
+ * While waiting nothing is pinned; the pins of a lookup with PIN are
+ * ordinary lease pins, taken when the wait ends.
+ * A timeout of 0 (with or without the flag) does not wait. Bits 8..31
+ * without the flag: EINVAL.
+ * More errors: EINTR (the caller got a signal while waiting: nothing is
+ * held), EAGAIN (the chain is incomplete and the caller's uid already
+ * has wait_max_uid waiters, or the mount wait_max: nothing waited; a
+ * complete chain is still answered). KVFS_IOC_GROUP_LOOKUP does not wait.
+ */
+#define KVFS_WAIT_SHIFT 8
+#define KVFS_WAIT_MS_MAX 0xffffffu
+#define KVFS_WAIT_MS_MASK ((uint32_t)KVFS_WAIT_MS_MAX << KVFS_WAIT_SHIFT)
+#define KVFS_WAIT_MS(ms) (((uint32_t)(ms) & KVFS_WAIT_MS_MAX) << KVFS_WAIT_SHIFT)
+#define KVFS_WAIT_MS_OF(flags) ((uint32_t)(flags) >> KVFS_WAIT_SHIFT)
 
 /*
  * KVFS_IOC_LOOKUP, on a namespace directory fd.
  *
  * In:  keys[0..nkeys) a chain (key i is the child of key i-1), 1 <= nkeys <=
- *      KVFS_LOOKUP_MAX; flags; lease_ms (0 = the mount's lease_ms) with PIN:
+ *      KVFS_LOOKUP_MAX; flags (PIN, PREFETCH, WAIT | KVFS_WAIT_MS(ms):
+ *      see "Waiting" above); lease_ms (0 = the mount's lease_ms) with PIN:
  *      a caller other than root gets at most the mount's lease_ms, root at
  *      most 86400000 (24 h); with PIN the lease time granted is written
  *      back to lease_ms.
@@ -253,7 +302,8 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  * Errors: EINVAL (version/size/nkeys/flags), EACCES (caller may not read the
  *      namespace), ENOTTY (not a namespace directory), ENOSPC (too many
  *      leases: 65536 per mount, of which one user other than root may
- *      hold 16384), ENOENT (the namespace was removed).
+ *      hold 16384), ENOENT (the namespace was removed); with WAIT also
+ *      EINTR and EAGAIN ("Waiting" above).
  */
 struct kvfs_lookup {
 	uint32_t version;
@@ -476,6 +526,8 @@ struct kvfs_l3_drop {
  * address: the daemon copies each chunk from its pinned or cuda L1
  * straight into the engine's device memory. */
 #define KVFS_XFER_DEVICE 0x1u
+/* GET: wait for the entries' keys first (see "Waiting", section 3) */
+#define KVFS_XFER_WAIT 0x2u
 
 struct kvfs_xfer_ent {
 	struct kvfs_key key;
@@ -491,8 +543,9 @@ struct kvfs_xfer_ent {
 
 /*
  * KVFS_IOC_GET / KVFS_IOC_PUT, on a namespace directory fd.
- * In:  nents entries (1..KVFS_XFER_MAX), flags (GET: 0 or
- *      KVFS_XFER_DEVICE; PUT: 0); PUT entries: cap and offset 0.
+ * In:  nents entries (1..KVFS_XFER_MAX), flags (GET: 0, KVFS_XFER_DEVICE,
+ *      KVFS_XFER_WAIT | KVFS_WAIT_MS(ms); PUT: 0); PUT entries: cap and
+ *      offset 0.
  * Out: done = entries whose result is >= 0 (GET) or 0 / -EEXIST (PUT);
  *      bytes = bytes copied in all; daemon_pid = the daemon's pid (the
  *      ptracer to name with prctl(PR_SET_PTRACER)), also written back when
@@ -670,6 +723,25 @@ long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 		 struct kvfs_result *res);
 
 /*
+ * kvfs_lookup_wait - kvfs_lookup that waits (the decode side of a
+ * prefill -> decode hand-off, kvfs(7) HAND-OFF): returns as soon as the
+ * whole chain is present (published on this node or stored in L3 by any
+ * node), or after timeout_ms (at most KVFS_WAIT_MS_MAX) with the leading
+ * run present then: a partial run is an answer, not an error. With
+ * KVFS_LOOKUP_PIN the run is pinned when the wait ends (normal leases).
+ * One deadline covers every ioctl of a chain longer than
+ * KVFS_LOOKUP_MAX. Where the daemon refuses to let one more waiter in
+ * (EAGAIN: mount options wait_max, wait_max_uid) it backs off (50 us to
+ * 5 ms) and asks again until the timeout.
+ * Returns found, -EINTR (a signal arrived while waiting: no lease is
+ * left held; call again to go on waiting), or the errors of kvfs_lookup.
+ * timeout_ms 0 is kvfs_lookup. Since libkvfs 0.2 (KVFS_0.2).
+ */
+long kvfs_lookup_wait(int nsfd, const struct kvfs_key *keys, size_t nkeys,
+		      uint32_t depth_base, unsigned flags, uint32_t lease_ms,
+		      uint32_t timeout_ms, struct kvfs_result *res);
+
+/*
  * Path namespaces (kvfs(7) PATH NAMESPACES): the same lookups by path.
  * A path is relative to the namespace, canonical as kvfs_path_key says
  * (components joined by one '/', none empty, "." or ".."; at most
@@ -805,6 +877,18 @@ struct kvfs_io {
  * set to that -errno.
  */
 long kvfs_mget(int nsfd, struct kvfs_io *io, size_t n, unsigned flags);
+
+/*
+ * kvfs_mget_wait - kvfs_mget that first waits (at most timeout_ms, one
+ * deadline for every ioctl) until the entries' keys are present, taken
+ * in order as a chain (KVFS_XFER_WAIT), then copies what is there; an
+ * entry still missing at the timeout gets -ENOENT. flags: 0 or
+ * KVFS_XFER_DEVICE. Returns as kvfs_mget, or -EINTR (a signal arrived
+ * while waiting; entries of earlier ioctls keep their results). Since
+ * libkvfs 0.2.
+ */
+long kvfs_mget_wait(int nsfd, struct kvfs_io *io, size_t n, unsigned flags,
+		    uint32_t timeout_ms);
 
 /*
  * kvfs_mput - publishes the chunks io[0..n) (io[i].len bytes at

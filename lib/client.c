@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kvfs.h"
+#include "lib/client_wait.h"
 
 static int valid_ns_name(const char *ns)
 {
@@ -223,9 +224,34 @@ static int check_lookup_args(const struct kvfs_key *keys, size_t nkeys,
 	return 0;
 }
 
-long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
-		 uint32_t depth_base, unsigned flags, uint32_t lease_ms,
-		 struct kvfs_result *res)
+/* KVFS_IOC_LOOKUP with a deadline (0: none): each try carries the time
+ * left; a signal during the wait ends it (-EINTR); EAGAIN (past the
+ * daemon's waiter bounds) backs off from 50 us to 5 ms and tries again
+ * until the deadline, then looks up without waiting. */
+static int lookup_ioctl(int fd, struct kvfs_lookup *lk, uint64_t deadline)
+{
+	unsigned us = 50;
+	int rc;
+
+	if (!deadline)
+		return do_ioctl(fd, KVFS_IOC_LOOKUP, lk);
+	for (;;) {
+		lk->flags = kvfs_wait_flags(lk->flags, KVFS_LOOKUP_WAIT,
+					    deadline);
+		rc = ioctl(fd, KVFS_IOC_LOOKUP, lk);
+		if (rc >= 0)
+			return rc;
+		if (errno != EAGAIN)
+			return -errno;
+		usleep(us);
+		us = us < 5000 ? us * 2 : 5000;
+	}
+}
+
+static long lookup_chain(int nsfd, const struct kvfs_key *keys, size_t nkeys,
+			 uint32_t depth_base, unsigned flags,
+			 uint32_t lease_ms, uint64_t deadline,
+			 struct kvfs_result *res)
 {
 	struct kvfs_result local;
 	struct kvfs_lookup *lk;
@@ -254,7 +280,7 @@ long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 		lk->lease_ms = lease_ms;
 		lk->depth_base = depth_base + (uint32_t)off;
 		memcpy(lk->keys, keys + off, n * sizeof(keys[0]));
-		rc = do_ioctl(nsfd, KVFS_IOC_LOOKUP, lk);
+		rc = lookup_ioctl(nsfd, lk, deadline);
 		if (rc < 0)
 			goto err;
 		res->found += lk->found;
@@ -276,6 +302,22 @@ err:
 	free(lk);
 	drop_leases(nsfd, res);
 	return rc;
+}
+
+long kvfs_lookup(int nsfd, const struct kvfs_key *keys, size_t nkeys,
+		 uint32_t depth_base, unsigned flags, uint32_t lease_ms,
+		 struct kvfs_result *res)
+{
+	return lookup_chain(nsfd, keys, nkeys, depth_base, flags, lease_ms, 0,
+			    res);
+}
+
+long kvfs_lookup_wait(int nsfd, const struct kvfs_key *keys, size_t nkeys,
+		      uint32_t depth_base, unsigned flags, uint32_t lease_ms,
+		      uint32_t timeout_ms, struct kvfs_result *res)
+{
+	return lookup_chain(nsfd, keys, nkeys, depth_base, flags, lease_ms,
+			    kvfs_wait_deadline(timeout_ms), res);
 }
 
 long kvfs_group_lookup(int fd, const char *const *ns, size_t nns,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "kvfs.h"
+#include "lib/client_wait.h"
 
 #ifndef PR_SET_PTRACER
 #define PR_SET_PTRACER 0x59616d61
@@ -22,16 +23,24 @@
 
 /* One ioctl; -errno on failure. Retried on EINTR (the daemon did
  * nothing then: a signal before it read the request) and on EAGAIN (the
- * daemon runs as many batches as it lets run at once, nothing done),
- * backing off from 50 us to 5 ms, for about 10 s at most. */
-static int xfer_ioctl(int fd, unsigned long cmd, struct kvfs_xfer *b)
+ * daemon runs as many batches, or waiters, as it lets run at once,
+ * nothing done), backing off from 50 us to 5 ms, for about 10 s at most.
+ * With a deadline (a waiting GET) each try carries the time left, and a
+ * signal during the wait ends it: -EINTR. */
+static int xfer_ioctl(int fd, unsigned long cmd, struct kvfs_xfer *b,
+		      uint64_t deadline)
 {
 	unsigned us = 50, waited = 0;
 	int rc;
 
 	for (;;) {
+		if (deadline)
+			b->flags = kvfs_wait_flags(b->flags, KVFS_XFER_WAIT,
+						   deadline);
 		rc = ioctl(fd, cmd, b);
 		if (rc >= 0 || (errno != EINTR && errno != EAGAIN))
+			break;
+		if (errno == EINTR && deadline)
 			break;
 		if (errno == EAGAIN) {
 			if (waited >= 10u * 1000 * 1000)
@@ -77,7 +86,7 @@ static void fill(struct kvfs_xfer *b, unsigned flags, bool put,
  */
 static int run_batch(int fd, unsigned long cmd, unsigned flags, bool put,
 		     struct kvfs_io *io, size_t *idx, size_t m,
-		     struct kvfs_xfer *b, bool *ptracer_set)
+		     struct kvfs_xfer *b, bool *ptracer_set, uint64_t deadline)
 {
 	int rc;
 
@@ -85,7 +94,7 @@ static int run_batch(int fd, unsigned long cmd, unsigned flags, bool put,
 		size_t left = 0;
 
 		fill(b, flags, put, io, idx, m);
-		rc = xfer_ioctl(fd, cmd, b);
+		rc = xfer_ioctl(fd, cmd, b, deadline);
 		if (rc == -EPERM && !*ptracer_set && b->daemon_pid > 0) {
 			/* Yama: let the daemon reach this process */
 			*ptracer_set = true;
@@ -131,7 +140,7 @@ static int has_duplicates(const struct kvfs_io *io, size_t n)
 }
 
 static long mxfer(int fd, unsigned long cmd, unsigned flags, bool put,
-		  struct kvfs_io *io, size_t n)
+		  struct kvfs_io *io, size_t n, uint64_t deadline)
 {
 	struct kvfs_xfer *b;
 	size_t idx[KVFS_XFER_MAX];
@@ -158,7 +167,7 @@ static long mxfer(int fd, unsigned long cmd, unsigned flags, bool put,
 		for (size_t k = 0; k < m; k++)
 			idx[k] = off + k;
 		rc = run_batch(fd, cmd, flags, put, io, idx, m, b,
-			       &ptracer_set);
+			       &ptracer_set, deadline);
 		if (rc) {
 			for (size_t i = off; i < n; i++) {
 				io[i].result = rc;
@@ -180,17 +189,26 @@ long kvfs_mget(int nsfd, struct kvfs_io *io, size_t n, unsigned flags)
 {
 	if (flags & ~KVFS_XFER_DEVICE)
 		return -EINVAL;
-	return mxfer(nsfd, KVFS_IOC_GET, flags, false, io, n);
+	return mxfer(nsfd, KVFS_IOC_GET, flags, false, io, n, 0);
+}
+
+long kvfs_mget_wait(int nsfd, struct kvfs_io *io, size_t n, unsigned flags,
+		    uint32_t timeout_ms)
+{
+	if (flags & ~KVFS_XFER_DEVICE)
+		return -EINVAL;
+	return mxfer(nsfd, KVFS_IOC_GET, flags, false, io, n,
+		     kvfs_wait_deadline(timeout_ms));
 }
 
 long kvfs_mget_device(int nsfd, struct kvfs_io *io, size_t n)
 {
-	return mxfer(nsfd, KVFS_IOC_GET, KVFS_XFER_DEVICE, false, io, n);
+	return mxfer(nsfd, KVFS_IOC_GET, KVFS_XFER_DEVICE, false, io, n, 0);
 }
 
 long kvfs_mput(int nsfd, struct kvfs_io *io, size_t n)
 {
-	return mxfer(nsfd, KVFS_IOC_PUT, 0, true, io, n);
+	return mxfer(nsfd, KVFS_IOC_PUT, 0, true, io, n, 0);
 }
 
 int kvfs_xfer_register(int nsfd, const void *ipc, size_t length, int device)

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -96,6 +97,31 @@ long kvfs_keys(const uint32_t *tokens, size_t ntokens, size_t chunk_tokens,
 			return rc;
 	}
 	return (long)n;
+}
+
+long kvfs_layer_keys(const uint32_t *tokens, size_t ntokens,
+		     size_t chunk_tokens, uint64_t seed, const void *extra,
+		     uint32_t extra_len, uint32_t layer, struct kvfs_key *out,
+		     size_t max)
+{
+	static const char tag[] = KVFS_LAYER_TAG;
+	const size_t tl = sizeof(tag) - 1;
+	unsigned char *x;
+	long n;
+
+	if ((!extra && extra_len) || extra_len > UINT32_MAX - tl - 4)
+		return -EINVAL;
+	x = malloc(extra_len + tl + 4);
+	if (!x)
+		return -ENOMEM;
+	if (extra_len)
+		memcpy(x, extra, extra_len);
+	memcpy(x + extra_len, tag, tl);
+	put_le32(x + extra_len + tl, layer);
+	n = kvfs_keys(tokens, ntokens, chunk_tokens, seed, x,
+		      extra_len + (uint32_t)tl + 4, out, max);
+	free(x);
+	return n;
 }
 
 void kvfs_key_hex(const struct kvfs_key *key, char out[KVFS_KEY_HEX_LEN + 1])

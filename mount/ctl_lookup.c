@@ -180,9 +180,12 @@ static void on_signal(int sig)
 }
 
 static const struct ctl_cmd CMD_LOOKUP = {
-	"lookup", "lookup [--paths] [--json] NSDIR < keys|paths",
+	"lookup", "lookup [--wait SECONDS] [--paths] [--json] NSDIR < keys|paths",
 	"Prints how much of the chain of keys on stdin (32 hex digits each,\n"
 	"whitespace-separated, in chain order) NSDIR holds, and in which tier.\n\n"
+	"  --wait S    wait up to S seconds (e.g. 0.5) for the whole chain: as\n"
+	"              soon as it is there (published here, or stored in L3\n"
+	"              by any node), else at S with the run there then\n"
 	"  --paths     stdin holds paths of a path namespace, one a line\n"
 	"  --json      print the result as one JSON object\n",
 };
@@ -274,10 +277,14 @@ static int run_lookup(const struct ctl_cmd *cmd, int argc, char **argv,
 		{ "paths", no_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "lease-ms", required_argument, NULL, 'l' },
+		{ "wait", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long long lease_ms = 0;
+	uint32_t wait_ms = 0;
+	char *end;
+	double s;
 	bool hold = flags & KVFS_LOOKUP_PIN, paths = false, json = false;
 	const char *dir;
 	struct kvfs_key *keys;
@@ -296,6 +303,17 @@ static int run_lookup(const struct ctl_cmd *cmd, int argc, char **argv,
 			    lease_ms > UINT32_MAX)
 				return ctl_usage_err(cmd, "bad --lease-ms '%s'",
 						     optarg);
+			break;
+		case 'w':
+			if (cmd != &CMD_LOOKUP)
+				return ctl_usage_err(cmd, "--wait is for lookup");
+			errno = 0;
+			s = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(s >= 0) ||
+			    s * 1000 > KVFS_WAIT_MS_MAX)
+				return ctl_usage_err(cmd, "bad --wait '%s' (seconds,"
+						     " 0 to 16777)", optarg);
+			wait_ms = (uint32_t)(s * 1000 + 0.5);
 			break;
 		case 'h': return ctl_help(cmd);
 		default: return ctl_usage_err(cmd, NULL);
@@ -316,8 +334,8 @@ static int run_lookup(const struct ctl_cmd *cmd, int argc, char **argv,
 		close(fd);
 		return 1;
 	}
-	found = kvfs_lookup(fd, keys, (size_t)nkeys, 0, flags,
-			    (uint32_t)lease_ms, &res);
+	found = kvfs_lookup_wait(fd, keys, (size_t)nkeys, 0, flags,
+				 (uint32_t)lease_ms, wait_ms, &res);
 	free(keys);
 	if (found == -EINVAL && hold &&
 	    nkeys > (long)KVFS_RESULT_LEASES * KVFS_LOOKUP_MAX) {

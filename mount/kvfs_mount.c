@@ -279,7 +279,9 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		ret = 1;
 	} else {
 		fuse_loop_cfg_set_clone_fd(lc, 0); /* measured: no gain here */
-		fuse_loop_cfg_set_max_threads(lc, FS_MAX_THREADS);
+		/* waiters sleep on workers of their own (fs/fs_wait.h) */
+		fuse_loop_cfg_set_max_threads(lc, FS_MAX_THREADS +
+					      fc->wait_max);
 		fuse_loop_cfg_set_idle_threads(lc, 8);
 		/* > 0: the signal that stopped it (a clean stop) */
 		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;

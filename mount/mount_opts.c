@@ -67,6 +67,10 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("ctl_mode=%s", ctl_mode),
 	MOPT("ctl_gid=%s", ctl_gid),
 	MOPT("readahead=%s", readahead),
+	MOPT("wait_max=%s", wait_max),
+	MOPT("wait_max_uid=%s", wait_max_uid),
+	MOPT("wait_recheck_ms=%s", wait_recheck_ms),
+	MOPT("l3_notify=%s", l3_notify),
 	FUSE_OPT_KEY("flush_on_exit", KEY_FLUSH),
 	/* L3 */
 	MOPT("l3=%s", l3),
@@ -160,6 +164,10 @@ void mopts_usage(FILE *f, const char *prog)
 "  -o flush_on_exit[=0|1]   write L1 to L2 at unmount\n"
 "  -o readahead=N     chunks promoted from L2/L3 ahead of a reader that\n"
 "                     follows a chain, at most (16; 0 = off; <= 1024)\n"
+"  -o wait_max=N,wait_max_uid=N   waiting lookups/GETs at once, in all\n"
+"                     (32) and per user (8); past them: EAGAIN\n"
+"  -o wait_recheck_ms=MS   waiters re-check L3 this often (50, <= 100)\n"
+"  -o l3_notify=0|1   announce L3 stores to other nodes' waiters (1)\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
 "  -o write_wait_ms=MS  a write waits this long for room in L1 before\n"
 "                     ENOSPC (3000; 0 = not at all)\n"
@@ -526,6 +534,54 @@ static int build_ctl(struct mopts *o, struct fs_config *fc)
 	return 0;
 }
 
+/* wait_max, wait_max_uid, wait_recheck_ms, l3_notify: waiting lookups
+ * and GETs (fs/fs_wait.h, tier/tier_wait.h). */
+static int build_wait(struct mopts *o, struct tier_config *tc,
+		      struct fs_config *fc)
+{
+	uint64_t v;
+
+	fc->wait_max = FS_WAIT_MAX_DEFAULT;
+	fc->wait_max_uid = FS_WAIT_MAX_UID_DEFAULT;
+	tc->wait_recheck_ms = TIER_WAIT_RECHECK_MS_DEFAULT;
+	if (o->wait_max) {
+		if (mopts_parse_num("wait_max", o->wait_max,
+				    FS_WAIT_MAX_LIMIT, &v))
+			return -1;
+		fc->wait_max = (uint32_t)v;
+	}
+	if (o->wait_max_uid) {
+		if (mopts_parse_num("wait_max_uid", o->wait_max_uid,
+				    FS_WAIT_MAX_LIMIT, &v))
+			return -1;
+		fc->wait_max_uid = (uint32_t)v;
+	}
+	if (!fc->wait_max || !fc->wait_max_uid ||
+	    fc->wait_max_uid > fc->wait_max) {
+		fprintf(stderr, "kvfs-mount: wait_max %u, wait_max_uid %u: "
+			"need 1 <= wait_max_uid <= wait_max\n", fc->wait_max,
+			fc->wait_max_uid);
+		return -1;
+	}
+	if (o->wait_recheck_ms) {
+		if (mopts_parse_num("wait_recheck_ms", o->wait_recheck_ms,
+				    TIER_WAIT_RECHECK_MS_MAX, &v))
+			return -1;
+		if (!v) {
+			fprintf(stderr, "kvfs-mount: wait_recheck_ms must be "
+				"at least 1\n");
+			return -1;
+		}
+		tc->wait_recheck_ms = (uint32_t)v;
+	}
+	if (o->l3_notify) {
+		if (mopts_parse_num("l3_notify", o->l3_notify, 1, &v))
+			return -1;
+		tc->l3_notify_off = v == 0;
+	}
+	return 0;
+}
+
 /* Turns the option strings into engine and fs configurations. */
 int mopts_build(struct mopts *o, struct tier_config *tc,
 			struct fs_config *fc)
@@ -740,6 +796,8 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 	}
 	if (build_l3(o, tc))
 		return -1;
+	if (build_wait(o, tc, fc))
+		return -1;
 	/* compress and shuffle also shape L3's records */
 	if (!tc->l2_dir && (o->l2_size ||
 			    ((o->compress || o->shuffle) && !tc->l3) ||
@@ -785,6 +843,10 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 	CFG("l2_checkpoint_s=%d\n", tc->l2_checkpoint_s);
 	CFG("flush_on_exit=%d\n", tc->flush_on_exit ? 1 : 0);
 	CFG("readahead=%u\n", tc->readahead);
+	CFG("wait_max=%u\n", fc->wait_max);
+	CFG("wait_max_uid=%u\n", fc->wait_max_uid);
+	CFG("wait_recheck_ms=%u\n", tc->wait_recheck_ms);
+	CFG("l3_notify=%d\n", tc->l3_notify_off ? 0 : 1);
 	CFG("max_write=1048576\n");
 	/* L3 (never the password) */
 	CFG("l3=%s\n", tc->l3 ? tc->l3 : "");
@@ -819,7 +881,9 @@ void mopts_free(struct mopts *o)
 		       &o->l3_timeout_ms, &o->l3_prefix, &o->l3_user,
 		       &o->l3_write_timeout_ms,
 		       &o->names, &o->max_dirs, &o->metrics_http,
-		       &o->ctl_mode, &o->ctl_gid, &o->readahead, &o->args[0],
+		       &o->ctl_mode, &o->ctl_gid, &o->readahead,
+		       &o->wait_max, &o->wait_max_uid, &o->wait_recheck_ms,
+		       &o->l3_notify, &o->args[0],
 		       &o->args[1] };
 
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {

@@ -32,6 +32,7 @@ struct mopts {
 	char *metrics_http, *ctl_mode, *ctl_gid; /* operators' access */
 	struct mount_http_addr http; /* metrics_http, parsed */
 	char *readahead;         /* chain readahead window (chunks) */
+	char *wait_max, *wait_max_uid, *wait_recheck_ms, *l3_notify;
 	int foreground, debug, help, version;
 	int overmount;           /* may mount over an existing kvfs mount */
 	int atime;               /* enum fs_atime */

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "tier/tier_i.h"
+#include "tier/tier_wait.h"
 
 #define TIER_MIN_BUCKETS 1024
 
@@ -172,12 +173,21 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 		     strerror(-rc));
 		goto err_alloc;
 	}
+	if (!t->cfg.wait_recheck_ms)
+		t->cfg.wait_recheck_ms = TIER_WAIT_RECHECK_MS_DEFAULT;
+	rc = tier_wait_open(t);
+	if (rc)
+		errf(err, errlen, "tier_create: out of memory");
 	/* the stores' hooks do nothing until their store is open */
 	t->l2ops = &tier_l2_hooks;
 	t->l3ops = &tier_l3_hooks;
-	rc = tier_l2_open(t, err, errlen);
+	if (rc == 0)
+		rc = tier_l2_open(t, err, errlen);
 	if (rc == 0)
 		rc = tier_l3_open(t, err, errlen);
+	if (rc == 0 && (rc = tier_l3_notify_open(t, t->l3 ? tier_l3_store(t)
+						   : NULL)) < 0)
+		errf(err, errlen, "l3 notifications: %s", strerror(-rc));
 	if (rc == 0 && (rc = tier_ra_open(t)) < 0)
 		errf(err, errlen, "readahead: %s", strerror(-rc));
 	/* the L3 strings were copied where they are kept (the password by
@@ -218,7 +228,9 @@ void tier_destroy(struct tier *t)
 	if (!t)
 		return;
 	tier_ra_close(t); /* its workers promote from L2 and L3 */
+	tier_l3_notify_stop(t); /* the subscriber uses the L3 client */
 	tier_l3_close(t); /* sends its queue: releases unpin records */
+	tier_l3_notify_close(t); /* its writers announced their last */
 	tier_l2_close(t); /* flush_on_exit; callbacks still see the index */
 	free(t->ra_saved); /* the last checkpoint above kept it */
 	/* The policy only links records; drop it before freeing them. */
@@ -243,6 +255,7 @@ void tier_destroy(struct tier *t)
 	l1_alloc_destroy(t->alloc);
 	gpu_arena_close(&t->arena);
 	pthread_cond_destroy(&t->room);
+	tier_wait_close(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t->policy_name);
 	free(t->l1_spec);

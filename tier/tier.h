@@ -51,6 +51,8 @@ enum tier_gone_reason {
 
 #define TIER_READAHEAD_DEFAULT 16
 #define TIER_READAHEAD_MAX 1024
+#define TIER_WAIT_RECHECK_MS_DEFAULT 50
+#define TIER_WAIT_RECHECK_MS_MAX 100
 
 struct tier_config {
 	uint64_t l1_size;   /* bytes of arena; must hold at least one chunk */
@@ -93,6 +95,12 @@ struct tier_config {
 	 * promote behind its caller's back; kvfs-mount's default is
 	 * TIER_READAHEAD_DEFAULT). At most TIER_READAHEAD_MAX. */
 	uint32_t readahead;
+	/* Waiters (tier_wait.h): with L3, how often a waiter re-checks L3
+	 * (ms; 0 = TIER_WAIT_RECHECK_MS_DEFAULT), and whether L3 writes
+	 * are announced to other nodes (tier/l3/l3_notify.h; l3_notify=0
+	 * turns it off, re-checks only). */
+	uint32_t wait_recheck_ms;
+	bool l3_notify_off;
 
 	/*
 	 * Called (without tier.lock) after a published chunk left the engine

@@ -332,6 +332,10 @@ struct tier {
 	char logbuf[256];            /* tier.lock: a log line waiting for
 				      * tier_unlock */
 	bool events_on;              /* tier.lock: tier_events_start ran */
+	struct tier_waitq *wq;       /* (imm) waiters (tier_wait.c); its
+				      * fields: wait.mu, after tier.lock */
+	struct tier_l3_notify *l3n;  /* (imm) L3 notifications
+				      * (tier_l3_notify.c), NULL when off */
 };
 
 /* ------------------------------------------- tier.c: logging, locking */
@@ -348,6 +352,26 @@ uint64_t tier_now_ns(void);
 void tier_lock(struct tier *t);
 /* Unlocks, then makes the queued on_gone calls. */
 void tier_unlock(struct tier *t);
+/* ------------------------------------- tier_l3_notify.c (hand-off) */
+
+/* Starts (with L3 and without l3_notify_off) the subscriber that turns
+ * other nodes' L3 stores into wake-ups of this node's waiters. 0 or
+ * -errno (the mount fails: -ENOMEM, no thread). */
+int tier_l3_notify_open(struct tier *t, struct l3 *store);
+/* Before tier_l3_close: stops the subscriber (it uses the L3 client);
+ * the L3 writers may still announce what they finish storing. */
+void tier_l3_notify_stop(struct tier *t);
+/* After tier_l3_close (no writer left): frees it. */
+void tier_l3_notify_close(struct tier *t);
+/* Announces (ns, key) stored in L3 (the L3 writer thread, after the
+ * SET succeeded; no lock held). */
+void tier_l3_notify_stored(struct tier *t, const char *ns,
+			   const struct kvfs_key *key);
+struct l3n_stats;
+void tier_l3_notify_stats(struct tier *t, struct l3n_stats *st);
+/* tier_l3_store (tier_l3.c) - the L3 store of t (t->l3 not NULL). */
+struct l3 *tier_l3_store(struct tier *t);
+
 /* ------------------------------------------------ tier_events.c (events) */
 
 /* Reports r (published, indexed) as stored in or removed from tier

@@ -247,6 +247,8 @@ static void job_release(void *arg, int err)
 	struct tl3_job *j = arg;
 	struct tier *t = j->t;
 
+	if (!err) /* stored: other nodes' waiters may go (no lock held) */
+		tier_l3_notify_stored(t, j->ns, &j->key);
 	tier_lock(t);
 	if (j->r) {
 		t->l3->pinned -= j->size;
@@ -855,6 +857,11 @@ static void tl3_store_stats(struct tier *t, struct tier_stats *st)
 {
 	if (t->l3)
 		l3_get_stats(t->l3->l3, &st->l3);
+}
+
+struct l3 *tier_l3_store(struct tier *t)
+{
+	return t->l3->l3;
 }
 
 /* ------------------------------------------------------- open/close */

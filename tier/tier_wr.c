@@ -23,6 +23,7 @@
 
 #include "hash/hashkey.h"
 #include "tier/tier_i.h"
+#include "tier/tier_wait.h"
 
 /* The keyed writer reserving (ns, key), or NULL (tier.lock held). */
 static struct tier_wr *find_writer(struct tier *t, uint32_t ns,
@@ -724,6 +725,7 @@ static int publish(struct tier *t, struct tier_wr *w,
 	writer_drop(t, w);
 	tier_policy_capacity(t);
 	tier_unlock(t);
+	tier_wait_wake(t, w->ns, pkey); /* w and pkey live until wr_free */
 	wr_free(w);
 	if (sync)
 		tier_l2_sync_frees(t);

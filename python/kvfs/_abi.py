@@ -5,7 +5,10 @@ protocol views the batched transfers hand to libkvfs. kvfs re-exports the
 public names; import kvfs, not this module.
 """
 import ctypes
+import errno
 import fcntl
+import os
+import time
 
 ABI_VERSION = 1
 IOC_MAGIC = 0xCF
@@ -15,6 +18,11 @@ GROUP_KEYS_MAX = 384
 NS_NAME_MAX = 127
 LOOKUP_PIN = 0x1
 LOOKUP_PREFETCH = 0x2
+LOOKUP_WAIT = 0x4       # the timeout (ms) in flags bits 8..31
+XFER_WAIT = 0x2
+WAIT_SHIFT = 8
+WAIT_MS_MAX = 0xffffff
+LAYER_TAG = b"kvfs.layer"  # kvfs_layer_keys' extra suffix
 HANDLE_HOST_MMAP = 1
 HANDLE_CUDA_IPC = 2
 
@@ -181,3 +189,59 @@ def _ioctl(fd, req, arg):
             return fcntl.ioctl(fd, req, arg, True)
         except InterruptedError:
             continue
+
+
+def wait_deadline(wait):
+    """The monotonic deadline of a wait of `wait` seconds (None: none)."""
+    if wait is None or wait <= 0:
+        return None
+    return time.monotonic() + min(float(wait), WAIT_MS_MAX / 1000.0)
+
+
+def wait_flags(flags, wait_flag, deadline):
+    """flags with wait_flag and the milliseconds left until deadline
+    (rounded up), or without both when none is left."""
+    flags &= ~(wait_flag | (WAIT_MS_MAX << WAIT_SHIFT))
+    if deadline is None:
+        return flags
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return flags
+    ms = min(WAIT_MS_MAX, max(1, int(left * 1000 + 0.999)))
+    return flags | wait_flag | (ms << WAIT_SHIFT)
+
+
+_libc = None
+
+
+def _libc_ioctl():
+    # fcntl.ioctl holds the GIL for the whole call: a waiting one would
+    # stop every other thread of the process (the very one that may
+    # publish what it waits for). ctypes lets go of it.
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong,
+                                ctypes.c_void_p]
+        _libc.ioctl.restype = ctypes.c_int
+    return _libc.ioctl
+
+
+def ioctl_wait(fd, req, arg, wait_flag, deadline):
+    """A waiting lookup ioctl (the GIL released while it sleeps): each try
+    carries the time left. A signal whose handler returns resumes the wait
+    with the time left (PEP 475); EAGAIN (the daemon's waiter bounds)
+    backs off and tries again."""
+    ioctl = _libc_ioctl()
+    pause = 0.00005
+    while True:
+        arg.flags = wait_flags(arg.flags, wait_flag, deadline)
+        if ioctl(fd, req, ctypes.addressof(arg)) >= 0:
+            return 0
+        err = ctypes.get_errno()
+        if err == errno.EINTR:
+            continue
+        if err != errno.EAGAIN:
+            raise OSError(err, os.strerror(err))
+        time.sleep(pause)
+        pause = min(pause * 2, 0.005)

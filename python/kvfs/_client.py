@@ -12,6 +12,7 @@ import mmap
 import os
 import stat as _stat
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "key_hex", "parse_key", "load_library", "XFER_MAX", "IoArg",
     "NS_NAME_MAX", "CudaMapArg", "CudaMapping", "cuda_probe", "path_keys",
     "path_key",
+    "LOOKUP_WAIT", "layer_keys",
 ]
 
 # the ABI (ioctl numbers, argument structs): _abi.py, beside this file
@@ -34,6 +36,7 @@ from ._abi import (  # noqa: F401 (re-exported)
     HANDLE_CUDA_IPC, Key, LookupArg, GroupLookupArg, UnpinArg, HandleArg,
     CudaMapArg, HandleReleaseArg, XFER_MAX, IoArg, _Views, IOC_LOOKUP,
     IOC_GROUP_LOOKUP, IOC_UNPIN, IOC_HANDLE, IOC_HANDLE_RELEASE, _ioctl,
+    LOOKUP_WAIT, LAYER_TAG, wait_deadline, ioctl_wait,
 )
 
 
@@ -119,6 +122,11 @@ def load_library():
                                           ctypes.POINTER(IoArg),
                                           ctypes.c_size_t]
                 lib.kvfs_mput.restype = ctypes.c_long
+            if hasattr(lib, "kvfs_mget_wait"):  # libkvfs 0.2
+                lib.kvfs_mget_wait.argtypes = [
+                    ctypes.c_int, ctypes.POINTER(IoArg), ctypes.c_size_t,
+                    ctypes.c_uint, ctypes.c_uint32]
+                lib.kvfs_mget_wait.restype = ctypes.c_long
             _lib = lib
             return lib
         raise OSError(_errno.ENOENT,
@@ -174,6 +182,15 @@ def keys(tokens, chunk_tokens, seed=0, extra=b""):
     if rc < 0:
         raise OSError(-rc, os.strerror(-rc))
     return [bytes(out[i].b) for i in range(rc)]
+
+
+def layer_keys(tokens, chunk_tokens, layer, seed=0, extra=b""):
+    """keys() of one layer's chain (kvfs_layer_keys): extra followed by
+    b"kvfs.layer" and the layer as 4 bytes little-endian."""
+    if not isinstance(layer, int) or layer < 0 or layer >= 1 << 32:
+        raise ValueError("layer must be in 0..2**32-1")
+    return keys(tokens, chunk_tokens, seed, _extra_bytes(extra) + LAYER_TAG +
+                layer.to_bytes(4, "little"))
 
 
 def key_chunk(prev, tokens, seed=0, extra=b""):
@@ -810,16 +827,20 @@ class Connector:
             os.close(fd)
 
     def lookup(self, keys, pin=False, prefetch=False, lease_ms=None,
-               depth_base=0):
+               depth_base=0, wait=None):
         """Batched lookup of a key chain: the leading run cached. pin=True
         pins the run under leases (release() them, or they expire after
-        lease_ms, or when close() is called)."""
+        lease_ms, or when close() is called). wait=SECONDS: return as soon
+        as the whole chain is present (published here or by another node
+        through L3), or after SECONDS with the leading run there then (a
+        partial run, not an error); pins are taken when the wait ends."""
         kl = [parse_key(k) for k in keys]
         if not kl:
             raise ValueError("lookup needs at least one key")
         flags = (LOOKUP_PIN if pin else 0) | (LOOKUP_PREFETCH if prefetch
                                               else 0)
         ms = self.lease_ms if lease_ms is None else _lease_ms(lease_ms)
+        deadline = wait_deadline(wait)
         res = LookupResult()
         arg = LookupArg()
         try:
@@ -835,7 +856,11 @@ class Connector:
                 arg.depth_base = depth_base + off
                 ctypes.memmove(arg.keys, b"".join(part), 16 * len(part))
                 try:
-                    _ioctl(self.fd, IOC_LOOKUP, arg)
+                    if deadline is None:
+                        _ioctl(self.fd, IOC_LOOKUP, arg)
+                    else:
+                        ioctl_wait(self.fd, IOC_LOOKUP, arg, LOOKUP_WAIT,
+                                   deadline)
                 except OSError as e:
                     raise self._error(e, "lookup in") from None
                 res.found += arg.found
@@ -976,7 +1001,8 @@ class Connector:
         return Handle(fd, arg)
 
     # -- batched transfers (KVFS_IOC_GET / KVFS_IOC_PUT through libkvfs)
-    def _xfer(self, keys, buffers, put, offsets=None, lengths=None):
+    def _xfer(self, keys, buffers, put, offsets=None, lengths=None,
+              wait=None):
         kl = [parse_key(k) for k in keys]
         bl = list(buffers)
         if len(kl) != len(bl):
@@ -1005,8 +1031,20 @@ class Connector:
             if not hasattr(lib, "kvfs_mget"):
                 raise OSError(_errno.ENOSYS, "this libkvfs has no kvfs_mget")
             # ctypes drops the GIL for the call: other threads run
-            rc = (lib.kvfs_mput(self.fd, io, n) if put else
-                  lib.kvfs_mget(self.fd, io, n, 0))
+            if wait is not None and wait > 0 and not put:
+                # a signal whose handler returns: go on waiting for the
+                # time left (PEP 475); a GET is safe to send again
+                deadline = wait_deadline(wait)
+                while True:
+                    left = max(0.0, deadline - time.monotonic())
+                    rc = lib.kvfs_mget_wait(self.fd, io, n, 0,
+                                            min(int(left * 1000 + 0.999),
+                                                0xffffff))
+                    if rc != -_errno.EINTR or left <= 0:
+                        break
+            else:
+                rc = (lib.kvfs_mput(self.fd, io, n) if put else
+                      lib.kvfs_mget(self.fd, io, n, 0))
         finally:
             views.close()
         op = "put_many" if put else "get_many"
@@ -1026,7 +1064,7 @@ class Connector:
                                                        k.hex())))
         return out
 
-    def get_many(self, keys, buffers, offsets=None, lengths=None):
+    def get_many(self, keys, buffers, offsets=None, lengths=None, wait=None):
         """Copies many chunks into the caller's buffers, 240 per ioctl, the
         daemon writing straight into them (no FUSE data transfer).
 
@@ -1040,8 +1078,12 @@ class Connector:
         copied), ERANGE (the range reaches past the chunk's end), EFAULT.
         Raises OSError for the whole call (EACCES, EPERM...), TypeError for
         a read-only buffer or no buffer at all, ValueError for a buffer
-        that is not contiguous or a key count that differs."""
-        return self._xfer(keys, buffers, False, offsets, lengths)
+        that is not contiguous or a key count that differs.
+        wait=SECONDS: first wait until every key is present (in order, as
+        a chain) or SECONDS pass, then copy what is there (the rest:
+        None). A signal handler that returns lets the wait go on (PEP
+        475); one that raises ends it with its exception."""
+        return self._xfer(keys, buffers, False, offsets, lengths, wait)
 
     def put_many(self, keys, buffers):
         """Publishes many chunks from buffer objects (bytes, bytearray,

@@ -15,6 +15,7 @@ or the daemon are missing.
 """
 import atexit
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -132,6 +133,35 @@ class L3EventsTest(te.Base):
         sb.pump(200)
         self.assertFalse(of(sb.events(), "BlockStored", "CPU", k))
         self.assertEqual(cli("EXISTS", "kvfs:%s:%s" % (ns, k)), "0")
+
+    def test_shared_topic_and_drop(self):
+        """L3 events are the shared tier's: topic kv@SHARED_STORAGE@ns
+        (llm-d's storage every pod reaches), never the node's; the node's
+        own tiers stay on kv@<node>@ns; `kvfsctl l3 drop ns` clears the
+        namespace there (AllBlocksCleared)."""
+        a = te.NODES["a"]
+        sa = self.sub(a)
+        ns = "l3shared"
+        te.mkns(a, ns, 16)
+        k = te.newkey()
+        te.put(a, ns, k)
+        got = sa.wait_for(lambda x: bool(of([x], "BlockStored", "REMOTE",
+                                            k)), ms=10000)
+        self.assertTrue(got)
+        self.assertEqual(got[0][0], "kv@SHARED_STORAGE@%s" % ns)
+        local = [t for t, _, e in sa.events() if e.get("medium") == "CPU"
+                 and te.low64(k) in [te.as_u64(h)
+                                     for h in e["block_hashes"]]]
+        self.assertTrue(local)
+        self.assertEqual(set(local), {"kv@%s@%s" % (a.name, ns)})
+        mark = len(sa.msgs)
+        p = subprocess.run([te.CTL_BIN, "l3", "drop", ns, a.mnt],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = sa.wait_for(lambda x: x[2]["type"] == "AllBlocksCleared",
+                          since=mark, ms=5000)
+        self.assertTrue(got, "no AllBlocksCleared after l3 drop")
+        self.assertEqual(got[0][0], "kv@SHARED_STORAGE@%s" % ns)
 
 
 if __name__ == "__main__":

@@ -819,3 +819,8 @@ void l3_get_stats(struct l3 *l3, struct l3_stats *st)
 	l3r_get_stats(l3->r, &st->redis);
 	st->timeouts = st->redis.timeouts;
 }
+
+struct l3r *l3_redis(struct l3 *l3)
+{
+	return l3->r;
+}

@@ -203,4 +203,7 @@ int l3_flush(struct l3 *l3, int timeout_ms);
 
 void l3_get_stats(struct l3 *l3, struct l3_stats *st);
 
+/* l3_redis - the Redis client of l3 (for l3_notify.h's publishing). */
+struct l3r *l3_redis(struct l3 *l3);
+
 #endif /* KVFS_L3_H */

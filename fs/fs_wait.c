@@ -1,0 +1,162 @@
+/*
+ * fs_wait.c - waiting lookups and GETs, the FUSE side (fs_wait.h): who
+ * may wait (bounds per uid and in all), and INTERRUPT.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/fs_wait.h"
+#include "tier/tier_wait.h"
+
+struct fs_wait_user {
+	uid_t uid;
+	uint32_t n;
+};
+
+struct fs_wait {
+	pthread_mutex_t mu;          /* a leaf */
+	uint32_t max, max_uid;       /* (imm) */
+	uint32_t n;                  /* mu: waiters now */
+	uint32_t nusers;             /* mu: users[0..nusers) have n > 0 */
+	struct fs_wait_user *users;  /* mu: max entries */
+	uint64_t refused;            /* mu */
+};
+
+int fs_wait_create(struct fs *fs, struct fs_wait **out)
+{
+	struct fs_wait *fw = calloc(1, sizeof(*fw));
+
+	if (!fw)
+		return -ENOMEM;
+	fw->max = fs->cfg.wait_max ? fs->cfg.wait_max : FS_WAIT_MAX_DEFAULT;
+	fw->max_uid = fs->cfg.wait_max_uid ? fs->cfg.wait_max_uid
+					   : FS_WAIT_MAX_UID_DEFAULT;
+	fw->users = calloc(fw->max, sizeof(*fw->users));
+	if (!fw->users) {
+		free(fw);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&fw->mu, NULL);
+	*out = fw;
+	return 0;
+}
+
+void fs_wait_destroy(struct fs_wait *fw)
+{
+	if (!fw)
+		return;
+	pthread_mutex_destroy(&fw->mu);
+	free(fw->users);
+	free(fw);
+}
+
+void fs_wait_counts(struct fs_wait *fw, struct fs_wait_counts *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (!fw)
+		return;
+	pthread_mutex_lock(&fw->mu);
+	c->refused = fw->refused;
+	pthread_mutex_unlock(&fw->mu);
+}
+
+/* A waiter's place for uid, or false past a bound (counted). */
+static bool take(struct fs_wait *fw, uid_t uid)
+{
+	uint32_t i;
+	bool ok = false;
+
+	pthread_mutex_lock(&fw->mu);
+	for (i = 0; i < fw->nusers && fw->users[i].uid != uid; i++)
+		;
+	if (fw->n < fw->max &&
+	    (i == fw->nusers || fw->users[i].n < fw->max_uid)) {
+		if (i == fw->nusers) {
+			/* nusers <= n < max: room for one more user */
+			fw->users[fw->nusers].uid = uid;
+			fw->users[fw->nusers++].n = 0;
+		}
+		fw->users[i].n++;
+		fw->n++;
+		ok = true;
+	} else {
+		fw->refused++;
+	}
+	pthread_mutex_unlock(&fw->mu);
+	return ok;
+}
+
+static void give(struct fs_wait *fw, uid_t uid)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&fw->mu);
+	for (i = 0; i < fw->nusers && fw->users[i].uid != uid; i++)
+		;
+	if (i < fw->nusers) {
+		fw->n--;
+		if (--fw->users[i].n == 0)
+			fw->users[i] = fw->users[--fw->nusers];
+	}
+	pthread_mutex_unlock(&fw->mu);
+}
+
+struct intr_ctx {
+	struct tier *t;
+	struct tier_waiter *w;
+};
+
+/* libfuse calls it (under the request's lock) when the kernel sends
+ * INTERRUPT for req, or at once if that came already. */
+static void on_interrupt(fuse_req_t req, void *data)
+{
+	struct intr_ctx *c = data;
+
+	(void)req;
+	tier_wait_interrupt(c->t, c->w);
+}
+
+/* The daemon is stopping (SIGTERM...): libfuse's loop then waits for
+ * every worker, and cannot cancel one that is handling a request. */
+static bool session_exited(void *arg)
+{
+	return arg && fuse_session_exited(arg);
+}
+
+int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
+		  const struct kvfs_key *keys, uint32_t nkeys,
+		  uint32_t depth_base, uint32_t timeout_ms, uint32_t *found)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uid_t uid = ctx ? ctx->uid : (uid_t)-1;
+	struct tier_waiter w;
+	struct intr_ctx ic;
+	uint64_t deadline;
+	int rc;
+
+	deadline = tier_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	if (!take(fs->wait, uid)) {
+		/* past a bound: a complete chain is still an answer */
+		rc = tier_lookup(fs->tier, ns, keys, nkeys, depth_base, false,
+				 false, found, NULL, NULL);
+		if (rc == 0 && *found < nkeys)
+			rc = -EAGAIN;
+		return rc;
+	}
+	tier_waiter_init(&w);
+	w.stop = session_exited;
+	w.stop_arg = fs->se;
+	ic.t = fs->tier;
+	ic.w = &w;
+	fuse_req_interrupt_func(req, on_interrupt, &ic);
+	rc = tier_wait_chain(fs->tier, &w, ns, keys, nkeys, depth_base,
+			     deadline, found);
+	/* after this no on_interrupt runs or will run (libfuse takes the
+	 * request's lock for both) */
+	fuse_req_interrupt_func(req, NULL, NULL);
+	tier_waiter_fini(&w);
+	give(fs->wait, uid);
+	return rc;
+}
