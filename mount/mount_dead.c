@@ -188,14 +188,15 @@ static void wd_abort(dev_t dev, bool have_dev, pid_t daemon)
 		snprintf(msg, sizeof(msg), "watchdog: daemon %d was killed "
 			 "while a thread waited in the kernel; aborted FUSE "
 			 "connection %u so it can exit", (int)daemon, minor(dev));
-	/* the daemon's stderr (foreground) and syslog (detached) */
+	/* the daemon's stderr (foreground; else /dev/null) and syslog */
 	fprintf(stderr, "kvfs-mount: %s\n", msg);
 	openlog("kvfs-mount", LOG_PID, LOG_DAEMON);
 	syslog(rc ? LOG_ERR : LOG_WARNING, "%s", msg);
 	closelog();
 }
 
-static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon)
+static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon,
+					     bool keep_stderr)
 {
 	struct sigaction sa;
 	sigset_t block, wait_mask;
@@ -209,9 +210,13 @@ static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon)
 			_exit(1);
 		fd = 3;
 	}
-	if (nul >= 0) { /* stderr stays: the daemon's log, for one line */
+	if (nul >= 0) {
 		dup2(nul, 0);
 		dup2(nul, 1);
+		/* a detaching daemon's stderr must reach EOF when it
+		 * detaches: then syslog only */
+		if (!keep_stderr)
+			dup2(nul, 2);
 	}
 	if (close_range(4, ~0U, 0))
 		for (int i = 4; i < 1024; i++)
@@ -266,7 +271,7 @@ static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon)
 	}
 }
 
-int mount_watchdog_start(void)
+int mount_watchdog_start(bool keep_stderr)
 {
 	pid_t daemon = getpid(), pid;
 	int p[2];
@@ -283,7 +288,7 @@ int mount_watchdog_start(void)
 	}
 	if (pid == 0) {
 		close(p[1]);
-		wd_main(p[0], daemon);
+		wd_main(p[0], daemon, keep_stderr);
 	}
 	close(p[0]);
 	wd_fd = p[1];

@@ -47,7 +47,7 @@ int mount_dead_recover(const char *prog, const char *path);
  * mount_watchdog_conn - tells it the mount's device once mounted.
  * mount_watchdog_stop - a clean exit: the watchdog leaves at once.
  */
-int mount_watchdog_start(void);
+int mount_watchdog_start(bool keep_stderr);
 void mount_watchdog_conn(dev_t dev);
 void mount_watchdog_stop(void);
 
