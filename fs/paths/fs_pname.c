@@ -802,7 +802,8 @@ void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		fs_ptree_unkey(paths_of(fs), e);
 		fs_pev_forget(paths_of(fs), ns, key);
 		if (!e->wr) {
-			if (notify) {
+			/* only a name the kernel holds (fs_inval.c) */
+			if (notify && fs_chunk_find(p, ns, key)) {
 				parent = e->parent->ino;
 				len = e->len;
 				name = strndup(e->name, len);
@@ -827,7 +828,9 @@ void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 
 	pthread_mutex_lock(&fs->priv->lock);
 	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
-	if (e && !e->wr) {
+	/* only where the kernel may hold the old version's entry: an inode
+	 * of the key it looked up (see fs_inval.c) */
+	if (e && !e->wr && fs_chunk_find(fs->priv, ns, key)) {
 		parent = e->parent->ino;
 		len = e->len;
 		name = strndup(e->name, len);
