@@ -126,14 +126,6 @@ def close_quietly(f):
         pass
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def abort_conn(path):
     """What an operator does for a stuck daemon (the test's own cleanup
     when the daemon under test did not recover)."""
@@ -152,7 +144,7 @@ def abort_conn(path):
 class StuckInvalidationTest(unittest.TestCase):
     def setUp(self):
         self.mnt = tempfile.mkdtemp(prefix="kvfs-stuck.")
-        self.port = free_port()
+        self.port = pathmount.free_port()
         self.redis = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind",
              "127.0.0.1", "--save", "", "--appendonly", "no"],

@@ -16,7 +16,6 @@ or the daemon are missing.
 import atexit
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,20 +24,13 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_events as te  # noqa: E402 (exits 77 itself when it must)
+from pathmount import free_port  # noqa: E402
 
 if not shutil.which("redis-server") or not shutil.which("redis-cli"):
     print("skip: redis-server/redis-cli not installed (make deps)")
     sys.exit(77)
 
 REDIS = {}
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def cli(*args):
