@@ -185,7 +185,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGHUP);
 	/* before any thread, and before /dev/fuse is open */
-	r = mount_watchdog_start();
+	r = mount_watchdog_start(ready_fd < 0); /* stderr when foreground */
 	if (r)
 		fprintf(stderr, "kvfs-mount: no watchdog (%s): a daemon killed "
 			"while stuck in the kernel would need "

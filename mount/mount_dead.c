@@ -178,20 +178,25 @@ static void wd_on_pdeath(int sig)
 static void wd_abort(dev_t dev, bool have_dev, pid_t daemon)
 {
 	int rc = have_dev ? mount_conn_abort(dev) : -ENODEV;
+	char msg[256];
 
-	openlog("kvfs-mount", LOG_PID, LOG_DAEMON);
 	if (rc)
-		syslog(LOG_ERR, "watchdog: daemon %d was killed and is stuck "
-		       "in the kernel; aborting its FUSE connection failed: "
-		       "%s", (int)daemon, strerror(-rc));
+		snprintf(msg, sizeof(msg), "watchdog: daemon %d was killed and "
+			 "is stuck in the kernel; aborting its FUSE connection "
+			 "failed: %s", (int)daemon, strerror(-rc));
 	else
-		syslog(LOG_WARNING, "watchdog: daemon %d was killed while a "
-		       "thread waited in the kernel; aborted FUSE connection "
-		       "%u so it can exit", (int)daemon, minor(dev));
+		snprintf(msg, sizeof(msg), "watchdog: daemon %d was killed "
+			 "while a thread waited in the kernel; aborted FUSE "
+			 "connection %u so it can exit", (int)daemon, minor(dev));
+	/* the daemon's stderr (foreground; else /dev/null) and syslog */
+	fprintf(stderr, "kvfs-mount: %s\n", msg);
+	openlog("kvfs-mount", LOG_PID, LOG_DAEMON);
+	syslog(rc ? LOG_ERR : LOG_WARNING, "%s", msg);
 	closelog();
 }
 
-static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon)
+static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon,
+					     bool keep_stderr)
 {
 	struct sigaction sa;
 	sigset_t block, wait_mask;
@@ -199,7 +204,7 @@ static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon)
 	dev_t dev = 0;
 	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 
-	/* nothing of the daemon's but the pipe: fd 3 */
+	/* nothing of the daemon's but the pipe (fd 3) and stderr */
 	if (fd != 3) {
 		if (dup2(fd, 3) < 0)
 			_exit(1);
@@ -208,7 +213,10 @@ static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon)
 	if (nul >= 0) {
 		dup2(nul, 0);
 		dup2(nul, 1);
-		dup2(nul, 2);
+		/* a detaching daemon's stderr must reach EOF when it
+		 * detaches: then syslog only */
+		if (!keep_stderr)
+			dup2(nul, 2);
 	}
 	if (close_range(4, ~0U, 0))
 		for (int i = 4; i < 1024; i++)
@@ -263,7 +271,7 @@ static void __attribute__((noreturn)) wd_main(int fd, pid_t daemon)
 	}
 }
 
-int mount_watchdog_start(void)
+int mount_watchdog_start(bool keep_stderr)
 {
 	pid_t daemon = getpid(), pid;
 	int p[2];
@@ -280,7 +288,7 @@ int mount_watchdog_start(void)
 	}
 	if (pid == 0) {
 		close(p[1]);
-		wd_main(p[0], daemon);
+		wd_main(p[0], daemon, keep_stderr);
 	}
 	close(p[0]);
 	wd_fd = p[1];

@@ -32,7 +32,8 @@ int mount_dead_recover(const char *prog, const char *path);
 
 /*
  * The watchdog: a small process forked before the daemon starts threads
- * or opens /dev/fuse, holding no descriptor but its pipe. A daemon thread
+ * or opens /dev/fuse, holding no descriptor but its pipe (and stderr, for
+ * its one log line, also sent to syslog). A daemon thread
  * killed in a kernel invalidation that waits on a directory lock held by
  * a request only the daemon could answer keeps the daemon's /dev/fuse
  * open, so the kernel never aborts the connection: the daemon can never
@@ -46,7 +47,7 @@ int mount_dead_recover(const char *prog, const char *path);
  * mount_watchdog_conn - tells it the mount's device once mounted.
  * mount_watchdog_stop - a clean exit: the watchdog leaves at once.
  */
-int mount_watchdog_start(void);
+int mount_watchdog_start(bool keep_stderr);
 void mount_watchdog_conn(dev_t dev);
 void mount_watchdog_stop(void);
 

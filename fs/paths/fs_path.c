@@ -1030,7 +1030,8 @@ void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		fs_ptree_unkey(paths_of(fs), e);
 		fs_pev_forget(paths_of(fs), ns, key);
 		if (!e->wr) {
-			if (notify) {
+			/* only a name the kernel holds (fs_inval.c) */
+			if (notify && fs_chunk_find(p, ns, key)) {
 				parent = e->parent->ino;
 				len = e->len;
 				name = strndup(e->name, len);

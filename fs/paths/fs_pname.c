@@ -802,7 +802,9 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 
 	pthread_mutex_lock(&fs->priv->lock);
 	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
-	if (e && !e->wr) {
+	/* only where the kernel may hold the old version's entry: an inode
+	 * of the key it looked up (see fs_inval.c) */
+	if (e && !e->wr && fs_chunk_find(fs->priv, ns, key)) {
 		parent = e->parent->ino;
 		len = e->len;
 		name = strndup(e->name, len);

@@ -11,6 +11,7 @@ import mmap
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -196,3 +197,12 @@ def stats(mnt):
     import json
     with open(os.path.join(mnt, ".kvfs", "stats")) as f:
         return json.load(f)
+
+
+def free_port():
+    """A TCP port on loopback nobody listens on now (for a redis-server)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

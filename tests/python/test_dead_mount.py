@@ -2,6 +2,13 @@
 """A SIGKILLed daemon leaves a dead mount; kvfs-mount recovers it (issue
 27, item 6).
 
+And a daemon killed while its invalidation thread waits in the kernel for
+a directory lock (held by a client whose lookup waits on the daemon: here
+a lookup that asks L3, a real redis-server stopped with SIGSTOP) is not
+left stuck: its watchdog aborts the connection (before, the daemon stayed
+a zombie with one thread in D state, and the mount hung, until someone
+wrote to /sys/fs/fuse/connections/N/abort).
+
 kvfs-mount on a mount point whose kvfs daemon is dead ("Transport endpoint
 is not connected") aborts the dead FUSE connection, detaches the mount
 (lazy unmount), says so on stderr, and mounts: so a restart always works.
@@ -13,9 +20,11 @@ import errno
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -108,6 +117,109 @@ class DeadMountTest(unittest.TestCase):
         subprocess.call(["fusermount3", "-u", self.mnt])
         self.assertEqual(d.wait(60), 0)
         self.assertNotEqual(before, 0)
+
+
+def close_quietly(f):
+    try:
+        f.close()  # on a dead mount: ENOTCONN
+    except OSError:
+        pass
+
+
+def abort_conn(path):
+    """What an operator does for a stuck daemon (the test's own cleanup
+    when the daemon under test did not recover)."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            if line.split()[4] == path:
+                minor = line.split()[2].split(":")[1]
+    conn = "/sys/fs/fuse/connections"
+    if not os.path.exists(os.path.join(conn, minor)):
+        subprocess.call(["mount", "-t", "fusectl", "none", conn])
+    with open(os.path.join(conn, minor, "abort"), "w") as f:
+        f.write("1")
+
+
+@unittest.skipUnless(shutil.which("redis-server"), "no redis-server")
+class StuckInvalidationTest(unittest.TestCase):
+    def setUp(self):
+        self.mnt = tempfile.mkdtemp(prefix="kvfs-stuck.")
+        self.port = pathmount.free_port()
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind",
+             "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.assertTrue(wait_for(self.redis_up, 10))
+
+    def redis_up(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), 1) as c:
+                c.sendall(b"PING\r\n")
+                return c.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def tearDown(self):
+        self.redis.send_signal(signal.SIGCONT)
+        self.redis.kill()
+        self.redis.wait()
+        if mounted(self.mnt):
+            subprocess.call(["umount", "-l", self.mnt])
+        shutil.rmtree(self.mnt, ignore_errors=True)
+
+    def test_killed_while_invalidating(self):
+        before = os.stat(self.mnt).st_dev
+        log = tempfile.TemporaryFile()
+        self.addCleanup(log.close)
+        d = subprocess.Popen(
+            [BIN, "-f", "-o", "l1_size=4M,max_chunk=1M,l3=redis://127.0.0.1:"
+             "%d,l3_timeout_ms=8000" % self.port, self.mnt], stderr=log)
+        self.assertTrue(wait_for(lambda: d.poll() is not None or
+                                 os.stat(self.mnt).st_dev != before))
+        ns = os.path.join(self.mnt, "ns")
+        other = os.path.join(self.mnt, "other")
+        os.mkdir(ns)
+        os.mkdir(other)
+        with open(os.path.join(ns, KEY), "wb") as f:
+            f.write(b"k" * (1 << 20))
+        os.stat(os.path.join(ns, KEY))  # the kernel holds its name
+        time.sleep(1)                   # L3 connected
+        # a lookup that waits on L3 (stopped): the kernel holds ns's lock
+        self.redis.send_signal(signal.SIGSTOP)
+        missing = os.path.join(ns, "e" * 32)
+        th = threading.Thread(target=lambda: os.path.exists(missing),
+                              daemon=True)
+        th.start()
+        time.sleep(0.5)
+        self.assertTrue(th.is_alive(), "the lookup did not wait on L3")
+        # evict KEY (writers in another namespace need its room): the
+        # daemon's delete notification for it waits for ns's lock
+        files = []
+        for i in range(4):
+            f = open(os.path.join(other, ".t%d" % i), "wb")
+            self.addCleanup(close_quietly, f)
+            f.write(b"o" * (800 << 10))
+            f.flush()
+            files.append(f)
+        time.sleep(0.5)
+        d.send_signal(signal.SIGKILL)
+        try:
+            d.wait(10)
+        except subprocess.TimeoutExpired:
+            abort_conn(self.mnt)
+            d.wait(10)
+            self.fail("the killed daemon stayed stuck in the kernel")
+        finally:
+            th.join(15)
+        log.seek(0)
+        text = log.read().decode(errors="replace")
+        # the scenario happened: the watchdog had to act
+        self.assertIn("watchdog: daemon %d was killed while a thread "
+                      "waited in the kernel" % d.pid, text)
+        with self.assertRaises(OSError) as cm:
+            os.statvfs(self.mnt)
+        self.assertIn(cm.exception.errno, (errno.ENOTCONN,
+                                           errno.ECONNABORTED))
 
 
 if __name__ == "__main__":
