@@ -345,14 +345,16 @@ static void test_server_down(void **state)
 	l3_close(l3);
 }
 
-/* A deletion's done: counts calls (dels_done) and failures. */
+/* A deletion's done: counts calls (dels_done) and failures. The store's
+ * writer threads call it, several at once: atomic counts. */
 static int dels_done, dels_failed;
 
 static void del_done(void *arg, int err)
 {
 	(void)arg;
-	dels_done++;
-	dels_failed += err != 0;
+	__atomic_add_fetch(&dels_done, 1, __ATOMIC_RELAXED);
+	if (err)
+		__atomic_add_fetch(&dels_failed, 1, __ATOMIC_RELAXED);
 }
 
 /* A server that does not answer: deletions are kept and retried (not
