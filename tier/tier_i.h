@@ -395,6 +395,13 @@ struct tier_rec *tier_idx_find_h(struct tier *t, uint32_t ns,
  * and first records (hints only), for tier_idx_find_h. */
 void tier_idx_prefetch(struct tier *t, uint32_t ns,
 		       const struct kvfs_key *keys, uint32_t n, uint64_t *h);
+/* The same for n hashes already computed (keys of several namespaces). */
+void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n);
+struct lease_pin;
+/* tier_unpin_gen of pins[0..n) (tier_lookup.c): the engine lock taken
+ * once per run of them and their index misses overlapped, as a lookup
+ * takes them (lease.c gives a lease's pins back so). */
+void tier_unpin_pins(struct tier *t, const struct lease_pin *pins, size_t n);
 /* Inserts r (r->pi.hkey set) into the index and its namespace list. */
 void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r);
 /* Takes r out of the index and its namespace list; its children's count

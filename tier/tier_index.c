@@ -33,13 +33,17 @@ struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 void tier_idx_prefetch(struct tier *t, uint32_t ns,
 		       const struct kvfs_key *keys, uint32_t n, uint64_t *h)
 {
+	for (uint32_t k = 0; k < n; k++)
+		h[k] = hashkey_index(ns, &keys[k]);
+	tier_idx_prefetch_h(t, h, n);
+}
+
+void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n)
+{
 	uint32_t k;
 
-	for (k = 0; k < n; k++) {
-		h[k] = hashkey_index(ns, &keys[k]);
-		__builtin_prefetch(t->idx.nb ? &t->idx.b[h[k] & (t->idx.nb - 1)]
-					     : NULL);
-	}
+	for (k = 0; k < n && t->idx.nb; k++)
+		__builtin_prefetch(&t->idx.b[h[k] & (t->idx.nb - 1)]);
 	for (k = 0; k < n; k++) {
 		struct htab_node *e = htab_first(&t->idx, h[k]);
 

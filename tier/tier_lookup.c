@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "hash/hashkey.h"
+#include "tier/lease.h"
 #include "tier/tier_i.h"
 
 /* Chunks whose access lookup_run tells the policy at a time without
@@ -194,12 +196,11 @@ int tier_pin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
  * tier_pin_key / tier_lookup(pin) is balanced by exactly one release even
  * across an unlink and re-publication of the key.
  */
-void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+static void unpin_key_locked(struct tier *t, uint32_t ns,
+			     const struct kvfs_key *key)
 {
-	struct tier_rec *r;
+	struct tier_rec *r = tier_idx_find(t, ns, key);
 
-	tier_lock(t);
-	r = tier_idx_find(t, ns, key);
 	if (!r || !r->kpins)
 		for (r = t->zombies; r; r = r->ns_next)
 			if (r->ns == ns && r->kpins && tier_key_eq(&r->key, key))
@@ -208,25 +209,27 @@ void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		r->kpins--;
 		tier_unref(t, r);
 	}
+}
+
+void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	tier_lock(t);
+	unpin_key_locked(t, ns, key);
 	tier_unlock(t);
 }
 
 /*
  * A pin remembers the generation it was taken on: the chunk released is the
  * one of that publication, indexed or unlinked, never a later copy of the
- * same key that someone else may have pinned meanwhile.
+ * same key that someone else may have pinned meanwhile. tier.lock held;
+ * h is hashkey_index(ns, key).
  */
-void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
-		    uint64_t gen)
+static void unpin_gen_locked(struct tier *t, uint32_t ns,
+			     const struct kvfs_key *key, uint64_t gen,
+			     uint64_t h)
 {
-	struct tier_rec *r;
+	struct tier_rec *r = tier_idx_find_h(t, ns, key, h);
 
-	if (!gen) {
-		tier_unpin_key(t, ns, key);
-		return;
-	}
-	tier_lock(t);
-	r = tier_idx_find(t, ns, key);
 	if (!r || r->gen != gen || !r->kpins)
 		for (r = t->zombies; r; r = r->ns_next)
 			if (r->gen == gen && r->ns == ns && r->kpins &&
@@ -239,5 +242,47 @@ void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		tier_log_locked(t, "tier: unpin of a chunk (gen %llu) that holds no "
 			   "key pin", (unsigned long long)gen);
 	}
+}
+
+void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    uint64_t gen)
+{
+	if (!gen) {
+		tier_unpin_key(t, ns, key);
+		return;
+	}
+	tier_lock(t);
+	unpin_gen_locked(t, ns, key, gen, hashkey_index(ns, key));
 	tier_unlock(t);
+}
+
+/* Pins given back per hold of tier.lock: other engine calls wait at most
+ * about one lookup's time behind a release of thousands. */
+#define UNPIN_RUN 512
+
+void tier_unpin_pins(struct tier *t, const struct lease_pin *pins, size_t n)
+{
+	uint64_t hs[TIER_IDX_AHEAD];
+	size_t i, k;
+
+	for (i = 0; i < n; i++) {
+		if (i % UNPIN_RUN == 0) {
+			if (i)
+				tier_unlock(t);
+			tier_lock(t);
+		}
+		if (i % TIER_IDX_AHEAD == 0) {
+			for (k = 0; k < TIER_IDX_AHEAD && i + k < n; k++)
+				hs[k] = hashkey_index(pins[i + k].ns,
+						      &pins[i + k].key);
+			tier_idx_prefetch_h(t, hs, (uint32_t)k);
+		}
+		if (pins[i].gen)
+			unpin_gen_locked(t, pins[i].ns, &pins[i].key,
+					 pins[i].gen, hs[i % TIER_IDX_AHEAD]);
+		else /* unknown generation: by key */
+			unpin_key_locked(t, pins[i].ns, &pins[i].key);
+	}
+	if (n)
+		tier_unlock(t);
 }
