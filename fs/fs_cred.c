@@ -54,13 +54,21 @@ static int req_groups(fuse_req_t req, gid_t *list, int max)
 
 int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask)
 {
+	struct fs_cred c;
+
+	c.ngroups = -1;
+	return fs_ns_access_cred(fs, req, ns, mask, &c);
+}
+
+int fs_ns_access_cred(struct fs *fs, fuse_req_t req, uint32_t ns, int mask,
+		      struct fs_cred *c)
+{
 	struct fs_priv *p = fs->priv;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct fs_inode *in;
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;
-	struct fs_cred c;
 	int n, err;
 
 	err = tier_ns_info(fs->tier, ns, &(struct tier_ns_info){ 0 });
@@ -76,15 +84,22 @@ int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask)
 	uid = in->uid;
 	gid = in->gid;
 	pthread_mutex_unlock(&p->lock);
-	c.uid = ctx->uid;
-	c.gid = ctx->gid;
-	c.ngroups = 0;
-	/* the supplementary groups (from /proc) only when they matter */
-	if (c.uid && c.uid != uid && c.gid != gid) {
-		n = req_groups(req, c.groups, FS_CRED_GROUPS);
-		c.ngroups = n > 0 ? n : 0;
+	c->uid = ctx->uid;
+	c->gid = ctx->gid;
+	/*
+	 * The supplementary groups (a read of /proc/PID/status, about 12 us
+	 * of CPU) only when they can change the answer: a caller other than
+	 * root and the owner, whose own gid is not the namespace's, and a
+	 * mode whose group bits answer mask otherwise than its other bits
+	 * (0755 for R_OK: both allow; 0750: they differ). Read once per c.
+	 */
+	if (c->ngroups < 0 && c->uid && c->uid != uid && c->gid != gid &&
+	    ((((int)mode >> 3) & 7 & mask) == mask) !=
+		    (((int)mode & 7 & mask) == mask)) {
+		n = req_groups(req, c->groups, FS_CRED_GROUPS);
+		c->ngroups = n > 0 ? n : 0;
 	}
-	return fs_cred_may(&c, mode, uid, gid, mask) ? 0 : -EACCES;
+	return fs_cred_may(c, mode, uid, gid, mask) ? 0 : -EACCES;
 }
 
 void fs_cred_of_req(fuse_req_t req, struct fs_cred *c)

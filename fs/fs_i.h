@@ -795,13 +795,18 @@ void fs_path_op_removexattr(fuse_req_t req, fuse_ino_t ino,
  * namespace).
  */
 int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask);
+struct fs_cred;
+/* fs_ns_access for several namespaces of one request: c (ngroups -1
+ * before the first call) keeps the caller's groups once read. */
+int fs_ns_access_cred(struct fs *fs, fuse_req_t req, uint32_t ns, int mask,
+		      struct fs_cred *c);
 
 /* A caller's credentials, kept to check many namespaces at once. */
 #define FS_CRED_GROUPS 64
 struct fs_cred {
 	uid_t uid;
 	gid_t gid;
-	int ngroups;
+	int ngroups;                  /* -1: not read yet (fs_ns_access_cred) */
 	gid_t groups[FS_CRED_GROUPS]; /* supplementary groups */
 };
 /* fs_cred_of_req - the caller of req (its groups from /proc; none when

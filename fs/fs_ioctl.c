@@ -195,6 +195,7 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	struct lease_pin *pins = NULL;
 	uint64_t *gens = NULL; /* with PIN: [rank * nkeys + k] */
 	bool pin, any_missing = false;
+	struct fs_cred cred;
 	int rc = 0;
 
 	if (fh->kind != FS_FH_NS && fh->kind != FS_FH_ROOT)
@@ -216,8 +217,10 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	}
 	/* the ranks that exist must be readable before anything is said of
 	 * the others (missing[] would tell which names exist) */
+	cred.ngroups = -1; /* the caller's groups: read once, if needed */
 	for (i = 0; i < g->nns; i++) {
-		rc = g->missing[i] ? 0 : fs_ns_access(fs, req, ids[i], R_OK);
+		rc = g->missing[i] ? 0 : fs_ns_access_cred(fs, req, ids[i],
+							   R_OK, &cred);
 		if (rc)
 			goto out;
 	}

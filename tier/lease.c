@@ -20,6 +20,7 @@
 #include "hash/htab.h"
 #include "tier/lease.h"
 #include "tier/tier.h"
+#include "tier/tier_i.h" /* tier_unpin_pins */
 
 /* Salts of the three tables' hashes (htab_hash_u64). */
 enum { SALT_ID = 1, SALT_OWNER, SALT_UID };
@@ -167,9 +168,7 @@ static void release_list(struct lease_table *lt, struct lease *l)
 			tier_arena_unexport(lt->tier, l->cookie);
 		if (l->chunk)
 			tier_put(lt->tier, l->chunk);
-		for (size_t i = 0; i < l->npins; i++)
-			tier_unpin_gen(lt->tier, l->pins[i].ns, &l->pins[i].key,
-				       l->pins[i].gen);
+		tier_unpin_pins(lt->tier, l->pins, l->npins);
 		free(l);
 		l = next;
 	}

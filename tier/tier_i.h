@@ -414,6 +414,22 @@ struct tier_ns *tier_ns_by_name(struct tier *t, const char *name);
 /* ------------------------------------------- tier_index.c */
 struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 			       const struct kvfs_key *key);
+/* tier_idx_find with the key's hashkey_index(ns, key) already in h. */
+struct tier_rec *tier_idx_find_h(struct tier *t, uint32_t ns,
+				 const struct kvfs_key *key, uint64_t h);
+/* Keys a batched lookup hashes and prefetches at a time. */
+#define TIER_IDX_AHEAD 16
+/* Hashes n <= TIER_IDX_AHEAD keys into h[] and prefetches their buckets
+ * and first records (hints only), for tier_idx_find_h. */
+void tier_idx_prefetch(struct tier *t, uint32_t ns,
+		       const struct kvfs_key *keys, uint32_t n, uint64_t *h);
+/* The same for n hashes already computed (keys of several namespaces). */
+void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n);
+struct lease_pin;
+/* tier_unpin_gen of pins[0..n) (tier_lookup.c): the engine lock taken
+ * once per run of them and their index misses overlapped, as a lookup
+ * takes them (lease.c gives a lease's pins back so). */
+void tier_unpin_pins(struct tier *t, const struct lease_pin *pins, size_t n);
 /* Inserts r (r->pi.hkey set) into the index and its namespace list. */
 void tier_idx_insert(struct tier *t, struct tier_ns *ns, struct tier_rec *r);
 /* Takes r out of the index and its namespace list; its children's count
@@ -442,9 +458,11 @@ static inline void tier_room_made(struct tier *t)
 	if (t->room_sleepers)
 		pthread_cond_broadcast(&t->room);
 }
-/* An access at logical time tick (for the policy), wall clock for the
- * xattr; tier_touch ticks the clock. */
-void tier_touch_at(struct tier *t, struct tier_rec *r, uint64_t tick);
+/* An access at logical time tick (for the policy), wall clock now_ns
+ * (tier_now_ns: one read serves a batch) for the xattr; tier_touch ticks
+ * the clock. */
+void tier_touch_at(struct tier *t, struct tier_rec *r, uint64_t tick,
+		   uint64_t now_ns);
 void tier_touch(struct tier *t, struct tier_rec *r);
 void tier_fill_info(const struct tier_rec *r, struct tier_info *info);
 /* Records r's parent key and depth (a chunk learns them once). */

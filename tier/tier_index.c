@@ -23,7 +23,41 @@ struct tier_ns *tier_ns_get(struct tier *t, uint32_t id)
 struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 			       const struct kvfs_key *key)
 {
-	uint64_t h = hashkey_index(ns, key);
+	return tier_idx_find_h(t, ns, key, hashkey_index(ns, key));
+}
+
+/* Hashes keys[0..n) (at most TIER_IDX_AHEAD) into h[] and starts loading
+ * their buckets, then the first record of each chain (its link, key and
+ * namespace lines): a batch's misses overlap instead of following one
+ * another. Only hints: nothing is changed or faulted in. */
+void tier_idx_prefetch(struct tier *t, uint32_t ns,
+		       const struct kvfs_key *keys, uint32_t n, uint64_t *h)
+{
+	for (uint32_t k = 0; k < n; k++)
+		h[k] = hashkey_index(ns, &keys[k]);
+	tier_idx_prefetch_h(t, h, n);
+}
+
+void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n)
+{
+	uint32_t k;
+
+	for (k = 0; k < n && t->idx.nb; k++)
+		__builtin_prefetch(&t->idx.b[h[k] & (t->idx.nb - 1)]);
+	for (k = 0; k < n; k++) {
+		struct htab_node *e = htab_first(&t->idx, h[k]);
+
+		if (e) {
+			__builtin_prefetch(e);
+			__builtin_prefetch(&idx_rec(e)->key);
+			__builtin_prefetch(&idx_rec(e)->ns);
+		}
+	}
+}
+
+struct tier_rec *tier_idx_find_h(struct tier *t, uint32_t ns,
+				 const struct kvfs_key *key, uint64_t h)
+{
 	struct htab_node *e;
 
 	htab_for_each_hash(&t->idx, h, e) {

@@ -6,8 +6,32 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "hash/hashkey.h"
+#include "tier/lease.h"
 #include "tier/tier_i.h"
+
+/* Chunks whose access lookup_run tells the policy at a time without
+ * allocating (an ioctl's KVFS_LOOKUP_MAX). */
+#define LOOKUP_TOUCH_RUN 512
+
+/*
+ * The access of the n chunks of run[] (keys[*touched..] of one lookup,
+ * tier.lock held since they were found), deepest first. They share one
+ * tick, and the prefix policy orders equal ticks deepest first: told in
+ * chain order, each chunk would be placed behind every shallower one of
+ * the run, a walk of i places for the i-th key (O(n^2) per lookup, 25% of
+ * the daemon's CPU in kvfs_ibench); told deepest first, each lands next to
+ * the one before it. The final order is the same either way.
+ */
+static void touch_run(struct tier *t, struct tier_rec **run, uint32_t n,
+		      uint64_t tick, uint64_t now_ns, uint32_t *touched)
+{
+	for (uint32_t k = n; k-- > 0;)
+		tier_touch_at(t, run[k], tick, now_ns);
+	*touched += n;
+}
 
 /* tier_lookup and tier_lookup_pinned; gens (with pin) may be NULL.
  * Past the local run, L3 is asked about the rest in one round trip per
@@ -21,26 +45,54 @@ static int lookup_run(struct tier *t, uint32_t ns,
 		      uint32_t *in_l2)
 {
 	uint32_t i = 0, l1 = 0, l2 = 0, l3run = 0, l3from = 0, promoted = 0;
+	uint32_t touched = 0; /* keys[0..touched) told the policy */
+	uint32_t blk = 0, ahead; /* keys[blk..ahead) hashed into hs[] */
+	uint64_t hs[TIER_IDX_AHEAD];
 	bool asked_l3 = false, repromoted = false;
-	struct tier_rec *r;
-	uint64_t tick;
+	struct tier_rec *r, *stack_run[LOOKUP_TOUCH_RUN], **run = stack_run;
+	uint32_t cap = LOOKUP_TOUCH_RUN;
+	uint64_t tick, now_ns;
+
+	/* a longer chain (the engine's API; an ioctl has at most 512 keys)
+	 * is told in one run too; without the memory, a run at a time */
+	if (nkeys > cap) {
+		run = malloc(nkeys * sizeof(*run));
+		if (run)
+			cap = nkeys;
+		else
+			run = stack_run;
+	}
 
 	tier_lock(t);
 	if (!tier_ns_get(t, ns)) {
 		tier_unlock(t);
+		if (run != stack_run)
+			free(run);
 		return -ENOENT;
 	}
 	/* The chunks of one request's chain are used together: one logical
 	 * time for all of them, so the prefix policy's tie rule (the deeper
 	 * chunk first) orders them. */
 	tick = ++t->clock;
+	now_ns = tier_now_ns();
 local:
+	ahead = i;
 	for (; i < nkeys; i++) {
-		r = tier_idx_find(t, ns, &keys[i]);
+		if (i == ahead) { /* the next keys' misses, overlapped */
+			uint32_t n = nkeys - i < TIER_IDX_AHEAD ?
+				     nkeys - i : TIER_IDX_AHEAD;
+
+			tier_idx_prefetch(t, ns, keys + i, n, hs);
+			blk = i;
+			ahead = i + n;
+		}
+		r = tier_idx_find_h(t, ns, &keys[i], hs[i - blk]);
 		if (!r)
 			break;
 		tier_rec_set_parent(t, r, i ? &keys[i - 1] : NULL, depth_base + i);
-		tier_touch_at(t, r, tick);
+		if (i - touched == cap)
+			touch_run(t, run, i - touched, tick, now_ns, &touched);
+		run[i - touched] = r;
 		if (r->where == TIER_L1)
 			l1++;
 		else
@@ -54,6 +106,7 @@ local:
 				gens[i] = r->gen;
 		}
 	}
+	touch_run(t, run, i - touched, tick, now_ns, &touched);
 	/* a chunk promoted for the pins was evicted before it was pinned
 	 * (L1 under pressure): promoted once more, from there */
 	if (pin && asked_l3 && !repromoted && i < l3from + promoted) {
@@ -87,6 +140,8 @@ local:
 	/* hits and misses of lookups are counted by the caller (fs), which
 	 * sees what the engine is told (a group lookup's common run) */
 	tier_unlock(t);
+	if (run != stack_run)
+		free(run);
 	/* promoted from L3 for the pins: they count as L3's */
 	if (promoted) {
 		uint32_t p = i - l3from < promoted ? i - l3from : promoted;
@@ -141,12 +196,11 @@ int tier_pin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
  * tier_pin_key / tier_lookup(pin) is balanced by exactly one release even
  * across an unlink and re-publication of the key.
  */
-void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+static void unpin_key_locked(struct tier *t, uint32_t ns,
+			     const struct kvfs_key *key)
 {
-	struct tier_rec *r;
+	struct tier_rec *r = tier_idx_find(t, ns, key);
 
-	tier_lock(t);
-	r = tier_idx_find(t, ns, key);
 	if (!r || !r->kpins)
 		for (r = t->zombies; r; r = r->ns_next)
 			if (r->ns == ns && r->kpins && tier_key_eq(&r->key, key))
@@ -155,25 +209,27 @@ void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		r->kpins--;
 		tier_unref(t, r);
 	}
+}
+
+void tier_unpin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	tier_lock(t);
+	unpin_key_locked(t, ns, key);
 	tier_unlock(t);
 }
 
 /*
  * A pin remembers the generation it was taken on: the chunk released is the
  * one of that publication, indexed or unlinked, never a later copy of the
- * same key that someone else may have pinned meanwhile.
+ * same key that someone else may have pinned meanwhile. tier.lock held;
+ * h is hashkey_index(ns, key).
  */
-void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
-		    uint64_t gen)
+static void unpin_gen_locked(struct tier *t, uint32_t ns,
+			     const struct kvfs_key *key, uint64_t gen,
+			     uint64_t h)
 {
-	struct tier_rec *r;
+	struct tier_rec *r = tier_idx_find_h(t, ns, key, h);
 
-	if (!gen) {
-		tier_unpin_key(t, ns, key);
-		return;
-	}
-	tier_lock(t);
-	r = tier_idx_find(t, ns, key);
 	if (!r || r->gen != gen || !r->kpins)
 		for (r = t->zombies; r; r = r->ns_next)
 			if (r->gen == gen && r->ns == ns && r->kpins &&
@@ -186,5 +242,47 @@ void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		tier_log_locked(t, "tier: unpin of a chunk (gen %llu) that holds no "
 			   "key pin", (unsigned long long)gen);
 	}
+}
+
+void tier_unpin_gen(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		    uint64_t gen)
+{
+	if (!gen) {
+		tier_unpin_key(t, ns, key);
+		return;
+	}
+	tier_lock(t);
+	unpin_gen_locked(t, ns, key, gen, hashkey_index(ns, key));
 	tier_unlock(t);
+}
+
+/* Pins given back per hold of tier.lock: other engine calls wait at most
+ * about one lookup's time behind a release of thousands. */
+#define UNPIN_RUN 512
+
+void tier_unpin_pins(struct tier *t, const struct lease_pin *pins, size_t n)
+{
+	uint64_t hs[TIER_IDX_AHEAD];
+	size_t i, k;
+
+	for (i = 0; i < n; i++) {
+		if (i % UNPIN_RUN == 0) {
+			if (i)
+				tier_unlock(t);
+			tier_lock(t);
+		}
+		if (i % TIER_IDX_AHEAD == 0) {
+			for (k = 0; k < TIER_IDX_AHEAD && i + k < n; k++)
+				hs[k] = hashkey_index(pins[i + k].ns,
+						      &pins[i + k].key);
+			tier_idx_prefetch_h(t, hs, (uint32_t)k);
+		}
+		if (pins[i].gen)
+			unpin_gen_locked(t, pins[i].ns, &pins[i].key,
+					 pins[i].gen, hs[i % TIER_IDX_AHEAD]);
+		else /* unknown generation: by key */
+			unpin_key_locked(t, pins[i].ns, &pins[i].key);
+	}
+	if (n)
+		tier_unlock(t);
 }

@@ -97,19 +97,20 @@ void tier_count_name_misses(struct tier *t, int64_t n)
 	tier_unlock(t);
 }
 
-/* An access at logical time tick (for the policy), wall clock for the
- * xattr. */
-void tier_touch_at(struct tier *t, struct tier_rec *r, uint64_t tick)
+/* An access at logical time tick (for the policy), wall clock now_ns
+ * (tier_now_ns) for the xattr. */
+void tier_touch_at(struct tier *t, struct tier_rec *r, uint64_t tick,
+		   uint64_t now_ns)
 {
 	r->pi.atime = tick;
-	r->atime_ns = tier_now_ns();
+	r->atime_ns = now_ns;
 	if (r->where == TIER_L1)
 		t->pops->access(t->pol, &r->pi);
 }
 
 void tier_touch(struct tier *t, struct tier_rec *r)
 {
-	tier_touch_at(t, r, ++t->clock);
+	tier_touch_at(t, r, ++t->clock, tier_now_ns());
 }
 
 int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,

@@ -679,6 +679,72 @@ static void test_eacces(void **state)
 }
 
 /*
+ * Supplementary groups decide where the mode's group and other bits
+ * differ (the daemon reads them from /proc only then, once per call):
+ * a caller (nobody) with group 4242 among its supplementary groups may
+ * look up in a 0750 namespace of group 4242, also in a group lookup of
+ * two such ranks, and may not in a 0705 one (the group bits deny it
+ * though the other bits allow); without the group, the other way round.
+ */
+static void test_eacces_groups(void **state)
+{
+	struct kvfs_key keys[3];
+	const char *shared[] = { "grp.r0", "grp.r1" };
+	const char *odd[] = { "odd.r0" };
+	int fds[3], status;
+
+	(void)state;
+	if (geteuid() != 0) {
+		fprintf(stderr, "skip test_eacces_groups: needs root\n");
+		skip();
+	}
+	chain(keys, 3, 13);
+	fds[0] = ns_create("grp.r0", 0750);
+	fds[1] = ns_create("grp.r1", 0750);
+	fds[2] = ns_create("odd.r0", 0705);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(fchown(fds[i], 0, 4242), 0);
+		assert_int_equal(fchmod(fds[i], i < 2 ? 0750 : 0705), 0);
+		put_range(fds[i], keys, 0, 3);
+	}
+	for (int in_group = 0; in_group < 2; in_group++) {
+		pid_t pid = fork();
+
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			gid_t g[2] = { 100, 4242 };
+			struct kvfs_result res;
+			long want = in_group ? 3 : -EACCES;
+			int fails = 0;
+
+			if (setgroups(in_group ? 2 : 1, g) < 0 ||
+			    setgid(65534) < 0 || setuid(65534) < 0)
+				_exit(100);
+			if (kvfs_lookup(fds[0], keys, 3, 0, 0, 0, &res) != want)
+				fails |= 1;
+			if (kvfs_group_lookup(rootfd, shared, 2, keys, 3, 0, 0,
+					      &res) != want)
+				fails |= 2;
+			if (kvfs_lookup(fds[2], keys, 3, 0, 0, 0, &res) !=
+			    (in_group ? -EACCES : 3))
+				fails |= 4;
+			if (kvfs_group_lookup(rootfd, odd, 1, keys, 3, 0, 0,
+					      &res) != (in_group ? -EACCES : 3))
+				fails |= 8;
+			_exit(fails);
+		}
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		if (WEXITSTATUS(status))
+			fprintf(stderr, "in_group %d: child failures mask 0x%x\n",
+				in_group, WEXITSTATUS(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+}
+
+/*
  * A user's lease lasts at most the mount's lease_ms (400 ms here) whatever
  * lease_ms it asks for, so it cannot keep L1 pinned for long; the granted
  * time comes back in lease_ms. Root may ask for longer.
@@ -909,6 +975,7 @@ int main(void)
 		cmocka_unit_test(test_group),
 		cmocka_unit_test(test_handle),
 		cmocka_unit_test(test_eacces),
+		cmocka_unit_test(test_eacces_groups),
 		cmocka_unit_test(test_lease_cap),
 		cmocka_unit_test(test_put_get),
 		cmocka_unit_test(test_kvfsctl),

@@ -398,6 +398,87 @@ static void test_release_own_generation(void **state)
 	assert_int_equal(st.l1_chunks, st0.l1_chunks);
 }
 
+
+/*
+ * A lease of many pins over two namespaces (a group lookup's), given back
+ * in runs under one hold of the engine lock (tier_unpin_pins): every pin
+ * lands where it was taken, across the 16-key prefetch blocks and the
+ * 512-pin runs, a pin of unknown generation (0) by key, and a key
+ * unlinked and published again meanwhile gives back its old copy's pin,
+ * not the new copy's (another lease's).
+ */
+static void test_release_many(void **state)
+{
+	enum { M = 600 };
+	struct fx *f = *state;
+	struct lease_pin *pins = calloc(2 * M + 3, sizeof(*pins));
+	struct kvfs_key *k = calloc(M, sizeof(*k));
+	uint32_t ns[2], found, l1, l2;
+	uint64_t *gens = calloc(M, sizeof(*gens)), a, b;
+	struct tier_stats st0, st;
+	struct tier_info info;
+	size_t n = 0;
+	char buf[64];
+
+	assert_non_null(pins);
+	assert_non_null(k);
+	assert_non_null(gens);
+	memset(buf, 5, sizeof(buf));
+	assert_int_equal(tier_ns_create(f->t, "many.a", &ns[0]), 0);
+	assert_int_equal(tier_ns_create(f->t, "many.b", &ns[1]), 0);
+	for (uint32_t i = 0; i < M; i++) {
+		memset(&k[i], 0, sizeof(k[i]));
+		memcpy(k[i].b, &i, sizeof(i));
+		k[i].b[15] = 0x5a;
+		for (int j = 0; j < 2; j++) {
+			struct tier_wr *w;
+
+			assert_int_equal(tier_wr_begin(f->t, ns[j], &k[i],
+						       sizeof(buf), &w), 0);
+			assert_int_equal(tier_wr_pwrite(f->t, w, buf,
+							sizeof(buf), 0), 0);
+			assert_int_equal(tier_wr_publish(f->t, w, NULL), 0);
+		}
+	}
+	tier_get_stats(f->t, &st0);
+	for (int j = 0; j < 2; j++) {
+		assert_int_equal(tier_lookup_pinned(f->t, ns[j], k, M, 0, false,
+						    gens, &found, &l1, &l2), 0);
+		assert_int_equal(found, M);
+		for (uint32_t i = 0; i < M; i++)
+			pins[n++] = (struct lease_pin){ ns[j], k[i], gens[i] };
+	}
+	/* the fixture's keys 0 and 1 with their generations, key 2 with 0 */
+	assert_int_equal(tier_lookup_pinned(f->t, f->ns, f->keys, 2, 0, false,
+					    gens, &found, &l1, &l2), 0);
+	pins[n++] = (struct lease_pin){ f->ns, f->keys[0], gens[0] };
+	pins[n++] = (struct lease_pin){ f->ns, f->keys[1], gens[1] };
+	assert_int_equal(tier_pin_key(f->t, f->ns, &f->keys[2]), 0);
+	pins[n++] = (struct lease_pin){ f->ns, f->keys[2], 0 };
+	assert_int_equal(lease_add(f->lt, 50, 0, 60000, pins, n, &a), 0);
+	republish(f, 1);
+	b = take(f, 51, 0, 60000, 2);
+	assert_int_equal(refs(f, 1), 1); /* the new copy: b's */
+	assert_int_equal(lease_release(f->lt, a, 50, 0, 0), 0);
+	for (uint32_t i = 0; i < M; i++)
+		for (int j = 0; j < 2; j++) {
+			assert_int_equal(tier_stat(f->t, ns[j], &k[i], &info), 0);
+			assert_int_equal(info.refs, 0);
+		}
+	assert_int_equal(refs(f, 0), 1); /* b's */
+	assert_int_equal(refs(f, 1), 1); /* b's, on the new copy */
+	assert_int_equal(refs(f, 2), 0);
+	assert_int_equal(lease_release(f->lt, b, 51, 0, 0), 0);
+	assert_int_equal(refs(f, 0), 0);
+	assert_int_equal(refs(f, 1), 0);
+	/* the old copy of key 1 went with its last pin */
+	tier_get_stats(f->t, &st);
+	assert_int_equal(st.l1_chunks, st0.l1_chunks);
+	free(gens);
+	free(k);
+	free(pins);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +492,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_uid_share, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_release_own_generation,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_release_many, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
