@@ -11,7 +11,8 @@
  * daemon's reply. So the notifications go from this thread, which serves
  * no request (the serving threads answer, the lock is released, the
  * notification proceeds), and only where the kernel can hold the name: a
- * chunk inode it looked up. But a daemon SIGKILLed while this thread waits
+ * chunk inode it looked up, or a key just published (the writer's create
+ * left its entry). But a daemon SIGKILLed while this thread waits
  * there cannot exit (the thread holds /dev/fuse open, so the kernel never
  * aborts the connection, so the client never gets its reply): the
  * watchdog of kvfs-mount (mount/mount_dead.c) aborts the connection then.
@@ -29,6 +30,7 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 	char hex[KVFS_KEY_HEX_LEN + 1];
 	struct fs_inode *nsi, *in;
 	uint64_t nsino = 0, ino = 0;
+	bool keyns;
 
 	if (!g->published)
 		fs_path_gone(fs, g->ns, &g->key); /* a path file vanishes */
@@ -38,18 +40,29 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 	nsi = fs_ns_find(p, g->ns);
 	if (nsi)
 		nsino = nsi->ino;
+	keyns = nsi && !nsi->pdir;
 	in = g->published ? NULL : fs_chunk_find(p, g->ns, &g->key);
 	if (in)
 		ino = in->ino;
 	pthread_mutex_unlock(&p->lock);
-	/* Nothing where the kernel cannot hold the name: a publication (the
-	 * name's dentry, if any, is the writer's inode, whose entries expire
-	 * at once: the next lookup finds the chunk) or a chunk it never
-	 * looked up. Each such notification would only take the directory's
-	 * lock (above). */
+	kvfs_key_hex(&g->key, hex);
+	/* A key just published: the kernel's entry of its name, left by the
+	 * writer's create, points at the writer's inode; a reader's open
+	 * would revalidate it (a LOOKUP that answers another inode) and
+	 * then look it up again. Dropped here, off the writer's path, the
+	 * first read costs one LOOKUP. (Path files keep their inode across
+	 * publication: fs_path_published above.) */
+	if (g->published && keyns) {
+		fuse_lowlevel_notify_inval_entry(fs->se, nsino, hex,
+						 KVFS_KEY_HEX_LEN);
+		__atomic_add_fetch(&p->invalidations, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	/* Nothing else where the kernel cannot hold the name: a chunk it
+	 * never looked up. Each such notification would only take the
+	 * directory's lock (above). */
 	if (!ino)
 		return;
-	kvfs_key_hex(&g->key, hex);
 	/* A chunk that left the engine, with a name the kernel knows: a
 	 * delete notification, so inotify watchers see IN_DELETE as for an
 	 * unlink. Where the kernel refuses it (no such dentry, or a kernel

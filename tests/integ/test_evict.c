@@ -274,6 +274,42 @@ static long long req(const struct kvfs_mnt *m, const char *k)
 	return kvfs_test_stat(m, "requests", k);
 }
 
+/*
+ * A published key's first read costs one LOOKUP: the background thread
+ * drops the kernel's entry the writer's create left (it points at the
+ * writer's inode), so the reader's open does not revalidate it against
+ * the chunk's inode and then look the name up again (2 LOOKUPs before).
+ */
+static void test_first_read_one_lookup(void **state)
+{
+	struct kvfs_mnt m;
+	char ns[PATH_MAX], p[PATH_MAX];
+	long long lk, inv;
+	const int n = 8;
+
+	(void)state;
+	assert_int_equal(kvfs_test_mount(&m, "l1_size=32M,max_chunk=1M"), 0);
+	snprintf(ns, sizeof(ns), "%s/fl", m.dir);
+	assert_int_equal(mkdir(ns, 0755), 0);
+	inv = kvfs_test_stat(&m, "fs", "invalidations");
+	for (int i = 0; i < n; i++) {
+		key_path(p, ns, 100 + (uint64_t)i);
+		assert_int_equal(kvfs_test_write_file(p, CHUNK, 100 + i, 0), 0);
+	}
+	for (int i = 0; kvfs_test_stat(&m, "fs", "invalidations") < inv + n;
+	     i++) {
+		assert_true(i < 500); /* 5 s */
+		usleep(10000);
+	}
+	lk = req(&m, "lookup");
+	for (int i = 0; i < n; i++) {
+		key_path(p, ns, 100 + (uint64_t)i);
+		assert_int_equal(kvfs_test_read_check(p, CHUNK, 100 + i), 0);
+	}
+	assert_int_equal(req(&m, "lookup") - lk, n);
+	assert_int_equal(kvfs_test_umount(&m), 0);
+}
+
 static void test_reread_after_ttl(void **state)
 {
 	struct kvfs_mnt m;
@@ -332,6 +368,7 @@ int main(void)
 		cmocka_unit_test(test_pinned_full),
 		cmocka_unit_test(test_user_pin),
 		cmocka_unit_test(test_temporary_expiry),
+		cmocka_unit_test(test_first_read_one_lookup),
 		cmocka_unit_test(test_reread_after_ttl),
 		cmocka_unit_test(test_page_cache_request_size),
 	};
