@@ -131,7 +131,7 @@ LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
 # from its own objects of the two libkvfs files it calls; it exports only
 # the libc calls of lib/preload/preload.map.
 PRELOAD := $(BUILD)/libkvfs_preload.so
-PRELOAD_SRC := lib/preload/preload.c lib/key.c lib/client_xfer.c
+PRELOAD_SRC := $(wildcard lib/preload/*.c) lib/key.c lib/client_xfer.c
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/preload/%.o)
 PRELOAD_CFLAGS := $(filter-out $(SANFLAGS),$(ALL_CFLAGS)) -fvisibility=hidden
 

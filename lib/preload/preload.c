@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "kvfs.h"
+#include "lib/preload/preload_i.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -91,7 +92,8 @@ static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 
 /* ------------------------------------------------------------- settings */
 
-static int enabled = -1;     /* -1 until read */
+enum { OFF, SERVE_MEM, SERVE_MEMFD };
+static int enabled = -1;     /* -1 until read, else OFF / SERVE_* */
 static uint64_t max_bytes;   /* KVFS_PRELOAD_MAX */
 
 static void read_env(void)
@@ -107,7 +109,8 @@ static void read_env(void)
 		if (*end == '\0')
 			max_bytes = v;
 	}
-	enabled = !(e && strcmp(e, "0") == 0) && max_bytes > 0;
+	enabled = (e && strcmp(e, "0") == 0) || !max_bytes ? OFF :
+		  e && strcmp(e, "memfd") == 0 ? SERVE_MEMFD : SERVE_MEM;
 }
 
 /* --------------------------------------------------- namespaces, devices */
@@ -260,17 +263,34 @@ static const char *split_key(const char *path, char dir[PATH_MAX],
 }
 
 /*
- * One GET of key from nsfd into a new memfd of room cap. Returns the memfd
- * (sealed, mode 0444, size = the chunk's) or -1; *size is set to the
- * chunk's size when the daemon said it (a -EMSGSIZE answer included),
- * *gone when the namespace itself is gone.
+ * One GET of key from nsfd into [buf, buf + cap). Returns the chunk's size
+ * (>= 0) or -1; *size is set to the chunk's size when the daemon said it
+ * (a -EMSGSIZE answer included), *gone when the namespace itself is gone.
  */
+static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
+		     uint64_t cap, uint64_t *size, bool *gone)
+{
+	struct kvfs_io io;
+	long rc;
+
+	memset(&io, 0, sizeof(io));
+	io.key = *key;
+	io.buf = buf;
+	io.len = cap;
+	rc = kvfs_mget(nsfd, &io, 1, 0);
+	*gone = rc == -ENOENT || rc == -ENOTTY;
+	if (rc == 1 || io.result == -EMSGSIZE)
+		*size = rc == 1 ? (uint64_t)io.result : io.size;
+	return rc == 1 ? (long)io.result : -1;
+}
+
+/* KVFS_PRELOAD=memfd: the chunk in a new memfd of room cap (mode 0444,
+ * size = the chunk's), or -1. */
 static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		     uint64_t *size, bool *gone)
 {
-	struct kvfs_io io;
 	void *p;
-	long rc;
+	long n;
 	int mfd;
 
 	mfd = memfd_create("kvfs-preload", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -283,27 +303,50 @@ static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		 mfd, 0);
 	if (p == MAP_FAILED)
 		goto err_close;
-	memset(&io, 0, sizeof(io));
-	io.key = *key;
-	io.buf = p;
-	io.len = cap;
-	rc = kvfs_mget(nsfd, &io, 1, 0);
+	n = get_into(nsfd, key, p, cap, size, gone);
 	munmap(p, cap);
-	*gone = rc == -ENOENT || rc == -ENOTTY;
-	if (rc < 0 || io.result == -EMSGSIZE)
-		*size = rc < 0 ? 0 : io.size;
-	if (rc != 1)
-		goto err_close;
-	*size = (uint64_t)io.result;
-	if (ftruncate(mfd, (off_t)io.result) || fchmod(mfd, 0444) ||
-	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
-		  F_SEAL_WRITE | F_SEAL_SEAL))
+	if (n < 0 || ftruncate(mfd, (off_t)n) || fchmod(mfd, 0444))
 		goto err_close;
 	return mfd;
 
 err_close:
 	close(mfd);
 	return -1;
+}
+
+/* KVFS_PRELOAD=1: the chunk in memory, behind a descriptor of
+ * preload_fd.c; -1 when not served. */
+static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t cap,
+		   uint64_t *size, bool *gone, const struct stat *dir,
+		   int flags)
+{
+	struct pl_chunk *c = pl_chunk_new(cap);
+	long n;
+
+	if (!c)
+		return -1;
+	n = get_into(nsfd, key, c->buf, c->cap, size, gone);
+	if (n < 0 && !*gone && *size > c->cap && *size <= max_bytes &&
+	    pl_chunk_grow(c, *size) == 0)
+		n = get_into(nsfd, key, c->buf, c->cap, size, gone);
+	if (n < 0) {
+		pl_chunk_free(c);
+		return -1;
+	}
+	c->size = (uint64_t)n;
+	/* what stat(2) of the chunk says, less a round trip: a read-only
+	 * regular file in the namespace's device, owned as the namespace */
+	c->st.st_dev = dir->st_dev;
+	memcpy(&c->st.st_ino, key->b, sizeof(c->st.st_ino));
+	c->st.st_mode = S_IFREG | 0444;
+	c->st.st_nlink = 1;
+	c->st.st_uid = dir->st_uid;
+	c->st.st_gid = dir->st_gid;
+	c->st.st_size = (off_t)n;
+	c->st.st_blksize = 131072;
+	c->st.st_blocks = (blkcnt_t)((n + 511) / 512);
+	c->st.st_atim = c->st.st_mtim = c->st.st_ctim = dir->st_mtim;
+	return pl_fd_serve(c, flags);
 }
 
 /* The memfd as the caller asked for it: reopened read-only (so a write is
@@ -321,7 +364,12 @@ static int reopen_rdonly(int mfd, int flags)
 		close(mfd);
 		return fd;
 	}
-	/* no /proc: the sealed memfd itself (writes fail EPERM there) */
+	/* no /proc: the memfd itself, sealed (writes fail EPERM there) */
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+		  F_SEAL_WRITE | F_SEAL_SEAL)) {
+		close(mfd);
+		return -1;
+	}
 	if (!(flags & O_CLOEXEC))
 		fcntl(mfd, F_SETFD, 0);
 	return mfd;
@@ -374,9 +422,15 @@ static int try_serve(int dirfd, const char *path, int flags)
 	if (nsfd < 0)
 		goto out;
 
-	mfd = get_memfd(nsfd, &key, cap, &size, &gone);
-	if (mfd < 0 && !gone && size > cap && size <= max_bytes)
-		mfd = get_memfd(nsfd, &key, size, &size, &gone);
+	if (enabled == SERVE_MEM) {
+		mfd = get_mem(nsfd, &key, cap, &size, &gone, &st, flags);
+	} else {
+		mfd = get_memfd(nsfd, &key, cap, &size, &gone);
+		if (mfd < 0 && !gone && size > cap && size <= max_bytes)
+			mfd = get_memfd(nsfd, &key, size, &size, &gone);
+		if (mfd >= 0)
+			mfd = reopen_rdonly(mfd, flags);
+	}
 	close(nsfd);
 	pthread_mutex_lock(&lock);
 	s = ns_find(st.st_dev, st.st_ino);
@@ -385,8 +439,6 @@ static int try_serve(int dirfd, const char *path, int flags)
 	else if (s && size && size <= max_bytes)
 		s->last = size;
 	pthread_mutex_unlock(&lock);
-	if (mfd >= 0)
-		mfd = reopen_rdonly(mfd, flags);
 out:
 	errno = saved;
 	return mfd;

@@ -84,9 +84,12 @@ else
 	bad "requests.open $open0 -> $(stat requests.open), read $read0 -> $(stat requests.read)"
 fi
 
-out=$(pre "$PY" - "$ns" "$tmp" "$K1" "$K2" "$K3" <<'EOF' 2>&1
+# both ways of serving: from memory behind a socket fd (the default) and
+# from a read-only memfd (KVFS_PRELOAD=memfd)
+pyserve() { # MODE
+out=$(KVFS_PRELOAD=$1 pre "$PY" - "$ns" "$tmp" "$K1" "$K2" "$K3" "$1" <<'EOF' 2>&1
 import errno, mmap, os, sys, threading
-ns, tmp, keys = sys.argv[1], sys.argv[2], sys.argv[3:]
+ns, tmp, keys, mode = sys.argv[1], sys.argv[2], sys.argv[3:6], sys.argv[6]
 want = [open(f"{tmp}/k{i + 1}", "rb").read() for i in range(3)]
 fails = []
 def check(cond, what):
@@ -137,23 +140,38 @@ th = [threading.Thread(target=worker, args=(r,)) for r in range(4)]
 [t.join() for t in th]
 check(not r_fail, "4 threads x 50 opens: exact bytes")
 # a write through the preload is the plain path (create + write + close)
-with open(f"{ns}/0000000000000000000000000000000a", "xb") as f:
+new = f"{ns}/0000000000000000000000000000000{'a' if mode == '1' else 'b'}"
+with open(new, "xb") as f:
     f.write(b"written" * 1000)
-check(open(f"{ns}/0000000000000000000000000000000a", "rb").read()
-      == b"written" * 1000, "a write through the preload reads back")
+check(open(new, "rb").read() == b"written" * 1000,
+      "a write through the preload reads back")
+# a served fd passed through dup, dup2, fcntl and fdopen (numpy's way)
+fd = os.open(f"{ns}/{keys[2]}", os.O_RDONLY)
+fd2 = os.dup(fd)
+os.lseek(fd, 10, os.SEEK_SET)
+check(os.read(fd2, 5) == want[2][10:15], "dup shares the offset")
+fd3 = os.dup2(fd2, 100)
+os.close(fd)
+os.close(fd2)
+check(os.pread(fd3, 8, 0) == want[2][:8], "dup2'ed fd after the others closed")
+os.close(fd3)
 sys.exit(1 if fails else 0)
 EOF
 )
 rc=$?
 printf '%s\n' "$out" | sed 's/^/  # /'
-check "python: open/read/seek/pread/mmap/numpy/miss/O_RDWR/threads/write" \
+check "KVFS_PRELOAD=$1, python: open/read/seek/pread/mmap/numpy/miss/O_RDWR/threads/write/dup" \
 	test "$rc" = 0
 gets2=$(stat ioctl.xfer.gets)
 if [ $((gets2 - gets1)) -ge 209 ]; then
-	ok "python's opens went through KVFS_IOC_GET ($((gets2 - gets1)))"
+	ok "KVFS_PRELOAD=$1: python's opens went through KVFS_IOC_GET ($((gets2 - gets1)))"
 else
-	bad "python's opens: $((gets2 - gets1)) GETs, expected >= 209"
+	bad "KVFS_PRELOAD=$1: python's opens: $((gets2 - gets1)) GETs, expected >= 209"
 fi
+gets1=$gets2
+}
+pyserve 1
+pyserve memfd
 if [ "$(stat requests.read)" = "$read0" ]; then
 	ok "requests.read still did not move"
 else
