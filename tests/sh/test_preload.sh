@@ -155,6 +155,23 @@ os.close(fd)
 os.close(fd2)
 check(os.pread(fd3, 8, 0) == want[2][:8], "dup2'ed fd after the others closed")
 os.close(fd3)
+if mode == "1":
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"{ns}/{keys[2]}", os.O_RDONLY)
+    buf = ctypes.create_string_buffer(100)
+    n = libc.syscall(0, fd, buf, 100)  # SYS_read, past the library
+    check(n == -1 and ctypes.get_errno() in (errno.ENOTCONN, errno.EINVAL),
+          f"a raw read(2) of a served fd fails, never other bytes ({n}, {ctypes.get_errno()})")
+    # closed behind the library's back, the number reused by another file
+    libc.syscall(3, fd)  # SYS_close
+    other = os.open(f"{tmp}/k1", os.O_RDONLY)
+    check(libc.syscall(33, other, fd) == fd,  # SYS_dup2, past the library
+          "the fd number given to another file")
+    check(os.read(fd, 64) == want[0][:64],
+          "a reused fd number reads its own file, not the chunk")
+    os.close(fd)
+    os.close(other)
 sys.exit(1 if fails else 0)
 EOF
 )
