@@ -347,7 +347,8 @@ static off_t seek_common(struct pl_chunk *c, off_t off, int whence)
 			err = off < 0 ? EINVAL : ENXIO;
 		else
 			r = c->off = whence == SEEK_DATA ? off : (off_t)c->size;
-	} else if (whence <= SEEK_END && base + off >= 0) {
+	} else if (whence >= SEEK_SET && whence <= SEEK_END &&
+		   base + off >= 0) {
 		r = c->off = base + off;
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -104,6 +104,14 @@ for k, w in zip(keys, want):
         f.seek(len(w) // 2)
         check(f.read(100) == w[len(w) // 2:len(w) // 2 + 100], "seek+read")
         check(os.pread(f.fileno(), 10, 5) == w[5:15], "pread")
+        for whence in (-1, 99):
+            try:
+                os.lseek(f.fileno(), 0, whence)
+                check(False, f"lseek whence {whence} fails")
+            except OSError as e:
+                check(e.errno == errno.EINVAL, f"lseek whence {whence}: EINVAL")
+        check(os.lseek(f.fileno(), -10, os.SEEK_END) == len(w) - 10,
+              "lseek SEEK_END")
         with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
             check(m[:] == w, "mmap")
         try:
