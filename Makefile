@@ -125,11 +125,21 @@ EV_LIBS := $(shell $(PKG_CONFIG) --libs $(EV_PKGS) 2>/dev/null || echo -lzmq -lm
 PROGS := $(BUILD)/kvfsctl $(BUILD)/kvfs-mount
 LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
 
+# libkvfs_preload.so (lib/preload/): the opt-in LD_PRELOAD library that
+# serves reads of chunks through one KVFS_IOC_GET (issue 26). Always built
+# without sanitizers (it is preloaded into plain programs: cat, python3),
+# from its own objects of the two libkvfs files it calls; it exports only
+# the libc calls of lib/preload/preload.map.
+PRELOAD := $(BUILD)/libkvfs_preload.so
+PRELOAD_SRC := $(wildcard lib/preload/*.c) lib/key.c lib/client_xfer.c
+PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/preload/%.o)
+PRELOAD_CFLAGS := $(filter-out $(SANFLAGS),$(ALL_CFLAGS)) -fvisibility=hidden
+
 .PHONY: all tests test unit integ pytest deps check-deps demo bench install \
 	deps-promtool \
 	clean gpu-tests gpu-test
 
-all: $(LIBKVFS) $(PROGS)
+all: $(LIBKVFS) $(PROGS) $(PRELOAD)
 
 tests: all $(UNIT_BIN) $(INTEG_BIN) $(BENCH_BIN) $(GPU_TEST_BIN)
 
@@ -146,6 +156,16 @@ $(BUILD)/libkvfs/%.o: %.c
 	$(call msg,CC,$<)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/preload/%.o: %.c
+	$(call msg,CC,$<)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -c $< -o $@
+
+$(PRELOAD): $(PRELOAD_OBJ) lib/preload/preload.map
+	$(call msg,LD,$@)
+	$(Q)$(CC) -shared -Wl,--version-script=lib/preload/preload.map \
+	  -Wl,--no-undefined -pthread $(LDFLAGS) -o $@ $(PRELOAD_OBJ) -ldl
 
 $(LIB_SYMS): $(LIB_MAP)
 	@mkdir -p $(dir $@)
@@ -440,6 +460,7 @@ PYTHONDIR ?= $(shell $(PYTHON) -c 'import sys; p = sys.argv[1]; \
   '$(PREFIX)' 2>/dev/null || echo '$(PREFIX)/lib/python3/dist-packages')
 INSTALLED = $(BINDIR)/kvfs-mount $(BINDIR)/kvfsctl $(LIBDIR)/libkvfs.a \
 	$(LIBDIR)/libkvfs.so.0 $(LIBDIR)/libkvfs.so $(LIBDIR)/pkgconfig/kvfs.pc \
+	$(LIBDIR)/libkvfs_preload.so \
 	$(PREFIX)/include/kvfs.h $(MANDIR)/man1/kvfsctl.1 $(MANDIR)/man7/kvfs.7 \
 	$(MANDIR)/man8/kvfs-mount.8 $(MANDIR)/man8/mount.kvfs.8 \
 	$(MANDIR)/man8/mount.fuse.kvfs.8 $(SBINDIR)/mount.kvfs \
@@ -460,6 +481,7 @@ install: all
 	install -m 644 $(BUILD)/libkvfs.a $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(BUILD)/libkvfs.so $(DESTDIR)$(LIBDIR)/libkvfs.so.0
 	ln -sf libkvfs.so.0 $(DESTDIR)$(LIBDIR)/libkvfs.so
+	install -m 755 $(PRELOAD) $(DESTDIR)$(LIBDIR)/
 	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(BUILD)/kvfs.pc > $(DESTDIR)$(LIBDIR)/pkgconfig/kvfs.pc
 	install -m 644 include/kvfs.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 man/kvfsctl.1 $(DESTDIR)$(MANDIR)/man1/

@@ -5,6 +5,8 @@
 # Runs each benchmark that exists, in this order, and says which are
 # missing:
 #   BUILD/bench/kvfs_bench     mount vs tmpfs: 2 MiB / 256 KiB chunks
+#   BUILD/bench/kvfs_pbench    plain reads vs LD_PRELOAD=libkvfs_preload.so
+#                              vs tmpfs
 #   BUILD/bench/kvfs_meta      metadata bytes per chunk, replay
 #   BUILD/bench/kvfs_l2bench   compression, L2 promotion vs O_DIRECT
 #   BUILD/bench/kvfs_ckptbench L2 warm restart: checkpoint vs SIGKILL vs full scan
@@ -86,7 +88,7 @@ run() { # name cmd...
 }
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
-for b in kvfs_bench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l2churn kvfs_l3bench kvfs_hbench kvfs_ibench \
+for b in kvfs_bench kvfs_pbench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l2churn kvfs_l3bench kvfs_hbench kvfs_ibench \
 	kvfs_xbench kvfs_gpubench kvfs_evbench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"

@@ -38,6 +38,7 @@ cat >"$T/want" <<'EOF'
 ./usr/lib/libkvfs.a
 ./usr/lib/libkvfs.so
 ./usr/lib/libkvfs.so.0
+./usr/lib/libkvfs_preload.so
 ./usr/lib/pkgconfig/kvfs.pc
 ./usr/lib/python3/dist-packages/kvfs/__init__.py
 ./usr/lib/python3/dist-packages/kvfs/_abi.py

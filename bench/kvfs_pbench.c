@@ -1,0 +1,397 @@
+/*
+ * kvfs_pbench.c - the plain read path with and without libkvfs_preload.so
+ * (lib/preload/), against tmpfs, in the same run (issue 26).
+ *
+ * Mounts kvfs (kvfs-mount -f in the background, with a deadline), makes a
+ * directory on /dev/shm (tmpfs), writes the same chunks to both, then for
+ * 2 MiB and 256 KiB chunks and 1 and 2 threads runs rounds of four reader
+ * processes, in an order that rotates every round: plain reads of kvfs,
+ * the same reads with LD_PRELOAD=libkvfs_preload.so (served from memory,
+ * and KVFS_PRELOAD=memfd), and plain reads of tmpfs. Each reader is this program run again (--reader), so the preload
+ * is loaded exactly where it is measured; it opens, reads the chunk's size
+ * and closes every file once, checks each chunk's stamp, and prints its
+ * time. Medians per mode; the targets of issue 26 for the plain read path
+ * (2 MiB >= 0.8x tmpfs; 256 KiB >= 0.7x tmpfs and >= 12,000 files/s per
+ * thread) are printed met/MISSED for the preloaded paths, and for the
+ * plain path beside them. The load average is printed before and after.
+ *
+ *   kvfs_pbench [--mib N] [--rounds N]     (KVFS_MOUNT_BIN, KVFS_BUILD)
+ *
+ * Exit: 0 (targets are reported, not enforced), 77 when kvfs-mount or the
+ * preload library is missing, 1 on any error (a wrong byte included).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_THREADS 2
+#define MAX_ROUNDS 64
+
+enum mode { M_PLAIN, M_PRELOAD, M_MEMFD, M_TMPFS, M_COUNT };
+static const char *mode_names[M_COUNT] = { "kvfs plain", "kvfs preload",
+					   "preload memfd", "tmpfs" };
+
+static char kvfs_mnt[PATH_MAX], shm_dir[PATH_MAX], self_path[PATH_MAX];
+static pid_t kvfs_pid;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ------------------------------------------------------------ reader */
+
+struct rd {
+	const char *dir;
+	size_t size;
+	unsigned nfiles, nthreads, tid;
+	int err;
+};
+
+static void *reader_main(void *arg)
+{
+	struct rd *r = arg;
+	char name[PATH_MAX];
+	uint8_t *buf = malloc(r->size);
+
+	if (!buf) {
+		r->err = ENOMEM;
+		return NULL;
+	}
+	for (unsigned i = r->tid; i < r->nfiles && !r->err; i += r->nthreads) {
+		size_t done = 0;
+		uint64_t stamp;
+		int fd;
+
+		snprintf(name, sizeof(name), "%s/%032x", r->dir, i + 1);
+		fd = open(name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			r->err = errno;
+			break;
+		}
+		while (done < r->size) {
+			ssize_t n = read(fd, buf + done, r->size - done);
+
+			if (n <= 0)
+				break;
+			done += (size_t)n;
+		}
+		close(fd);
+		memcpy(&stamp, buf, sizeof(stamp));
+		if (done != r->size || stamp != i + 1 ||
+		    buf[r->size - 1] != (uint8_t)(i + 1))
+			r->err = EIO;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* --reader DIR SIZE NFILES THREADS: prints the seconds all files took. */
+static int reader(char **argv)
+{
+	struct rd r[MAX_THREADS];
+	pthread_t th[MAX_THREADS];
+	unsigned nt = (unsigned)atoi(argv[3]);
+	double t0, t1;
+
+	if (nt < 1 || nt > MAX_THREADS)
+		return 2;
+	for (unsigned t = 0; t < nt; t++)
+		r[t] = (struct rd){ .dir = argv[0],
+				    .size = strtoull(argv[1], NULL, 10),
+				    .nfiles = (unsigned)atoi(argv[2]),
+				    .nthreads = nt, .tid = t };
+	t0 = now_s();
+	for (unsigned t = 0; t < nt; t++)
+		pthread_create(&th[t], NULL, reader_main, &r[t]);
+	for (unsigned t = 0; t < nt; t++)
+		pthread_join(th[t], NULL);
+	t1 = now_s();
+	for (unsigned t = 0; t < nt; t++)
+		if (r[t].err) {
+			fprintf(stderr, "kvfs_pbench reader %s: %s\n", argv[0],
+				strerror(r[t].err));
+			return 1;
+		}
+	printf("%.9f\n", t1 - t0);
+	return 0;
+}
+
+/* ----------------------------------------------------------- parent */
+
+static void cleanup(void)
+{
+	if (kvfs_pid > 0) {
+		pid_t p = fork();
+
+		if (p == 0) {
+			execlp("fusermount3", "fusermount3", "-u", kvfs_mnt,
+			       (char *)NULL);
+			_exit(127);
+		}
+		if (p > 0)
+			waitpid(p, NULL, 0);
+		waitpid(kvfs_pid, NULL, 0);
+		kvfs_pid = 0;
+	}
+	if (shm_dir[0]) {
+		char cmd[PATH_MAX + 16];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shm_dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "kvfs_pbench: could not remove %s\n",
+				shm_dir);
+		shm_dir[0] = '\0';
+	}
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "kvfs_pbench: %s: %s\n", what, strerror(errno));
+	cleanup();
+	exit(1);
+}
+
+static void mount_kvfs(const char *bin, const char *tmp)
+{
+	char stats[PATH_MAX + 16], log[PATH_MAX + 16];
+
+	snprintf(kvfs_mnt, sizeof(kvfs_mnt), "%s/kvfs-pbench.XXXXXX", tmp);
+	if (!mkdtemp(kvfs_mnt))
+		die("mkdtemp");
+	snprintf(log, sizeof(log), "%s.log", kvfs_mnt);
+	kvfs_pid = fork();
+	if (kvfs_pid < 0)
+		die("fork");
+	if (kvfs_pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd >= 0)
+			dup2(fd, 2);
+		execl(bin, bin, "-f", "-o", "l1_size=1G", kvfs_mnt,
+		      (char *)NULL);
+		_exit(127);
+	}
+	snprintf(stats, sizeof(stats), "%s/.kvfs/stats", kvfs_mnt);
+	for (int i = 0; i < 200; i++) {
+		if (access(stats, R_OK) == 0)
+			return;
+		if (waitpid(kvfs_pid, NULL, WNOHANG) == kvfs_pid) {
+			kvfs_pid = 0;
+			fprintf(stderr, "kvfs_pbench: kvfs-mount exited (see %s)\n",
+				log);
+			exit(1);
+		}
+		usleep(50000);
+	}
+	errno = ETIMEDOUT;
+	die("mount kvfs");
+}
+
+static void write_files(const char *dir, size_t size, unsigned n)
+{
+	char name[PATH_MAX];
+	uint8_t *buf = malloc(size);
+
+	if (!buf)
+		die("malloc");
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t stamp = i + 1;
+		int fd;
+
+		for (size_t k = 0; k < size; k++)
+			buf[k] = (uint8_t)(k * 131 + i);
+		memcpy(buf, &stamp, sizeof(stamp));
+		buf[size - 1] = (uint8_t)(i + 1);
+		snprintf(name, sizeof(name), "%s/%032x", dir, i + 1);
+		fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0 || write(fd, buf, size) != (ssize_t)size ||
+		    close(fd))
+			die(name);
+	}
+	free(buf);
+}
+
+/* Runs one reader process; returns its seconds, or exits on failure. */
+static double run_reader(enum mode m, const char *dir, size_t size,
+			 unsigned n, unsigned threads, const char *preload)
+{
+	char ssize[32], sn[16], st[8], out[64] = "";
+	int pfd[2], status;
+	ssize_t got;
+	pid_t p;
+
+	snprintf(ssize, sizeof(ssize), "%zu", size);
+	snprintf(sn, sizeof(sn), "%u", n);
+	snprintf(st, sizeof(st), "%u", threads);
+	if (pipe(pfd))
+		die("pipe");
+	p = fork();
+	if (p < 0)
+		die("fork");
+	if (p == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		if (m == M_PRELOAD || m == M_MEMFD)
+			setenv("LD_PRELOAD", preload, 1);
+		else
+			unsetenv("LD_PRELOAD");
+		setenv("KVFS_PRELOAD", m == M_MEMFD ? "memfd" : "1", 1);
+		execl(self_path, self_path, "--reader", dir, ssize, sn, st,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	got = read(pfd[0], out, sizeof(out) - 1);
+	close(pfd[0]);
+	waitpid(p, &status, 0);
+	if (got <= 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "kvfs_pbench: %s reader failed\n", mode_names[m]);
+		cleanup();
+		exit(1);
+	}
+	return strtod(out, NULL);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void print_load(const char *when)
+{
+	double la[3] = { 0 };
+
+	if (getloadavg(la, 3) == 3)
+		printf("load average %s: %.2f %.2f %.2f (%ld cores online)\n",
+		       when, la[0], la[1], la[2], sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t sizes[] = { 2u << 20, 256u << 10 };
+	const char *tmp = getenv("TMPDIR"), *mbin = getenv("KVFS_MOUNT_BIN");
+	const char *build = getenv("KVFS_BUILD");
+	char preload[PATH_MAX + 32], nsdir[PATH_MAX + 8], bin_dir[PATH_MAX];
+	unsigned mib = 64, rounds = 5;
+	double t[M_COUNT][MAX_ROUNDS];
+
+	if (argc > 1 && !strcmp(argv[1], "--reader") && argc == 6)
+		return reader(argv + 2);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--mib") && i + 1 < argc)
+			mib = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+			rounds = (unsigned)atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: kvfs_pbench [--mib N] [--rounds N]\n");
+			return 2;
+		}
+	}
+	if (mib < 2 || rounds < 1 || rounds > MAX_ROUNDS) {
+		fprintf(stderr, "kvfs_pbench: --mib >= 2, --rounds 1..%d\n",
+			MAX_ROUNDS);
+		return 2;
+	}
+	if (!realpath("/proc/self/exe", self_path))
+		die("/proc/self/exe");
+	/* build/bench/kvfs_pbench -> build/ */
+	snprintf(bin_dir, sizeof(bin_dir), "%s", self_path);
+	*strrchr(bin_dir, '/') = '\0';
+	if (!build) {
+		*strrchr(bin_dir, '/') = '\0';
+		build = bin_dir;
+	}
+	snprintf(preload, sizeof(preload), "%s/libkvfs_preload.so", build);
+	char mbuf[PATH_MAX + 16];
+
+	if (!mbin) {
+		snprintf(mbuf, sizeof(mbuf), "%s/kvfs-mount", build);
+		mbin = mbuf;
+	}
+	if (access(mbin, X_OK) || access(preload, R_OK)) {
+		printf("kvfs_pbench: skip: no %s or %s (make all)\n", mbin,
+		       preload);
+		return 77;
+	}
+	print_load("before");
+	mount_kvfs(mbin, tmp && *tmp ? tmp : "/tmp");
+	snprintf(shm_dir, sizeof(shm_dir), "/dev/shm/kvfs-pbench.XXXXXX");
+	if (!mkdtemp(shm_dir))
+		die("mkdtemp /dev/shm");
+	printf("kvfs_pbench: %u MiB per size, %u rounds, mode order rotating;"
+	       " medians\n", mib, rounds);
+	printf("%-8s %-3s %-13s %10s %12s %8s\n", "chunk", "thr", "mode",
+	       "GB/s", "files/s/thr", "x tmpfs");
+	for (size_t si = 0; si < 2; si++) {
+		size_t size = sizes[si];
+		unsigned n = (unsigned)(((size_t)mib << 20) / size);
+
+		snprintf(nsdir, sizeof(nsdir), "%s/ns%zu", kvfs_mnt, si);
+		if (mkdir(nsdir, 0755))
+			die(nsdir);
+		char tdir[PATH_MAX + 8];
+
+		snprintf(tdir, sizeof(tdir), "%s/ns%zu", shm_dir, si);
+		if (mkdir(tdir, 0755))
+			die(tdir);
+		write_files(nsdir, size, n);
+		write_files(tdir, size, n);
+		for (unsigned th = 1; th <= MAX_THREADS; th++) {
+			double med[M_COUNT];
+
+			for (unsigned r = 0; r < rounds; r++)
+				for (unsigned k = 0; k < M_COUNT; k++) {
+					enum mode m = (enum mode)((r + k) % M_COUNT);
+
+					t[m][r] = run_reader(m, m == M_TMPFS ?
+							     tdir : nsdir,
+							     size, n, th, preload);
+				}
+			for (unsigned m = 0; m < M_COUNT; m++) {
+				qsort(t[m], rounds, sizeof(double), cmp_double);
+				med[m] = t[m][rounds / 2];
+			}
+			for (unsigned m = 0; m < M_COUNT; m++)
+				printf("%-8s %-3u %-13s %10.2f %12.0f %8.2f"
+				       "  (range %.2f-%.2f GB/s)\n",
+				       size == (2u << 20) ? "2 MiB" : "256 KiB",
+				       th, mode_names[m],
+				       (double)n * (double)size / med[m] / 1e9,
+				       n / med[m] / th, med[M_TMPFS] / med[m],
+				       (double)n * (double)size / t[m][rounds - 1] / 1e9,
+				       (double)n * (double)size / t[m][0] / 1e9);
+			for (unsigned m = M_PLAIN; m <= M_MEMFD; m++) {
+				double x = med[M_TMPFS] / med[m];
+				double fps = n / med[m] / th;
+				bool big = size == (2u << 20);
+				bool met = big ? x >= 0.8 : x >= 0.7 && fps >= 12000;
+
+				printf("  target %s, %u thr, %s: %s (%.2fx tmpfs, "
+				       "%.0f files/s/thr)\n", big ? "2 MiB >= 0.8x" :
+				       "256 KiB >= 0.7x and >= 12,000 files/s/thr",
+				       th, mode_names[m], met ? "met" : "MISSED",
+				       x, fps);
+			}
+		}
+	}
+	print_load("after");
+	cleanup();
+	return 0;
+}

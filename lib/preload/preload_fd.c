@@ -1,0 +1,646 @@
+/*
+ * preload_fd.c - the descriptors libkvfs_preload.so serves from memory
+ * (lib/preload/README.md): a table from fd to struct pl_chunk, and the
+ * libc calls interposed on such an fd: read, pread, readv, preadv, lseek,
+ * write, pwrite, writev (EBADF), fstat, fcntl, dup, dup2, dup3, close,
+ * fdopen, mmap, and sendfile / copy_file_range (EINVAL, so callers fall
+ * back to read).
+ * Every other fd goes straight to libc after one atomic load.
+ *
+ * The fd is an unconnected AF_UNIX socket: a call that bypasses this
+ * table (glibc-internal reads, a child after exec, a raw syscall) fails
+ * on it and never sees other bytes. Each call checks that the fd is still
+ * that socket (a closefrom() or a raw close may have let the kernel give
+ * the number to another file), else it forgets the entry and passes the
+ * call on.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "lib/preload/preload_i.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#define TAB_MAX 65536  /* fds served: 0..TAB_MAX-1 */
+#define POOL_MAX 8     /* free buffers kept warm */
+
+/* The real call: resolved once, on first use. */
+#define REAL(name)                                                       \
+	static __typeof__(&name) r_##name;                               \
+	if (!r_##name)                                                   \
+		r_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
+
+/* tab_lock: protects tab writes, refs, and the pool. tab is read without
+ * it (an atomic load) to let other fds through at once. */
+static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pl_chunk *_Atomic tab[TAB_MAX];
+static struct { char *buf; size_t cap; } pool[POOL_MAX];
+static unsigned pool_n;
+
+static void atfork_prepare(void) { pthread_mutex_lock(&tab_lock); }
+static void atfork_unlock(void) { pthread_mutex_unlock(&tab_lock); }
+
+__attribute__((constructor)) static void pl_fd_init(void)
+{
+	pthread_atfork(atfork_prepare, atfork_unlock, atfork_unlock);
+}
+
+/* ----------------------------------------------------------- buffers */
+
+static char *buf_get(size_t *cap)
+{
+	size_t want = (*cap + 65535) & ~(size_t)65535;
+	char *p;
+
+	pthread_mutex_lock(&tab_lock);
+	for (unsigned i = 0; i < pool_n; i++)
+		if (pool[i].cap >= want && pool[i].cap <= 4 * want) {
+			p = pool[i].buf;
+			*cap = pool[i].cap;
+			pool[i] = pool[--pool_n];
+			pthread_mutex_unlock(&tab_lock);
+			return p;
+		}
+	pthread_mutex_unlock(&tab_lock);
+	p = mmap(NULL, want, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	*cap = want;
+	return p;
+}
+
+static void buf_put(char *p, size_t cap)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&tab_lock);
+	if (pool_n < POOL_MAX) {
+		pool[pool_n].buf = p;
+		pool[pool_n++].cap = cap;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&tab_lock);
+	if (p)
+		munmap(p, cap);
+}
+
+struct pl_chunk *pl_chunk_new(size_t cap)
+{
+	struct pl_chunk *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->buf = buf_get(&cap);
+	if (!c->buf) {
+		free(c);
+		return NULL;
+	}
+	c->cap = cap;
+	pthread_mutex_init(&c->lock, NULL);
+	return c;
+}
+
+int pl_chunk_grow(struct pl_chunk *c, size_t cap)
+{
+	char *p = buf_get(&cap);
+
+	if (!p)
+		return -1;
+	buf_put(c->buf, c->cap);
+	c->buf = p;
+	c->cap = cap;
+	return 0;
+}
+
+void pl_chunk_free(struct pl_chunk *c)
+{
+	buf_put(c->buf, c->cap);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+/* ------------------------------------------------------------- table */
+
+/* Drops one reference (tab_lock not held). */
+static void chunk_put(struct pl_chunk *c)
+{
+	bool last;
+
+	pthread_mutex_lock(&tab_lock);
+	last = --c->refs == 0;
+	pthread_mutex_unlock(&tab_lock);
+	if (last)
+		pl_chunk_free(c);
+}
+
+/* Forgets fd's entry (its fd is not ours, or is being closed). */
+static void forget(int fd)
+{
+	struct pl_chunk *c;
+
+	pthread_mutex_lock(&tab_lock);
+	c = atomic_exchange(&tab[fd], NULL);
+	pthread_mutex_unlock(&tab_lock);
+	if (c)
+		chunk_put(c);
+}
+
+/* The chunk fd stands for, with a reference for the call; NULL for any fd
+ * this library does not serve. */
+static struct pl_chunk *get(int fd)
+{
+	struct pl_chunk *c;
+	struct stat st;
+
+	if (fd < 0 || fd >= TAB_MAX || !atomic_load_explicit(&tab[fd],
+							      memory_order_acquire))
+		return NULL;
+	pthread_mutex_lock(&tab_lock);
+	c = atomic_load(&tab[fd]);
+	if (c)
+		c->refs++;
+	pthread_mutex_unlock(&tab_lock);
+	if (!c)
+		return NULL;
+	/* still our socket? (closefrom, close_range, a raw close) */
+	REAL(fstat);
+	if (r_fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+	    st.st_ino != c->sock_ino) {
+		chunk_put(c);
+		forget(fd);
+		return NULL;
+	}
+	return c;
+}
+
+/* Makes fd stand for c too (a dup); replaces what fd stood for. */
+static void add(int fd, struct pl_chunk *c)
+{
+	struct pl_chunk *old;
+
+	if (fd < 0 || fd >= TAB_MAX)
+		return; /* unreachable by get(): calls on it fail, safely */
+	pthread_mutex_lock(&tab_lock);
+	c->refs++;
+	old = atomic_exchange(&tab[fd], c);
+	pthread_mutex_unlock(&tab_lock);
+	if (old)
+		chunk_put(old);
+}
+
+int pl_fd_serve(struct pl_chunk *c, int flags)
+{
+	struct stat st;
+	int fd;
+
+	REAL(fstat);
+	fd = socket(AF_UNIX, SOCK_STREAM |
+		    ((flags & O_CLOEXEC) ? SOCK_CLOEXEC : 0), 0);
+	if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st)) {
+		if (fd >= 0)
+			close(fd);
+		pl_chunk_free(c);
+		return -1;
+	}
+	c->sock_ino = st.st_ino;
+	add(fd, c);
+	return fd;
+}
+
+/* ------------------------------------------------------------- reads */
+
+/* Copies up to n bytes at off into buf; returns how many. */
+static size_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
+{
+	if (off < 0 || (uint64_t)off >= c->size)
+		return 0;
+	if (n > c->size - (uint64_t)off)
+		n = (size_t)(c->size - (uint64_t)off);
+	memcpy(buf, c->buf + off, n);
+	return n;
+}
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct pl_chunk *c = get(fd);
+	size_t k;
+
+	if (!c) {
+		REAL(read);
+		return r_read(fd, buf, n);
+	}
+	pthread_mutex_lock(&c->lock);
+	k = copy_at(c, buf, n, c->off);
+	c->off += (off_t)k;
+	pthread_mutex_unlock(&c->lock);
+	chunk_put(c);
+	return (ssize_t)k;
+}
+
+static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
+			    off_t off)
+{
+	size_t k;
+
+	if (off < 0) {
+		chunk_put(c);
+		errno = EINVAL;
+		return -1;
+	}
+	k = copy_at(c, buf, n, off);
+	chunk_put(c);
+	return (ssize_t)k;
+}
+
+/* name(params): the expression served on a served fd (c holds a reference
+ * that served drops), else the real call. */
+#define SERVED(ret, name, params, args, served)                          \
+	EXPORT ret name params                                           \
+	{                                                                \
+		struct pl_chunk *c = get(fd);                            \
+		if (!c) {                                                \
+			REAL(name);                                      \
+			return r_##name args;                            \
+		}                                                        \
+		return served;                                           \
+	}
+SERVED(ssize_t, pread, (int fd, void *buf, size_t n, off_t off),
+       (fd, buf, n, off), pread_common(c, buf, n, off))
+SERVED(ssize_t, pread64, (int fd, void *buf, size_t n, off_t off),
+       (fd, buf, n, off), pread_common(c, buf, n, off))
+
+/* readv/preadv: off < 0 means "at and moving the shared offset". */
+static ssize_t vec_common(struct pl_chunk *c, const struct iovec *iov,
+			  int cnt, off_t off)
+{
+	bool cur = off < 0;
+	size_t total = 0;
+
+	if (cnt < 0 || cnt > IOV_MAX) {
+		chunk_put(c);
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (cur)
+		off = c->off;
+	for (int i = 0; i < cnt; i++) {
+		size_t k = copy_at(c, iov[i].iov_base, iov[i].iov_len,
+				   off + (off_t)total);
+
+		total += k;
+		if (k < iov[i].iov_len)
+			break;
+	}
+	if (cur)
+		c->off += (off_t)total;
+	pthread_mutex_unlock(&c->lock);
+	chunk_put(c);
+	return (ssize_t)total;
+}
+
+SERVED(ssize_t, readv, (int fd, const struct iovec *iov, int cnt),
+       (fd, iov, cnt), vec_common(c, iov, cnt, -1))
+
+static ssize_t preadv_common(struct pl_chunk *c, const struct iovec *iov,
+			     int cnt, off_t off)
+{
+	if (off < 0) {
+		chunk_put(c);
+		errno = EINVAL;
+		return -1;
+	}
+	return vec_common(c, iov, cnt, off);
+}
+
+SERVED(ssize_t, preadv, (int fd, const struct iovec *iov, int cnt, off_t off),
+       (fd, iov, cnt, off), preadv_common(c, iov, cnt, off))
+SERVED(ssize_t, preadv64,
+       (int fd, const struct iovec *iov, int cnt, off_t off),
+       (fd, iov, cnt, off), preadv_common(c, iov, cnt, off))
+
+static off_t seek_common(struct pl_chunk *c, off_t off, int whence)
+{
+	off_t base, r = -1;
+	int err = EINVAL;
+
+	pthread_mutex_lock(&c->lock);
+	base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? c->off :
+	       (off_t)c->size;
+	if (whence == SEEK_DATA || whence == SEEK_HOLE) {
+		if (off < 0 || (uint64_t)off >= c->size)
+			err = off < 0 ? EINVAL : ENXIO;
+		else
+			r = c->off = whence == SEEK_DATA ? off : (off_t)c->size;
+	} else if (whence >= SEEK_SET && whence <= SEEK_END &&
+		   base + off >= 0) {
+		r = c->off = base + off;
+	}
+	pthread_mutex_unlock(&c->lock);
+	chunk_put(c);
+	if (r < 0)
+		errno = err;
+	return r;
+}
+
+SERVED(off_t, lseek, (int fd, off_t off, int whence), (fd, off, whence),
+       seek_common(c, off, whence))
+SERVED(off_t, lseek64, (int fd, off_t off, int whence), (fd, off, whence),
+       seek_common(c, off, whence))
+
+/* Writes: EBADF, as on a file opened read-only. */
+static ssize_t refuse(struct pl_chunk *c)
+{
+	chunk_put(c);
+	errno = EBADF;
+	return -1;
+}
+
+SERVED(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n),
+       refuse(c))
+SERVED(ssize_t, pwrite, (int fd, const void *buf, size_t n, off_t off),
+       (fd, buf, n, off), refuse(c))
+SERVED(ssize_t, pwrite64, (int fd, const void *buf, size_t n, off_t off),
+       (fd, buf, n, off), refuse(c))
+SERVED(ssize_t, writev, (int fd, const struct iovec *iov, int cnt),
+       (fd, iov, cnt), refuse(c))
+
+/* ---------------------------------------------------- fstat, fcntl */
+
+static int stat_common(struct pl_chunk *c, void *st)
+{
+	/* struct stat and struct stat64 are one layout on LP64 */
+	memcpy(st, &c->st, sizeof(c->st));
+	chunk_put(c);
+	return 0;
+}
+
+SERVED(int, fstat, (int fd, struct stat *st), (fd, st), stat_common(c, st))
+SERVED(int, fstat64, (int fd, struct stat64 *st), (fd, st),
+       stat_common(c, st))
+
+/* fstatat(fd, "", st, AT_EMPTY_PATH) is fstat(fd) (NULL too, Linux 6.11) */
+static bool empty_path(const char *path)
+{
+	return !path || !*path;
+}
+
+#define FSTATAT(name, type)                                              \
+	EXPORT int name(int fd, const char *path, type *st, int flags)    \
+	{                                                                \
+		struct pl_chunk *c = NULL;                               \
+		if ((flags & AT_EMPTY_PATH) && empty_path(path))         \
+			c = get(fd);                                     \
+		if (!c) {                                                \
+			REAL(name);                        \
+			return r_##name(fd, path, st, flags);            \
+		}                                                        \
+		return stat_common(c, st);                               \
+	}
+FSTATAT(fstatat, struct stat)
+FSTATAT(fstatat64, struct stat64)
+
+static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
+{
+	struct pl_chunk *c = get(fd);
+	int r;
+
+	if (is64) {
+		REAL(fcntl64);
+		r = c && cmd == F_GETFL ? 0 : r_fcntl64(fd, cmd, arg);
+	} else {
+		REAL(fcntl);
+		r = c && cmd == F_GETFL ? 0 : r_fcntl(fd, cmd, arg);
+	}
+	if (c && cmd == F_GETFL)
+		r = O_RDONLY; /* what a chunk opened for reading says */
+	if (c && r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		add(r, c);
+	if (c)
+		chunk_put(c);
+	return r;
+}
+
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	unsigned long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	return fcntl_common(fd, cmd, arg, false);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	unsigned long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	return fcntl_common(fd, cmd, arg, true);
+}
+
+/* ------------------------------------------------- dup, close */
+
+EXPORT int dup(int fd)
+{
+	struct pl_chunk *c = get(fd);
+	int r;
+
+	REAL(dup);
+	r = r_dup(fd);
+	if (c && r >= 0)
+		add(r, c);
+	if (c)
+		chunk_put(c);
+	return r;
+}
+
+/* dup2/dup3 onto a served fd closes it: forget it first either way */
+static int dup_onto(int fd, int nfd, int flags, bool three)
+{
+	struct pl_chunk *c = get(fd);
+	int r;
+
+	if (three) {
+		REAL(dup3);
+		r = r_dup3(fd, nfd, flags);
+	} else {
+		REAL(dup2);
+		r = r_dup2(fd, nfd);
+	}
+	if (r >= 0 && fd != nfd) {
+		if (c)
+			add(r, c);
+		else if (nfd >= 0 && nfd < TAB_MAX)
+			forget(nfd);
+	}
+	if (c)
+		chunk_put(c);
+	return r;
+}
+
+EXPORT int dup2(int fd, int nfd)
+{
+	return dup_onto(fd, nfd, 0, false);
+}
+
+EXPORT int dup3(int fd, int nfd, int flags)
+{
+	return dup_onto(fd, nfd, flags, true);
+}
+
+EXPORT int close(int fd)
+{
+	REAL(close);
+	if (fd >= 0 && fd < TAB_MAX && atomic_load_explicit(&tab[fd],
+							    memory_order_acquire))
+		forget(fd);
+	return r_close(fd);
+}
+
+/* -------------------------------------------------- stdio, mmap */
+
+static ssize_t ck_read(void *ck, char *buf, size_t n)
+{
+	return read((int)(intptr_t)ck, buf, n);
+}
+
+static int ck_seek(void *ck, off64_t *pos, int whence)
+{
+	off_t r = lseek((int)(intptr_t)ck, *pos, whence);
+
+	if (r < 0)
+		return -1;
+	*pos = r;
+	return 0;
+}
+
+static int ck_close(void *ck)
+{
+	return close((int)(intptr_t)ck);
+}
+
+/* glibc's FILE reads with its own internal read: a served fd gets a
+ * stream whose reads, seeks and close come back here. */
+EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	static const cookie_io_functions_t io = { .read = ck_read,
+		.seek = ck_seek, .close = ck_close };
+	struct pl_chunk *c = get(fd);
+
+	if (!c) {
+		REAL(fdopen);
+		return r_fdopen(fd, mode);
+	}
+	chunk_put(c);
+	if (!mode || mode[0] != 'r' || strchr(mode, '+')) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return fopencookie((void *)(intptr_t)fd, "r", io);
+}
+
+/* A private copy: a served chunk has no pages to share. MAP_SHARED with
+ * PROT_WRITE is EACCES, as for a file opened read-only. */
+static void *mmap_common(struct pl_chunk *c, void *addr, size_t len,
+			 int prot, int flags, off_t off)
+{
+	void *p;
+
+	if ((flags & MAP_TYPE) != MAP_PRIVATE && (prot & PROT_WRITE)) {
+		chunk_put(c);
+		errno = EACCES;
+		return MAP_FAILED;
+	}
+	if (off < 0 || off % sysconf(_SC_PAGESIZE) || !len) {
+		chunk_put(c);
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	REAL(mmap);
+	p = r_mmap(addr, len, PROT_READ | PROT_WRITE,
+		   (flags & ~MAP_TYPE) | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p != MAP_FAILED) {
+		copy_at(c, p, len, off);
+		if (mprotect(p, len, prot)) {
+			int err = errno;
+
+			munmap(p, len);
+			errno = err;
+			p = MAP_FAILED;
+		}
+	}
+	chunk_put(c);
+	return p;
+}
+
+EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
+		  off_t off)
+{
+	struct pl_chunk *c = (flags & MAP_ANONYMOUS) ? NULL : get(fd);
+
+	if (!c) {
+		REAL(mmap);
+		return r_mmap(addr, len, prot, flags, fd, off);
+	}
+	return mmap_common(c, addr, len, prot, flags, off);
+}
+
+EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd,
+		    off_t off)
+{
+	return mmap(addr, len, prot, flags, fd, off);
+}
+
+/* Kernel-side copies cannot reach a served chunk: EINVAL, on which cp,
+ * cat and friends fall back to read(). */
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+	struct pl_chunk *c = get(in);
+
+	if (!c) {
+		REAL(sendfile);
+		return r_sendfile(out, in, off, n);
+	}
+	chunk_put(c);
+	errno = EINVAL;
+	return -1;
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
+{
+	return sendfile(out, in, off, n);
+}
+
+EXPORT ssize_t copy_file_range(int in, off_t *inoff, int out, off_t *outoff,
+			       size_t n, unsigned flags)
+{
+	struct pl_chunk *c = get(in);
+
+	if (!c) {
+		REAL(copy_file_range);
+		return r_copy_file_range(in, inoff, out, outoff, n, flags);
+	}
+	chunk_put(c);
+	errno = EINVAL;
+	return -1;
+}

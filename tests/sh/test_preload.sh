@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# test_preload.sh - libkvfs_preload.so (lib/preload/) against a real mount:
+# with LD_PRELOAD, cat, Python's open().read(), numpy.fromfile, mmap and
+# concurrent threads read exactly the published bytes, each open served by
+# one KVFS_IOC_GET (ioctl.xfer.gets moves, requests.open/read do not); a
+# miss is ENOENT; a namespace another uid may not read is EACCES for it;
+# files outside kvfs, a path namespace, a chunk over KVFS_PRELOAD_MAX and
+# KVFS_PRELOAD=0 take the plain path; writes and O_RDWR are unchanged.
+set -u
+PY=/usr/bin/python3
+. "$(dirname "$0")/kvfs_mount.sh"
+PRELOAD=${KVFS_PRELOAD_LIB:-$PWD/${KVFS_PLAIN_BUILD:-build}/libkvfs_preload.so}
+for f in "$MOUNT" "$PRELOAD"; do
+	if [ ! -e "$f" ]; then
+		echo "test_preload: no $f (make all first)" >&2
+		exit 1
+	fi
+done
+for c in fusermount3 "$PY" cmp; do
+	if ! command -v "$c" >/dev/null; then
+		echo "test_preload: skip: $c not installed (make deps)"
+		exit 77
+	fi
+done
+tmp=$(mktemp -d /tmp/kvfs-preload.XXXXXX)
+chmod 755 "$tmp"
+cleanup() {
+	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fails=0 n=0
+ok()  { n=$((n + 1)); printf 'ok %d - %s\n' "$n" "$1"; }
+bad() { n=$((n + 1)); fails=$((fails + 1)); printf 'not ok %d - %s\n' "$n" "$1"; }
+check() { # DESC CMD...: ok when CMD succeeds
+	local d=$1; shift
+	if "$@"; then ok "$d"; else bad "$d"; fi
+}
+# stat NAME: a counter of .kvfs/stats by dotted path (requests.open)
+stat() {
+	"$PY" -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(v)' "$tmp/m/.kvfs/stats" "$1"
+}
+pre() { LD_PRELOAD=$PRELOAD "$@"; }
+
+# allow_other: the EACCES check runs as another uid
+opts=l1_size=64M
+[ "$(id -u)" = 0 ] && opts=$opts,allow_other
+kvfs_sh_mount "$tmp/m" -o "$opts" || exit 1
+ns=$tmp/m/ns
+mkdir "$ns" || exit 1
+K1=0123456789abcdef0123456789abcdef # 2 MiB
+K2=00000000000000000000000000000002 # 256 KiB
+K3=00000000000000000000000000000003 # 1,000 bytes
+MISS=ffffffffffffffffffffffffffffffff
+head -c 2097152 /dev/urandom >"$tmp/k1"
+head -c 262144 /dev/urandom >"$tmp/k2"
+head -c 1000 /dev/urandom >"$tmp/k3"
+for k in 1 2 3; do
+	eval "cp \"\$tmp/k$k\" \"\$ns/\$K$k\"" || exit 1
+done
+
+# --- served: exact bytes, one GET per open, no FUSE open/read
+gets0=$(stat ioctl.xfer.gets) open0=$(stat requests.open)
+read0=$(stat requests.read)
+check "cat of a 2 MiB chunk: exact bytes" \
+	cmp <(pre cat "$ns/$K1") "$tmp/k1"
+check "cat of a 256 KiB chunk: exact bytes" \
+	cmp <(pre cat "$ns/$K2") "$tmp/k2"
+check "cat of a 1,000-byte chunk: exact bytes" \
+	cmp <(pre cat "$ns/$K3") "$tmp/k3"
+gets1=$(stat ioctl.xfer.gets)
+if [ $((gets1 - gets0)) -eq 3 ]; then
+	ok "three opens, three KVFS_IOC_GET"
+else
+	bad "three opens gave $((gets1 - gets0)) GETs"
+fi
+if [ "$(stat requests.open)" = "$open0" ] && [ "$(stat requests.read)" = "$read0" ]; then
+	ok "requests.open and requests.read did not move"
+else
+	bad "requests.open $open0 -> $(stat requests.open), read $read0 -> $(stat requests.read)"
+fi
+
+# both ways of serving: from memory behind a socket fd (the default) and
+# from a read-only memfd (KVFS_PRELOAD=memfd)
+pyserve() { # MODE
+out=$(KVFS_PRELOAD=$1 pre "$PY" - "$ns" "$tmp" "$K1" "$K2" "$K3" "$1" <<'EOF' 2>&1
+import errno, mmap, os, sys, threading
+ns, tmp, keys, mode = sys.argv[1], sys.argv[2], sys.argv[3:6], sys.argv[6]
+want = [open(f"{tmp}/k{i + 1}", "rb").read() for i in range(3)]
+fails = []
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        fails.append(what)
+for k, w in zip(keys, want):
+    with open(f"{ns}/{k}", "rb") as f:
+        check(f.read() == w, f"open().read() of {len(w)} bytes")
+        st = os.fstat(f.fileno())
+        check(st.st_size == len(w), "fstat size")
+        f.seek(len(w) // 2)
+        check(f.read(100) == w[len(w) // 2:len(w) // 2 + 100], "seek+read")
+        check(os.pread(f.fileno(), 10, 5) == w[5:15], "pread")
+        for whence in (-1, 99):
+            try:
+                os.lseek(f.fileno(), 0, whence)
+                check(False, f"lseek whence {whence} fails")
+            except OSError as e:
+                check(e.errno == errno.EINVAL, f"lseek whence {whence}: EINVAL")
+        check(os.lseek(f.fileno(), -10, os.SEEK_END) == len(w) - 10,
+              "lseek SEEK_END")
+        with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+            check(m[:] == w, "mmap")
+        try:
+            os.write(f.fileno(), b"x")
+            check(False, "write to a served fd fails")
+        except OSError as e:
+            check(e.errno == errno.EBADF, f"write to a served fd: EBADF ({e})")
+try:
+    import numpy as np
+    a = np.fromfile(f"{ns}/{keys[0]}", dtype=np.uint8)
+    check(a.tobytes() == want[0], "numpy.fromfile")
+except ImportError:
+    print("skip: numpy not installed")
+try:
+    open(f"{ns}/ffffffffffffffffffffffffffffffff", "rb")
+    check(False, "a miss fails")
+except OSError as e:
+    check(e.errno == errno.ENOENT, f"a miss is ENOENT ({e})")
+try:
+    os.open(f"{ns}/{keys[1]}", os.O_RDWR)
+    check(False, "O_RDWR of a chunk fails")
+except OSError as e:
+    check(e.errno == errno.EPERM, f"O_RDWR of a chunk: EPERM as before ({e})")
+# 4 threads x 50 opens of the three chunks
+def worker(r):
+    for i in range(50):
+        j = (i + r) % 3
+        with open(f"{ns}/{keys[j]}", "rb") as f:
+            if f.read() != want[j]:
+                r_fail.append(j)
+r_fail = []
+th = [threading.Thread(target=worker, args=(r,)) for r in range(4)]
+[t.start() for t in th]
+[t.join() for t in th]
+check(not r_fail, "4 threads x 50 opens: exact bytes")
+# a write through the preload is the plain path (create + write + close)
+new = f"{ns}/0000000000000000000000000000000{'a' if mode == '1' else 'b'}"
+with open(new, "xb") as f:
+    f.write(b"written" * 1000)
+check(open(new, "rb").read() == b"written" * 1000,
+      "a write through the preload reads back")
+# a served fd passed through dup, dup2, fcntl and fdopen (numpy's way)
+fd = os.open(f"{ns}/{keys[2]}", os.O_RDONLY)
+fd2 = os.dup(fd)
+os.lseek(fd, 10, os.SEEK_SET)
+check(os.read(fd2, 5) == want[2][10:15], "dup shares the offset")
+fd3 = os.dup2(fd2, 100)
+os.close(fd)
+os.close(fd2)
+check(os.pread(fd3, 8, 0) == want[2][:8], "dup2'ed fd after the others closed")
+os.close(fd3)
+if mode == "1":
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"{ns}/{keys[2]}", os.O_RDONLY)
+    buf = ctypes.create_string_buffer(100)
+    n = libc.syscall(0, fd, buf, 100)  # SYS_read, past the library
+    check(n == -1 and ctypes.get_errno() in (errno.ENOTCONN, errno.EINVAL),
+          f"a raw read(2) of a served fd fails, never other bytes ({n}, {ctypes.get_errno()})")
+    # closed behind the library's back, the number reused by another file
+    libc.syscall(3, fd)  # SYS_close
+    other = os.open(f"{tmp}/k1", os.O_RDONLY)
+    check(libc.syscall(33, other, fd) == fd,  # SYS_dup2, past the library
+          "the fd number given to another file")
+    check(os.read(fd, 64) == want[0][:64],
+          "a reused fd number reads its own file, not the chunk")
+    os.close(fd)
+    os.close(other)
+sys.exit(1 if fails else 0)
+EOF
+)
+rc=$?
+printf '%s\n' "$out" | sed 's/^/  # /'
+check "KVFS_PRELOAD=$1, python: open/read/seek/pread/mmap/numpy/miss/O_RDWR/threads/write/dup" \
+	test "$rc" = 0
+gets2=$(stat ioctl.xfer.gets)
+if [ $((gets2 - gets1)) -ge 209 ]; then
+	ok "KVFS_PRELOAD=$1: python's opens went through KVFS_IOC_GET ($((gets2 - gets1)))"
+else
+	bad "KVFS_PRELOAD=$1: python's opens: $((gets2 - gets1)) GETs, expected >= 209"
+fi
+gets1=$gets2
+}
+pyserve 1
+pyserve memfd
+if [ "$(stat requests.read)" = "$read0" ]; then
+	ok "requests.read still did not move"
+else
+	bad "requests.read $read0 -> $(stat requests.read)"
+fi
+
+# --- a miss: ENOENT, from cat too
+err=$(pre cat "$ns/$MISS" 2>&1 >/dev/null)
+case $err in
+*"No such file"*) ok "cat of a miss: ENOENT" ;;
+*) bad "cat of a miss said: $err" ;;
+esac
+
+# --- not served: plain path, same bytes
+open1=$(stat requests.open) gets3=$(stat ioctl.xfer.gets)
+check "KVFS_PRELOAD=0: exact bytes" \
+	cmp <(KVFS_PRELOAD=0 pre cat "$ns/$K2") "$tmp/k2"
+if [ "$(stat ioctl.xfer.gets)" = "$gets3" ] && [ "$(stat requests.open)" -gt "$open1" ]; then
+	ok "KVFS_PRELOAD=0: a FUSE open, no GET"
+else
+	bad "KVFS_PRELOAD=0: gets $gets3 -> $(stat ioctl.xfer.gets), open $open1 -> $(stat requests.open)"
+fi
+open1=$(stat requests.open)
+check "a chunk over KVFS_PRELOAD_MAX: exact bytes" \
+	cmp <(KVFS_PRELOAD_MAX=1048576 pre cat "$ns/$K1") "$tmp/k1"
+if [ "$(stat requests.open)" -gt "$open1" ]; then
+	ok "a chunk over KVFS_PRELOAD_MAX took the plain open"
+else
+	bad "a chunk over KVFS_PRELOAD_MAX: no FUSE open"
+fi
+mkdir "$tmp/plain" && cp "$tmp/k2" "$tmp/plain/$K2"
+gets3=$(stat ioctl.xfer.gets)
+check "a file outside kvfs named like a key: exact bytes" \
+	cmp <(pre cat "$tmp/plain/$K2") "$tmp/k2"
+echo more >"$tmp/plain/out"
+check "a write outside kvfs through the preload" \
+	pre sh -c "echo more >>'$tmp/plain/out' && test \"\$(cat '$tmp/plain/out')\" = 'more
+more'"
+if [ "$(stat ioctl.xfer.gets)" = "$gets3" ]; then
+	ok "files outside kvfs: no GET"
+else
+	bad "files outside kvfs: gets $gets3 -> $(stat ioctl.xfer.gets)"
+fi
+# a path namespace: its files are read through their names, never by GET
+mkdir "$tmp/m/pns" &&
+	"$PY" -c 'import os, sys; os.setxattr(sys.argv[1], "user.kvfs.names", b"paths")' "$tmp/m/pns" &&
+	cp "$tmp/k3" "$tmp/m/pns/$K3"
+gets3=$(stat ioctl.xfer.gets)
+check "a path namespace's file named like a key: exact bytes" \
+	cmp <(pre cat "$tmp/m/pns/$K3") "$tmp/k3"
+if [ "$(stat ioctl.xfer.gets)" = "$gets3" ]; then
+	ok "a path namespace: no GET"
+else
+	bad "a path namespace: gets $gets3 -> $(stat ioctl.xfer.gets)"
+fi
+
+# --- permission: the daemon's, for the caller's uid
+if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+	echo "ok $((n + 1)) # skip EACCES as another uid: needs root and setpriv"
+	n=$((n + 1))
+else
+	mkdir "$tmp/m/open" "$tmp/m/closed" && chmod 755 "$tmp/m/open" &&
+		chmod 700 "$tmp/m/closed" &&
+		cp "$tmp/k3" "$tmp/m/open/$K3" && cp "$tmp/k3" "$tmp/m/closed/$K3"
+	as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	gets3=$(stat ioctl.xfer.gets)
+	check "another uid, a readable namespace: exact bytes" \
+		cmp <(as_nobody env LD_PRELOAD="$PRELOAD" cat "$tmp/m/open/$K3") "$tmp/k3"
+	if [ "$(stat ioctl.xfer.gets)" -gt "$gets3" ]; then
+		ok "another uid: served by GET"
+	else
+		bad "another uid: no GET"
+	fi
+	err=$(as_nobody env LD_PRELOAD="$PRELOAD" cat "$tmp/m/closed/$K3" 2>&1 >/dev/null)
+	case $err in
+	*"Permission denied"*) ok "another uid, a 0700 namespace: EACCES" ;;
+	*) bad "another uid, a 0700 namespace said: $err" ;;
+	esac
+	err=$(as_nobody env LD_PRELOAD="$PRELOAD" "$PY" -c '
+import sys
+try:
+    open(sys.argv[1], "rb").read()
+except PermissionError:
+    print("EACCES")' "$tmp/m/closed/$K3" 2>&1)
+	case $err in
+	EACCES) ok "another uid, python open: PermissionError" ;;
+	*) bad "another uid, python open said: $err" ;;
+	esac
+fi
+
+echo "1..$n"
+[ "$fails" = 0 ]
