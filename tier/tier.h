@@ -540,6 +540,15 @@ bool tier_l3_on(const struct tier *t);
 int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 /*
+ * tier_l3_refuse - (ns, key) is absent from L3 for this node until it
+ * unmounts: no promotion, lookup or prefetch takes it from there (a
+ * tombstone never released; nothing is deleted in L3). For path files a
+ * crash lost (fs/paths/fs_pjournal.c): their key is the path's, shared by
+ * every version, so L3 may hold an older one. 0, or -ENOMEM (then not
+ * refused).
+ */
+int tier_l3_refuse(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+/*
  * tier_stat_fetch - tier_stat, and when the chunk is not local and L3 is
  * on, a promotion from L3 first (GET, every check, decode into L1; bounded
  * by l3_timeout_ms): what a name lookup of an open uses. -ENOENT (a miss,

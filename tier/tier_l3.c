@@ -414,6 +414,35 @@ static bool tl3_stale(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 			 tl3_tombstoned(t, ns, key));
 }
 
+/* tier.h. A tombstone never released: the key is absent from L3 for this
+ * mount (a path file whose acknowledged version a crash lost: L3 may hold
+ * an older one). No deletion is sent: another node's copy stays its own. */
+int tier_l3_refuse(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	struct tl3_tomb *tb;
+	int rc = 0;
+
+	if (!t->l3)
+		return 0;
+	tier_lock(t);
+	tb = tomb_find(t, ns, key);
+	if (!tb && (tb = calloc(1, sizeof(*tb)))) {
+		tb->t = t;
+		tb->ns = ns;
+		tb->key = *key;
+		if (htab_add(&t->l3->tombs, &tb->node, hashkey_index(ns, key))) {
+			free(tb);
+			tb = NULL;
+		}
+	}
+	if (tb)
+		tb->pending++; /* never given back */
+	else
+		rc = -ENOMEM;
+	tier_unlock(t);
+	return rc;
+}
+
 /* The store's answer to one deletion (a writer thread, no lock held). */
 static void tomb_done(void *arg, int err)
 {
@@ -956,6 +985,13 @@ void tier_l3_close(struct tier *t)
 	/* sends what is queued (releases take tier.lock: not held here);
 	 * every deletion's tomb_done has run after it */
 	l3_close(t3->l3);
+	{ /* what is left: keys refused for the mount's life */
+		struct htab_node *e, *nx;
+		uint64_t i;
+
+		htab_for_each_safe(&t3->tombs, i, e, nx)
+			free(container_of(e, struct tl3_tomb, node));
+	}
 	htab_free(&t3->tombs);
 	while (t3->ws) {
 		struct tl3_ws *w = t3->ws;

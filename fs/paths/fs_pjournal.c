@@ -186,8 +186,14 @@ static struct fs_pdir *walk(struct fs *fs, struct fs_pdir *root,
 	return d;
 }
 
+struct out;
+static void out_rec(struct out *o, char type, const char *ns,
+		    const char *path, size_t len);
+
+/* lost: where the records of files a crash lost go (see below), to be
+ * written again by the compaction. */
 static void apply(struct fs *fs, char type, const char *ns, const char *path,
-		  size_t len)
+		  size_t len, struct out *lost)
 {
 	struct fs_priv *p = fs->priv;
 	struct fs_paths *t = p->paths;
@@ -206,8 +212,19 @@ static void apply(struct fs *fs, char type, const char *ns, const char *path,
 		return;
 	if (type == 'F') {
 		kvfs_path_key(path, len, &key);
-		if (tier_stat(fs->tier, id, &key, &info))
-			return; /* not recovered (or unlinked since) */
+		if (tier_stat(fs->tier, id, &key, &info)) {
+			/* Not recovered, or unlinked since. Every version of
+			 * a path has the path's key, and L3 may still hold an
+			 * older one than this node acknowledged (its own
+			 * newer one lost in the crash before L2 or L3 had
+			 * it), or one it unlinked: refused from L3 here, and
+			 * the record kept so the next mount refuses it too
+			 * (until the path is published here again). */
+			if (lost && tier_l3_on(fs->tier) &&
+			    !tier_l3_refuse(fs->tier, id, &key))
+				out_rec(lost, 'F', ns, path, len);
+			return;
+		}
 	}
 	if (type == 'N' || type == 'K' || type == 'Q') {
 		bool keep = false;
@@ -265,7 +282,8 @@ out:
 	pthread_mutex_unlock(&p->lock);
 }
 
-static void replay(struct fs *fs, const unsigned char *buf, size_t len)
+static void replay(struct fs *fs, const unsigned char *buf, size_t len,
+		   struct out *lost)
 {
 	size_t at = 0;
 
@@ -286,7 +304,7 @@ static void replay(struct fs *fs, const unsigned char *buf, size_t len)
 		memcpy(path, r + PJ_HDR + nl, pl);
 		path[pl] = '\0';
 		if (!memchr(ns, '\0', nl))
-			apply(fs, (char)r[8], ns, path, pl);
+			apply(fs, (char)r[8], ns, path, pl, lost);
 		at += PJ_HDR + nl + pl;
 	}
 }
@@ -361,7 +379,7 @@ static uint64_t drop_orphans(struct fs *fs, uint32_t ns)
 	return n;
 }
 
-static int compact(struct fs *fs, int dirfd)
+static int compact(struct fs *fs, int dirfd, const struct out *lost)
 {
 	struct out o = { 0 };
 	uint32_t *ids = NULL;
@@ -399,6 +417,19 @@ static int compact(struct fs *fs, int dirfd)
 		pthread_mutex_unlock(&fs->priv->lock);
 	}
 	free(ids);
+	/* the records of files lost in a crash, refused from L3 (apply) */
+	if (lost->err)
+		o.err = lost->err;
+	for (size_t at = 0; !o.err && at + PJ_HDR <= lost->len;) {
+		const unsigned char *r = lost->buf + at;
+		size_t nl = r[9], pl = r[10] | (size_t)r[11] << 8;
+		char ns[KVFS_NS_NAME_MAX + 1];
+
+		memcpy(ns, r + PJ_HDR, nl);
+		ns[nl] = '\0';
+		out_rec(&o, 'F', ns, (const char *)r + PJ_HDR + nl, pl);
+		at += PJ_HDR + nl + pl;
+	}
 	err = o.err;
 	fd = err ? -1 : openat(dirfd, PJ_TMP, O_WRONLY | O_CREAT | O_TRUNC |
 			       O_CLOEXEC, 0600);
@@ -421,6 +452,7 @@ static int compact(struct fs *fs, int dirfd)
 int fs_pjournal_open(struct fs *fs, const char *l2_dir)
 {
 	struct fs_pjournal *j = calloc(1, sizeof(*j));
+	struct out lost = { 0 };
 	unsigned char *buf = NULL;
 	struct stat st;
 	size_t got = 0;
@@ -449,9 +481,10 @@ int fs_pjournal_open(struct fs *fs, const char *l2_dir)
 	if (fd >= 0)
 		close(fd);
 	if (buf)
-		replay(fs, buf, got);
+		replay(fs, buf, got, &lost);
 	free(buf);
-	err = compact(fs, j->dirfd);
+	err = compact(fs, j->dirfd, &lost);
+	free(lost.buf);
 	if (err)
 		fs_log(fs, "l2_dir/%s: %s", PJ_NAME, strerror(-err));
 	j->fd = openat(j->dirfd, PJ_NAME, O_WRONLY | O_APPEND | O_CREAT |
