@@ -48,6 +48,12 @@
 #define PJ_HDR 12
 #define PJ_MAX_FILE (UINT64_C(1) << 32)
 
+/* Records of lost path files kept by a compaction (see apply): at most
+ * this many bytes (some 60,000 paths); past it a lost path is refused
+ * from L3 for the mount's life only, so the log cannot grow without bound
+ * when files are dropped faster than they are written again. */
+#define PJ_LOST_MAX (8u << 20)
+
 struct fs_pjournal {
 	pthread_mutex_t lock; /* a leaf: fd, dirty */
 	int dirfd, fd;
@@ -186,7 +192,12 @@ static struct fs_pdir *walk(struct fs *fs, struct fs_pdir *root,
 	return d;
 }
 
-struct out;
+/* Records being written out (compaction, and the lost files' below). */
+struct out {
+	unsigned char *buf;
+	size_t len, cap;
+	int err;
+};
 static void out_rec(struct out *o, char type, const char *ns,
 		    const char *path, size_t len);
 
@@ -221,7 +232,8 @@ static void apply(struct fs *fs, char type, const char *ns, const char *path,
 			 * the record kept so the next mount refuses it too
 			 * (until the path is published here again). */
 			if (lost && tier_l3_on(fs->tier) &&
-			    !tier_l3_refuse(fs->tier, id, &key))
+			    !tier_l3_refuse(fs->tier, id, &key) &&
+			    lost->len < PJ_LOST_MAX)
 				out_rec(lost, 'F', ns, path, len);
 			return;
 		}
@@ -311,11 +323,6 @@ static void replay(struct fs *fs, const unsigned char *buf, size_t len,
 
 /* ---------------------------------------------------------- compaction */
 
-struct out {
-	unsigned char *buf;
-	size_t len, cap;
-	int err;
-};
 
 static void out_rec(struct out *o, char type, const char *ns,
 		    const char *path, size_t len)
