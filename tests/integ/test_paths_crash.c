@@ -45,34 +45,33 @@ static size_t len_of(int i, int v)
 	return (size_t)(32 << 10) + (size_t)((i * 7 + v * 13) % 16) * 4096;
 }
 
-/* Writes version v of file i: O_TRUNC in place (odd i) or a temporary
- * renamed onto it. 0 once every call returned success (acknowledged). */
-static int rewrite(const struct kvfs_mnt *m, int i, int v)
+/* Writes version v of file i, len bytes: O_TRUNC in place (odd i) or a
+ * temporary renamed onto it. 0 once every call returned success
+ * (acknowledged). */
+static int write_version(const struct kvfs_mnt *m, int i, int v, size_t len)
 {
 	char path[PATH_MAX], tmp[PATH_MAX];
-	size_t len = len_of(i, v);
 	char *buf = malloc(len);
 	int fd, rc = -1;
 
 	kvfs_test_fill(buf, len, seed_of(i, v), 0);
 	kvfs_test_path(m, path, "ns/d%d/f%d", i % 3, i);
 	kvfs_test_path(m, tmp, "ns/d%d/.f%d.tmp", i % 3, i);
-	if (i % 2) {
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd >= 0) {
-			rc = kvfs_test_write_all(fd, buf, len);
-			rc |= close(fd);
-		}
-	} else {
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-		if (fd >= 0) {
-			rc = kvfs_test_write_all(fd, buf, len);
-			rc |= close(fd);
+	fd = i % 2 ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)
+		   : open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	if (fd >= 0) {
+		rc = kvfs_test_write_all(fd, buf, len);
+		rc |= close(fd);
+		if (!(i % 2))
 			rc |= rename(tmp, path);
-		}
 	}
 	free(buf);
 	return rc;
+}
+
+static int rewrite(const struct kvfs_mnt *m, int i, int v)
+{
+	return write_version(m, i, v, len_of(i, v));
 }
 
 /* Which version file i holds: -1 absent, 0 none of want's and older's. */
@@ -222,29 +221,6 @@ static void test_crash_l2_l3(void **state)
 	assert_int_equal(t.wrong, 0);
 }
 
-/* Writes big version v of file i (by rename when i is even, else
- * O_TRUNC): 24 MiB, more than loopback's socket buffers hold, so a
- * daemon killed while the server is stopped cannot have sent it whole. */
-static int rewrite_big(const struct kvfs_mnt *m, int i, int v, size_t len)
-{
-	char path[PATH_MAX], tmp[PATH_MAX];
-	char *buf = malloc(len);
-	int fd, rc = -1;
-
-	kvfs_test_fill(buf, len, seed_of(i, v), 0);
-	kvfs_test_path(m, path, "ns/d%d/f%d", i % 3, i);
-	kvfs_test_path(m, tmp, "ns/d%d/.f%d.tmp", i % 3, i);
-	fd = open(i % 2 ? path : tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd >= 0) {
-		rc = kvfs_test_write_all(fd, buf, len);
-		rc |= close(fd);
-		if (!(i % 2))
-			rc |= rename(tmp, path);
-	}
-	free(buf);
-	return rc;
-}
-
 /* What file i holds: 1 version 1's bytes, 2 big version 2's, -1 absent,
  * 0 anything else. */
 static int which(const struct kvfs_mnt *m, int i, size_t big)
@@ -281,8 +257,8 @@ out:
  * version of a path has the path's key, so L3 holds whichever version was
  * stored there last: here version 1 (stored), while version 2 (by rename,
  * and by O_TRUNC) is acknowledged, kept in L1 only (ingest=evicted: not in
- * L2) and cannot reach L3 (the server stopped, the value larger than the
- * socket buffers) before the daemon is killed. After the remount the
+ * L2) and cannot reach L3 (the server stopped, the value -- 24 MiB --
+ * larger than loopback's socket buffers) before the daemon is killed. After the remount the
  * name's key is not in L2: the file is absent (or version 2), never
  * version 1 from L3 -- after the crash, and after a clean restart again.
  */
@@ -321,8 +297,8 @@ static void test_lost_version_not_from_l3(void **state)
 		usleep(10000);
 	}
 	rt_pause(&srv);
-	assert_int_equal(rewrite_big(&m, 0, 2, big), 0);
-	assert_int_equal(rewrite_big(&m, 1, 2, big), 0);
+	assert_int_equal(write_version(&m, 0, 2, big), 0);
+	assert_int_equal(write_version(&m, 1, 2, big), 0);
 	usleep(1000 * 1000); /* the names' journal is synced */
 	crash(&m);
 	rt_resume(&srv);
