@@ -258,8 +258,8 @@ out:
  * stored there last: here version 1 (stored), while version 2 (by rename,
  * and by O_TRUNC) is acknowledged, kept in L1 only (ingest=evicted: not in
  * L2) and cannot reach L3 (the server stopped, the value -- 24 MiB --
- * larger than loopback's socket buffers) before the daemon is killed. After the remount the
- * name's key is not in L2: the file is absent (or version 2), never
+ * larger than loopback's socket buffers) before the daemon is killed.
+ * After the remount the name's key is not in L2: the file is absent (or version 2), never
  * version 1 from L3 -- after the crash, and after a clean restart again.
  */
 static void test_lost_version_not_from_l3(void **state)
