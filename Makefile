@@ -359,7 +359,9 @@ $(CUDACHECK): $(BUILD)/tests/gpu/bundle/kvfs_cudacheck.o $(ENGINE)
 tests: $(CUDACHECK)
 BUNDLE_IN := $(PROGS) $(BUILD)/libkvfs.so $(GPU_TEST_BIN) $(FAKECUDART) \
 	$(BUILD)/tests/unit/test_gpu $(GPU_BENCH) $(BUILD)/bench/kvfs_bench \
-	$(BUILD)/bench/kvfs_xbench $(DEVCHECK) $(CUDACHECK)
+	$(BUILD)/bench/kvfs_xbench $(DEVCHECK) $(CUDACHECK) \
+	$(addprefix $(BUILD)/bench/,kvfs_ibench kvfs_l2bench kvfs_l3bench \
+	kvfs_pbench) $(BUILD)/libkvfs_preload.so
 .PHONY: gpu-bundle
 ifeq ($(CUDA)$(SANITIZER),1)
 gpu-bundle: $(BUNDLE_IN)

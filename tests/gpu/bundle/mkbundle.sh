@@ -3,10 +3,12 @@
 # from the plain CUDA build in BUILD (the Makefile has built every program
 # first). OUT is emptied and rebuilt:
 #   bin/      kvfs-mount kvfsctl kvfs_gpubench kvfs_bench kvfs_xbench
-#             kvfs_cudacheck fusermount3 (not setuid: run as root)
+#             kvfs_ibench kvfs_l2bench kvfs_l3bench kvfs_pbench
+#             kvfs_cudacheck fusermount3 (not setuid: run as root), and
+#             redis-server where this machine has one (kvfs_l3bench's)
 #   tests/    the GPU test programs, kvfs_devcheck, libfakecudart.so (the
 #             tests look for both beside themselves)
-#   lib/      libkvfs.so.0 (no libkvfs.so link: the folder holds no
+#   lib/      libkvfs.so.0, libkvfs_preload.so (no libkvfs.so link: the folder holds no
 #             symbolic link, so any copy keeps it whole) and every library the programs load that
 #             is not glibc's, copied from this machine under its soname
 #   lib/cxx/  libstdc++ and libgcc_s (they need a newer glibc than the rest;
@@ -51,9 +53,16 @@ put() { # src dest-dir [name]
 }
 
 for p in kvfs-mount kvfsctl; do put "$BUILD/$p" "$OUT/bin"; done
-for p in kvfs_gpubench kvfs_bench kvfs_xbench; do
+for p in kvfs_gpubench kvfs_bench kvfs_xbench kvfs_ibench kvfs_l2bench \
+	kvfs_l3bench kvfs_pbench; do
 	put "$BUILD/bench/$p" "$OUT/bin"
 done
+# issue 26's benches on a quiet machine: kvfs_pbench's preload library
+# (it looks for it beside kvfs-mount's KVFS_BUILD: run.sh points that at
+# lib/), and this machine's redis-server for kvfs_l3bench (its libraries
+# join the bundle's below; without one, the l3bench step skips saying so).
+put "$BUILD/libkvfs_preload.so" "$OUT/lib"
+rs=$(command -v redis-server) && put "$rs" "$OUT/bin"
 put "$BUILD/tests/gpu/bundle/kvfs_cudacheck" "$OUT/bin"
 fm=$(command -v fusermount3) || die "fusermount3 not found (apt-get install fuse3)"
 install -m 755 "$fm" "$OUT/bin/fusermount3"

@@ -17,7 +17,11 @@
 #    test_gpu_sim and test_gpu_xfer on the stand-in runtime, test_gpu_ipc
 #    and test_gpu_xfer on the GPU), kvfs_gpubench, and the thread-scaling
 #    runs of kvfs_bench (read/write) and kvfs_xbench (batched transfers) at
-#    1,2,4,8,16 threads, each against tmpfs in the same run.
+#    1,2,4,8,16 threads, each against tmpfs in the same run; then issue
+#    26's benches of the other paths: kvfs_ibench (batched lookup against
+#    stat), kvfs_l2bench (L2 against O_DIRECT pread), kvfs_l3bench (L3
+#    against raw GETs; needs the bundled redis-server) and kvfs_pbench
+#    (the plain read path with and without the preload library).
 # Output: OUTDIR/checks.txt, OUTDIR/NN-step.txt per step (its command,
 # output, exit status and time: every table), OUTDIR/summary.txt (printed at
 # the end too): per step ok, FAILED (exit N), TIMEOUT or SKIPPED and why.
@@ -34,6 +38,9 @@
 #   --gpubench-chunks N --gpubench-rounds N kvfs_gpubench (64, 3)
 #   --quick                     smallest sizes, one trial (a smoke run)
 #   --skip STEP[,STEP...]       leave steps out (names as in summary.txt)
+#   --only STEP[,STEP...]       run these steps alone
+#   --l2-dir DIR                kvfs_l2bench's L2 and O_DIRECT files
+#                               (a disk, not tmpfs: $TMPDIR or /var/tmp)
 #   -v, --verbose               print every step's output too
 # Environment:
 #   KVFS_CUDART=PATH            the libcudart to use; tests/libfakecudart.so
@@ -51,6 +58,8 @@ T0=$(date +%s)
 budget=450 threads=1,2,4,8,16 verbose=0 skip=,
 bench_mib=256 bench_trials=3 xbench_mib=256 xbench_trials=3
 gb_chunks=64 gb_rounds=3
+ibench_iters=200 l2_args= l3_args= pb_args= only=
+l2_dir=${TMPDIR:-/var/tmp}
 usage() {
 	sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
 	exit 2
@@ -67,8 +76,11 @@ while [ $# -gt 0 ]; do
 	--gpubench-rounds) gb_rounds=$2; shift ;;
 	--quick)
 		bench_mib=4 bench_trials=1 xbench_mib=32 xbench_trials=1
-		gb_chunks=4 gb_rounds=1 ;;
+		gb_chunks=4 gb_rounds=1 ibench_iters=5 l2_args=--quick
+		l3_args="--n 8 --trials 1" pb_args="--mib 4 --rounds 1" ;;
 	--skip) skip=,$2, ; shift ;;
+	--only) only=,$2, ; shift ;;
+	--l2-dir) l2_dir=$2; shift ;;
 	-v | --verbose) verbose=1 ;;
 	-h | --help) usage ;;
 	-*) echo "run.sh: unknown option $1" >&2; usage ;;
@@ -397,6 +409,7 @@ step() {
 	nstep=$((nstep + 1))
 	f=$OUT/$(printf '%02d' $nstep)-$name.txt
 	case $skip in *,"$name",*) why="left out (--skip)" ;; esac
+	[ -z "$only" ] || case $only in *,"$name",*) ;; *) why="left out (--only)" ;; esac
 	for a in "$@"; do
 		case $a in "$B"/*) case $bad_names in *,"$(basename "$a")",*)
 			[ -n "$why" ] || why="$(basename "$a") cannot load here (see checks.txt)" ;;
@@ -469,6 +482,12 @@ step bench-threads 150 fuse "$B/bin/kvfs_bench" --threads "$threads" \
 	--mib "$bench_mib" --trials "$bench_trials"
 step xbench-threads 150 fuse "$B/bin/kvfs_xbench" --threads "$threads" \
 	--mib "$xbench_mib" --trials "$xbench_trials"
+# issue 26's benches of the other paths, each against its medium in the
+# same run (on a quiet machine their ratios mean more than on a shared one)
+step ibench 90 fuse "$B/bin/kvfs_ibench" -i "$ibench_iters"
+step l2bench 150 fuse env TMPDIR="$l2_dir" "$B/bin/kvfs_l2bench" $l2_args
+step l3bench 120 fuse "$B/bin/kvfs_l3bench" $l3_args
+step pbench 120 fuse env KVFS_BUILD="$B/lib" "$B/bin/kvfs_pbench" $pb_args
 
 {
 	echo "kvfs gpu-bundle run.sh summary ($(manifest COMMIT); $(( $(date +%s) - T0 ))s of ${budget}s)"
