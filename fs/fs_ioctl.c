@@ -406,8 +406,9 @@ static int do_handle(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		/* cuda L1, or pinned L1 on request: a device buffer of this
 		 * chunk alone (gpu/gpu.h, struct gpu_export); host L1 has no
 		 * device to export from (EOPNOTSUPP) */
-		rc = tier_arena_export(fs->tier, c, h.ipc, &h.offset,
-				       &cookie);
+		rc = tier_arena_export(fs->tier, c, fuse_req_ctx(req)->uid,
+				       fuse_req_ctx(req)->gid, h.ipc,
+				       &h.offset, &cookie);
 		if (rc)
 			goto err_put;
 		h.kind = KVFS_HANDLE_CUDA_IPC;

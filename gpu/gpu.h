@@ -66,10 +66,16 @@ struct gpu_ops {
  * gets its own device buffer, sized up to a multiple of 2 MiB (CUDA may
  * sub-allocate smaller cudaMalloc blocks from a shared page, and IPC would
  * then share the neighbours too) with the tail zeroed, filled by a
- * device-to-device copy from the arena; unexport frees it. The importer
- * must cudaIpcCloseMemHandle before the handle is released.
+ * device-to-device copy from the arena; unexport keeps it for the same
+ * owner's next export (or frees it). The importer must not read through
+ * its mapping after the handle is released: the next chunk of that owner
+ * may be copied there.
  */
 struct gpu_export {
+	/* in: the owner (the caller's uid and gid, the chunk's namespace).
+	 * A released buffer is kept and reused, with its IPC handle, for the
+	 * next export of the same owner only (gpu_cuda.c, export_new). */
+	uint32_t uid, gid, ns;
 	uint8_t ipc[64];  /* cudaIpcMemHandle_t of the per-export buffer */
 	uint64_t offset;  /* where the range starts in that buffer */
 	uint64_t length;  /* bytes of the range */

@@ -79,6 +79,12 @@ _Static_assert(sizeof(struct gpu_rt_ipc) ==
  * from one 2 MiB page: export buffers are sized in 2 MiB units. */
 #define CUDA_EXPORT_ALIGN (2ull << 20)
 
+/* Released export buffers kept for the next handle of the same owner (see
+ * export_new): at most this many, and never more than the export budget.
+ * A reused buffer keeps its IPC handle, so an engine that keeps it mapped
+ * (libkvfs does, lib/client_cuda.c) opens it once, not per chunk. */
+#define CUDA_POOL_MAX 64
+
 struct cuda_slot {
 	void *buf;            /* pinned host memory, CUDA_BOUNCE_BYTES */
 	gpu_rt_stream stream; /* non-blocking; only this slot's holder uses it */
@@ -93,14 +99,20 @@ struct cuda_priv {
 	pthread_cond_t freed; /* a slot became free */
 	struct cuda_slot slot[CUDA_NBOUNCE]; /* busy: lock */
 	unsigned long exports; /* outstanding exports: lock */
-	uint64_t export_bytes; /* their device bytes: lock */
+	uint64_t export_bytes; /* their device bytes, pooled ones too: lock */
 	uint64_t export_cap;   /* what exports may take (set at alloc) */
+	struct cuda_export *pool; /* released buffers, newest first: lock */
+	unsigned npool;           /* how many: lock */
 };
 
-/* One export: its device buffer and what it counts against the budget. */
+/* One export: its device buffer, what it counts against the budget, its
+ * IPC handle and its owner (buffers are reused for that owner alone). */
 struct cuda_export {
 	void *buf;
 	uint64_t cap;
+	uint8_t ipc[64];
+	uint32_t uid, gid, ns;
+	struct cuda_export *next; /* in the pool */
 };
 
 static struct cuda_priv *cuda_priv(const struct gpu_arena *a)
@@ -151,12 +163,40 @@ static int cuda_priv_new(struct gpu_arena *a, const char *kind, int device,
 	return 0;
 }
 
+/* Frees pooled buffers until at most keep are left (oldest first).
+ * Takes p->lock. */
+static void pool_drain(struct gpu_arena *a, struct cuda_priv *p,
+		       unsigned keep)
+{
+	while (1) {
+		struct cuda_export **pp, *e;
+
+		pthread_mutex_lock(&p->lock);
+		if (p->npool <= keep) {
+			pthread_mutex_unlock(&p->lock);
+			return;
+		}
+		for (pp = &p->pool; (*pp)->next; pp = &(*pp)->next)
+			;
+		e = *pp;
+		*pp = NULL;
+		p->npool--;
+		p->export_bytes -= e->cap;
+		pthread_mutex_unlock(&p->lock);
+		if (a->device >= 0)
+			p->rt.SetDevice(a->device);
+		p->rt.Free(e->buf);
+		free(e);
+	}
+}
+
 static void cuda_priv_free(struct gpu_arena *a)
 {
 	struct cuda_priv *p = cuda_priv(a);
 
 	if (!p)
 		return;
+	pool_drain(a, p, 0);
 	pthread_cond_destroy(&p->freed);
 	pthread_mutex_destroy(&p->lock);
 	gpu_rt_unload(&p->rt);
@@ -470,87 +510,150 @@ static int cuda_move(struct gpu_arena *a, uint64_t dst, uint64_t src,
  * against the budget, filled from src (kind GPU_RT_D2D: the device arena,
  * on a slot's stream; GPU_RT_H2D: the registered host arena, a DMA on the
  * legacy stream), its tail zeroed, and its IPC handle.
+ *
+ * A released buffer goes to the pool and is reused, with its IPC handle,
+ * for the next export of the same owner (uid, gid and namespace) and the
+ * same size: no cudaMalloc, cudaIpcGetMemHandle or cudaFree per chunk, and
+ * an engine that keeps the buffer mapped reads the next chunk through the
+ * mapping it has. Isolation: whoever still maps a released buffer sees
+ * what is put in it next, so that is only ever a chunk of the same
+ * namespace given to the same uid and gid, who passed its permission
+ * check for that handle (fs_ioctl.c); a buffer never changes owner (the
+ * budget frees it instead).
  */
+static void gpu_cuda_unexport_free(struct gpu_arena *a,
+				   struct cuda_export *e);
+
+static struct cuda_export *pool_take(struct cuda_priv *p, uint64_t cap,
+				     const struct gpu_export *ex)
+{
+	struct cuda_export **pp, *e;
+
+	for (pp = &p->pool; (e = *pp); pp = &e->next)
+		if (e->cap == cap && e->uid == ex->uid && e->gid == ex->gid &&
+		    e->ns == ex->ns) {
+			*pp = e->next;
+			p->npool--;
+			p->exports++;
+			return e;
+		}
+	return NULL;
+}
+
+static int export_fill(struct cuda_priv *p, struct gpu_arena *a,
+		       struct cuda_export *e, const void *src, uint64_t len,
+		       int kind)
+{
+	struct cuda_slot *s;
+	int cr;
+
+	cr = p->rt.SetDevice(a->device);
+	if (cr != GPU_RT_SUCCESS)
+		return cr;
+	if (kind == GPU_RT_D2D) {
+		s = slot_get(p);
+		if (len)
+			cr = p->rt.MemcpyAsync(e->buf, src, len, GPU_RT_D2D,
+					       s->stream);
+		/* The tail is readable through the handle: no stale bytes
+		 * in it. */
+		if (cr == GPU_RT_SUCCESS && e->cap > len)
+			cr = p->rt.MemsetAsync((char *)e->buf + len, 0,
+					       e->cap - len, s->stream);
+		if (cr == GPU_RT_SUCCESS)
+			cr = p->rt.StreamSynchronize(s->stream);
+		slot_put(p, s);
+	} else {
+		/* from page-locked memory: a DMA at PCIe speed */
+		if (len)
+			cr = p->rt.Memcpy(e->buf, src, len, GPU_RT_H2D);
+		if (cr == GPU_RT_SUCCESS && e->cap > len)
+			cr = p->rt.Memset((char *)e->buf + len, 0,
+					  e->cap - len);
+		if (cr == GPU_RT_SUCCESS)
+			cr = p->rt.DeviceSynchronize();
+	}
+	return cr;
+}
+
 static int export_new(struct gpu_arena *a, const void *src, uint64_t len,
 		      int kind, struct gpu_export *ex)
 {
 	struct cuda_priv *p = cuda_priv(a);
 	struct cuda_export *e = NULL;
 	struct gpu_rt_ipc ipc;
-	struct cuda_slot *s;
 	uint64_t cap;
-	void *buf = NULL;
 	int cr;
 
 	cap = (len + CUDA_EXPORT_ALIGN - 1) / CUDA_EXPORT_ALIGN *
 	      CUDA_EXPORT_ALIGN;
 	if (cap == 0)
 		cap = CUDA_EXPORT_ALIGN; /* an empty chunk still has a buffer */
+	pthread_mutex_lock(&p->lock);
+	e = pool_take(p, cap, ex);
+	pthread_mutex_unlock(&p->lock);
+	if (e) {
+		cr = export_fill(p, a, e, src, len, kind);
+		if (cr != GPU_RT_SUCCESS) {
+			gpu_cuda_unexport_free(a, e);
+			return gpu_rt_errno(cr);
+		}
+		goto done;
+	}
 	/*
 	 * Handle buffers are device memory outside the arena: together they
 	 * may take at most export_cap (cuda: the arena's size; pinned: also
 	 * at most a quarter of the GPU) plus one buffer, so readers holding
-	 * handles cannot exhaust the GPU. Past it: -ENOSPC until handles are
-	 * released.
+	 * handles cannot exhaust the GPU. Pooled buffers count too and are
+	 * freed first. Past it: -ENOSPC until handles are released.
 	 */
-	pthread_mutex_lock(&p->lock);
-	if (p->export_bytes + cap > p->export_cap + CUDA_EXPORT_ALIGN &&
-	    p->export_bytes) {
+	for (;;) {
+		unsigned npool;
+
+		pthread_mutex_lock(&p->lock);
+		if (p->export_bytes + cap <= p->export_cap + CUDA_EXPORT_ALIGN ||
+		    !p->export_bytes) {
+			p->export_bytes += cap;
+			pthread_mutex_unlock(&p->lock);
+			break;
+		}
+		npool = p->npool;
 		pthread_mutex_unlock(&p->lock);
-		return -ENOSPC;
+		if (!npool)
+			return -ENOSPC;
+		pool_drain(a, p, npool - 1);
 	}
-	p->export_bytes += cap;
-	pthread_mutex_unlock(&p->lock);
-	e = malloc(sizeof(*e));
+	e = calloc(1, sizeof(*e));
 	if (!e) {
 		cr = GPU_RT_SUCCESS;
 		goto err_budget;
 	}
+	e->cap = cap;
+	e->uid = ex->uid;
+	e->gid = ex->gid;
+	e->ns = ex->ns;
 	cr = p->rt.SetDevice(a->device);
 	if (cr == GPU_RT_SUCCESS)
-		cr = p->rt.Malloc(&buf, cap);
+		cr = p->rt.Malloc(&e->buf, cap);
 	if (cr != GPU_RT_SUCCESS)
 		goto err_budget;
-	if (kind == GPU_RT_D2D) {
-		s = slot_get(p);
-		cr = GPU_RT_SUCCESS;
-		if (len)
-			cr = p->rt.MemcpyAsync(buf, src, len, GPU_RT_D2D,
-					       s->stream);
-		/* The tail is readable through the handle: no stale bytes
-		 * in it. */
-		if (cr == GPU_RT_SUCCESS && cap > len)
-			cr = p->rt.MemsetAsync((char *)buf + len, 0, cap - len,
-					       s->stream);
-		if (cr == GPU_RT_SUCCESS)
-			cr = p->rt.StreamSynchronize(s->stream);
-		slot_put(p, s);
-	} else {
-		/* from page-locked memory: a DMA at PCIe speed */
-		cr = GPU_RT_SUCCESS;
-		if (len)
-			cr = p->rt.Memcpy(buf, src, len, GPU_RT_H2D);
-		if (cr == GPU_RT_SUCCESS && cap > len)
-			cr = p->rt.Memset((char *)buf + len, 0, cap - len);
-		if (cr == GPU_RT_SUCCESS)
-			cr = p->rt.DeviceSynchronize();
-	}
+	cr = export_fill(p, a, e, src, len, kind);
 	if (cr == GPU_RT_SUCCESS)
-		cr = p->rt.IpcGetMemHandle(&ipc, buf);
+		cr = p->rt.IpcGetMemHandle(&ipc, e->buf);
 	if (cr != GPU_RT_SUCCESS) {
-		p->rt.Free(buf);
+		p->rt.Free(e->buf);
 		goto err_budget;
 	}
-	memcpy(ex->ipc, ipc.reserved, sizeof(ex->ipc));
-	ex->offset = 0;
-	ex->length = len;
-	ex->device = a->device;
-	e->buf = buf;
-	e->cap = cap;
-	ex->cookie = e;
+	memcpy(e->ipc, ipc.reserved, sizeof(e->ipc));
 	pthread_mutex_lock(&p->lock);
 	p->exports++;
 	pthread_mutex_unlock(&p->lock);
+done:
+	memcpy(ex->ipc, e->ipc, sizeof(ex->ipc));
+	ex->offset = 0;
+	ex->length = len;
+	ex->device = a->device;
+	ex->cookie = e;
 	return 0;
 
 err_budget:
@@ -561,12 +664,23 @@ err_budget:
 	return cr == GPU_RT_SUCCESS ? -ENOMEM : gpu_rt_errno(cr);
 }
 
+/* Clears what an export fills, keeping its owner (the caller's input). */
+static void export_clear(struct gpu_export *ex)
+{
+	uint32_t uid = ex->uid, gid = ex->gid, ns = ex->ns;
+
+	memset(ex, 0, sizeof(*ex));
+	ex->uid = uid;
+	ex->gid = gid;
+	ex->ns = ns;
+}
+
 static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
 		       struct gpu_export *ex)
 {
 	struct cuda_priv *p = cuda_priv(a);
 
-	memset(ex, 0, sizeof(*ex));
+	export_clear(ex);
 	if (!cuda_range_ok(a, off, len))
 		return -EINVAL;
 	return export_new(a, (const char *)p->dev + off, len, GPU_RT_D2D, ex);
@@ -577,10 +691,24 @@ static int cuda_export(struct gpu_arena *a, uint64_t off, uint64_t len,
 static int pinned_export(struct gpu_arena *a, uint64_t off, uint64_t len,
 			 struct gpu_export *ex)
 {
-	memset(ex, 0, sizeof(*ex));
+	export_clear(ex);
 	if (!cuda_range_ok(a, off, len))
 		return -EINVAL;
 	return export_new(a, (const char *)a->host + off, len, GPU_RT_H2D, ex);
+}
+
+/* A buffer that failed or that the pool cannot keep: freed. */
+static void gpu_cuda_unexport_free(struct gpu_arena *a, struct cuda_export *e)
+{
+	struct cuda_priv *p = cuda_priv(a);
+
+	p->rt.SetDevice(a->device);
+	p->rt.Free(e->buf);
+	pthread_mutex_lock(&p->lock);
+	p->exports--;
+	p->export_bytes -= e->cap;
+	pthread_mutex_unlock(&p->lock);
+	free(e);
 }
 
 static void cuda_unexport(struct gpu_arena *a, void *cookie)
@@ -590,13 +718,13 @@ static void cuda_unexport(struct gpu_arena *a, void *cookie)
 
 	if (!e)
 		return;
-	p->rt.SetDevice(a->device);
-	p->rt.Free(e->buf);
 	pthread_mutex_lock(&p->lock);
 	p->exports--;
-	p->export_bytes -= e->cap;
+	e->next = p->pool;
+	p->pool = e;
+	p->npool++;
 	pthread_mutex_unlock(&p->lock);
-	free(e);
+	pool_drain(a, p, CUDA_POOL_MAX);
 }
 
 /* ------------------------------------------------------------ imports */

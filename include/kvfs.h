@@ -930,9 +930,13 @@ long kvfs_mget_device(int nsfd, struct kvfs_io *io, size_t n);
  *
  * Isolation: the daemon never exports its L1 arena. Each handle is a device
  * buffer of its own holding one chunk (sized in 2 MiB units, the tail
- * zeroed), copied device to device from the arena when the handle is taken
- * and freed when it is released. So a handle reaches exactly one chunk the
- * caller could open, and writes through it cannot change the cache.
+ * zeroed), copied device to device from the arena when the handle is taken.
+ * So a handle reaches exactly one chunk the caller could open, and writes
+ * through it cannot change the cache. A released buffer is kept and used
+ * again, with the same IPC handle, for a later chunk of the same size,
+ * namespace, uid and gid only (never another user's or namespace's), and
+ * libkvfs keeps its mapping of it open: the next handle costs no
+ * cudaIpcOpenMemHandle. Do not read through a mapping after closing it.
  * ---------------------------------------------------------------------- */
 
 /* An opened CUDA handle. */
@@ -960,8 +964,11 @@ int kvfs_cuda_probe(char *err, size_t errlen);
  * devices, e.g. the same CUDA_VISIBLE_DEVICES). The calling thread's
  * current device is left as it was.
  * Close it with kvfs_cuda_close BEFORE releasing the handle (kvfs_handle_put
- * or close of the chunk fd): the daemon then frees the buffer, and CUDA
- * leaves freeing memory another process still maps undefined.
+ * or close of the chunk fd): the daemon may then copy the same owner's
+ * next chunk into that buffer. Mappings are kept per process (up to 32,
+ * an idle one closed after 10 s at a later call or when its place is
+ * needed): opening a handle whose buffer this process has mapped already
+ * costs no CUDA call. Thread-safe.
  * Returns 0; -EINVAL (h or m NULL, wrong version/size, no device);
  * -ENOTSUP (not a CUDA_IPC handle: mmap the chunk fd instead); -ENODEV (no
  * CUDA runtime, driver or such device here); -EIO (cudaIpcOpenMemHandle
@@ -970,7 +977,8 @@ int kvfs_cuda_probe(char *err, size_t errlen);
 int kvfs_cuda_open(const struct kvfs_handle *h, int device,
 		   struct kvfs_cuda_map *m);
 
-/* kvfs_cuda_close - unmaps what kvfs_cuda_open mapped and clears m.
+/* kvfs_cuda_close - ends what kvfs_cuda_open mapped and clears m (the
+ * mapping itself may stay open for the buffer's next chunk, see above).
  * Returns 0, -EINVAL (m not open), or -EIO (cudaIpcCloseMemHandle). */
 int kvfs_cuda_close(struct kvfs_cuda_map *m);
 

@@ -644,9 +644,12 @@ long long tier_chunk_offset(const struct tier_chunk *c);
  * device copy: call without fs locks. The pinned backend DMAs the chunk
  * from its page-locked arena into such a buffer. -ENOTSUP for host arenas
  * (mmap the chunk fd instead), -ENODATA when c is not in the arena,
- * -ENOSPC (export budget), -ENOMEM, -EIO. */
+ * -ENOSPC (export budget), -ENOMEM, -EIO. uid and gid are the caller's:
+ * a released buffer is reused, IPC handle and all, only for the same uid,
+ * gid and namespace (an engine keeps its mapping open: gpu/gpu.h). */
 int tier_arena_export(struct tier *t, const struct tier_chunk *c,
-		      uint8_t ipc[64], uint64_t *offset, void **cookie);
+		      uint32_t uid, uint32_t gid, uint8_t ipc[64],
+		      uint64_t *offset, void **cookie);
 /* tier_arena_unexport - frees what tier_arena_export made; NULL is a no-op. */
 void tier_arena_unexport(struct tier *t, void *cookie);
 

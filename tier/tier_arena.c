@@ -126,7 +126,8 @@ long long tier_chunk_offset(const struct tier_chunk *c)
 }
 
 int tier_arena_export(struct tier *t, const struct tier_chunk *c,
-		      uint8_t ipc[64], uint64_t *offset, void **cookie)
+		      uint32_t uid, uint32_t gid, uint8_t ipc[64],
+		      uint64_t *offset, void **cookie)
 {
 	struct gpu_export ex;
 	int rc;
@@ -140,6 +141,9 @@ int tier_arena_export(struct tier *t, const struct tier_chunk *c,
 		return -ENOTSUP;
 	/* c is pinned: its extent cannot move or be freed meanwhile. */
 	memset(&ex, 0, sizeof(ex));
+	ex.uid = uid;
+	ex.gid = gid;
+	ex.ns = c->rec ? c->rec->ns : 0;
 	rc = gpu_export_range(&t->arena, c->off, c->size, &ex);
 	if (rc < 0)
 		return rc;

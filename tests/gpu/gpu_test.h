@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -512,6 +513,128 @@ static inline int gt_devcheck(const struct kvfs_mnt *m, const char *ns)
  * The whole scenario on one backend: mount with l1=<l1>, write two
  * namespaces, run the engine on both in a second process, unmount.
  */
+/* A CUDA IPC handle of chunk i of ns, mapped, its device bytes checked,
+ * then unmapped and released; *h and *dptr say what it was. */
+static inline int gt_handle_once(struct gpu_rt *rt, const struct kvfs_mnt *m,
+				 const char *ns, uint64_t base, int i,
+				 struct kvfs_handle *h, void **dptr)
+{
+	char path[PATH_MAX];
+	struct kvfs_cuda_map map;
+	int fd, rc;
+
+	gt_key_path(m, ns, i, path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gt_fail("open %s: %s", path, strerror(errno));
+	rc = kvfs_handle_get_kind(fd, KVFS_HANDLE_CUDA_IPC, h);
+	if (rc < 0)
+		return gt_fail("KVFS_IOC_HANDLE on %s: %s", path,
+			       strerror(-rc));
+	rc = kvfs_cuda_open(h, -1, &map);
+	if (rc < 0)
+		return gt_fail("kvfs_cuda_open: %s", strerror(-rc));
+	*dptr = map.dptr;
+	if (gt_check_device(rt, map.dptr, gt_size((size_t)i),
+			    base + (uint64_t)i, "reused mapping") < 0)
+		return -1;
+	if (kvfs_cuda_close(&map) < 0 || kvfs_handle_put(fd, h) < 0)
+		return gt_fail("close or release of %s", path);
+	close(fd);
+	return 0;
+}
+
+/*
+ * The export buffers' reuse (gpu/gpu.h): the daemon gives a released
+ * buffer back, with its IPC handle, for the next chunk of the same size to
+ * the same uid, gid and namespace, and libkvfs reuses its mapping of it;
+ * the bytes are then the new chunk's. Never to another namespace, nor to
+ * another user (a child that became nobody, reading a 0755 namespace).
+ */
+static inline int gt_engine_reuse(const struct kvfs_mnt *m, const char *ns,
+				  uint64_t base)
+{
+	struct kvfs_handle h0, h1, h2, h3;
+	struct gpu_rt rt;
+	char err[256], path[PATH_MAX];
+	void *d0, *d1, *d2;
+	pid_t pid;
+	int st;
+
+	if (gpu_rt_load(&rt, err, sizeof(err)) < 0 ||
+	    gpu_rt_open_device(&rt, 0, err, sizeof(err)) < 0)
+		return gt_fail("engine: %s", err);
+	/* chunks 0 and 1 are both 2 MiB (gt_size) */
+	if (gt_handle_once(&rt, m, ns, base, 0, &h0, &d0) < 0 ||
+	    gt_handle_once(&rt, m, ns, base, 1, &h1, &d1) < 0)
+		return -1;
+	if (memcmp(h0.ipc, h1.ipc, sizeof(h0.ipc)))
+		return gt_fail("a released buffer was not reused for the "
+			       "same owner's next chunk");
+	if (d0 != d1)
+		return gt_fail("libkvfs opened the same IPC handle twice "
+			       "instead of reusing its mapping");
+	if (gt_handle_once(&rt, m, "other.tp1.r0", 200, 0, &h2, &d2) < 0)
+		return -1;
+	if (!memcmp(h0.ipc, h2.ipc, sizeof(h0.ipc)))
+		return gt_fail("a buffer of %s went to another namespace", ns);
+	/* another user, the same namespace and size: never root's buffer */
+	gt_key_path(m, ns, 1, path);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return gt_fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int fd;
+
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 ||
+		    setuid(65534) < 0)
+			_exit(2);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || kvfs_handle_get_kind(fd, KVFS_HANDLE_CUDA_IPC,
+						   &h3) < 0)
+			_exit(3);
+		/* h0's buffer (root's) is in the pool: not for nobody */
+		_exit(memcmp(h3.ipc, h0.ipc, sizeof(h3.ipc)) ? 0 : 4);
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+	    WEXITSTATUS(st) != 0)
+		return gt_fail("nobody's handle: status 0x%x (2: setuid, 3: "
+			       "handle, 4: got root's buffer)", st);
+	gpu_rt_unload(&rt);
+	return 0;
+}
+
+/* gt_engine_reuse on a mount of its own (allow_other, so that nobody
+ * reaches the daemon and its handle is refused or given by kvfs). */
+static inline int gt_reuse(const char *l1)
+{
+	struct kvfs_mnt m;
+	char opts[128];
+	int rc = 0, st;
+
+	if (geteuid() != 0) {
+		printf("note: not root: the other-user part of the reuse "
+		       "test needs setuid\n");
+		return 0;
+	}
+	snprintf(opts, sizeof(opts), "allow_other,l1=%s,l1_size=64M", l1);
+	if (kvfs_test_mount(&m, opts) < 0)
+		return gt_fail("mount -o %s failed", opts);
+	if (gt_write_chunks(&m, "llama.tp1.r0", 100) < 0 ||
+	    gt_write_chunks(&m, "other.tp1.r0", 200) < 0)
+		rc = -1;
+	if (rc == 0)
+		rc = gt_in_child(gt_engine_reuse, &m, "llama.tp1.r0", 100);
+	st = kvfs_test_umount(&m);
+	if (st != 0)
+		rc = gt_fail("unmount: daemon status %d", st);
+	if (rc == 0)
+		printf("ok: l1=%s: export buffers reused for their owner "
+		       "only, mappings reused\n", l1);
+	return rc;
+}
+
 static inline int gt_scenario(const char *l1)
 {
 	struct kvfs_mnt m;

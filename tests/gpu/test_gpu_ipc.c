@@ -28,11 +28,21 @@ static void test_pinned_mmap(void **state)
 	assert_int_equal(gt_scenario("pinned"), 0);
 }
 
+/* Export buffers reused for their owner only, on the real driver: the
+ * same handle opened once, the next chunk's bytes through it. */
+static void test_reuse(void **state)
+{
+	(void)state;
+	assert_int_equal(gt_reuse("cuda"), 0);
+	assert_int_equal(gt_reuse("pinned"), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cuda_ipc),
 		cmocka_unit_test(test_pinned_mmap),
+		cmocka_unit_test(test_reuse),
 	};
 	char why[256];
 

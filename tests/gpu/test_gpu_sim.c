@@ -35,6 +35,19 @@ static void test_sim_pinned(void **state)
 	assert_int_equal(gt_scenario("pinned"), 0);
 }
 
+/* Export buffers reused for their owner only (gpu/gpu.h). */
+static void test_sim_reuse_cuda(void **state)
+{
+	(void)state;
+	assert_int_equal(gt_reuse("cuda"), 0);
+}
+
+static void test_sim_reuse_pinned(void **state)
+{
+	(void)state;
+	assert_int_equal(gt_reuse("pinned"), 0);
+}
+
 /* No l1= given: pinned where a CUDA runtime sees a GPU (here the stand-in
  * one), and .kvfs/stats says which backend L1 became. */
 static void test_sim_default_pinned(void **state)
@@ -62,6 +75,8 @@ int main(void)
 		cmocka_unit_test(test_sim_cuda),
 		cmocka_unit_test(test_sim_pinned),
 		cmocka_unit_test(test_sim_default_pinned),
+		cmocka_unit_test(test_sim_reuse_cuda),
+		cmocka_unit_test(test_sim_reuse_pinned),
 	};
 	char fake[PATH_MAX], why[256];
 

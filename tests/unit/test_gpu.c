@@ -110,7 +110,7 @@ static void zero_check(struct gpu_arena *a)
 static void test_host_backend(void **state)
 {
 	struct gpu_arena a;
-	struct gpu_export ex;
+	struct gpu_export ex = { 0 };
 	char err[256] = "", desc[128];
 	uint8_t pat[4096], back[4096];
 
@@ -343,7 +343,7 @@ static void expect_nodev(const char *spec, const char *why)
 static void test_pinned(void **state)
 {
 	struct gpu_arena a;
-	struct gpu_export ex;
+	struct gpu_export ex = { 0 };
 	char why[256], err[512];
 
 	(void)state;
@@ -380,7 +380,7 @@ static void test_pinned(void **state)
 static void test_cuda(void **state)
 {
 	struct gpu_arena a;
-	struct gpu_export ex, ex2;
+	struct gpu_export ex = { 0 }, ex2 = { 0 };
 	char why[256], err[512], desc[128];
 	int n;
 
@@ -581,7 +581,7 @@ static int engine_child(const struct kvfs_handle *h, const uint8_t *want,
 static void test_sim_backends(void **state)
 {
 	struct gpu_arena a, b;
-	struct gpu_export ex, ex2;
+	struct gpu_export ex = { 0 }, ex2 = { 0 };
 	struct kvfs_handle h;
 	struct kvfs_cuda_map m;
 	char fake[PATH_MAX], err[512];
@@ -706,7 +706,7 @@ static void test_sim_backends(void **state)
 	/* Handle buffers together take at most the arena (32 MiB) plus one
 	 * 2 MiB unit: then ENOSPC, until one is released. */
 	{
-		struct gpu_export many[17];
+		struct gpu_export many[17] = { { 0 } };
 
 		for (int i = 0; i < 17; i++)
 			assert_int_equal(gpu_export_range(&a, 0, MIB + 1,

@@ -437,7 +437,7 @@ static void test_stats_two_engines(void **state)
 	assert_int_equal(tier_get(t1, n1, &m, &c), -ENOENT);
 	assert_int_equal(tier_get(t1, n1, &k, &c), 0);
 	assert_int_equal(tier_chunk_gen(c), 1);
-	assert_int_equal(tier_arena_export(t1, c, ipc, &off, &cookie),
+	assert_int_equal(tier_arena_export(t1, c, 0, 0, ipc, &off, &cookie),
 			 -ENOTSUP);
 	assert_null(cookie);
 	tier_arena_unexport(t1, NULL);

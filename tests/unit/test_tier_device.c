@@ -87,7 +87,7 @@ static void test_device_arena(void **state)
 	memset(buf + 100, 0, 2 * PAGE - 100);
 	assert_int_equal(tier_checksum(t, ns, &k, 0, &info.checksum), 0);
 	assert_int_equal(info.checksum, hashkey_checksum(buf, 3 * PAGE + 100));
-	rc = tier_arena_export(t, c, ipc, &off, &cookie);
+	rc = tier_arena_export(t, c, 0, 0, ipc, &off, &cookie);
 	assert_true(rc == 0 || rc == -ENOTSUP);
 	if (rc == 0) {
 		assert_non_null(cookie);
