@@ -53,7 +53,15 @@ struct bench {
 	void *dev2;         /* a second device buffer (D2D baseline) */
 	double h2d_gbs;     /* baselines of this run */
 	double d2d_gbs;
+	/* where an IPC path's time goes: seconds per step, summed over the
+	 * timed rounds (open, handle ioctl, kvfs_cuda_open, cudaMemcpy,
+	 * kvfs_cuda_close, release ioctl, close) and the chunks moved */
+	double step[7];
+	long stepn;
 };
+
+static const char *const step_name[7] = { "open", "handle", "map", "copy",
+					   "unmap", "release", "close" };
 
 static double now_s(void)
 {
@@ -211,6 +219,9 @@ static void move_chunk(struct bench *b, enum path p, int i)
 	size_t got = 0;
 	int fd, rc, cr = 0;
 
+	double t0 = now_s(), t1 = 0;
+	double *st = b->step;
+
 	chunk_path(b, i, path, sizeof(path));
 	fd = open(path, O_RDONLY);
 	if (fd < 0)
@@ -243,19 +254,35 @@ static void move_chunk(struct bench *b, enum path p, int i)
 	case P_IPC:
 		/* cuda L1: the arena's own kind; pinned L1: asked for (the
 		 * daemon DMAs the chunk into the handle's buffer) */
+		t1 = now_s();
+		st[0] += t1 - t0;
 		rc = kvfs_handle_get_kind(fd, KVFS_HANDLE_CUDA_IPC, &h);
 		if (rc < 0 || h.kind != KVFS_HANDLE_CUDA_IPC)
 			die(b, "handle on %s: %s", path,
 			    rc < 0 ? strerror(-rc) : "not CUDA_IPC");
+		st[1] += now_s() - t1;
+		t1 = now_s();
 		rc = kvfs_cuda_open(&h, -1, &m);
 		if (rc < 0)
 			die(b, "kvfs_cuda_open: %s", strerror(-rc));
+		st[2] += now_s() - t1;
+		t1 = now_s();
 		cr = b->rt.Memcpy(b->dev, m.dptr, b->chunk, GPU_RT_D2D);
+		st[3] += now_s() - t1;
+		t1 = now_s();
 		kvfs_cuda_close(&m);
+		st[4] += now_s() - t1;
+		t1 = now_s();
 		kvfs_handle_put(fd, &h);
+		st[5] += now_s() - t1;
+		t1 = now_s();
 		break;
 	}
 	close(fd);
+	if (t1) {
+		st[6] += now_s() - t1;
+		b->stepn++;
+	}
 	if (cr)
 		die(b, "cudaMemcpy: %s", gpu_rt_errname(&b->rt, cr));
 }
@@ -271,6 +298,8 @@ static double run_path(struct bench *b, enum path p)
 		move_chunk(b, p, i);
 		verify_dev(b, i);
 	}
+	memset(b->step, 0, sizeof(b->step));
+	b->stepn = 0;
 	for (r = 0; r < b->rounds; r++) {
 		double t = now_s(), gbs;
 
@@ -283,6 +312,16 @@ static double run_path(struct bench *b, enum path p)
 			best = gbs;
 	}
 	return best;
+}
+
+/* The IPC path's time per chunk, by step (means over the timed rounds). */
+static void steps(const struct bench *b)
+{
+	printf("    per chunk:");
+	for (int k = 0; k < 7 && b->stepn; k++)
+		printf(" %s %.0f us%s", step_name[k],
+		       b->step[k] / (double)b->stepn * 1e6, k < 6 ? "," : "");
+	printf("\n");
 }
 
 /* cudaMemcpy of chunk-sized pieces, kind H2D or D2D, best of rounds. */
@@ -409,12 +448,14 @@ int main(int argc, char **argv)
 	row(&b, "pinned mmap+cudaMemcpy", "pinned", g, b.h2d_gbs, "of pinned H2D");
 	g = run_path(&b, P_IPC);
 	row(&b, "IPC handle (daemon DMA)", "pinned", g, b.h2d_gbs, "of pinned H2D");
+	steps(&b);
 	unmount_kvfs(&b);
 
 	mount_kvfs(&b, "cuda");
 	write_chunks(&b);
 	g = run_path(&b, P_IPC);
 	row(&b, "IPC handle D2D", "cuda", g, b.d2d_gbs, "of D2D");
+	steps(&b);
 	g = run_path(&b, P_READ);
 	row(&b, "read()+cudaMemcpy", "cuda", g, b.h2d_gbs, "of pinned H2D");
 	unmount_kvfs(&b);

@@ -578,21 +578,22 @@ static inline int gt_engine_reuse(const struct kvfs_mnt *m, const char *ns,
 		return -1;
 	if (!memcmp(h0.ipc, h2.ipc, sizeof(h0.ipc)))
 		return gt_fail("a buffer of %s went to another namespace", ns);
-	/* another user, the same namespace and size: never root's buffer */
+	/* another user, the same namespace and size: never root's buffer.
+	 * The chunk is opened before the setuid (the mount may sit under a
+	 * directory nobody cannot search); the handle ioctl checks its
+	 * caller, nobody, against the namespace's 0755. */
 	gt_key_path(m, ns, 1, path);
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
 		return gt_fail("fork: %s", strerror(errno));
 	if (pid == 0) {
-		int fd;
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 ||
+		if (fd < 0 || setgroups(0, NULL) < 0 || setgid(65534) < 0 ||
 		    setuid(65534) < 0)
 			_exit(2);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || kvfs_handle_get_kind(fd, KVFS_HANDLE_CUDA_IPC,
-						   &h3) < 0)
+		if (kvfs_handle_get_kind(fd, KVFS_HANDLE_CUDA_IPC, &h3) < 0)
 			_exit(3);
 		/* h0's buffer (root's) is in the pool: not for nobody */
 		_exit(memcmp(h3.ipc, h0.ipc, sizeof(h3.ipc)) ? 0 : 4);
