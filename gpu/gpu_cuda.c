@@ -566,7 +566,7 @@ static int export_fill(struct cuda_priv *p, struct gpu_arena *a,
 	} else {
 		/* from page-locked memory: a DMA at PCIe speed */
 		if (len)
-			cr = p->rt.Memcpy(e->buf, src, len, GPU_RT_H2D);
+			cr = p->rt.Memcpy(e->buf, src, len, kind);
 		if (cr == GPU_RT_SUCCESS && e->cap > len)
 			cr = p->rt.Memset((char *)e->buf + len, 0,
 					  e->cap - len);
