@@ -17,9 +17,13 @@ struct fuse_lowlevel_ops;
 struct tier_config;
 struct ev_pub;
 
-/* FUSE worker threads the mount serves with (mount/kvfs_mount.c): the
- * batched transfers keep half of them free (fs/fs_xfer.c). */
+/* FUSE worker threads the mount serves with (mount/kvfs_mount.c): at
+ * least FS_MAX_THREADS, two per online CPU where there are more (a GPU
+ * server's engines run many ranks at once), at most FS_MAX_THREADS_CAP.
+ * The batched transfers keep half of them free (fs/fs_xfer.c). */
 #define FS_MAX_THREADS 16
+#define FS_MAX_THREADS_CAP 256
+unsigned fs_workers(void);
 /* Waiting lookups and GETs (fs/fs_wait.h): defaults of wait_max and
  * wait_max_uid, and the most wait_max may be. */
 #define FS_WAIT_MAX_DEFAULT 32

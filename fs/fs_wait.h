@@ -6,7 +6,7 @@
  * (tier/tier_wait.h).
  *
  * A waiting request occupies a FUSE worker thread while it sleeps:
- * kvfs-mount runs FS_MAX_THREADS + wait_max workers, so waiters never
+ * kvfs-mount runs fs_workers() + wait_max workers, so waiters never
  * take the workers every other request needs (and INTERRUPT, which
  * another worker delivers, always finds one).
  */

@@ -77,13 +77,13 @@
  * large enough that the syscalls do not show. */
 #define XFER_PIECE (256u << 10)
 
-/* Batches running at once, at most: half the FUSE workers (FS_MAX_THREADS).
+/* Batches running at once, at most: half the FUSE workers (fs_workers()).
  * A batch's copy may fault in caller pages that are themselves backed by
  * this mount (an mmap of a chunk), and those faults need a free worker to
  * serve their reads: if every worker sat in a batch, the mount would hang
  * for good. Past the cap a batch fails whole with EAGAIN, nothing done;
  * libkvfs retries it. */
-#define XFER_MAX_INFLIGHT (FS_MAX_THREADS / 2)
+#define XFER_MAX_INFLIGHT ((int)fs_workers() / 2)
 
 struct fs_xfer {
 	struct fs *fs;

@@ -280,7 +280,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	} else {
 		fuse_loop_cfg_set_clone_fd(lc, 0); /* measured: no gain here */
 		/* waiters sleep on workers of their own (fs/fs_wait.h) */
-		fuse_loop_cfg_set_max_threads(lc, FS_MAX_THREADS +
+		fuse_loop_cfg_set_max_threads(lc, fs_workers() +
 					      fc->wait_max);
 		fuse_loop_cfg_set_idle_threads(lc, 8);
 		/* > 0: the signal that stopped it (a clean stop) */
