@@ -994,9 +994,10 @@ static void abort_conn(struct kvfs_mnt *m)
 /* 40 callers at once (more than the daemon's FUSE workers, fs_workers(),
  * on up to 20 CPUs) each GET a chunk into an mmap of a never-read chunk
  * file of the same mount: the copies fault, and the faults need workers
- * to serve their reads. The daemon runs at most half its workers' worth of batches at once (the
- * rest get EAGAIN, which libkvfs retries), so every caller finishes and
- * the mount keeps answering; before that cap the mount hung for good. */
+ * to serve their reads. The daemon runs at most half its workers' worth
+ * of batches at once (the rest get EAGAIN, which libkvfs retries), so
+ * every caller finishes and the mount keeps answering; before that cap the
+ * mount hung for good. */
 static void test_self_backed_flood(void **state)
 {
 	enum { N = 40, LEN = 1u << 20 };
