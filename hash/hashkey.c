@@ -46,7 +46,8 @@ uint64_t hashkey_index(uint32_t ns, const struct kvfs_key *key)
 {
 	unsigned char b[sizeof(key->b) + 4];
 
+	_Static_assert(sizeof(b) == 20, "htab_hash20");
 	memcpy(b, key->b, sizeof(key->b));
 	memcpy(b + sizeof(key->b), &ns, 4);
-	return htab_hash(0, b, sizeof(b));
+	return htab_hash20(0, b);
 }

@@ -40,6 +40,13 @@ uint64_t htab_hash(uint64_t salt, const void *p, size_t n)
 	return XXH3_64bits_withSeed(p, n, seed ^ (salt * 0x9E3779B97F4A7C15ull));
 }
 
+uint64_t htab_hash20(uint64_t salt, const void *p)
+{
+	pthread_once(&seed_once, seed_init);
+	/* the length a constant: XXH3's 17-128 byte path, inlined */
+	return XXH3_64bits_withSeed(p, 20, seed ^ (salt * 0x9E3779B97F4A7C15ull));
+}
+
 uint64_t htab_hash_u64(uint64_t salt, uint64_t v)
 {
 	return htab_hash(salt, &v, sizeof(v));

@@ -78,6 +78,10 @@ static inline struct htab_node *htab_first(const struct htab *t, uint64_t h)
  * every process. */
 uint64_t htab_hash(uint64_t salt, const void *p, size_t n);
 
+/* htab_hash(salt, p, 20), the length known at compile time (a key and a
+ * namespace id: hashkey_index, on every index lookup). */
+uint64_t htab_hash20(uint64_t salt, const void *p);
+
 /* htab_hash of a 64-bit integer (inode numbers, lease ids, uids). */
 uint64_t htab_hash_u64(uint64_t salt, uint64_t v);
 

@@ -74,6 +74,10 @@ static void test_init_and_salt(void **state)
 	/* salts separate equal bytes; the hash is stable within a process */
 	assert_true(htab_hash(1, "abc", 3) != htab_hash(2, "abc", 3));
 	assert_true(htab_hash(1, "abc", 3) == htab_hash(1, "abc", 3));
+	/* the fixed-length form is the same hash */
+	for (uint64_t salt = 0; salt < 3; salt++)
+		assert_true(htab_hash20(salt, "0123456789abcdefghij") ==
+			    htab_hash(salt, "0123456789abcdefghij", 20));
 }
 
 int main(void)
