@@ -48,6 +48,9 @@ struct fs_pent {
 				  * write or utimensat), not publication */
 	bool has_attr;           /* mode, uid, gid set (else 0644 and the
 				  * namespace's owner) */
+	bool was_wr;             /* just published from a writer whose
+				  * entry the kernel may hold (until the
+				  * background thread dropped it) */
 	mode_t mode;             /* permission bits (chmod) */
 	uid_t uid;
 	gid_t gid;
@@ -62,6 +65,8 @@ struct fs_pent {
 	char *name;              /* len bytes and a NUL (malloc'd) */
 };
 
+#define FS_PLAST 8
+
 struct fs_paths {
 	struct htab itab;        /* subdirectories by inode number */
 	struct htab ntab;        /* entries by (parent inode, name) */
@@ -74,6 +79,13 @@ struct fs_paths {
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
 	uint64_t orphans;        /* chunks with no name found at start */
+	/* the file published last, per namespace (slot ns % FS_PLAST): the
+	 * one the next publication follows in chain readahead's order */
+	struct fs_plast {
+		uint32_t ns;
+		bool set;
+		struct kvfs_key key;
+	} last[FS_PLAST];
 };
 
 /* The tree (fs_ptree.c). */
