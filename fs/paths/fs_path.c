@@ -541,8 +541,8 @@ again:
 		 * cache itself; a file's cached entry that a new version or
 		 * an eviction made stale answers ESTALE or ENOENT at open,
 		 * as key chunks do */
-		ep.attr_timeout = FS_TTL;
-		ep.entry_timeout = FS_TTL;
+		ep.attr_timeout = FS_PATH_TTL;
+		ep.entry_timeout = FS_PATH_TTL;
 		pthread_mutex_unlock(&p->lock);
 		fs_reply_entry_counted(fs, req, &ep);
 		return;
@@ -562,6 +562,7 @@ again:
 		err = fs_entry_chunk(fs, ns, &key, &ep);
 		if (err == -ENOENT) /* evicted: drop the name now */
 			fs_path_drop_gone(fs, ns, &key, false);
+		ep.attr_timeout = ep.entry_timeout = FS_PATH_TTL;
 	}
 	if (err) {
 		fuse_reply_err(req, -err);
@@ -684,7 +685,7 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (!d || d->removed)
 		fuse_reply_err(req, ENOENT);
 	else
-		fuse_reply_attr(req, &st, FS_TTL);
+		fuse_reply_attr(req, &st, FS_PATH_TTL);
 }
 
 /*
@@ -765,7 +766,7 @@ void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		clock_gettime(CLOCK_REALTIME, &d->ctime);
 		dir_attr(d, &st);
 		pthread_mutex_unlock(&p->lock);
-		fuse_reply_attr(req, &st, FS_TTL);
+		fuse_reply_attr(req, &st, FS_PATH_TTL);
 		return;
 	}
 	if (published_attr_set(fs, ino, attr, to_set, &st) == 0) {

@@ -79,8 +79,8 @@ void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ep.attr.st_uid = sub->uid;
 	ep.attr.st_gid = sub->gid;
 	ep.attr.st_mtim = ep.attr.st_ctim = ep.attr.st_atim = sub->mtime;
-	ep.attr_timeout = FS_TTL;
-	ep.entry_timeout = FS_TTL;
+	ep.attr_timeout = FS_PATH_TTL;
+	ep.entry_timeout = FS_PATH_TTL;
 	pthread_mutex_unlock(&p->lock);
 	journal(fs, 'D', ns, path, plen);
 	fs_reply_entry_counted(fs, req, &ep);

@@ -67,6 +67,24 @@ struct fs_pent {
 
 #define FS_PLAST 8
 
+/*
+ * Entry and attribute cache time of a path namespace's directories and
+ * published files (seconds), as FS_CHUNK_TTL for key namespaces' chunks:
+ * a directory's names change only through this kernel (mkdir, rmdir,
+ * rename, create, unlink: it updates its own cache, and drops the
+ * directory's attributes) or by the daemon dropping a file the engine
+ * let go (an entry invalidation, which drops the parent's attributes
+ * too); a published file's bytes and size never change, a new version
+ * of its name invalidates the kernel's entry (pth_published), and every
+ * open still reaches the daemon, which answers ESTALE for an inode that
+ * is no longer its name's version (the kernel looks the name up again).
+ * What may lag is what stat shows of a directory (atime). With FS_TTL,
+ * vLLM's load_block of a block stored a second before cost three LOOKUPs
+ * (<hhh>/, <hh>_g0/, the file). Absent names and writers keep FS_TTL and
+ * 0.
+ */
+#define FS_PATH_TTL FS_CHUNK_TTL
+
 struct fs_paths {
 	struct htab itab;        /* subdirectories by inode number */
 	struct htab ntab;        /* entries by (parent inode, name) */

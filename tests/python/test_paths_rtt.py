@@ -7,7 +7,9 @@ namespace (issue 26), counted by the daemon (.kvfs/stats "requests",
   exists() and its mkdir() cost one LOOKUP of a new directory, not three,
   and a name created, renamed there or unlinked since is seen at once;
 - a file published by a rename is read with one LOOKUP, not two (the
-  kernel's entry of the writer is dropped in the background);
+  kernel's entry of the writer is dropped in the background), and still
+  with one a few seconds later (directories and published files are
+  cached for FS_PATH_TTL, not a second: three LOOKUPs before);
 - files stored and never read are read back after a restart with chain
   readahead in the order they were stored (no prefetch call).
 """
@@ -112,6 +114,20 @@ class RoundTrips(unittest.TestCase):
         n = counted(lambda: self.assertEqual(load(dest), b"r" * 8192))
         self.assertEqual(n["lookup"], 1)
         self.assertEqual(n["open"], 1)
+
+    def test_read_later_one_lookup(self):
+        dest = os.path.join(M.mnt, "v", "later", "f.bin")
+        store(dest, b"l" * 8192)
+        time.sleep(1.5)  # past FS_TTL
+        n = counted(lambda: self.assertEqual(load(dest), b"l" * 8192))
+        self.assertEqual(n["lookup"], 1)
+        # what the names are is still what this kernel did since
+        os.rename(dest, dest + ".old")
+        self.assertFalse(os.path.exists(dest))
+        self.assertEqual(load(dest + ".old"), b"l" * 8192)
+        os.unlink(dest + ".old")
+        os.rmdir(os.path.dirname(dest))
+        self.assertFalse(os.path.exists(os.path.dirname(dest)))
 
 
 class StoreOrder(unittest.TestCase):
