@@ -113,9 +113,12 @@ def load_block(src, view, direct):
         os.close(fd)
 
 
-def rel_name(i):
+MODEL = "llama_0a1b2c3d4e5f"
+
+
+def rel_name(i, model=MODEL):
     h = hashlib.sha256(b"block %d" % i).hexdigest()
-    return "llama_0a1b2c3d4e5f_r0/%s/%s_g0/%s.bin" % (h[:3], h[3:5], h)
+    return "%s_r0/%s/%s_g0/%s.bin" % (model, h[:3], h[3:5], h)
 
 
 def kv_blocks(n):
@@ -139,11 +142,12 @@ umount = py_bench.umount
 class Target:
     def __init__(self, name, root):
         self.name, self.root = name, root
+        self.model = MODEL
         os.makedirs(root, exist_ok=True)
         self.direct = probe_o_direct(root)
 
     def path(self, i):
-        return os.path.join(self.root, rel_name(i))
+        return os.path.join(self.root, rel_name(i, self.model))
 
     def clear(self):
         for e in os.listdir(self.root):
@@ -154,10 +158,24 @@ class Target:
                 os.remove(p)
 
 
-def timed(fn):
+def cpu_of(pid):
+    """CPU seconds of this process, plus those of process pid if given."""
+    t = os.times()
+    c = t.user + t.system
+    if pid:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        c += (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+    return c
+
+
+def timed(fn, pid=None):
+    """(wall seconds, CPU seconds of this process and of pid) of fn()."""
+    c0 = cpu_of(pid)
     t0 = time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    t1 = time.perf_counter()
+    return t1 - t0, cpu_of(pid) - c0
 
 
 def gbs(n, s):
@@ -202,8 +220,16 @@ def main():
         disk = Target("disk", os.path.join(work_disk, "vllm"))
         res = {}
 
-        def add(phase, t, secs):
-            res.setdefault((phase, t.name), []).append(gbs(n, secs))
+        def add(phase, t, fn):
+            wall, cpu = timed(fn, daemon.pid if t is kv else None)
+            res.setdefault((phase, t.name), []).append(gbs(n, wall))
+            res.setdefault((phase, t.name, "cpu"), []).append(gbs(n, cpu))
+            if t is kv and phase.startswith("load L2"):
+                # each L2 phase follows a remount: the counts are its own
+                with open(os.path.join(mnt, ".kvfs", "stats")) as f:
+                    ra = json.load(f)["readahead"]
+                res.setdefault((phase, "ra"), []).append(
+                    (ra["promotions"], ra["hits"]))
 
         bufs = [(buf, view)] + [
             (lambda m: (np.frombuffer(m, dtype=np.uint8), memoryview(m)))(
@@ -243,24 +269,26 @@ def main():
             for t in (kv, shm, disk):
                 t.clear()
             for t in (kv, shm, disk):
-                add("store", t, timed(lambda: stores(t)))
+                add("store", t, lambda: stores(t))
             for t in (kv, shm, disk):
-                add("load L1", t, timed(lambda: loads(t)))
+                add("load L1", t, lambda: loads(t))
         for trial in range(a.trials):
-            # blocks stored and never read: no order learned by reading
+            # blocks stored and never read, under new names each trial:
+            # no order learned by reading
             kv.clear()
+            kv.model = "%s%d" % (MODEL[:-1], trial)
             stores(kv)
             restart()
-            add("load L2, never read", kv, timed(lambda: loads(kv)))
-            add("load L2, never read", disk, timed(lambda: loads(disk)))
+            add("load L2, never read", kv, lambda: loads(kv))
+            add("load L2, never read", disk, lambda: loads(disk))
             # the same blocks, read once in this order before
             restart()
-            add("load L2", kv, timed(lambda: loads(kv)))
-            add("load L2", disk, timed(lambda: loads(disk)))
+            add("load L2", kv, lambda: loads(kv))
+            add("load L2", disk, lambda: loads(disk))
             restart()
-            add("load L2, prefetch", kv, timed(lambda: (
-                prefetch(kv, n), loads(kv))))
-            add("load L2, prefetch", disk, timed(lambda: loads(disk)))
+            add("load L2, prefetch", kv, lambda: (prefetch(kv, n),
+                                                  loads(kv)))
+            add("load L2, prefetch", disk, lambda: loads(disk))
         with open(os.path.join(mnt, ".kvfs", "stats")) as f:
             st = json.load(f)
         report(res, n, a.trials, a.threads, kv, shm, disk, st)
@@ -276,7 +304,7 @@ def prefetch(t, n):
     try:
         lib = kvfs.load_library()
         lib.kvfs_lookup_paths.restype = ctypes.c_long
-        paths = (ctypes.c_char_p * n)(*[rel_name(i).encode()
+        paths = (ctypes.c_char_p * n)(*[rel_name(i, t.model).encode()
                                          for i in range(n)])
         got = lib.kvfs_lookup_paths(fd, paths, ctypes.c_size_t(n),
                                     ctypes.c_uint32(0),
@@ -298,29 +326,35 @@ def report(res, n, trials, threads, kv, shm, disk, st):
           "thread(s); O_DIRECT: kvfs %s, tmpfs %s, disk %s; load average "
           "%.2f" % (n, trials, threads, kv.direct, shm.direct, disk.direct,
                     os.getloadavg()[0]))
-    print("%-20s %-6s %7s %13s %7s %-18s" % (
-        "phase", "target", "median", "range", "best", "median vs"))
+    print("%-20s %-6s %7s %13s %7s %7s  %-11s %s" % (
+        "phase", "target", "median", "range", "best", "GB/cpu",
+        "median vs", "GB/cpu vs"))
     med = statistics.median
     targets = []
     for phase, base, want in PHASES:
         b = res.get((phase, base))
+        bc = res.get((phase, base, "cpu"))
         for tname in ("kvfs", "tmpfs", "disk"):
             v = res.get((phase, tname))
             if not v:
                 continue
-            vs = ""
+            vc = res[(phase, tname, "cpu")]
+            vs = vsc = ""
             if b and tname != base:
                 vs = "%.2fx %s" % (med(v) / med(b), base)
-            print("%-20s %-6s %7.2f %6.2f-%-6.2f %7.2f %s" % (
-                phase, tname, med(v), min(v), max(v), max(v), vs))
+                vsc = "%.2fx" % (med(vc) / med(bc))
+            print("%-20s %-6s %7.2f %6.2f-%-6.2f %7.2f %7.2f  %-11s %s" % (
+                phase, tname, med(v), min(v), max(v), max(v), med(vc), vs,
+                vsc))
         v = res.get((phase, "kvfs"))
         if want and v and b:
             targets.append((phase, base, med(v) / med(b), want))
-    print("GB/s of raw block bytes; kvfs L2 held %d chunks, %.2f compression"
-          " ratio, %d promotions, readahead %d promoted / %d read" % (
-              st["l2"]["chunks"], st["l2"]["compression_ratio"],
-              st["promotions"], st["readahead"]["promotions"],
-              st["readahead"]["hits"]))
+    print("GB/s of raw block bytes (wall time); GB/cpu: GB per CPU-second "
+          "(this process, and kvfs's daemon for kvfs)")
+    print("kvfs L2: %.2f compression ratio; readahead promoted / read, each"
+          " trial: %s" % (st["l2"]["compression_ratio"], "; ".join(
+              "%s %s" % (p, " ".join("%d/%d" % x for x in res[(p, "ra")]))
+              for p, _, _ in PHASES if (p, "ra") in res)))
     print("\ntargets (issue 26; medians of kvfs against the same run's):")
     for phase, base, r, want in targets:
         print("  %-20s %5.2fx %-5s (>= %.2fx): %s" % (
