@@ -3,7 +3,8 @@
 against tmpfs and against the local disk with O_DIRECT, in the same run (a
 report, not a test).
 
-usage: paths_bench.py [--blocks N] [--trials T] [--disk DIR] [--shm DIR]
+usage: paths_bench.py [--blocks N] [--trials T] [--threads N] [--disk DIR]
+                      [--shm DIR] [--requests]
 
 It runs vLLM's own calls (vllm/v1/kv_offload/tiering/fs/io.py, as
 tests/python/test_paths_vllm.py reproduces them): store_block = stat the
@@ -195,6 +196,10 @@ def main():
                     "own page-aligned buffer)")
     ap.add_argument("--mount-bin", default=os.environ.get(
         "KVFS_MOUNT_BIN", os.path.join(REPO, "build", "kvfs-mount")))
+    ap.add_argument("--requests", action="store_true",
+                    help="count the FUSE requests of each system call of "
+                    "store_block and load_block instead (the daemon's "
+                    "requests.* counters; 16 blocks)")
     a = ap.parse_args()
     n = a.blocks
     if not os.access(a.mount_bin, os.X_OK):
@@ -213,6 +218,13 @@ def main():
             "l2_dir=" + l2, "l2_size=%d" % max(1 << 30, 3 * n * BLOCK),
             "flush_on_exit=1"]
     mnt, daemon = mount(a.mount_bin, opts)
+    if a.requests:
+        try:
+            return count_requests(a.mount_bin, opts, mnt, daemon, want,
+                                  view, buf)
+        finally:
+            shutil.rmtree(work_disk, ignore_errors=True)
+            shutil.rmtree(work_shm, ignore_errors=True)
     try:
         os.mkdir(os.path.join(mnt, "vllm"))
         kv = Target("kvfs", os.path.join(mnt, "vllm"))
@@ -223,7 +235,10 @@ def main():
         def add(phase, t, fn):
             wall, cpu = timed(fn, daemon.pid if t is kv else None)
             res.setdefault((phase, t.name), []).append(gbs(n, wall))
-            res.setdefault((phase, t.name, "cpu"), []).append(gbs(n, cpu))
+            # CPU times come in clock ticks: at least one
+            tick = 1.0 / os.sysconf("SC_CLK_TCK")
+            res.setdefault((phase, t.name, "cpu"), []).append(
+                gbs(n, max(cpu, tick)))
             if t is kv and phase.startswith("load L2"):
                 # each L2 phase follows a remount: the counts are its own
                 with open(os.path.join(mnt, ".kvfs", "stats")) as f:
@@ -296,6 +311,74 @@ def main():
         umount(mnt, daemon)
         shutil.rmtree(work_disk, ignore_errors=True)
         shutil.rmtree(work_shm, ignore_errors=True)
+    return 0
+
+
+def count_requests(binary, opts, mnt, daemon, want, view, buf):
+    """Prints the FUSE requests of each system call of store_block and
+    load_block (per block, less those of reading the stats): 16 blocks
+    stored, loaded at once, loaded again 1.5 s later (past FS_TTL),
+    and loaded after a restart. Unmounts."""
+    counts = {}
+
+    def reqs():
+        with open(os.path.join(mnt, ".kvfs", "stats")) as f:
+            return json.load(f)["requests"]
+
+    def step(name, fn):
+        a = reqs()
+        b = reqs()
+        r = fn()
+        c = reqs()
+        acc = counts.setdefault(name, {})
+        for k in c:
+            d = (c[k] - b[k]) - (b[k] - a[k])
+            if d:
+                acc[k] = acc.get(k, 0) + d
+        return r
+
+    def store(dest):
+        step("store: exists", lambda: os.path.exists(dest))
+        step("store: makedirs", lambda: os.makedirs(os.path.dirname(dest),
+                                                    exist_ok=True))
+        tmp = dest + SUFFIX
+        fd = step("store: open", lambda: os.open(
+            tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC |
+            O_DIRECT, 0o644))
+        step("store: write", lambda: os.write(fd, view))
+        step("store: close", lambda: os.close(fd))
+        step("store: replace", lambda: os.replace(tmp, dest))
+
+    def load(src, tag):
+        fd = step(tag + ": open", lambda: os.open(src, os.O_RDONLY |
+                                                  O_DIRECT))
+        step(tag + ": readv", lambda: os.readv(fd, [view]))
+        step(tag + ": close", lambda: os.close(fd))
+
+    n = 16
+    os.mkdir(os.path.join(mnt, "vllm"))
+    t = Target("kvfs", os.path.join(mnt, "vllm"))
+    try:
+        for i in range(n):
+            buf[:] = want[i % len(want)]
+            store(t.path(i))
+        for i in range(n):
+            load(t.path(i), "load at once")
+        time.sleep(1.5)
+        for i in range(n):
+            load(t.path(i), "load 1.5 s later")
+        umount(mnt, daemon)
+        mnt, daemon = mount(binary, opts)
+        t.root = os.path.join(mnt, "vllm")
+        for i in range(n):
+            load(t.path(i), "load after restart")
+    finally:
+        umount(mnt, daemon)
+    print("FUSE requests per block (MKDIR, RENAME not counted by "
+          "requests.*):")
+    for name, acc in counts.items():
+        print("  %-30s %s" % (name, " ".join(
+            "%s %.2f" % (k, v / n) for k, v in sorted(acc.items()))))
     return 0
 
 
