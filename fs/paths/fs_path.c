@@ -517,9 +517,9 @@ again:
 		pthread_mutex_unlock(&p->lock);
 		if (len <= 255 && !tier_l3_on(fs->tier)) {
 			/* Without L3 a name appears only through this kernel
-			 * (create, mkdir, rename, link: each replaces the
-			 * kernel's negative entry itself; the journal is
-			 * replayed before the first lookup), so its absence
+			 * (create, mkdir, rename: each replaces the kernel's
+			 * negative entry itself; the journal is replayed
+			 * before the first lookup), so its absence
 			 * is cached for FS_TTL: vLLM's exists(), makedirs()
 			 * and mkdir() of one new directory cost one LOOKUP,
 			 * not three. With L3, another node may store the
