@@ -3,7 +3,8 @@
 against tmpfs and against the local disk with O_DIRECT, in the same run (a
 report, not a test).
 
-usage: paths_bench.py [--blocks N] [--trials T] [--disk DIR] [--shm DIR]
+usage: paths_bench.py [--blocks N] [--trials T] [--threads N] [--disk DIR]
+                      [--shm DIR] [--requests]
 
 It runs vLLM's own calls (vllm/v1/kv_offload/tiering/fs/io.py, as
 tests/python/test_paths_vllm.py reproduces them): store_block = stat the
@@ -17,17 +18,27 @@ it and runs buffered, as vLLM would. The blocks are compressible KV data
 (<model>_<hash>_r0/<hhh>/<hh>_g0/<hash>.bin).
 
 Phases, each over the same N blocks (default 128: 256 MiB), T trials
-(default 3), kvfs and its baselines interleaved:
+(default 3); in every trial the rounds alternate kvfs, tmpfs and the disk,
+so noise from other work on the machine hits all three:
   store      N store_blocks into an empty tree
   load L1    N load_blocks, kvfs serving from its memory tier
-  load L2    kvfs remounted (a warm restart: every block only in its
-             compressed L2 log on the same disk) against the disk's own
-             O_DIRECT loads; once as vLLM does it (each open promotes its
-             block), once after one batched prefetch by path
-             (kvfs_lookup_paths with KVFS_LOOKUP_PREFETCH), what an engine
-             that announces the prompt's blocks would do
-Every block read is compared with what was written. Ratios are best trial
-against best trial (and median against median).
+  load L2, never read
+             the blocks just stored (never read) after a warm restart of
+             kvfs (every block only in its compressed L2 log on the same
+             disk), as vLLM does it (each open promotes its block; what
+             the mount does ahead of it is its own doing: no prefetch
+             call), against the disk's own O_DIRECT loads
+  load L2    the same after another restart, the blocks having been read
+             in this order before (what readahead learned by reading)
+  load L2, prefetch
+             after one batched prefetch by path (kvfs_lookup_paths with
+             KVFS_LOOKUP_PREFETCH), what an engine that announces the
+             prompt's blocks would do
+Every block read is compared with what was written. The report gives the
+median and the range (min-max) of the trials and the ratio of medians, and
+checks the targets of issue 26 on the medians (met/MISSED): store >= 1.0x
+tmpfs, load L1 >= 0.85x tmpfs, load L2 after a restart with no prefetch
+call >= 1.0x the disk.
 """
 import argparse
 import ctypes
@@ -103,9 +114,12 @@ def load_block(src, view, direct):
         os.close(fd)
 
 
-def rel_name(i):
+MODEL = "llama_0a1b2c3d4e5f"
+
+
+def rel_name(i, model=MODEL):
     h = hashlib.sha256(b"block %d" % i).hexdigest()
-    return "llama_0a1b2c3d4e5f_r0/%s/%s_g0/%s.bin" % (h[:3], h[3:5], h)
+    return "%s_r0/%s/%s_g0/%s.bin" % (model, h[:3], h[3:5], h)
 
 
 def kv_blocks(n):
@@ -129,11 +143,12 @@ umount = py_bench.umount
 class Target:
     def __init__(self, name, root):
         self.name, self.root = name, root
+        self.model = MODEL
         os.makedirs(root, exist_ok=True)
         self.direct = probe_o_direct(root)
 
     def path(self, i):
-        return os.path.join(self.root, rel_name(i))
+        return os.path.join(self.root, rel_name(i, self.model))
 
     def clear(self):
         for e in os.listdir(self.root):
@@ -144,10 +159,24 @@ class Target:
                 os.remove(p)
 
 
-def timed(fn):
+def cpu_of(pid):
+    """CPU seconds of this process, plus those of process pid if given."""
+    t = os.times()
+    c = t.user + t.system
+    if pid:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        c += (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+    return c
+
+
+def timed(fn, pid=None):
+    """(wall seconds, CPU seconds of this process and of pid) of fn()."""
+    c0 = cpu_of(pid)
     t0 = time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    t1 = time.perf_counter()
+    return t1 - t0, cpu_of(pid) - c0
 
 
 def gbs(n, s):
@@ -167,6 +196,10 @@ def main():
                     "own page-aligned buffer)")
     ap.add_argument("--mount-bin", default=os.environ.get(
         "KVFS_MOUNT_BIN", os.path.join(REPO, "build", "kvfs-mount")))
+    ap.add_argument("--requests", action="store_true",
+                    help="count the FUSE requests of each system call of "
+                    "store_block and load_block instead (the daemon's "
+                    "requests.* counters; 16 blocks)")
     a = ap.parse_args()
     n = a.blocks
     if not os.access(a.mount_bin, os.X_OK):
@@ -185,6 +218,13 @@ def main():
             "l2_dir=" + l2, "l2_size=%d" % max(1 << 30, 3 * n * BLOCK),
             "flush_on_exit=1"]
     mnt, daemon = mount(a.mount_bin, opts)
+    if a.requests:
+        try:
+            return count_requests(a.mount_bin, opts, mnt, daemon, want,
+                                  view, buf)
+        finally:
+            shutil.rmtree(work_disk, ignore_errors=True)
+            shutil.rmtree(work_shm, ignore_errors=True)
     try:
         os.mkdir(os.path.join(mnt, "vllm"))
         kv = Target("kvfs", os.path.join(mnt, "vllm"))
@@ -192,8 +232,19 @@ def main():
         disk = Target("disk", os.path.join(work_disk, "vllm"))
         res = {}
 
-        def add(phase, t, secs):
-            res.setdefault((phase, t.name), []).append(gbs(n, secs))
+        def add(phase, t, fn):
+            wall, cpu = timed(fn, daemon.pid if t is kv else None)
+            res.setdefault((phase, t.name), []).append(gbs(n, wall))
+            # CPU times come in clock ticks: at least one
+            tick = 1.0 / os.sysconf("SC_CLK_TCK")
+            res.setdefault((phase, t.name, "cpu"), []).append(
+                gbs(n, max(cpu, tick)))
+            if t is kv and phase.startswith("load L2"):
+                # each L2 phase follows a remount: the counts are its own
+                with open(os.path.join(mnt, ".kvfs", "stats")) as f:
+                    ra = json.load(f)["readahead"]
+                res.setdefault((phase, "ra"), []).append(
+                    (ra["promotions"], ra["hits"]))
 
         bufs = [(buf, view)] + [
             (lambda m: (np.frombuffer(m, dtype=np.uint8), memoryview(m)))(
@@ -223,26 +274,36 @@ def main():
                     raise SystemExit("%s: block %d differs" % (t.name, i))
             each(one)
 
+        def restart():
+            nonlocal mnt, daemon
+            umount(mnt, daemon)
+            mnt, daemon = mount(a.mount_bin, opts)
+            kv.root = os.path.join(mnt, "vllm")
+
         for trial in range(a.trials):
             for t in (kv, shm, disk):
                 t.clear()
             for t in (kv, shm, disk):
-                add("store", t, timed(lambda: stores(t)))
+                add("store", t, lambda: stores(t))
             for t in (kv, shm, disk):
-                add("load L1", t, timed(lambda: loads(t)))
-        # L2: the last trial's blocks, after a warm restart (all in L2)
+                add("load L1", t, lambda: loads(t))
         for trial in range(a.trials):
-            umount(mnt, daemon)
-            mnt, daemon = mount(a.mount_bin, opts)
-            kv.root = os.path.join(mnt, "vllm")
-            add("load L2", kv, timed(lambda: loads(kv)))
-            add("load L2", disk, timed(lambda: loads(disk)))
-            umount(mnt, daemon)
-            mnt, daemon = mount(a.mount_bin, opts)
-            kv.root = os.path.join(mnt, "vllm")
-            add("load L2, prefetch", kv, timed(lambda: (
-                prefetch(kv, n), loads(kv))))
-            add("load L2, prefetch", disk, timed(lambda: loads(disk)))
+            # blocks stored and never read, under new names each trial:
+            # no order learned by reading
+            kv.clear()
+            kv.model = "%s%d" % (MODEL[:-1], trial)
+            stores(kv)
+            restart()
+            add("load L2, never read", kv, lambda: loads(kv))
+            add("load L2, never read", disk, lambda: loads(disk))
+            # the same blocks, read once in this order before
+            restart()
+            add("load L2", kv, lambda: loads(kv))
+            add("load L2", disk, lambda: loads(disk))
+            restart()
+            add("load L2, prefetch", kv, lambda: (prefetch(kv, n),
+                                                  loads(kv)))
+            add("load L2, prefetch", disk, lambda: loads(disk))
         with open(os.path.join(mnt, ".kvfs", "stats")) as f:
             st = json.load(f)
         report(res, n, a.trials, a.threads, kv, shm, disk, st)
@@ -253,12 +314,80 @@ def main():
     return 0
 
 
+def count_requests(binary, opts, mnt, daemon, want, view, buf):
+    """Prints the FUSE requests of each system call of store_block and
+    load_block (per block, less those of reading the stats): 16 blocks
+    stored, loaded at once, loaded again 1.5 s later (past FS_TTL),
+    and loaded after a restart. Unmounts."""
+    counts = {}
+
+    def reqs():
+        with open(os.path.join(mnt, ".kvfs", "stats")) as f:
+            return json.load(f)["requests"]
+
+    def step(name, fn):
+        a = reqs()
+        b = reqs()
+        r = fn()
+        c = reqs()
+        acc = counts.setdefault(name, {})
+        for k in c:
+            d = (c[k] - b[k]) - (b[k] - a[k])
+            if d:
+                acc[k] = acc.get(k, 0) + d
+        return r
+
+    def store(dest):
+        step("store: exists", lambda: os.path.exists(dest))
+        step("store: makedirs", lambda: os.makedirs(os.path.dirname(dest),
+                                                    exist_ok=True))
+        tmp = dest + SUFFIX
+        fd = step("store: open", lambda: os.open(
+            tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC |
+            O_DIRECT, 0o644))
+        step("store: write", lambda: os.write(fd, view))
+        step("store: close", lambda: os.close(fd))
+        step("store: replace", lambda: os.replace(tmp, dest))
+
+    def load(src, tag):
+        fd = step(tag + ": open", lambda: os.open(src, os.O_RDONLY |
+                                                  O_DIRECT))
+        step(tag + ": readv", lambda: os.readv(fd, [view]))
+        step(tag + ": close", lambda: os.close(fd))
+
+    n = 16
+    os.mkdir(os.path.join(mnt, "vllm"))
+    t = Target("kvfs", os.path.join(mnt, "vllm"))
+    try:
+        for i in range(n):
+            buf[:] = want[i % len(want)]
+            store(t.path(i))
+        for i in range(n):
+            load(t.path(i), "load at once")
+        time.sleep(1.5)
+        for i in range(n):
+            load(t.path(i), "load 1.5 s later")
+        umount(mnt, daemon)
+        mnt, daemon = mount(binary, opts)
+        t.root = os.path.join(mnt, "vllm")
+        for i in range(n):
+            load(t.path(i), "load after restart")
+    finally:
+        umount(mnt, daemon)
+    print("FUSE requests per block (MKDIR, RENAME not counted by "
+          "requests.*):")
+    for name, acc in counts.items():
+        print("  %-30s %s" % (name, " ".join(
+            "%s %.2f" % (k, v / n) for k, v in sorted(acc.items()))))
+    return 0
+
+
 def prefetch(t, n):
     fd = os.open(t.root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         lib = kvfs.load_library()
         lib.kvfs_lookup_paths.restype = ctypes.c_long
-        paths = (ctypes.c_char_p * n)(*[rel_name(i).encode()
+        paths = (ctypes.c_char_p * n)(*[rel_name(i, t.model).encode()
                                          for i in range(n)])
         got = lib.kvfs_lookup_paths(fd, paths, ctypes.c_size_t(n),
                                     ctypes.c_uint32(0),
@@ -270,30 +399,49 @@ def prefetch(t, n):
         os.close(fd)
 
 
+PHASES = (("store", "tmpfs", 1.0), ("load L1", "tmpfs", 0.85),
+          ("load L2, never read", "disk", 1.0), ("load L2", "disk", 1.0),
+          ("load L2, prefetch", "disk", None))
+
+
 def report(res, n, trials, threads, kv, shm, disk, st):
     print("vLLM store_block/load_block, %d blocks of 2 MiB, %d trials, %d "
-          "thread(s); O_DIRECT: kvfs %s, tmpfs %s, disk %s" % (
-              n, trials, threads, kv.direct, shm.direct, disk.direct))
-    print("%-20s %-6s %8s %8s %10s %10s" % ("phase", "target", "best",
-                                            "median", "vs best", "vs median"))
-    base = {"store": "tmpfs", "load L1": "tmpfs", "load L2": "disk",
-            "load L2, prefetch": "disk"}
-    for phase in ("store", "load L1", "load L2", "load L2, prefetch"):
-        b = res.get((phase, base[phase]))
+          "thread(s); O_DIRECT: kvfs %s, tmpfs %s, disk %s; load average "
+          "%.2f" % (n, trials, threads, kv.direct, shm.direct, disk.direct,
+                    os.getloadavg()[0]))
+    print("%-20s %-6s %7s %13s %7s %7s  %-11s %s" % (
+        "phase", "target", "median", "range", "best", "GB/cpu",
+        "median vs", "GB/cpu vs"))
+    med = statistics.median
+    targets = []
+    for phase, base, want in PHASES:
+        b = res.get((phase, base))
+        bc = res.get((phase, base, "cpu"))
         for tname in ("kvfs", "tmpfs", "disk"):
             v = res.get((phase, tname))
             if not v:
                 continue
-            vb = "" if not b or tname == base[phase] else "%.2fx %s" % (
-                max(v) / max(b), base[phase])
-            vm = "" if not b or tname == base[phase] else "%.2fx" % (
-                statistics.median(v) / statistics.median(b))
-            print("%-20s %-6s %7.2f  %7.2f  %-10s %s" % (
-                phase, tname, max(v), statistics.median(v), vb, vm))
-    print("GB/s of raw block bytes; kvfs L2 held %d chunks, %.2f compression"
-          " ratio, %d promotions" % (st["l2"]["chunks"],
-                                     st["l2"]["compression_ratio"],
-                                     st["promotions"]))
+            vc = res[(phase, tname, "cpu")]
+            vs = vsc = ""
+            if b and tname != base:
+                vs = "%.2fx %s" % (med(v) / med(b), base)
+                vsc = "%.2fx" % (med(vc) / med(bc))
+            print("%-20s %-6s %7.2f %6.2f-%-6.2f %7.2f %7.2f  %-11s %s" % (
+                phase, tname, med(v), min(v), max(v), max(v), med(vc), vs,
+                vsc))
+        v = res.get((phase, "kvfs"))
+        if want and v and b:
+            targets.append((phase, base, med(v) / med(b), want))
+    print("GB/s of raw block bytes (wall time); GB/cpu: GB per CPU-second "
+          "(this process, and kvfs's daemon for kvfs)")
+    print("kvfs L2: %.2f compression ratio; readahead promoted / read, each"
+          " trial: %s" % (st["l2"]["compression_ratio"], "; ".join(
+              "%s %s" % (p, " ".join("%d/%d" % x for x in res[(p, "ra")]))
+              for p, _, _ in PHASES if (p, "ra") in res)))
+    print("\ntargets (issue 26; medians of kvfs against the same run's):")
+    for phase, base, r, want in targets:
+        print("  %-20s %5.2fx %-5s (>= %.2fx): %s" % (
+            phase, r, base, want, "met" if r >= want else "MISSED"))
 
 
 if __name__ == "__main__":

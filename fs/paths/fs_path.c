@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 
 #include "fs/paths/fs_ptree.h"
+#include "tier/tier_order.h"
 
 #define FS_PATH_PUBLISH_MS 200 /* a closed file waits this long for a rename */
 #define FS_PATH_PENDING_MAX 64 /* closed files waiting, at most */
@@ -134,6 +135,22 @@ static void ns_name(struct fs *fs, uint32_t ns, char out[KVFS_NS_NAME_MAX + 1])
 		memcpy(out, ni.name, sizeof(ni.name));
 }
 
+/* key of ns was just published: the one published before it in ns (*prev,
+ * true) if any; key becomes ns's last. priv.lock held. */
+static bool follow_last(struct fs_paths *t, uint32_t ns,
+			const struct kvfs_key *key, struct kvfs_key *prev)
+{
+	struct fs_plast *l = &t->last[ns % FS_PLAST];
+	bool has = l->set && l->ns == ns && memcmp(&l->key, key, sizeof(*key));
+
+	if (has)
+		*prev = l->key;
+	l->ns = ns;
+	l->set = true;
+	l->key = *key;
+	return has;
+}
+
 /*
  * Publishes closed writer w under the key of its name's path. Does
  * nothing when w has no name any more (unlinked, replaced: it is dropped
@@ -144,7 +161,8 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	struct fs_paths *t = paths_of(fs);
 	struct fs_priv *p = fs->priv;
 	char path[FS_PATH_MAX + 1], nsn[KVFS_NS_NAME_MAX + 1];
-	struct kvfs_key key, old_key;
+	struct kvfs_key key, old_key, prev;
+	bool has_prev = false;
 	struct fs_pent *e;
 	uint64_t gen = 0;
 	uint32_t ns;
@@ -187,6 +205,8 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 		w->has_key = true;
 		fs_ptree_key(t, e, &key, gen);
 		name_takes_attr(e, w);
+		e->was_wr = true;
+		has_prev = follow_last(t, ns, &key, &prev);
 	} else {
 		/* not published (a write failed: close and fsync said so):
 		 * the O_TRUNC that began it had removed the previous
@@ -208,6 +228,12 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	}
 	if (!err) /* other nodes find its directories by name */
 		fs_path_l3_mark(fs, dir_ino);
+	if (!err) /* the kernel's entry of the writer goes (pth_published):
+		   * fs_wr_publish_replace queued it before the name had the
+		   * key, so the background thread may have missed it */
+		fs_queue_inval(fs, ns, &key, true);
+	if (has_prev) /* read back in the order stored: readahead follows */
+		tier_order_hint(fs->tier, ns, &prev, &key);
 	if (err)
 		fs_log(fs, "path file discarded at publication: %s",
 		       strerror(-err));
@@ -489,6 +515,20 @@ again:
 	}
 	if (!e) {
 		pthread_mutex_unlock(&p->lock);
+		if (len <= 255 && !tier_l3_on(fs->tier)) {
+			/* Without L3 a name appears only through this kernel
+			 * (create, mkdir, rename: each replaces the kernel's
+			 * negative entry itself; the journal is replayed
+			 * before the first lookup), so its absence
+			 * is cached for FS_TTL: vLLM's exists(), makedirs()
+			 * and mkdir() of one new directory cost one LOOKUP,
+			 * not three. With L3, another node may store the
+			 * name at any time: every lookup asks. */
+			ep.ino = 0;
+			ep.entry_timeout = FS_TTL;
+			fuse_reply_entry(req, &ep);
+			return;
+		}
 		fuse_reply_err(req, len > 255 ? ENAMETOOLONG : ENOENT);
 		return;
 	}
@@ -501,8 +541,8 @@ again:
 		 * cache itself; a file's cached entry that a new version or
 		 * an eviction made stale answers ESTALE or ENOENT at open,
 		 * as key chunks do */
-		ep.attr_timeout = FS_TTL;
-		ep.entry_timeout = FS_TTL;
+		ep.attr_timeout = FS_PATH_TTL;
+		ep.entry_timeout = FS_PATH_TTL;
 		pthread_mutex_unlock(&p->lock);
 		fs_reply_entry_counted(fs, req, &ep);
 		return;
@@ -522,6 +562,7 @@ again:
 		err = fs_entry_chunk(fs, ns, &key, &ep);
 		if (err == -ENOENT) /* evicted: drop the name now */
 			fs_path_drop_gone(fs, ns, &key, false);
+		ep.attr_timeout = ep.entry_timeout = FS_PATH_TTL;
 	}
 	if (err) {
 		fuse_reply_err(req, -err);
@@ -644,7 +685,7 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 	if (!d || d->removed)
 		fuse_reply_err(req, ENOENT);
 	else
-		fuse_reply_attr(req, &st, FS_TTL);
+		fuse_reply_attr(req, &st, FS_PATH_TTL);
 }
 
 /*
@@ -725,7 +766,7 @@ void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		clock_gettime(CLOCK_REALTIME, &d->ctime);
 		dir_attr(d, &st);
 		pthread_mutex_unlock(&p->lock);
-		fuse_reply_attr(req, &st, FS_TTL);
+		fuse_reply_attr(req, &st, FS_PATH_TTL);
 		return;
 	}
 	if (published_attr_set(fs, ino, attr, to_set, &st) == 0) {

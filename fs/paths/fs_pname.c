@@ -79,8 +79,8 @@ void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ep.attr.st_uid = sub->uid;
 	ep.attr.st_gid = sub->gid;
 	ep.attr.st_mtim = ep.attr.st_ctim = ep.attr.st_atim = sub->mtime;
-	ep.attr_timeout = FS_TTL;
-	ep.entry_timeout = FS_TTL;
+	ep.attr_timeout = FS_PATH_TTL;
+	ep.entry_timeout = FS_PATH_TTL;
 	pthread_mutex_unlock(&p->lock);
 	journal(fs, 'D', ns, path, plen);
 	fs_reply_entry_counted(fs, req, &ep);
@@ -802,13 +802,17 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 
 	pthread_mutex_lock(&fs->priv->lock);
 	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
-	/* only where the kernel may hold the old version's entry: an inode
-	 * of the key it looked up (see fs_inval.c) */
-	if (e && !e->wr && fs_chunk_find(fs->priv, ns, key)) {
+	/* where the kernel may hold the name's entry (see fs_inval.c): an
+	 * inode of an older version it looked up, or the inode of the
+	 * writer (its create, then the rename, left the entry: a reader's
+	 * open would revalidate it, get the published inode and look the
+	 * name up again; dropped here, the first read costs one LOOKUP) */
+	if (e && !e->wr && (fs_chunk_find(fs->priv, ns, key) || e->was_wr)) {
 		parent = e->parent->ino;
 		len = e->len;
 		name = strndup(e->name, len);
 		gen = e->gen;
+		e->was_wr = false;
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
 	if (name && fs->se)

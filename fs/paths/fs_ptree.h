@@ -48,6 +48,9 @@ struct fs_pent {
 				  * write or utimensat), not publication */
 	bool has_attr;           /* mode, uid, gid set (else 0644 and the
 				  * namespace's owner) */
+	bool was_wr;             /* just published from a writer whose
+				  * entry the kernel may hold (until the
+				  * background thread dropped it) */
 	mode_t mode;             /* permission bits (chmod) */
 	uid_t uid;
 	gid_t gid;
@@ -62,6 +65,26 @@ struct fs_pent {
 	char *name;              /* len bytes and a NUL (malloc'd) */
 };
 
+#define FS_PLAST 8
+
+/*
+ * Entry and attribute cache time of a path namespace's directories and
+ * published files (seconds), as FS_CHUNK_TTL for key namespaces' chunks:
+ * a directory's names change only through this kernel (mkdir, rmdir,
+ * rename, create, unlink: it updates its own cache, and drops the
+ * directory's attributes) or by the daemon dropping a file the engine
+ * let go (an entry invalidation, which drops the parent's attributes
+ * too); a published file's bytes and size never change, a new version
+ * of its name invalidates the kernel's entry (pth_published), and every
+ * open still reaches the daemon, which answers ESTALE for an inode that
+ * is no longer its name's version (the kernel looks the name up again).
+ * What may lag is what stat shows of a directory (atime). With FS_TTL,
+ * vLLM's load_block of a block stored a second before cost three LOOKUPs
+ * (<hhh>/, <hh>_g0/, the file). Absent names and writers keep FS_TTL and
+ * 0.
+ */
+#define FS_PATH_TTL FS_CHUNK_TTL
+
 struct fs_paths {
 	struct htab itab;        /* subdirectories by inode number */
 	struct htab ntab;        /* entries by (parent inode, name) */
@@ -74,6 +97,13 @@ struct fs_paths {
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
 	uint64_t orphans;        /* chunks with no name found at start */
+	/* the file published last, per namespace (slot ns % FS_PLAST): the
+	 * one the next publication follows in chain readahead's order */
+	struct fs_plast {
+		uint32_t ns;
+		bool set;
+		struct kvfs_key key;
+	} last[FS_PLAST];
 };
 
 /* The tree (fs_ptree.c). */
