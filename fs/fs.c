@@ -171,23 +171,6 @@ const struct fuse_lowlevel_ops *fs_ops(void)
 	return &ops;
 }
 
-unsigned fs_workers(void)
-{
-	static unsigned n;
-	unsigned v = __atomic_load_n(&n, __ATOMIC_RELAXED);
-
-	if (!v) {
-		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-
-		v = cpus > FS_MAX_THREADS / 2 ? 2 * (unsigned)cpus
-					       : FS_MAX_THREADS;
-		if (v > FS_MAX_THREADS_CAP)
-			v = FS_MAX_THREADS_CAP;
-		__atomic_store_n(&n, v, __ATOMIC_RELAXED);
-	}
-	return v;
-}
-
 int fs_create(const struct fs_config *fc, struct tier_config *tc,
 	      struct fs **out, char *err, size_t errlen)
 {

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 struct fs;
 struct fuse_session;
@@ -23,7 +24,14 @@ struct ev_pub;
  * The batched transfers keep half of them free (fs/fs_xfer.c). */
 #define FS_MAX_THREADS 16
 #define FS_MAX_THREADS_CAP 256
-unsigned fs_workers(void);
+static inline unsigned fs_workers(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned v = cpus > FS_MAX_THREADS / 2 ? 2 * (unsigned)cpus
+					       : FS_MAX_THREADS;
+
+	return v > FS_MAX_THREADS_CAP ? FS_MAX_THREADS_CAP : v;
+}
 /* Waiting lookups and GETs (fs/fs_wait.h): defaults of wait_max and
  * wait_max_uid, and the most wait_max may be. */
 #define FS_WAIT_MAX_DEFAULT 32

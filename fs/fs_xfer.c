@@ -82,8 +82,8 @@
  * this mount (an mmap of a chunk), and those faults need a free worker to
  * serve their reads: if every worker sat in a batch, the mount would hang
  * for good. Past the cap a batch fails whole with EAGAIN, nothing done;
- * libkvfs retries it. */
-#define XFER_MAX_INFLIGHT ((int)fs_workers() / 2)
+ * libkvfs retries it. The cap (XFER_MAX_INFLIGHT below) is
+ * fs_xfer.max_inflight, read once at fs_xfer_create. */
 
 struct fs_xfer {
 	struct fs *fs;
@@ -99,6 +99,7 @@ struct fs_xfer {
 	uint64_t busy;                   /* batches refused (EAGAIN): the
 					  * XFER_MAX_INFLIGHT cap */
 	int inflight;                    /* batches running now */
+	int max_inflight;                /* XFER_MAX_INFLIGHT */
 	uint64_t batch_errors;           /* batches failed whole */
 	uint64_t bounced;                /* entries copied through a bounce
 					  * buffer (device-memory L1) */
@@ -720,7 +721,7 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		return 0;
 	}
 	if (__atomic_add_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL) >
-	    XFER_MAX_INFLIGHT) {
+	    x->max_inflight) {
 		__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
 		count(&x->busy, 1);
 		fuse_reply_err(req, EAGAIN); /* not logged: libkvfs retries */
@@ -840,6 +841,7 @@ int fs_xfer_create(struct fs *fs, struct fs_xfer **out)
 		free(x);
 		return -ENOMEM;
 	}
+	x->max_inflight = (int)fs_workers() / 2;
 	pthread_mutex_init(&x->pool_p->lock, NULL);
 	pthread_cond_init(&x->pool_p->work, NULL);
 	pthread_cond_init(&x->pool_p->idle, NULL);
