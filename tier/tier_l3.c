@@ -49,9 +49,15 @@
 #define TL3_PREFETCHERS 2      /* promotions at once in the background */
 #define TL3_FORGET_BUCKETS 256 /* unlink counters, by key hash */
 
+/* A workspace (pooled: a promotion's buffers are not faulted in again
+ * for each chunk): the codec's, the payload of a zstd record being
+ * received, the raw checksum computed as bytes arrive. */
 struct tl3_ws {
 	struct tl3_ws *next;
 	struct codec_ws *ws;
+	uint8_t *stage;           /* a zstd payload as it arrives */
+	size_t stage_cap;
+	struct kvrec_sum_state *sum;
 };
 
 /* A tombstone: deletions of (ns, key) sent to L3 and not yet confirmed. */
@@ -113,32 +119,35 @@ struct tl3_job {
 
 /* ------------------------------------------------------- workspaces */
 
-static struct codec_ws *ws_get(struct tier_l3 *t3)
+static void ws_free(struct tl3_ws *w)
+{
+	codec_ws_free(w->ws);
+	kvrec_sum_free(w->sum);
+	free(w->stage);
+	free(w);
+}
+
+static struct tl3_ws *ws_get(struct tier_l3 *t3)
 {
 	struct tl3_ws *w;
-	struct codec_ws *ws;
 
 	pthread_mutex_lock(&t3->mu);
 	w = t3->ws;
 	if (w)
 		t3->ws = w->next;
 	pthread_mutex_unlock(&t3->mu);
-	if (!w)
-		return codec_ws_new();
-	ws = w->ws;
-	free(w);
-	return ws;
+	if (w)
+		return w;
+	w = calloc(1, sizeof(*w));
+	if (w && (!(w->ws = codec_ws_new()) || !(w->sum = kvrec_sum_new()))) {
+		ws_free(w);
+		w = NULL;
+	}
+	return w;
 }
 
-static void ws_put(struct tier_l3 *t3, struct codec_ws *ws)
+static void ws_put(struct tier_l3 *t3, struct tl3_ws *w)
 {
-	struct tl3_ws *w = malloc(sizeof(*w));
-
-	if (!w) {
-		codec_ws_free(ws);
-		return;
-	}
-	w->ws = ws;
 	pthread_mutex_lock(&t3->mu);
 	w->next = t3->ws;
 	t3->ws = w;
@@ -163,11 +172,11 @@ static int build(struct tier *t, const struct tl3_job *j, const void *src,
 	if (!buf)
 		return -ENOMEM;
 	if (t3->level && j->size >= 4096) {
-		struct codec_ws *ws = ws_get(t3);
+		struct tl3_ws *ws = ws_get(t3);
 
 		/* worth storing only when it saves a sixteenth */
-		n = ws ? codec_compress(ws, t3->level, j->shuffle, src, j->size,
-					buf + KVREC_HDR_BYTES,
+		n = ws ? codec_compress(ws->ws, t3->level, j->shuffle, src,
+					j->size, buf + KVREC_HDR_BYTES,
 					j->size - j->size / 16)
 		       : -ENOMEM;
 		if (ws)
@@ -507,34 +516,237 @@ static void tl3_forget(struct tier *t, struct tier_rec *r)
 
 /* -------------------------------------------------------- promotion */
 
-/* Every check of a value read from L3 (see the top of this file): 0,
- * -EBADMSG (a bad value), or -EFBIG (a good record of a chunk larger than
- * this node's max_chunk). */
-static int check_value(struct tier_l3 *t3, const struct l3_val *v,
-		       const char *ns, const struct kvfs_key *key,
-		       uint64_t max_chunk)
-{
-	const struct kvrec_hdr *h = v->data;
-	int rc;
+#define TL3_RX_STEP (256u << 10) /* bytes received between two hash or
+				  * decode steps: still in the cache */
 
-	if (v->len < KVREC_HDR_BYTES)
-		return -EBADMSG;
-	/* the header here; the payload by raw_sum over the decoded bytes
-	 * (decode_into), which record.h allows when it is decoded anyway:
-	 * one pass over the bytes instead of two */
-	/* the value is in memory already: its own length bounds the check */
-	rc = kvrec_hdr_check(h, t3->salt, v->len - KVREC_HDR_BYTES);
-	if (rc)
-		return -EBADMSG;
-	if (h->stored_len + KVREC_HDR_BYTES != v->len || strcmp(h->ns, ns) ||
-	    memcmp(h->key, key->b, sizeof(h->key)) ||
+/*
+ * A promotion's receiving end of its GET (the sink of l3_get_into; see
+ * the top of this file for the checks). The header comes first, into
+ * hdr, and is checked as soon as it is in; then L1 room is taken and the
+ * payload of a raw record is received straight into the extent, that of
+ * a zstd record into the workspace's stage and decoded into the extent
+ * step by step as it arrives; raw_sum is computed over the raw bytes as
+ * they land. Nothing is published before all of it passed. A value
+ * found bad is received whole all the same (in keep when its header is
+ * bad, else in the extent or the stage) for l3_del_bad to compare.
+ */
+struct tl3_rx {
+	struct tier *t;
+	const char *name;
+	const struct kvfs_key *key;
+	uint32_t ns;
+	uint64_t len, got;      /* the value's length, bytes received */
+	union {
+		struct kvrec_hdr h;
+		uint8_t b[KVREC_HDR_BYTES];
+	} hdr;
+	struct tl3_ws *ws;      /* stage, codec, sum */
+	struct tier_wr *w;      /* once the header passed */
+	bool locked;            /* w->mu held: the extent is ours */
+	uint8_t *dst;           /* raw_len bytes: the extent, or tmp */
+	void *tmp;              /* a device arena: a host buffer */
+	bool bad;               /* a bad value (received whole) */
+	uint8_t *keep;          /* a value whose header is bad, whole */
+	int err;                /* why the transfer stopped */
+};
+
+/* The header's checks, once its bytes are in: 0, -EBADMSG (a bad value),
+ * or -EFBIG (a good record of a chunk larger than this node's
+ * max_chunk: a miss here, but not bad, nor deleted: that node and its
+ * peers read it). */
+static int check_header(const struct tl3_rx *rx)
+{
+	const struct kvrec_hdr *h = &rx->hdr.h;
+	uint64_t stored = rx->len - KVREC_HDR_BYTES;
+
+	/* kvrec_hdr_check: a raw record's stored_len is its raw_len, so
+	 * the extent (raw_len) takes the payload exactly; the payload is
+	 * checked by raw_sum over the raw bytes (record.h allows it when
+	 * they are computed anyway: one pass instead of two) */
+	if (kvrec_hdr_check(h, rx->t->l3->salt, stored) ||
+	    h->stored_len != stored || strcmp(h->ns, rx->name) ||
+	    memcmp(h->key, rx->key->b, sizeof(h->key)) ||
 	    (h->codec == CODEC_NONE && h->stored_sum != h->raw_sum))
 		return -EBADMSG;
-	/* a good record of a node with a larger max_chunk: a miss here,
-	 * but not bad (nor deleted: that node and its peers read it) */
-	if (h->raw_len > max_chunk)
+	if (h->raw_len > rx->t->cfg.max_chunk)
 		return -EFBIG;
 	return 0;
+}
+
+/* The header is bad: the rest of the value goes to keep (l3_del_bad
+ * compares all of it), unless it is larger than any record this node
+ * takes (then the transfer stops: a miss, not deleted). */
+static int rx_keep(struct tl3_rx *rx)
+{
+	size_t have = rx->got < KVREC_HDR_BYTES ? rx->got : KVREC_HDR_BYTES;
+
+	rx->bad = true;
+	if (rx->len > KVREC_HDR_BYTES + rx->t->cfg.max_chunk)
+		return rx->err = -EBADMSG;
+	rx->keep = malloc(rx->len ? rx->len : 1);
+	if (!rx->keep)
+		return rx->err = -ENOMEM;
+	memcpy(rx->keep, rx->hdr.b, have);
+	return 0;
+}
+
+static int rx_begin(void *arg, uint64_t len)
+{
+	struct tl3_rx *rx = arg;
+
+	rx->len = len;
+	return len < KVREC_HDR_BYTES ? rx_keep(rx) : 0;
+}
+
+/* The header is in: checked, then L1 room for raw_len (the extent held
+ * until the end), the stage for a zstd payload. */
+static int rx_header(struct tl3_rx *rx)
+{
+	const struct kvrec_hdr *h = &rx->hdr.h;
+	struct tier *t = rx->t;
+	struct tl3_ws *ws = rx->ws;
+	int rc = check_header(rx);
+
+	if (rc == -EBADMSG)
+		return rx_keep(rx);
+	if (!rc)
+		rc = tier_wr_begin(t, rx->ns, rx->key, h->raw_len, &rx->w);
+	if (rc) {
+		rx->w = NULL;
+		return rx->err = rc;
+	}
+	if (h->codec != CODEC_NONE && ws->stage_cap < h->stored_len) {
+		free(ws->stage);
+		ws->stage_cap = 0;
+		ws->stage = malloc(h->stored_len);
+		if (!ws->stage)
+			return rx->err = -ENOMEM;
+		ws->stage_cap = h->stored_len;
+	}
+	if (t->arena.host && rx->w->cap >= h->raw_len) {
+		rx->dst = (uint8_t *)t->arena.host + rx->w->off;
+	} else {
+		rx->dst = rx->tmp = malloc(h->raw_len ? h->raw_len : 1);
+		if (!rx->tmp)
+			return rx->err = -ENOMEM;
+	}
+	pthread_mutex_lock(&rx->w->mu); /* the writer's extent is ours */
+	rx->locked = true;
+	kvrec_sum_reset(ws->sum, 0);
+	if (h->codec != CODEC_NONE) {
+		rc = codec_dec_begin(ws->ws, h->shuffle, rx->dst, h->raw_len);
+		if (rc == -ENOMEM)
+			return rx->err = rc;
+		rx->bad = rc != 0;
+	}
+	return 0;
+}
+
+static int rx_room(void *arg, void **buf, size_t *cap)
+{
+	struct tl3_rx *rx = arg;
+	uint64_t left = rx->len - rx->got;
+
+	if (rx->keep) {
+		*buf = rx->keep + rx->got;
+		*cap = left;
+	} else if (rx->got < KVREC_HDR_BYTES) {
+		*buf = rx->hdr.b + rx->got; /* the header alone first */
+		*cap = KVREC_HDR_BYTES - rx->got;
+	} else {
+		uint64_t off = rx->got - KVREC_HDR_BYTES;
+
+		*buf = (rx->hdr.h.codec == CODEC_NONE ? rx->dst
+						       : rx->ws->stage) + off;
+		*cap = left < TL3_RX_STEP ? left : TL3_RX_STEP;
+	}
+	return 0;
+}
+
+static int rx_got(void *arg, size_t n)
+{
+	struct tl3_rx *rx = arg;
+	bool in_hdr = rx->got < KVREC_HDR_BYTES;
+	uint64_t off = in_hdr ? 0 : rx->got - KVREC_HDR_BYTES;
+	const void *out;
+	size_t outlen;
+	int rc;
+
+	rx->got += n;
+	if (rx->keep)
+		return 0;
+	if (in_hdr)
+		return rx->got == KVREC_HDR_BYTES ? rx_header(rx) : 0;
+	if (rx->bad)
+		return 0; /* received whole, for l3_del_bad */
+	if (rx->hdr.h.codec == CODEC_NONE) {
+		kvrec_sum_add(rx->ws->sum, rx->dst + off, n);
+		return 0;
+	}
+	rc = codec_dec_feed(rx->ws->ws, rx->ws->stage + off, n, &out, &outlen);
+	if (rc == -ENOMEM)
+		return rx->err = rc;
+	rx->bad = rc != 0;
+	if (!rc && outlen)
+		kvrec_sum_add(rx->ws->sum, out, outlen);
+	return 0;
+}
+
+/* Every byte is in: the last checks (the frames whole, raw_sum), then
+ * the bytes are the writer's. 0, -EBADMSG (rx->bad), -ENOMEM... */
+static int rx_finish(struct tl3_rx *rx)
+{
+	const struct kvrec_hdr *h = &rx->hdr.h;
+	int rc = 0;
+
+	if (rx->bad || !rx->w)
+		return -EBADMSG;
+	if (h->codec != CODEC_NONE) {
+		rc = codec_dec_end(rx->ws->ws);
+		if (!rc && h->shuffle) /* planes: hashed once whole */
+			kvrec_sum_add(rx->ws->sum, rx->dst, h->raw_len);
+	}
+	if (rc || kvrec_sum_end(rx->ws->sum) != h->raw_sum) {
+		rx->bad = true;
+		return -EBADMSG;
+	}
+	if (!rx->tmp)
+		rx->w->size = h->raw_len;
+	pthread_mutex_unlock(&rx->w->mu);
+	rx->locked = false;
+	return rx->tmp ? tier_wr_pwrite(rx->t, rx->w, rx->tmp, h->raw_len, 0)
+		       : 0;
+}
+
+/* The whole bad value, for l3_del_bad: keep, or the header and the
+ * payload where it was received. NULL when out of memory. */
+static uint8_t *rx_value(struct tl3_rx *rx)
+{
+	uint8_t *v;
+
+	if (rx->keep || rx->got != rx->len || rx->len < KVREC_HDR_BYTES)
+		return rx->keep;
+	v = malloc(rx->len);
+	if (!v)
+		return NULL;
+	memcpy(v, rx->hdr.b, KVREC_HDR_BYTES);
+	memcpy(v + KVREC_HDR_BYTES,
+	       rx->hdr.h.codec == CODEC_NONE ? rx->dst : rx->ws->stage,
+	       rx->len - KVREC_HDR_BYTES);
+	rx->keep = v;
+	return v;
+}
+
+/* Undoes what the receive holds (the extent, its writer). */
+static void rx_end(struct tl3_rx *rx)
+{
+	if (rx->locked)
+		pthread_mutex_unlock(&rx->w->mu);
+	rx->locked = false;
+	free(rx->tmp);
+	free(rx->keep);
+	rx->tmp = NULL;
+	rx->keep = NULL;
 }
 
 /* A writer of (ns, key) in flight (tier.lock held). */
@@ -573,61 +785,13 @@ static int wait_published(struct tier *t, uint32_t ns,
 	}
 }
 
-/*
- * Decodes the checked record h into the writer w (its extent holds
- * raw_len: tier_wr_begin was given it) and checks raw_sum over the
- * result. A host arena gets the bytes in place, without a copy; a device
- * arena through a buffer. -EBADMSG (bad payload), -ENOMEM.
- */
-static int decode_into(struct tier *t, struct tier_wr *w,
-		       const struct kvrec_hdr *h)
-{
-	const char *payload = (const char *)h + KVREC_HDR_BYTES;
-	struct codec_ws *ws;
-	void *dst, *tmp = NULL;
-	int rc = 0;
-
-	if (!h->raw_len)
-		return h->raw_sum == kvrec_sum("", 0, 0) ? 0 : -EBADMSG;
-	if (t->arena.host && w->cap >= h->raw_len) {
-		dst = (char *)t->arena.host + w->off;
-	} else {
-		dst = tmp = malloc(h->raw_len);
-		if (!tmp)
-			return -ENOMEM;
-	}
-	pthread_mutex_lock(&w->mu); /* the writer's extent is ours */
-	if (h->codec == CODEC_NONE) {
-		memcpy(dst, payload, h->raw_len);
-	} else {
-		ws = ws_get(t->l3);
-		rc = ws ? codec_decompress(ws, h->codec, h->shuffle, payload,
-					   h->stored_len, dst, h->raw_len)
-			: -ENOMEM;
-		if (ws)
-			ws_put(t->l3, ws);
-		if (rc && rc != -ENOMEM)
-			rc = -EBADMSG; /* whatever the decoder disliked */
-	}
-	if (!rc && kvrec_sum(dst, h->raw_len, 0) != h->raw_sum)
-		rc = -EBADMSG;
-	if (!rc && !tmp)
-		w->size = h->raw_len;
-	pthread_mutex_unlock(&w->mu);
-	if (!rc && tmp)
-		rc = tier_wr_pwrite(t, w, tmp, h->raw_len, 0);
-	free(tmp);
-	return rc;
-}
-
 static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	struct tier_l3 *t3 = t->l3;
 	char name[KVFS_NS_NAME_MAX + 1];
-	const struct kvrec_hdr *h;
-	struct tier_wr *w = NULL;
-	struct l3_val v;
-	uint64_t h_sum = 0, forgets = 0;
+	struct tl3_rx rx = { .t = t, .name = name, .key = key, .ns = ns };
+	struct l3_sink sink = { rx_begin, rx_room, rx_got, &rx };
+	uint64_t forgets = 0;
 	int rc;
 
 	if (!t3)
@@ -649,43 +813,48 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		return wait_published(t, ns, key);
 	if (rc)
 		return rc < 0 ? rc : 0;
-	rc = l3_get(t3->l3, name, key, &v);
-	if (rc)
-		return -ENOENT; /* not there, or not reachable: a miss */
-	rc = check_value(t3, &v, name, key, t->cfg.max_chunk);
-	h = v.data;
-	if (!rc)
-		rc = tier_wr_begin(t, ns, key, h->raw_len, &w);
-	if (rc == -EEXIST) { /* published here meanwhile, or being so */
-		l3_val_free(&v);
-		return wait_published(t, ns, key);
-	}
-	if (!rc) {
-		h_sum = h->raw_sum;
-		rc = decode_into(t, w, h);
-	}
-	if (rc == -EBADMSG) {
+	rx.ws = ws_get(t3);
+	if (!rx.ws)
+		return -ENOMEM;
+	rc = l3_get_into(t3->l3, name, key, &sink);
+	if (rx.err) /* the receive stopped itself: its reason */
+		rc = rx.err;
+	else if (!rc)
+		rc = rx_finish(&rx);
+	else if (rx.bad)
+		rc = -EIO; /* bad, but not all of it came: not deleted */
+	if (rc == -EBADMSG && rx.bad) {
+		const uint8_t *bad = rx_value(&rx);
+
 		tier_log(t, "l3: %s: a bad record in L3 (a miss; deleted)",
 			 name);
-		if (l3_del_bad(t3->l3, name, key, v.data, v.len) == 0) {
+		if (bad && l3_del_bad(t3->l3, name, key, bad, rx.len) == 0) {
 			tier_lock(t);
 			tier_ev_key(t, ns, key, NULL, TIER_EV_REMOVED,
 				    TIER_EV_L3, TIER_EV_DROP);
 			tier_unlock(t);
+		} else if (!bad) {
+			l3_refused(t3->l3);
 		}
-	} else if (rc == -EFBIG) {
-		l3_refused(t3->l3); /* a miss here, left for other nodes */
+	} else if (rc == -EBADMSG || rc == -EFBIG) {
+		/* too large to be a record here, or a good record of a
+		 * node with a larger max_chunk: a miss, left for others */
+		l3_refused(t3->l3);
 	}
-	l3_val_free(&v);
+	rx_end(&rx);
+	ws_put(t3, rx.ws);
+	if (rc == -EEXIST) /* published here meanwhile, or being so */
+		return wait_published(t, ns, key);
 	if (rc) {
-		if (w)
-			tier_wr_abort(t, w);
+		if (rx.w)
+			tier_wr_abort(t, rx.w);
 		return rc == -ENOMEM ? rc : -ENOENT;
 	}
-	w->from_l3 = true;
-	w->l3_forgets = forgets;
-	tier_wr_set_checksum(w, h_sum); /* checked: kept, not recomputed */
-	rc = tier_wr_publish(t, w, NULL);
+	rx.w->from_l3 = true;
+	rx.w->l3_forgets = forgets;
+	/* checked: kept, not recomputed */
+	tier_wr_set_checksum(rx.w, rx.hdr.h.raw_sum);
+	rc = tier_wr_publish(t, rx.w, NULL);
 	if (rc == -EEXIST)
 		return wait_published(t, ns, key);
 	if (rc)
@@ -997,8 +1166,7 @@ void tier_l3_close(struct tier *t)
 		struct tl3_ws *w = t3->ws;
 
 		t3->ws = w->next;
-		codec_ws_free(w->ws);
-		free(w);
+		ws_free(w);
 	}
 	pthread_mutex_destroy(&t3->mu);
 	pthread_cond_destroy(&t3->cv);

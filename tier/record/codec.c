@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_stableOutBuffer (zstd >= 1.4.4) */
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -23,6 +24,12 @@ struct codec_ws {
 	size_t scratch_cap;
 	void *sample;       /* ZSTD_compressBound(CODEC_SAMPLE_BYTES) */
 	uint64_t fed;       /* bytes given to the compressor, in all */
+	/* a streaming decode (codec_dec_*) */
+	void *d_dst, *d_out; /* the raw bytes; where zstd writes */
+	size_t d_raw, d_pos; /* raw_len, bytes decoded */
+	size_t d_ret;        /* the last ZSTD_decompressStream hint */
+	size_t d_in;         /* payload bytes given */
+	int d_shuffle;
 };
 
 struct codec_ws *codec_ws_new(void)
@@ -352,6 +359,67 @@ int codec_decompress(struct codec_ws *ws, int codec, int shuffle,
 	(void)r;
 	if (shuffle)
 		codec_unshuffle(dst, out, raw_len, shuffle);
+	return 0;
+}
+
+int codec_dec_begin(struct codec_ws *ws, int shuffle, void *dst,
+		    size_t raw_len)
+{
+	if (!codec_shuffle_ok(shuffle))
+		return -EINVAL;
+	ws->d_dst = ws->d_out = dst;
+	ws->d_raw = raw_len;
+	ws->d_pos = 0;
+	ws->d_ret = 0;
+	ws->d_in = 0;
+	ws->d_shuffle = shuffle;
+	if (shuffle && !(ws->d_out = ws_scratch(ws, raw_len ? raw_len : 1)))
+		return -ENOMEM;
+	ZSTD_DCtx_reset(ws->dctx, ZSTD_reset_session_only);
+	/* the output stays where it is between calls: zstd decodes into
+	 * it, not into a window of its own copied out after */
+	ZSTD_DCtx_setParameter(ws->dctx, ZSTD_d_stableOutBuffer, 1);
+	return 0;
+}
+
+int codec_dec_feed(struct codec_ws *ws, const void *src, size_t n,
+		   const void **out, size_t *outlen)
+{
+	ZSTD_inBuffer in = { src, n, 0 };
+	size_t before = ws->d_pos;
+
+	*out = (uint8_t *)ws->d_out + before;
+	*outlen = 0;
+	ws->d_in += n;
+	while (in.pos < in.size) {
+		ZSTD_outBuffer o = { ws->d_out, ws->d_raw, ws->d_pos };
+		size_t in_was = in.pos;
+		size_t r = ZSTD_decompressStream(ws->dctx, &o, &in);
+
+		if (ZSTD_isError(r))
+			return ZSTD_getErrorCode(r) ==
+					       ZSTD_error_memory_allocation
+				       ? -ENOMEM
+				       : -EBADMSG;
+		/* nothing taken, nothing given: the output is full and
+		 * input is left, more than raw_len bytes */
+		if (in.pos == in_was && o.pos == ws->d_pos)
+			return -EBADMSG;
+		ws->d_pos = o.pos;
+		ws->d_ret = r;
+	}
+	if (!ws->d_shuffle)
+		*outlen = ws->d_pos - before;
+	return 0;
+}
+
+int codec_dec_end(struct codec_ws *ws)
+{
+	/* the last frame whole (0: decoded and flushed), raw_len in all */
+	if (ws->d_ret || ws->d_pos != ws->d_raw || !ws->d_in)
+		return -EBADMSG;
+	if (ws->d_shuffle)
+		codec_unshuffle(ws->d_dst, ws->d_out, ws->d_raw, ws->d_shuffle);
 	return 0;
 }
 

@@ -102,6 +102,23 @@ long codec_frames(const void *src, size_t slen, size_t raw_len,
 int codec_decode_frame(struct codec_ws *ws, const void *src, size_t slen,
 		       void *dst, size_t dlen);
 
+/*
+ * codec_decompress of a zstd payload given in pieces as it arrives (a GET
+ * being received), with the same outcome: codec_dec_begin(ws, shuffle,
+ * dst, raw_len), codec_dec_feed for each piece in order, codec_dec_end.
+ * feed decodes what it can at once and, when there is no shuffle, says
+ * which new raw bytes it wrote (*out, *outlen: hash them while they are in
+ * the cache); with a shuffle the planes are decoded into the workspace's
+ * scratch and end unshuffles them into dst. 0, or -EBADMSG (not frames of
+ * exactly raw_len bytes in all, a truncated frame), -EINVAL (shuffle),
+ * -ENOMEM. ws serves one stream at a time and nothing else meanwhile.
+ */
+int codec_dec_begin(struct codec_ws *ws, int shuffle, void *dst,
+		    size_t raw_len);
+int codec_dec_feed(struct codec_ws *ws, const void *src, size_t n,
+		   const void **out, size_t *outlen);
+int codec_dec_end(struct codec_ws *ws);
+
 /* The sample codec_compress tries first (see there). */
 #define CODEC_SAMPLE_BYTES (64u << 10)
 
