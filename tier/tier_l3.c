@@ -692,6 +692,11 @@ static int rx_got(void *arg, size_t n)
 	return 0;
 }
 
+static void sum_piece(void *arg, const void *p, size_t n)
+{
+	kvrec_sum_add(arg, p, n);
+}
+
 /* Every byte is in: the last checks (the frames whole, raw_sum), then
  * the bytes are the writer's. 0, -EBADMSG (rx->bad), -ENOMEM... */
 static int rx_finish(struct tl3_rx *rx)
@@ -701,11 +706,9 @@ static int rx_finish(struct tl3_rx *rx)
 
 	if (rx->bad || !rx->w)
 		return -EBADMSG;
-	if (h->codec != CODEC_NONE) {
-		rc = codec_dec_end(rx->ws->ws);
-		if (!rc && h->shuffle) /* planes: hashed once whole */
-			kvrec_sum_add(rx->ws->sum, rx->dst, h->raw_len);
-	}
+	if (h->codec != CODEC_NONE) /* planes: hashed as unshuffled */
+		rc = codec_dec_end(rx->ws->ws, h->shuffle ? sum_piece : NULL,
+				   rx->ws->sum);
 	if (rc || kvrec_sum_end(rx->ws->sum) != h->raw_sum) {
 		rx->bad = true;
 		return -EBADMSG;

@@ -264,6 +264,11 @@ static void test_bad_input(void **state)
 	codec_ws_free(ws);
 }
 
+static void sum_piece(void *arg, const void *p, size_t n)
+{
+	kvrec_sum_add(arg, p, n);
+}
+
 /* Decodes the stored bytes src[0..slen) in pieces of `piece` bytes
  * through codec_dec_*, hashing what feed says it wrote: the result, and
  * *sum (kvrec_sum over the raw bytes, as a promotion computes it). */
@@ -289,9 +294,7 @@ static int dec_pieces(struct codec_ws *ws, int shuffle, const uint8_t *src,
 		}
 	}
 	if (!rc)
-		rc = codec_dec_end(ws);
-	if (!rc && shuffle)
-		kvrec_sum_add(st, dst, raw);
+		rc = codec_dec_end(ws, shuffle ? sum_piece : NULL, st);
 	*sum = kvrec_sum_end(st);
 	kvrec_sum_free(st);
 	return rc;

@@ -110,13 +110,14 @@ static void shuffle2(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
+/* Elements [i, end) of n (each pair of planes read from i on). */
+static void unshuffle2_at(uint8_t *dst, const uint8_t *src, size_t n,
+			  size_t i, size_t end)
 {
 	const uint8_t *lo = src, *hi = src + n;
-	size_t i = 0;
 
 #ifdef CODEC_SSE2
-	for (; i + 16 <= n; i += 16) {
+	for (; i + 16 <= end; i += 16) {
 		__m128i l = _mm_loadu_si128((const __m128i *)(lo + i));
 		__m128i h = _mm_loadu_si128((const __m128i *)(hi + i));
 
@@ -126,10 +127,15 @@ static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
 				 _mm_unpackhi_epi8(l, h));
 	}
 #endif
-	for (; i < n; i++) {
+	for (; i < end; i++) {
 		dst[2 * i] = lo[i];
 		dst[2 * i + 1] = hi[i];
 	}
+}
+
+static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	unshuffle2_at(dst, src, n, 0, n);
 }
 
 static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
@@ -142,13 +148,49 @@ static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
+static void unshuffle4_at(uint8_t *dst, const uint8_t *src, size_t n,
+			  size_t i, size_t end)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (; i < end; i++) {
 		dst[4 * i] = src[i];
 		dst[4 * i + 1] = src[n + i];
 		dst[4 * i + 2] = src[2 * n + i];
 		dst[4 * i + 3] = src[3 * n + i];
+	}
+}
+
+static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	unshuffle4_at(dst, src, n, 0, n);
+}
+
+/* codec_unshuffle in pieces of CODEC_PIECE_BYTES of dst, each given to
+ * each(arg) as soon as it is written (hashed while in the cache). */
+#define CODEC_PIECE_BYTES (64u << 10)
+static void unshuffle_pieces(uint8_t *dst, const uint8_t *src, size_t len,
+			     int elem,
+			     void (*each)(void *arg, const void *p, size_t n),
+			     void *arg)
+{
+	size_t n, body, step;
+
+	if (elem != 2 && elem != 4) {
+		memcpy(dst, src, len);
+		each(arg, dst, len);
+		return;
+	}
+	n = len / (size_t)elem;
+	body = n * (size_t)elem;
+	step = CODEC_PIECE_BYTES / (size_t)elem;
+	for (size_t i = 0; i < n; i += step) {
+		size_t end = n - i < step ? n : i + step;
+
+		(elem == 2 ? unshuffle2_at : unshuffle4_at)(dst, src, n, i, end);
+		each(arg, dst + i * (size_t)elem, (end - i) * (size_t)elem);
+	}
+	if (len > body) {
+		memcpy(dst + body, src + body, len - body);
+		each(arg, dst + body, len - body);
 	}
 }
 
@@ -413,12 +455,16 @@ int codec_dec_feed(struct codec_ws *ws, const void *src, size_t n,
 	return 0;
 }
 
-int codec_dec_end(struct codec_ws *ws)
+int codec_dec_end(struct codec_ws *ws,
+		  void (*each)(void *arg, const void *p, size_t n), void *arg)
 {
 	/* the last frame whole (0: decoded and flushed), raw_len in all */
 	if (ws->d_ret || ws->d_pos != ws->d_raw || !ws->d_in)
 		return -EBADMSG;
-	if (ws->d_shuffle)
+	if (ws->d_shuffle && each)
+		unshuffle_pieces(ws->d_dst, ws->d_out, ws->d_raw,
+				 ws->d_shuffle, each, arg);
+	else if (ws->d_shuffle)
 		codec_unshuffle(ws->d_dst, ws->d_out, ws->d_raw, ws->d_shuffle);
 	return 0;
 }

@@ -109,7 +109,9 @@ int codec_decode_frame(struct codec_ws *ws, const void *src, size_t slen,
  * feed decodes what it can at once and, when there is no shuffle, says
  * which new raw bytes it wrote (*out, *outlen: hash them while they are in
  * the cache); with a shuffle the planes are decoded into the workspace's
- * scratch and end unshuffles them into dst. 0, or -EBADMSG (not frames of
+ * scratch and end unshuffles them into dst, calling each(arg, p, n) (when
+ * not NULL) on every piece of dst, in order, as soon as it is written
+ * (for the same purpose). 0, or -EBADMSG (not frames of
  * exactly raw_len bytes in all, a truncated frame), -EINVAL (shuffle),
  * -ENOMEM. ws serves one stream at a time and nothing else meanwhile.
  */
@@ -117,7 +119,8 @@ int codec_dec_begin(struct codec_ws *ws, int shuffle, void *dst,
 		    size_t raw_len);
 int codec_dec_feed(struct codec_ws *ws, const void *src, size_t n,
 		   const void **out, size_t *outlen);
-int codec_dec_end(struct codec_ws *ws);
+int codec_dec_end(struct codec_ws *ws,
+		  void (*each)(void *arg, const void *p, size_t n), void *arg);
 
 /* The sample codec_compress tries first (see there). */
 #define CODEC_SAMPLE_BYTES (64u << 10)
