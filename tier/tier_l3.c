@@ -761,8 +761,11 @@ static bool writer_of(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	return false;
 }
 
-/* Another promotion of the key (a prefetch) or a local writer holds it:
- * waits, bounded, until it is published or given up. 0 or -ENOENT. */
+/* Another promotion of the key (a prefetch, readahead) or a local writer
+ * holds it: waits, bounded, until it is published or given up. 0 or
+ * -ENOENT. Sleeps on tier.room, which a writer's publish or abort
+ * broadcasts (writer_drop: tier_room_made), not in naps: a reader that
+ * opens the chunk readahead is promoting goes on as soon as it is in. */
 static int wait_published(struct tier *t, uint32_t ns,
 			  const struct kvfs_key *key)
 {
@@ -771,21 +774,29 @@ static int wait_published(struct tier *t, uint32_t ns,
 						       : L3_TIMEOUT_MS_DEFAULT) *
 			       1000000ull +
 		       t->cfg.max_chunk * 1000000000ull / L3_MIN_RATE;
+	int rc = -ENOENT;
 
+	tier_lock(t);
 	for (;;) {
-		struct timespec nap = { 0, 200000 };
-		bool found, busy;
+		uint64_t now = l3_now_ns(), at;
+		struct timespec until;
 
-		tier_lock(t);
-		found = tier_idx_find(t, ns, key) != NULL;
-		busy = !found && writer_of(t, ns, key);
-		tier_unlock(t);
-		if (found)
-			return 0;
-		if (!busy || l3_now_ns() > end)
-			return -ENOENT;
-		nanosleep(&nap, NULL);
+		if (tier_idx_find(t, ns, key)) {
+			rc = 0;
+			break;
+		}
+		if (!writer_of(t, ns, key) || now > end)
+			break;
+		/* a wake-up missed costs at most 2 ms */
+		at = now + 2000000ull < end ? now + 2000000ull : end;
+		until.tv_sec = (time_t)(at / 1000000000ull);
+		until.tv_nsec = (long)(at % 1000000000ull);
+		t->room_sleepers++;
+		pthread_cond_timedwait(&t->room, &t->lock, &until);
+		t->room_sleepers--;
 	}
+	tier_unlock(t);
+	return rc;
 }
 
 static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
