@@ -21,9 +21,11 @@
  *   kvfs_l3bench [--n CHUNKS] [--trials N] [--promotion]
  *
  * --promotion: section 1's one-reader rows against raw GETs only (for
- * profiles and alternating A/B runs). With L3BENCH_PERF=FILE set, the
- * L3 rows run under `perf record -g -e cpu-clock -o FILE.<trial>` of node
- * B's daemon and this program (L3BENCH_PERF_CG=dwarf: --call-graph=dwarf).
+ * profiles and alternating A/B runs). With L3BENCH_PERF=FILE set, each
+ * row runs under `perf record -g -e cpu-clock -o FILE.<n>` of this
+ * program and node B's daemon (redis-server for the raw GET loop); n
+ * counts the rows, three per trial: raw GETs, zstd:1 records, raw
+ * records (L3BENCH_PERF_CG=dwarf: --call-graph=dwarf).
  *
  * Starts its own redis-server(s) on free loopback ports (skips with 77
  * when redis-server is not installed) and mounts with $KVFS_MOUNT_BIN.
@@ -390,18 +392,19 @@ static void cpu_add(struct cpu_use *sum, const struct cpu_use *a,
 
 static pid_t perf_pid;
 
-/* perf record of m's daemon and this program while the rows run
- * (L3BENCH_PERF=FILE; appends a trial number to FILE). */
-static void perf_on(const struct kvfs_mnt *m)
+/* perf record of pid (the daemon, or redis-server for the raw GETs) and
+ * this program while a row runs (L3BENCH_PERF=FILE; appends the row's
+ * number to FILE). */
+static void perf_on(pid_t pid)
 {
-	static int trial;
+	static int nrow;
 	const char *out = getenv("L3BENCH_PERF");
 	char pids[64], file[PATH_MAX];
 
 	if (!out || !*out)
 		return;
-	snprintf(pids, sizeof(pids), "%d,%d", (int)m->pid, (int)getpid());
-	snprintf(file, sizeof(file), "%s.%d", out, trial++);
+	snprintf(pids, sizeof(pids), "%d,%d", (int)pid, (int)getpid());
+	snprintf(file, sizeof(file), "%s.%d", out, nrow++);
 	perf_pid = fork();
 	if (perf_pid == 0) {
 		const char *cg = getenv("L3BENCH_PERF_CG"); /* e.g. dwarf */
@@ -536,14 +539,18 @@ static int promotion(const struct rt_server *srv, const char *url)
 				continue;
 			}
 			c0 = cpu_now(b.pid, srv->pid);
+			perf_on(srv->pid);
 			s[0] = run(raw_reader, &raw, r + 1, &miss[r][0]);
-			c1 = cpu_now(b.pid, srv->pid);
-			perf_on(&b);
-			s[1] = run(mnt_reader, &l3, r + 1, &miss[r][1]);
-			c2 = cpu_now(b.pid, srv->pid);
-			s[2] = run(mnt_reader, &l3r, r + 1, &miss[r][2]);
-			c3 = cpu_now(b.pid, srv->pid);
 			perf_off();
+			c1 = cpu_now(b.pid, srv->pid);
+			perf_on(b.pid);
+			s[1] = run(mnt_reader, &l3, r + 1, &miss[r][1]);
+			perf_off();
+			c2 = cpu_now(b.pid, srv->pid);
+			perf_on(b.pid);
+			s[2] = run(mnt_reader, &l3r, r + 1, &miss[r][2]);
+			perf_off();
+			c3 = cpu_now(b.pid, srv->pid);
 			if (!r) {
 				cpu_add(&cpu[0], &c0, &c1);
 				cpu_add(&cpu[1], &c1, &c2);
