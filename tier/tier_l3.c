@@ -525,7 +525,7 @@ static void tl3_forget(struct tier *t, struct tier_rec *r)
  * hdr, and is checked as soon as it is in; then L1 room is taken and the
  * payload of a raw record is received straight into the extent, that of
  * a zstd record into the workspace's stage and decoded into the extent
- * step by step as it arrives; raw_sum is computed over the raw bytes as
+ * frame by frame as they arrive; raw_sum is computed over the raw bytes as
  * they land. Nothing is published before all of it passed. A value
  * found bad is received whole all the same (in keep when its header is
  * bad, else in the extent or the stage) for l3_del_bad to compare.
@@ -683,7 +683,8 @@ static int rx_got(void *arg, size_t n)
 		kvrec_sum_add(rx->ws->sum, rx->dst + off, n);
 		return 0;
 	}
-	rc = codec_dec_feed(rx->ws->ws, rx->ws->stage + off, n, &out, &outlen);
+	rc = codec_dec_feed(rx->ws->ws, rx->ws->stage, off + n,
+			    rx->got == rx->len, &out, &outlen);
 	if (rc == -ENOMEM)
 		return rx->err = rc;
 	rx->bad = rc != 0;

@@ -285,7 +285,8 @@ static int dec_pieces(struct codec_ws *ws, int shuffle, const uint8_t *src,
 		size_t n = slen - off < piece ? slen - off : piece, outlen;
 		const void *out;
 
-		rc = codec_dec_feed(ws, src + off, n, &out, &outlen);
+		rc = codec_dec_feed(ws, src, off + n, off + n == slen, &out,
+				    &outlen);
 		if (!rc && outlen) { /* new raw bytes, inside dst */
 			assert_false(shuffle);
 			assert_true((const uint8_t *)out >= dst &&

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_stableOutBuffer (zstd >= 1.4.4) */
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -24,11 +23,10 @@ struct codec_ws {
 	size_t scratch_cap;
 	void *sample;       /* ZSTD_compressBound(CODEC_SAMPLE_BYTES) */
 	uint64_t fed;       /* bytes given to the compressor, in all */
-	/* a streaming decode (codec_dec_*) */
+	/* a decode as the payload arrives (codec_dec_*) */
 	void *d_dst, *d_out; /* the raw bytes; where zstd writes */
 	size_t d_raw, d_pos; /* raw_len, bytes decoded */
-	size_t d_ret;        /* the last ZSTD_decompressStream hint */
-	size_t d_in;         /* payload bytes given */
+	size_t d_in;         /* payload bytes decoded (whole frames) */
 	int d_shuffle;
 };
 
@@ -412,43 +410,48 @@ int codec_dec_begin(struct codec_ws *ws, int shuffle, void *dst,
 	ws->d_dst = ws->d_out = dst;
 	ws->d_raw = raw_len;
 	ws->d_pos = 0;
-	ws->d_ret = 0;
 	ws->d_in = 0;
 	ws->d_shuffle = shuffle;
 	if (shuffle && !(ws->d_out = ws_scratch(ws, raw_len ? raw_len : 1)))
 		return -ENOMEM;
-	ZSTD_DCtx_reset(ws->dctx, ZSTD_reset_session_only);
-	/* the output stays where it is between calls: zstd decodes into
-	 * it, not into a window of its own copied out after */
-	ZSTD_DCtx_setParameter(ws->dctx, ZSTD_d_stableOutBuffer, 1);
 	return 0;
 }
 
-int codec_dec_feed(struct codec_ws *ws, const void *src, size_t n,
-		   const void **out, size_t *outlen)
+int codec_dec_feed(struct codec_ws *ws, const void *payload, size_t avail,
+		   bool last, const void **out, size_t *outlen)
 {
-	ZSTD_inBuffer in = { src, n, 0 };
+	const uint8_t *src = payload;
 	size_t before = ws->d_pos;
 
 	*out = (uint8_t *)ws->d_out + before;
 	*outlen = 0;
-	ws->d_in += n;
-	while (in.pos < in.size) {
-		ZSTD_outBuffer o = { ws->d_out, ws->d_raw, ws->d_pos };
-		size_t in_was = in.pos;
-		size_t r = ZSTD_decompressStream(ws->dctx, &o, &in);
+	/* every frame that is whole: decoded in one pass straight into the
+	 * output (no copy through zstd's stream buffers), each announcing
+	 * its size, all of them exactly raw_len bytes (codec_decompress) */
+	while (ws->d_in < avail) {
+		size_t fsz = ZSTD_findFrameCompressedSize(src + ws->d_in,
+							  avail - ws->d_in);
+		unsigned long long fcs;
+		int rc;
 
-		if (ZSTD_isError(r))
-			return ZSTD_getErrorCode(r) ==
-					       ZSTD_error_memory_allocation
-				       ? -ENOMEM
-				       : -EBADMSG;
-		/* nothing taken, nothing given: the output is full and
-		 * input is left, more than raw_len bytes */
-		if (in.pos == in_was && o.pos == ws->d_pos)
+		if (ZSTD_isError(fsz)) {
+			if (!last &&
+			    ZSTD_getErrorCode(fsz) == ZSTD_error_srcSize_wrong)
+				break; /* the rest of the frame is coming */
 			return -EBADMSG;
-		ws->d_pos = o.pos;
-		ws->d_ret = r;
+		}
+		fcs = ZSTD_getFrameContentSize(src + ws->d_in, fsz);
+		if (fcs == ZSTD_CONTENTSIZE_UNKNOWN ||
+		    fcs == ZSTD_CONTENTSIZE_ERROR ||
+		    fcs > ws->d_raw - ws->d_pos)
+			return -EBADMSG;
+		rc = codec_decode_frame(ws, src + ws->d_in, fsz,
+					(uint8_t *)ws->d_out + ws->d_pos,
+					(size_t)fcs);
+		if (rc)
+			return rc;
+		ws->d_in += fsz;
+		ws->d_pos += (size_t)fcs;
 	}
 	if (!ws->d_shuffle)
 		*outlen = ws->d_pos - before;
@@ -458,8 +461,8 @@ int codec_dec_feed(struct codec_ws *ws, const void *src, size_t n,
 int codec_dec_end(struct codec_ws *ws,
 		  void (*each)(void *arg, const void *p, size_t n), void *arg)
 {
-	/* the last frame whole (0: decoded and flushed), raw_len in all */
-	if (ws->d_ret || ws->d_pos != ws->d_raw || !ws->d_in)
+	/* every frame decoded (feed's last), raw_len in all */
+	if (ws->d_pos != ws->d_raw || !ws->d_in)
 		return -EBADMSG;
 	if (ws->d_shuffle && each)
 		unshuffle_pieces(ws->d_dst, ws->d_out, ws->d_raw,
