@@ -330,6 +330,17 @@ static void dl_progress(struct l3_dl *dl)
 		dl->last = l3_now_ns();
 }
 
+/* The time since `since` went to the caller (a bulk reply's sink: L1
+ * room, a decode), not to the server: both bounds move by it, so a
+ * node is never blamed, nor backed off, for the engine's own pace. */
+static void dl_pause(struct l3_dl *dl, uint64_t since)
+{
+	uint64_t spent = l3_now_ns() - since;
+
+	dl->hard += spent;
+	dl->last += spent;
+}
+
 static int conn_wait(redisContext *c, short events, struct l3_dl *dl,
 		     short *revents)
 {
@@ -449,14 +460,19 @@ static size_t rd_left(const redisContext *c)
 }
 
 /* Up to cap bytes from the socket, waiting (bounded by dl) while it has
- * none. >0 or an error. */
+ * none; past the hard bound even while bytes keep coming (a GET is
+ * bounded in all, l3.h). >0 or an error. */
 static ssize_t sock_read(redisContext *c, void *dst, size_t cap,
 			 struct l3_dl *dl)
 {
 	for (;;) {
-		ssize_t k = read(c->fd, dst, cap);
+		ssize_t k;
 		short rev;
 		int err;
+
+		if (l3_now_ns() >= dl->hard)
+			return -ETIMEDOUT;
+		k = read(c->fd, dst, cap);
 
 		if (k > 0) {
 			dl_progress(dl);
@@ -523,7 +539,7 @@ static int bulk_recv(redisContext *c, const struct l3_sink *s,
 		     redisReply **other, bool *sink_err, bool *begun,
 		     struct l3_dl *dl)
 {
-	uint64_t len = 0, done = 0;
+	uint64_t len = 0, done = 0, t0;
 	const char *p, *eol;
 	char crlf[2];
 	bool bulk = false;
@@ -547,7 +563,9 @@ static int bulk_recv(redisContext *c, const struct l3_sink *s,
 	}
 	c->reader->pos += (size_t)(eol - p) + 1;
 	*begun = true;
+	t0 = l3_now_ns();
 	err = s->begin(s->arg, len);
+	dl_pause(dl, t0);
 	while (!err && done < len) {
 		void *buf;
 		size_t cap;
@@ -562,7 +580,9 @@ static int bulk_recv(redisContext *c, const struct l3_sink *s,
 		if (k < 0)
 			return (int)k;
 		done += (uint64_t)k;
+		t0 = l3_now_ns();
 		err = s->got(s->arg, (size_t)k);
+		dl_pause(dl, t0);
 	}
 	if (err) {
 		*sink_err = true;

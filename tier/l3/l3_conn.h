@@ -116,7 +116,8 @@ int l3_pipe_recv(struct l3_pipe *p, struct redisReply **replies,
  * room says where the next bytes go (*cap > 0 bytes at *buf) and got(n)
  * that n of them arrived there. A non-zero return from any of them stops
  * the transfer: the connection is closed (its reply is not read to the
- * end) without counting the node as failed.
+ * end) without counting the node as failed. Time spent in begin and got
+ * (taking L1 room, decoding) does not count against the deadlines.
  */
 struct l3_sink {
 	int (*begin)(void *arg, uint64_t len);
