@@ -12,7 +12,10 @@
  * the exact length, and raw_sum over the decoded bytes (which covers the
  * payload: record.h's step 2 for a record decoded anyway) all passed; anything
  * else is a miss, counted, and deleted from L3 if it is still the same
- * bad value (l3_del_bad).
+ * bad value (l3_del_bad). The value is received as it arrives
+ * (tier_l3_rx.c): the header checked first, the payload of a raw record
+ * straight into the L1 extent, a zstd one decoded frame by frame, raw_sum
+ * computed on the way; nothing is published before every check passed.
  *
  * Writes to L3 never block the caller: ingest=all and hot pin the chunk
  * and let an L3 writer thread build the record from the arena (at most a
@@ -44,21 +47,11 @@
 #include "tier/l3/l3.h"
 #include "tier/record/record.h"
 #include "tier/tier_i.h"
+#include "tier/tier_l3_i.h"
 
 #define TL3_PREFETCH_MAX 1024 /* promotions waiting for the prefetchers */
 #define TL3_PREFETCHERS 2      /* promotions at once in the background */
 #define TL3_FORGET_BUCKETS 256 /* unlink counters, by key hash */
-
-/* A workspace (pooled: a promotion's buffers are not faulted in again
- * for each chunk): the codec's, the payload of a zstd record being
- * received, the raw checksum computed as bytes arrive. */
-struct tl3_ws {
-	struct tl3_ws *next;
-	struct codec_ws *ws;
-	uint8_t *stage;           /* a zstd payload as it arrives */
-	size_t stage_cap;
-	struct kvrec_sum_state *sum;
-};
 
 /* A tombstone: deletions of (ns, key) sent to L3 and not yet confirmed. */
 struct tl3_tomb {
@@ -516,243 +509,6 @@ static void tl3_forget(struct tier *t, struct tier_rec *r)
 
 /* -------------------------------------------------------- promotion */
 
-#define TL3_RX_STEP (256u << 10) /* bytes received between two hash or
-				  * decode steps: still in the cache */
-
-/*
- * A promotion's receiving end of its GET (the sink of l3_get_into; see
- * the top of this file for the checks). The header comes first, into
- * hdr, and is checked as soon as it is in; then L1 room is taken and the
- * payload of a raw record is received straight into the extent, that of
- * a zstd record into the workspace's stage and decoded into the extent
- * frame by frame as they arrive; raw_sum is computed over the raw bytes as
- * they land. Nothing is published before all of it passed. A value
- * found bad is received whole all the same (in keep when its header is
- * bad, else in the extent or the stage) for l3_del_bad to compare.
- */
-struct tl3_rx {
-	struct tier *t;
-	const char *name;
-	const struct kvfs_key *key;
-	uint32_t ns;
-	uint64_t len, got;      /* the value's length, bytes received */
-	union {
-		struct kvrec_hdr h;
-		uint8_t b[KVREC_HDR_BYTES];
-	} hdr;
-	struct tl3_ws *ws;      /* stage, codec, sum */
-	struct tier_wr *w;      /* once the header passed */
-	bool locked;            /* w->mu held: the extent is ours */
-	uint8_t *dst;           /* raw_len bytes: the extent, or tmp */
-	void *tmp;              /* a device arena: a host buffer */
-	bool bad;               /* a bad value (received whole) */
-	uint8_t *keep;          /* a value whose header is bad, whole */
-	int err;                /* why the transfer stopped */
-};
-
-/* The header's checks, once its bytes are in: 0, -EBADMSG (a bad value),
- * or -EFBIG (a good record of a chunk larger than this node's
- * max_chunk: a miss here, but not bad, nor deleted: that node and its
- * peers read it). */
-static int check_header(const struct tl3_rx *rx)
-{
-	const struct kvrec_hdr *h = &rx->hdr.h;
-	uint64_t stored = rx->len - KVREC_HDR_BYTES;
-
-	/* kvrec_hdr_check: a raw record's stored_len is its raw_len, so
-	 * the extent (raw_len) takes the payload exactly; the payload is
-	 * checked by raw_sum over the raw bytes (record.h allows it when
-	 * they are computed anyway: one pass instead of two) */
-	if (kvrec_hdr_check(h, rx->t->l3->salt, stored) ||
-	    h->stored_len != stored || strcmp(h->ns, rx->name) ||
-	    memcmp(h->key, rx->key->b, sizeof(h->key)) ||
-	    (h->codec == CODEC_NONE && h->stored_sum != h->raw_sum))
-		return -EBADMSG;
-	if (h->raw_len > rx->t->cfg.max_chunk)
-		return -EFBIG;
-	return 0;
-}
-
-/* The header is bad: the rest of the value goes to keep (l3_del_bad
- * compares all of it), unless it is larger than any record this node
- * takes (then the transfer stops: a miss, not deleted). */
-static int rx_keep(struct tl3_rx *rx)
-{
-	size_t have = rx->got < KVREC_HDR_BYTES ? rx->got : KVREC_HDR_BYTES;
-
-	rx->bad = true;
-	if (rx->len > KVREC_HDR_BYTES + rx->t->cfg.max_chunk)
-		return rx->err = -EBADMSG;
-	rx->keep = malloc(rx->len ? rx->len : 1);
-	if (!rx->keep)
-		return rx->err = -ENOMEM;
-	memcpy(rx->keep, rx->hdr.b, have);
-	return 0;
-}
-
-static int rx_begin(void *arg, uint64_t len)
-{
-	struct tl3_rx *rx = arg;
-
-	rx->len = len;
-	return len < KVREC_HDR_BYTES ? rx_keep(rx) : 0;
-}
-
-/* The header is in: checked, then L1 room for raw_len (the extent held
- * until the end), the stage for a zstd payload. */
-static int rx_header(struct tl3_rx *rx)
-{
-	const struct kvrec_hdr *h = &rx->hdr.h;
-	struct tier *t = rx->t;
-	struct tl3_ws *ws = rx->ws;
-	int rc = check_header(rx);
-
-	if (rc == -EBADMSG)
-		return rx_keep(rx);
-	if (!rc)
-		rc = tier_wr_begin(t, rx->ns, rx->key, h->raw_len, &rx->w);
-	if (rc) {
-		rx->w = NULL;
-		return rx->err = rc;
-	}
-	if (h->codec != CODEC_NONE && ws->stage_cap < h->stored_len) {
-		free(ws->stage);
-		ws->stage_cap = 0;
-		ws->stage = malloc(h->stored_len);
-		if (!ws->stage)
-			return rx->err = -ENOMEM;
-		ws->stage_cap = h->stored_len;
-	}
-	if (t->arena.host && rx->w->cap >= h->raw_len) {
-		rx->dst = (uint8_t *)t->arena.host + rx->w->off;
-	} else {
-		rx->dst = rx->tmp = malloc(h->raw_len ? h->raw_len : 1);
-		if (!rx->tmp)
-			return rx->err = -ENOMEM;
-	}
-	pthread_mutex_lock(&rx->w->mu); /* the writer's extent is ours */
-	rx->locked = true;
-	kvrec_sum_reset(ws->sum, 0);
-	if (h->codec != CODEC_NONE) {
-		rc = codec_dec_begin(ws->ws, h->shuffle, rx->dst, h->raw_len);
-		if (rc == -ENOMEM)
-			return rx->err = rc;
-		rx->bad = rc != 0;
-	}
-	return 0;
-}
-
-static int rx_room(void *arg, void **buf, size_t *cap)
-{
-	struct tl3_rx *rx = arg;
-	uint64_t left = rx->len - rx->got;
-
-	if (rx->keep) {
-		*buf = rx->keep + rx->got;
-		*cap = left;
-	} else if (rx->got < KVREC_HDR_BYTES) {
-		*buf = rx->hdr.b + rx->got; /* the header alone first */
-		*cap = KVREC_HDR_BYTES - rx->got;
-	} else {
-		uint64_t off = rx->got - KVREC_HDR_BYTES;
-
-		*buf = (rx->hdr.h.codec == CODEC_NONE ? rx->dst
-						       : rx->ws->stage) + off;
-		*cap = left < TL3_RX_STEP ? left : TL3_RX_STEP;
-	}
-	return 0;
-}
-
-static int rx_got(void *arg, size_t n)
-{
-	struct tl3_rx *rx = arg;
-	bool in_hdr = rx->got < KVREC_HDR_BYTES;
-	uint64_t off = in_hdr ? 0 : rx->got - KVREC_HDR_BYTES;
-	const void *out;
-	size_t outlen;
-	int rc;
-
-	rx->got += n;
-	if (rx->keep)
-		return 0;
-	if (in_hdr)
-		return rx->got == KVREC_HDR_BYTES ? rx_header(rx) : 0;
-	if (rx->bad)
-		return 0; /* received whole, for l3_del_bad */
-	if (rx->hdr.h.codec == CODEC_NONE) {
-		kvrec_sum_add(rx->ws->sum, rx->dst + off, n);
-		return 0;
-	}
-	rc = codec_dec_feed(rx->ws->ws, rx->ws->stage, off + n,
-			    rx->got == rx->len, &out, &outlen);
-	if (rc == -ENOMEM)
-		return rx->err = rc;
-	rx->bad = rc != 0;
-	if (!rc && outlen)
-		kvrec_sum_add(rx->ws->sum, out, outlen);
-	return 0;
-}
-
-static void sum_piece(void *arg, const void *p, size_t n)
-{
-	kvrec_sum_add(arg, p, n);
-}
-
-/* Every byte is in: the last checks (the frames whole, raw_sum), then
- * the bytes are the writer's. 0, -EBADMSG (rx->bad), -ENOMEM... */
-static int rx_finish(struct tl3_rx *rx)
-{
-	const struct kvrec_hdr *h = &rx->hdr.h;
-	int rc = 0;
-
-	if (rx->bad || !rx->w)
-		return -EBADMSG;
-	if (h->codec != CODEC_NONE) /* planes: hashed as unshuffled */
-		rc = codec_dec_end(rx->ws->ws, h->shuffle ? sum_piece : NULL,
-				   rx->ws->sum);
-	if (rc || kvrec_sum_end(rx->ws->sum) != h->raw_sum) {
-		rx->bad = true;
-		return -EBADMSG;
-	}
-	if (!rx->tmp)
-		rx->w->size = h->raw_len;
-	pthread_mutex_unlock(&rx->w->mu);
-	rx->locked = false;
-	return rx->tmp ? tier_wr_pwrite(rx->t, rx->w, rx->tmp, h->raw_len, 0)
-		       : 0;
-}
-
-/* The whole bad value, for l3_del_bad: keep, or the header and the
- * payload where it was received. NULL when out of memory. */
-static uint8_t *rx_value(struct tl3_rx *rx)
-{
-	uint8_t *v;
-
-	if (rx->keep || rx->got != rx->len || rx->len < KVREC_HDR_BYTES)
-		return rx->keep;
-	v = malloc(rx->len);
-	if (!v)
-		return NULL;
-	memcpy(v, rx->hdr.b, KVREC_HDR_BYTES);
-	memcpy(v + KVREC_HDR_BYTES,
-	       rx->hdr.h.codec == CODEC_NONE ? rx->dst : rx->ws->stage,
-	       rx->len - KVREC_HDR_BYTES);
-	rx->keep = v;
-	return v;
-}
-
-/* Undoes what the receive holds (the extent, its writer). */
-static void rx_end(struct tl3_rx *rx)
-{
-	if (rx->locked)
-		pthread_mutex_unlock(&rx->w->mu);
-	rx->locked = false;
-	free(rx->tmp);
-	free(rx->keep);
-	rx->tmp = NULL;
-	rx->keep = NULL;
-}
-
 /* A writer of (ns, key) in flight (tier.lock held). */
 static bool writer_of(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
@@ -804,8 +560,9 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	struct tier_l3 *t3 = t->l3;
 	char name[KVFS_NS_NAME_MAX + 1];
-	struct tl3_rx rx = { .t = t, .name = name, .key = key, .ns = ns };
-	struct l3_sink sink = { rx_begin, rx_room, rx_got, &rx };
+	struct tl3_rx rx = { .t = t, .name = name, .key = key, .ns = ns,
+			     .salt = t3->salt };
+	struct l3_sink sink = tl3_rx_sink(&rx);
 	uint64_t forgets = 0;
 	int rc;
 
@@ -835,11 +592,11 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	if (rx.err) /* the receive stopped itself: its reason */
 		rc = rx.err;
 	else if (!rc)
-		rc = rx_finish(&rx);
+		rc = tl3_rx_finish(&rx);
 	else if (rx.bad)
 		rc = -EIO; /* bad, but not all of it came: not deleted */
 	if (rc == -EBADMSG && rx.bad) {
-		const uint8_t *bad = rx_value(&rx);
+		const uint8_t *bad = tl3_rx_value(&rx);
 
 		tier_log(t, "l3: %s: a bad record in L3 (a miss; deleted)",
 			 name);
@@ -856,7 +613,7 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		 * node with a larger max_chunk: a miss, left for others */
 		l3_refused(t3->l3);
 	}
-	rx_end(&rx);
+	tl3_rx_end(&rx);
 	ws_put(t3, rx.ws);
 	if (rc == -EEXIST) /* published here meanwhile, or being so */
 		return wait_published(t, ns, key);
