@@ -6,7 +6,8 @@
  * leave nothing in L1: a value cut short, one with its last byte flipped
  * (found only once every byte is in the extent), one with a byte of its
  * payload flipped, a good record of another key, one with bytes appended,
- * one whose header is damaged, one shorter than a header. Two real mounts
+ * one whose header is damaged, one shorter than a header; also into an
+ * L1 in device memory (l1=cuda on tests/gpu/fake's runtime). Real mounts
  * share one redis-server on loopback (the writer stores raw records in
  * one namespace, zstd records in another).
  */
@@ -315,6 +316,62 @@ static void test_wrong_type(void **state)
 	assert_int_equal(kvfs_test_umount(&a), 0);
 }
 
+/* L1 in device memory (l1=cuda on tests/gpu/fake's runtime: no host
+ * address for the extent): a value is received into a host buffer,
+ * checked, then copied to the device; good and bad values as above. */
+static void test_device_arena(void **state)
+{
+	const char *b = getenv("KVFS_BUILD");
+	char fake[PATH_MAX];
+	struct kvfs_mnt a, d;
+	struct kvfs_key k[3];
+	redisContext *c;
+	uint8_t *buf = malloc(CHUNK), *v;
+	size_t len;
+	int fd;
+
+	snprintf(fake, sizeof(fake), "%s/tests/gpu/libfakecudart.so",
+		 b && *b ? b : "build/asan");
+	if (access(fake, R_OK)) {
+		printf("  (no %s: skipped)\n", fake);
+		free(buf);
+		return;
+	}
+	c = rconn();
+	keys_of(k, 3, 4);
+	mount_node(&a, "l3_ingest=all");
+	fd = kvfs_ns_open(a.dir, "streamdev", KVFS_NS_CREATE, 0755);
+	for (int i = 0; i < 3; i++) {
+		fill(buf, CHUNK, (uint64_t)i);
+		assert_int_equal(kvfs_put(fd, &k[i], buf, CHUNK), 0);
+	}
+	close(fd);
+	for (int t = 0; t < 500 && kvfs_test_stat(&a, "l3", "puts") < 3; t++)
+		sleep_ms(10);
+	/* 1: its last byte flipped; 2: cut short */
+	v = rget(c, "streamdev", &k[1], &len);
+	assert_non_null(v);
+	v[len - 1] ^= 1;
+	rset(c, "streamdev", &k[1], v, len);
+	free(v);
+	v = rget(c, "streamdev", &k[2], &len);
+	assert_non_null(v);
+	rset(c, "streamdev", &k[2], v, len / 2);
+	free(v);
+	setenv("KVFS_CUDART", fake, 1);
+	mount_node(&d, "l1=cuda");
+	unsetenv("KVFS_CUDART");
+	assert_int_equal(read_check(&d, "streamdev", &k[0], 0), 0);
+	assert_int_equal(read_check(&d, "streamdev", &k[1], 1), -ENOENT);
+	assert_int_equal(read_check(&d, "streamdev", &k[2], 2), -ENOENT);
+	assert_int_equal(kvfs_test_stat(&d, NULL, "promotions"), 1);
+	assert_int_equal(kvfs_test_stat(&d, "l3", "corrupt"), 2);
+	free(buf);
+	redisFree(c);
+	assert_int_equal(kvfs_test_umount(&d), 0);
+	assert_int_equal(kvfs_test_umount(&a), 0);
+}
+
 static int setup(void **state)
 {
 	snprintf(authfile, sizeof(authfile), "/tmp/kvfs-l3s-auth-XXXXXX");
@@ -336,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_raw_records),
 		cmocka_unit_test(test_zstd_records),
 		cmocka_unit_test(test_wrong_type),
+		cmocka_unit_test(test_device_arena),
 	};
 
 	if (why) {
