@@ -12,7 +12,10 @@
  * the exact length, and raw_sum over the decoded bytes (which covers the
  * payload: record.h's step 2 for a record decoded anyway) all passed; anything
  * else is a miss, counted, and deleted from L3 if it is still the same
- * bad value (l3_del_bad).
+ * bad value (l3_del_bad). The value is received as it arrives
+ * (tier_l3_rx.c): the header checked first, the payload of a raw record
+ * straight into the L1 extent, a zstd one decoded frame by frame, raw_sum
+ * computed on the way; nothing is published before every check passed.
  *
  * Writes to L3 never block the caller: ingest=all and hot pin the chunk
  * and let an L3 writer thread build the record from the arena (at most a
@@ -44,15 +47,11 @@
 #include "tier/l3/l3.h"
 #include "tier/record/record.h"
 #include "tier/tier_i.h"
+#include "tier/tier_l3_i.h"
 
 #define TL3_PREFETCH_MAX 1024 /* promotions waiting for the prefetchers */
 #define TL3_PREFETCHERS 2      /* promotions at once in the background */
 #define TL3_FORGET_BUCKETS 256 /* unlink counters, by key hash */
-
-struct tl3_ws {
-	struct tl3_ws *next;
-	struct codec_ws *ws;
-};
 
 /* A tombstone: deletions of (ns, key) sent to L3 and not yet confirmed. */
 struct tl3_tomb {
@@ -113,32 +112,35 @@ struct tl3_job {
 
 /* ------------------------------------------------------- workspaces */
 
-static struct codec_ws *ws_get(struct tier_l3 *t3)
+static void ws_free(struct tl3_ws *w)
+{
+	codec_ws_free(w->ws);
+	kvrec_sum_free(w->sum);
+	free(w->stage);
+	free(w);
+}
+
+static struct tl3_ws *ws_get(struct tier_l3 *t3)
 {
 	struct tl3_ws *w;
-	struct codec_ws *ws;
 
 	pthread_mutex_lock(&t3->mu);
 	w = t3->ws;
 	if (w)
 		t3->ws = w->next;
 	pthread_mutex_unlock(&t3->mu);
-	if (!w)
-		return codec_ws_new();
-	ws = w->ws;
-	free(w);
-	return ws;
+	if (w)
+		return w;
+	w = calloc(1, sizeof(*w));
+	if (w && (!(w->ws = codec_ws_new()) || !(w->sum = kvrec_sum_new()))) {
+		ws_free(w);
+		w = NULL;
+	}
+	return w;
 }
 
-static void ws_put(struct tier_l3 *t3, struct codec_ws *ws)
+static void ws_put(struct tier_l3 *t3, struct tl3_ws *w)
 {
-	struct tl3_ws *w = malloc(sizeof(*w));
-
-	if (!w) {
-		codec_ws_free(ws);
-		return;
-	}
-	w->ws = ws;
 	pthread_mutex_lock(&t3->mu);
 	w->next = t3->ws;
 	t3->ws = w;
@@ -163,11 +165,11 @@ static int build(struct tier *t, const struct tl3_job *j, const void *src,
 	if (!buf)
 		return -ENOMEM;
 	if (t3->level && j->size >= 4096) {
-		struct codec_ws *ws = ws_get(t3);
+		struct tl3_ws *ws = ws_get(t3);
 
 		/* worth storing only when it saves a sixteenth */
-		n = ws ? codec_compress(ws, t3->level, j->shuffle, src, j->size,
-					buf + KVREC_HDR_BYTES,
+		n = ws ? codec_compress(ws->ws, t3->level, j->shuffle, src,
+					j->size, buf + KVREC_HDR_BYTES,
 					j->size - j->size / 16)
 		       : -ENOMEM;
 		if (ws)
@@ -507,36 +509,6 @@ static void tl3_forget(struct tier *t, struct tier_rec *r)
 
 /* -------------------------------------------------------- promotion */
 
-/* Every check of a value read from L3 (see the top of this file): 0,
- * -EBADMSG (a bad value), or -EFBIG (a good record of a chunk larger than
- * this node's max_chunk). */
-static int check_value(struct tier_l3 *t3, const struct l3_val *v,
-		       const char *ns, const struct kvfs_key *key,
-		       uint64_t max_chunk)
-{
-	const struct kvrec_hdr *h = v->data;
-	int rc;
-
-	if (v->len < KVREC_HDR_BYTES)
-		return -EBADMSG;
-	/* the header here; the payload by raw_sum over the decoded bytes
-	 * (decode_into), which record.h allows when it is decoded anyway:
-	 * one pass over the bytes instead of two */
-	/* the value is in memory already: its own length bounds the check */
-	rc = kvrec_hdr_check(h, t3->salt, v->len - KVREC_HDR_BYTES);
-	if (rc)
-		return -EBADMSG;
-	if (h->stored_len + KVREC_HDR_BYTES != v->len || strcmp(h->ns, ns) ||
-	    memcmp(h->key, key->b, sizeof(h->key)) ||
-	    (h->codec == CODEC_NONE && h->stored_sum != h->raw_sum))
-		return -EBADMSG;
-	/* a good record of a node with a larger max_chunk: a miss here,
-	 * but not bad (nor deleted: that node and its peers read it) */
-	if (h->raw_len > max_chunk)
-		return -EFBIG;
-	return 0;
-}
-
 /* A writer of (ns, key) in flight (tier.lock held). */
 static bool writer_of(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
@@ -546,8 +518,11 @@ static bool writer_of(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	return false;
 }
 
-/* Another promotion of the key (a prefetch) or a local writer holds it:
- * waits, bounded, until it is published or given up. 0 or -ENOENT. */
+/* Another promotion of the key (a prefetch, readahead) or a local writer
+ * holds it: waits, bounded, until it is published or given up. 0 or
+ * -ENOENT. Sleeps on tier.room, which a writer's publish or abort
+ * broadcasts (writer_drop: tier_room_made), not in naps: a reader that
+ * opens the chunk readahead is promoting goes on as soon as it is in. */
 static int wait_published(struct tier *t, uint32_t ns,
 			  const struct kvfs_key *key)
 {
@@ -556,67 +531,28 @@ static int wait_published(struct tier *t, uint32_t ns,
 						       : L3_TIMEOUT_MS_DEFAULT) *
 			       1000000ull +
 		       t->cfg.max_chunk * 1000000000ull / L3_MIN_RATE;
+	int rc = -ENOENT;
 
+	tier_lock(t);
 	for (;;) {
-		struct timespec nap = { 0, 200000 };
-		bool found, busy;
+		uint64_t now = l3_now_ns(), at;
+		struct timespec until;
 
-		tier_lock(t);
-		found = tier_idx_find(t, ns, key) != NULL;
-		busy = !found && writer_of(t, ns, key);
-		tier_unlock(t);
-		if (found)
-			return 0;
-		if (!busy || l3_now_ns() > end)
-			return -ENOENT;
-		nanosleep(&nap, NULL);
+		if (tier_idx_find(t, ns, key)) {
+			rc = 0;
+			break;
+		}
+		if (!writer_of(t, ns, key) || now > end)
+			break;
+		/* a wake-up missed costs at most 2 ms */
+		at = now + 2000000ull < end ? now + 2000000ull : end;
+		until.tv_sec = (time_t)(at / 1000000000ull);
+		until.tv_nsec = (long)(at % 1000000000ull);
+		t->room_sleepers++;
+		pthread_cond_timedwait(&t->room, &t->lock, &until);
+		t->room_sleepers--;
 	}
-}
-
-/*
- * Decodes the checked record h into the writer w (its extent holds
- * raw_len: tier_wr_begin was given it) and checks raw_sum over the
- * result. A host arena gets the bytes in place, without a copy; a device
- * arena through a buffer. -EBADMSG (bad payload), -ENOMEM.
- */
-static int decode_into(struct tier *t, struct tier_wr *w,
-		       const struct kvrec_hdr *h)
-{
-	const char *payload = (const char *)h + KVREC_HDR_BYTES;
-	struct codec_ws *ws;
-	void *dst, *tmp = NULL;
-	int rc = 0;
-
-	if (!h->raw_len)
-		return h->raw_sum == kvrec_sum("", 0, 0) ? 0 : -EBADMSG;
-	if (t->arena.host && w->cap >= h->raw_len) {
-		dst = (char *)t->arena.host + w->off;
-	} else {
-		dst = tmp = malloc(h->raw_len);
-		if (!tmp)
-			return -ENOMEM;
-	}
-	pthread_mutex_lock(&w->mu); /* the writer's extent is ours */
-	if (h->codec == CODEC_NONE) {
-		memcpy(dst, payload, h->raw_len);
-	} else {
-		ws = ws_get(t->l3);
-		rc = ws ? codec_decompress(ws, h->codec, h->shuffle, payload,
-					   h->stored_len, dst, h->raw_len)
-			: -ENOMEM;
-		if (ws)
-			ws_put(t->l3, ws);
-		if (rc && rc != -ENOMEM)
-			rc = -EBADMSG; /* whatever the decoder disliked */
-	}
-	if (!rc && kvrec_sum(dst, h->raw_len, 0) != h->raw_sum)
-		rc = -EBADMSG;
-	if (!rc && !tmp)
-		w->size = h->raw_len;
-	pthread_mutex_unlock(&w->mu);
-	if (!rc && tmp)
-		rc = tier_wr_pwrite(t, w, tmp, h->raw_len, 0);
-	free(tmp);
+	tier_unlock(t);
 	return rc;
 }
 
@@ -624,10 +560,10 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 {
 	struct tier_l3 *t3 = t->l3;
 	char name[KVFS_NS_NAME_MAX + 1];
-	const struct kvrec_hdr *h;
-	struct tier_wr *w = NULL;
-	struct l3_val v;
-	uint64_t h_sum = 0, forgets = 0;
+	struct tl3_rx rx = { .t = t, .name = name, .key = key, .ns = ns,
+			     .salt = t3->salt };
+	struct l3_sink sink = tl3_rx_sink(&rx);
+	uint64_t forgets = 0;
 	int rc;
 
 	if (!t3)
@@ -649,43 +585,48 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		return wait_published(t, ns, key);
 	if (rc)
 		return rc < 0 ? rc : 0;
-	rc = l3_get(t3->l3, name, key, &v);
-	if (rc)
-		return -ENOENT; /* not there, or not reachable: a miss */
-	rc = check_value(t3, &v, name, key, t->cfg.max_chunk);
-	h = v.data;
-	if (!rc)
-		rc = tier_wr_begin(t, ns, key, h->raw_len, &w);
-	if (rc == -EEXIST) { /* published here meanwhile, or being so */
-		l3_val_free(&v);
-		return wait_published(t, ns, key);
-	}
-	if (!rc) {
-		h_sum = h->raw_sum;
-		rc = decode_into(t, w, h);
-	}
-	if (rc == -EBADMSG) {
+	rx.ws = ws_get(t3);
+	if (!rx.ws)
+		return -ENOMEM;
+	rc = l3_get_into(t3->l3, name, key, &sink);
+	if (rx.err) /* the receive stopped itself: its reason */
+		rc = rx.err;
+	else if (!rc)
+		rc = tl3_rx_finish(&rx);
+	else if (rx.bad)
+		rc = -EIO; /* bad, but not all of it came: not deleted */
+	if (rc == -EBADMSG && rx.bad) {
+		const uint8_t *bad = tl3_rx_value(&rx);
+
 		tier_log(t, "l3: %s: a bad record in L3 (a miss; deleted)",
 			 name);
-		if (l3_del_bad(t3->l3, name, key, v.data, v.len) == 0) {
+		if (bad && l3_del_bad(t3->l3, name, key, bad, rx.len) == 0) {
 			tier_lock(t);
 			tier_ev_key(t, ns, key, NULL, TIER_EV_REMOVED,
 				    TIER_EV_L3, TIER_EV_DROP);
 			tier_unlock(t);
+		} else if (!bad) {
+			l3_refused(t3->l3);
 		}
-	} else if (rc == -EFBIG) {
-		l3_refused(t3->l3); /* a miss here, left for other nodes */
+	} else if (rc == -EBADMSG || rc == -EFBIG) {
+		/* too large to be a record here, or a good record of a
+		 * node with a larger max_chunk: a miss, left for others */
+		l3_refused(t3->l3);
 	}
-	l3_val_free(&v);
+	tl3_rx_end(&rx);
+	ws_put(t3, rx.ws);
+	if (rc == -EEXIST) /* published here meanwhile, or being so */
+		return wait_published(t, ns, key);
 	if (rc) {
-		if (w)
-			tier_wr_abort(t, w);
+		if (rx.w)
+			tier_wr_abort(t, rx.w);
 		return rc == -ENOMEM ? rc : -ENOENT;
 	}
-	w->from_l3 = true;
-	w->l3_forgets = forgets;
-	tier_wr_set_checksum(w, h_sum); /* checked: kept, not recomputed */
-	rc = tier_wr_publish(t, w, NULL);
+	rx.w->from_l3 = true;
+	rx.w->l3_forgets = forgets;
+	/* checked: kept, not recomputed */
+	tier_wr_set_checksum(rx.w, rx.hdr.h.raw_sum);
+	rc = tier_wr_publish(t, rx.w, NULL);
 	if (rc == -EEXIST)
 		return wait_published(t, ns, key);
 	if (rc)
@@ -997,8 +938,7 @@ void tier_l3_close(struct tier *t)
 		struct tl3_ws *w = t3->ws;
 
 		t3->ws = w->next;
-		codec_ws_free(w->ws);
-		free(w);
+		ws_free(w);
 	}
 	pthread_mutex_destroy(&t3->mu);
 	pthread_cond_destroy(&t3->cv);

@@ -418,3 +418,17 @@ void rt_cluster_stop(struct rt_cluster *c)
 	for (int i = 0; i < c->n; i++)
 		rt_stop(&c->node[i], true);
 }
+
+int rt_auth_file(char *tmpl, const char *pw)
+{
+	int fd = mkstemp(tmpl);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	fprintf(f, "%s\n", pw);
+	return fclose(f) ? -1 : 0;
+}

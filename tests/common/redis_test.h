@@ -71,4 +71,9 @@ int rt_cli(const struct rt_server *s, char *out, size_t outlen, ...);
 char *rt_url(const struct rt_server *s, char *buf, size_t len);
 char *rt_cluster_url(const struct rt_cluster *c, char *buf, size_t len);
 
+/* rt_auth_file - writes pw (and a newline) to a new file made from
+ * tmpl ("/tmp/...-XXXXXX", replaced by its name), for l3_auth_file=.
+ * 0 / -1. */
+int rt_auth_file(char *tmpl, const char *pw);
+
 #endif /* KVFS_REDIS_TEST_H */

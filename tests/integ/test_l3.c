@@ -710,17 +710,10 @@ static void test_bad_options(void **state)
 static int setup(void **state)
 {
 	const char *pw = "kvfs-l3-integ-secret";
-	FILE *f;
-	int fd;
 
 	snprintf(authfile, sizeof(authfile), "/tmp/kvfs-l3-auth-XXXXXX");
-	fd = mkstemp(authfile);
-	if (fd < 0)
-		return -1;
-	f = fdopen(fd, "w");
-	fprintf(f, "%s\n", pw);
-	fclose(f);
-	if (rt_start(&solo, false, pw) || rt_cluster_start(&cl, pw))
+	if (rt_auth_file(authfile, pw) || rt_start(&solo, false, pw) ||
+	    rt_cluster_start(&cl, pw))
 		return -1;
 	return 0;
 }

@@ -3,7 +3,9 @@
  * on loopback (tests/common/redis_test.h): standalone and a three-master
  * cluster; routing checked against the server's own CLUSTER KEYSLOT, one
  * pipeline per node for a batch, ASK and MOVED followed during a slot
- * migration, AUTH, a killed / paused / restarted server.
+ * migration, AUTH, a killed / paused / restarted server; a GET's value
+ * received straight into the caller's memory (l3r_get_bulk), also across
+ * ASK and MOVED.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -259,27 +261,20 @@ static int owner_of(unsigned slot)
 	return -1;
 }
 
-static void test_cluster_ask_moved(void **state)
+/* Starts moving key's slot from its owner to the next node: the key
+ * migrated, the slot still the owner's (it answers ASK). slotbuf: the
+ * slot; idb: the new owner's id (for CLUSTER SETSLOT ... NODE). */
+static void migrate_start(const char *key, char slotbuf[16], char idb[64])
 {
-	char url[128], out[256], ida[64], idb[64], slotbuf[16], port[16];
-	const char *key = "kvfs:migrating:1";
 	unsigned slot = l3_key_slot(key, strlen(key));
-	struct l3r *r;
-	struct l3r_op op = { .key = key, .klen = strlen(key) };
-	const char *argv[2] = { "GET", key };
-	size_t lens[2] = { 3, strlen(key) };
-	struct l3r_stats st;
+	char out[256], ida[64], port[16];
 	int a = owner_of(slot), bn;
 
 	assert_true(a >= 0);
 	bn = (a + 1) % 3;
-	r = open_client(rt_cluster_url(&cl, url, sizeof(url)), L3R_CLUSTER,
-			NULL);
-	assert_int_equal(rt_cli(&cl.node[a], out, sizeof(out), "SET", key,
-				"moving", NULL), 0);
 	node_id(&cl.node[a], ida);
 	node_id(&cl.node[bn], idb);
-	snprintf(slotbuf, sizeof(slotbuf), "%u", slot);
+	snprintf(slotbuf, 16, "%u", slot);
 	snprintf(port, sizeof(port), "%d", cl.node[bn].port);
 	assert_int_equal(rt_cli(&cl.node[bn], out, sizeof(out), "CLUSTER",
 				"SETSLOT", slotbuf, "IMPORTING", ida, NULL), 0);
@@ -288,6 +283,24 @@ static void test_cluster_ask_moved(void **state)
 	assert_int_equal(rt_cli(&cl.node[a], out, sizeof(out), "MIGRATE",
 				"127.0.0.1", port, key, "0", "5000", NULL), 0);
 	assert_non_null(strstr(out, "OK"));
+}
+
+static void test_cluster_ask_moved(void **state)
+{
+	char url[128], out[256], idb[64], slotbuf[16];
+	const char *key = "kvfs:migrating:1";
+	unsigned slot = l3_key_slot(key, strlen(key));
+	struct l3r *r;
+	struct l3r_op op = { .key = key, .klen = strlen(key) };
+	const char *argv[2] = { "GET", key };
+	size_t lens[2] = { 3, strlen(key) };
+	struct l3r_stats st;
+
+	r = open_client(rt_cluster_url(&cl, url, sizeof(url)), L3R_CLUSTER,
+			NULL);
+	assert_int_equal(rt_cli(&cl.node[owner_of(slot)], out, sizeof(out),
+				"SET", key, "moving", NULL), 0);
+	migrate_start(key, slotbuf, idb);
 
 	/* mid-migration: the old owner answers ASK */
 	assert_int_equal(l3r_format(&op.cmd, 2, argv, lens), 0);
@@ -313,6 +326,222 @@ static void test_cluster_ask_moved(void **state)
 	l3r_get_stats(r, &st);
 	assert_int_equal(st.moved, 1);
 	l3r_cmd_free(&op.cmd);
+	l3r_close(r);
+}
+
+/* ------------------------------------------------ bulk replies (GET) */
+
+/* A sink receiving into buf in steps of `step` bytes; stops with
+ * -ECANCELED once stop_at bytes are in (0: never). */
+struct tsink {
+	uint8_t *buf;
+	size_t cap, got, step, stop_at;
+	uint64_t len;
+	int begins;
+	int slow_ms; /* begin takes this long (an engine short of L1) */
+};
+
+static int ts_begin(void *arg, uint64_t len)
+{
+	struct tsink *t = arg;
+	struct timespec ts = { t->slow_ms / 1000,
+			       (long)(t->slow_ms % 1000) * 1000000L };
+
+	if (t->slow_ms)
+		nanosleep(&ts, NULL);
+	t->begins++;
+	t->len = len;
+	t->got = 0;
+	return len > t->cap ? -EFBIG : 0;
+}
+
+static int ts_room(void *arg, void **buf, size_t *cap)
+{
+	struct tsink *t = arg;
+
+	*buf = t->buf + t->got;
+	*cap = t->step;
+	return 0;
+}
+
+static int ts_got(void *arg, size_t n)
+{
+	struct tsink *t = arg;
+
+	assert_true(n > 0 && n <= t->step);
+	t->got += n;
+	return t->stop_at && t->got >= t->stop_at ? -ECANCELED : 0;
+}
+
+/* GET key through l3r_get_bulk into t, within ms. */
+static long bulk_get_ms(struct l3r *r, const char *key, struct tsink *t,
+			redisReply **other, bool *sink_err, uint64_t ms)
+{
+	const char *argv[2] = { "GET", key };
+	size_t lens[2] = { 3, strlen(key) };
+	struct l3_sink s = { ts_begin, ts_room, ts_got, t };
+	struct l3_cmd cmd;
+	long rc;
+
+	assert_int_equal(l3r_format(&cmd, 2, argv, lens), 0);
+	rc = l3r_get_bulk(r, key, strlen(key), &cmd, &s, other, sink_err,
+			  l3_now_ns() + ms * 1000000ull);
+	l3r_cmd_free(&cmd);
+	return rc;
+}
+
+static long bulk_get(struct l3r *r, const char *key, struct tsink *t,
+		     redisReply **other, bool *sink_err)
+{
+	return bulk_get_ms(r, key, t, other, sink_err, 5000);
+}
+
+static void set_value(struct l3r *r, const char *key, const void *v,
+		      size_t len)
+{
+	const char *argv[3] = { "SET", key, v };
+	size_t lens[3] = { 3, strlen(key), len };
+	struct l3r_op op = { .key = key, .klen = strlen(key) };
+
+	assert_int_equal(l3r_format(&op.cmd, 3, argv, lens), 0);
+	assert_int_equal(l3r_batch(r, &op, 1, l3_now_ns() + 5000000000ull), 1);
+	freeReplyObject(op.reply);
+	l3r_cmd_free(&op.cmd);
+}
+
+static uint8_t *pattern(size_t len, unsigned seed)
+{
+	uint8_t *p = malloc(len);
+
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(i * 31 + seed + (i >> 12));
+	return p;
+}
+
+/* A value received straight into the caller's buffer, in steps; nil, a
+ * value of another type, an empty value; a sink that stops midway costs
+ * its connection only (no backoff), and the next GET works. */
+static void test_bulk_standalone(void **state)
+{
+	const size_t big = (3u << 20) + 17;
+	char url[128];
+	struct l3r *r = open_client(rt_url(&solo, url, sizeof(url)),
+				    L3R_STANDALONE, NULL);
+	uint8_t *v = pattern(big, 5);
+	struct tsink t = { .buf = malloc(big), .cap = big, .step = 100003 };
+	struct l3r_stats st;
+	redisReply *other;
+	bool serr;
+	char out[64];
+
+	set_value(r, "bulk:big", v, big);
+	assert_int_equal(bulk_get(r, "bulk:big", &t, &other, &serr), 0);
+	assert_null(other);
+	assert_int_equal(t.begins, 1);
+	assert_int_equal(t.len, big);
+	assert_int_equal(t.got, big);
+	assert_memory_equal(t.buf, v, big);
+
+	assert_int_equal(bulk_get(r, "bulk:none", &t, &other, &serr), 1);
+	assert_non_null(other);
+	assert_int_equal(other->type, REDIS_REPLY_NIL);
+	freeReplyObject(other);
+	assert_int_equal(t.begins, 1);
+
+	assert_int_equal(rt_cli(&solo, out, sizeof(out), "RPUSH", "bulk:list",
+				"a", NULL), 0);
+	assert_int_equal(bulk_get(r, "bulk:list", &t, &other, &serr),
+			 -EREMOTEIO);
+	assert_false(serr);
+
+	set_value(r, "bulk:empty", "", 0);
+	assert_int_equal(bulk_get(r, "bulk:empty", &t, &other, &serr), 0);
+	assert_int_equal(t.begins, 2);
+	assert_int_equal(t.len, 0);
+
+	/* stopped midway, then at begin: the connection goes, the node
+	 * is not blamed */
+	t.stop_at = 1u << 20;
+	assert_int_equal(bulk_get(r, "bulk:big", &t, &other, &serr),
+			 -ECANCELED);
+	assert_true(serr);
+	t.stop_at = 0;
+	t.cap = 10;
+	assert_int_equal(bulk_get(r, "bulk:big", &t, &other, &serr), -EFBIG);
+	assert_true(serr);
+	t.cap = big;
+	memset(t.buf, 0, big);
+	assert_int_equal(bulk_get(r, "bulk:big", &t, &other, &serr), 0);
+	assert_memory_equal(t.buf, v, big);
+	l3r_get_stats(r, &st);
+	assert_int_equal(st.failures, 0);
+	assert_int_equal(st.nodes_down, 0);
+
+	free(t.buf);
+	free(v);
+
+	/* a sink slower than the GET's whole bound (the engine waiting for
+	 * L1 room): its time is not the server's, the value still comes
+	 * whole, the node is not blamed */
+	const size_t huge = 6u << 20;
+
+	v = pattern(huge, 7);
+	t = (struct tsink){ .buf = malloc(huge), .cap = huge,
+			    .step = 1u << 20, .slow_ms = 3 * TIMEOUT_MS };
+	set_value(r, "bulk:huge", v, huge);
+	assert_int_equal(bulk_get_ms(r, "bulk:huge", &t, &other, &serr,
+				     2 * TIMEOUT_MS), 0);
+	assert_memory_equal(t.buf, v, huge);
+	l3r_get_stats(r, &st);
+	assert_int_equal(st.failures, 0);
+	assert_int_equal(st.timeouts, 0);
+	free(t.buf);
+	free(v);
+	l3r_close(r);
+}
+
+/* A streamed GET during a slot migration: the ASK and then the MOVED
+ * come before any byte of the value, so the sink sees only the owner's
+ * value, once, whole. */
+static void test_bulk_cluster_ask_moved(void **state)
+{
+	const size_t big = 2u << 20;
+	char url[128], out[256], idb[64], slotbuf[16];
+	const char *key = "kvfs:bulkmig:1";
+	uint8_t *v = pattern(big, 9);
+	struct tsink t = { .buf = malloc(big), .cap = big, .step = 65536 };
+	struct l3r_stats st;
+	redisReply *other;
+	struct l3r *r;
+	bool serr;
+
+	r = open_client(rt_cluster_url(&cl, url, sizeof(url)), L3R_CLUSTER,
+			NULL);
+	set_value(r, key, v, big);
+	migrate_start(key, slotbuf, idb);
+
+	assert_int_equal(bulk_get(r, key, &t, &other, &serr), 0);
+	assert_int_equal(t.begins, 1);
+	assert_memory_equal(t.buf, v, big);
+	l3r_get_stats(r, &st);
+	assert_int_equal(st.ask, 1);
+
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(rt_cli(&cl.node[i], out, sizeof(out), "CLUSTER",
+					"SETSLOT", slotbuf, "NODE", idb, NULL), 0);
+	memset(t.buf, 0, big);
+	assert_int_equal(bulk_get(r, key, &t, &other, &serr), 0);
+	assert_int_equal(t.begins, 2);
+	assert_memory_equal(t.buf, v, big);
+	l3r_get_stats(r, &st);
+	assert_int_equal(st.moved, 1);
+	/* a key nowhere, after the move: nil, not a redirection */
+	assert_int_equal(bulk_get(r, "kvfs:bulkmig:none", &t, &other, &serr),
+			 1);
+	assert_int_equal(other->type, REDIS_REPLY_NIL);
+	freeReplyObject(other);
+	free(t.buf);
+	free(v);
 	l3r_close(r);
 }
 
@@ -477,6 +706,8 @@ int main(void)
 		cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_cluster_routing),
 		cmocka_unit_test(test_cluster_ask_moved),
+		cmocka_unit_test(test_bulk_standalone),
+		cmocka_unit_test(test_bulk_cluster_ask_moved),
 		cmocka_unit_test(test_cluster_failover),
 		cmocka_unit_test(test_cluster_failures),
 	};

@@ -146,12 +146,24 @@ static void op_done(struct l3r_op *op)
 
 /* ---------------------------------------------------------------- reads */
 
+/* Counts the time of a GET. */
+static void get_time(struct l3 *l3, uint64_t t0)
+{
+	uint64_t dt = l3_now_ns() - t0, max;
+
+	atomic_fetch_add(&l3->get_ns, dt);
+	max = atomic_load(&l3->get_max_ns);
+	while (dt > max &&
+	       !atomic_compare_exchange_weak(&l3->get_max_ns, &max, dt))
+		;
+}
+
 int l3_get(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 	   struct l3_val *v)
 {
 	char k[L3_KEY_MAX];
 	struct l3r_op op = { 0 };
-	uint64_t t0 = l3_now_ns(), dt, max;
+	uint64_t t0 = l3_now_ns();
 	int err;
 
 	v->data = NULL;
@@ -180,13 +192,104 @@ int l3_get(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 			atomic_fetch_add(&l3->errors, 1);
 	}
 	op_done(&op);
-	dt = l3_now_ns() - t0;
-	atomic_fetch_add(&l3->get_ns, dt);
-	max = atomic_load(&l3->get_max_ns);
-	while (dt > max &&
-	       !atomic_compare_exchange_weak(&l3->get_max_ns, &max, dt))
-		;
+	get_time(l3, t0);
 	return err;
+}
+
+/* A string reply given to a sink (hiredis parsed it already). */
+static int sink_copy(const struct l3_sink *s, const redisReply *rep)
+{
+	size_t done = 0;
+	int err = s->begin(s->arg, rep->len);
+
+	while (!err && done < rep->len) {
+		void *buf;
+		size_t cap;
+
+		err = s->room(s->arg, &buf, &cap);
+		if (err)
+			break;
+		if (cap > rep->len - done)
+			cap = rep->len - done;
+		memcpy(buf, rep->str + done, cap);
+		done += cap;
+		err = s->got(s->arg, cap);
+	}
+	return err;
+}
+
+/* The sink of l3_get_into, counting the value's bytes. */
+struct count_sink {
+	const struct l3_sink *s;
+	uint64_t len;
+};
+
+static int count_begin(void *arg, uint64_t len)
+{
+	struct count_sink *c = arg;
+
+	c->len = len;
+	return c->s->begin(c->s->arg, len);
+}
+
+static int count_room(void *arg, void **buf, size_t *cap)
+{
+	struct count_sink *c = arg;
+
+	return c->s->room(c->s->arg, buf, cap);
+}
+
+static int count_got(void *arg, size_t n)
+{
+	struct count_sink *c = arg;
+
+	return c->s->got(c->s->arg, n);
+}
+
+int l3_get_into(struct l3 *l3, const char *ns, const struct kvfs_key *key,
+		const struct l3_sink *sink)
+{
+	struct count_sink cs = { .s = sink };
+	struct l3_sink wrap = { count_begin, count_room, count_got, &cs };
+	const char *argv[2];
+	size_t lens[2];
+	char k[L3_KEY_MAX];
+	struct l3_cmd cmd;
+	redisReply *other = NULL;
+	uint64_t t0 = l3_now_ns();
+	bool sink_err = false;
+	long err;
+
+	argv[0] = "GET";
+	argv[1] = k;
+	lens[0] = 3;
+	lens[1] = l3_key(l3, ns, key, k);
+	err = l3r_format(&cmd, 2, argv, lens);
+	if (err)
+		return (int)err;
+	atomic_fetch_add(&l3->gets, 1);
+	err = l3r_get_bulk(l3->r, k, lens[1], &cmd, &wrap, &other, &sink_err,
+			   deadline(l3, l3->max_chunk));
+	l3r_cmd_free(&cmd);
+	if (err == 1) {
+		err = other->type == REDIS_REPLY_NIL ? -ENOENT
+		      : other->type == REDIS_REPLY_STRING
+			      ? (sink_err = true, sink_copy(&wrap, other))
+			      : -EREMOTEIO; /* a key of another type */
+		if (other->type == REDIS_REPLY_STRING && !err)
+			sink_err = false;
+		freeReplyObject(other);
+	}
+	if (!err || sink_err) {
+		atomic_fetch_add(&l3->hits, 1);
+		atomic_fetch_add(&l3->bytes_in, cs.len);
+	} else {
+		atomic_fetch_add(&l3->misses, 1);
+		if (err != -ENOENT)
+			atomic_fetch_add(&l3->errors, 1);
+	}
+	get_time(l3, t0);
+	return (int)err;
 }
 
 void l3_val_free(struct l3_val *v)

@@ -137,6 +137,17 @@ int l3_get(struct l3 *l3, const char *ns, const struct kvfs_key *key,
 void l3_val_free(struct l3_val *v);
 
 /*
+ * l3_get_into - l3_get whose value goes straight to sink as it arrives
+ * (l3_conn.h: begin(len), then room / got until len bytes are in),
+ * bounded as l3_get. 0 (the value went to sink whole), -ENOENT, the
+ * errors of l3_get, or the error a sink callback returned (the transfer
+ * stopped there; counted as a hit: the caller says l3_refused or
+ * l3_del_bad when it was not one).
+ */
+int l3_get_into(struct l3 *l3, const char *ns, const struct kvfs_key *key,
+		const struct l3_sink *sink);
+
+/*
  * l3_exists - which of keys[0..n-1] of ns exist: present[i] = 1 or 0 (0
  * too for keys whose node failed). One pipelined round trip per node (plus
  * one for redirected keys): all keys go at once, the run is cut after.

@@ -229,6 +229,22 @@ static void pool_give(struct l3_node *n, int i, int err)
 		node_logf(n, "reachable again");
 }
 
+/* Gives slot i back with its connection closed, the node not blamed: a
+ * reply the caller stopped reading midway (its bytes are still coming). */
+static void pool_discard(struct l3_node *n, int i)
+{
+	redisContext *c;
+
+	pthread_mutex_lock(&n->mu);
+	c = n->pc[i].c;
+	n->pc[i].c = NULL;
+	n->pc[i].busy = false;
+	pthread_cond_broadcast(&n->cv);
+	pthread_mutex_unlock(&n->mu);
+	if (c)
+		redisFree(c);
+}
+
 /* --------------------------------------------------------------- I/O */
 
 static int remaining_ts(uint64_t deadline, struct timespec *ts)
@@ -312,6 +328,17 @@ static void dl_progress(struct l3_dl *dl)
 {
 	if (dl->idle)
 		dl->last = l3_now_ns();
+}
+
+/* The time since `since` went to the caller (a bulk reply's sink: L1
+ * room, a decode), not to the server: both bounds move by it, so a
+ * node is never blamed, nor backed off, for the engine's own pace. */
+static void dl_pause(struct l3_dl *dl, uint64_t since)
+{
+	uint64_t spent = l3_now_ns() - since;
+
+	dl->hard += spent;
+	dl->last += spent;
 }
 
 static int conn_wait(redisContext *c, short events, struct l3_dl *dl,
@@ -419,6 +446,163 @@ static int conn_recv(redisContext *c, redisReply **replies, size_t n,
 		if (err)
 			return err;
 	}
+	return 0;
+}
+
+/* ------------------------------------------------------ bulk replies */
+
+/* Bytes hiredis's reader holds and has not parsed: the head of the reply
+ * (read into it in small pieces), or the start of a reply that came in
+ * one read with the one before it (an ASKING's +OK). */
+static size_t rd_left(const redisContext *c)
+{
+	return c->reader->len - c->reader->pos;
+}
+
+/* Up to cap bytes from the socket, waiting (bounded by dl) while it has
+ * none; past the hard bound even while bytes keep coming (a GET is
+ * bounded in all, l3.h). >0 or an error. */
+static ssize_t sock_read(redisContext *c, void *dst, size_t cap,
+			 struct l3_dl *dl)
+{
+	for (;;) {
+		ssize_t k;
+		short rev;
+		int err;
+
+		if (l3_now_ns() >= dl->hard)
+			return -ETIMEDOUT;
+		k = read(c->fd, dst, cap);
+
+		if (k > 0) {
+			dl_progress(dl);
+			return k;
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		err = conn_wait(c, POLLIN, dl, &rev);
+		if (err)
+			return err;
+	}
+}
+
+/* Up to cap bytes for the body: what the reader holds, then the socket
+ * itself (straight into dst). >0 or an error. */
+static ssize_t bulk_take(redisContext *c, void *dst, size_t cap,
+			 struct l3_dl *dl)
+{
+	size_t left = rd_left(c);
+
+	if (!left)
+		return sock_read(c, dst, cap, dl);
+	if (left > cap)
+		left = cap;
+	memcpy(dst, c->reader->buf + c->reader->pos, left);
+	c->reader->pos += left;
+	return (ssize_t)left;
+}
+
+/* Reads until the reader holds the reply's first line whole, or knows it
+ * is not a bulk string of a length (*bulk false: hiredis parses it). A
+ * bulk line is at most 23 bytes: it is read in small pieces, so the
+ * body is not copied through the reader. 0 or an error. */
+static int head_read(redisContext *c, bool *bulk, struct l3_dl *dl)
+{
+	for (;;) {
+		const char *p = c->reader->buf + c->reader->pos;
+		size_t left = rd_left(c);
+		char buf[64];
+		ssize_t k;
+
+		if (left && (p[0] != '$' || (left > 1 && p[1] == '-'))) {
+			*bulk = false;
+			return 0;
+		}
+		if (left && memchr(p, '\n', left)) {
+			*bulk = true;
+			return 0;
+		}
+		if (left > 32)
+			return -EPROTO;
+		k = sock_read(c, buf, sizeof(buf), dl);
+		if (k < 0)
+			return (int)k;
+		if (redisReaderFeed(c->reader, buf, (size_t)k) != REDIS_OK)
+			return -ENOMEM;
+	}
+}
+
+/* One reply: a bulk string to s (0), or another reply into *other (1). */
+static int bulk_recv(redisContext *c, const struct l3_sink *s,
+		     redisReply **other, bool *sink_err, bool *begun,
+		     struct l3_dl *dl)
+{
+	uint64_t len = 0, done = 0, t0;
+	const char *p, *eol;
+	char crlf[2];
+	bool bulk = false;
+	void *none = NULL;
+	int err = head_read(c, &bulk, dl);
+
+	if (err)
+		return err;
+	if (!bulk) {
+		err = conn_recv(c, other, 1, dl);
+		return err ? err : 1;
+	}
+	p = c->reader->buf + c->reader->pos;
+	eol = memchr(p, '\n', rd_left(c));
+	if (eol - p < 3 || eol[-1] != '\r')
+		return -EPROTO;
+	for (const char *q = p + 1; q < eol - 1; q++) {
+		if (*q < '0' || *q > '9' || len > (UINT64_MAX - 9) / 10)
+			return -EPROTO;
+		len = len * 10 + (uint64_t)(*q - '0');
+	}
+	c->reader->pos += (size_t)(eol - p) + 1;
+	*begun = true;
+	t0 = l3_now_ns();
+	err = s->begin(s->arg, len);
+	dl_pause(dl, t0);
+	while (!err && done < len) {
+		void *buf;
+		size_t cap;
+		ssize_t k;
+
+		err = s->room(s->arg, &buf, &cap);
+		if (err)
+			break;
+		if (cap > len - done)
+			cap = (size_t)(len - done);
+		k = bulk_take(c, buf, cap, dl);
+		if (k < 0)
+			return (int)k;
+		done += (uint64_t)k;
+		t0 = l3_now_ns();
+		err = s->got(s->arg, (size_t)k);
+		dl_pause(dl, t0);
+	}
+	if (err) {
+		*sink_err = true;
+		return err;
+	}
+	for (size_t i = 0; i < 2;) {
+		ssize_t k = bulk_take(c, crlf + i, 2 - i, dl);
+
+		if (k < 0)
+			return (int)k;
+		i += (size_t)k;
+	}
+	/* one reply, then nothing: anything else is out of step */
+	if (crlf[0] != '\r' || crlf[1] != '\n' || rd_left(c))
+		return -EPROTO;
+	/* lets the reader drop the bytes consumed here (it does once 1 KiB
+	 * of them piled up): nothing is left to parse, so no reply comes */
+	if (c->reader->pos >= 1024 &&
+	    (redisReaderGetReply(c->reader, &none) != REDIS_OK || none))
+		return -EPROTO;
 	return 0;
 }
 
@@ -579,6 +763,53 @@ int l3_pipe_recv(struct l3_pipe *p, struct redisReply **replies,
 		}
 		free_replies(replies, p->ncmd);
 		if (!pipe_fail(p, err))
+			return err;
+		/* the retry: a fresh connection, the same commands */
+		l3_pipe_send(p, p->n, p->cmds, p->ncmd, deadline_ns,
+			     p->idle_ns);
+		p->tries = 1;
+	}
+}
+
+int l3_pipe_recv_bulk(struct l3_pipe *p, const struct l3_sink *sink,
+		      struct redisReply **other, bool *sink_err,
+		      uint64_t deadline_ns)
+{
+	*other = NULL;
+	*sink_err = false;
+	if (!p->ncmd)
+		return -EINVAL;
+	for (;;) {
+		redisContext *c;
+		bool begun = false;
+		int err = 0;
+
+		if (p->err)
+			return p->err;
+		c = p->n->pc[p->slot].c;
+		struct l3_dl dl = { .hard = deadline_ns, .idle = p->idle_ns,
+				    .last = l3_now_ns() };
+
+		for (size_t i = 0; i + 1 < p->ncmd && !err; i++) {
+			redisReply *lead = NULL;
+
+			err = conn_recv(c, &lead, 1, &dl);
+			if (lead)
+				freeReplyObject(lead);
+		}
+		if (!err)
+			err = bulk_recv(c, sink, other, sink_err, &begun, &dl);
+		if (err == 0 || err == 1) {
+			pool_give(p->n, p->slot, 0);
+			p->slot = -1;
+			return err;
+		}
+		if (*sink_err) {
+			pool_discard(p->n, p->slot);
+			p->slot = -1;
+			return err;
+		}
+		if (!pipe_fail(p, err) || begun)
 			return err;
 		/* the retry: a fresh connection, the same commands */
 		l3_pipe_send(p, p->n, p->cmds, p->ncmd, deadline_ns,

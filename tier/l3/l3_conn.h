@@ -108,6 +108,37 @@ int l3_pipe_send(struct l3_pipe *p, struct l3_node *n,
 int l3_pipe_recv(struct l3_pipe *p, struct redisReply **replies,
 		 uint64_t deadline_ns);
 
+/*
+ * A bulk string reply received straight into the caller's memory (the
+ * GET of a chunk: no copy through hiredis's reader buffer, no reply
+ * object of the value's size). begin(len) is called once the reply is
+ * known to be a bulk string of len bytes; then, until len bytes are in,
+ * room says where the next bytes go (*cap > 0 bytes at *buf) and got(n)
+ * that n of them arrived there. A non-zero return from any of them stops
+ * the transfer: the connection is closed (its reply is not read to the
+ * end) without counting the node as failed. Time spent in begin and got
+ * (taking L1 room, decoding) does not count against the deadlines.
+ */
+struct l3_sink {
+	int (*begin)(void *arg, uint64_t len);
+	int (*room)(void *arg, void **buf, size_t *cap);
+	int (*got)(void *arg, size_t n);
+	void *arg;
+};
+
+/*
+ * l3_pipe_recv_bulk - l3_pipe_recv for a pipe whose last command's reply
+ * may be a large bulk string (the replies before it, an ASKING's +OK, are
+ * read and freed). Returns 0 (the bulk string went to sink whole), 1 (any
+ * other reply, parsed whole into *other: nil, an error such as MOVED; the
+ * caller frees it), the sink's error (*sink_err set), or l3_pipe_recv's
+ * errors. A pooled connection the server had closed is retried once, as
+ * by l3_pipe_recv, while sink has not been called yet.
+ */
+int l3_pipe_recv_bulk(struct l3_pipe *p, const struct l3_sink *sink,
+		      struct redisReply **other, bool *sink_err,
+		      uint64_t deadline_ns);
+
 /* l3_now_ns - CLOCK_MONOTONIC in nanoseconds. */
 uint64_t l3_now_ns(void);
 

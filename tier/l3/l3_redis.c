@@ -577,6 +577,63 @@ long l3r_batch_idle(struct l3r *r, struct l3r_op *ops, size_t n,
 	return (long)ok;
 }
 
+long l3r_get_bulk(struct l3r *r, const char *key, size_t klen,
+		  const struct l3_cmd *cmd, const struct l3_sink *sink,
+		  struct redisReply **other, bool *sink_err,
+		  uint64_t deadline_ns)
+{
+	struct l3r_op op = { .key = key, .klen = klen, .cmd = *cmd,
+			     .node = -1 };
+	bool want_refresh = false;
+	long err;
+
+	*other = NULL;
+	*sink_err = false;
+	for (;;) {
+		struct l3_cmd cmds[2];
+		struct l3_node *node;
+		struct l3_pipe pipe;
+		redisReply *rep = NULL;
+		size_t nc = 0;
+		bool ok;
+
+		pthread_mutex_lock(&r->mu);
+		ok = route(r, &op, &want_refresh);
+		node = ok ? r->nodes[op.node] : NULL;
+		pthread_mutex_unlock(&r->mu);
+		if (!ok) {
+			err = op.err;
+			break;
+		}
+		if (op.ask) {
+			cmds[nc].buf = asking_buf;
+			cmds[nc++].len = sizeof(asking_buf) - 1;
+		}
+		cmds[nc++] = op.cmd;
+		op.ask = false;
+		l3_pipe_send(&pipe, node, cmds, nc, deadline_ns,
+			     (uint64_t)r->timeout_ms * 1000000);
+		err = l3_pipe_recv_bulk(&pipe, sink, &rep, sink_err,
+					deadline_ns);
+		if (err == 1) {
+			take_reply(r, &op, rep, node, &want_refresh);
+			if (op.err == -EAGAIN)
+				continue; /* MOVED or ASK: to the node named */
+			err = op.err ? op.err : 1;
+			if (op.err && op.reply)
+				freeReplyObject(op.reply);
+			else if (!op.err)
+				*other = op.reply;
+		} else if (err && !*sink_err && r->mode == L3R_CLUSTER) {
+			want_refresh = true; /* as l3r_batch: a lost node */
+		}
+		break;
+	}
+	if (want_refresh)
+		kick_refresh(r);
+	return err;
+}
+
 /* --------------------------------------------------------------- misc */
 
 int l3r_each_master(struct l3r *r,

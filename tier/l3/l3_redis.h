@@ -112,6 +112,21 @@ long l3r_batch(struct l3r *r, struct l3r_op *ops, size_t n,
 long l3r_batch_idle(struct l3r *r, struct l3r_op *ops, size_t n,
 		    uint64_t deadline_ns, uint64_t idle_ns);
 
+/*
+ * l3r_get_bulk - runs one command (cmd, routed by key as l3r_batch does,
+ * redirections followed) whose reply, when a bulk string, goes straight
+ * to sink (l3_pipe_recv_bulk: no reply object of the value's size).
+ * Returns 0 (the value went to sink whole), 1 (another reply, not an
+ * error, in *other: nil for a GET of no key; the caller frees it),
+ * -EREMOTEIO (an error reply), the sink's error (*sink_err), or
+ * l3r_batch's errors. A redirection comes before any byte of a value, so
+ * a sink only ever sees the value of the node that owns the key.
+ */
+long l3r_get_bulk(struct l3r *r, const char *key, size_t klen,
+		  const struct l3_cmd *cmd, const struct l3_sink *sink,
+		  struct redisReply **other, bool *sink_err,
+		  uint64_t deadline_ns);
+
 /* l3r_format - formats argv as one RESP command into cmd (free it with
  * l3r_cmd_free). -ENOMEM. */
 int l3r_format(struct l3_cmd *cmd, int argc, const char **argv,

@@ -23,6 +23,11 @@ struct codec_ws {
 	size_t scratch_cap;
 	void *sample;       /* ZSTD_compressBound(CODEC_SAMPLE_BYTES) */
 	uint64_t fed;       /* bytes given to the compressor, in all */
+	/* a decode as the payload arrives (codec_dec_*) */
+	void *d_dst, *d_out; /* the raw bytes; where zstd writes */
+	size_t d_raw, d_pos; /* raw_len, bytes decoded */
+	size_t d_in;         /* payload bytes decoded (whole frames) */
+	int d_shuffle;
 };
 
 struct codec_ws *codec_ws_new(void)
@@ -103,13 +108,14 @@ static void shuffle2(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
+/* Elements [i, end) of n (each pair of planes read from i on). */
+static void unshuffle2_at(uint8_t *dst, const uint8_t *src, size_t n,
+			  size_t i, size_t end)
 {
 	const uint8_t *lo = src, *hi = src + n;
-	size_t i = 0;
 
 #ifdef CODEC_SSE2
-	for (; i + 16 <= n; i += 16) {
+	for (; i + 16 <= end; i += 16) {
 		__m128i l = _mm_loadu_si128((const __m128i *)(lo + i));
 		__m128i h = _mm_loadu_si128((const __m128i *)(hi + i));
 
@@ -119,10 +125,15 @@ static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
 				 _mm_unpackhi_epi8(l, h));
 	}
 #endif
-	for (; i < n; i++) {
+	for (; i < end; i++) {
 		dst[2 * i] = lo[i];
 		dst[2 * i + 1] = hi[i];
 	}
+}
+
+static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	unshuffle2_at(dst, src, n, 0, n);
 }
 
 static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
@@ -135,13 +146,49 @@ static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
+static void unshuffle4_at(uint8_t *dst, const uint8_t *src, size_t n,
+			  size_t i, size_t end)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (; i < end; i++) {
 		dst[4 * i] = src[i];
 		dst[4 * i + 1] = src[n + i];
 		dst[4 * i + 2] = src[2 * n + i];
 		dst[4 * i + 3] = src[3 * n + i];
+	}
+}
+
+static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	unshuffle4_at(dst, src, n, 0, n);
+}
+
+/* codec_unshuffle in pieces of CODEC_PIECE_BYTES of dst, each given to
+ * each(arg) as soon as it is written (hashed while in the cache). */
+#define CODEC_PIECE_BYTES (64u << 10)
+static void unshuffle_pieces(uint8_t *dst, const uint8_t *src, size_t len,
+			     int elem,
+			     void (*each)(void *arg, const void *p, size_t n),
+			     void *arg)
+{
+	size_t n, body, step;
+
+	if (elem != 2 && elem != 4) {
+		memcpy(dst, src, len);
+		each(arg, dst, len);
+		return;
+	}
+	n = len / (size_t)elem;
+	body = n * (size_t)elem;
+	step = CODEC_PIECE_BYTES / (size_t)elem;
+	for (size_t i = 0; i < n; i += step) {
+		size_t end = n - i < step ? n : i + step;
+
+		(elem == 2 ? unshuffle2_at : unshuffle4_at)(dst, src, n, i, end);
+		each(arg, dst + i * (size_t)elem, (end - i) * (size_t)elem);
+	}
+	if (len > body) {
+		memcpy(dst + body, src + body, len - body);
+		each(arg, dst + body, len - body);
 	}
 }
 
@@ -352,6 +399,76 @@ int codec_decompress(struct codec_ws *ws, int codec, int shuffle,
 	(void)r;
 	if (shuffle)
 		codec_unshuffle(dst, out, raw_len, shuffle);
+	return 0;
+}
+
+int codec_dec_begin(struct codec_ws *ws, int shuffle, void *dst,
+		    size_t raw_len)
+{
+	if (!codec_shuffle_ok(shuffle))
+		return -EINVAL;
+	ws->d_dst = ws->d_out = dst;
+	ws->d_raw = raw_len;
+	ws->d_pos = 0;
+	ws->d_in = 0;
+	ws->d_shuffle = shuffle;
+	if (shuffle && !(ws->d_out = ws_scratch(ws, raw_len ? raw_len : 1)))
+		return -ENOMEM;
+	return 0;
+}
+
+int codec_dec_feed(struct codec_ws *ws, const void *payload, size_t avail,
+		   bool last, const void **out, size_t *outlen)
+{
+	const uint8_t *src = payload;
+	size_t before = ws->d_pos;
+
+	*out = (uint8_t *)ws->d_out + before;
+	*outlen = 0;
+	/* every frame that is whole: decoded in one pass straight into the
+	 * output (no copy through zstd's stream buffers), each announcing
+	 * its size, all of them exactly raw_len bytes (codec_decompress) */
+	while (ws->d_in < avail) {
+		size_t fsz = ZSTD_findFrameCompressedSize(src + ws->d_in,
+							  avail - ws->d_in);
+		unsigned long long fcs;
+		int rc;
+
+		if (ZSTD_isError(fsz)) {
+			if (!last &&
+			    ZSTD_getErrorCode(fsz) == ZSTD_error_srcSize_wrong)
+				break; /* the rest of the frame is coming */
+			return -EBADMSG;
+		}
+		fcs = ZSTD_getFrameContentSize(src + ws->d_in, fsz);
+		if (fcs == ZSTD_CONTENTSIZE_UNKNOWN ||
+		    fcs == ZSTD_CONTENTSIZE_ERROR ||
+		    fcs > ws->d_raw - ws->d_pos)
+			return -EBADMSG;
+		rc = codec_decode_frame(ws, src + ws->d_in, fsz,
+					(uint8_t *)ws->d_out + ws->d_pos,
+					(size_t)fcs);
+		if (rc)
+			return rc;
+		ws->d_in += fsz;
+		ws->d_pos += (size_t)fcs;
+	}
+	if (!ws->d_shuffle)
+		*outlen = ws->d_pos - before;
+	return 0;
+}
+
+int codec_dec_end(struct codec_ws *ws,
+		  void (*each)(void *arg, const void *p, size_t n), void *arg)
+{
+	/* every frame decoded (feed's last), raw_len in all */
+	if (ws->d_pos != ws->d_raw || !ws->d_in)
+		return -EBADMSG;
+	if (ws->d_shuffle && each)
+		unshuffle_pieces(ws->d_dst, ws->d_out, ws->d_raw,
+				 ws->d_shuffle, each, arg);
+	else if (ws->d_shuffle)
+		codec_unshuffle(ws->d_dst, ws->d_out, ws->d_raw, ws->d_shuffle);
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #ifndef KVFS_CODEC_H
 #define KVFS_CODEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -101,6 +102,28 @@ long codec_frames(const void *src, size_t slen, size_t raw_len,
  * -EBADMSG (-ENOMEM). */
 int codec_decode_frame(struct codec_ws *ws, const void *src, size_t slen,
 		       void *dst, size_t dlen);
+
+/*
+ * codec_decompress of a zstd payload as it arrives (a GET being received),
+ * with the same checks and outcome: codec_dec_begin(ws, shuffle, dst,
+ * raw_len); codec_dec_feed each time more bytes came, with the payload
+ * received so far (avail bytes, contiguous, last true once it is whole):
+ * it decodes every frame that is complete, in one pass each, and when
+ * there is no shuffle says which new raw bytes it wrote (*out, *outlen:
+ * hash them while they are in the cache); codec_dec_end. With a shuffle
+ * the planes are decoded into the workspace's scratch and end unshuffles
+ * them into dst, calling each(arg, p, n) (when not NULL) on every piece
+ * of dst, in order, as soon as it is written (for the same purpose).
+ * 0, or -EBADMSG (not frames of exactly raw_len bytes in all, each
+ * announcing its size; a frame cut short once last), -EINVAL (shuffle),
+ * -ENOMEM. ws serves one decode at a time and nothing else meanwhile.
+ */
+int codec_dec_begin(struct codec_ws *ws, int shuffle, void *dst,
+		    size_t raw_len);
+int codec_dec_feed(struct codec_ws *ws, const void *payload, size_t avail,
+		   bool last, const void **out, size_t *outlen);
+int codec_dec_end(struct codec_ws *ws,
+		  void (*each)(void *arg, const void *p, size_t n), void *arg);
 
 /* The sample codec_compress tries first (see there). */
 #define CODEC_SAMPLE_BYTES (64u << 10)

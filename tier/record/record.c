@@ -5,6 +5,7 @@
 #include "tier/record/record.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define XXH_INLINE_ALL
@@ -15,6 +16,40 @@
 uint64_t kvrec_sum(const void *p, size_t len, uint64_t seed)
 {
 	return XXH3_64bits_withSeed(p, len, seed);
+}
+
+struct kvrec_sum_state {
+	XXH3_state_t x;
+};
+
+struct kvrec_sum_state *kvrec_sum_new(void)
+{
+	/* XXH3_state_t wants 64-byte alignment */
+	struct kvrec_sum_state *s = aligned_alloc(64, sizeof(*s));
+
+	if (s)
+		XXH3_INITSTATE(&s->x);
+	return s;
+}
+
+void kvrec_sum_reset(struct kvrec_sum_state *s, uint64_t seed)
+{
+	XXH3_64bits_reset_withSeed(&s->x, seed);
+}
+
+void kvrec_sum_add(struct kvrec_sum_state *s, const void *p, size_t len)
+{
+	XXH3_64bits_update(&s->x, p, len);
+}
+
+uint64_t kvrec_sum_end(const struct kvrec_sum_state *s)
+{
+	return XXH3_64bits_digest(&s->x);
+}
+
+void kvrec_sum_free(struct kvrec_sum_state *s)
+{
+	free(s);
 }
 
 int kvrec_hdr_build(struct kvrec_hdr *h, const struct kvrec_desc *d,

@@ -118,6 +118,17 @@ static inline bool kvrec_hdr_link(const struct kvrec_hdr *h,
  * store's salt for hdr_sum). */
 uint64_t kvrec_sum(const void *p, size_t len, uint64_t seed);
 
+/* kvrec_sum of bytes given in pieces, each hashed as it arrives (while
+ * it is in the cache): kvrec_sum_new(seed), kvrec_sum_add for each piece
+ * in order, kvrec_sum_end gives what kvrec_sum(seed) would over them all;
+ * kvrec_sum_reset starts again. NULL when out of memory. */
+struct kvrec_sum_state;
+struct kvrec_sum_state *kvrec_sum_new(void);
+void kvrec_sum_reset(struct kvrec_sum_state *s, uint64_t seed);
+void kvrec_sum_add(struct kvrec_sum_state *s, const void *p, size_t len);
+uint64_t kvrec_sum_end(const struct kvrec_sum_state *s);
+void kvrec_sum_free(struct kvrec_sum_state *s);
+
 /* Fills *h (every byte: reserved and padding zeroed) from d and seals it
  * with hdr_sum under salt: version 1 when d has no link (parent NULL,
  * depth 0), else version 2. -EINVAL for a namespace name that is empty or
