@@ -103,13 +103,15 @@ static void shuffle2(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
+/* Values i0..i1-1 of the n in the planes at src, into dst (whole). */
+static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n, size_t i0,
+		       size_t i1)
 {
 	const uint8_t *lo = src, *hi = src + n;
-	size_t i = 0;
+	size_t i = i0;
 
 #ifdef CODEC_SSE2
-	for (; i + 16 <= n; i += 16) {
+	for (; i + 16 <= i1; i += 16) {
 		__m128i l = _mm_loadu_si128((const __m128i *)(lo + i));
 		__m128i h = _mm_loadu_si128((const __m128i *)(hi + i));
 
@@ -119,7 +121,7 @@ static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
 				 _mm_unpackhi_epi8(l, h));
 	}
 #endif
-	for (; i < n; i++) {
+	for (; i < i1; i++) {
 		dst[2 * i] = lo[i];
 		dst[2 * i + 1] = hi[i];
 	}
@@ -135,9 +137,10 @@ static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
+static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n, size_t i0,
+		       size_t i1)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = i0; i < i1; i++) {
 		dst[4 * i] = src[i];
 		dst[4 * i + 1] = src[n + i];
 		dst[4 * i + 2] = src[2 * n + i];
@@ -145,32 +148,48 @@ static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-/* The planes of elem-byte values (2 or 4) through f2 or f4; any other
- * elem, and the bytes past the last whole value, are copied as they are. */
-static void by_planes(void *dst, const void *src, size_t len, int elem,
-		      void (*f2)(uint8_t *, const uint8_t *, size_t),
-		      void (*f4)(uint8_t *, const uint8_t *, size_t))
+void codec_shuffle(void *dst, const void *src, size_t len, int elem)
 {
 	size_t n, body;
 
+	/* the planes of elem-byte values (2 or 4); any other elem, and the
+	 * bytes past the last whole value, are copied as they are */
 	if (elem != 2 && elem != 4) {
 		memcpy(dst, src, len);
 		return;
 	}
 	n = len / (size_t)elem;
 	body = n * (size_t)elem;
-	(elem == 2 ? f2 : f4)(dst, src, n);
+	(elem == 2 ? shuffle2 : shuffle4)(dst, src, n);
 	memcpy((uint8_t *)dst + body, (const uint8_t *)src + body, len - body);
 }
 
-void codec_shuffle(void *dst, const void *src, size_t len, int elem)
+void codec_unshuffle_part(void *dst, const void *src, size_t len, int elem,
+			  size_t from, size_t to)
 {
-	by_planes(dst, src, len, elem, shuffle2, shuffle4);
+	size_t n, body, e;
+
+	if (elem != 2 && elem != 4) {
+		memcpy((uint8_t *)dst + from, (const uint8_t *)src + from,
+		       to - from);
+		return;
+	}
+	n = len / (size_t)elem;
+	body = n * (size_t)elem;
+	e = to < body ? to : body;
+	if (from < e)
+		(elem == 2 ? unshuffle2 : unshuffle4)(dst, src, n,
+						     from / (size_t)elem,
+						     e / (size_t)elem);
+	from = from > body ? from : body;
+	if (from < to)
+		memcpy((uint8_t *)dst + from, (const uint8_t *)src + from,
+		       to - from);
 }
 
 void codec_unshuffle(void *dst, const void *src, size_t len, int elem)
 {
-	by_planes(dst, src, len, elem, unshuffle2, unshuffle4);
+	codec_unshuffle_part(dst, src, len, elem, 0, len);
 }
 
 /* ---------------------------------------------------------------- zstd */
