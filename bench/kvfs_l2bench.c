@@ -769,27 +769,84 @@ static double median_of(const double *v, int n, double *lo, double *hi)
 
 static double proc_cpu_s(pid_t pid);
 
+/* Writes chunks 0..n-1 into namespace ns of the mount (mkdir first). */
+static int put_ns(const char *mnt, const char *ns, size_t chunk, int n)
+{
+	char p[1024];
+
+	snprintf(p, sizeof(p), "%s/%s", mnt, ns);
+	mkdir(p, 0755);
+	for (int i = 0; i < n; i++) {
+		char name[33];
+		int fd;
+
+		key_name(i, name);
+		snprintf(p, sizeof(p), "%s/%s/%s", mnt, ns, name);
+		fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
+		if (fd < 0 || write(fd, chunk_data(chunk, i), chunk) !=
+		    (ssize_t)chunk || close(fd)) {
+			printf("mount write failed: %s\n", strerror(errno));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A clean unmount and a new mount with opts (a restart). */
+static pid_t remount_kvfs(const char *bin, const char *mnt, pid_t pid,
+			  const char *opts)
+{
+	umount_kvfs(mnt, pid);
+	pid = mount_kvfs(bin, mnt, opts);
+	if (pid < 0)
+		printf("\n(mount promotion: cannot mount %s again: skipped)\n",
+		       bin);
+	return pid;
+}
+
+/* One table row: the round of the median ratio. */
+static void pm_row(const char *what, int readers, size_t chunk, int nl2,
+		   const double *raw, const double *ratio)
+{
+	double lo, hi, med = median_of(ratio, PM_ROUNDS, &lo, &hi);
+
+	for (int k = 0; k < PM_ROUNDS; k++)
+		if (ratio[k] == med) {
+			printf("| O_DIRECT pread, raw files | %d | %.0f | 1.00x |\n",
+			       readers, (double)chunk * nl2 / raw[k] / 1e6);
+			printf("| kvfs mount, %s | %d | %.0f | %.2fx (%.2f-%.2f) |\n",
+			       what, readers,
+			       (double)chunk * nl2 / (raw[k] / med) / 1e6, med, lo,
+			       hi);
+			return;
+		}
+}
+
 /*
- * Promotion through a kvfs mount: n chunks written with ingest=all into a
- * mount whose L1 holds a quarter of them, no parent links, then a clean
- * unmount and a new mount (a restart: every chunk only in L2). The first
- * three quarters are read, each round promoting every chunk again (io_uring
- * read, verify, decompress into L1, FUSE read: each round reads three times
- * what L1 holds), alternating PM_ROUNDS rounds with O_DIRECT pread of the
- * same chunks stored raw in files on the same disk; median round and range.
+ * Promotion through a kvfs mount, L1 a quarter of the data, ingest=all, no
+ * parent links. Each round writes n new chunks into a namespace of its own
+ * (twice: one for each mount below), unmounts cleanly and mounts again (a
+ * restart: every chunk only in L2, none ever read), reads O_DIRECT the
+ * same chunks stored raw in plain files on the same disk, then reads the
+ * first three quarters of the namespace through the mount in the order
+ * they were written (each a promotion: io_uring read, verify, decompress
+ * into L1, FUSE read); the same again on a mount with readahead=0 (the
+ * promotion alone). Then, without restarts, the first namespace is read
+ * again, by one reader and by two, alternating with pread, and once with
+ * KVFS_LOOKUP_PREFETCH. PM_ROUNDS rounds each; median round and range.
  */
 static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 			    int n)
 {
-	char l2dir[512], mnt[512], rawdir[512], opts[1400], p[1024];
-	double raw1[PM_ROUNDS], m1[PM_ROUNDS], q1[PM_ROUNDS];
-	double raw2[PM_ROUNDS], q2[PM_ROUNDS];
-	double lo1, hi1, lo2, hi2, med1, med2, mp, rp, cpu = 0, wall = 0;
-	double dcpu = 0;
+	char l2dir[512], mnt[512], rawdir[512], opts[1400], opts0[1500];
+	double raw0[PM_ROUNDS], q0[PM_ROUNDS], rawz[PM_ROUNDS], qz[PM_ROUNDS];
+	double raw1[PM_ROUNDS], q1[PM_ROUNDS], raw2[PM_ROUNDS], q2[PM_ROUNDS];
+	double mp, rp, cpu = 0, wall = 0, dcpu = 0, med0;
 	double load[3] = { 0 };
 	struct rjob job = { 0 };
 	struct mjob mj = { 0 };
 	int nl2 = n * 3 / 4;
+	char ns[2][32];
 	pid_t pid;
 
 	snprintf(l2dir, sizeof(l2dir), "%s/l2bench-ml2", tmp);
@@ -800,37 +857,13 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 	mkdir(rawdir, 0700);
 	snprintf(opts, sizeof(opts), "l1_size=%zu,max_chunk=%zu,l2_dir=%s,"
 		 "l2_size=%zu,ingest=all", chunk * (size_t)(n / 4) + (1u << 20),
-		 chunk, l2dir, chunk * (size_t)n * 2 + (256u << 20));
+		 chunk, l2dir,
+		 chunk * (size_t)n * (2 * PM_ROUNDS + 2) + (256u << 20));
+	snprintf(opts0, sizeof(opts0), "%s,readahead=0", opts);
 	pid = mount_kvfs(bin, mnt, opts);
 	if (pid < 0) {
 		printf("\n(mount promotion: cannot mount %s with %s: skipped)\n",
 		       bin, opts);
-		return;
-	}
-	snprintf(p, sizeof(p), "%s/bench.bf16", mnt);
-	mkdir(p, 0755);
-	for (int i = 0; i < n; i++) {
-		char name[33];
-		int fd;
-
-		key_name(i, name);
-		snprintf(p, sizeof(p), "%s/bench.bf16/%s", mnt, name);
-		fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
-		if (fd < 0 || write(fd, chunk_data(chunk, i), chunk) !=
-		    (ssize_t)chunk || close(fd)) {
-			printf("mount write failed: %s\n", strerror(errno));
-			umount_kvfs(mnt, pid);
-			return;
-		}
-	}
-	for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", "l2") < n; i++)
-		usleep(10000);
-	/* a restart: the chunks come back from L2 only */
-	umount_kvfs(mnt, pid);
-	pid = mount_kvfs(bin, mnt, opts);
-	if (pid < 0) {
-		printf("\n(mount promotion: cannot mount %s again: skipped)\n",
-		       bin);
 		return;
 	}
 	write_raw(rawdir, chunk, nl2);
@@ -842,73 +875,83 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 	mj.chunk = chunk;
 	mj.n = nl2;
 	for (int k = 0; k < PM_ROUNDS; k++) {
-		double c0, d0;
+		for (int m = 0; m < 2; m++) {
+			snprintf(ns[m], sizeof(ns[m]), "pm%d.%d.bf16", m, k);
+			if (put_ns(mnt, ns[m], chunk, n))
+				goto out;
+		}
+		for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", "l2") <
+		     2 * n; i++)
+			usleep(10000);
+		for (int m = 0; m < 2; m++) {
+			double c0, d0, t;
 
+			pid = remount_kvfs(bin, mnt, pid, m ? opts0 : opts);
+			if (pid < 0)
+				goto gone;
+			mj.ns = ns[m];
+			(m ? rawz : raw0)[k] = run_readers(raw_reader, &job, 1);
+			d0 = proc_cpu_s(pid);
+			c0 = d0 + proc_cpu_s(getpid());
+			t = run_mnt_readers(&mj, 1);
+			if (!m) {
+				dcpu += proc_cpu_s(pid) - d0;
+				cpu += proc_cpu_s(pid) + proc_cpu_s(getpid()) - c0;
+				wall += t;
+			}
+			(m ? qz : q0)[k] = (m ? rawz : raw0)[k] / t;
+		}
+	}
+	pid = remount_kvfs(bin, mnt, pid, opts);
+	if (pid < 0)
+		goto gone;
+	mj.ns = "pm0.0.bf16";
+	for (int k = 0; k < PM_ROUNDS; k++) {
 		raw1[k] = run_readers(raw_reader, &job, 1);
-		d0 = proc_cpu_s(pid);
-		c0 = d0 + proc_cpu_s(getpid());
-		m1[k] = run_mnt_readers(&mj, 1);
-		dcpu += proc_cpu_s(pid) - d0;
-		cpu += proc_cpu_s(pid) + proc_cpu_s(getpid()) - c0;
-		wall += m1[k];
-		q1[k] = raw1[k] / m1[k];
+		q1[k] = raw1[k] / run_mnt_readers(&mj, 1);
 	}
 	for (int k = 0; k < PM_ROUNDS; k++) {
 		raw2[k] = run_readers(raw_reader, &job, 2);
 		q2[k] = raw2[k] / run_mnt_readers(&mj, 2);
 	}
 	rp = run_readers(raw_reader, &job, 1);
+	mj.ns = NULL; /* run_mnt_prefetch reads bench.bf16 */
+	if (put_ns(mnt, "bench.bf16", chunk, n))
+		goto out;
+	for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", "l2") < n; i++)
+		usleep(10000);
+	pid = remount_kvfs(bin, mnt, pid, opts);
+	if (pid < 0)
+		goto gone;
 	mp = run_mnt_prefetch(&mj, 8);
 	if (getloadavg(load, 3) < 0)
 		load[0] = -1;
-	med1 = median_of(q1, PM_ROUNDS, &lo1, &hi1);
-	med2 = median_of(q2, PM_ROUNDS, &lo2, &hi2);
-	printf("\n## L2 promotion through the mount (%d chunks of %zu KiB read "
-	       "from L2 after a restart, no parent links, ingest=all, L1 = a "
-	       "quarter of the data; load average %.2f)\n\n", nl2,
-	       chunk >> 10, load[0]);
+	printf("\n## L2 promotion through the mount (%d chunks of %zu KiB "
+	       "read from L2, no parent links, ingest=all, L1 = a quarter of "
+	       "the data; load average %.2f)\n\n", nl2, chunk >> 10, load[0]);
 	printf("| read path | readers | MB/s | vs O_DIRECT pread (median of %d "
 	       "alternating rounds; lowest-highest) |\n|---|---|---|---|\n",
 	       PM_ROUNDS);
-	{
-		double r = 0, m = 0, x = 0, y = 0;
-
-		/* MB/s of the median ratio's round */
-		for (int k = 0; k < PM_ROUNDS; k++)
-			if (q1[k] == med1) {
-				r = raw1[k];
-				m = m1[k];
-			}
-		for (int k = 0; k < PM_ROUNDS; k++)
-			if (q2[k] == med2)
-				x = raw2[k], y = raw2[k] / q2[k];
-		printf("| O_DIRECT pread, raw files | 1 | %.0f | 1.00x |\n",
-		       (double)chunk * nl2 / r / 1e6);
-		printf("| kvfs mount, L2 -> L1 promotion + read | 1 | %.0f | "
-		       "%.2fx (%.2f-%.2f) |\n", (double)chunk * nl2 / m / 1e6,
-		       med1, lo1, hi1);
-		printf("| O_DIRECT pread, raw files | 2 | %.0f | 1.00x |\n",
-		       (double)chunk * nl2 / x / 1e6);
-		printf("| kvfs mount, L2 -> L1 promotion + read | 2 | %.0f | "
-		       "%.2fx (%.2f-%.2f) |\n", (double)chunk * nl2 / y / 1e6,
-		       med2, lo2, hi2);
-	}
-	printf("| kvfs mount, lookup(PREFETCH) 8 ahead, then read | 1 | %.0f | "
-	       "%.2fx (one round) |\n", (double)chunk * nl2 / mp / 1e6, rp / mp);
-	printf("(one reader: daemon + reader kept %.2f cores busy, the daemon "
-	       "%.2f ms of CPU per chunk; promotions %lld, L2 reads %lld, "
-	       "errors %d)\n", wall > 0 ? cpu / wall : 0,
-	       dcpu * 1e3 / ((double)nl2 * PM_ROUNDS),
-	       mnt_stat(mnt, "promotions", NULL), mnt_stat(mnt, "reads", "l2"),
-	       mj.errors + job.errors);
-	printf("(one reader, round by round:");
-	for (int k = 0; k < PM_ROUNDS; k++)
-		printf(" %.2fx", q1[k]);
-	printf("; the first is the first reader after the restart)\n");
+	pm_row("first read after a restart, in the order written", 1, chunk,
+	       nl2, raw0, q0);
+	pm_row("the same with readahead=0 (the promotion alone)", 1, chunk,
+	       nl2, rawz, qz);
+	pm_row("read again, no restart", 1, chunk, nl2, raw1, q1);
+	pm_row("read again, no restart", 2, chunk, nl2, raw2, q2);
+	printf("| kvfs mount, lookup(PREFETCH) 8 ahead, first read after a "
+	       "restart | 1 | %.0f | %.2fx (one round) |\n",
+	       (double)chunk * nl2 / mp / 1e6, rp / mp);
+	printf("(first read after a restart: daemon + reader kept %.2f cores "
+	       "busy, the daemon %.2f ms of CPU per chunk; errors %d)\n",
+	       wall > 0 ? cpu / wall : 0,
+	       dcpu * 1e3 / ((double)nl2 * PM_ROUNDS), mj.errors + job.errors);
+	med0 = median_of(q0, PM_ROUNDS, &(double){ 0 }, &(double){ 0 });
 	printf("target: one reader after a restart, no prefetch >= 1.00x "
-	       "O_DIRECT pread: %s (%.2fx)\n", med1 >= 1.0 ? "met" : "MISSED",
-	       med1);
+	       "O_DIRECT pread: %s (%.2fx)\n", med0 >= 1.0 ? "met" : "MISSED",
+	       med0);
+out:
 	umount_kvfs(mnt, pid);
+gone:
 	rm_rf(l2dir);
 	rm_rf(rawdir);
 	rmdir(mnt);

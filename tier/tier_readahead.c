@@ -23,7 +23,13 @@
  * The successor of a chunk comes from one bounded table (TRA_SUCC_MAX
  * entries, least recently used out), three kinds of entries, strongest
  * last: SEEN (B was read right after A, when nothing linked them: how
- * chunks without parent links, e.g. path namespaces, are learned), LINK
+ * chunks without parent links, e.g. path namespaces, are learned; or,
+ * until a reader says otherwise, B was published right after A in their
+ * namespace and has no parent link: the order in which an engine stores
+ * a prompt's chunks is the order in which it loads them, so the first
+ * reader after a restart is followed even along chunks read never
+ * before; a reader that does not read in that order jumps and opens no
+ * window, as with any SEEN entry), LINK
  * (B was published or stamped with parent A), FOLLOWED (a stream read B
  * right after A, B being A's child or A's successor then). An entry is
  * replaced by one of its kind or a stronger one. So where a chunk has
@@ -118,8 +124,17 @@ struct tra_stream {
 	uint64_t used_at;          /* tier.clock of the last read */
 };
 
+/* The chunk published last in a namespace. */
+struct tra_wlast {
+	bool used;
+	uint32_t ns;
+	struct kvfs_key key;
+	uint64_t at;               /* tier.clock then */
+};
+
 struct tier_ra {
 	uint32_t max;              /* (imm) readahead=N */
+	struct tra_wlast wl[TRA_STREAMS]; /* least recently published out */
 	struct htab succ;
 	struct tra_succ *lru_head, *lru_tail;
 	struct htab pend;
@@ -247,6 +262,34 @@ void tier_ra_link(struct tier *t, uint32_t ns, const struct kvfs_key *parent,
 		succ_set(t->ra, ns, parent, child, TRA_LINK);
 		ra_tell_l2(t);
 	}
+}
+
+void tier_ra_published(struct tier *t, const struct tier_rec *r)
+{
+	struct tier_ra *ra = t->ra;
+	int slot = -1, free_slot = 0;
+
+	if (!ra)
+		return;
+	for (int i = 0; i < TRA_STREAMS && slot < 0; i++) {
+		if (ra->wl[i].used && ra->wl[i].ns == r->ns)
+			slot = i;
+		else if (!ra->wl[i].used ||
+			 (ra->wl[free_slot].used &&
+			  ra->wl[i].at < ra->wl[free_slot].at))
+			free_slot = i;
+	}
+	if (slot >= 0 && !(r->flags & TREC_HAS_PARENT)) {
+		/* a linked chunk is followed by its link (stronger) */
+		succ_set(ra, r->ns, &ra->wl[slot].key, &r->key, TRA_SEEN);
+		ra_tell_l2(t);
+	}
+	if (slot < 0)
+		slot = free_slot;
+	ra->wl[slot].used = true;
+	ra->wl[slot].ns = r->ns;
+	ra->wl[slot].key = r->key;
+	ra->wl[slot].at = t->clock;
 }
 
 /* ---------------------------------------------------------- pending */
@@ -632,6 +675,7 @@ static void *worker_main(void *arg)
 	struct tier *t = arg;
 	struct tier_ra *ra = t->ra;
 
+	tier_l2_ahead_thread(t); /* one of TRA_WORKERS */
 	tier_lock(t);
 	for (;;) {
 		struct tra_job *j = ra->head;

@@ -18,6 +18,13 @@
 
 /* ----------------------------------------------- parallel decoding */
 
+static __thread bool decode_alone; /* l2_read_alone */
+
+void l2_read_alone(bool on)
+{
+	decode_alone = on;
+}
+
 /* mt_lock held: takes job out of the queue (its last frame is taken). */
 static void mt_unlink(struct l2 *l2, struct l2_mt *job)
 {
@@ -167,7 +174,7 @@ int l2_decode(struct l2 *l2, const struct kvrec_hdr *h, void *dst,
 	ws = h->codec == CODEC_NONE ? NULL : l2_ws_get(l2);
 	if (h->codec != CODEC_NONE && !ws)
 		return -ENOMEM;
-	if (h->codec == CODEC_ZSTD && l2->mt_n > 0 &&
+	if (h->codec == CODEC_ZSTD && l2->mt_n > 0 && !decode_alone &&
 	    len >= 2 * (size_t)CODEC_FRAME_BYTES) {
 		/* one frame per CODEC_FRAME_BYTES of input: 128 for a 64 MiB
 		 * chunk, more for larger max_chunk */
