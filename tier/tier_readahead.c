@@ -465,6 +465,27 @@ static bool queue_job(struct tier *t, int s, uint32_t ns,
 	return true;
 }
 
+/* Stream si jumped (or is recycled): what it queued and no worker took
+ * yet is not promoted (its reader went elsewhere). */
+static void queue_drop(struct tier *t, int si)
+{
+	struct tier_ra *ra = t->ra;
+	struct tra_job **pp = &ra->head, *j;
+
+	ra->tail = NULL;
+	while ((j = *pp)) {
+		if (j->stream != si) {
+			ra->tail = j;
+			pp = &j->next;
+			continue;
+		}
+		*pp = j->next;
+		ra->nqueued--;
+		ra->queued_bytes -= j->bytes;
+		free(j);
+	}
+}
+
 /* Queues the successors past stream s's tail until its window is full. */
 static void top_up(struct tier *t, int si)
 {
@@ -592,6 +613,7 @@ static void on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 		if (si < 0)
 			si = stream_new(ra);
 		pend_release(t, si); /* what it read ahead may go */
+		queue_drop(t, si);
 		s = &ra->st[si];
 		memset(s, 0, sizeof(*s));
 		s->used = true;
