@@ -842,7 +842,7 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 	double raw0[PM_ROUNDS], q0[PM_ROUNDS], rawz[PM_ROUNDS], qz[PM_ROUNDS];
 	double raw1[PM_ROUNDS], q1[PM_ROUNDS], raw2[PM_ROUNDS], q2[PM_ROUNDS];
 	double mp, rp, cpu = 0, wall = 0, dcpu = 0, med0;
-	long long ra_prom = 0, ra_hits = 0;
+	long long ra_prom = 0, ra_hits = 0, again_prom, again_hits;
 	double load[3] = { 0 };
 	struct rjob job = { 0 };
 	struct mjob mj = { 0 };
@@ -916,6 +916,8 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 		raw1[k] = run_readers(raw_reader, &job, 1);
 		q1[k] = raw1[k] / run_mnt_readers(&mj, 1);
 	}
+	again_prom = mnt_stat(mnt, "promotions", "readahead");
+	again_hits = mnt_stat(mnt, "hits", "readahead");
 	for (int k = 0; k < PM_ROUNDS; k++) {
 		raw2[k] = run_readers(raw_reader, &job, 2);
 		q2[k] = raw2[k] / run_mnt_readers(&mj, 2);
@@ -953,6 +955,8 @@ static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
 	       wall > 0 ? cpu / wall : 0,
 	       dcpu * 1e3 / ((double)nl2 * PM_ROUNDS), ra_prom, ra_hits,
 	       nl2 * PM_ROUNDS, mj.errors + job.errors);
+	printf("(read again, one reader: %lld readahead promotions, %lld "
+	       "read, of %d chunks)\n", again_prom, again_hits, nl2 * PM_ROUNDS);
 	med0 = median_of(q0, PM_ROUNDS, &(double){ 0 }, &(double){ 0 });
 	printf("target: one reader after a restart, no prefetch >= 1.00x "
 	       "O_DIRECT pread: %s (%.2fx)\n", med0 >= 1.0 ? "met" : "MISSED",

@@ -22,14 +22,16 @@
  *   - a jump resets the stream (window 0).
  * The successor of a chunk comes from one bounded table (TRA_SUCC_MAX
  * entries, least recently used out), three kinds of entries, strongest
- * last: SEEN (B was read right after A, when nothing linked them: how
- * chunks without parent links, e.g. path namespaces, are learned; or,
- * until a reader says otherwise, B was published right after A in their
- * namespace and has no parent link: the order in which an engine stores
- * a prompt's chunks is the order in which it loads them, so the first
- * reader after a restart is followed even along chunks read never
- * before; a reader that does not read in that order jumps and opens no
- * window, as with any SEEN entry), LINK
+ * last: WRITTEN (B, with no parent link, was published right after A in
+ * their namespace: the order in which an engine stores a prompt's chunks
+ * is the order in which it loads them, so the first reader after a
+ * restart is followed even along chunks nobody read before; a reader that
+ * does not read in that order jumps and opens no window; at most TRA_INIT
+ * chunks are queued ahead along such entries, so the window that runs
+ * past the last chunk a reader wants, into chunks merely written after
+ * it, wastes at most that), SEEN (B was read right after A, when nothing
+ * linked them: how chunks without parent links, e.g. path namespaces, are
+ * learned), LINK
  * (B was published or stamped with parent A), FOLLOWED (a stream read B
  * right after A, B being A's child or A's successor then). An entry is
  * replaced by one of its kind or a stronger one. So where a chunk has
@@ -90,7 +92,13 @@ struct tra_succ {
 	struct kvfs_key from, to;
 };
 
-enum { TRA_SEEN = 1, TRA_LINK, TRA_FOLLOWED };
+/* (saved in the checkpoint: values kept; strength is kind_rank's) */
+enum { TRA_SEEN = 1, TRA_LINK, TRA_FOLLOWED, TRA_WRITTEN };
+
+static int kind_rank(uint8_t kind)
+{
+	return kind == TRA_WRITTEN ? 0 : kind;
+}
 
 /* A chunk readahead promoted that nobody has read yet. */
 struct tra_pend {
@@ -203,7 +211,7 @@ static void succ_set(struct tier_ra *ra, uint32_t ns,
 	if (tier_key_eq(from, to))
 		return;
 	if (s) {
-		if (kind < s->kind)
+		if (kind_rank(kind) < kind_rank(s->kind))
 			return;
 		if (kind != s->kind || !tier_key_eq(&s->to, to))
 			ra->changed = true;
@@ -233,9 +241,9 @@ static void succ_set(struct tier_ra *ra, uint32_t ns,
 	lru_push(ra, s);
 }
 
-/* from's successor, or NULL. */
-static const struct kvfs_key *succ_of(struct tier_ra *ra, uint32_t ns,
-				      const struct kvfs_key *from)
+/* from's successor entry (now the most recently used), or NULL. */
+static struct tra_succ *succ_use(struct tier_ra *ra, uint32_t ns,
+				 const struct kvfs_key *from)
 {
 	struct tra_succ *s = succ_find(ra, ns, from);
 
@@ -243,7 +251,16 @@ static const struct kvfs_key *succ_of(struct tier_ra *ra, uint32_t ns,
 		return NULL;
 	lru_unlink(ra, s);
 	lru_push(ra, s);
-	return &s->to;
+	return s;
+}
+
+/* from's successor, or NULL. */
+static const struct kvfs_key *succ_of(struct tier_ra *ra, uint32_t ns,
+				      const struct kvfs_key *from)
+{
+	struct tra_succ *s = succ_use(ra, ns, from);
+
+	return s ? &s->to : NULL;
 }
 
 /* What changed in the table reaches the next L2 checkpoint. */
@@ -281,7 +298,7 @@ void tier_ra_published(struct tier *t, const struct tier_rec *r)
 	}
 	if (slot >= 0 && !(r->flags & TREC_HAS_PARENT)) {
 		/* a linked chunk is followed by its link (stronger) */
-		succ_set(ra, r->ns, &ra->wl[slot].key, &r->key, TRA_SEEN);
+		succ_set(ra, r->ns, &ra->wl[slot].key, &r->key, TRA_WRITTEN);
 		ra_tell_l2(t);
 	}
 	if (slot < 0)
@@ -495,13 +512,13 @@ static void top_up(struct tier *t, int si)
 	uint32_t steps = 0;
 
 	while (n && s->ahead < s->win && steps++ < 2 * ra->max) {
-		const struct kvfs_key *next = succ_of(ra, s->ns, &s->tail);
+		const struct tra_succ *e = succ_use(ra, s->ns, &s->tail);
 		struct tier_rec *r;
 		struct kvfs_key k;
 
-		if (!next)
+		if (!e || (e->kind == TRA_WRITTEN && s->ahead >= TRA_INIT))
 			break;
-		k = *next;
+		k = e->to;
 		r = tier_idx_find(t, s->ns, &k);
 		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
 			if (!queue_job(t, si, s->ns, &k, r->size))
@@ -804,7 +821,7 @@ void tier_ra_load(struct tier *t, const void *blob, size_t len)
 		p += sizeof(e);
 		if (!e.nslen || e.nslen > KVFS_NS_NAME_MAX ||
 		    end - p < e.nslen || e.kind < TRA_SEEN ||
-		    e.kind > TRA_FOLLOWED)
+		    e.kind > TRA_WRITTEN)
 			return; /* not ours: stop at the first doubt */
 		memcpy(name, p, e.nslen);
 		name[e.nslen] = 0;
