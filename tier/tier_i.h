@@ -503,6 +503,7 @@ struct tier_l2_ops {
 	void (*stats)(struct tier *t, struct tier_stats *st);
 	uint64_t (*capacity)(struct tier *t);
 	void (*order_changed)(struct tier *t);
+	void (*ahead_thread)(void);
 };
 struct tier_l3_ops {
 	void (*on_publish)(struct tier *t, struct tier_rec *r);
@@ -548,6 +549,10 @@ void tier_l2_close(struct tier *t);
 	((t)->l2ops->on_publish(t, r))
 #define tier_l2_on_hit(t, r) \
 	((t)->l2ops->on_hit(t, r))
+/* The calling thread promotes ahead of readers, with others doing the
+ * same: its L2 reads decode on it alone (l2_read_alone). */
+#define tier_l2_ahead_thread(t) \
+	((t)->l2ops->ahead_thread())
 /* Readahead's learned order changed: the periodic checkpoint keeps it. */
 #define tier_l2_order_changed(t) \
 	((t)->l2ops->order_changed(t))
@@ -645,6 +650,10 @@ void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader);
 /* child was published (or stamped) with parent as its parent. */
 void tier_ra_link(struct tier *t, uint32_t ns, const struct kvfs_key *parent,
 		  const struct kvfs_key *child);
+/* r (indexed) was just published by a writer (not promoted from L3): an
+ * unlinked r is the successor of the chunk published before it in its
+ * namespace, until a reader reads otherwise. */
+void tier_ra_published(struct tier *t, const struct tier_rec *r);
 /* r leaves L1 (evicted: counted as wasted when readahead promoted it and
  * nobody read it) or the index. */
 void tier_ra_leaving(struct tier *t, const struct tier_rec *r, bool evicted);

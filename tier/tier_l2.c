@@ -271,6 +271,11 @@ static void tl2_order_changed(struct tier *t)
 		l2_ckpt_dirty(t->l2->l2);
 }
 
+static void tl2_ahead_thread(void)
+{
+	l2_read_alone(true);
+}
+
 /* The engine's part of each checkpoint: readahead's learned order. */
 static void *on_ckpt_save(void *arg, size_t *len, uint32_t *count)
 {
@@ -690,4 +695,5 @@ const struct tier_l2_ops tier_l2_hooks = {
 	.stats = tl2_stats,
 	.capacity = tl2_capacity,
 	.order_changed = tl2_order_changed,
+	.ahead_thread = tl2_ahead_thread,
 };

@@ -216,6 +216,7 @@ void *tl2_prefetcher_main(void *arg)
 	struct tier *t = arg;
 	struct tier_l2 *t2 = t->l2;
 
+	l2_read_alone(true); /* ahead of the readers, as readahead's workers */
 	tier_lock(t);
 	for (;;) {
 		struct tl2_pf *p = t2->pf_head;

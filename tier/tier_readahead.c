@@ -22,8 +22,16 @@
  *   - a jump resets the stream (window 0).
  * The successor of a chunk comes from one bounded table (TRA_SUCC_MAX
  * entries, least recently used out), three kinds of entries, strongest
- * last: SEEN (B was read right after A, when nothing linked them: how
- * chunks without parent links, e.g. path namespaces, are learned), LINK
+ * last: WRITTEN (B, with no parent link, was published right after A in
+ * their namespace: the order in which an engine stores a prompt's chunks
+ * is the order in which it loads them, so the first reader after a
+ * restart is followed even along chunks nobody read before; a reader that
+ * does not read in that order jumps and opens no window; at most TRA_INIT
+ * chunks are queued ahead along such entries, so the window that runs
+ * past the last chunk a reader wants, into chunks merely written after
+ * it, wastes at most that), SEEN (B was read right after A, when nothing
+ * linked them: how chunks without parent links, e.g. path namespaces, are
+ * learned), LINK
  * (B was published or stamped with parent A), FOLLOWED (a stream read B
  * right after A, B being A's child or A's successor then). An entry is
  * replaced by one of its kind or a stronger one. So where a chunk has
@@ -84,7 +92,13 @@ struct tra_succ {
 	struct kvfs_key from, to;
 };
 
-enum { TRA_SEEN = 1, TRA_LINK, TRA_FOLLOWED };
+/* (saved in the checkpoint: values kept; strength is kind_rank's) */
+enum { TRA_SEEN = 1, TRA_LINK, TRA_FOLLOWED, TRA_WRITTEN };
+
+static int kind_rank(uint8_t kind)
+{
+	return kind == TRA_WRITTEN ? 0 : kind;
+}
 
 /* A chunk readahead promoted that nobody has read yet. */
 struct tra_pend {
@@ -118,8 +132,17 @@ struct tra_stream {
 	uint64_t used_at;          /* tier.clock of the last read */
 };
 
+/* The chunk published last in a namespace. */
+struct tra_wlast {
+	bool used;
+	uint32_t ns;
+	struct kvfs_key key;
+	uint64_t at;               /* tier.clock then */
+};
+
 struct tier_ra {
 	uint32_t max;              /* (imm) readahead=N */
+	struct tra_wlast wl[TRA_STREAMS]; /* least recently published out */
 	struct htab succ;
 	struct tra_succ *lru_head, *lru_tail;
 	struct htab pend;
@@ -188,7 +211,7 @@ static void succ_set(struct tier_ra *ra, uint32_t ns,
 	if (tier_key_eq(from, to))
 		return;
 	if (s) {
-		if (kind < s->kind)
+		if (kind_rank(kind) < kind_rank(s->kind))
 			return;
 		if (kind != s->kind || !tier_key_eq(&s->to, to))
 			ra->changed = true;
@@ -218,9 +241,9 @@ static void succ_set(struct tier_ra *ra, uint32_t ns,
 	lru_push(ra, s);
 }
 
-/* from's successor, or NULL. */
-static const struct kvfs_key *succ_of(struct tier_ra *ra, uint32_t ns,
-				      const struct kvfs_key *from)
+/* from's successor entry (now the most recently used), or NULL. */
+static struct tra_succ *succ_use(struct tier_ra *ra, uint32_t ns,
+				 const struct kvfs_key *from)
 {
 	struct tra_succ *s = succ_find(ra, ns, from);
 
@@ -228,7 +251,16 @@ static const struct kvfs_key *succ_of(struct tier_ra *ra, uint32_t ns,
 		return NULL;
 	lru_unlink(ra, s);
 	lru_push(ra, s);
-	return &s->to;
+	return s;
+}
+
+/* from's successor, or NULL. */
+static const struct kvfs_key *succ_of(struct tier_ra *ra, uint32_t ns,
+				      const struct kvfs_key *from)
+{
+	struct tra_succ *s = succ_use(ra, ns, from);
+
+	return s ? &s->to : NULL;
 }
 
 /* What changed in the table reaches the next L2 checkpoint. */
@@ -247,6 +279,34 @@ void tier_ra_link(struct tier *t, uint32_t ns, const struct kvfs_key *parent,
 		succ_set(t->ra, ns, parent, child, TRA_LINK);
 		ra_tell_l2(t);
 	}
+}
+
+void tier_ra_published(struct tier *t, const struct tier_rec *r)
+{
+	struct tier_ra *ra = t->ra;
+	int slot = -1, free_slot = 0;
+
+	if (!ra)
+		return;
+	for (int i = 0; i < TRA_STREAMS && slot < 0; i++) {
+		if (ra->wl[i].used && ra->wl[i].ns == r->ns)
+			slot = i;
+		else if (!ra->wl[i].used ||
+			 (ra->wl[free_slot].used &&
+			  ra->wl[i].at < ra->wl[free_slot].at))
+			free_slot = i;
+	}
+	if (slot >= 0 && !(r->flags & TREC_HAS_PARENT)) {
+		/* a linked chunk is followed by its link (stronger) */
+		succ_set(ra, r->ns, &ra->wl[slot].key, &r->key, TRA_WRITTEN);
+		ra_tell_l2(t);
+	}
+	if (slot < 0)
+		slot = free_slot;
+	ra->wl[slot].used = true;
+	ra->wl[slot].ns = r->ns;
+	ra->wl[slot].key = r->key;
+	ra->wl[slot].at = t->clock;
 }
 
 /* ---------------------------------------------------------- pending */
@@ -422,6 +482,27 @@ static bool queue_job(struct tier *t, int s, uint32_t ns,
 	return true;
 }
 
+/* Stream si jumped (or is recycled): what it queued and no worker took
+ * yet is not promoted (its reader went elsewhere). */
+static void queue_drop(struct tier *t, int si)
+{
+	struct tier_ra *ra = t->ra;
+	struct tra_job **pp = &ra->head, *j;
+
+	ra->tail = NULL;
+	while ((j = *pp)) {
+		if (j->stream != si) {
+			ra->tail = j;
+			pp = &j->next;
+			continue;
+		}
+		*pp = j->next;
+		ra->nqueued--;
+		ra->queued_bytes -= j->bytes;
+		free(j);
+	}
+}
+
 /* Queues the successors past stream s's tail until its window is full. */
 static void top_up(struct tier *t, int si)
 {
@@ -431,13 +512,13 @@ static void top_up(struct tier *t, int si)
 	uint32_t steps = 0;
 
 	while (n && s->ahead < s->win && steps++ < 2 * ra->max) {
-		const struct kvfs_key *next = succ_of(ra, s->ns, &s->tail);
+		const struct tra_succ *e = succ_use(ra, s->ns, &s->tail);
 		struct tier_rec *r;
 		struct kvfs_key k;
 
-		if (!next)
+		if (!e || (e->kind == TRA_WRITTEN && s->ahead >= TRA_INIT))
 			break;
-		k = *next;
+		k = e->to;
 		r = tier_idx_find(t, s->ns, &k);
 		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
 			if (!queue_job(t, si, s->ns, &k, r->size))
@@ -549,6 +630,7 @@ static void on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 		if (si < 0)
 			si = stream_new(ra);
 		pend_release(t, si); /* what it read ahead may go */
+		queue_drop(t, si);
 		s = &ra->st[si];
 		memset(s, 0, sizeof(*s));
 		s->used = true;
@@ -632,6 +714,7 @@ static void *worker_main(void *arg)
 	struct tier *t = arg;
 	struct tier_ra *ra = t->ra;
 
+	tier_l2_ahead_thread(t); /* one of TRA_WORKERS */
 	tier_lock(t);
 	for (;;) {
 		struct tra_job *j = ra->head;
@@ -738,7 +821,7 @@ void tier_ra_load(struct tier *t, const void *blob, size_t len)
 		p += sizeof(e);
 		if (!e.nslen || e.nslen > KVFS_NS_NAME_MAX ||
 		    end - p < e.nslen || e.kind < TRA_SEEN ||
-		    e.kind > TRA_FOLLOWED)
+		    e.kind > TRA_WRITTEN)
 			return; /* not ours: stop at the first doubt */
 		memcpy(name, p, e.nslen);
 		name[e.nslen] = 0;

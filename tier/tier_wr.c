@@ -707,6 +707,8 @@ static int publish(struct tier *t, struct tier_wr *w,
 		tier_ra_link(t, w->ns, &w->parent, pkey);
 	}
 	tier_idx_insert(t, ns, r);
+	if (!w->from_l3)
+		tier_ra_published(t, r);
 	tier_ev(t, r, TIER_EV_STORED, TIER_L1,
 		w->from_l3 ? TIER_EV_PROMOTE : TIER_EV_PUBLISH);
 	t->l1_bytes += keep;

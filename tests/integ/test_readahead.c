@@ -11,7 +11,9 @@
  * Restarts: parent links (and depths) survive a clean unmount (the L2
  * checkpoint) and a SIGKILL (the record headers, scanned), so the first
  * reader after the restart is followed; an order learned by reading
- * survives a clean unmount and a SIGKILL after the periodic checkpoint.
+ * survives a clean unmount and a SIGKILL after the periodic checkpoint;
+ * so does the order chunks without links were written in, which the
+ * first reader after the restart is followed along.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -175,15 +177,23 @@ static void tier_is(const struct kvfs_mnt *m, const char *ns, uint64_t n,
 }
 
 /* Writes the chain 0..N-1 and waits until its head is only in L2. */
+/* Chunks 0..N-1 of ns; without links in the reverse order, so that what
+ * readahead follows is only what a reader taught it (chunks published one
+ * after the other are successors until a reader says otherwise). */
+static void put_all(const struct kvfs_mnt *m, const char *ns, bool link)
+{
+	for (uint64_t i = 0; i < N; i++)
+		put(m, ns, link ? i : N - 1 - i, link);
+}
+
 static void write_chain(const struct kvfs_mnt *m, const char *ns, bool link)
 {
 	char p[PATH_MAX], where[8] = "";
 
 	assert_int_equal(mkdir(kvfs_test_path(m, p, "%s", ns), 0755), 0);
-	for (uint64_t i = 0; i < N; i++)
-		put(m, ns, i, link);
+	put_all(m, ns, link);
 	for (int i = 0; i < 200; i++) {
-		tier_is(m, ns, 0, where);
+		tier_is(m, ns, link ? 0 : N - 1, where); /* written first */
 		if (!strcmp(where, "l2"))
 			break;
 		sleep_ms(25);
@@ -420,8 +430,7 @@ static void write_all_chain(const struct kvfs_mnt *m, bool link)
 	char p[PATH_MAX];
 
 	assert_int_equal(mkdir(kvfs_test_path(m, p, "%s", NS), 0755), 0);
-	for (uint64_t i = 0; i < N; i++)
-		put(m, NS, i, link);
+	put_all(m, NS, link);
 	for (int tries = 0; kvfs_test_stat(m, "l2", "writes") < N; tries++) {
 		assert_true(tries < 3000);
 		sleep_ms(10);
@@ -574,6 +583,72 @@ static void test_learned_order_survives_kill(void **state)
 	do_umount(&m);
 }
 
+/*
+ * No links, nothing read before the restart: chunks written one after the
+ * other in a namespace (as an engine stores a prompt's chunks) are read
+ * ahead in that order by the first reader after a clean unmount or a
+ * SIGKILL after the periodic checkpoint; a reader that jumps around them
+ * opens no window.
+ */
+static void write_order_case(bool kill_it)
+{
+	/* never the chunk written after the one read before */
+	static const uint64_t jumps[] = { 20, 15, 24, 17, 27, 14, 22, 18, 25,
+					  16 };
+	struct kvfs_mnt m;
+	char p[PATH_MAX];
+
+	assert_int_equal(do_mount(&m, kill_it ? "ingest=all,l2_checkpoint_s=1"
+					       : "ingest=all"), 0);
+	assert_int_equal(mkdir(kvfs_test_path(&m, p, "%s", NS), 0755), 0);
+	for (uint64_t i = 0; i < N; i++)
+		put(&m, NS, i, false);
+	for (int tries = 0; kvfs_test_stat(&m, "l2", "writes") < N; tries++) {
+		assert_true(tries < 3000);
+		sleep_ms(10);
+	}
+	if (kill_it) {
+		/* a periodic checkpoint holds every record, so the order
+		 * of their publication (set before their L2 writes) */
+		for (int tries = 0; kvfs_test_stat(&m, "l2_recovery",
+						   "checkpoint_entries") < N;
+		     tries++) {
+			assert_true(tries < 500);
+			sleep_ms(10);
+		}
+		remount_killed(&m);
+	} else {
+		remount_clean(&m);
+	}
+	assert_int_equal(kvfs_test_stat(&m, "l2_recovery", "ckpt_records"), N);
+	assert_int_equal(ra(&m, "promotions"), 0);
+	/* jumping first (among chunks the in-order reader will not read):
+	 * no window, nothing promoted ahead */
+	for (size_t i = 0; i < sizeof(jumps) / sizeof(jumps[0]); i++)
+		assert_int_equal(kvfs_test_read_check(chunk_path(&m, p, NS,
+								 jumps[i]),
+						      MIB, jumps[i]), 0);
+	sleep_ms(200);
+	assert_int_equal(ra(&m, "promotions"), 0);
+	/* then in the order written (past what the jumps left in L1) */
+	assert_true(read_in_order(&m, 0, 12) >= 4);
+	assert_true(ra(&m, "hits") >= 4);
+	assert_int_equal(kvfs_test_stat(&m, "l2", "corrupt"), 0);
+	do_umount(&m);
+}
+
+static void test_write_order_after_clean_unmount(void **state)
+{
+	(void)state;
+	write_order_case(false);
+}
+
+static void test_write_order_after_kill(void **state)
+{
+	(void)state;
+	write_order_case(true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -588,6 +663,10 @@ int main(void)
 					  test_teardown),
 		cmocka_unit_test_teardown(test_links_survive_kill, test_teardown),
 		cmocka_unit_test_teardown(test_learned_order_survives_clean_unmount,
+					  test_teardown),
+		cmocka_unit_test_teardown(test_write_order_after_clean_unmount,
+					  test_teardown),
+		cmocka_unit_test_teardown(test_write_order_after_kill,
 					  test_teardown),
 		cmocka_unit_test_teardown(test_learned_order_survives_kill,
 					  test_teardown),

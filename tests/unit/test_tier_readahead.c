@@ -62,12 +62,15 @@ static struct tier *mk(struct env *e, uint32_t readahead, uint32_t *ns)
 	return t;
 }
 
-/* Chains [first, first + n) of LEN chunks (links unless bare), then
- * enough other chunks that the chains are only in L2. */
-static void fill(struct tier *t, uint32_t ns, uint64_t first, int n, bool bare)
+/* Chains [first, first + n) of LEN chunks (links unless bare; bare ones
+ * written last to first, so only reading teaches their order, unless
+ * in_order), then enough other chunks that the chains are only in L2. */
+static void fill_order(struct tier *t, uint32_t ns, uint64_t first, int n,
+		       bool bare, bool in_order)
 {
 	for (int c = 0; c < n; c++)
-		for (uint64_t j = 0; j < LEN; j++) {
+		for (uint64_t k = 0; k < LEN; k++) {
+			uint64_t j = bare && !in_order ? LEN - 1 - k : k;
 			uint64_t i = first + (uint64_t)c * 1000 + j;
 
 			put_chunk(t, ns, i, bare || !j ? -1 : (int64_t)i - 1);
@@ -75,6 +78,11 @@ static void fill(struct tier *t, uint32_t ns, uint64_t first, int n, bool bare)
 	for (uint64_t j = 0; j < 16; j++)
 		put_chunk(t, ns, 900000 + first + j, -1);
 	ewait_writes(t, (uint64_t)n * LEN + 16);
+}
+
+static void fill(struct tier *t, uint32_t ns, uint64_t first, int n, bool bare)
+{
+	fill_order(t, ns, first, n, bare, false);
 }
 
 static void stats(struct tier *t, struct tier_stats *st)
@@ -137,6 +145,36 @@ static void test_two_readers(void **state)
 
 /* No links: the first pass teaches the order, the second is read ahead;
  * a reader that jumps gets nothing ahead. */
+/* Chunks without links published one after the other are followed in
+ * that order by the first reader in order, at most 4 chunks ahead (the
+ * order is only that of writing); a reader jumping among them (never to
+ * the chunk written after the one it read) promotes nothing. */
+static void test_write_order(void **state)
+{
+	static const int jumps[] = { 20, 17, 23, 19, 16, 22, 18, 21 };
+	struct env *e = env_new();
+	struct tier_stats st;
+	struct tier *t;
+	uint32_t ns;
+
+	(void)state;
+	t = mk(e, 8, &ns);
+	fill_order(t, ns, 0, 1, true, true);
+	for (size_t k = 0; k < sizeof(jumps) / sizeof(jumps[0]); k++)
+		get_chunk(t, ns, (uint64_t)jumps[k], 3);
+	stats(t, &st);
+	assert_int_equal(st.ra_promotions, 0);
+	for (uint64_t j = 0; j < 8; j++)
+		get_chunk(t, ns, j, 3);
+	stats(t, &st);
+	assert_true(st.ra_promotions >= 4);
+	assert_true(st.ra_hits >= 4);
+	/* past chunk 7 (8..15 only in L2), at most 4 queued ahead */
+	assert_true(st.ra_promotions <= st.ra_hits + 4);
+	tier_destroy(t);
+	env_free(e);
+}
+
 static void test_learned_and_jumps(void **state)
 {
 	static const int jumps[] = { 5, 17, 2, 11, 20, 8, 14, 0, 22, 3 };
@@ -322,6 +360,7 @@ int main(void)
 		cmocka_unit_test(test_chain_in_order),
 		cmocka_unit_test(test_two_readers),
 		cmocka_unit_test(test_learned_and_jumps),
+		cmocka_unit_test(test_write_order),
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_pressure_unpins),

@@ -9,9 +9,21 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "hash/hashkey.h"
 #include "tier/l2/l2_i.h"
 
+/* Unshuffled and checksummed this many bytes at a time: the part is still
+ * in cache when the checksum reads it (one pass over memory, not two). */
+#define UNSHUFFLE_PART (64u << 10)
+
 /* ----------------------------------------------- parallel decoding */
+
+static __thread bool decode_alone; /* l2_read_alone */
+
+void l2_read_alone(bool on)
+{
+	decode_alone = on;
+}
 
 /* mt_lock held: takes job out of the queue (its last frame is taken). */
 static void mt_unlink(struct l2 *l2, struct l2_mt *job)
@@ -83,6 +95,40 @@ static int mt_decode(struct l2 *l2, struct codec_ws *ws, const uint8_t *src,
 	return job.err;
 }
 
+/* The frames most compressed first (the ones that cost most to decode:
+ * the shuffled low bytes of bf16 are near random and stored raw, a copy):
+ * the costly frames spread over the threads instead of landing last on
+ * one of them. */
+static void costly_first(struct codec_frame *f, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		struct codec_frame x = f[i];
+		size_t j = i;
+
+		for (; j > 0 && f[j - 1].src_len * x.dst_len >
+				x.src_len * f[j - 1].dst_len; j--)
+			f[j] = f[j - 1];
+		f[j] = x;
+	}
+}
+
+/* Unshuffles out into dst a part at a time, each checksummed while in
+ * cache: the raw_sum of dst. */
+static uint64_t unshuffle_sum(void *dst, const void *out, size_t len,
+			      int elem)
+{
+	struct hashkey_sum s;
+
+	hashkey_sum_init(&s);
+	for (size_t o = 0; o < len; o += UNSHUFFLE_PART) {
+		size_t e = len - o < UNSHUFFLE_PART ? len : o + UNSHUFFLE_PART;
+
+		codec_unshuffle_part(dst, out, len, elem, o, e);
+		hashkey_sum_update(&s, (const uint8_t *)dst + o, e - o);
+	}
+	return hashkey_sum_final(&s);
+}
+
 void l2_mt_start(struct l2 *l2)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -115,6 +161,8 @@ int l2_decode(struct l2 *l2, const struct kvrec_hdr *h, void *dst,
 {
 	const void *payload = (const uint8_t *)h + sizeof(*h);
 	struct codec_ws *ws;
+	bool summed = false;
+	uint64_t sum = 0;
 	int rc;
 
 	if (h->raw_len != len)
@@ -126,7 +174,7 @@ int l2_decode(struct l2 *l2, const struct kvrec_hdr *h, void *dst,
 	ws = h->codec == CODEC_NONE ? NULL : l2_ws_get(l2);
 	if (h->codec != CODEC_NONE && !ws)
 		return -ENOMEM;
-	if (h->codec == CODEC_ZSTD && l2->mt_n > 0 &&
+	if (h->codec == CODEC_ZSTD && l2->mt_n > 0 && !decode_alone &&
 	    len >= 2 * (size_t)CODEC_FRAME_BYTES) {
 		/* one frame per CODEC_FRAME_BYTES of input: 128 for a 64 MiB
 		 * chunk, more for larger max_chunk */
@@ -143,10 +191,13 @@ int l2_decode(struct l2 *l2, const struct kvrec_hdr *h, void *dst,
 		} else {
 			if (h->shuffle)
 				out = codec_ws_scratch(ws, len);
+			costly_first(f, (size_t)n);
 			rc = out ? mt_decode(l2, ws, payload, out, f, (size_t)n)
 				 : -ENOMEM;
-			if (rc == 0 && h->shuffle)
-				codec_unshuffle(dst, out, len, h->shuffle);
+			if (rc == 0 && h->shuffle) {
+				sum = unshuffle_sum(dst, out, len, h->shuffle);
+				summed = true;
+			}
 		}
 		if (f != fbuf)
 			free(f);
@@ -157,7 +208,10 @@ int l2_decode(struct l2 *l2, const struct kvrec_hdr *h, void *dst,
 	l2_ws_put(l2, ws);
 	if (rc)
 		return rc == -ENOMEM ? rc : -EBADMSG;
-	if (kvrec_sum(dst, len, 0) != h->raw_sum)
+	if (!summed)
+		sum = kvrec_sum(dst, len, 0);
+	/* hashkey_sum is XXH3-64 with seed 0, as kvrec_sum(..., 0) */
+	if (sum != h->raw_sum)
 		return -EBADMSG;
 	return 0;
 }

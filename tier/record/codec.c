@@ -108,14 +108,15 @@ static void shuffle2(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-/* Elements [i, end) of n (each pair of planes read from i on). */
-static void unshuffle2_at(uint8_t *dst, const uint8_t *src, size_t n,
-			  size_t i, size_t end)
+/* Values i0..i1-1 of the n in the planes at src, into dst (whole). */
+static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n, size_t i0,
+		       size_t i1)
 {
 	const uint8_t *lo = src, *hi = src + n;
+	size_t i = i0;
 
 #ifdef CODEC_SSE2
-	for (; i + 16 <= end; i += 16) {
+	for (; i + 16 <= i1; i += 16) {
 		__m128i l = _mm_loadu_si128((const __m128i *)(lo + i));
 		__m128i h = _mm_loadu_si128((const __m128i *)(hi + i));
 
@@ -125,15 +126,10 @@ static void unshuffle2_at(uint8_t *dst, const uint8_t *src, size_t n,
 				 _mm_unpackhi_epi8(l, h));
 	}
 #endif
-	for (; i < end; i++) {
+	for (; i < i1; i++) {
 		dst[2 * i] = lo[i];
 		dst[2 * i + 1] = hi[i];
 	}
-}
-
-static void unshuffle2(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	unshuffle2_at(dst, src, n, 0, n);
 }
 
 static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
@@ -146,10 +142,10 @@ static void shuffle4(uint8_t *dst, const uint8_t *src, size_t n)
 	}
 }
 
-static void unshuffle4_at(uint8_t *dst, const uint8_t *src, size_t n,
-			  size_t i, size_t end)
+static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n, size_t i0,
+		       size_t i1)
 {
-	for (; i < end; i++) {
+	for (size_t i = i0; i < i1; i++) {
 		dst[4 * i] = src[i];
 		dst[4 * i + 1] = src[n + i];
 		dst[4 * i + 2] = src[2 * n + i];
@@ -157,67 +153,48 @@ static void unshuffle4_at(uint8_t *dst, const uint8_t *src, size_t n,
 	}
 }
 
-static void unshuffle4(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	unshuffle4_at(dst, src, n, 0, n);
-}
-
-/* codec_unshuffle in pieces of CODEC_PIECE_BYTES of dst, each given to
- * each(arg) as soon as it is written (hashed while in the cache). */
-#define CODEC_PIECE_BYTES (64u << 10)
-static void unshuffle_pieces(uint8_t *dst, const uint8_t *src, size_t len,
-			     int elem,
-			     void (*each)(void *arg, const void *p, size_t n),
-			     void *arg)
-{
-	size_t n, body, step;
-
-	if (elem != 2 && elem != 4) {
-		memcpy(dst, src, len);
-		each(arg, dst, len);
-		return;
-	}
-	n = len / (size_t)elem;
-	body = n * (size_t)elem;
-	step = CODEC_PIECE_BYTES / (size_t)elem;
-	for (size_t i = 0; i < n; i += step) {
-		size_t end = n - i < step ? n : i + step;
-
-		(elem == 2 ? unshuffle2_at : unshuffle4_at)(dst, src, n, i, end);
-		each(arg, dst + i * (size_t)elem, (end - i) * (size_t)elem);
-	}
-	if (len > body) {
-		memcpy(dst + body, src + body, len - body);
-		each(arg, dst + body, len - body);
-	}
-}
-
-/* The planes of elem-byte values (2 or 4) through f2 or f4; any other
- * elem, and the bytes past the last whole value, are copied as they are. */
-static void by_planes(void *dst, const void *src, size_t len, int elem,
-		      void (*f2)(uint8_t *, const uint8_t *, size_t),
-		      void (*f4)(uint8_t *, const uint8_t *, size_t))
+void codec_shuffle(void *dst, const void *src, size_t len, int elem)
 {
 	size_t n, body;
 
+	/* the planes of elem-byte values (2 or 4); any other elem, and the
+	 * bytes past the last whole value, are copied as they are */
 	if (elem != 2 && elem != 4) {
 		memcpy(dst, src, len);
 		return;
 	}
 	n = len / (size_t)elem;
 	body = n * (size_t)elem;
-	(elem == 2 ? f2 : f4)(dst, src, n);
+	(elem == 2 ? shuffle2 : shuffle4)(dst, src, n);
 	memcpy((uint8_t *)dst + body, (const uint8_t *)src + body, len - body);
 }
 
-void codec_shuffle(void *dst, const void *src, size_t len, int elem)
+void codec_unshuffle_part(void *dst, const void *src, size_t len, int elem,
+			  size_t from, size_t to)
 {
-	by_planes(dst, src, len, elem, shuffle2, shuffle4);
+	size_t n, body, e;
+
+	if (elem != 2 && elem != 4) {
+		memcpy((uint8_t *)dst + from, (const uint8_t *)src + from,
+		       to - from);
+		return;
+	}
+	n = len / (size_t)elem;
+	body = n * (size_t)elem;
+	e = to < body ? to : body;
+	if (from < e)
+		(elem == 2 ? unshuffle2 : unshuffle4)(dst, src, n,
+						     from / (size_t)elem,
+						     e / (size_t)elem);
+	from = from > body ? from : body;
+	if (from < to)
+		memcpy((uint8_t *)dst + from, (const uint8_t *)src + from,
+		       to - from);
 }
 
 void codec_unshuffle(void *dst, const void *src, size_t len, int elem)
 {
-	by_planes(dst, src, len, elem, unshuffle2, unshuffle4);
+	codec_unshuffle_part(dst, src, len, elem, 0, len);
 }
 
 /* ---------------------------------------------------------------- zstd */
@@ -400,6 +377,26 @@ int codec_decompress(struct codec_ws *ws, int codec, int shuffle,
 	if (shuffle)
 		codec_unshuffle(dst, out, raw_len, shuffle);
 	return 0;
+}
+
+/* codec_unshuffle in pieces of CODEC_PIECE_BYTES of dst, each given to
+ * each(arg) as soon as it is written (hashed while in the cache). */
+#define CODEC_PIECE_BYTES (64u << 10)
+static void unshuffle_pieces(uint8_t *dst, const uint8_t *src, size_t len,
+			     int elem,
+			     void (*each)(void *arg, const void *p, size_t n),
+			     void *arg)
+{
+	/* a multiple of 2 and 4: codec_unshuffle_part's parts start on a
+	 * whole value */
+	const size_t step = CODEC_PIECE_BYTES;
+
+	for (size_t from = 0; from < len; from += step) {
+		size_t to = len - from < step ? len : from + step;
+
+		codec_unshuffle_part(dst, src, len, elem, from, to);
+		each(arg, dst + from, to - from);
+	}
 }
 
 int codec_dec_begin(struct codec_ws *ws, int shuffle, void *dst,

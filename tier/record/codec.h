@@ -53,6 +53,11 @@ int codec_shuffle_ok(int shuffle);
  */
 void codec_shuffle(void *dst, const void *src, size_t len, int elem);
 void codec_unshuffle(void *dst, const void *src, size_t len, int elem);
+/* codec_unshuffle_part - the bytes [from, to) of codec_unshuffle's output
+ * (from a multiple of elem; to too, or len), so a caller can check each
+ * part while it is in cache. */
+void codec_unshuffle_part(void *dst, const void *src, size_t len, int elem,
+			  size_t from, size_t to);
 
 /*
  * codec_compress - shuffles src (shuffle 0, 2 or 4) and compresses it with
