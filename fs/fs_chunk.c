@@ -42,6 +42,38 @@
  * publish). When the task cannot be read (another pid namespace: pid 0),
  * we cannot tell and treat it as a normal close.
  */
+/*
+ * Whether task pid still has its memory: /proc/<pid>/status lists VmSize
+ * only for a task with an mm. do_exit() lets go of the mm (exit_mm)
+ * before it closes the files (exit_files); a task in execve() closing its
+ * close-on-exec files has its new mm, and so does one calling close(2).
+ * Unknown (unreadable) counts as having it.
+ *
+ * Why it is asked first: reading /proc/<pid>/stat of a task in execve()
+ * blocks until the exec is over (its ptrace access check waits for the
+ * exec's locks), and the exec waits for the FLUSH of its close-on-exec
+ * kvfs writer, which is what asks: writer and daemon worker both stuck
+ * for good, and every later reader of that stat file (ps, pgrep) with
+ * them. /proc/<pid>/status does not wait.
+ */
+static bool task_has_mm(pid_t pid)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	return strstr(buf, "\nVmSize:") != NULL;
+}
+
 bool fs_task_killed_by_signal(pid_t pid)
 {
 	char path[64], buf[2048];
@@ -51,6 +83,10 @@ bool fs_task_killed_by_signal(pid_t pid)
 	int fd, field;
 
 	if (pid <= 0)
+		return false;
+	/* not exiting (a close, or an exec closing close-on-exec fds): not
+	 * killed, and stat must not be read (see task_has_mm) */
+	if (task_has_mm(pid))
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
