@@ -15,7 +15,20 @@
  * thread) are printed met/MISSED for the preloaded paths, and for the
  * plain path beside them. The load average is printed before and after.
  *
- *   kvfs_pbench [--mib N] [--rounds N]     (KVFS_MOUNT_BIN, KVFS_BUILD)
+ * Then the writes: for the same sizes and thread counts, rounds of three
+ * writer processes in a rotating order (plain writes of new keys to kvfs,
+ * the same with the preload, which publishes each chunk by one
+ * KVFS_IOC_PUT at close, and tmpfs), each creating every file once
+ * (open O_WRONLY | O_CREAT | O_EXCL, one write, close) in a fresh
+ * directory that is removed, untimed, after the round. Target (issue 26,
+ * plain write of 256 KiB and 2 MiB): >= 1.0x tmpfs.
+ *
+ * KVFS_PBENCH_BASE=/path/to/another/libkvfs_preload.so adds a mode with
+ * that library (the build before a change) to both tables, in the same
+ * alternating rounds.
+ *
+ *   kvfs_pbench [--mib N] [--rounds N] [--only read|write]
+ *               (KVFS_MOUNT_BIN, KVFS_BUILD, KVFS_PBENCH_BASE)
  *
  * Exit: 0 (targets are reported, not enforced), 77 when kvfs-mount or the
  * preload library is missing, 1 on any error (a wrong byte included).
@@ -38,9 +51,10 @@
 #define MAX_THREADS 2
 #define MAX_ROUNDS 64
 
-enum mode { M_PLAIN, M_PRELOAD, M_MEMFD, M_TMPFS, M_COUNT };
+enum mode { M_PLAIN, M_PRELOAD, M_MEMFD, M_TMPFS, M_BASE, M_COUNT };
 static const char *mode_names[M_COUNT] = { "kvfs plain", "kvfs preload",
-					   "preload memfd", "tmpfs" };
+					   "preload memfd", "tmpfs",
+					   "preload (base)" };
 
 static char kvfs_mnt[PATH_MAX], shm_dir[PATH_MAX], self_path[PATH_MAX];
 static pid_t kvfs_pid;
@@ -100,8 +114,40 @@ static void *reader_main(void *arg)
 	return NULL;
 }
 
-/* --reader DIR SIZE NFILES THREADS: prints the seconds all files took. */
-static int reader(char **argv)
+static void *writer_main(void *arg)
+{
+	struct rd *r = arg;
+	char name[PATH_MAX];
+	uint8_t *buf = malloc(r->size);
+
+	if (!buf) {
+		r->err = ENOMEM;
+		return NULL;
+	}
+	for (size_t k = 0; k < r->size; k++)
+		buf[k] = (uint8_t)(k * 131);
+	for (unsigned i = r->tid; i < r->nfiles && !r->err; i += r->nthreads) {
+		int fd;
+
+		snprintf(name, sizeof(name), "%s/%032x", r->dir, i + 1);
+		memcpy(buf, &i, sizeof(i));
+		fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0 || write(fd, buf, r->size) != (ssize_t)r->size) {
+			r->err = errno ? errno : EIO;
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		if (close(fd))
+			r->err = errno;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* --reader|--writer DIR SIZE NFILES THREADS: prints the seconds all
+ * files took. */
+static int reader(char **argv, void *(*fn)(void *))
 {
 	struct rd r[MAX_THREADS];
 	pthread_t th[MAX_THREADS];
@@ -117,7 +163,7 @@ static int reader(char **argv)
 				    .nthreads = nt, .tid = t };
 	t0 = now_s();
 	for (unsigned t = 0; t < nt; t++)
-		pthread_create(&th[t], NULL, reader_main, &r[t]);
+		pthread_create(&th[t], NULL, fn, &r[t]);
 	for (unsigned t = 0; t < nt; t++)
 		pthread_join(th[t], NULL);
 	t1 = now_s();
@@ -227,8 +273,11 @@ static void write_files(const char *dir, size_t size, unsigned n)
 }
 
 /* Runs one reader process; returns its seconds, or exits on failure. */
+static const char *base_lib; /* KVFS_PBENCH_BASE */
+
 static double run_reader(enum mode m, const char *dir, size_t size,
-			 unsigned n, unsigned threads, const char *preload)
+			 unsigned n, unsigned threads, const char *preload,
+			 const char *role)
 {
 	char ssize[32], sn[16], st[8], out[64] = "";
 	int pfd[2], status;
@@ -246,12 +295,12 @@ static double run_reader(enum mode m, const char *dir, size_t size,
 	if (p == 0) {
 		dup2(pfd[1], 1);
 		close(pfd[0]);
-		if (m == M_PRELOAD || m == M_MEMFD)
-			setenv("LD_PRELOAD", preload, 1);
+		if (m == M_PRELOAD || m == M_MEMFD || m == M_BASE)
+			setenv("LD_PRELOAD", m == M_BASE ? base_lib : preload, 1);
 		else
 			unsetenv("LD_PRELOAD");
 		setenv("KVFS_PRELOAD", m == M_MEMFD ? "memfd" : "1", 1);
-		execl(self_path, self_path, "--reader", dir, ssize, sn, st,
+		execl(self_path, self_path, role, dir, ssize, sn, st,
 		      (char *)NULL);
 		_exit(127);
 	}
@@ -283,6 +332,95 @@ static void print_load(const char *when)
 		       when, la[0], la[1], la[2], sysconf(_SC_NPROCESSORS_ONLN));
 }
 
+/* Removes dir's n files and dir itself (after a write round). */
+static void remove_dir(const char *dir, unsigned n)
+{
+	char name[PATH_MAX + 128];
+
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%s/%032x", dir, i + 1);
+		if (unlink(name) && errno != ENOENT)
+			die(name);
+	}
+	if (rmdir(dir))
+		die(dir);
+}
+
+/*
+ * The rounds of one table row group: readers of the chunks in kdir/tdir,
+ * or (write) writers each into a fresh directory under kdir/tdir. Prints
+ * medians, ranges, and the targets.
+ */
+static void run_rows(bool write, size_t size, unsigned n, unsigned th,
+		     unsigned rounds, const char *kdir, const char *tdir,
+		     const char *preload)
+{
+	static const enum mode wmodes[] = { M_PLAIN, M_PRELOAD, M_TMPFS, M_BASE };
+	static const enum mode rmodes[] = { M_PLAIN, M_PRELOAD, M_MEMFD, M_TMPFS,
+					    M_BASE };
+	const enum mode *modes = write ? wmodes : rmodes;
+	unsigned nm = (write ? 3 : 4) + (base_lib ? 1 : 0);
+	double t[M_COUNT][MAX_ROUNDS], med[M_COUNT];
+	const char *sz = size == (2u << 20) ? "2 MiB" : "256 KiB";
+	char dir[PATH_MAX + 64];
+
+	for (unsigned r = 0; r < rounds; r++)
+		for (unsigned k = 0; k < nm; k++) {
+			enum mode m = modes[(r + k) % nm];
+			const char *top = m == M_TMPFS ? tdir : kdir;
+
+			if (!write) {
+				t[m][r] = run_reader(m, top, size, n, th,
+						     preload, "--reader");
+				continue;
+			}
+			snprintf(dir, sizeof(dir), "%s/w%zu-%u-%u-%d", top,
+				 size, th, r, (int)m);
+			if (mkdir(dir, 0755))
+				die(dir);
+			t[m][r] = run_reader(m, dir, size, n, th, preload,
+					     "--writer");
+			remove_dir(dir, n);
+		}
+	printf("%-6s %-8s %-3s %-15s %10s %12s %8s\n", write ? "write" : "read",
+	       "chunk", "thr", "mode", "GB/s", "files/s/thr", "x tmpfs");
+	for (unsigned k = 0; k < nm; k++) {
+		enum mode m = modes[k];
+
+		qsort(t[m], rounds, sizeof(double), cmp_double);
+		med[m] = t[m][rounds / 2];
+	}
+	for (unsigned k = 0; k < nm; k++) {
+		enum mode m = modes[k];
+
+		printf("%-6s %-8s %-3u %-15s %10.2f %12.0f %8.2f"
+		       "  (range %.2f-%.2f GB/s)\n", write ? "write" : "read",
+		       sz, th, mode_names[m],
+		       (double)n * (double)size / med[m] / 1e9,
+		       n / med[m] / th, med[M_TMPFS] / med[m],
+		       (double)n * (double)size / t[m][rounds - 1] / 1e9,
+		       (double)n * (double)size / t[m][0] / 1e9);
+	}
+	for (unsigned k = 0; k < nm; k++) {
+		enum mode m = modes[k];
+		double x = med[M_TMPFS] / med[m];
+		double fps = n / med[m] / th;
+		bool big = size == (2u << 20);
+		bool met = write ? x >= 1.0 : big ? x >= 0.8 :
+			   x >= 0.7 && fps >= 12000;
+
+		if (m == M_TMPFS)
+			continue;
+		printf("  target %s %s, %u thr, %s: %s (%.2fx tmpfs, "
+		       "%.0f files/s/thr)\n", write ? "write" : "read",
+		       write ? (big ? "2 MiB >= 1.0x" : "256 KiB >= 1.0x") :
+		       big ? "2 MiB >= 0.8x" :
+		       "256 KiB >= 0.7x and >= 12,000 files/s/thr",
+		       th, mode_names[m], met ? "met" : "MISSED", x, fps);
+	}
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t sizes[] = { 2u << 20, 256u << 10 };
@@ -290,17 +428,24 @@ int main(int argc, char **argv)
 	const char *build = getenv("KVFS_BUILD");
 	char preload[PATH_MAX + 32], nsdir[PATH_MAX + 8], bin_dir[PATH_MAX];
 	unsigned mib = 64, rounds = 5;
-	double t[M_COUNT][MAX_ROUNDS];
+	const char *only = NULL;
 
 	if (argc > 1 && !strcmp(argv[1], "--reader") && argc == 6)
-		return reader(argv + 2);
+		return reader(argv + 2, reader_main);
+	if (argc > 1 && !strcmp(argv[1], "--writer") && argc == 6)
+		return reader(argv + 2, writer_main);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--mib") && i + 1 < argc)
 			mib = (unsigned)atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
 			rounds = (unsigned)atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc &&
+			 (!strcmp(argv[i + 1], "read") ||
+			  !strcmp(argv[i + 1], "write")))
+			only = argv[++i];
 		else {
-			fprintf(stderr, "usage: kvfs_pbench [--mib N] [--rounds N]\n");
+			fprintf(stderr, "usage: kvfs_pbench [--mib N] [--rounds N]"
+				" [--only read|write]\n");
 			return 2;
 		}
 	}
@@ -335,61 +480,36 @@ int main(int argc, char **argv)
 	snprintf(shm_dir, sizeof(shm_dir), "/dev/shm/kvfs-pbench.XXXXXX");
 	if (!mkdtemp(shm_dir))
 		die("mkdtemp /dev/shm");
+	base_lib = getenv("KVFS_PBENCH_BASE");
+	if (base_lib && (!*base_lib || access(base_lib, R_OK)))
+		base_lib = NULL;
 	printf("kvfs_pbench: %u MiB per size, %u rounds, mode order rotating;"
 	       " medians\n", mib, rounds);
-	printf("%-8s %-3s %-13s %10s %12s %8s\n", "chunk", "thr", "mode",
-	       "GB/s", "files/s/thr", "x tmpfs");
 	for (size_t si = 0; si < 2; si++) {
 		size_t size = sizes[si];
 		unsigned n = (unsigned)(((size_t)mib << 20) / size);
-
-		snprintf(nsdir, sizeof(nsdir), "%s/ns%zu", kvfs_mnt, si);
-		if (mkdir(nsdir, 0755))
-			die(nsdir);
 		char tdir[PATH_MAX + 8];
 
+		snprintf(nsdir, sizeof(nsdir), "%s/ns%zu", kvfs_mnt, si);
 		snprintf(tdir, sizeof(tdir), "%s/ns%zu", shm_dir, si);
+		if (only && !strcmp(only, "write"))
+			continue;
+		if (mkdir(nsdir, 0755))
+			die(nsdir);
 		if (mkdir(tdir, 0755))
 			die(tdir);
 		write_files(nsdir, size, n);
 		write_files(tdir, size, n);
-		for (unsigned th = 1; th <= MAX_THREADS; th++) {
-			double med[M_COUNT];
+		for (unsigned th = 1; th <= MAX_THREADS; th++)
+			run_rows(false, size, n, th, rounds, nsdir, tdir, preload);
+	}
+	for (size_t si = 0; si < 2 && !(only && !strcmp(only, "read")); si++) {
+		size_t size = sizes[si];
+		unsigned n = (unsigned)(((size_t)mib << 20) / size);
 
-			for (unsigned r = 0; r < rounds; r++)
-				for (unsigned k = 0; k < M_COUNT; k++) {
-					enum mode m = (enum mode)((r + k) % M_COUNT);
-
-					t[m][r] = run_reader(m, m == M_TMPFS ?
-							     tdir : nsdir,
-							     size, n, th, preload);
-				}
-			for (unsigned m = 0; m < M_COUNT; m++) {
-				qsort(t[m], rounds, sizeof(double), cmp_double);
-				med[m] = t[m][rounds / 2];
-			}
-			for (unsigned m = 0; m < M_COUNT; m++)
-				printf("%-8s %-3u %-13s %10.2f %12.0f %8.2f"
-				       "  (range %.2f-%.2f GB/s)\n",
-				       size == (2u << 20) ? "2 MiB" : "256 KiB",
-				       th, mode_names[m],
-				       (double)n * (double)size / med[m] / 1e9,
-				       n / med[m] / th, med[M_TMPFS] / med[m],
-				       (double)n * (double)size / t[m][rounds - 1] / 1e9,
-				       (double)n * (double)size / t[m][0] / 1e9);
-			for (unsigned m = M_PLAIN; m <= M_MEMFD; m++) {
-				double x = med[M_TMPFS] / med[m];
-				double fps = n / med[m] / th;
-				bool big = size == (2u << 20);
-				bool met = big ? x >= 0.8 : x >= 0.7 && fps >= 12000;
-
-				printf("  target %s, %u thr, %s: %s (%.2fx tmpfs, "
-				       "%.0f files/s/thr)\n", big ? "2 MiB >= 0.8x" :
-				       "256 KiB >= 0.7x and >= 12,000 files/s/thr",
-				       th, mode_names[m], met ? "met" : "MISSED",
-				       x, fps);
-			}
-		}
+		for (unsigned th = 1; th <= MAX_THREADS; th++)
+			run_rows(true, size, n, th, rounds, kvfs_mnt, shm_dir,
+				 preload);
 	}
 	print_load("after");
 	cleanup();

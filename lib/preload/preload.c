@@ -47,6 +47,11 @@
 #define NS_SLOTS 64               /* namespaces remembered */
 #define DEV_SLOTS 16              /* devices remembered (kvfs or not) */
 
+/* Flags a served open for writing may carry besides O_WRONLY | O_CREAT
+ * (not O_APPEND, O_SYNC, O_DSYNC, O_DIRECT, O_TMPFILE...). */
+#define WRITE_FLAGS (O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC | O_NOCTTY | \
+		     O_NONBLOCK | 0100000 | O_NOFOLLOW)
+
 /* Flags a served open may carry; any other flag goes to the real call. */
 #define SERVED_FLAGS (O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_LARGEFILE | 0100000 | \
 		      O_NOFOLLOW | O_NOATIME)
@@ -95,11 +100,12 @@ static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
 enum { OFF, SERVE_MEM, SERVE_MEMFD };
 static int enabled = -1;     /* -1 until read, else OFF / SERVE_* */
 static uint64_t max_bytes;   /* KVFS_PRELOAD_MAX */
+static bool writes;          /* KVFS_PRELOAD_WRITES (default on) */
 
 static void read_env(void)
 {
 	const char *e = getenv("KVFS_PRELOAD");
-	const char *m = getenv("KVFS_PRELOAD_MAX");
+	const char *m = getenv("KVFS_PRELOAD_MAX"), *w;
 	char *end;
 	unsigned long long v;
 
@@ -109,6 +115,9 @@ static void read_env(void)
 		if (*end == '\0')
 			max_bytes = v;
 	}
+	w = getenv("KVFS_PRELOAD_WRITES");
+	writes = !(w && strcmp(w, "0") == 0);
+	pl_wr_set_max(max_bytes);
 	enabled = (e && strcmp(e, "0") == 0) || !max_bytes ? OFF :
 		  e && strcmp(e, "memfd") == 0 ? SERVE_MEMFD : SERVE_MEM;
 }
@@ -122,7 +131,8 @@ struct ns_slot {
 	ino_t ino;
 	int fd;           /* the namespace directory, O_RDONLY; -1 for OTHER */
 	enum ns_kind kind;
-	uint64_t last;    /* size of the last chunk served here: next cap */
+	uint64_t last;    /* size of the last chunk served here: next cap
+			   * (atomic: updated under the read lock) */
 };
 
 struct dev_slot {
@@ -131,18 +141,24 @@ struct dev_slot {
 	bool used;
 };
 
-/* lock: protects every field below; held across no blocking call but the
- * first look at a namespace (mountinfo, opendir, getxattr). Fork: the
- * child gets it unlocked (atfork handlers below). */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* lock: protects every field below but ns_slot.last (atomic). Written
+ * for a change of the tables (the first look at a namespace: mountinfo,
+ * opendir, getxattr; a drop); read for a GET on a cached namespace fd,
+ * which so cannot be closed under the GET (no dup of it per open). Fork:
+ * the child gets it unlocked (atfork handlers below). */
+static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct ns_slot ns_tab[NS_SLOTS];
 static unsigned ns_next;       /* next slot to reuse when full */
 static struct dev_slot dev_tab[DEV_SLOTS];
 static unsigned dev_next;
 
-static void fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&lock); }
-static void fork_child(void) { pthread_mutex_unlock(&lock); }
+static void fork_prepare(void) { pthread_rwlock_wrlock(&lock); }
+static void fork_parent(void) { pthread_rwlock_unlock(&lock); }
+/* the child's only thread is not the writer the lock names: a new lock */
+static void fork_child(void)
+{
+	pthread_rwlock_init(&lock, NULL);
+}
 
 __attribute__((constructor)) static void preload_init(void)
 {
@@ -376,51 +392,90 @@ static int reopen_rdonly(int mfd, int flags)
 }
 
 /*
+ * A new chunk opened for writing (O_WRONLY | O_CREAT...) in namespace
+ * nsfd (taken) is served when the caller may create there (write and
+ * search permission, the kernel's check of the directory, read-only
+ * mounts included) and nothing is at the name (no chunk, no writer: the
+ * kernel's lookup says ENOENT); else the real open answers (EEXIST of
+ * O_EXCL, EPERM of a published chunk, EACCES, EROFS...). Returns the fd
+ * or -1.
+ */
+static int serve_write(int nsfd, const char *name,
+		       const struct kvfs_key *key, int flags, mode_t mode)
+{
+	struct stat st;
+
+	if (faccessat(nsfd, ".", W_OK | X_OK, AT_EACCESS) ||
+	    !fstatat(nsfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
+	    errno != ENOENT) {
+		close(nsfd);
+		return -1;
+	}
+	return pl_wr_open(nsfd, key, name, flags, mode);
+}
+
+/*
  * Serves openat(dirfd, path, flags) from one GET when it is a read-only
  * open of a chunk of a kvfs key namespace. Returns the fd, or -1: not
  * served (the caller makes the real call), errno untouched.
  */
-static int try_serve(int dirfd, const char *path, int flags)
+static int try_serve(int dirfd, const char *path, int flags, mode_t mode)
 {
 	char dir[PATH_MAX];
 	struct kvfs_key key;
 	struct stat st, fst;
 	struct ns_slot *s;
 	uint64_t cap, size = 0;
-	bool gone = false;
+	bool gone = false, stale = false, writing;
+	const char *name;
 	int saved = errno, nsfd, mfd = -1;
 
 	if (enabled < 0)
 		read_env();
-	if (!enabled || !path || (flags & O_ACCMODE) != O_RDONLY ||
-	    (flags & ~(O_ACCMODE | SERVED_FLAGS)))
+	writing = writes && (flags & O_ACCMODE) == O_WRONLY &&
+		  (flags & O_CREAT) && !(flags & ~(O_ACCMODE | WRITE_FLAGS));
+	if (!enabled || !path || (!writing &&
+	    ((flags & O_ACCMODE) != O_RDONLY ||
+	     (flags & ~(O_ACCMODE | SERVED_FLAGS)))))
 		return -1;
-	if (!split_key(path, dir, &key))
+	name = split_key(path, dir, &key);
+	if (!name)
 		return -1;
 	pthread_once(&resolve_once, resolve);
 	if (fstatat(dirfd, dir, &st, 0) || !S_ISDIR(st.st_mode))
 		goto out;
-	pthread_mutex_lock(&lock);
+	pthread_rwlock_rdlock(&lock);
 	s = ns_find(st.st_dev, st.st_ino);
-	if (!s && dev_is_kvfs(st.st_dev))
-		s = ns_add(dirfd, dir, &st);
-	if (!s || s->kind != NS_KEYS) {
-		pthread_mutex_unlock(&lock);
+	if (!s) {
+		/* first look: under the write lock, then read again */
+		pthread_rwlock_unlock(&lock);
+		pthread_rwlock_wrlock(&lock);
+		if (!ns_find(st.st_dev, st.st_ino) && dev_is_kvfs(st.st_dev))
+			ns_add(dirfd, dir, &st);
+		pthread_rwlock_unlock(&lock);
+		pthread_rwlock_rdlock(&lock);
+		s = ns_find(st.st_dev, st.st_ino);
+	}
+	/* the fd may have been closed under us (closefrom, a raw close)
+	 * and its number reused: it must still be this directory */
+	if (!s || s->kind != NS_KEYS || fstat(s->fd, &fst) ||
+	    fst.st_dev != s->dev || fst.st_ino != s->ino) {
+		stale = s && s->kind == NS_KEYS;
+		pthread_rwlock_unlock(&lock);
 		goto out;
 	}
-	/* the fd may have been closed under us (closefrom) and its number
-	 * reused: it must still be this directory */
-	if (fstat(s->fd, &fst) || fst.st_dev != s->dev || fst.st_ino != s->ino) {
-		s->fd = -1; /* not ours any more: forget it, never close it */
-		ns_drop(s);
-		pthread_mutex_unlock(&lock);
+	if (writing) {
+		/* the writer's own: kept until its close or settling */
+		nsfd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+		pthread_rwlock_unlock(&lock);
+		mfd = nsfd >= 0 ? serve_write(nsfd, name, &key, flags, mode) :
+				  -1;
 		goto out;
 	}
-	nsfd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0); /* usable without the lock */
-	cap = s->last < max_bytes ? s->last : max_bytes;
-	pthread_mutex_unlock(&lock);
-	if (nsfd < 0)
-		goto out;
+	nsfd = s->fd; /* kept open by the read lock */
+	cap = __atomic_load_n(&s->last, __ATOMIC_RELAXED);
+	if (cap > max_bytes)
+		cap = max_bytes;
 
 	if (enabled == SERVE_MEM) {
 		mfd = get_mem(nsfd, &key, cap, &size, &gone, &st, flags);
@@ -431,15 +486,22 @@ static int try_serve(int dirfd, const char *path, int flags)
 		if (mfd >= 0)
 			mfd = reopen_rdonly(mfd, flags);
 	}
-	close(nsfd);
-	pthread_mutex_lock(&lock);
-	s = ns_find(st.st_dev, st.st_ino);
-	if (s && gone)
-		ns_drop(s); /* removed or replaced: look again next time */
-	else if (s && size && size <= max_bytes)
-		s->last = size;
-	pthread_mutex_unlock(&lock);
+	if (!gone && size && size <= max_bytes)
+		__atomic_store_n(&s->last, size, __ATOMIC_RELAXED);
+	pthread_rwlock_unlock(&lock);
 out:
+	if (gone || stale) {
+		/* removed or replaced, or its fd not ours any more: look
+		 * again next time (a stale fd is forgotten, never closed) */
+		pthread_rwlock_wrlock(&lock);
+		s = ns_find(st.st_dev, st.st_ino);
+		if (s && stale && (fstat(s->fd, &fst) ||
+				   fst.st_dev != s->dev || fst.st_ino != s->ino))
+			s->fd = -1;
+		if (s && (gone || s->fd < 0))
+			ns_drop(s);
+		pthread_rwlock_unlock(&lock);
+	}
 	errno = saved;
 	return mfd;
 }
@@ -460,7 +522,7 @@ static mode_t va_mode(int flags, va_list ap)
 		va_start(ap, flags);                                     \
 		mode = va_mode(flags, ap);                               \
 		va_end(ap);                                              \
-		fd = try_serve(DIRFD, path, flags);                      \
+		fd = try_serve(DIRFD, path, flags, mode);                \
 		if (fd >= 0)                                             \
 			return fd;                                       \
 		pthread_once(&resolve_once, resolve);                    \
@@ -498,7 +560,7 @@ EXPORT int __openat64_2(int dirfd, const char *path, int flags);
 
 EXPORT int __open_2(const char *path, int flags)
 {
-	int fd = try_serve(AT_FDCWD, path, flags);
+	int fd = try_serve(AT_FDCWD, path, flags, 0);
 
 	pthread_once(&resolve_once, resolve);
 	return fd >= 0 ? fd : real.open_2(path, flags);
@@ -506,7 +568,7 @@ EXPORT int __open_2(const char *path, int flags)
 
 EXPORT int __open64_2(const char *path, int flags)
 {
-	int fd = try_serve(AT_FDCWD, path, flags);
+	int fd = try_serve(AT_FDCWD, path, flags, 0);
 
 	pthread_once(&resolve_once, resolve);
 	return fd >= 0 ? fd : real.open64_2(path, flags);
@@ -514,7 +576,7 @@ EXPORT int __open64_2(const char *path, int flags)
 
 EXPORT int __openat_2(int dirfd, const char *path, int flags)
 {
-	int fd = try_serve(dirfd, path, flags);
+	int fd = try_serve(dirfd, path, flags, 0);
 
 	pthread_once(&resolve_once, resolve);
 	return fd >= 0 ? fd : real.openat_2(dirfd, path, flags);
@@ -522,7 +584,7 @@ EXPORT int __openat_2(int dirfd, const char *path, int flags)
 
 EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 {
-	int fd = try_serve(dirfd, path, flags);
+	int fd = try_serve(dirfd, path, flags, 0);
 
 	pthread_once(&resolve_once, resolve);
 	return fd >= 0 ? fd : real.openat64_2(dirfd, path, flags);
@@ -539,7 +601,7 @@ static FILE *fopen_served(const char *path, const char *mode)
 	    strspn(mode + 1, "bemc") != strlen(mode + 1))
 		return NULL;
 	fd = try_serve(AT_FDCWD, path, O_RDONLY |
-		       (strchr(mode, 'e') ? O_CLOEXEC : 0));
+		       (strchr(mode, 'e') ? O_CLOEXEC : 0), 0);
 	if (fd < 0)
 		return NULL;
 	f = fdopen(fd, mode);

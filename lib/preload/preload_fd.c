@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -50,23 +51,112 @@ static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_chunk *_Atomic tab[TAB_MAX];
 static struct { char *buf; size_t cap; } pool[POOL_MAX];
 static unsigned pool_n;
+static atomic_uint writers; /* chunks being written (pl_wr_each) */
 
 static void atfork_prepare(void) { pthread_mutex_lock(&tab_lock); }
 static void atfork_unlock(void) { pthread_mutex_unlock(&tab_lock); }
 
-__attribute__((constructor)) static void pl_fd_init(void)
+/* before preload_wr.c's (see there) */
+__attribute__((constructor(101))) static void pl_fd_init(void)
 {
 	pthread_atfork(atfork_prepare, atfork_unlock, atfork_unlock);
 }
 
 /* ----------------------------------------------------------- buffers */
 
+/*
+ * Buffers are transparent-huge-page backed: the daemon's process_vm_writev
+ * into 4 KiB pages pays a page-table walk and a page reference per page
+ * (get_user_pages), one per 2 MiB page here (docs/performance.md, "The
+ * preload library"). A buffer of more than HALF_HUGE bytes is a mapping of
+ * its own, 2 MiB-aligned and rounded up to 2 MiB, kept warm in a pool of
+ * POOL_MAX when freed; a smaller one is a slot of a power-of-two class
+ * (64 KiB .. 1 MiB) carved from a 2 MiB slab, kept on its class's free
+ * list when freed (slabs are never unmapped: their number is the most
+ * buffers of that class ever open at once). Either way the pages are
+ * populated once, when the mapping is made.
+ */
+#define HUGE (2ul << 20)
+#define HALF_HUGE (HUGE / 2)
+#define MIN_CLASS_SHIFT 16 /* 64 KiB */
+#define NCLASSES 5         /* 64, 128, 256, 512 KiB, 1 MiB */
+
+struct slot { struct slot *next; };
+static struct slot *free_slots[NCLASSES];
+
+/* A 2 MiB-aligned mapping of len (a multiple of HUGE) bytes, asked to be
+ * huge pages, with its pages populated; NULL without memory. */
+static char *huge_map(size_t len)
+{
+	char *p, *a;
+
+	p = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	a = (char *)(((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	if (a + len < p + len + HUGE)
+		munmap(a + len, (size_t)(p + len + HUGE - (a + len)));
+	/* no THP (disabled, or an old kernel): 4 KiB pages, still right */
+	madvise(a, len, MADV_HUGEPAGE);
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+	if (madvise(a, len, MADV_POPULATE_WRITE))
+		for (size_t k = 0; k < len; k += 4096)
+			a[k] = 0; /* before Linux 5.14 */
+	return a;
+}
+
+static unsigned size_class(size_t cap)
+{
+	unsigned c = 0;
+
+	while (((size_t)1 << (MIN_CLASS_SHIFT + c)) < cap)
+		c++;
+	return c;
+}
+
+/* Caller holds tab_lock. */
+static char *slot_get(unsigned cls)
+{
+	size_t sz = (size_t)1 << (MIN_CLASS_SHIFT + cls);
+	struct slot *s = free_slots[cls];
+	char *slab;
+
+	if (s) {
+		free_slots[cls] = s->next;
+		return (char *)s;
+	}
+	slab = huge_map(HUGE);
+	if (!slab)
+		return NULL;
+	for (size_t off = HUGE - sz; off > 0; off -= sz) {
+		s = (struct slot *)(slab + off);
+		s->next = free_slots[cls];
+		free_slots[cls] = s;
+	}
+	return slab;
+}
+
 static char *buf_get(size_t *cap)
 {
-	size_t want = (*cap + 65535) & ~(size_t)65535;
+	size_t want;
 	char *p;
 
 	pthread_mutex_lock(&tab_lock);
+	if (*cap <= HALF_HUGE) {
+		unsigned cls = size_class(*cap);
+
+		p = slot_get(cls);
+		pthread_mutex_unlock(&tab_lock);
+		if (p)
+			*cap = (size_t)1 << (MIN_CLASS_SHIFT + cls);
+		return p;
+	}
+	want = (*cap + HUGE - 1) & ~(HUGE - 1);
 	for (unsigned i = 0; i < pool_n; i++)
 		if (pool[i].cap >= want && pool[i].cap <= 4 * want) {
 			p = pool[i].buf;
@@ -76,11 +166,9 @@ static char *buf_get(size_t *cap)
 			return p;
 		}
 	pthread_mutex_unlock(&tab_lock);
-	p = mmap(NULL, want, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	*cap = want;
+	p = huge_map(want);
+	if (p)
+		*cap = want;
 	return p;
 }
 
@@ -89,7 +177,14 @@ static void buf_put(char *p, size_t cap)
 	if (!p)
 		return;
 	pthread_mutex_lock(&tab_lock);
-	if (pool_n < POOL_MAX) {
+	if (cap <= HALF_HUGE) {
+		struct slot *s = (struct slot *)p;
+		unsigned cls = size_class(cap);
+
+		s->next = free_slots[cls];
+		free_slots[cls] = s;
+		p = NULL;
+	} else if (pool_n < POOL_MAX) {
 		pool[pool_n].buf = p;
 		pool[pool_n++].cap = cap;
 		p = NULL;
@@ -127,9 +222,29 @@ int pl_chunk_grow(struct pl_chunk *c, size_t cap)
 	return 0;
 }
 
+int pl_chunk_resize(struct pl_chunk *c, size_t cap)
+{
+	char *p = buf_get(&cap);
+
+	if (!p)
+		return -1;
+	memcpy(p, c->buf, c->size);
+	buf_put(c->buf, c->cap);
+	c->buf = p;
+	c->cap = cap;
+	return 0;
+}
+
 void pl_chunk_free(struct pl_chunk *c)
 {
 	buf_put(c->buf, c->cap);
+	if (c->wr && c->wr->nsfd >= 0) {
+		REAL(close);
+		r_close(c->wr->nsfd);
+	}
+	if (c->wr)
+		atomic_fetch_sub(&writers, 1);
+	free(c->wr);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -137,7 +252,7 @@ void pl_chunk_free(struct pl_chunk *c)
 /* ------------------------------------------------------------- table */
 
 /* Drops one reference (tab_lock not held). */
-static void chunk_put(struct pl_chunk *c)
+void pl_put(struct pl_chunk *c)
 {
 	bool last;
 
@@ -149,7 +264,7 @@ static void chunk_put(struct pl_chunk *c)
 }
 
 /* Forgets fd's entry (its fd is not ours, or is being closed). */
-static void forget(int fd)
+void pl_forget(int fd)
 {
 	struct pl_chunk *c;
 
@@ -157,12 +272,12 @@ static void forget(int fd)
 	c = atomic_exchange(&tab[fd], NULL);
 	pthread_mutex_unlock(&tab_lock);
 	if (c)
-		chunk_put(c);
+		pl_put(c);
 }
 
 /* The chunk fd stands for, with a reference for the call; NULL for any fd
  * this library does not serve. */
-static struct pl_chunk *get(int fd)
+struct pl_chunk *pl_get(int fd)
 {
 	struct pl_chunk *c;
 	struct stat st;
@@ -181,8 +296,8 @@ static struct pl_chunk *get(int fd)
 	REAL(fstat);
 	if (r_fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
 	    st.st_ino != c->sock_ino) {
-		chunk_put(c);
-		forget(fd);
+		pl_put(c);
+		pl_forget(fd);
 		return NULL;
 	}
 	return c;
@@ -200,7 +315,24 @@ static void add(int fd, struct pl_chunk *c)
 	old = atomic_exchange(&tab[fd], c);
 	pthread_mutex_unlock(&tab_lock);
 	if (old)
-		chunk_put(old);
+		pl_put(old);
+}
+
+void pl_wr_each(void (*fn)(int fd, struct pl_chunk *c))
+{
+	if (!atomic_load(&writers))
+		return;
+	for (int fd = 0; fd < TAB_MAX; fd++) {
+		struct pl_chunk *c = atomic_load_explicit(&tab[fd],
+							  memory_order_acquire);
+
+		if (c && c->wr && (c = pl_get(fd)) != NULL) {
+			if (c->wr)
+				fn(fd, c);
+			else
+				pl_put(c);
+		}
+	}
 }
 
 int pl_fd_serve(struct pl_chunk *c, int flags)
@@ -218,11 +350,22 @@ int pl_fd_serve(struct pl_chunk *c, int flags)
 		return -1;
 	}
 	c->sock_ino = st.st_ino;
+	if (c->wr)
+		atomic_fetch_add(&writers, 1);
 	add(fd, c);
 	return fd;
 }
 
 /* ------------------------------------------------------------- reads */
+
+/* EBADF: a write on an fd opened for reading, a read on one opened for
+ * writing. */
+static ssize_t refuse(struct pl_chunk *c)
+{
+	pl_put(c);
+	errno = EBADF;
+	return -1;
+}
 
 /* Copies up to n bytes at off into buf; returns how many. */
 static size_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
@@ -237,18 +380,20 @@ static size_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
 
 EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	struct pl_chunk *c = get(fd);
+	struct pl_chunk *c = pl_get(fd);
 	size_t k;
 
 	if (!c) {
 		REAL(read);
 		return r_read(fd, buf, n);
 	}
+	if (c->wr)
+		return refuse(c); /* opened for writing only */
 	pthread_mutex_lock(&c->lock);
 	k = copy_at(c, buf, n, c->off);
 	c->off += (off_t)k;
 	pthread_mutex_unlock(&c->lock);
-	chunk_put(c);
+	pl_put(c);
 	return (ssize_t)k;
 }
 
@@ -257,13 +402,15 @@ static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
 {
 	size_t k;
 
+	if (c->wr)
+		return refuse(c);
 	if (off < 0) {
-		chunk_put(c);
+		pl_put(c);
 		errno = EINVAL;
 		return -1;
 	}
 	k = copy_at(c, buf, n, off);
-	chunk_put(c);
+	pl_put(c);
 	return (ssize_t)k;
 }
 
@@ -272,7 +419,7 @@ static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
 #define SERVED(ret, name, params, args, served)                          \
 	EXPORT ret name params                                           \
 	{                                                                \
-		struct pl_chunk *c = get(fd);                            \
+		struct pl_chunk *c = pl_get(fd);                            \
 		if (!c) {                                                \
 			REAL(name);                                      \
 			return r_##name args;                            \
@@ -291,8 +438,10 @@ static ssize_t vec_common(struct pl_chunk *c, const struct iovec *iov,
 	bool cur = off < 0;
 	size_t total = 0;
 
+	if (c->wr)
+		return refuse(c);
 	if (cnt < 0 || cnt > IOV_MAX) {
-		chunk_put(c);
+		pl_put(c);
 		errno = EINVAL;
 		return -1;
 	}
@@ -310,7 +459,7 @@ static ssize_t vec_common(struct pl_chunk *c, const struct iovec *iov,
 	if (cur)
 		c->off += (off_t)total;
 	pthread_mutex_unlock(&c->lock);
-	chunk_put(c);
+	pl_put(c);
 	return (ssize_t)total;
 }
 
@@ -320,8 +469,8 @@ SERVED(ssize_t, readv, (int fd, const struct iovec *iov, int cnt),
 static ssize_t preadv_common(struct pl_chunk *c, const struct iovec *iov,
 			     int cnt, off_t off)
 {
-	if (off < 0) {
-		chunk_put(c);
+	if (off < 0 && !c->wr) {
+		pl_put(c);
 		errno = EINVAL;
 		return -1;
 	}
@@ -334,11 +483,13 @@ SERVED(ssize_t, preadv64,
        (int fd, const struct iovec *iov, int cnt, off_t off),
        (fd, iov, cnt, off), preadv_common(c, iov, cnt, off))
 
-static off_t seek_common(struct pl_chunk *c, off_t off, int whence)
+static off_t seek_common(int fd, struct pl_chunk *c, off_t off, int whence)
 {
 	off_t base, r = -1;
 	int err = EINVAL;
 
+	if (c->wr)
+		return pl_wr_seek(fd, c, off, whence);
 	pthread_mutex_lock(&c->lock);
 	base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? c->off :
 	       (off_t)c->size;
@@ -352,33 +503,44 @@ static off_t seek_common(struct pl_chunk *c, off_t off, int whence)
 		r = c->off = base + off;
 	}
 	pthread_mutex_unlock(&c->lock);
-	chunk_put(c);
+	pl_put(c);
 	if (r < 0)
 		errno = err;
 	return r;
 }
 
 SERVED(off_t, lseek, (int fd, off_t off, int whence), (fd, off, whence),
-       seek_common(c, off, whence))
+       seek_common(fd, c, off, whence))
 SERVED(off_t, lseek64, (int fd, off_t off, int whence), (fd, off, whence),
-       seek_common(c, off, whence))
+       seek_common(fd, c, off, whence))
 
-/* Writes: EBADF, as on a file opened read-only. */
-static ssize_t refuse(struct pl_chunk *c)
+
+/* Writes: EBADF on a chunk opened for reading; buffered on one being
+ * written (at < 0: at the fd's offset). */
+static ssize_t write_common(int fd, struct pl_chunk *c, const void *buf,
+			    size_t n, off_t at)
 {
-	chunk_put(c);
-	errno = EBADF;
-	return -1;
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = n };
+
+	if (!c->wr)
+		return refuse(c);
+	if (at < 0) {
+		pl_put(c);
+		errno = EINVAL;
+		return -1;
+	}
+	return pl_wr_write(fd, c, &v, 1, at);
 }
 
 SERVED(ssize_t, write, (int fd, const void *buf, size_t n), (fd, buf, n),
-       refuse(c))
+       c->wr ? pl_wr_write(fd, c, &(struct iovec){ (void *)buf, n }, 1, -1)
+	     : refuse(c))
 SERVED(ssize_t, pwrite, (int fd, const void *buf, size_t n, off_t off),
-       (fd, buf, n, off), refuse(c))
+       (fd, buf, n, off), write_common(fd, c, buf, n, off))
 SERVED(ssize_t, pwrite64, (int fd, const void *buf, size_t n, off_t off),
-       (fd, buf, n, off), refuse(c))
+       (fd, buf, n, off), write_common(fd, c, buf, n, off))
 SERVED(ssize_t, writev, (int fd, const struct iovec *iov, int cnt),
-       (fd, iov, cnt), refuse(c))
+       (fd, iov, cnt), c->wr ? pl_wr_write(fd, c, iov, cnt, -1) : refuse(c))
 
 /* ---------------------------------------------------- fstat, fcntl */
 
@@ -386,13 +548,28 @@ static int stat_common(struct pl_chunk *c, void *st)
 {
 	/* struct stat and struct stat64 are one layout on LP64 */
 	memcpy(st, &c->st, sizeof(c->st));
-	chunk_put(c);
+	pl_put(c);
 	return 0;
 }
 
-SERVED(int, fstat, (int fd, struct stat *st), (fd, st), stat_common(c, st))
-SERVED(int, fstat64, (int fd, struct stat64 *st), (fd, st),
-       stat_common(c, st))
+/* A chunk being written: settled, then the kernel's answer (its writer's
+ * inode, mode, owner and times are the daemon's). */
+#define WR_SETTLED(name, params, args)                                   \
+	EXPORT int name params                                           \
+	{                                                                \
+		struct pl_chunk *c = pl_get(fd);                         \
+		REAL(name);                                              \
+		if (c && c->wr) {                                        \
+			if (pl_wr_settle(fd, c))                         \
+				return -1;                               \
+			c = NULL;                                        \
+		}                                                        \
+		if (!c)                                                  \
+			return r_##name args;                            \
+		return stat_common(c, st);                               \
+	}
+WR_SETTLED(fstat, (int fd, struct stat *st), (fd, st))
+WR_SETTLED(fstat64, (int fd, struct stat64 *st), (fd, st))
 
 /* fstatat(fd, "", st, AT_EMPTY_PATH) is fstat(fd) (NULL too, Linux 6.11) */
 static bool empty_path(const char *path)
@@ -405,7 +582,12 @@ static bool empty_path(const char *path)
 	{                                                                \
 		struct pl_chunk *c = NULL;                               \
 		if ((flags & AT_EMPTY_PATH) && empty_path(path))         \
-			c = get(fd);                                     \
+			c = pl_get(fd);                                  \
+		if (c && c->wr) {                                        \
+			if (pl_wr_settle(fd, c))                         \
+				return -1;                               \
+			c = NULL;                                        \
+		}                                                        \
 		if (!c) {                                                \
 			REAL(name);                        \
 			return r_##name(fd, path, st, flags);            \
@@ -417,9 +599,25 @@ FSTATAT(fstatat64, struct stat64)
 
 static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 {
-	struct pl_chunk *c = get(fd);
+	struct pl_chunk *c = pl_get(fd);
 	int r;
 
+	if (c && c->wr) {
+		if (cmd == F_GETFL) {
+			pl_put(c);
+			/* as the kernel says of O_WRONLY | O_CREAT...: the
+			 * access mode, O_LARGEFILE (forced on 64-bit), and
+			 * the status flags kept */
+			return O_WRONLY | 0100000 | (c->wr->flags & O_NONBLOCK);
+		}
+		if (cmd != F_GETFD && cmd != F_SETFD) {
+			if (pl_wr_settle(fd, c))
+				return -1;
+		} else {
+			pl_put(c); /* the socket's fd flags are the fd's */
+		}
+		c = NULL;
+	}
 	if (is64) {
 		REAL(fcntl64);
 		r = c && cmd == F_GETFL ? 0 : r_fcntl64(fd, cmd, arg);
@@ -432,7 +630,7 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 	if (c && r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		add(r, c);
 	if (c)
-		chunk_put(c);
+		pl_put(c);
 	return r;
 }
 
@@ -460,26 +658,50 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 
 /* ------------------------------------------------- dup, close */
 
+/* A served chunk being written is settled first (fd's writer then
+ * shares its description with the copy, as the kernel's). */
+static struct pl_chunk *get_settled(int fd, int *err)
+{
+	struct pl_chunk *c = pl_get(fd);
+
+	*err = 0;
+	if (c && c->wr) {
+		*err = pl_wr_settle(fd, c);
+		c = NULL;
+	}
+	return c;
+}
+
 EXPORT int dup(int fd)
 {
-	struct pl_chunk *c = get(fd);
+	int err;
+	struct pl_chunk *c = get_settled(fd, &err);
 	int r;
 
+	if (err)
+		return -1;
 	REAL(dup);
 	r = r_dup(fd);
 	if (c && r >= 0)
 		add(r, c);
 	if (c)
-		chunk_put(c);
+		pl_put(c);
 	return r;
 }
 
 /* dup2/dup3 onto a served fd closes it: forget it first either way */
 static int dup_onto(int fd, int nfd, int flags, bool three)
 {
-	struct pl_chunk *c = get(fd);
+	int err;
+	struct pl_chunk *c = get_settled(fd, &err);
 	int r;
 
+	if (err)
+		return -1;
+	/* nfd being written: settled, so the implicit close publishes it
+	 * as the kernel's close would (a close that reports nothing) */
+	if (fd != nfd && pl_wr_settle_fd(nfd))
+		return -1;
 	if (three) {
 		REAL(dup3);
 		r = r_dup3(fd, nfd, flags);
@@ -491,10 +713,10 @@ static int dup_onto(int fd, int nfd, int flags, bool three)
 		if (c)
 			add(r, c);
 		else if (nfd >= 0 && nfd < TAB_MAX)
-			forget(nfd);
+			pl_forget(nfd);
 	}
 	if (c)
-		chunk_put(c);
+		pl_put(c);
 	return r;
 }
 
@@ -510,10 +732,18 @@ EXPORT int dup3(int fd, int nfd, int flags)
 
 EXPORT int close(int fd)
 {
+	struct pl_chunk *c;
+
 	REAL(close);
 	if (fd >= 0 && fd < TAB_MAX && atomic_load_explicit(&tab[fd],
-							    memory_order_acquire))
-		forget(fd);
+							    memory_order_acquire)) {
+		c = pl_get(fd);
+		if (c && c->wr)
+			return pl_wr_close(fd, c); /* publishes */
+		if (c)
+			pl_put(c);
+		pl_forget(fd);
+	}
 	return r_close(fd);
 }
 
@@ -545,13 +775,16 @@ EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	static const cookie_io_functions_t io = { .read = ck_read,
 		.seek = ck_seek, .close = ck_close };
-	struct pl_chunk *c = get(fd);
+	int err;
+	struct pl_chunk *c = get_settled(fd, &err);
 
+	if (err)
+		return NULL;
 	if (!c) {
 		REAL(fdopen);
 		return r_fdopen(fd, mode);
 	}
-	chunk_put(c);
+	pl_put(c);
 	if (!mode || mode[0] != 'r' || strchr(mode, '+')) {
 		errno = EINVAL;
 		return NULL;
@@ -567,12 +800,12 @@ static void *mmap_common(struct pl_chunk *c, void *addr, size_t len,
 	void *p;
 
 	if ((flags & MAP_TYPE) != MAP_PRIVATE && (prot & PROT_WRITE)) {
-		chunk_put(c);
+		pl_put(c);
 		errno = EACCES;
 		return MAP_FAILED;
 	}
 	if (off < 0 || off % sysconf(_SC_PAGESIZE) || !len) {
-		chunk_put(c);
+		pl_put(c);
 		errno = EINVAL;
 		return MAP_FAILED;
 	}
@@ -589,15 +822,19 @@ static void *mmap_common(struct pl_chunk *c, void *addr, size_t len,
 			p = MAP_FAILED;
 		}
 	}
-	chunk_put(c);
+	pl_put(c);
 	return p;
 }
 
 EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
 		  off_t off)
 {
-	struct pl_chunk *c = (flags & MAP_ANONYMOUS) ? NULL : get(fd);
+	int err = 0;
+	struct pl_chunk *c = (flags & MAP_ANONYMOUS) ? NULL :
+			     get_settled(fd, &err);
 
+	if (err)
+		return MAP_FAILED;
 	if (!c) {
 		REAL(mmap);
 		return r_mmap(addr, len, prot, flags, fd, off);
@@ -615,13 +852,16 @@ EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd,
  * cat and friends fall back to read(). */
 EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
-	struct pl_chunk *c = get(in);
+	int err = pl_wr_settle_fd(out);
+	struct pl_chunk *c = err ? NULL : get_settled(in, &err);
 
+	if (err)
+		return -1;
 	if (!c) {
 		REAL(sendfile);
 		return r_sendfile(out, in, off, n);
 	}
-	chunk_put(c);
+	pl_put(c);
 	errno = EINVAL;
 	return -1;
 }
@@ -634,13 +874,16 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
 EXPORT ssize_t copy_file_range(int in, off_t *inoff, int out, off_t *outoff,
 			       size_t n, unsigned flags)
 {
-	struct pl_chunk *c = get(in);
+	int err = pl_wr_settle_fd(out);
+	struct pl_chunk *c = err ? NULL : get_settled(in, &err);
 
+	if (err)
+		return -1;
 	if (!c) {
 		REAL(copy_file_range);
 		return r_copy_file_range(in, inoff, out, outoff, n, flags);
 	}
-	chunk_put(c);
+	pl_put(c);
 	errno = EINVAL;
 	return -1;
 }

@@ -9,6 +9,25 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
+
+#include "kvfs.h"
+
+/*
+ * A chunk being written through the library (preload_wr.c): its bytes
+ * are buffered in the pl_chunk (size = bytes written so far) and
+ * published by one KVFS_IOC_PUT at close, or handed to a real writer fd
+ * (settled) before any call the library does not serve itself.
+ */
+struct pl_wr {
+	int nsfd;             /* the namespace directory (a dup, O_CLOEXEC) */
+	struct kvfs_key key;
+	char name[33];        /* the key as named */
+	mode_t mode;          /* the open's mode (the kernel applies umask) */
+	int flags;            /* the open's flags */
+	int settled;          /* the fd is a real writer fd now */
+	pid_t pid;            /* the process that opened it */
+};
 
 /*
  * A chunk served from memory: its bytes, copied by one KVFS_IOC_GET, and
@@ -24,6 +43,7 @@ struct pl_chunk {
 	size_t cap;
 	uint64_t size;
 	struct stat st;       /* what fstat says */
+	struct pl_wr *wr;     /* a chunk being written, else NULL */
 };
 
 /* pl_chunk_new - a chunk with a buffer of at least cap bytes (from the
@@ -35,6 +55,10 @@ struct pl_chunk *pl_chunk_new(size_t cap);
  * Returns 0 or -1. */
 int pl_chunk_grow(struct pl_chunk *c, size_t cap);
 
+/* pl_chunk_resize - gives c a buffer of at least cap bytes, keeping its
+ * first size bytes. Returns 0 or -1. */
+int pl_chunk_resize(struct pl_chunk *c, size_t cap);
+
 /* pl_chunk_free - frees a chunk no descriptor stands for. */
 void pl_chunk_free(struct pl_chunk *c);
 
@@ -43,5 +67,49 @@ void pl_chunk_free(struct pl_chunk *c);
  * interpose fails (ENOTCONN, EINVAL, ENODEV) instead of reading other
  * bytes; O_CLOEXEC as flags ask. Returns the fd, or -1 (c freed). */
 int pl_fd_serve(struct pl_chunk *c, int flags);
+
+/* The table of served fds (preload_fd.c), for preload_wr.c. */
+
+/* pl_get - the chunk fd stands for, with a reference for the call (and
+ * fd checked to be still its socket); NULL for an fd not served. */
+struct pl_chunk *pl_get(int fd);
+
+/* pl_put - drops a reference pl_get or pl_fd_serve took. */
+void pl_put(struct pl_chunk *c);
+
+/* pl_forget - fd stands for nothing any more (closed or settled). */
+void pl_forget(int fd);
+
+/* pl_wr_each - calls fn(fd, c) for every fd that stands for a chunk
+ * being written (c with a reference for the call). */
+void pl_wr_each(void (*fn)(int fd, struct pl_chunk *c));
+
+/* The written side (preload_wr.c). */
+
+/* pl_wr_open - serves openat(dirfd, path, flags, mode) of a new key for
+ * writing (O_WRONLY | O_CREAT...), nsfd being the namespace's (taken);
+ * returns the fd, or -1: not served (nsfd closed, errno untouched). */
+int pl_wr_open(int nsfd, const struct kvfs_key *key, const char *name,
+	       int flags, mode_t mode);
+
+/* pl_wr_set_max - the most bytes buffered (KVFS_PRELOAD_MAX); past that
+ * a chunk being written is settled. */
+void pl_wr_set_max(uint64_t max);
+
+/* Calls on an fd that stands for a chunk being written (c referenced;
+ * each drops the reference). */
+ssize_t pl_wr_write(int fd, struct pl_chunk *c, const struct iovec *iov,
+		    int cnt, off_t at);
+off_t pl_wr_seek(int fd, struct pl_chunk *c, off_t off, int whence);
+int pl_wr_close(int fd, struct pl_chunk *c);
+
+/* pl_wr_settle - hands the buffered bytes to a real writer fd that takes
+ * fd's number (the plain path from then on) and drops c's reference.
+ * Returns 0, or -1 with errno (then fd may still be the library's). */
+int pl_wr_settle(int fd, struct pl_chunk *c);
+
+/* pl_wr_settle_fd - pl_wr_settle of fd when it stands for a chunk being
+ * written; 0 when it does not. */
+int pl_wr_settle_fd(int fd);
 
 #endif

@@ -179,7 +179,8 @@ if mode == "1":
     check(os.read(fd, 64) == want[0][:64],
           "a reused fd number reads its own file, not the chunk")
     os.close(fd)
-    os.close(other)
+    if other != fd:  # the kernel may give the freed number itself
+        os.close(other)
 sys.exit(1 if fails else 0)
 EOF
 )

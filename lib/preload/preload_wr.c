@@ -1,0 +1,554 @@
+/*
+ * preload_wr.c - chunks written through libkvfs_preload.so
+ * (lib/preload/README.md, "Writes"): an open(O_WRONLY | O_CREAT...) of a
+ * new key in a key namespace (preload.c decides) is served by a
+ * descriptor of preload_fd.c's table whose writes are buffered here, and
+ * its close publishes the chunk with one KVFS_IOC_PUT (kvfs_mput) and
+ * returns the PUT's error as the plain close would (EEXIST, EMSGSIZE,
+ * EFBIG, ENOSPC...).
+ *
+ * Every call this file does not serve exactly first "settles" the fd: a
+ * real writer is opened (O_CREAT | O_EXCL, the open's mode), put in the
+ * fd's place with dup3 before a byte is written to it (so closing the
+ * extra fd publishes nothing), and given the buffered bytes and the
+ * offset; from then on the fd is the plain path's. fstat, fsync,
+ * ftruncate, fcntl (but F_GETFL/F_GETFD/F_SETFD), dup, mmap, fdopen,
+ * xattrs, ioctl, a write past the end (a hole) or past KVFS_PRELOAD_MAX,
+ * fork, exec and posix_spawn all settle; a whole-batch error of the PUT
+ * (EACCES, EPERM, a removed namespace...) and an empty chunk settle at
+ * close, so that the kernel answers.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "kvfs.h"
+#include "lib/preload/preload_i.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The real call: resolved once, on first use. */
+#define REAL(name)                                                       \
+	static __typeof__(&name) r_##name;                               \
+	if (!r_##name)                                                   \
+		r_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
+
+static uint64_t max_bytes = 64ull << 20; /* KVFS_PRELOAD_MAX */
+static _Atomic size_t size_hint = 256u << 10; /* last chunk published */
+
+void pl_wr_set_max(uint64_t max)
+{
+	max_bytes = max;
+}
+
+int pl_wr_open(int nsfd, const struct kvfs_key *key, const char *name,
+	       int flags, mode_t mode)
+{
+	struct pl_chunk *c = pl_chunk_new(atomic_load(&size_hint));
+	struct pl_wr *w = calloc(1, sizeof(*w));
+
+	if (!c || !w) {
+		if (c)
+			pl_chunk_free(c);
+		free(w);
+		close(nsfd);
+		return -1;
+	}
+	w->nsfd = nsfd;
+	w->key = *key;
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	w->mode = mode & 07777;
+	w->flags = flags;
+	w->pid = getpid();
+	c->wr = w;
+	return pl_fd_serve(c, flags);
+}
+
+/*
+ * The settling, c->lock held: a real writer takes fd's number, then gets
+ * the bytes and the offset. Returns 0 or -1 with errno (fd then still the
+ * library's, nothing published).
+ */
+static int settle_locked(int fd, struct pl_chunk *c)
+{
+	struct pl_wr *w = c->wr;
+	int rfd, fdfl, err;
+
+	REAL(openat);
+	REAL(fcntl);
+	REAL(dup3);
+	REAL(close);
+	REAL(pwrite);
+	REAL(lseek);
+	if (w->settled)
+		return 0;
+	fdfl = r_fcntl(fd, F_GETFD);
+	rfd = r_openat(w->nsfd, w->name, O_WRONLY | O_CREAT | O_EXCL |
+		       O_CLOEXEC | (w->flags & (O_NONBLOCK | O_NOCTTY)),
+		       w->mode);
+	if (rfd < 0 || fdfl < 0)
+		goto fail;
+	/* before any byte: closing rfd (a FLUSH) publishes nothing */
+	if (r_dup3(rfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+		goto fail;
+	r_close(rfd);
+	w->settled = 1;
+	pl_forget(fd);
+	for (uint64_t done = 0; done < c->size;) {
+		ssize_t k = r_pwrite(fd, c->buf + done, c->size - done,
+				     (off_t)done);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1; /* the writer is doomed: close says so */
+		done += (uint64_t)k;
+	}
+	if (r_lseek(fd, c->off, SEEK_SET) < 0)
+		return -1;
+	return 0;
+fail:
+	err = errno;
+	if (rfd >= 0)
+		r_close(rfd);
+	errno = err;
+	return -1;
+}
+
+int pl_wr_settle(int fd, struct pl_chunk *c)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	rc = settle_locked(fd, c);
+	pthread_mutex_unlock(&c->lock);
+	pl_put(c);
+	return rc;
+}
+
+int pl_wr_settle_fd(int fd)
+{
+	struct pl_chunk *c = pl_get(fd);
+
+	if (!c)
+		return 0;
+	if (!c->wr) {
+		pl_put(c);
+		return 0;
+	}
+	return pl_wr_settle(fd, c);
+}
+
+/* Makes room for at least need bytes, keeping the bytes written. */
+static int room(struct pl_chunk *c, uint64_t need)
+{
+	size_t cap = c->cap;
+
+	while (cap < need)
+		cap *= 2;
+	return cap == c->cap ? 0 : pl_chunk_resize(c, cap);
+}
+
+ssize_t pl_wr_write(int fd, struct pl_chunk *c, const struct iovec *iov,
+		    int cnt, off_t at)
+{
+	uint64_t pos, total = 0;
+	ssize_t r;
+
+	if (cnt < 0 || cnt > IOV_MAX) {
+		pl_put(c);
+		errno = EINVAL;
+		return -1;
+	}
+	for (int i = 0; i < cnt; i++) {
+		total += iov[i].iov_len;
+		if (total > SSIZE_MAX) {
+			pl_put(c);
+			errno = EINVAL;
+			return -1;
+		}
+	}
+	pthread_mutex_lock(&c->lock);
+	pos = at < 0 ? (uint64_t)c->off : (uint64_t)at;
+	if (!c->wr->settled && (pos > c->size || pos + total > max_bytes ||
+				room(c, pos + total)))
+		settle_locked(fd, c); /* a hole, too big, no memory */
+	if (c->wr->settled) {
+		pthread_mutex_unlock(&c->lock);
+		pl_put(c);
+		if (at < 0) {
+			REAL(writev);
+			return r_writev(fd, iov, cnt);
+		}
+		REAL(pwritev);
+		return r_pwritev(fd, iov, cnt, at);
+	}
+	for (int i = 0; i < cnt; i++) {
+		memcpy(c->buf + pos, iov[i].iov_base, iov[i].iov_len);
+		pos += iov[i].iov_len;
+	}
+	if (pos > c->size)
+		c->size = pos;
+	if (at < 0)
+		c->off = (off_t)pos;
+	r = (ssize_t)total;
+	pthread_mutex_unlock(&c->lock);
+	pl_put(c);
+	return r;
+}
+
+off_t pl_wr_seek(int fd, struct pl_chunk *c, off_t off, int whence)
+{
+	off_t base, r = -1;
+
+	pthread_mutex_lock(&c->lock);
+	if (!c->wr->settled && whence != SEEK_SET && whence != SEEK_CUR &&
+	    whence != SEEK_END)
+		settle_locked(fd, c); /* SEEK_DATA, SEEK_HOLE: the kernel */
+	if (c->wr->settled) {
+		pthread_mutex_unlock(&c->lock);
+		pl_put(c);
+		REAL(lseek);
+		return r_lseek(fd, off, whence);
+	}
+	base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? c->off :
+	       (off_t)c->size;
+	if (base + off >= 0)
+		r = c->off = base + off; /* a write there past the end settles */
+	pthread_mutex_unlock(&c->lock);
+	pl_put(c);
+	if (r < 0)
+		errno = EINVAL;
+	return r;
+}
+
+int pl_wr_close(int fd, struct pl_chunk *c)
+{
+	struct kvfs_io io;
+	long rc = -1;
+	int err = 0;
+
+	REAL(close);
+	pthread_mutex_lock(&c->lock);
+	if (!c->wr->settled && c->size > 0) {
+		memset(&io, 0, sizeof(io));
+		io.key = c->wr->key;
+		io.buf = c->buf;
+		io.len = c->size;
+		rc = kvfs_mput(c->wr->nsfd, &io, 1);
+		if (rc >= 0) {
+			/* stored, or an error of this chunk's own (EEXIST,
+			 * EMSGSIZE, EFBIG, ENOSPC...): the close's answer */
+			err = io.result < 0 ? (int)-io.result : 0;
+			if (!err)
+				atomic_store(&size_hint, c->size);
+		}
+	}
+	/* an empty chunk, or the whole batch refused (EACCES, EPERM, the
+	 * namespace gone...): the kernel answers, as without the library */
+	if (rc < 0 && !c->wr->settled && settle_locked(fd, c))
+		err = errno;
+	pthread_mutex_unlock(&c->lock);
+	pl_put(c);
+	pl_forget(fd);
+	if (r_close(fd) && !err)
+		return -1; /* the settled writer's close: its errno */
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------- fork, exec, spawn, exit */
+
+static void settle_one(int fd, struct pl_chunk *c)
+{
+	/* a vfork child shares this memory but not the fds: leave them */
+	if (c->wr->pid != getpid()) {
+		pl_put(c);
+		return;
+	}
+	pl_wr_settle(fd, c);
+}
+
+static void close_one(int fd, struct pl_chunk *c)
+{
+	if (c->wr->pid != getpid()) {
+		pl_put(c);
+		return;
+	}
+	pl_wr_close(fd, c);
+}
+
+/* Before fork the chunks being written are settled (parent and child
+ * then share the real writers, as they would without the library); at
+ * exit (exit, a return from main, _exit) they are published as the
+ * kernel's close of the fds would; before exec settled, so the kernel's
+ * close-on-exec or the new program's fds hold them. */
+static void fork_prepare(void)
+{
+	pl_wr_each(settle_one);
+}
+
+__attribute__((constructor(102))) static void pl_wr_init(void)
+{
+	/* registered after preload_fd.c's (constructor 101): prepare
+	 * handlers run last-registered first, so this settles before the
+	 * table's lock is taken */
+	pthread_atfork(fork_prepare, NULL, NULL);
+}
+
+__attribute__((destructor)) static void pl_wr_fini(void)
+{
+	pl_wr_each(close_one);
+}
+
+EXPORT void _exit(int status)
+{
+	REAL(_exit);
+	pl_wr_each(close_one);
+	r__exit(status);
+	__builtin_unreachable();
+}
+
+EXPORT void _Exit(int status)
+{
+	_exit(status);
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	REAL(execve);
+	pl_wr_each(settle_one);
+	return r_execve(path, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	REAL(execv);
+	pl_wr_each(settle_one);
+	return r_execv(path, argv);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	REAL(execvp);
+	pl_wr_each(settle_one);
+	return r_execvp(file, argv);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	REAL(execvpe);
+	pl_wr_each(settle_one);
+	return r_execvpe(file, argv, envp);
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	REAL(fexecve);
+	pl_wr_each(settle_one);
+	return r_fexecve(fd, argv, envp);
+}
+
+/* execl, execlp, execle: their arguments as an argv (and envp). */
+#define ARGV_OF(first, ap, argv, envp, with_env)                         \
+	do {                                                             \
+		size_t n_ = 1;                                           \
+		va_list cp_;                                             \
+		va_copy(cp_, ap);                                        \
+		while (va_arg(cp_, char *))                              \
+			n_++;                                            \
+		va_end(cp_);                                             \
+		argv = alloca((n_ + 1) * sizeof(char *));                \
+		argv[0] = (char *)(first);                               \
+		for (size_t i_ = 1; i_ <= n_; i_++)                      \
+			argv[i_] = va_arg(ap, char *);                   \
+		if (with_env)                                            \
+			envp = va_arg(ap, char **);                      \
+	} while (0)
+
+/* execl(path, ...) and execlp(file, ...): the v form of their argv */
+#define EXECL(name, vname)                                               \
+	EXPORT int name(const char *path, const char *arg, ...)          \
+	{                                                                \
+		char **argv, **envp = NULL;                              \
+		va_list ap;                                              \
+		va_start(ap, arg);                                       \
+		ARGV_OF(arg, ap, argv, envp, 0);                         \
+		va_end(ap);                                              \
+		(void)envp;                                              \
+		return vname(path, argv);                                \
+	}
+EXECL(execl, execv)
+EXECL(execlp, execvp)
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv, **envp;
+	va_list ap;
+
+	va_start(ap, arg);
+	ARGV_OF(arg, ap, argv, envp, 1);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path,
+		       const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[],
+		       char *const envp[])
+{
+	REAL(posix_spawn);
+	pl_wr_each(settle_one);
+	return r_posix_spawn(pid, path, fa, attr, argv, envp);
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file,
+			const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[],
+			char *const envp[])
+{
+	REAL(posix_spawnp);
+	pl_wr_each(settle_one);
+	return r_posix_spawnp(pid, file, fa, attr, argv, envp);
+}
+
+/* ------------------------- calls that settle a chunk being written */
+
+/* name(params) on a chunk being written settles it first, then is the
+ * real call; on any other fd (a chunk being read included: the socket
+ * answers, see README) the real call at once. */
+#define SETTLES(ret, name, params, args)                                 \
+	EXPORT ret name params                                           \
+	{                                                                \
+		REAL(name);                                              \
+		if (pl_wr_settle_fd(fd))                                 \
+			return -1;                                       \
+		return r_##name args;                                    \
+	}
+
+SETTLES(int, ftruncate, (int fd, off_t len), (fd, len))
+SETTLES(int, ftruncate64, (int fd, off64_t len), (fd, len))
+SETTLES(int, fallocate, (int fd, int mode, off_t off, off_t len),
+	(fd, mode, off, len))
+SETTLES(int, fallocate64, (int fd, int mode, off64_t off, off64_t len),
+	(fd, mode, off, len))
+SETTLES(int, fsync, (int fd), (fd))
+SETTLES(int, fdatasync, (int fd), (fd))
+SETTLES(int, syncfs, (int fd), (fd))
+SETTLES(int, sync_file_range,
+	(int fd, off64_t off, off64_t n, unsigned int flags),
+	(fd, off, n, flags))
+SETTLES(int, fchmod, (int fd, mode_t mode), (fd, mode))
+SETTLES(int, fchown, (int fd, uid_t uid, gid_t gid), (fd, uid, gid))
+SETTLES(int, fsetxattr,
+	(int fd, const char *name, const void *v, size_t n, int flags),
+	(fd, name, v, n, flags))
+SETTLES(ssize_t, fgetxattr, (int fd, const char *name, void *v, size_t n),
+	(fd, name, v, n))
+SETTLES(ssize_t, flistxattr, (int fd, char *list, size_t n), (fd, list, n))
+SETTLES(int, fremovexattr, (int fd, const char *name), (fd, name))
+SETTLES(int, fstatfs, (int fd, struct statfs *st), (fd, st))
+SETTLES(int, fstatfs64, (int fd, struct statfs64 *st), (fd, st))
+SETTLES(int, flock, (int fd, int op), (fd, op))
+SETTLES(int, lockf, (int fd, int cmd, off_t len), (fd, cmd, len))
+SETTLES(int, lockf64, (int fd, int cmd, off64_t len), (fd, cmd, len))
+SETTLES(int, futimens, (int fd, const struct timespec t[2]), (fd, t))
+SETTLES(int, futimes, (int fd, const struct timeval t[2]), (fd, t))
+SETTLES(int, fchdir, (int fd), (fd))
+SETTLES(ssize_t, pwritev2,
+	(int fd, const struct iovec *iov, int cnt, off_t off, int flags),
+	(fd, iov, cnt, off, flags))
+SETTLES(ssize_t, pwritev64v2,
+	(int fd, const struct iovec *iov, int cnt, off64_t off, int flags),
+	(fd, iov, cnt, off, flags))
+
+/* posix_fallocate and posix_fadvise return the error, not -1 */
+#define SETTLES_RET(name, params, args)                                  \
+	EXPORT int name params                                           \
+	{                                                                \
+		REAL(name);                                              \
+		if (pl_wr_settle_fd(fd))                                 \
+			return errno;                                    \
+		return r_##name args;                                    \
+	}
+
+SETTLES_RET(posix_fallocate, (int fd, off_t off, off_t len), (fd, off, len))
+SETTLES_RET(posix_fallocate64, (int fd, off64_t off, off64_t len),
+	    (fd, off, len))
+SETTLES_RET(posix_fadvise, (int fd, off_t off, off_t len, int adv),
+	    (fd, off, len, adv))
+SETTLES_RET(posix_fadvise64, (int fd, off64_t off, off64_t len, int adv),
+	    (fd, off, len, adv))
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	REAL(ioctl);
+	if (pl_wr_settle_fd(fd))
+		return -1;
+	return r_ioctl(fd, req, arg);
+}
+
+EXPORT int statx(int fd, const char *path, int flags, unsigned int mask,
+		 struct statx *st)
+{
+	const char *volatile p = path; /* NULL is allowed (Linux 6.11) */
+
+	if ((flags & AT_EMPTY_PATH) && (!p || !*p) &&
+	    pl_wr_settle_fd(fd))
+		return -1;
+	REAL(statx);
+	return r_statx(fd, path, flags, mask, st);
+}
+
+EXPORT ssize_t splice(int in, off64_t *inoff, int out, off64_t *outoff,
+		      size_t n, unsigned int flags)
+{
+	REAL(splice);
+	if (pl_wr_settle_fd(in) || pl_wr_settle_fd(out))
+		return -1;
+	return r_splice(in, inoff, out, outoff, n, flags);
+}
+
+/* pwritev: buffered as pwrite on a chunk being written, EBADF on one
+ * being read */
+#define PWRITEV(name, offt)                                              \
+	EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt,     \
+			    offt off)                                    \
+	{                                                                \
+		struct pl_chunk *c = pl_get(fd);                         \
+		REAL(name);                                              \
+		if (!c)                                                  \
+			return r_##name(fd, iov, cnt, off);              \
+		if (!c->wr || off < 0) {                                 \
+			errno = c->wr ? EINVAL : EBADF;                  \
+			pl_put(c);                                       \
+			return -1;                                       \
+		}                                                        \
+		return pl_wr_write(fd, c, iov, cnt, (off_t)off);         \
+	}
+PWRITEV(pwritev, off_t)
+PWRITEV(pwritev64, off64_t)
