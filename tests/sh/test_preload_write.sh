@@ -154,7 +154,7 @@ if how == "exec": os.execv("/bin/true", ["true"])
 """
 for i, how in ((13, "exit"), (14, "_exit"), (15, "kill"), (16, "exec")):
     subprocess.run([sys.executable, "-c", prog, key(i), how])
-    out["no close, " + how] = published(i)
+    out["no_close_" + how] = published(i)
 # 17 an empty chunk
 fd = wopen(17, os.O_EXCL)
 out["empty"] = [err(lambda: os.close(fd)), published(17)]
