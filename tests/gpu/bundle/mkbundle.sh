@@ -5,7 +5,8 @@
 #   bin/      kvfs-mount kvfsctl kvfs_gpubench kvfs_bench kvfs_xbench
 #             kvfs_ibench kvfs_l2bench kvfs_l3bench kvfs_pbench
 #             kvfs_cudacheck fusermount3 (not setuid: run as root), and
-#             redis-server where this machine has one (kvfs_l3bench's)
+#             redis-server and redis-cli where this machine has them
+#             (kvfs_l3bench's)
 #   tests/    the GPU test programs, kvfs_devcheck, libfakecudart.so (the
 #             tests look for both beside themselves)
 #   lib/      libkvfs.so.0, libkvfs_preload.so (no libkvfs.so link: the folder holds no
@@ -62,7 +63,9 @@ done
 # lib/), and this machine's redis-server for kvfs_l3bench (its libraries
 # join the bundle's below; without one, the l3bench step skips saying so).
 put "$BUILD/libkvfs_preload.so" "$OUT/lib"
-rs=$(command -v redis-server) && put "$rs" "$OUT/bin"
+for rs in redis-server redis-cli; do
+	p=$(command -v "$rs") && put "$p" "$OUT/bin"
+done
 put "$BUILD/tests/gpu/bundle/kvfs_cudacheck" "$OUT/bin"
 fm=$(command -v fusermount3) || die "fusermount3 not found (apt-get install fuse3)"
 install -m 755 "$fm" "$OUT/bin/fusermount3"
