@@ -30,18 +30,26 @@
 
 #include "fs/fs_i.h"
 
-/*
- * Reads /proc/<pid>/stat: is the task exiting because a signal killed it?
- * Field 9 (flags) carries PF_EXITING (0x4) once do_exit() has started, and
- * field 52 (exit_code) holds the exit code do_exit() was given: for a
- * signal death the low 7 bits are the signal number, for exit(n) they are
- * zero (n sits in bits 8-15). do_exit() sets both before it closes the
- * task's files, so when the last close of a writer's fd arrives as FLUSH
- * from a dying task, this tells a killed writer (discard: its chunk may be
- * half written) from a normal exit (its close is an implicit close(2):
- * publish). When the task cannot be read (another pid namespace: pid 0),
- * we cannot tell and treat it as a normal close.
- */
+/* Reads /proc/<pid>/<file> into buf (NUL-terminated); false when it
+ * cannot be read. */
+static bool proc_read(pid_t pid, const char *file, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return true;
+}
+
 /*
  * Whether task pid still has its memory: /proc/<pid>/status lists VmSize
  * only for a task with an mm. do_exit() lets go of the mm (exit_mm)
@@ -58,45 +66,34 @@
  */
 static bool task_has_mm(pid_t pid)
 {
-	char path[64], buf[4096];
-	ssize_t n;
-	int fd;
+	char buf[4096];
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return true;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = '\0';
-	return strstr(buf, "\nVmSize:") != NULL;
+	return !proc_read(pid, "status", buf, sizeof(buf)) ||
+	       strstr(buf, "\nVmSize:") != NULL;
 }
 
+/*
+ * Reads /proc/<pid>/stat: is the task exiting because a signal killed it?
+ * Field 9 (flags) carries PF_EXITING (0x4) once do_exit() has started, and
+ * field 52 (exit_code) holds the exit code do_exit() was given: for a
+ * signal death the low 7 bits are the signal number, for exit(n) they are
+ * zero (n sits in bits 8-15). do_exit() sets both before it closes the
+ * task's files, so when the last close of a writer's fd arrives as FLUSH
+ * from a dying task, this tells a killed writer (discard: its chunk may be
+ * half written) from a normal exit (its close is an implicit close(2):
+ * publish). When the task cannot be read (another pid namespace: pid 0),
+ * we cannot tell and treat it as a normal close. A task that still has
+ * its memory is not exiting, and its stat is not read (task_has_mm).
+ */
 bool fs_task_killed_by_signal(pid_t pid)
 {
-	char path[64], buf[2048];
 	unsigned long long flags = 0, code = 0;
-	ssize_t n;
-	char *s, *tok, *save;
-	int fd, field;
+	char buf[2048], *s, *tok, *save;
+	int field;
 
-	if (pid <= 0)
+	if (pid <= 0 || task_has_mm(pid) ||
+	    !proc_read(pid, "stat", buf, sizeof(buf)))
 		return false;
-	/* not exiting (a close, or an exec closing close-on-exec fds): not
-	 * killed, and stat must not be read (see task_has_mm) */
-	if (task_has_mm(pid))
-		return false;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
 	s = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
 	if (!s)
 		return false;
@@ -114,21 +111,10 @@ bool fs_task_killed_by_signal(pid_t pid)
 /* Thread group of a task, from /proc/<tid>/status; 0 when unknown. */
 static pid_t task_tgid(pid_t tid)
 {
-	char path[64], buf[1024], *s;
-	ssize_t n;
-	int fd;
+	char buf[1024], *s;
 
-	if (tid <= 0)
+	if (tid <= 0 || !proc_read(tid, "status", buf, sizeof(buf)))
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	s = strstr(buf, "\nTgid:");
 	return s ? (pid_t)strtol(s + 6, NULL, 10) : 0;
 }
