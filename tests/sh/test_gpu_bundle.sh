@@ -152,7 +152,7 @@ step_is() { # outdir step status [reason-pattern]
 
 O1=$T/out-standin
 isolated env KVFS_CUDART="$B/tests/libfakecudart.so" \
-	bash "$B/run.sh" --quick --budget 200 "$O1" >"$T/run1.log" 2>&1
+	bash "$B/run.sh" --quick --budget 200 --skip l2bench "$O1" >"$T/run1.log" 2>&1
 rc=$?
 cat "$T/run1.log"
 [ $rc = 0 ] || bad "run.sh on the stand-in exited $rc"
@@ -163,10 +163,12 @@ for s in unit-gpu gpu-nodev gpu-sim gpu-xfer-sim gpu-ipc gpubench \
 done
 step_is "$O1" gpu-xfer SKIPPED "stand-in"
 # issue 26's benches ride along (redis-server is bundled where the machine
-# building it has one; make test's machine has)
-for s in ibench l2bench pbench; do step_is "$O1" $s ok; done
+# building it has one; make test's machine has). kvfs_l2bench is left out
+# here (a minute even with --quick: restarts and alternating rounds); the
+# load check above ran it far enough to know it loads.
+for s in ibench pbench; do step_is "$O1" $s ok; done
+step_is "$O1" l2bench SKIPPED "left out"
 if [ -x "$B/bin/redis-server" ]; then step_is "$O1" l3bench ok; fi
-grep -q 'vs O_DIRECT pread' "$O1"/*-l2bench.txt || bad "no kvfs_l2bench table"
 grep -q 'batched lookup of 1,024 keys' "$O1"/*-ibench.txt || bad "no kvfs_ibench targets"
 grep -q 'libraries: every program of the bundle loads' "$O1/checks.txt" ||
 	bad "run.sh's load check did not pass with the system's copies hidden"
