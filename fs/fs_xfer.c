@@ -82,8 +82,8 @@
  * this mount (an mmap of a chunk), and those faults need a free worker to
  * serve their reads: if every worker sat in a batch, the mount would hang
  * for good. Past the cap a batch fails whole with EAGAIN, nothing done;
- * libkvfs retries it. The cap (XFER_MAX_INFLIGHT below) is
- * fs_xfer.max_inflight, read once at fs_xfer_create. */
+ * libkvfs retries it. The cap is fs_xfer.max_inflight, read once at
+ * fs_xfer_create. */
 
 struct fs_xfer {
 	struct fs *fs;
@@ -97,9 +97,9 @@ struct fs_xfer {
 	uint64_t exists;                 /* PUT entries that were -EEXIST */
 	uint64_t interrupted;            /* batches cut short by a signal */
 	uint64_t busy;                   /* batches refused (EAGAIN): the
-					  * XFER_MAX_INFLIGHT cap */
+					  * max_inflight cap */
 	int inflight;                    /* batches running now */
-	int max_inflight;                /* XFER_MAX_INFLIGHT */
+	int max_inflight;                /* fs_workers() / 2 (above) */
 	uint64_t batch_errors;           /* batches failed whole */
 	uint64_t bounced;                /* entries copied through a bounce
 					  * buffer (device-memory L1) */
@@ -671,7 +671,7 @@ fail:
  * A GET with KVFS_XFER_WAIT: waits (fs_wait.c) until every entry's key is
  * present, taking the entries in order as a chain, or the timeout; the
  * batch then runs as any other (what is still missing is -ENOENT). The
- * wait holds no batch place (XFER_MAX_INFLIGHT) and pins nothing.
+ * wait holds no batch place (max_inflight) and pins nothing.
  * 0 (go on), or -errno for the whole batch (EINTR, EAGAIN, EINVAL,
  * EACCES, ENOENT).
  */
@@ -705,7 +705,7 @@ static int wait_batch(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	return rc;
 }
 
-/* Admission: at most XFER_MAX_INFLIGHT batches at once (see there). */
+/* Admission: at most max_inflight batches at once (see the cap above). */
 static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		    struct fs_fh *fh, uint64_t owner, const void *in_buf,
 		    bool put)
