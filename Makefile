@@ -232,6 +232,11 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(ENGINE)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 # the L3 bench starts its redis-servers and mounts with the test helpers
 $(BUILD)/bench/kvfs_l3bench: $(TEST_COMMON_OBJ)
+# kvfs_l2bench's parts (one file per table) under bench/l2bench/
+$(BUILD)/bench/kvfs_l2bench: $(BUILD)/bench/kvfs_l2bench.o \
+		$(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/l2bench/*.c)) $(ENGINE)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 # kvfs_l2churn empties its l2_dir with the tests' helper
 $(BUILD)/bench/kvfs_l2churn: $(TEST_COMMON_OBJ)
 # the hand-off bench too (two mounts, one redis-server or cluster)

@@ -43,8 +43,9 @@
 #include "kvfs.h"
 #include "tier/record/codec.h"
 #include "tier/l2/l2.h"
+#include "l2bench/l2bench.h"
 
-static double now_s(void)
+double now_s(void)
 {
 	struct timespec ts;
 
@@ -54,7 +55,7 @@ static double now_s(void)
 
 /* ------------------------------------------------------------- kvgen */
 
-static uint64_t rng_next(uint64_t *s)
+uint64_t rng_next(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
 
@@ -114,10 +115,9 @@ static void kvgen(void *buf, size_t len, uint64_t model_seed,
 
 /* A few pre-generated chunks (kvgen is slow: a Gaussian per value), so
  * timings measure kvfs, not the generator. Chunk i is template i % NTPL. */
-#define NTPL 16
 static uint8_t *tpl[NTPL];
 
-static const uint8_t *chunk_data(size_t chunk, int i)
+const uint8_t *chunk_data(size_t chunk, int i)
 {
 	int k = i % NTPL;
 
@@ -250,17 +250,7 @@ static void wdone(void *arg, struct l2_rec *rec, int err,
 	free(w);
 }
 
-struct rjob {
-	struct l2 *l2;
-	struct l2_loc *locs;
-	const char *rawdir;
-	size_t chunk;
-	int first, step, n;
-	int errors;
-	bool direct_files;
-};
-
-static struct kvfs_key bkey(int i)
+struct kvfs_key bkey(int i)
 {
 	struct kvfs_key k;
 
@@ -285,7 +275,7 @@ static void *l2_reader(void *arg)
 	return NULL;
 }
 
-static void *raw_reader(void *arg)
+void *raw_reader(void *arg)
 {
 	struct rjob *j = arg;
 	void *buf;
@@ -320,7 +310,7 @@ static void *raw_reader(void *arg)
 	return NULL;
 }
 
-static double run_readers(void *(*fn)(void *), struct rjob *tmpl, int nthr)
+double run_readers(void *(*fn)(void *), struct rjob *tmpl, int nthr)
 {
 	pthread_t th[8];
 	struct rjob j[8];
@@ -345,7 +335,7 @@ static void log_cb(void *arg, const char *msg)
 	fprintf(stderr, "  [l2] %s\n", msg);
 }
 
-static int rm_rf(const char *path)
+int rm_rf(const char *path)
 {
 	char cmd[1024];
 
@@ -368,6 +358,10 @@ static void promotion(const char *tmp, size_t chunk, int n)
 
 	snprintf(l2dir, sizeof(l2dir), "%s/l2bench-l2", tmp);
 	snprintf(rawdir, sizeof(rawdir), "%s/l2bench-raw", tmp);
+	/* what a killed run left (never the mount point: it may still be
+	 * mounted) */
+	rm_rf(l2dir);
+	rm_rf(rawdir);
 	mkdir(l2dir, 0700);
 	mkdir(rawdir, 0700);
 	cfg.dir = l2dir;
@@ -505,6 +499,7 @@ static void recovery_small(const char *tmp, int n)
 	double t;
 
 	snprintf(dir, sizeof(dir), "%s/l2bench-small", tmp);
+	rm_rf(dir); /* what a killed run left */
 	mkdir(dir, 0700);
 	cfg.dir = dir;
 	cfg.size = (uint64_t)n * 8192 + (64ull << 20);
@@ -546,694 +541,6 @@ static void recovery_small(const char *tmp, int n)
 	l2_close(l2);
 	free(d.locs);
 	rm_rf(dir);
-}
-
-/* ------------------------------------------------ through the mount */
-
-static pid_t mount_kvfs(const char *bin, const char *mnt, const char *opts)
-{
-	struct stat before, st;
-	pid_t pid;
-
-	if (stat(mnt, &before))
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		execl(bin, bin, "-f", "-o", opts, mnt, (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 3000; i++) {
-		int status;
-
-		if (stat(mnt, &st) == 0 && st.st_dev != before.st_dev)
-			return pid;
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			return -1;
-		usleep(10000);
-	}
-	kill(pid, SIGTERM);
-	waitpid(pid, NULL, 0);
-	return -1;
-}
-
-static void umount_kvfs(const char *mnt, pid_t pid)
-{
-	char cmd[2200];
-
-	snprintf(cmd, sizeof(cmd), "fusermount3 -u '%s' 2>/dev/null || "
-		 "umount -l '%s'", mnt, mnt);
-	if (system(cmd)) {
-		/* already gone */
-	}
-	waitpid(pid, NULL, 0);
-}
-
-/* The number after "key": in /.kvfs/stats, from the object obj on (NULL:
- * from the start), or -1. */
-static long long mnt_stat(const char *mnt, const char *key, const char *obj)
-{
-	char p[1024], buf[16384], pat[64];
-	const char *s = buf;
-	ssize_t n;
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/.kvfs/stats", mnt);
-	fd = open(p, O_RDONLY);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	if (obj) {
-		snprintf(pat, sizeof(pat), "\"%s\"", obj);
-		if (!(s = strstr(buf, pat)))
-			return -1;
-	}
-	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	s = strstr(s, pat);
-	return s ? strtoll(s + strlen(pat), NULL, 10) : -1;
-}
-
-static void key_name(int i, char out[33])
-{
-	struct kvfs_key k = bkey(i);
-
-	kvfs_key_hex(&k, out);
-}
-
-struct mjob {
-	const char *mnt;
-	const char *ns;     /* NULL: bench.bf16 */
-	const int *order;   /* chunks to read (first, step, n index it), or
-			     * NULL: chunk i itself */
-	size_t chunk;
-	int first, step, n;
-	int errors;
-};
-
-static void *mnt_reader(void *arg)
-{
-	struct mjob *j = arg;
-	uint8_t *buf = malloc(j->chunk);
-
-	for (int k = j->first; k < j->n; k += j->step) {
-		int i = j->order ? j->order[k] : k;
-		char name[33], p[1024];
-		size_t got = 0;
-		int fd;
-
-		key_name(i, name);
-		snprintf(p, sizeof(p), "%s/%s/%s", j->mnt,
-			 j->ns ? j->ns : "bench.bf16", name);
-		fd = open(p, O_RDONLY);
-		if (fd < 0) {
-			j->errors++;
-			continue;
-		}
-		while (got < j->chunk) {
-			ssize_t n = read(fd, buf + got, j->chunk - got);
-
-			if (n <= 0)
-				break;
-			got += (size_t)n;
-		}
-		if (got != j->chunk || memcmp(buf, chunk_data(j->chunk, i), j->chunk))
-			j->errors++;
-		close(fd);
-	}
-	free(buf);
-	return NULL;
-}
-
-/* One reader that, like an engine, asks for the next window of chunks
- * with a prefetching lookup before reading the current one: the daemon
- * promotes ahead of the reads. */
-static double run_mnt_prefetch(struct mjob *j, int window)
-{
-	struct kvfs_key keys[64];
-	double t0 = now_s();
-	int nsfd = kvfs_ns_open(j->mnt, "bench.bf16", 0, 0);
-
-	if (nsfd < 0) {
-		j->errors++;
-		return 1;
-	}
-	for (int w = 0; w < j->n; w += window) {
-		for (int ahead = w == 0 ? 0 : window; ahead <= window; ahead += window) {
-			int from = w + ahead, cnt = 0;
-
-			for (int i = from; i < from + window && i < j->n; i++)
-				keys[cnt++] = bkey(i);
-			if (cnt && kvfs_lookup(nsfd, keys, (size_t)cnt, (uint32_t)from,
-					       KVFS_LOOKUP_PREFETCH, 0, NULL) < 0)
-				j->errors++;
-		}
-		{
-			struct mjob one = *j;
-
-			one.first = w;
-			one.step = 1;
-			one.n = w + window < j->n ? w + window : j->n;
-			one.errors = 0;
-			mnt_reader(&one);
-			j->errors += one.errors;
-		}
-	}
-	close(nsfd);
-	return now_s() - t0;
-}
-
-static double run_mnt_readers(struct mjob *tmpl, int nthr)
-{
-	pthread_t th[8];
-	struct mjob j[8];
-	double t0 = now_s();
-
-	for (int t = 0; t < nthr; t++) {
-		j[t] = *tmpl;
-		j[t].first = t;
-		j[t].step = nthr;
-		pthread_create(&th[t], NULL, mnt_reader, &j[t]);
-	}
-	for (int t = 0; t < nthr; t++) {
-		pthread_join(th[t], NULL);
-		tmpl->errors += j[t].errors;
-	}
-	return now_s() - t0;
-}
-
-/* Chunks 0..n-1 stored raw, one file each, written with O_DIRECT (the
- * pread baseline's files). */
-static void write_raw(const char *rawdir, size_t chunk, int n)
-{
-	char p[1024];
-	void *abuf;
-
-	if (posix_memalign(&abuf, 4096, chunk))
-		exit(1);
-	for (int i = 0; i < n; i++) {
-		int fd;
-
-		memcpy(abuf, chunk_data(chunk, i), chunk);
-		snprintf(p, sizeof(p), "%s/%d", rawdir, i);
-		fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
-		if (fd < 0 || write(fd, abuf, chunk) != (ssize_t)chunk)
-			exit(1);
-		close(fd);
-	}
-	free(abuf);
-}
-
-/* The median of v[0..n) (n odd) and its range. */
-static double median_of(const double *v, int n, double *lo, double *hi)
-{
-	double m = v[0];
-
-	*lo = *hi = v[0];
-	for (int k = 0; k < n; k++) {
-		int below = 0;
-
-		for (int q = 0; q < n; q++)
-			below += v[q] < v[k];
-		if (below == n / 2)
-			m = v[k];
-		*lo = v[k] < *lo ? v[k] : *lo;
-		*hi = v[k] > *hi ? v[k] : *hi;
-	}
-	return m;
-}
-
-#define PM_ROUNDS 5 /* pread then the mount's reader, alternately */
-
-static double proc_cpu_s(pid_t pid);
-
-/* Writes chunks 0..n-1 into namespace ns of the mount (mkdir first). */
-static int put_ns(const char *mnt, const char *ns, size_t chunk, int n)
-{
-	char p[1024];
-
-	snprintf(p, sizeof(p), "%s/%s", mnt, ns);
-	mkdir(p, 0755);
-	for (int i = 0; i < n; i++) {
-		char name[33];
-		int fd;
-
-		key_name(i, name);
-		snprintf(p, sizeof(p), "%s/%s/%s", mnt, ns, name);
-		fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
-		if (fd < 0 || write(fd, chunk_data(chunk, i), chunk) !=
-		    (ssize_t)chunk || close(fd)) {
-			printf("mount write failed: %s\n", strerror(errno));
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* A clean unmount and a new mount with opts (a restart). */
-static pid_t remount_kvfs(const char *bin, const char *mnt, pid_t pid,
-			  const char *opts)
-{
-	umount_kvfs(mnt, pid);
-	pid = mount_kvfs(bin, mnt, opts);
-	if (pid < 0)
-		printf("\n(mount promotion: cannot mount %s again: skipped)\n",
-		       bin);
-	return pid;
-}
-
-/* One table row: the round of the median ratio. */
-static void pm_row(const char *what, int readers, size_t chunk, int nl2,
-		   const double *raw, const double *ratio)
-{
-	double lo, hi, med = median_of(ratio, PM_ROUNDS, &lo, &hi);
-
-	for (int k = 0; k < PM_ROUNDS; k++)
-		if (ratio[k] == med) {
-			printf("| O_DIRECT pread, raw files | %d | %.0f | 1.00x |\n",
-			       readers, (double)chunk * nl2 / raw[k] / 1e6);
-			printf("| kvfs mount, %s | %d | %.0f | %.2fx (%.2f-%.2f) |\n",
-			       what, readers,
-			       (double)chunk * nl2 / (raw[k] / med) / 1e6, med, lo,
-			       hi);
-			return;
-		}
-}
-
-/*
- * Promotion through a kvfs mount, L1 a quarter of the data, ingest=all, no
- * parent links. Each round writes n new chunks into a namespace of its own
- * (twice: one for each mount below), unmounts cleanly and mounts again (a
- * restart: every chunk only in L2, none ever read), reads O_DIRECT the
- * same chunks stored raw in plain files on the same disk, then reads the
- * first three quarters of the namespace through the mount in the order
- * they were written (each a promotion: io_uring read, verify, decompress
- * into L1, FUSE read); the same again on a mount with readahead=0 (the
- * promotion alone). Then, without restarts, the first namespace is read
- * again, by one reader and by two, alternating with pread, and once with
- * KVFS_LOOKUP_PREFETCH. PM_ROUNDS rounds each; median round and range.
- */
-static void promotion_mount(const char *tmp, const char *bin, size_t chunk,
-			    int n)
-{
-	char l2dir[512], mnt[512], rawdir[512], opts[1400], opts0[1500];
-	double raw0[PM_ROUNDS], q0[PM_ROUNDS], rawz[PM_ROUNDS], qz[PM_ROUNDS];
-	double raw1[PM_ROUNDS], q1[PM_ROUNDS], raw2[PM_ROUNDS], q2[PM_ROUNDS];
-	double mp, rp, cpu = 0, wall = 0, dcpu = 0, med0;
-	long long ra_prom = 0, ra_hits = 0, again_prom, again_hits;
-	double load[3] = { 0 };
-	struct rjob job = { 0 };
-	struct mjob mj = { 0 };
-	int nl2 = n * 3 / 4;
-	char ns[2][32];
-	pid_t pid;
-
-	snprintf(l2dir, sizeof(l2dir), "%s/l2bench-ml2", tmp);
-	snprintf(mnt, sizeof(mnt), "%s/l2bench-mnt", tmp);
-	snprintf(rawdir, sizeof(rawdir), "%s/l2bench-mraw", tmp);
-	mkdir(l2dir, 0700);
-	mkdir(mnt, 0700);
-	mkdir(rawdir, 0700);
-	snprintf(opts, sizeof(opts), "l1_size=%zu,max_chunk=%zu,l2_dir=%s,"
-		 "l2_size=%zu,ingest=all", chunk * (size_t)(n / 4) + (1u << 20),
-		 chunk, l2dir,
-		 chunk * (size_t)n * (2 * PM_ROUNDS + 2) + (256u << 20));
-	snprintf(opts0, sizeof(opts0), "%s,readahead=0", opts);
-	pid = mount_kvfs(bin, mnt, opts);
-	if (pid < 0) {
-		printf("\n(mount promotion: cannot mount %s with %s: skipped)\n",
-		       bin, opts);
-		return;
-	}
-	write_raw(rawdir, chunk, nl2);
-	job.rawdir = rawdir;
-	job.chunk = chunk;
-	job.n = nl2;
-	job.direct_files = true;
-	mj.mnt = mnt;
-	mj.chunk = chunk;
-	mj.n = nl2;
-	for (int k = 0; k < PM_ROUNDS; k++) {
-		for (int m = 0; m < 2; m++) {
-			snprintf(ns[m], sizeof(ns[m]), "pm%d.%d.bf16", m, k);
-			if (put_ns(mnt, ns[m], chunk, n))
-				goto out;
-		}
-		for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", "l2") <
-		     2 * n; i++)
-			usleep(10000);
-		for (int m = 0; m < 2; m++) {
-			double c0, d0, t;
-
-			pid = remount_kvfs(bin, mnt, pid, m ? opts0 : opts);
-			if (pid < 0)
-				goto gone;
-			mj.ns = ns[m];
-			(m ? rawz : raw0)[k] = run_readers(raw_reader, &job, 1);
-			d0 = proc_cpu_s(pid);
-			c0 = d0 + proc_cpu_s(getpid());
-			t = run_mnt_readers(&mj, 1);
-			if (!m) {
-				usleep(100000); /* the window past the reader */
-				ra_prom += mnt_stat(mnt, "promotions", "readahead");
-				ra_hits += mnt_stat(mnt, "hits", "readahead");
-				dcpu += proc_cpu_s(pid) - d0;
-				cpu += proc_cpu_s(pid) + proc_cpu_s(getpid()) - c0;
-				wall += t;
-			}
-			(m ? qz : q0)[k] = (m ? rawz : raw0)[k] / t;
-		}
-		/* the next round writes with readahead on (the order of
-		 * publication is learned by a mount that has it) */
-		pid = remount_kvfs(bin, mnt, pid, opts);
-		if (pid < 0)
-			goto gone;
-	}
-	mj.ns = "pm0.0.bf16";
-	for (int k = 0; k < PM_ROUNDS; k++) {
-		raw1[k] = run_readers(raw_reader, &job, 1);
-		q1[k] = raw1[k] / run_mnt_readers(&mj, 1);
-	}
-	again_prom = mnt_stat(mnt, "promotions", "readahead");
-	again_hits = mnt_stat(mnt, "hits", "readahead");
-	for (int k = 0; k < PM_ROUNDS; k++) {
-		raw2[k] = run_readers(raw_reader, &job, 2);
-		q2[k] = raw2[k] / run_mnt_readers(&mj, 2);
-	}
-	rp = run_readers(raw_reader, &job, 1);
-	mj.ns = NULL; /* run_mnt_prefetch reads bench.bf16 */
-	if (put_ns(mnt, "bench.bf16", chunk, n))
-		goto out;
-	for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", "l2") < n; i++)
-		usleep(10000);
-	pid = remount_kvfs(bin, mnt, pid, opts);
-	if (pid < 0)
-		goto gone;
-	mp = run_mnt_prefetch(&mj, 8);
-	if (getloadavg(load, 3) < 0)
-		load[0] = -1;
-	printf("\n## L2 promotion through the mount (%d chunks of %zu KiB "
-	       "read from L2, no parent links, ingest=all, L1 = a quarter of "
-	       "the data; load average %.2f)\n\n", nl2, chunk >> 10, load[0]);
-	printf("| read path | readers | MB/s | vs O_DIRECT pread (median of %d "
-	       "alternating rounds; lowest-highest) |\n|---|---|---|---|\n",
-	       PM_ROUNDS);
-	pm_row("first read after a restart, in the order written", 1, chunk,
-	       nl2, raw0, q0);
-	pm_row("the same with readahead=0 (the promotion alone)", 1, chunk,
-	       nl2, rawz, qz);
-	pm_row("read again, no restart", 1, chunk, nl2, raw1, q1);
-	pm_row("read again, no restart", 2, chunk, nl2, raw2, q2);
-	printf("| kvfs mount, lookup(PREFETCH) 8 ahead, first read after a "
-	       "restart | 1 | %.0f | %.2fx (one round) |\n",
-	       (double)chunk * nl2 / mp / 1e6, rp / mp);
-	printf("(first read after a restart: daemon + reader kept %.2f cores "
-	       "busy, the daemon %.2f ms of CPU per chunk, %lld readahead "
-	       "promotions, %lld read, of %d chunks; errors %d)\n",
-	       wall > 0 ? cpu / wall : 0,
-	       dcpu * 1e3 / ((double)nl2 * PM_ROUNDS), ra_prom, ra_hits,
-	       nl2 * PM_ROUNDS, mj.errors + job.errors);
-	printf("(read again, one reader: %lld readahead promotions, %lld "
-	       "read, of %d chunks)\n", again_prom, again_hits, nl2 * PM_ROUNDS);
-	med0 = median_of(q0, PM_ROUNDS, &(double){ 0 }, &(double){ 0 });
-	printf("target: one reader after a restart, no prefetch >= 1.00x "
-	       "O_DIRECT pread: %s (%.2fx)\n", med0 >= 1.0 ? "met" : "MISSED",
-	       med0);
-out:
-	umount_kvfs(mnt, pid);
-gone:
-	rm_rf(l2dir);
-	rm_rf(rawdir);
-	rmdir(mnt);
-}
-
-/* ----------------------------------------------- chain readahead */
-
-#define RA_CHAINS 4
-#define RA_JUMPS 64
-#define RA_RUN 4    /* the second jumper reads runs of this many */
-#define RA_ROUNDS 5 /* pread then chain reader, alternately: the median
-		     * round's ratio (the machine is shared) */
-
-/* Writes chunk i of ns (its parent: chunk parent, or none when < 0). */
-static int put_linked(const char *mnt, const char *ns, size_t chunk, int i,
-		      int parent)
-{
-	char name[33], pname[33], p[1024];
-	int fd;
-
-	key_name(i, name);
-	snprintf(p, sizeof(p), "%s/%s/%s", mnt, ns, name);
-	fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
-	if (fd < 0)
-		return -1;
-	if (write(fd, chunk_data(chunk, i), chunk) != (ssize_t)chunk)
-		goto fail;
-	if (parent >= 0) {
-		key_name(parent, pname);
-		if (fsetxattr(fd, KVFS_XATTR_PARENT, pname, 32, 0))
-			goto fail;
-	}
-	return close(fd);
-fail:
-	close(fd);
-	return -1;
-}
-
-/* CPU seconds (user + system) process pid used so far, or 0. */
-static double proc_cpu_s(pid_t pid)
-{
-	char p[64], buf[1024], *s;
-	unsigned long long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	f = fopen(p, "r");
-	if (!f)
-		return 0;
-	s = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-	fclose(f);
-	/* after the command: state ppid pgrp session tty tpgid flags minflt
-	 * cminflt majflt cmajflt utime stime */
-	if (!s || sscanf(s + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-			 "%llu %llu", &ut, &st) != 2)
-		return 0;
-	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-struct ra_result {
-	double raw, chain;           /* seconds, of the median round */
-	double lo, hi;               /* the rounds' lowest and highest ratio */
-	double cores;                /* daemon + reader CPU / wall, chain */
-	double first;                /* ratio of the first round alone */
-	long long first_prom;        /* promotions by the end of it */
-	long long prom, hits, wasted; /* of the chain reader */
-	long long jprom, jhits, jwasted; /* of the jumper */
-	long long rprom, rhits, rwasted; /* of the reader of short runs */
-	int errors;
-};
-
-/*
- * One mount (extra options appended) for the readahead table: n chunks as
- * RA_CHAINS chains (each chunk's user.kvfs.parent is the one before it in
- * its chain), ingest=all, L1 = a quarter of the data, so the first three
- * quarters are only in L2. One reader reads them in chain order (plain
- * open/read, no lookup) against O_DIRECT pread of the same chunks stored
- * raw, in the same run; then a reader jumps RA_JUMPS times between chunks
- * of the first half of the chains, never to the child of the chunk it
- * read last.
- */
-static int ra_run(const char *tmp, const char *bin, size_t chunk, int n,
-		  const char *extra, bool restart, struct ra_result *res)
-{
-	char l2dir[512], mnt[512], rawdir[512], opts[1400], p[1024];
-	int len = n / RA_CHAINS, nl2 = len * RA_CHAINS * 3 / 4;
-	int order[RA_JUMPS], half = len * RA_CHAINS / 2;
-	struct rjob job = { 0 };
-	struct mjob mj = { 0 };
-	uint64_t seed = 7;
-	pid_t pid;
-
-	memset(res, 0, sizeof(*res));
-	snprintf(l2dir, sizeof(l2dir), "%s/rabench-l2", tmp);
-	snprintf(mnt, sizeof(mnt), "%s/rabench-mnt", tmp);
-	snprintf(rawdir, sizeof(rawdir), "%s/rabench-raw", tmp);
-	mkdir(l2dir, 0700);
-	mkdir(mnt, 0700);
-	mkdir(rawdir, 0700);
-	snprintf(opts, sizeof(opts), "l1_size=%zu,max_chunk=%zu,l2_dir=%s,"
-		 "l2_size=%zu,ingest=all%s%s", chunk * (size_t)(n / 4) + (1u << 20),
-		 chunk, l2dir, chunk * (size_t)n * 2 + (256u << 20),
-		 extra ? "," : "", extra ? extra : "");
-	pid = mount_kvfs(bin, mnt, opts);
-	if (pid < 0) {
-		printf("\n(readahead: cannot mount %s with %s: skipped)\n", bin,
-		       opts);
-		return -1;
-	}
-	snprintf(p, sizeof(p), "%s/ra.bf16", mnt);
-	mkdir(p, 0755);
-	for (int i = 0; i < len * RA_CHAINS; i++)
-		if (put_linked(mnt, "ra.bf16", chunk, i,
-			       i % len ? i - 1 : -1)) {
-			printf("mount write failed: %s\n", strerror(errno));
-			umount_kvfs(mnt, pid);
-			return -1;
-		}
-	for (int i = 0; i < 3000 && mnt_stat(mnt, "writes", "l2") < len * RA_CHAINS; i++)
-		usleep(10000);
-	if (restart) {
-		/* a clean unmount and a new mount: the chain comes back from
-		 * L2 (links in the records and the checkpoint) */
-		umount_kvfs(mnt, pid);
-		pid = mount_kvfs(bin, mnt, opts);
-		if (pid < 0) {
-			printf("\n(readahead: cannot mount %s again: skipped)\n",
-			       bin);
-			return -1;
-		}
-	}
-	write_raw(rawdir, chunk, nl2);
-	job.rawdir = rawdir;
-	job.chunk = chunk;
-	job.n = nl2;
-	job.direct_files = true;
-	mj.mnt = mnt;
-	mj.ns = "ra.bf16";
-	mj.chunk = chunk;
-	mj.n = nl2;
-	{
-		/* each pass reads three times what L1 holds: every chunk is
-		 * only in L2 again when the next pass reaches it */
-		double raw[RA_ROUNDS], chain[RA_ROUNDS], ratio[RA_ROUNDS];
-		double cpu = 0, wall = 0;
-		int mid = 0;
-
-		for (int k = 0; k < RA_ROUNDS; k++) {
-			double c0;
-
-			raw[k] = run_readers(raw_reader, &job, 1);
-			c0 = proc_cpu_s(pid) + proc_cpu_s(getpid());
-			chain[k] = run_mnt_readers(&mj, 1);
-			cpu += proc_cpu_s(pid) + proc_cpu_s(getpid()) - c0;
-			wall += chain[k];
-			ratio[k] = raw[k] / chain[k];
-			usleep(200000); /* the window past the reader lands */
-			if (k == 0) {
-				res->first = ratio[0];
-				res->first_prom = mnt_stat(mnt, "promotions",
-							   "readahead");
-			}
-		}
-		double med = median_of(ratio, RA_ROUNDS, &res->lo, &res->hi);
-
-		for (int k = 0; k < RA_ROUNDS; k++)
-			if (ratio[k] == med)
-				mid = k;
-		res->raw = raw[mid];
-		res->chain = chain[mid];
-		res->cores = cpu / wall;
-	}
-	res->prom = mnt_stat(mnt, "promotions", "readahead");
-	res->hits = mnt_stat(mnt, "hits", "readahead");
-	res->wasted = mnt_stat(mnt, "wasted", "readahead");
-	/* the jumper: chains 0..RA_CHAINS/2-1, only in L2 again by now */
-	for (int k = 0; k < RA_JUMPS; k++) {
-		do
-			order[k] = (int)(rng_next(&seed) % (uint64_t)half);
-		while (k && (order[k] == order[k - 1] + 1 ||
-			     order[k] == order[k - 1]));
-	}
-	mj.order = order;
-	mj.n = RA_JUMPS;
-	run_mnt_readers(&mj, 1);
-	usleep(200000);
-	res->jprom = mnt_stat(mnt, "promotions", "readahead") - res->prom;
-	res->jhits = mnt_stat(mnt, "hits", "readahead") - res->hits;
-	res->jwasted = mnt_stat(mnt, "wasted", "readahead") - res->wasted;
-	/* short runs: RA_RUN chunks of a chain in order, then a jump */
-	for (int k = 0; k + RA_RUN <= RA_JUMPS; k += RA_RUN) {
-		int s;
-
-		do
-			s = (int)(rng_next(&seed) % (uint64_t)half);
-		while (s % len > len - RA_RUN);
-		for (int q = 0; q < RA_RUN; q++)
-			order[k + q] = s + q;
-	}
-	res->rprom = mnt_stat(mnt, "promotions", "readahead");
-	res->rhits = mnt_stat(mnt, "hits", "readahead");
-	res->rwasted = mnt_stat(mnt, "wasted", "readahead");
-	run_mnt_readers(&mj, 1);
-	usleep(200000);
-	res->rprom = mnt_stat(mnt, "promotions", "readahead") - res->rprom;
-	res->rhits = mnt_stat(mnt, "hits", "readahead") - res->rhits;
-	/* what it promoted and left unread (unpinned at its jumps) is
-	 * evicted by a pass over every chain */
-	mj.order = NULL;
-	mj.n = len * RA_CHAINS;
-	run_mnt_readers(&mj, 1);
-	res->rwasted = mnt_stat(mnt, "wasted", "readahead") - res->rwasted;
-	res->errors = mj.errors + job.errors;
-	umount_kvfs(mnt, pid);
-	rm_rf(l2dir);
-	rm_rf(rawdir);
-	rmdir(mnt);
-	return 0;
-}
-
-static void readahead_mount(const char *tmp, const char *bin, size_t chunk,
-			    int n)
-{
-	static const char *const modes[] = { "readahead=0", NULL, NULL };
-	static const char *const names[] = { "readahead=0", "readahead default",
-					     "readahead default, after a "
-					     "remount" };
-	int nl2 = n / RA_CHAINS * RA_CHAINS * 3 / 4;
-	struct ra_result r[3];
-	double load[3] = { 0 };
-
-	for (int m = 0; m < 3; m++)
-		if (ra_run(tmp, bin, chunk, n, modes[m], m == 2, &r[m]))
-			return;
-	if (getloadavg(load, 3) < 0)
-		load[0] = -1;
-	printf("\n## Chain readahead (%d chunks of %zu KiB in %d chains, "
-	       "parent links, only in L2; plain open/read, no lookup; "
-	       "load average %.2f)\n\n", nl2, chunk >> 10, RA_CHAINS * 3 / 4,
-	       load[0]);
-	printf("| read path | MB/s | vs O_DIRECT pread (median of %d rounds;"
-	       " lowest-highest) | readahead promotions | hits | cores busy |\n"
-	       "|---|---|---|---|---|---|\n", RA_ROUNDS);
-	for (int m = 0; m < 3; m++) {
-		printf("| O_DIRECT pread, raw files | %.0f | 1.00x | | | |\n",
-		       (double)chunk * nl2 / r[m].raw / 1e6);
-		printf("| kvfs, chain reader, %s | %.0f | %.2fx (%.2f-%.2f) | "
-		       "%lld | %lld | %.2f |\n", names[m],
-		       (double)chunk * nl2 / r[m].chain / 1e6,
-		       r[m].raw / r[m].chain, r[m].lo, r[m].hi, r[m].prom,
-		       r[m].hits, r[m].cores);
-	}
-	printf("\nJumping reader (%d reads, random chunks of %d chains, "
-	       "readahead default): %lld promotions, %lld read, %lld "
-	       "evicted unread (wasted %.1f%% of the chunks it read)\n",
-	       RA_JUMPS, RA_CHAINS / 2, r[1].jprom, r[1].jhits, r[1].jwasted,
-	       100.0 * (double)(r[1].jprom - r[1].jhits) / RA_JUMPS);
-	printf("Reader of short runs (%d runs of %d chunks in chain order, "
-	       "then a jump): %lld promotions, %lld read, %lld evicted unread "
-	       "(wasted %.1f%% of the chunks it read)\n", RA_JUMPS / RA_RUN,
-	       RA_RUN, r[1].rprom, r[1].rhits, r[1].rwasted,
-	       100.0 * (double)r[1].rwasted / RA_JUMPS);
-	printf("First reader after the remount (its first round alone): "
-	       "%.2fx O_DIRECT pread, %lld readahead promotions\n", r[2].first,
-	       r[2].first_prom);
-	printf("(errors %d)\n", r[0].errors + r[1].errors + r[2].errors);
-	printf("target: chain read after a remount, plain open/read >= 1.30x "
-	       "O_DIRECT pread (aim 1.60x): %s (%.2fx)\n",
-	       r[2].raw / r[2].chain >= 1.3 ? "met" : "MISSED",
-	       r[2].raw / r[2].chain);
 }
 
 int main(int argc, char **argv)
