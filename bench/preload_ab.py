@@ -60,14 +60,13 @@ def main():
         sys.exit(__doc__)
     builds = {"base": sys.argv[1], "new": sys.argv[2]}
     bench = os.path.join(builds["new"], "bench/kvfs_pbench")
-    mnt, pid = {}, {}
+    mnt = {}
     shm = tempfile.mkdtemp(prefix="/dev/shm/preload_ab.")
     try:
         for b, d in builds.items():
             mnt[b] = tempfile.mkdtemp(prefix="/tmp/preload_ab.")
             subprocess.run([os.path.join(d, "kvfs-mount"), "-o", "l1_size=1G",
                             mnt[b]], check=True)
-            pid[b] = daemon_pid(mnt[b])
             os.mkdir(mnt[b] + "/ns")
         os.mkdir(shm + "/ns")
         for i in range(N):
@@ -76,6 +75,9 @@ def main():
                 with open(d + "/ns/%032x" % (i + 1), "wb") as f:
                     f.write(data)
         time.sleep(0.5)
+        # after the writes: by then the daemon has more threads than
+        # its watchdog, which names the mount too
+        pid = {b: daemon_pid(mnt[b]) for b in builds}
         modes = []  # (name, directory, env, daemon pid)
         for b in builds:
             pre = dict(os.environ,
