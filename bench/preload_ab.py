@@ -15,9 +15,10 @@ only the daemon and the library differ. Both builds are mounted at once
 and plain, each build, and tmpfs), in an order that rotates every round,
 then writes N new chunks in each mode (and with the new build's
 KVFS_PRELOAD_WRITES=lazy) into a fresh directory (removed, untimed, after
-the round). Prints per mode the median and range of
-files/s, the median reader and daemon CPU per file, the ratio to tmpfs,
-and the load average before and after. Run as root (mounts).
+the round). Prints per mode the median and range of files/s, the
+median reader and daemon CPU per file, the ratio to tmpfs, issue 26's
+targets met or MISSED, and the load average before and after. Run as
+root (mounts).
 """
 import os
 import shutil
@@ -133,6 +134,22 @@ def main():
                    statistics.median(fs) / tm,
                    statistics.median(x[1] for x in v),
                    statistics.median(x[2] for x in v)))
+        # issue 26's targets, on the medians
+        for name, _, _, _ in modes:
+            v = res[(kind, name)]
+            if not v or name == "tmpfs":
+                continue
+            f = statistics.median(x[0] for x in v)
+            x = f / tm
+            if kind == "write":
+                met, what = x >= 1.0, ">= 1.0x tmpfs"
+            elif SZ >= 2 << 20:
+                met, what = x >= 0.8, ">= 0.8x tmpfs"
+            else:
+                met = x >= 0.7 and f >= 12000
+                what = ">= 0.7x tmpfs and >= 12,000 files/s"
+            print("  target %s %s, %s: %s (%.2fx, %.0f files/s)" %
+                  (kind, what, name, "met" if met else "MISSED", x, f))
 
 
 if __name__ == "__main__":
