@@ -69,10 +69,11 @@ def run(binary, n=int(os.environ.get("N", "150")),
     return (c1 - c0) / n * 1e6, (t1 - t0) / n * 1e6
 
 
-if len(sys.argv) < 3:
-    sys.exit(__doc__)
-for r in range(3):
-    for b in sys.argv[1:]:
-        c, w = run(b)
-        print('%-40s daemon cpu %7.1f us/file  wall %7.1f us/file'
-              % (b, c, w), flush=True)
+if __name__ == '__main__':  # bench/preload_ab.py imports the helpers
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    for r in range(3):
+        for b in sys.argv[1:]:
+            c, w = run(b)
+            print('%-40s daemon cpu %7.1f us/file  wall %7.1f us/file'
+                  % (b, c, w), flush=True)

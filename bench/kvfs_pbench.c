@@ -15,10 +15,11 @@
  * thread) are printed met/MISSED for the preloaded paths, and for the
  * plain path beside them. The load average is printed before and after.
  *
- * Then the writes: for the same sizes and thread counts, rounds of three
+ * Then the writes: for the same sizes and thread counts, rounds of four
  * writer processes in a rotating order (plain writes of new keys to kvfs,
  * the same with the preload, which publishes each chunk by one
- * KVFS_IOC_PUT at close, and tmpfs), each creating every file once
+ * KVFS_IOC_PUT at close, the same with KVFS_PRELOAD_WRITES=lazy, whose
+ * open asks the daemon nothing, and tmpfs), each creating every file once
  * (open O_WRONLY | O_CREAT | O_EXCL, one write, close) in a fresh
  * directory that is removed, untimed, after the round. Target (issue 26,
  * plain write of 256 KiB and 2 MiB): >= 1.0x tmpfs.
@@ -51,10 +52,10 @@
 #define MAX_THREADS 2
 #define MAX_ROUNDS 64
 
-enum mode { M_PLAIN, M_PRELOAD, M_MEMFD, M_TMPFS, M_BASE, M_COUNT };
+enum mode { M_PLAIN, M_PRELOAD, M_MEMFD, M_TMPFS, M_BASE, M_LAZY, M_COUNT };
 static const char *mode_names[M_COUNT] = { "kvfs plain", "kvfs preload",
 					   "preload memfd", "tmpfs",
-					   "preload (base)" };
+					   "preload (base)", "preload lazy" };
 
 static char kvfs_mnt[PATH_MAX], shm_dir[PATH_MAX], self_path[PATH_MAX];
 static pid_t kvfs_pid;
@@ -295,11 +296,13 @@ static double run_reader(enum mode m, const char *dir, size_t size,
 	if (p == 0) {
 		dup2(pfd[1], 1);
 		close(pfd[0]);
-		if (m == M_PRELOAD || m == M_MEMFD || m == M_BASE)
+		if (m == M_PRELOAD || m == M_MEMFD || m == M_BASE ||
+		    m == M_LAZY)
 			setenv("LD_PRELOAD", m == M_BASE ? base_lib : preload, 1);
 		else
 			unsetenv("LD_PRELOAD");
 		setenv("KVFS_PRELOAD", m == M_MEMFD ? "memfd" : "1", 1);
+		setenv("KVFS_PRELOAD_WRITES", m == M_LAZY ? "lazy" : "1", 1);
 		execl(self_path, self_path, role, dir, ssize, sn, st,
 		      (char *)NULL);
 		_exit(127);
@@ -355,11 +358,12 @@ static void run_rows(bool write, size_t size, unsigned n, unsigned th,
 		     unsigned rounds, const char *kdir, const char *tdir,
 		     const char *preload)
 {
-	static const enum mode wmodes[] = { M_PLAIN, M_PRELOAD, M_TMPFS, M_BASE };
+	static const enum mode wmodes[] = { M_PLAIN, M_PRELOAD, M_LAZY, M_TMPFS,
+					    M_BASE };
 	static const enum mode rmodes[] = { M_PLAIN, M_PRELOAD, M_MEMFD, M_TMPFS,
 					    M_BASE };
 	const enum mode *modes = write ? wmodes : rmodes;
-	unsigned nm = (write ? 3 : 4) + (base_lib ? 1 : 0);
+	unsigned nm = 4 + (base_lib ? 1 : 0);
 	double t[M_COUNT][MAX_ROUNDS], med[M_COUNT];
 	const char *sz = size == (2u << 20) ? "2 MiB" : "256 KiB";
 	char dir[PATH_MAX + 64];

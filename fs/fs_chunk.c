@@ -51,25 +51,28 @@ static bool proc_read(pid_t pid, const char *file, char *buf, size_t size)
 }
 
 /*
- * Whether task pid still has its memory: /proc/<pid>/status lists VmSize
- * only for a task with an mm. do_exit() lets go of the mm (exit_mm)
- * before it closes the files (exit_files); a task in execve() closing its
- * close-on-exec files has its new mm, and so does one calling close(2).
- * Unknown (unreadable) counts as having it.
+ * Whether task pid still has its memory: /proc/<pid>/statm is "0 0 0 0 0
+ * 0 0" for a task without an mm, else its first field (the pages mapped)
+ * is not 0. do_exit() lets go of the mm (exit_mm) before it closes the
+ * files (exit_files); a task in execve() closing its close-on-exec files
+ * has its new mm, and so does one calling close(2). Unknown (unreadable)
+ * counts as having it. statm, not status (which lists VmSize only with an
+ * mm): it is asked at every writer's close, and reading statm costs half
+ * (11 us against 22 us here).
  *
  * Why it is asked first: reading /proc/<pid>/stat of a task in execve()
  * blocks until the exec is over (its ptrace access check waits for the
  * exec's locks), and the exec waits for the FLUSH of its close-on-exec
  * kvfs writer, which is what asks: writer and daemon worker both stuck
  * for good, and every later reader of that stat file (ps, pgrep) with
- * them. /proc/<pid>/status does not wait.
+ * them. statm and status do not wait (get_task_mm, no exec lock).
  */
 static bool task_has_mm(pid_t pid)
 {
-	char buf[4096];
+	char buf[128];
 
-	return !proc_read(pid, "status", buf, sizeof(buf)) ||
-	       strstr(buf, "\nVmSize:") != NULL;
+	return !proc_read(pid, "statm", buf, sizeof(buf)) ||
+	       strtoull(buf, NULL, 10) != 0;
 }
 
 /*

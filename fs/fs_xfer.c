@@ -42,9 +42,12 @@
  *    /sys/fs/fuse/connections/N/abort: root only); for that case each batch
  *    also holds a pidfd of the calling thread, opened when the batch
  *    starts (while the caller is provably blocked), and checks it before
- *    every entry: a thread that exited makes the rest of the batch stop
- *    with ESRCH, and reusing its pid in the microseconds between that check
- *    and the copy would need the pid counter to wrap through pid_max.
+ *    every entry after the first: a thread that exited makes the rest of
+ *    the batch stop with ESRCH, and reusing its pid in the microseconds
+ *    between that check and the copy would need the pid counter to wrap
+ *    through pid_max. A batch of one entry (the preload library's GET and
+ *    PUT) opens none: its one copy follows the request's arrival as
+ *    closely as it would follow the pidfd's opening.
  * 4. Bad addresses. process_vm_* fault in the caller's pages as the caller
  *    would (no FOLL_FORCE): unmapped or read-only memory gives EFAULT for
  *    that entry, never a write the caller itself could not make.
@@ -140,7 +143,11 @@ struct caller {
 	int pidfd; /* the calling thread, or -1 where pidfd_open is missing */
 };
 
-static int caller_open(struct caller *c, fuse_req_t req)
+/* The caller of req; its pidfd only for a batch of more than one entry
+ * (nents): the first entry runs unchecked (job_run), so a one-entry
+ * batch (every open the preload library serves) would open, poll and
+ * close a pidfd for nothing, ~8-10 us of the caller's wait here. */
+static int caller_open(struct caller *c, fuse_req_t req, uint32_t nents)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
@@ -149,6 +156,8 @@ static int caller_open(struct caller *c, fuse_req_t req)
 	/* 0: the caller lives in a pid namespace the mount cannot see. */
 	if (c->pid <= 0)
 		return -ESRCH;
+	if (nents <= 1)
+		return 0;
 	c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, PIDFD_THREAD);
 	if (c->pidfd < 0 && errno == EINVAL) /* before 6.9: a tgid only */
 		c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
@@ -700,7 +709,7 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	if (rc == 0)
 		rc = tier_ns_info(fs->tier, fh->ns, &nsi);
 	if (rc == 0)
-		rc = caller_open(&cl, req);
+		rc = caller_open(&cl, req, b->nents);
 	if (rc == 0 && (b->flags & KVFS_XFER_DEVICE)) {
 		struct tier_arena_info ai;
 

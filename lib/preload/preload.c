@@ -101,6 +101,7 @@ enum { OFF, SERVE_MEM, SERVE_MEMFD };
 static int enabled = -1;     /* -1 until read, else OFF / SERVE_* */
 static uint64_t max_bytes;   /* KVFS_PRELOAD_MAX */
 static bool writes;          /* KVFS_PRELOAD_WRITES (default on) */
+static bool lazy;            /* KVFS_PRELOAD_WRITES=lazy: no LOOKUP at open */
 
 static void read_env(void)
 {
@@ -117,6 +118,7 @@ static void read_env(void)
 	}
 	w = getenv("KVFS_PRELOAD_WRITES");
 	writes = !(w && strcmp(w, "0") == 0);
+	lazy = w && strcmp(w, "lazy") == 0;
 	pl_wr_set_max(max_bytes);
 	enabled = (e && strcmp(e, "0") == 0) || !max_bytes ? OFF :
 		  e && strcmp(e, "memfd") == 0 ? SERVE_MEMFD : SERVE_MEM;
@@ -398,7 +400,8 @@ static int reopen_rdonly(int mfd, int flags)
  * mounts included) and nothing is at the name (no chunk, no writer: the
  * kernel's lookup says ENOENT); else the real open answers (EEXIST of
  * O_EXCL, EPERM of a published chunk, EACCES, EROFS...). Returns the fd
- * or -1.
+ * or -1. KVFS_PRELOAD_WRITES=lazy skips the lookup, the one round trip
+ * of the open: a key already there is then the PUT's EEXIST at close.
  */
 static int serve_write(int nsfd, const char *name,
 		       const struct kvfs_key *key, int flags, mode_t mode)
@@ -406,8 +409,8 @@ static int serve_write(int nsfd, const char *name,
 	struct stat st;
 
 	if (faccessat(nsfd, ".", W_OK | X_OK, AT_EACCESS) ||
-	    !fstatat(nsfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
-	    errno != ENOENT) {
+	    (!lazy && (!fstatat(nsfd, name, &st, AT_SYMLINK_NOFOLLOW) ||
+		       errno != ENOENT))) {
 		close(nsfd);
 		return -1;
 	}

@@ -204,6 +204,75 @@ else
 	bad "requests.read $read0 -> $(stat requests.read)"
 fi
 
+# --- spare sockets (lib/preload/preload_fd.c): the socket of a closed
+# served fd is kept for the next open, at a number from 512 up; fd
+# numbers below stay the kernel's, and no fd the library forgot can be
+# served another chunk's bytes through a kept socket
+out=$(pre "$PY" - "$ns" "$tmp" "$K1" "$K2" "$K3" <<'EOF' 2>&1
+import ctypes, errno, os, stat, sys
+ns, tmp, keys = sys.argv[1], sys.argv[2], sys.argv[3:6]
+want = [open(f"{tmp}/k{i + 1}", "rb").read() for i in range(3)]
+libc = ctypes.CDLL(None, use_errno=True)
+fails = []
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        fails.append(what)
+def low():  # the descriptors under 512
+    return sorted(int(f) for f in os.listdir("/proc/self/fd") if int(f) < 512)
+def lib_read(fd):  # the library's read (interposed), 64 bytes or -errno
+    buf = ctypes.create_string_buffer(64)
+    n = libc.read(fd, buf, 64)
+    return buf.raw[:n] if n >= 0 else -ctypes.get_errno()
+def show(r):
+    return r if isinstance(r, int) else r[:8]
+os.close(os.open(f"{ns}/{keys[1]}", os.O_RDONLY))  # the namespace fd opened
+before = low()
+fd = os.open(f"{ns}/{keys[1]}", os.O_RDONLY)
+os.close(fd)
+check(low() == before, "a served open and close leave the numbers under 512 as they were")
+plain = os.open(f"{tmp}/k3", os.O_RDONLY)
+check(plain == fd, f"the next open gets the number closed ({plain}, {fd})")
+os.close(plain)
+spares = [int(f) for f in os.listdir("/proc/self/fd") if int(f) >= 512 and
+          stat.S_ISSOCK(os.fstat(int(f)).st_mode)]
+check(len(spares) >= 1, f"a spare socket kept from 512 up ({spares})")
+# an untracked dup (raw syscall) of a closed served fd: never a later
+# chunk's bytes through the socket they share
+fa = os.open(f"{ns}/{keys[0]}", os.O_RDONLY)
+j = libc.syscall(32, fa)  # SYS_dup, past the library
+os.close(fa)              # its socket becomes a spare
+fb = os.open(f"{ns}/{keys[2]}", os.O_RDONLY)  # served with that spare
+check(os.fstat(fb).st_size == len(want[2]), "the next served open works")
+r = lib_read(j)
+check(r in (-errno.ENOTCONN, -errno.EINVAL),
+      f"the untracked dup reads nothing, not the next chunk ({show(r)})")
+check(os.read(fb, 64) == want[2][:64], "the served fd reads its own chunk")
+os.close(fb)
+libc.syscall(3, j)
+# a descriptor closed behind the library's back: its chunk's socket is
+# not kept, so its number, given to another chunk's socket, never reads
+# the old chunk
+fa = os.open(f"{ns}/{keys[0]}", os.O_RDONLY)
+fa2 = os.dup(fa)
+libc.syscall(3, fa)        # SYS_close: the library still lists fa
+hold = os.open("/dev/null", os.O_RDONLY)  # takes fa's number
+os.close(fa2)              # fa's entry still stands for the chunk
+fb = os.open(f"{ns}/{keys[1]}", os.O_RDONLY)
+libc.syscall(3, hold)
+check(libc.syscall(33, fb, fa) == fa,
+      "another chunk's socket put at the old number (raw dup2)")
+r = lib_read(fa)
+check(r != want[0][:64], f"the old number never reads the old chunk ({show(r)})")
+os.close(fb)
+libc.syscall(3, fa)
+sys.exit(1 if fails else 0)
+EOF
+)
+rc=$?
+printf '%s\n' "$out" | sed 's/^/  # /'
+check "spare sockets: fd numbers, untracked dups, stale entries" test "$rc" = 0
+
 # --- a miss: ENOENT, from cat too
 err=$(pre cat "$ns/$MISS" 2>&1 >/dev/null)
 case $err in

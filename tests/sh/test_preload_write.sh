@@ -8,7 +8,8 @@
 # in another, and the outcomes must be identical; then what only the
 # preload shows: one KVFS_IOC_PUT and no FUSE CREATE per served chunk,
 # nothing visible before close, a racing writer told EEXIST at close, the
-# settling fallbacks going through CREATE, another uid refused at open.
+# settling fallbacks going through CREATE, KVFS_PRELOAD_WRITES=lazy (no
+# LOOKUP at open, EEXIST at close), another uid refused at open.
 set -u
 PY=/usr/bin/python3
 . "$(dirname "$0")/kvfs_mount.sh"
@@ -261,6 +262,40 @@ if [ "$(stat requests.create)" -gt "$creates0" ]; then
 	ok "KVFS_PRELOAD_WRITES=0: the plain path"
 else
 	bad "KVFS_PRELOAD_WRITES=0: no CREATE"
+fi
+
+# KVFS_PRELOAD_WRITES=lazy: no LOOKUP at open (one round trip per chunk,
+# the PUT); a key already there is EEXIST at close, its bytes untouched
+k4=00000000000000000000000000000ac0 k5=00000000000000000000000000000ac1
+lookups0=$(stat requests.lookup) puts0=$(stat ioctl.xfer.puts)
+KVFS_PRELOAD_WRITES=lazy pre "$PY" -c 'import os, sys
+for p in sys.argv[1:]:
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"lazy" * 1000); os.close(fd)' "$tmp/m/pre/$k4" "$tmp/m/pre/$k5"
+# at most one LOOKUP: the namespace's own name, when its entry expired
+if [ $(($(stat requests.lookup) - lookups0)) -le 1 ] &&
+   [ $(($(stat ioctl.xfer.puts) - puts0)) -eq 2 ] &&
+   [ "$(cat "$tmp/m/pre/$k4")" = "$(printf 'lazy%.0s' $(seq 1000))" ]; then
+	ok "KVFS_PRELOAD_WRITES=lazy: two chunks, two PUTs, no LOOKUP of their keys"
+else
+	bad "lazy: lookups $lookups0 -> $(stat requests.lookup), puts $puts0 -> $(stat ioctl.xfer.puts)"
+fi
+out=$(KVFS_PRELOAD_WRITES=lazy pre "$PY" -c 'import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+print("open: 0")
+os.write(fd, b"other" * 1000)
+try:
+    os.close(fd); print("close: 0")
+except OSError as e:
+    print("close:", errno.errorcode[e.errno])
+print("bytes kept:", open(sys.argv[1], "rb").read() == b"first" * 1000)' \
+	"$tmp/m/pre/$k" 2>&1)
+if [ "$out" = "open: 0
+close: EEXIST
+bytes kept: True" ]; then
+	ok "KVFS_PRELOAD_WRITES=lazy: an existing key is EEXIST at close, its bytes kept"
+else
+	bad "lazy, an existing key: $out"
 fi
 
 # --- who may create: the kernel's answer at open, for another uid
