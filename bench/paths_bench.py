@@ -4,7 +4,7 @@ against tmpfs and against the local disk with O_DIRECT, in the same run (a
 report, not a test).
 
 usage: paths_bench.py [--blocks N] [--trials T] [--threads N] [--disk DIR]
-                      [--shm DIR] [--requests | --calls]
+                      [--shm DIR] [--mount-opts OPTS] [--requests | --calls]
 
 It runs vLLM's own calls (vllm/v1/kv_offload/tiering/fs/io.py, as
 tests/python/test_paths_vllm.py reproduces them): store_block = stat the
@@ -205,6 +205,9 @@ def main():
                     help="count the FUSE requests of each system call of "
                     "store_block and load_block instead (the daemon's "
                     "requests.* counters; 16 blocks)")
+    ap.add_argument("--mount-opts", default="",
+                    help="more kvfs-mount options, comma-separated, after "
+                    "the bench's own (e.g. compress=none)")
     ap.add_argument("--calls", action="store_true",
                     help="time each system call of store_block and "
                     "load_block on kvfs and tmpfs instead (medians, us)")
@@ -224,7 +227,7 @@ def main():
     l1 = max(64 << 20, (n * BLOCK * 3) // 2)
     opts = ["names=paths", "l1_size=%d" % l1, "max_chunk=4M",
             "l2_dir=" + l2, "l2_size=%d" % max(1 << 30, 3 * n * BLOCK),
-            "flush_on_exit=1"]
+            "flush_on_exit=1"] + [o for o in a.mount_opts.split(",") if o]
     mnt, daemon = mount(a.mount_bin, opts)
     if a.requests or a.calls:
         try:
@@ -317,6 +320,8 @@ def main():
             add("load L2, prefetch", disk, lambda: loads(disk))
         with open(os.path.join(mnt, ".kvfs", "stats")) as f:
             st = json.load(f)
+        if a.mount_opts:
+            print("kvfs mounted with %s added" % a.mount_opts)
         report(res, n, a.trials, a.threads, kv, shm, disk, st)
     finally:
         umount(mnt, daemon)
