@@ -4,7 +4,7 @@ against tmpfs and against the local disk with O_DIRECT, in the same run (a
 report, not a test).
 
 usage: paths_bench.py [--blocks N] [--trials T] [--threads N] [--disk DIR]
-                      [--shm DIR] [--requests]
+                      [--shm DIR] [--mount-opts OPTS] [--requests | --calls]
 
 It runs vLLM's own calls (vllm/v1/kv_offload/tiering/fs/io.py, as
 tests/python/test_paths_vllm.py reproduces them): store_block = stat the
@@ -39,6 +39,11 @@ median and the range (min-max) of the trials and the ratio of medians, and
 checks the targets of issue 26 on the medians (met/MISSED): store >= 1.0x
 tmpfs, load L1 >= 0.85x tmpfs, load L2 after a restart with no prefetch
 call >= 1.0x the disk.
+
+--requests counts the FUSE requests of each system call instead (the
+daemon's requests.* counters); --calls times each system call of
+store_block and load_block on kvfs (memory tier) and tmpfs, alternating,
+and prints the medians in microseconds with the daemon's CPU per block.
 """
 import argparse
 import ctypes
@@ -200,6 +205,12 @@ def main():
                     help="count the FUSE requests of each system call of "
                     "store_block and load_block instead (the daemon's "
                     "requests.* counters; 16 blocks)")
+    ap.add_argument("--mount-opts", default="",
+                    help="more kvfs-mount options, comma-separated, after "
+                    "the bench's own (e.g. compress=none)")
+    ap.add_argument("--calls", action="store_true",
+                    help="time each system call of store_block and "
+                    "load_block on kvfs and tmpfs instead (medians, us)")
     a = ap.parse_args()
     n = a.blocks
     if not os.access(a.mount_bin, os.X_OK):
@@ -216,10 +227,13 @@ def main():
     l1 = max(64 << 20, (n * BLOCK * 3) // 2)
     opts = ["names=paths", "l1_size=%d" % l1, "max_chunk=4M",
             "l2_dir=" + l2, "l2_size=%d" % max(1 << 30, 3 * n * BLOCK),
-            "flush_on_exit=1"]
+            "flush_on_exit=1"] + [o for o in a.mount_opts.split(",") if o]
     mnt, daemon = mount(a.mount_bin, opts)
-    if a.requests:
+    if a.requests or a.calls:
         try:
+            if a.calls:
+                return time_calls(mnt, daemon, work_shm, want, view, buf,
+                                  a.trials)
             return count_requests(a.mount_bin, opts, mnt, daemon, want,
                                   view, buf)
         finally:
@@ -306,6 +320,8 @@ def main():
             add("load L2, prefetch", disk, lambda: loads(disk))
         with open(os.path.join(mnt, ".kvfs", "stats")) as f:
             st = json.load(f)
+        if a.mount_opts:
+            print("kvfs mounted with %s added" % a.mount_opts)
         report(res, n, a.trials, a.threads, kv, shm, disk, st)
     finally:
         umount(mnt, daemon)
@@ -379,6 +395,72 @@ def count_requests(binary, opts, mnt, daemon, want, view, buf):
     for name, acc in counts.items():
         print("  %-30s %s" % (name, " ".join(
             "%s %.2f" % (k, v / n) for k, v in sorted(acc.items()))))
+    return 0
+
+
+def time_calls(mnt, daemon, work_shm, want, view, buf, trials):
+    """Prints the median wall time of each system call of store_block and
+    load_block (us), kvfs's memory tier against tmpfs, the two alternating
+    in each of trials rounds of len(want) blocks, and the daemon's CPU per
+    block (us, clock ticks: coarse). Unmounts."""
+    pc = time.perf_counter
+    res = {}
+
+    def timed_call(t, name, fn):
+        t0 = pc()
+        r = fn()
+        res.setdefault((t.name, name), []).append((pc() - t0) * 1e6)
+        return r
+
+    def store(t, i):
+        dest = t.path(i)
+        tmp = dest + SUFFIX
+        buf[:] = want[i]
+        timed_call(t, "store: exists", lambda: os.path.exists(dest))
+        timed_call(t, "store: makedirs", lambda: os.makedirs(
+            os.path.dirname(dest), exist_ok=True))
+        fd = timed_call(t, "store: open", lambda: os.open(
+            tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_TRUNC |
+            (O_DIRECT if t.direct else 0), 0o644))
+        timed_call(t, "store: write", lambda: os.write(fd, view))
+        timed_call(t, "store: close", lambda: os.close(fd))
+        timed_call(t, "store: replace", lambda: os.replace(tmp, dest))
+
+    def load(t, i):
+        fd = timed_call(t, "load: open", lambda: os.open(
+            t.path(i), os.O_RDONLY | (O_DIRECT if t.direct else 0)))
+        timed_call(t, "load: readv", lambda: os.readv(fd, [view]))
+        timed_call(t, "load: close", lambda: os.close(fd))
+
+    os.mkdir(os.path.join(mnt, "vllm"))
+    kv = Target("kvfs", os.path.join(mnt, "vllm"))
+    shm = Target("tmpfs", os.path.join(work_shm, "vllm"))
+    n = len(want)
+    try:
+        for _ in range(trials):
+            for phase in (store, load):
+                for t in (kv, shm):
+                    if phase is store:
+                        t.clear()
+                    c0 = cpu_of(daemon.pid) - cpu_of(None)
+                    for i in range(n):
+                        phase(t, i)
+                    if t is kv:
+                        res.setdefault(("kvfs", "daemon CPU/block, " +
+                                        phase.__name__), []).append(
+                            (cpu_of(daemon.pid) - cpu_of(None) - c0) /
+                            n * 1e6)
+    finally:
+        umount(mnt, daemon)
+    med = statistics.median
+    print("us per system call (median of %d x %d), load average %.2f" % (
+        trials, n, os.getloadavg()[0]))
+    print("%-32s %9s %9s" % ("call", "kvfs", "tmpfs"))
+    for (tname, name), v in res.items():
+        if tname == "kvfs":
+            w = res.get(("tmpfs", name))
+            print("%-32s %9.1f %9s" % (name, med(v), "%.1f" % med(w)
+                                         if w else "-"))
     return 0
 
 

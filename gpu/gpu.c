@@ -23,7 +23,6 @@ int gpu_arena_open(const char *spec, uint64_t size, struct gpu_arena *a,
 		spec = "host";
 	}
 	memset(a, 0, sizeof(*a));
-	a->memfd = -1;
 	a->device = -1;
 	if (spec == NULL || strcmp(spec, "host") == 0) {
 		ops = &gpu_host_ops;

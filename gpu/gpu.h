@@ -1,8 +1,9 @@
 /*
  * gpu.h - the one memory interface under the L1 arena.
  *
- * Backends: "host" (a memfd mapped MAP_SHARED|MAP_POPULATE, always built),
- * "pinned" (the same memfd arena registered with cudaHostRegister) and
+ * Backends: "host" (anonymous memory of the daemon in huge pages where the
+ * kernel gives them, pre-faulted, always built), "pinned" (the same arena
+ * registered with cudaHostRegister) and
  * "cuda[:DEVICE]" (cudaMalloc; host reads and writes go through copies).
  * CUDA is loaded at run time; only gpu/ knows about it (no #ifdef CUDA
  * outside gpu/).
@@ -21,7 +22,6 @@ struct gpu_arena {
 	const struct gpu_ops *ops;
 	uint64_t size;
 	void *host;   /* host-addressable bytes, or NULL (device memory) */
-	int memfd;    /* backing memfd of host/pinned arenas, else -1 */
 	int device;   /* CUDA device, or -1 */
 	int handle_kind; /* KVFS_HANDLE_HOST_MMAP or KVFS_HANDLE_CUDA_IPC */
 	void *priv;   /* backend state */

@@ -4,7 +4,7 @@
  * binaries still start, and fail cleanly with -ENODEV, where the driver,
  * the device or libcudart is missing.
  *
- * pinned: the host backend's memfd arena, page-locked with cudaHostRegister
+ * pinned: the host backend's arena, page-locked with cudaHostRegister
  *   (portable, so every device's context can DMA from it; mapped, so kernels
  *   may read it in place). FUSE reads and writes are plain memcpy; engines
  *   mmap the chunk fd. No IPC handle: host memory cannot be exported.
@@ -375,7 +375,6 @@ static int cuda_alloc(struct gpu_arena *a, uint64_t size, int device,
 	}
 	a->size = size;
 	a->host = NULL;
-	a->memfd = -1;
 	a->device = device;
 	a->handle_kind = KVFS_HANDLE_CUDA_IPC;
 	p->export_cap = size; /* handles: at most the arena again */

@@ -1,14 +1,15 @@
 /*
- * gpu_host.c - the host backend: the arena is a memfd mapped MAP_SHARED and
- * pre-faulted at start, with transparent huge pages requested. A memfd
- * lets later work hand the arena to engines (mmap) and splice from it.
- * Pre-faulting matters: touching a fresh 4 KiB page costs microseconds,
- * more than copying it.
+ * gpu_host.c - the host backend: the arena is anonymous memory of the
+ * daemon, in transparent huge pages where the kernel gives them, not
+ * inherited by children, and pre-faulted at start. Pre-faulting matters:
+ * touching a fresh 4 KiB page costs microseconds, more than copying it.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "gpu/gpu.h"
@@ -31,12 +32,17 @@ static uint64_t mem_available(void)
 	return (uint64_t)kb << 10;
 }
 
+/* Transparent huge pages are 2 MiB where kvfs runs (x86-64, arm64 with
+ * 4 KiB base pages); on a kernel with other sizes the arena still works,
+ * with whatever pages it gets. */
+#define HOST_HUGE (2ull << 20)
+
 int gpu_host_map(struct gpu_arena *a, uint64_t size, const char *tag,
 		 char *err, size_t errlen)
 {
-	uint64_t avail = mem_available();
-	int fd, saved;
-	void *p;
+	uint64_t avail = mem_available(), span, head;
+	char *raw, *p;
+	int saved;
 
 	/*
 	 * The arena is pre-faulted below: past the memory the machine has,
@@ -50,27 +56,54 @@ int gpu_host_map(struct gpu_arena *a, uint64_t size, const char *tag,
 			 (unsigned long long)(avail >> 20));
 		return -ENOMEM;
 	}
-	fd = memfd_create(tag, MFD_CLOEXEC);
-	if (fd < 0) {
-		saved = errno;
-		snprintf(err, errlen, "memfd_create: %s", strerror(saved));
-		return -saved;
+	if (!size || size > UINT64_MAX - HOST_HUGE ||
+	    size + HOST_HUGE > SIZE_MAX) {
+		snprintf(err, errlen, "l1 arena of %llu bytes: invalid size",
+			 (unsigned long long)size);
+		return -EINVAL;
 	}
-	if (ftruncate(fd, (off_t)size) < 0) {
-		saved = errno;
-		snprintf(err, errlen, "l1 arena of %llu bytes: %s",
-			 (unsigned long long)size, strerror(saved));
-		goto err_close;
-	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED) {
+	/*
+	 * Anonymous memory, not a memfd: shared memory gets huge pages only
+	 * where the host's shmem_enabled allows (never on the machines
+	 * measured), anonymous memory wherever THP is "madvise" or
+	 * "always". With 4 KiB pages every FUSE reply from the arena pinned
+	 * 512 pages per 2 MiB (gup_fast_fallback, a fifth of the daemon's
+	 * time serving reads); a huge page is pinned at once. Mapped one
+	 * huge page larger and trimmed so that it starts on a huge page.
+	 */
+	span = size + HOST_HUGE;
+	raw = mmap(NULL, (size_t)span, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED) {
 		saved = errno;
 		snprintf(err, errlen, "mmap l1 arena of %llu bytes: %s",
 			 (unsigned long long)size, strerror(saved));
-		goto err_close;
+		return -saved;
 	}
-	/* Best effort: shmem THP depends on the kernel's shmem_enabled. */
-	(void)madvise(p, size, MADV_HUGEPAGE);
+	head = (HOST_HUGE - (uintptr_t)raw % HOST_HUGE) % HOST_HUGE;
+	p = raw + head;
+	if (head)
+		munmap(raw, (size_t)head);
+	munmap(p + size, (size_t)(span - head - size));
+	/*
+	 * A fork (kvfs-mount's helpers: the watchdog, fusermount3) must not
+	 * share it: the daemon's next write to each page would copy it
+	 * (copy-on-write) while the child lives. No child uses the arena.
+	 */
+	if (madvise(p, (size_t)size, MADV_DONTFORK)) {
+		saved = errno;
+		snprintf(err, errlen, "madvise(MADV_DONTFORK) of the l1 "
+			 "arena: %s", strerror(saved));
+		munmap(p, (size_t)size);
+		return -saved;
+	}
+	/* Best effort: THP "never" on the host, or none to be had, leaves
+	 * 4 KiB pages (slower, not wrong). */
+	(void)madvise(p, (size_t)size, MADV_HUGEPAGE);
+	/* its name in /proc/PID/maps ([anon:kvfs-l1]), where the kernel
+	 * names anonymous memory (CONFIG_ANON_VMA_NAME) */
+	(void)prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p,
+		    (unsigned long)size, (unsigned long)tag);
 	/*
 	 * Pre-fault the arena: MADV_POPULATE_WRITE, then a write of one
 	 * byte per page from user space. Measured on this VM (2 MiB chunk
@@ -85,29 +118,21 @@ int gpu_host_map(struct gpu_arena *a, uint64_t size, const char *tag,
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels: EINVAL */
 #endif
-	(void)madvise(p, size, MADV_POPULATE_WRITE);
+	(void)madvise(p, (size_t)size, MADV_POPULATE_WRITE);
 	for (uint64_t o = 0; o < size; o += 4096)
 		((volatile char *)p)[o] = 0;
 	a->size = size;
 	a->host = p;
-	a->memfd = fd;
 	a->device = -1;
 	a->handle_kind = KVFS_HANDLE_HOST_MMAP;
 	return 0;
-
-err_close:
-	close(fd);
-	return -saved;
 }
 
 void gpu_host_unmap(struct gpu_arena *a)
 {
 	if (a->host)
-		munmap(a->host, a->size);
-	if (a->memfd >= 0)
-		close(a->memfd);
+		munmap(a->host, (size_t)a->size);
 	a->host = NULL;
-	a->memfd = -1;
 }
 
 static int host_alloc(struct gpu_arena *a, uint64_t size, int device,

@@ -6,7 +6,9 @@
 
 extern const struct gpu_ops gpu_host_ops;
 
-/* Maps a pre-faulted memfd arena of size bytes into a (host, memfd). */
+/* Maps a pre-faulted arena of size bytes (anonymous memory, huge pages
+ * where the kernel gives them, not inherited by fork) into a->host; tag
+ * names it in /proc/PID/maps. */
 int gpu_host_map(struct gpu_arena *a, uint64_t size, const char *tag,
 		 char *err, size_t errlen);
 void gpu_host_unmap(struct gpu_arena *a);

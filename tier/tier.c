@@ -155,7 +155,6 @@ int tier_create(const struct tier_config *cfg, struct tier **out,
 		pthread_cond_init(&t->room, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	t->arena.memfd = -1;
 	rc = gpu_arena_open(t->cfg.l1, t->l1_cap, &t->arena, err, errlen);
 	if (rc < 0)
 		goto err_mutex;

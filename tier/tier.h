@@ -623,7 +623,6 @@ void tier_get_stats(struct tier *t, struct tier_stats *st);
 
 /* Description of the L1 arena (for handles and mmap). */
 struct tier_arena_info {
-	int memfd;       /* host memfd backing, or -1 */
 	int kind;        /* KVFS_HANDLE_HOST_MMAP or KVFS_HANDLE_CUDA_IPC */
 	int device;
 	uint64_t size;

@@ -111,7 +111,6 @@ int tier_arena_checksum(struct tier *t, uint64_t off, uint64_t len,
 
 void tier_arena_info(struct tier *t, struct tier_arena_info *info)
 {
-	info->memfd = t->arena.memfd;
 	info->kind = t->arena.handle_kind;
 	info->device = t->arena.device;
 	info->size = t->l1_cap;
