@@ -148,6 +148,7 @@ err_unlink:
 
 long kvfs_get(int nsfd, const struct kvfs_key *key, void *buf, size_t len)
 {
+	struct statx stx;
 	struct stat st;
 	size_t size, done = 0;
 	int fd, saved;
@@ -157,11 +158,23 @@ long kvfs_get(int nsfd, const struct kvfs_key *key, void *buf, size_t len)
 	fd = kvfs_chunk_open(nsfd, key);
 	if (fd < 0)
 		return fd;
-	if (fstat(fd, &st) < 0) {
+	/*
+	 * The size alone: a published chunk never changes it (a new
+	 * publication is a new inode), and the attributes the lookup gave
+	 * the kernel stay valid for the entry's timeout. fstat(2) asks for
+	 * the atime too, which the kernel marks stale after every read of
+	 * the inode, so fstat of a chunk read before is one more FUSE
+	 * round trip (GETATTR) per get.
+	 */
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx) == 0 &&
+	    (stx.stx_mask & STATX_SIZE)) {
+		size = (size_t)stx.stx_size;
+	} else if (fstat(fd, &st) == 0) { /* a kernel without statx */
+		size = (size_t)st.st_size;
+	} else {
 		saved = errno;
 		goto err_close;
 	}
-	size = (size_t)st.st_size;
 	if (size > len) {
 		saved = ENOBUFS;
 		goto err_close;
