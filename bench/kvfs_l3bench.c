@@ -31,7 +31,8 @@
  * records (L3BENCH_PERF_CG=dwarf: --call-graph=dwarf;
  * L3BENCH_PERF_STAT=EVENTS: `perf stat -e EVENTS` instead, e.g.
  * context-switches,syscalls:sys_enter_read; L3BENCH_PERF_EVENT=EVENT:
- * another event sampled than cpu-clock, e.g. context-switches).
+ * another event sampled than cpu-clock, e.g. context-switches;
+ * L3BENCH_PERF_REDIS=1: redis-server instead of the daemon in every row).
  *
  * Starts its own redis-server(s) on free loopback ports (skips with 77
  * when redis-server is not installed) and mounts with $KVFS_MOUNT_BIN.
@@ -565,11 +566,11 @@ static int promotion(const struct rt_server *srv, const char *url)
 			s[0] = run(raw_reader, &raw, r + 1, &miss[r][0]);
 			perf_off();
 			c1 = cpu_now(b.pid, srv->pid);
-			perf_on(b.pid);
+			perf_on(getenv("L3BENCH_PERF_REDIS") ? srv->pid : b.pid);
 			s[1] = run(mnt_reader, &l3, r + 1, &miss[r][1]);
 			perf_off();
 			c2 = cpu_now(b.pid, srv->pid);
-			perf_on(b.pid);
+			perf_on(getenv("L3BENCH_PERF_REDIS") ? srv->pid : b.pid);
 			s[2] = run(mnt_reader, &l3r, r + 1, &miss[r][2]);
 			perf_off();
 			c3 = cpu_now(b.pid, srv->pid);
