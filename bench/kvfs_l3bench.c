@@ -22,7 +22,9 @@
  *
  * --base BIN: only section 1's one-reader rows, node B mounted twice (BIN,
  * the build before a change, and $KVFS_MOUNT_BIN), alternated within
- * each trial; medians and ranges over the trials (promotion_ab).
+ * each trial; medians and ranges over the trials (promotion_ab);
+ * L3BENCH_BASE_OPTS / L3BENCH_NEW_OPTS: mount options added to either
+ * (the same build with two settings: --base build/kvfs-mount).
  * --promotion: section 1's one-reader rows against raw GETs only (for
  * profiles and alternating A/B runs). With L3BENCH_PERF=FILE set, each
  * row runs under `perf record -g -e cpu-clock -o FILE.<n>` of this
@@ -753,8 +755,15 @@ static int promotion_ab(const struct rt_server *srv, const char *url,
 		 "l3_auth_file=%s,l3_timeout_ms=1000", CHUNK * (nchunks / 4 + 1),
 		 CHUNK, url, getenv("L3BENCH_AUTH"));
 	for (int k = 0; k < 2; k++) {
+		const char *more = getenv(k ? "L3BENCH_NEW_OPTS"
+					    : "L3BENCH_BASE_OPTS");
+		char o[sizeof(opts) + 256];
+
+		/* e.g. L3BENCH_NEW_OPTS=readahead=0: one build, two settings */
+		snprintf(o, sizeof(o), "%s%s%.200s", opts,
+			 more && *more ? "," : "", more ? more : "");
 		setenv("KVFS_MOUNT_BIN", k ? newbin : base, 1);
-		if (kvfs_test_mount(&b[k], opts))
+		if (kvfs_test_mount(&b[k], o))
 			return -1;
 	}
 	setenv("KVFS_MOUNT_BIN", newbin, 1);
