@@ -18,14 +18,23 @@
  *      parent links of chunks it never held), chunks only L3 holds, with
  *      readahead=0 and with the default, against the raw GET loop.
  *
- *   kvfs_l3bench [--n CHUNKS] [--trials N] [--promotion]
+ *   kvfs_l3bench [--n CHUNKS] [--trials N] [--promotion] [--base BIN]
  *
+ * --base BIN: only section 1's one-reader rows, node B mounted twice (BIN,
+ * the build before a change, and $KVFS_MOUNT_BIN), alternated within
+ * each trial; medians and ranges over the trials (promotion_ab);
+ * L3BENCH_BASE_OPTS / L3BENCH_NEW_OPTS: mount options added to either
+ * (the same build with two settings: --base build/kvfs-mount).
  * --promotion: section 1's one-reader rows against raw GETs only (for
  * profiles and alternating A/B runs). With L3BENCH_PERF=FILE set, each
  * row runs under `perf record -g -e cpu-clock -o FILE.<n>` of this
  * program and node B's daemon (redis-server for the raw GET loop); n
  * counts the rows, three per trial: raw GETs, zstd:1 records, raw
- * records (L3BENCH_PERF_CG=dwarf: --call-graph=dwarf).
+ * records (L3BENCH_PERF_CG=dwarf: --call-graph=dwarf;
+ * L3BENCH_PERF_STAT=EVENTS: `perf stat -e EVENTS` instead, e.g.
+ * context-switches,syscalls:sys_enter_read; L3BENCH_PERF_EVENT=EVENT:
+ * another event sampled than cpu-clock, e.g. context-switches;
+ * L3BENCH_PERF_REDIS=1: redis-server instead of the daemon in every row).
  *
  * Starts its own redis-server(s) on free loopback ports (skips with 77
  * when redis-server is not installed) and mounts with $KVFS_MOUNT_BIN.
@@ -408,12 +417,18 @@ static void perf_on(pid_t pid)
 	perf_pid = fork();
 	if (perf_pid == 0) {
 		const char *cg = getenv("L3BENCH_PERF_CG"); /* e.g. dwarf */
+		const char *ev = getenv("L3BENCH_PERF_STAT");
 		char cgopt[64];
 
+		if (ev && *ev) /* counts instead of samples */
+			execlp("perf", "perf", "stat", "-e", ev, "-p", pids,
+			       "-o", file, (char *)NULL);
 		snprintf(cgopt, sizeof(cgopt), "--call-graph=%s",
 			 cg && *cg ? cg : "fp");
+		ev = getenv("L3BENCH_PERF_EVENT"); /* e.g. context-switches */
 		execlp("perf", "perf", "record", "-q", "-F", "1999", cgopt,
-		       "-e", "cpu-clock", "-p", pids, "-o", file, (char *)NULL);
+		       "-e", ev && *ev ? ev : "cpu-clock", "-p", pids, "-o",
+		       file, (char *)NULL);
 		_exit(127);
 	}
 	usleep(300000); /* perf attaches */
@@ -430,6 +445,44 @@ static void perf_off(void)
 
 /* ----------------------------------------------------------- sections */
 
+/* Node A (zstd:1 records, set 1 in NS) and A2 (raw records, set 2 in
+ * NS_RAW) publish into L3 and wait until it holds them all; raw:<i> on
+ * the server holds the same bytes for the raw GET loop. */
+static int writers(struct kvfs_mnt *a, struct kvfs_mnt *a2,
+		   const struct rt_server *srv, const char *url)
+{
+	char opts[2 * PATH_MAX];
+	struct timeval tv = { 5, 0 };
+	redisContext *c;
+	redisReply *r;
+
+	for (int k = 0; k < 2; k++) {
+		snprintf(opts, sizeof(opts), "l1_size=%u,max_chunk=%u,l3=%s,"
+			 "l3_auth_file=%s,l3_ingest=all%s",
+			 CHUNK * (nchunks + 4), CHUNK, url,
+			 getenv("L3BENCH_AUTH"), k ? ",compress=none" : "");
+		if (kvfs_test_mount(k ? a2 : a, opts))
+			return -1;
+	}
+	if (publish(a, NS, 1, nchunks, CHUNK) ||
+	    publish(a2, NS_RAW, 2, nchunks, CHUNK))
+		return -1;
+	for (int i = 0; i < 1000 && (kvfs_test_stat(a, "l3", "puts") < nchunks ||
+				     kvfs_test_stat(a2, "l3", "puts") < nchunks); i++)
+		usleep(10000);
+	c = redisConnectWithTimeout("127.0.0.1", srv->port, tv);
+	if (!c || c->err)
+		return -1;
+	r = redisCommand(c, "AUTH %s", srv->password);
+	freeReplyObject(r);
+	for (int i = 0; i < nchunks; i++) {
+		r = redisCommand(c, "SET raw:%d %b", i, data[i], (size_t)CHUNK);
+		freeReplyObject(r);
+	}
+	redisFree(c);
+	return 0;
+}
+
 static int promotion(const struct rt_server *srv, const char *url)
 {
 	struct kvfs_mnt a, a2, b, l2m;
@@ -440,26 +493,15 @@ static int promotion(const struct rt_server *srv, const char *url)
 	int errors = 0, miss[2][9] = { { 0 } }; /* per row, all trials */
 	struct cpu_use cpu[3] = { { 0 } }; /* one reader: raw, l3, l3 raw */
 
-	/* A: the writer; B: reads, with an L1 of a quarter of the data so
-	 * each pass promotes again (B never writes back what came from L3) */
-	snprintf(opts, sizeof(opts), "l1_size=%u,max_chunk=%u,l3=%s,"
-		 "l3_auth_file=%s,l3_ingest=all", CHUNK * (nchunks + 4), CHUNK,
-		 url, getenv("L3BENCH_AUTH"));
-	if (kvfs_test_mount(&a, opts))
+	/* A, A2: the writers; B: reads, with an L1 of a quarter of the
+	 * data so each pass promotes again (B never writes back what came
+	 * from L3) */
+	if (writers(&a, &a2, srv, url))
 		return -1;
 	snprintf(opts, sizeof(opts), "l1_size=%u,max_chunk=%u,l3=%s,"
 		 "l3_auth_file=%s,l3_timeout_ms=1000", CHUNK * (nchunks / 4 + 1),
 		 CHUNK, url, getenv("L3BENCH_AUTH"));
 	if (kvfs_test_mount(&b, opts))
-		return -1;
-	/* A2: the same, its records stored raw (compress=none) */
-	snprintf(opts, sizeof(opts), "l1_size=%u,max_chunk=%u,l3=%s,"
-		 "l3_auth_file=%s,l3_ingest=all,compress=none",
-		 CHUNK * (nchunks + 4), CHUNK, url, getenv("L3BENCH_AUTH"));
-	if (kvfs_test_mount(&a2, opts))
-		return -1;
-	if (publish(&a, NS, 1, nchunks, CHUNK) ||
-	    publish(&a2, NS_RAW, 2, nchunks, CHUNK))
 		return -1;
 	for (int k = 0; k < 2; k++) { /* namespaces are per node: B's own */
 		int fd = kvfs_ns_open(b.dir, k ? NS_RAW : NS, KVFS_NS_CREATE,
@@ -468,23 +510,6 @@ static int promotion(const struct rt_server *srv, const char *url)
 		if (fd < 0)
 			return -1;
 		close(fd);
-	}
-	for (int i = 0; i < 1000 && (kvfs_test_stat(&a, "l3", "puts") < nchunks ||
-				     kvfs_test_stat(&a2, "l3", "puts") < nchunks); i++)
-		usleep(10000);
-	/* the raw baseline: the same bytes under other keys of the server */
-	{
-		struct timeval tv = { 5, 0 };
-		redisContext *c = redisConnectWithTimeout("127.0.0.1", srv->port,
-							  tv);
-		redisReply *r = redisCommand(c, "AUTH %s", srv->password);
-
-		freeReplyObject(r);
-		for (int i = 0; i < nchunks; i++) {
-			r = redisCommand(c, "SET raw:%d %b", i, data[i], (size_t)CHUNK);
-			freeReplyObject(r);
-		}
-		redisFree(c);
 	}
 	/* L2: a mount of its own, L1 a quarter of the data, ingest=all */
 	snprintf(l2dir, sizeof(l2dir), "%s/l3bench-l2-XXXXXX",
@@ -543,11 +568,11 @@ static int promotion(const struct rt_server *srv, const char *url)
 			s[0] = run(raw_reader, &raw, r + 1, &miss[r][0]);
 			perf_off();
 			c1 = cpu_now(b.pid, srv->pid);
-			perf_on(b.pid);
+			perf_on(getenv("L3BENCH_PERF_REDIS") ? srv->pid : b.pid);
 			s[1] = run(mnt_reader, &l3, r + 1, &miss[r][1]);
 			perf_off();
 			c2 = cpu_now(b.pid, srv->pid);
-			perf_on(b.pid);
+			perf_on(getenv("L3BENCH_PERF_REDIS") ? srv->pid : b.pid);
 			s[2] = run(mnt_reader, &l3r, r + 1, &miss[r][2]);
 			perf_off();
 			c3 = cpu_now(b.pid, srv->pid);
@@ -648,6 +673,186 @@ static int promotion(const struct rt_server *srv, const char *url)
 	}
 	/* a miss is allowed (a cache may miss: the prefetch rows evict what
 	 * they promoted under L1 pressure), wrong bytes never */
+	return wrong_total ? -1 : 0;
+}
+
+/* ------------------------------------------------ base against new */
+
+/* FUSE requests a mount received so far, by kind (the daemon's
+ * requests.* counters): round trips per chunk read. */
+static const char *const rq_kinds[] = { "lookup", "getattr", "open", "read",
+					"flush", "release" };
+#define RQ_N (sizeof(rq_kinds) / sizeof(rq_kinds[0]))
+
+static void rq_now(const struct kvfs_mnt *m, long long *v)
+{
+	for (size_t k = 0; k < RQ_N; k++)
+		v[k] = kvfs_test_stat(m, "requests", rq_kinds[k]);
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+	double s[64];
+
+	memcpy(s, v, (size_t)n * sizeof(*v));
+	qsort(s, (size_t)n, sizeof(*s), dbl_cmp);
+	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static double vmin(const double *v, int n)
+{
+	double m = v[0];
+
+	for (int i = 1; i < n; i++)
+		m = v[i] < m ? v[i] : m;
+	return m;
+}
+
+static double vmax(const double *v, int n)
+{
+	double m = v[0];
+
+	for (int i = 1; i < n; i++)
+		m = v[i] > m ? v[i] : m;
+	return m;
+}
+
+/*
+ * --base BIN: section 1's one-reader rows with node B twice, B0 mounted
+ * with BIN (the build before a change) and B with $KVFS_MOUNT_BIN, in
+ * alternating order each trial (base first in even trials, new first in
+ * odd ones), each against the raw GET loop of the same trial; medians and
+ * ranges of the ratios over the trials, the daemons' CPU per chunk and
+ * their FUSE requests per chunk. One untimed pass per mount and
+ * namespace first: readahead learns the order (as section 1's first
+ * trial does).
+ */
+static int promotion_ab(const struct rt_server *srv, const char *url,
+			const char *base)
+{
+	enum { ROWS = 5 }; /* raw GET, base zstd, new zstd, base raw, new raw */
+	static const char *const what[ROWS] = {
+		"raw hiredis GET loop", "base, zstd:1 records",
+		"new, zstd:1 records", "base, raw records", "new, raw records" };
+	struct kvfs_mnt a, a2, b[2];
+	char opts[2 * PATH_MAX];
+	const char *newbin = kvfs_test_bin();
+	double ratio[ROWS][64], mbs[ROWS][64], cpu[ROWS] = { 0 };
+	double cpu_redis[ROWS] = { 0 }, load0[3], load1[3];
+	long long rq[ROWS][RQ_N] = { { 0 } };
+	int miss[ROWS] = { 0 };
+
+	if (writers(&a, &a2, srv, url))
+		return -1;
+	snprintf(opts, sizeof(opts), "l1_size=%u,max_chunk=%u,l3=%s,"
+		 "l3_auth_file=%s,l3_timeout_ms=1000", CHUNK * (nchunks / 4 + 1),
+		 CHUNK, url, getenv("L3BENCH_AUTH"));
+	for (int k = 0; k < 2; k++) {
+		const char *more = getenv(k ? "L3BENCH_NEW_OPTS"
+					    : "L3BENCH_BASE_OPTS");
+		char o[sizeof(opts) + 256];
+
+		/* e.g. L3BENCH_NEW_OPTS=readahead=0: one build, two settings */
+		snprintf(o, sizeof(o), "%s%s%.200s", opts,
+			 more && *more ? "," : "", more ? more : "");
+		setenv("KVFS_MOUNT_BIN", k ? newbin : base, 1);
+		if (kvfs_test_mount(&b[k], o))
+			return -1;
+	}
+	setenv("KVFS_MOUNT_BIN", newbin, 1);
+	for (int k = 0; k < 2; k++)
+		for (int raw = 0; raw < 2; raw++) {
+			struct job j = { .m = &b[k], .ns = raw ? NS_RAW : NS,
+					 .set = raw ? 2 : 1, .n = nchunks };
+			int fd = kvfs_ns_open(b[k].dir, j.ns, KVFS_NS_CREATE,
+					      0755);
+			int e = 0;
+
+			if (fd < 0)
+				return -1;
+			close(fd);
+			run(mnt_reader, &j, 1, &e); /* readahead learns */
+		}
+	if (getloadavg(load0, 3) < 0)
+		load0[0] = -1;
+	for (int t = 0; t < trials; t++) {
+		double s[ROWS];
+
+		for (int step = 0; step < ROWS; step++) {
+			/* row 0 first; then base and new in turn, which
+			 * first alternating with the trial */
+			int r = step == 0 ? 0 : step + ((t & 1) ? ((step & 1) ? 1 : -1)
+								: 0);
+			int k = r == 0 ? -1 : (r == 1 || r == 3) ? 0 : 1;
+			struct job j = { .srv = srv, .n = nchunks };
+			pid_t pid = k < 0 ? srv->pid : b[k].pid;
+			long long q0[RQ_N], q1[RQ_N];
+			double c0, c1, r0, r1;
+
+			if (k >= 0) {
+				j.m = &b[k];
+				j.ns = r >= 3 ? NS_RAW : NS;
+				j.set = r >= 3 ? 2 : 1;
+				rq_now(&b[k], q0);
+			}
+			c0 = k < 0 ? self_cpu_s() : bench_task_cpu_s(pid);
+			r0 = bench_task_cpu_s(srv->pid);
+			s[r] = run(k < 0 ? raw_reader : mnt_reader, &j, 1,
+				   &miss[r]);
+			c1 = k < 0 ? self_cpu_s() : bench_task_cpu_s(pid);
+			r1 = bench_task_cpu_s(srv->pid);
+			cpu[r] += c1 - c0;
+			cpu_redis[r] += r1 - r0;
+			if (k >= 0) {
+				rq_now(&b[k], q1);
+				for (size_t q = 0; q < RQ_N; q++)
+					rq[r][q] += q1[q] - q0[q];
+			}
+		}
+		for (int r = 0; r < ROWS; r++) {
+			ratio[r][t] = s[0] / s[r];
+			mbs[r][t] = (double)CHUNK * nchunks / s[r] / 1e6;
+		}
+	}
+	if (getloadavg(load1, 3) < 0)
+		load1[0] = -1;
+	printf("\n## L3 promotion, one reader, base (%s) against new (%s): "
+	       "%d trials of %d chunks of 2 MiB, medians [ranges]; load "
+	       "average %.2f -> %.2f\n\n", base, newbin, trials, nchunks,
+	       load0[0], load1[0]);
+	printf("| read path | MB/s | vs raw GET of the same trial | CPU per "
+	       "chunk, ms (reader or daemon / redis-server) | FUSE requests "
+	       "per chunk (lookup getattr open read flush release) | misses |\n"
+	       "|---|---|---|---|---|---|\n");
+	for (int r = 0; r < ROWS; r++) {
+		double n = (double)nchunks * trials;
+
+		printf("| %s | %.0f [%.0f-%.0f] | %.2fx [%.2f-%.2f] | %.2f / "
+		       "%.2f |", what[r], median(mbs[r], trials),
+		       vmin(mbs[r], trials), vmax(mbs[r], trials),
+		       median(ratio[r], trials), vmin(ratio[r], trials),
+		       vmax(ratio[r], trials), cpu[r] * 1e3 / n,
+		       cpu_redis[r] * 1e3 / n);
+		for (size_t q = 0; q < RQ_N; q++)
+			printf(" %.2f", r ? (double)rq[r][q] / n : 0.0);
+		printf(" | %d |\n", miss[r]);
+	}
+	for (int r = 1; r < ROWS; r++)
+		printf("target: one reader, %s >= 0.80x raw GET: %.2fx %s\n",
+		       what[r], median(ratio[r], trials),
+		       median(ratio[r], trials) >= 0.8 ? "met" : "MISSED");
+	printf("(reads with wrong bytes %d)\n", wrong_total);
+	kvfs_test_umount(&b[1]);
+	kvfs_test_umount(&b[0]);
+	kvfs_test_umount(&a2);
+	kvfs_test_umount(&a);
 	return wrong_total ? -1 : 0;
 }
 
@@ -861,21 +1066,24 @@ int main(int argc, char **argv)
 	struct rt_server srv;
 	struct rt_cluster cl;
 	char url[256], auth[PATH_MAX];
-	const char *pw = "kvfs-l3bench";
+	const char *pw = "kvfs-l3bench", *base = NULL;
 	int rc = 0, fd;
 
-	for (int i = 1; i < argc; i++)
+	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--promotion"))
 			promotion_only = true;
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--n"))
-			nchunks = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--trials"))
-			trials = atoi(argv[i + 1]);
+		else if (i + 1 < argc && !strcmp(argv[i], "--n"))
+			nchunks = atoi(argv[++i]);
+		else if (i + 1 < argc && !strcmp(argv[i], "--trials"))
+			trials = atoi(argv[++i]);
+		else if (i + 1 < argc && !strcmp(argv[i], "--base"))
+			base = argv[++i];
+		else
+			trials = 0; /* the usage */
 	}
-	if (nchunks < 8 || trials < 1) {
-		fprintf(stderr, "usage: kvfs_l3bench [--n CHUNKS>=8] [--trials N] "
-			"[--promotion]\n");
+	if (nchunks < 8 || trials < 1 || trials > 64) {
+		fprintf(stderr, "usage: kvfs_l3bench [--n CHUNKS>=8] [--trials "
+			"1..64] [--promotion] [--base KVFS_MOUNT_BIN]\n");
 		return 2;
 	}
 	if (why) {
@@ -900,6 +1108,12 @@ int main(int argc, char **argv)
 	}
 	rt_url(&srv, url, sizeof(url));
 	printf("# kvfs L3 (Redis %s) benchmark\n", "7, loopback");
+	if (base) {
+		rc = promotion_ab(&srv, url, base) ? 1 : 0;
+		rt_stop(&srv, true);
+		unlink(auth);
+		return rc;
+	}
 	if (promotion(&srv, url) ||
 	    (!promotion_only && readahead_l3(&srv, url)))
 		rc = 1;

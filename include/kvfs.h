@@ -668,7 +668,9 @@ int kvfs_put(int nsfd, const struct kvfs_key *key, const void *buf,
  * kvfs_get - reads a whole chunk into buf (len bytes of room).
  * Returns the chunk's size in bytes (>= 0), -ENOENT (a miss), -ENOBUFS
  * (the chunk is larger than len; nothing useful in buf), or another -errno
- * of openat/fstat/read.
+ * of openat/statx/read. The size comes from statx(STATX_SIZE), which the
+ * kernel answers from the attributes the lookup gave it: open, reads and
+ * the release are the only requests a get sends to the daemon.
  */
 long kvfs_get(int nsfd, const struct kvfs_key *key, void *buf, size_t len);
 

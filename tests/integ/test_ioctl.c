@@ -823,6 +823,26 @@ static void test_put_get(void **state)
 	assert_int_equal(kvfs_get(fd, &keys[0], out, CHUNK), CHUNK);
 	assert_memory_equal(buf, out, CHUNK);
 	assert_int_equal(kvfs_get(fd, &keys[0], out, CHUNK - 1), -ENOBUFS);
+	/* a get of a chunk read before: open, reads, release; the size
+	 * from the kernel's attributes, no GETATTR (fstat would send one:
+	 * the kernel marks the atime stale after each read); an exists
+	 * check of it sends nothing */
+	{
+		long long ga = kvfs_test_stat(&mnt, "requests", "getattr");
+		long long op = kvfs_test_stat(&mnt, "requests", "open");
+
+		for (int i = 0; i < 4; i++) {
+			memset(out, 0, CHUNK);
+			assert_int_equal(kvfs_get(fd, &keys[0], out, CHUNK),
+					 CHUNK);
+			assert_memory_equal(buf, out, CHUNK);
+			assert_int_equal(kvfs_exists(fd, &keys[0]), 1);
+		}
+		assert_int_equal(kvfs_test_stat(&mnt, "requests", "open"),
+				 op + 4);
+		assert_int_equal(kvfs_test_stat(&mnt, "requests", "getattr"),
+				 ga);
+	}
 	/* A chunk without bytes is never published. */
 	assert_int_equal(kvfs_put(fd, &keys[1], buf, 0), -ENODATA);
 	assert_int_equal(kvfs_get(fd, &keys[1], out, CHUNK), -ENOENT);
