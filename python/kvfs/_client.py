@@ -325,6 +325,16 @@ class NotKvfsMountError(OSError):
                          % why, path)
 
 
+def _size(fd):
+    """The size of the open chunk fd, its offset left at 0. lseek, not
+    fstat: the kernel marks a FUSE file's atime stale after every read, so
+    an fstat of a chunk read before is a GETATTR round trip to the daemon;
+    SEEK_END asks the kernel for the size alone, cached with the name."""
+    size = os.lseek(fd, 0, os.SEEK_END)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return size
+
+
 def _kvfs_mount_root(fd):
     """True when fd is the root directory of a fuse.kvfs mount (by
     /proc/self/mountinfo: fs type, device, and the FUSE root inode 1)."""
@@ -684,8 +694,15 @@ class Connector:
     # -- connector API
     def exists(self, key):
         """True when the chunk is published (not counted as an access)."""
+        # access(F_OK) first: a stat of a chunk read before costs a GETATTR
+        # round trip (the kernel marks its atime stale after every read),
+        # access only the cached name. A no from it is asked again by stat,
+        # which tells a miss from an error (EACCES...) as it always did.
+        name = key_hex(key)
+        if os.access(name, os.F_OK, dir_fd=self.fd, follow_symlinks=False):
+            return True
         try:
-            os.stat(key_hex(key), dir_fd=self.fd, follow_symlinks=False)
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
             return True
         except FileNotFoundError:
             return False
@@ -782,7 +799,7 @@ class Connector:
         if fd is None:
             return None
         try:
-            size = os.fstat(fd).st_size
+            size = _size(fd)
             if out is None:
                 # One allocation, filled by the kernel: no second copy.
                 parts = []
@@ -818,7 +835,7 @@ class Connector:
         if fd is None:
             return None
         try:
-            size = os.fstat(fd).st_size
+            size = _size(fd)
             if size == 0:
                 raise ValueError("cannot mmap an empty chunk")
             return mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE,

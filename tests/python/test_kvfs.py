@@ -11,6 +11,7 @@ import array
 import atexit
 import ctypes
 import errno
+import json
 import mmap
 import os
 import signal
@@ -265,6 +266,32 @@ class MountTest(unittest.TestCase):
             c.put(ks[len(datas)], b"")
         self.assertEqual(cm.exception.errno, errno.ENODATA)
         self.assertIsNone(c.get(ks[len(datas)]))
+
+    def test_no_getattr_per_get(self):
+        # get and exists of a chunk read before: no GETATTR round trip
+        # each (fstat / stat after a read did one: the atime)
+        c = self.conn
+        k = c.keys(range(4))[0]
+        data = payload(7, 65536)
+        self.assertTrue(c.put(k, data))
+        self.assertEqual(c.get(k), data)
+
+        def getattrs():
+            with open(os.path.join(MNT, ".kvfs", "stats")) as f:
+                return json.load(f)["requests"]["getattr"]
+        before = getattrs()
+        for _ in range(4):
+            self.assertEqual(c.get(k), data)
+            out = bytearray(len(data))
+            self.assertEqual(c.get(k, out), len(data))
+            self.assertEqual(bytes(out), data)
+            self.assertTrue(c.exists(k))
+        self.assertEqual(getattrs() - before, 0)
+        # (get_mmap still costs one: Python's mmap.mmap fstat()s the fd)
+        m = c.get_mmap(k)
+        self.assertEqual(m[:], data)
+        m.close()
+        self.assertFalse(c.exists(c.keys(range(8))[1]))
 
     def test_numpy_put_get(self):
         if np is None:
