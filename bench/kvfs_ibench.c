@@ -1,7 +1,9 @@
 /*
  * kvfs_ibench - what the engine interface saves (a report, not a test):
- *   1. learning the cached prefix of a 1024-chunk chain: batched lookup
- *      (2 ioctls of 512 keys) against 1024 fstatat() calls;
+ *   1. learning the cached prefix of a 1024-chunk chain: one kvfs_lookup
+ *      (one ioctl, the keys read by address: KVFS_LOOKUP_KEYS_AT; 2 of
+ *      512 keys where the daemon refuses that) against 1024 fstatat()
+ *      calls;
  *   2. the common prefix of 8 tensor-parallel ranks: one group lookup
  *      against 8 separate batched lookups (384 keys each);
  *   3. the same with PIN + unpin (what an engine does before reading).
@@ -190,7 +192,7 @@ static long stat_prefix(int fd, const struct kvfs_key *keys, size_t n)
 enum { OP_STAT, OP_BATCH, OP_SEP, OP_GROUP, OP_SEP_PIN, OP_GPIN, OP_NR };
 static const char *const op_names[OP_NR] = {
 	"1024-chunk prefix, 1024 x fstatat(), warm",
-	"1024-chunk prefix, batched lookup (2 x 512)",
+	"1024-chunk prefix, one batched kvfs_lookup()",
 	"8 ranks x 384 keys, 8 separate lookups",
 	"8 ranks x 384 keys, one group lookup",
 	"  with PIN + unpin, 8 separate",

@@ -203,6 +203,24 @@ static int vm_copy(const struct caller *c, bool to_caller, void *local,
 	return 0;
 }
 
+/* Reads len bytes at address remote of the process that made request
+ * req, as PUT reads an entry (same checks: see "security" above): a
+ * lookup's chain given by address (KVFS_LOOKUP_KEYS_AT). 0, -EFAULT,
+ * -EPERM, -ESRCH (out of reach, or gone during the read), -ENOMEM. */
+int fs_xfer_read_caller(fuse_req_t req, void *local, uint64_t remote,
+			size_t len)
+{
+	struct caller c;
+	int rc = caller_open(&c, req);
+
+	if (rc == 0)
+		rc = vm_copy(&c, false, local, remote, len);
+	if (rc == 0 && !caller_alive(&c))
+		rc = -ESRCH;
+	caller_close(&c);
+	return rc;
+}
+
 /* The errors that say nothing about an entry: the caller is out of reach. */
 static bool caller_fatal(long rc)
 {
