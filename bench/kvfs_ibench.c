@@ -18,7 +18,11 @@
  * batched lookup of 1,024 keys in <= 150 us and >= 10x the warm stat()s,
  * the group lookup >= 3x faster than 8 separate lookups.
  *
- * usage: kvfs_ibench [-m KVFS_MOUNT] [-i ITERS] [MOUNTPOINT]
+ * With -e, no mount: the engine alone (tier_lookup in a loop over the
+ * same chunks, no FUSE, no policy of the kernel), the per-key part of the
+ * rows above, in ns per key.
+ *
+ * usage: kvfs_ibench [-e] [-m KVFS_MOUNT] [-i ITERS] [MOUNTPOINT]
  * With MOUNTPOINT, uses that mounted kvfs; otherwise mounts one on a
  * temporary directory with KVFS_MOUNT (default: kvfs-mount next to this
  * binary's build directory, or $KVFS_MOUNT_BIN) and unmounts at the end.
@@ -38,6 +42,7 @@
 
 #include "bench/bench_cpu.h"
 #include "kvfs.h"
+#include "tier/tier.h"
 
 #define CHAIN 1024
 #define RANKS 8
@@ -251,6 +256,113 @@ static int run_op(int op, const int *fds, const char **names,
 	}
 }
 
+/* ------------------------------------------------- -e: the engine alone */
+
+static int eng_put(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		   size_t n, const char *buf)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct tier_wr *w;
+		int rc = tier_wr_begin(t, ns, &keys[i], CHUNK, &w);
+
+		if (rc == 0 && (rc = tier_wr_pwrite(t, w, buf, CHUNK, 0)) != 0)
+			tier_wr_abort(t, w);
+		else if (rc == 0)
+			rc = tier_wr_publish(t, w, NULL);
+		if (rc && rc != -EEXIST) {
+			fprintf(stderr, "kvfs_ibench: publish: %s\n",
+				strerror(-rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The rows' engine calls, the same chunks (r0: the chain and 5 cold
+ * chains; r1..r7: 384 keys), in a loop: ns per key, medians. */
+static int engine_only(int iters, const struct kvfs_key *keys,
+		       const char *buf)
+{
+	enum { E_CHAIN, E_GROUP, E_PIN, E_NR };
+	static const char *const names[E_NR] = {
+		"1024-key chain, 2 x tier_lookup of 512",
+		"8 ranks x 384 keys, tier_lookup each",
+		"384 keys, tier_lookup_pinned + tier_unpin_gen",
+	};
+	static const double per[E_NR] = { CHAIN, RANKS * GKEYS, GKEYS };
+	struct kvfs_key *cold = malloc(CHAIN * sizeof(*cold));
+	double *v[E_NR] = { 0 };
+	struct tier_config cfg;
+	struct tier *t = NULL;
+	uint32_t ids[RANKS], f, l1, l2;
+	static uint64_t gens[GKEYS];
+	char err[256] = "";
+	int rc = 1;
+
+	tier_config_default(&cfg);
+	cfg.l1_size = 256u << 20;
+	if (!cold || tier_create(&cfg, &t, err, sizeof(err))) {
+		fprintf(stderr, "kvfs_ibench: tier_create: %s\n", err);
+		goto out;
+	}
+	for (int r = 0; r < RANKS; r++) {
+		char nm[32];
+
+		snprintf(nm, sizeof(nm), "ibench.tp8.r%d", r);
+		if (tier_ns_create(t, nm, &ids[r]) ||
+		    eng_put(t, ids[r], keys, r ? GKEYS : CHAIN, buf))
+			goto out;
+	}
+	for (int c = 0; c < COLD; c++) {
+		fill_chain(cold, CHAIN, 0x100 + (uint64_t)c);
+		if (eng_put(t, ids[0], cold, CHAIN, buf))
+			goto out;
+	}
+	for (int e = 0; e < E_NR; e++)
+		if (!(v[e] = calloc((size_t)iters, sizeof(double))))
+			goto out;
+	for (int i = 0; i < iters; i++)
+		for (int e = 0; e < E_NR; e++) {
+			double t0 = now();
+
+			if (e == E_CHAIN) {
+				tier_lookup(t, ids[0], keys, CHAIN / 2, 0,
+					    false, false, &f, &l1, &l2);
+				tier_lookup(t, ids[0], keys + CHAIN / 2,
+					    CHAIN / 2, CHAIN / 2, false, false,
+					    &f, &l1, &l2);
+			} else if (e == E_GROUP) {
+				for (int r = 0; r < RANKS; r++)
+					tier_lookup(t, ids[r], keys, GKEYS, 0,
+						    false, false, &f, &l1,
+						    &l2);
+			} else {
+				tier_lookup_pinned(t, ids[0], keys, GKEYS, 0,
+						   false, gens, &f, &l1, &l2);
+				for (int k = 0; k < GKEYS; k++)
+					tier_unpin_gen(t, ids[0], &keys[k],
+						       gens[k]);
+			}
+			v[e][i] = now() - t0;
+		}
+	printf("kvfs_ibench -e: the engine alone (median of %d alternating "
+	       "rounds)\n", iters);
+	for (int e = 0; e < E_NR; e++) {
+		double m = median(v[e], iters);
+
+		printf("  %-48s %8.1f us  %6.1f ns/key\n", names[e], m * 1e6,
+		       m * 1e9 / per[e]);
+	}
+	rc = 0;
+out:
+	for (int e = 0; e < E_NR; e++)
+		free(v[e]);
+	if (t)
+		tier_destroy(t);
+	free(cold);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mnt = NULL, *bin = getenv("KVFS_MOUNT_BIN");
@@ -259,17 +371,20 @@ int main(int argc, char **argv)
 	static struct kvfs_key keys[CHAIN];
 	struct kvfs_key *cold = NULL;
 	int iters = 50, opt, fds[RANKS], rc = 1;
+	bool engine = false;
 	double t_stat1, *wall[OP_NR] = { 0 }, *cpu[OP_NR] = { 0 };
 	double med[OP_NR], medc[OP_NR];
 	char *buf = calloc(1, CHUNK);
 
-	while ((opt = getopt(argc, argv, "m:i:")) != -1) {
-		if (opt == 'm')
+	while ((opt = getopt(argc, argv, "em:i:")) != -1) {
+		if (opt == 'e')
+			engine = true;
+		else if (opt == 'm')
 			bin = optarg;
 		else if (opt == 'i' && atoi(optarg) > 0)
 			iters = atoi(optarg);
 		else {
-			fprintf(stderr, "usage: kvfs_ibench [-m KVFS_MOUNT] [-i ITERS] [MOUNTPOINT]\n");
+			fprintf(stderr, "usage: kvfs_ibench [-e] [-m KVFS_MOUNT] [-i ITERS] [MOUNTPOINT]\n");
 			return 2;
 		}
 	}
@@ -279,6 +394,12 @@ int main(int argc, char **argv)
 		fds[r] = -1;
 	if (!buf)
 		return 1;
+	if (engine) {
+		fill_chain(keys, CHAIN, 0x1b);
+		rc = engine_only(iters, keys, buf);
+		free(buf);
+		return rc;
+	}
 	if (!mnt) {
 		if (!bin) {
 			/* build/bench/kvfs_ibench -> build/kvfs-mount */
