@@ -3,9 +3,10 @@
  *
  * The caller embeds a struct htab_node in its own object and computes the
  * 64-bit hash itself, with htab_hash() (or hashkey_index(), which is
- * htab_hash() of a key salted with its namespace id). Both are XXH3 keyed with a seed
- * drawn at random once per process, so names and keys chosen by whoever
- * writes to the mount cannot be aimed at one bucket (hash flooding).
+ * htab_hash() of a key salted with its namespace id). Both are XXH3 keyed
+ * with a seed drawn at random once per process, so names and keys chosen
+ * by whoever writes to the mount cannot be aimed at one bucket (hash
+ * flooding).
  *
  * Lookups walk one chain: for each node e from htab_first(t, h), compare
  * e->h == h first, then the caller's own key (container_of the node).

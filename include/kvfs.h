@@ -294,14 +294,16 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  *      callers that split a long chain into several calls).
  *      With KVFS_LOOKUP_KEYS_AT the chain is not in keys[] but at address
  *      keys_at of the caller's memory, 1 <= nkeys <= KVFS_LOOKUP_AT_MAX
- *      (16 KiB of keys[] could not carry 1,024 keys: one round trip for
- *      a chain longer than KVFS_LOOKUP_MAX). The daemon reads them with
- *      process_vm_readv(2), which needs what KVFS_IOC_GET needs of it
- *      (section 3b, "Who may": root has it; else the daemon's uid, and
- *      Yama's PR_SET_PTRACER). The chain is looked up KVFS_LOOKUP_MAX keys
- *      at a time, in order, as that many calls without the flag would be
- *      (each part one access time for the eviction policy), and stops at
- *      the first part found short; with PIN one lease holds the whole run.
+ *      (a restricted ioctl carries at most 16,383 bytes, fewer than
+ *      1,024 keys: one round trip for a chain longer than
+ *      KVFS_LOOKUP_MAX). With WAIT the whole chain is waited for. The
+ *      daemon reads them with process_vm_readv(2), which needs what
+ *      KVFS_IOC_GET needs of it (section 3b, "Who may": root has it; else
+ *      the daemon's uid, and Yama's PR_SET_PTRACER). The chain is looked
+ *      up KVFS_LOOKUP_MAX keys at a time, in order, as that many calls
+ *      without the flag would be (each part one access time for the
+ *      eviction policy), and stops at the first part found short; with
+ *      PIN one lease holds the whole run.
  *      Errors of its own: EFAULT (keys_at..+16 * nkeys not readable),
  *      EPERM or ESRCH (the daemon may not read the caller's memory, or
  *      cannot see its pid: look up in parts of KVFS_LOOKUP_MAX instead),

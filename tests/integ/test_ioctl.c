@@ -276,6 +276,11 @@ static void test_lookup_keys_at(void **state)
 	xattr_of("keysat", &keys[1000], KVFS_XATTR_PARENT, val, sizeof(val));
 	assert_string_equal(val, hex);
 
+	/* waiting for the whole chain, by address: the run there at the
+	 * timeout (50 ms) is the answer */
+	assert_int_equal(kvfs_lookup_wait(fd, keys, 1100, 0, 0, 0, 50, &res),
+			 1030);
+
 	/* raw, with PIN: one lease holds the whole run */
 	lk = lookup_arg(keys, 0, KVFS_LOOKUP_PIN | KVFS_LOOKUP_KEYS_AT);
 	lk->nkeys = 1100;
