@@ -5,8 +5,8 @@
  * the failing call (close() in a cleanup path can clobber it).
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
