@@ -90,12 +90,57 @@ static int check_head(const void *in_buf, size_t in_bufsz, size_t out_bufsz,
 
 /* ----------------------------------------------------------- lookup */
 
+/*
+ * The leading run of keys[0..nkeys) in namespace ns, KVFS_LOOKUP_MAX keys
+ * per engine call, in order, as that many ioctls would (a chain given by
+ * address is as long as KVFS_LOOKUP_AT_MAX: each part holds tier.lock
+ * alone and is one access time for the policy); stops at the first part
+ * found short. With gens (PIN) gens[0..*found) are the pins' generations;
+ * on an error nothing stays pinned.
+ */
+static int lookup_parts(struct fs *fs, uint32_t ns,
+			const struct kvfs_key *keys, uint32_t nkeys,
+			uint32_t depth_base, bool prefetch, uint64_t *gens,
+			uint32_t *found, uint32_t *in_l1, uint32_t *in_l2)
+{
+	uint32_t off = 0, f = 0, l1, l2;
+	int rc = 0;
+
+	*found = *in_l1 = *in_l2 = 0;
+	while (off < nkeys && rc == 0) {
+		uint32_t n = nkeys - off < KVFS_LOOKUP_MAX ?
+			     nkeys - off : KVFS_LOOKUP_MAX;
+
+		if (gens)
+			rc = tier_lookup_pinned(fs->tier, ns, keys + off, n,
+						depth_base + off, prefetch,
+						gens + off, &f, &l1, &l2);
+		else
+			rc = tier_lookup(fs->tier, ns, keys + off, n,
+					 depth_base + off, false, prefetch,
+					 &f, &l1, &l2);
+		if (rc)
+			break;
+		*found += f;
+		*in_l1 += l1;
+		*in_l2 += l2;
+		if (f < n)
+			break;
+		off += n;
+	}
+	if (rc && gens) /* the earlier parts' pins: nobody owns them */
+		for (uint32_t i = 0; i < *found; i++)
+			tier_unpin_gen(fs->tier, ns, &keys[i], gens[i]);
+	return rc;
+}
+
 static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		     uint64_t owner, const void *in_buf)
 {
 	struct fs_ioctl_state *st = fs->ioctl_state;
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct kvfs_lookup *lk;
+	struct kvfs_key *keys, *keys_at = NULL;
 	struct lease_pin *pins = NULL;
 	uint32_t found = 0, in_l1 = 0, in_l2 = 0;
 	uint64_t *gens = NULL;
@@ -111,10 +156,22 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	rc = fs_ns_access(fs, req, fh->ns, R_OK);
 	if (rc)
 		goto out;
+	keys = lk->keys;
+	if (lk->flags & KVFS_LOOKUP_KEYS_AT) {
+		/* the chain in the caller's memory (fs_ioctl_check bounded
+		 * nkeys): one round trip for 1,024 keys or more */
+		keys_at = malloc((size_t)lk->nkeys * sizeof(*keys_at));
+		rc = keys_at ? fs_xfer_read_caller(req, keys_at, lk->keys_at,
+						   (size_t)lk->nkeys *
+						   sizeof(*keys_at)) : -ENOMEM;
+		if (rc)
+			goto out;
+		keys = keys_at;
+	}
 	/* wait first, pinning nothing; then the lookup as asked, which
 	 * pins what is there now (the normal lease pins) */
 	if ((lk->flags & KVFS_LOOKUP_WAIT) && KVFS_WAIT_MS_OF(lk->flags)) {
-		rc = fs_wait_chain(fs, req, fh->ns, lk->keys, lk->nkeys,
+		rc = fs_wait_chain(fs, req, fh->ns, keys, lk->nkeys,
 				   lk->depth_base, KVFS_WAIT_MS_OF(lk->flags),
 				   &found);
 		if (rc)
@@ -128,16 +185,10 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 			rc = -ENOMEM;
 			goto out;
 		}
-		rc = tier_lookup_pinned(fs->tier, fh->ns, lk->keys, lk->nkeys,
-					lk->depth_base,
-					lk->flags & KVFS_LOOKUP_PREFETCH, gens,
-					&found, &in_l1, &in_l2);
-	} else {
-		rc = tier_lookup(fs->tier, fh->ns, lk->keys, lk->nkeys,
-				 lk->depth_base, false,
-				 lk->flags & KVFS_LOOKUP_PREFETCH, &found,
-				 &in_l1, &in_l2);
 	}
+	rc = lookup_parts(fs, fh->ns, keys, lk->nkeys, lk->depth_base,
+			  lk->flags & KVFS_LOOKUP_PREFETCH, gens, &found,
+			  &in_l1, &in_l2);
 	if (rc)
 		goto out;
 	count(&st->lookups, 1);
@@ -151,7 +202,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		rc = pins ? 0 : -ENOMEM;
 		for (uint32_t i = 0; pins && i < found; i++) {
 			pins[i].ns = fh->ns;
-			pins[i].key = lk->keys[i];
+			pins[i].key = keys[i];
 			pins[i].gen = gens[i];
 		}
 		/* non-root callers get at most the mount's lease_ms */
@@ -163,7 +214,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		if (rc) {
 			/* Nobody owns the pins: give them back now. */
 			for (uint32_t i = 0; i < found; i++)
-				tier_unpin_gen(fs->tier, fh->ns, &lk->keys[i],
+				tier_unpin_gen(fs->tier, fh->ns, &keys[i],
 					       gens[i]);
 			goto out;
 		}
@@ -177,6 +228,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 out:
 	free(gens);
 	free(pins);
+	free(keys_at);
 	free(lk);
 	return rc ? reply_err(fs, req, "LOOKUP", -rc) : 0;
 }
@@ -534,9 +586,11 @@ static int check_args(unsigned int nr, const void *in_buf)
 
 		memcpy(&lk, in_buf, offsetof(struct kvfs_lookup, keys));
 		/* a timeout only with KVFS_LOOKUP_WAIT */
-		if (lk.nkeys == 0 || lk.nkeys > KVFS_LOOKUP_MAX ||
+		if (lk.nkeys == 0 ||
+		    lk.nkeys > ((lk.flags & KVFS_LOOKUP_KEYS_AT) ?
+				KVFS_LOOKUP_AT_MAX : KVFS_LOOKUP_MAX) ||
 		    (lk.flags & ~(flags_ok | KVFS_LOOKUP_WAIT |
-				  KVFS_WAIT_MS_MASK)) ||
+				  KVFS_LOOKUP_KEYS_AT | KVFS_WAIT_MS_MASK)) ||
 		    (!(lk.flags & KVFS_LOOKUP_WAIT) &&
 		     KVFS_WAIT_MS_OF(lk.flags)))
 			return -EINVAL;

@@ -29,5 +29,13 @@ int fs_xfer_ioctl(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
  * device buffer it registered, if any. */
 void fs_xfer_release(struct fs_xfer *x, uint64_t owner);
 
+/* fs_xfer_read_caller - copies len bytes at address remote of the process
+ * that made req into local, with process_vm_readv under the checks of a
+ * PUT (KVFS_IOC_LOOKUP with KVFS_LOOKUP_KEYS_AT). Returns 0, -EFAULT (not
+ * readable), -EPERM or -ESRCH (the daemon may not reach the caller, or
+ * cannot see its pid), -ENOMEM. */
+int fs_xfer_read_caller(fuse_req_t req, void *local, uint64_t remote,
+			size_t len);
+
 
 #endif /* KVFS_FS_XFER_H */

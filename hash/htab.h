@@ -3,9 +3,10 @@
  *
  * The caller embeds a struct htab_node in its own object and computes the
  * 64-bit hash itself, with htab_hash() (or hashkey_index(), which is
- * htab_hash() of a namespace and a key). Both are XXH3 keyed with a seed
- * drawn at random once per process, so names and keys chosen by whoever
- * writes to the mount cannot be aimed at one bucket (hash flooding).
+ * htab_hash() of a key salted with its namespace id). Both are XXH3 keyed
+ * with a seed drawn at random once per process, so names and keys chosen
+ * by whoever writes to the mount cannot be aimed at one bucket (hash
+ * flooding).
  *
  * Lookups walk one chain: for each node e from htab_first(t, h), compare
  * e->h == h first, then the caller's own key (container_of the node).
@@ -78,9 +79,9 @@ static inline struct htab_node *htab_first(const struct htab *t, uint64_t h)
  * every process. */
 uint64_t htab_hash(uint64_t salt, const void *p, size_t n);
 
-/* htab_hash(salt, p, 20), the length known at compile time (a key and a
- * namespace id: hashkey_index, on every index lookup). */
-uint64_t htab_hash20(uint64_t salt, const void *p);
+/* htab_hash(salt, p, 16), the length known at compile time (a key, salted
+ * with its namespace id: hashkey_index, on every index lookup). */
+uint64_t htab_hash16(uint64_t salt, const void *p);
 
 /* htab_hash of a 64-bit integer (inode numbers, lease ids, uids). */
 uint64_t htab_hash_u64(uint64_t salt, uint64_t v);

@@ -246,6 +246,11 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
 #define KVFS_LOOKUP_PREFETCH 0x2u
 /* wait for the chain: see "Waiting" below; the timeout is in flags */
 #define KVFS_LOOKUP_WAIT 0x4u
+/* KVFS_IOC_LOOKUP only: the chain is in the caller's memory at keys_at,
+ * up to KVFS_LOOKUP_AT_MAX keys, not in keys[] (see struct kvfs_lookup) */
+#define KVFS_LOOKUP_KEYS_AT 0x8u
+/* Most keys one KVFS_IOC_LOOKUP with KVFS_LOOKUP_KEYS_AT takes. */
+#define KVFS_LOOKUP_AT_MAX 16384
 
 /*
  * Waiting (the prefill -> decode hand-off; kvfs(7) HAND-OFF).
@@ -287,6 +292,22 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  *      back to lease_ms.
  *      depth_base: the depth of keys[0] (its index in the whole chain, for
  *      callers that split a long chain into several calls).
+ *      With KVFS_LOOKUP_KEYS_AT the chain is not in keys[] but at address
+ *      keys_at of the caller's memory, 1 <= nkeys <= KVFS_LOOKUP_AT_MAX
+ *      (a restricted ioctl carries at most 16,383 bytes, fewer than
+ *      1,024 keys: one round trip for a chain longer than
+ *      KVFS_LOOKUP_MAX). With WAIT the whole chain is waited for. The
+ *      daemon reads them with process_vm_readv(2), which needs what
+ *      KVFS_IOC_GET needs of it (section 3b, "Who may": root has it; else
+ *      the daemon's uid, and Yama's PR_SET_PTRACER). The chain is looked
+ *      up KVFS_LOOKUP_MAX keys at a time, in order, as that many calls
+ *      without the flag would be (each part one access time for the
+ *      eviction policy), and stops at the first part found short; with
+ *      PIN one lease holds the whole run.
+ *      Errors of its own: EFAULT (keys_at..+16 * nkeys not readable),
+ *      EPERM or ESRCH (the daemon may not read the caller's memory, or
+ *      cannot see its pid: look up in parts of KVFS_LOOKUP_MAX instead),
+ *      and from a daemon older than the flag, EINVAL.
  * Out: found = length of the leading run present (stops at the first
  *      missing key), in_l1 + in_l2 + in_l3 == found (in_l3: the part of
  *      the run found only in the shared L3 tier, asked in one pipelined
@@ -319,7 +340,11 @@ struct kvfs_lookup {
 	uint32_t in_l2;
 	uint32_t in_l3;      /* was reserved (0) before L3 */
 	uint64_t lease_id;
-	struct kvfs_key keys[KVFS_LOOKUP_MAX];
+	union {
+		struct kvfs_key keys[KVFS_LOOKUP_MAX];
+		uint64_t keys_at; /* with KVFS_LOOKUP_KEYS_AT: the chain's
+				   * address in the caller's memory */
+	};
 };
 
 /*
@@ -709,10 +734,13 @@ KVFS_STATIC_ASSERT(offsetof(struct kvfs_result, lease_ms) == 164,
 
 /*
  * kvfs_lookup - the leading run of the chain keys[0..nkeys) cached in
- * nsfd's namespace, in as few KVFS_IOC_LOOKUP calls as possible (one per
- * KVFS_LOOKUP_MAX keys; it stops at the first call that finds less than it
- * asked for). depth_base is the depth of keys[0] in the whole prompt
- * (0 when keys start at the first chunk).
+ * nsfd's namespace, in as few KVFS_IOC_LOOKUP calls as possible: a chain
+ * longer than KVFS_LOOKUP_MAX goes by address (KVFS_LOOKUP_KEYS_AT, one
+ * call per KVFS_LOOKUP_AT_MAX keys); where the daemon refuses that (EPERM,
+ * ESRCH, or EINVAL from an older daemon) this call and every later one of
+ * the process send the keys, one call per KVFS_LOOKUP_MAX. It stops at the
+ * first call that finds less than it asked for. depth_base is the depth of
+ * keys[0] in the whole prompt (0 when keys start at the first chunk).
  * flags: KVFS_LOOKUP_PIN, KVFS_LOOKUP_PREFETCH. lease_ms: 0 = the mount's.
  * res: filled (zeroed first); may be NULL without PIN.
  * Returns found (>= 0), or -EINVAL (nkeys 0, unknown flags, PIN with more

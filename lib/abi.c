@@ -31,6 +31,7 @@ ABI_AT(kvfs_lookup, lease_ms, 16); ABI_AT(kvfs_lookup, depth_base, 20);
 ABI_AT(kvfs_lookup, found, 24); ABI_AT(kvfs_lookup, in_l1, 28);
 ABI_AT(kvfs_lookup, in_l2, 32); ABI_AT(kvfs_lookup, in_l3, 36);
 ABI_AT(kvfs_lookup, lease_id, 40); ABI_AT(kvfs_lookup, keys, 48);
+ABI_AT(kvfs_lookup, keys_at, 48);
 
 ABI_SIZE(kvfs_group_lookup, 8248, 8);
 ABI_AT(kvfs_group_lookup, version, 0); ABI_AT(kvfs_group_lookup, size, 4);

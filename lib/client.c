@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -260,6 +261,13 @@ static int lookup_ioctl(int fd, struct kvfs_lookup *lk, uint64_t deadline)
 	}
 }
 
+/* Set once a daemon refused a chain by address (KVFS_LOOKUP_KEYS_AT:
+ * EPERM or ESRCH, it may not read this process's memory; EINVAL, it is
+ * older than the flag): from then on this process sends its keys inside
+ * the struct, so a refusal costs one round trip and one log line of the
+ * daemon once, not on every lookup. */
+static int keys_at_refused;
+
 static long lookup_chain(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 			 uint32_t depth_base, unsigned flags,
 			 uint32_t lease_ms, uint64_t deadline,
@@ -281,18 +289,30 @@ static long lookup_chain(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 	if (!lk)
 		return -ENOMEM;
 	while (off < nkeys) {
-		uint32_t n = nkeys - off > KVFS_LOOKUP_MAX ?
-			KVFS_LOOKUP_MAX : (uint32_t)(nkeys - off);
+		/* more than one struct's worth: by address, one round trip
+		 * (the 16 KiB of a restricted ioctl cannot carry 1,024 keys) */
+		bool at = nkeys - off > KVFS_LOOKUP_MAX &&
+			  !__atomic_load_n(&keys_at_refused, __ATOMIC_RELAXED);
+		size_t max = at ? KVFS_LOOKUP_AT_MAX : KVFS_LOOKUP_MAX;
+		uint32_t n = nkeys - off > max ? (uint32_t)max :
+						 (uint32_t)(nkeys - off);
 
 		memset(lk, 0, offsetof(struct kvfs_lookup, keys));
 		lk->version = KVFS_ABI_VERSION;
 		lk->size = sizeof(*lk);
-		lk->flags = flags;
+		lk->flags = flags | (at ? KVFS_LOOKUP_KEYS_AT : 0);
 		lk->nkeys = n;
 		lk->lease_ms = lease_ms;
 		lk->depth_base = depth_base + (uint32_t)off;
-		memcpy(lk->keys, keys + off, n * sizeof(keys[0]));
+		if (at)
+			lk->keys_at = (uint64_t)(uintptr_t)(keys + off);
+		else
+			memcpy(lk->keys, keys + off, n * sizeof(keys[0]));
 		rc = lookup_ioctl(nsfd, lk, deadline);
+		if (at && (rc == -EPERM || rc == -ESRCH || rc == -EINVAL)) {
+			__atomic_store_n(&keys_at_refused, 1, __ATOMIC_RELAXED);
+			continue; /* the same keys again, in the struct */
+		}
 		if (rc < 0)
 			goto err;
 		res->found += lk->found;

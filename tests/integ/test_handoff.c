@@ -454,7 +454,7 @@ static void test_local_bad_flags(void **state)
 	chain(keys, 1, 8);
 	assert_int_equal(raw_lookup(fd, keys, 1, KVFS_WAIT_MS(100), &lk),
 			 -EINVAL);
-	assert_int_equal(raw_lookup(fd, keys, 1, 0x8u, &lk), -EINVAL);
+	assert_int_equal(raw_lookup(fd, keys, 1, 0x10u, &lk), -EINVAL);
 	b->version = KVFS_ABI_VERSION;
 	b->size = sizeof(*b);
 	b->nents = 1;

@@ -184,6 +184,8 @@ static int teardown(void **state)
 	return 0;
 }
 
+static unsigned long long ioctl_counter(const char *name);
+
 /* ------------------------------------------------------------- tests */
 
 static void test_lookup_runs(void **state)
@@ -227,7 +229,9 @@ static void test_lookup_runs(void **state)
 	assert_string_equal(val, hex);
 	assert_int_equal(kvfs_lookup(fd, keys, 1100, 0, KVFS_LOOKUP_PIN,
 				     LONG_LEASE, &res), 1030);
-	assert_int_equal(res.nleases, 3);
+	/* one call by address (KVFS_LOOKUP_KEYS_AT), one lease; it was 3
+	 * calls of 512, 512 and 76 keys, 3 leases */
+	assert_int_equal(res.nleases, 1);
 	assert_int_equal(refs("look", &keys[0]), 1);
 	assert_int_equal(refs("look", &keys[1029]), 1);
 	assert_int_equal(refs("look", &keys[1030]), -1);
@@ -238,6 +242,106 @@ static void test_lookup_runs(void **state)
 	/* PREFETCH of an all-L1 run is a plain lookup. */
 	assert_int_equal(kvfs_lookup(fd, keys, 20, 0, KVFS_LOOKUP_PREFETCH, 0,
 				     &res), 20);
+	close(fd);
+}
+
+/*
+ * KVFS_LOOKUP_KEYS_AT: a chain longer than the struct carries, read from
+ * the caller's memory; one ioctl, as many engine calls of 512 keys as
+ * separate ioctls would make (depth, parent, one lease for the pins), and
+ * its own bad inputs.
+ */
+static void test_lookup_keys_at(void **state)
+{
+	static struct kvfs_key keys[KVFS_LOOKUP_AT_MAX + 1];
+	char val[64], hex[KVFS_KEY_HEX_LEN + 1];
+	struct kvfs_result res;
+	struct kvfs_lookup *lk;
+	unsigned long long calls;
+	struct kvfs_unpin u = { KVFS_ABI_VERSION, sizeof(u), 0 };
+	void *none;
+	int fd = ns_create("keysat", 0755);
+
+	chain(keys, 1100, 21);
+	put_range(fd, keys, 0, 1030);
+
+	/* libkvfs: 1,100 keys in one ioctl */
+	calls = ioctl_counter("lookups");
+	assert_int_equal(kvfs_lookup(fd, keys, 1100, 0, 0, 0, &res), 1030);
+	assert_int_equal(ioctl_counter("lookups"), calls + 1);
+	assert_int_equal(res.in_l1 + res.in_l2 + res.in_l3, 1030);
+	xattr_of("keysat", &keys[1000], KVFS_XATTR_DEPTH, val, sizeof(val));
+	assert_string_equal(val, "1000");
+	kvfs_key_hex(&keys[999], hex);
+	xattr_of("keysat", &keys[1000], KVFS_XATTR_PARENT, val, sizeof(val));
+	assert_string_equal(val, hex);
+
+	/* waiting for the whole chain, by address: the run there at the
+	 * timeout (50 ms) is the answer */
+	assert_int_equal(kvfs_lookup_wait(fd, keys, 1100, 0, 0, 0, 50, &res),
+			 1030);
+
+	/* raw, with PIN: one lease holds the whole run */
+	lk = lookup_arg(keys, 0, KVFS_LOOKUP_PIN | KVFS_LOOKUP_KEYS_AT);
+	lk->nkeys = 1100;
+	lk->keys_at = (uint64_t)(uintptr_t)keys;
+	lk->lease_ms = LONG_LEASE;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), 0);
+	assert_int_equal(lk->found, 1030);
+	assert_true(lk->lease_id > 0);
+	assert_int_equal(refs("keysat", &keys[0]), 1);
+	assert_int_equal(refs("keysat", &keys[513]), 1);
+	assert_int_equal(refs("keysat", &keys[1029]), 1);
+	u.lease_id = lk->lease_id;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_UNPIN, &u), 0);
+	assert_int_equal(refs("keysat", &keys[513]), 0);
+	assert_int_equal(refs("keysat", &keys[1029]), 0);
+
+	/* a part found short ends the run: the parts after a gap in the
+	 * first are not asked (they hold keys[513..1030)) */
+	kvfs_key_hex(&keys[300], hex);
+	assert_int_equal(unlinkat(fd, hex, 0), 0);
+	lk->flags = KVFS_LOOKUP_KEYS_AT;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), 0);
+	assert_int_equal(lk->found, 300);
+	put_range(fd, keys, 300, 301);
+
+	/* bad inputs: too many keys, an address not readable, the flag on
+	 * a group lookup */
+	lk->nkeys = KVFS_LOOKUP_AT_MAX + 1;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), -EINVAL);
+	lk->nkeys = KVFS_LOOKUP_AT_MAX; /* the most: allowed */
+	lk->keys_at = (uint64_t)(uintptr_t)keys;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), 0);
+	assert_int_equal(lk->found, 1030);
+	lk->nkeys = 1100;
+	lk->keys_at = 8;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), -EFAULT);
+	none = mmap(NULL, 1 << 16, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
+	assert_true(none != MAP_FAILED);
+	lk->nkeys = 4096; /* 64 KiB */
+	lk->keys_at = (uint64_t)(uintptr_t)none;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), -EFAULT);
+	lk->keys_at = UINT64_MAX - 100; /* wraps */
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), -EFAULT);
+	munmap(none, 1 << 16);
+	free(lk);
+	{
+		struct kvfs_group_lookup *g = calloc(1, sizeof(*g));
+
+		assert_non_null(g);
+		g->version = KVFS_ABI_VERSION;
+		g->size = sizeof(*g);
+		g->flags = KVFS_LOOKUP_KEYS_AT;
+		g->nkeys = 1;
+		g->nns = 1;
+		strcpy(g->ns[0], "keysat");
+		g->keys[0] = keys[0];
+		assert_int_equal(raw_ioctl(fd, KVFS_IOC_GROUP_LOOKUP, g),
+				 -EINVAL);
+		free(g);
+	}
 	close(fd);
 }
 
@@ -939,18 +1043,19 @@ static void read_stats(char *buf, size_t len)
 	buf[n] = '\0';
 }
 
-/* The "errors" counter of the ioctl section of .kvfs/stats. */
-static unsigned long long ioctl_errors(void)
+/* Counter name of the ioctl section of .kvfs/stats. */
+static unsigned long long ioctl_counter(const char *name)
 {
-	char buf[65536];
+	char buf[65536], key[64];
 	const char *p;
 
 	read_stats(buf, sizeof(buf));
 	p = strstr(buf, "\"ioctl\":");
 	assert_non_null(p);
-	p = strstr(p, "\"errors\":");
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	p = strstr(p, key);
 	assert_non_null(p);
-	return strtoull(p + 9, NULL, 10);
+	return strtoull(p + strlen(key), NULL, 10);
 }
 
 static void test_stats(void **state)
@@ -970,15 +1075,15 @@ static void test_stats(void **state)
 	 * ours; a bad kvfs ioctl is */
 	fd = open(mnt.dir, O_RDONLY | O_DIRECTORY);
 	assert_true(fd >= 0);
-	e0 = ioctl_errors();
+	e0 = ioctl_counter("errors");
 	assert_int_equal(isatty(fd), 0);
 	assert_int_equal(errno, ENOTTY);
 	assert_int_equal(ioctl(fd, TCGETS, &tio), -1);
 	assert_int_equal(errno, ENOTTY);
-	assert_int_equal(ioctl_errors(), e0);
+	assert_int_equal(ioctl_counter("errors"), e0);
 	memset(&h, 0, sizeof(h)); /* version 0 */
 	assert_int_equal(raw_ioctl(fd, KVFS_IOC_HANDLE, &h), -EINVAL);
-	assert_int_equal(ioctl_errors(), e0 + 1);
+	assert_int_equal(ioctl_counter("errors"), e0 + 1);
 	close(fd);
 }
 
@@ -986,6 +1091,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lookup_runs),
+		cmocka_unit_test(test_lookup_keys_at),
 		cmocka_unit_test(test_pin_unpin),
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_wrong_fd_kind),

@@ -813,6 +813,46 @@ static void test_eperm(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
+
+	/* A lookup's chain by address (KVFS_LOOKUP_KEYS_AT) needs the same
+	 * right: refused with EPERM, and kvfs_lookup sends the keys in the
+	 * struct instead (in a child: it remembers the refusal for the rest
+	 * of its process). */
+	{
+		static struct kvfs_key chain[600];
+		struct kvfs_lookup *lk = calloc(1, sizeof(*lk));
+
+		assert_non_null(lk);
+		for (int i = 0; i < 600; i++) {
+			key_of(14, (uint64_t)i, &chain[i]);
+			assert_int_equal(kvfs_put(fd, &chain[i], data, 64), 0);
+		}
+		lk->version = KVFS_ABI_VERSION;
+		lk->size = sizeof(*lk);
+		lk->flags = KVFS_LOOKUP_KEYS_AT;
+		lk->nkeys = 600;
+		lk->keys_at = (uint64_t)(uintptr_t)chain;
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			struct kvfs_result res;
+			int fails = 0;
+
+			if (raw_ioctl(fd, KVFS_IOC_LOOKUP, lk) != -EPERM)
+				fails |= 1;
+			if (kvfs_lookup(fd, chain, 600, 0, 0, 0, &res) != 600)
+				fails |= 2;
+			if (kvfs_lookup(fd, chain, 600, 0, KVFS_LOOKUP_PIN, 0,
+					&res) != 600 || res.nleases != 2 ||
+			    kvfs_release(fd, &res) != 0)
+				fails |= 4;
+			_exit(fails);
+		}
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		free(lk);
+	}
 	close(fd);
 	free(b);
 	assert_int_equal(kvfs_test_umount(&m2), 0);

@@ -169,6 +169,30 @@ static void test_expiry(void **state)
 	assert_int_equal(refs(f, 0), 0);
 }
 
+/* The thread idles until a default lease's time from now when no lease
+ * is held, and linking a lease due later wakes nobody: a shorter lease
+ * taken then, alone or after such a long one, must still wake it and
+ * expire on time. */
+static void test_expiry_while_idle(void **state)
+{
+	struct fx *f = *state;
+	uint64_t a;
+
+	lease_table_destroy(f->lt);
+	assert_int_equal(lease_table_create(f->t, 60000, &f->lt), 0);
+	sleep_ms(20); /* the thread waits, with nothing held */
+	take(f, 4, 0, 30, 3);
+	sleep_ms(300);
+	assert_int_equal(refs(f, 0), 0); /* released by the thread */
+	a = take(f, 4, 0, 60000, 1); /* due after its wake-up: no signal */
+	take(f, 4, 0, 30, 3);
+	sleep_ms(300);
+	assert_int_equal(refs(f, 2), 0);
+	assert_int_equal(refs(f, 0), 1);
+	assert_int_equal(lease_release(f->lt, a, 4, 0, 0), 0);
+	assert_int_equal(refs(f, 0), 0);
+}
+
 static void test_lazy_expiry(void **state)
 {
 	struct fx *f = *state;
@@ -484,6 +508,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_unpin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expiry_while_idle, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_expiry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_owner_close, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
