@@ -494,12 +494,6 @@ static const struct fs_metric metrics[] = {
 	  "Device buffers registered", ioc.xfer.registers),
 	C("ioctl.xfer", "device_entries", "xfer_device_entries_total", NULL,
 	  "GET entries copied to a device buffer", ioc.xfer.device_entries),
-	C("ioctl.xfer", "split", "xfer_split_entries_total", NULL,
-	  "GET entries of 512 KiB or more copied in pieces shared with idle "
-	  "copy helpers", ioc.xfer.split),
-	C("ioctl.xfer", "split_helped", "xfer_split_helped_pieces_total", NULL,
-	  "Pieces of split GET entries a copy helper copied",
-	  ioc.xfer.split_helped),
 	/* waiting lookups and GETs (kvfs(7) HAND-OFF) */
 	C("wait", "waits", "wait_total", NULL,
 	  "Waiting lookups and GETs that had to wait", wait.waits),

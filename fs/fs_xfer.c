@@ -108,11 +108,6 @@ struct fs_xfer {
 					  * buffer (device-memory L1) */
 	uint64_t registers;              /* device buffers registered */
 	uint64_t device_entries;         /* GET entries copied to a device */
-	uint64_t split;                  /* GET entries copied in pieces
-					  * shared with helpers (struct
-					  * split) */
-	uint64_t split_helped;           /* of their pieces, those a helper
-					  * copied */
 	struct pool *pool_p;             /* copy helpers (below) */
 
 	/* device buffers (KVFS_IOC_XFER_REGISTER), one per open file:
@@ -244,86 +239,6 @@ static bool caller_fatal(long rc)
 
 /* ------------------------------------------------------------------ GET */
 
-/*
- * What the copy helpers (below) share out: the entries of a batch (struct
- * job) or the pieces of one large entry's copy (struct split). run is
- * called by the thread that offered it and by each helper that takes it,
- * and returns when nothing is left to take.
- */
-struct work {
-	void (*run)(struct work *w);
-	int offers;         /* (pool lock) helpers it may still take */
-	int active;         /* (pool lock) helpers inside run */
-	struct work *qnext; /* (pool lock) offered work */
-};
-
-/*
- * One GET entry's copy from the arena to the caller, in XFER_PIECE pieces
- * taken from next by the thread that pinned the chunk and by idle helpers:
- * a batch of one 2 MiB chunk (the preload library's read of a file, a
- * single kvfs_get) is copied by as many cores as are free, as a batch of
- * many is. The chunk stays pinned by that thread until every piece is
- * done (pool_run returns only then), so every piece is of one version.
- */
-struct split {
-	struct work w;
-	struct fs_xfer *x;
-	pthread_t owner; /* the thread that pinned the chunk */
-	const struct caller *cl;
-	const char *src;
-	uint64_t addr, len;
-	uint64_t next; /* (atomic) offset of the next piece to take */
-	int rc;        /* (atomic) the first error seen, else 0 */
-};
-
-/* Entries at least this long are split (two pieces or more). */
-#define XFER_SPLIT_MIN (2 * XFER_PIECE)
-
-static void pool_run(struct pool *p, struct work *j, int most);
-
-static void split_run(struct work *w)
-{
-	struct split *s = container_of(w, struct split, w);
-	bool helper = !pthread_equal(pthread_self(), s->owner);
-	uint64_t off, pieces = 0;
-
-	while (!__atomic_load_n(&s->rc, __ATOMIC_RELAXED) &&
-	       (off = __atomic_fetch_add(&s->next, XFER_PIECE,
-					 __ATOMIC_RELAXED)) < s->len) {
-		uint64_t k = s->len - off < XFER_PIECE ? s->len - off
-						       : XFER_PIECE;
-		int rc = vm_copy(s->cl, true, (void *)(s->src + off),
-				 s->addr + off, k), none = 0;
-
-		if (rc)
-			__atomic_compare_exchange_n(&s->rc, &none, rc, false,
-						    __ATOMIC_RELAXED,
-						    __ATOMIC_RELAXED);
-		pieces++;
-	}
-	if (helper && pieces)
-		count(&s->x->split_helped, pieces);
-}
-
-/* Copies n bytes at src (pinned arena memory) to the caller at addr: a
- * long entry in pieces shared with idle helpers (struct split). */
-static int copy_out(struct fs_xfer *x, const struct caller *cl,
-		    const char *src, uint64_t addr, uint64_t n)
-{
-	struct split s;
-
-	if (n < XFER_SPLIT_MIN)
-		return vm_copy(cl, true, (void *)src, addr, n);
-	if (addr + n < addr)
-		return -EFAULT;
-	s = (struct split){ .w.run = split_run, .x = x,
-			    .owner = pthread_self(), .cl = cl, .src = src,
-			    .addr = addr, .len = n };
-	count(&x->split, 1);
-	pool_run(x->pool_p, &s.w, (int)((n - 1) / XFER_PIECE));
-	return __atomic_load_n(&s.rc, __ATOMIC_RELAXED);
-}
-
 /* Copies bytes [off, off + n) of pinned chunk c to the caller at addr, or
  * with im to offset addr of the caller's registered device buffer. */
 static int get_copy(struct fs *fs, const struct caller *cl,
@@ -342,7 +257,7 @@ static int get_copy(struct fs *fs, const struct caller *cl,
 		return rc;
 	}
 	if (p) /* host or pinned L1: the one copy, arena -> caller */
-		return copy_out(x, cl, p + off, addr, n);
+		return vm_copy(cl, true, (void *)(p + off), addr, n);
 	/* device-memory L1: through host memory, a piece at a time */
 	bounce = malloc(n < XFER_PIECE ? n : XFER_PIECE);
 	if (!bounce)
@@ -518,7 +433,6 @@ static int reply_batch_err(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
  * are shared between them; the rest is set before the job is offered.
  */
 struct job {
-	struct work w;
 	struct fs *fs;
 	struct fs_xfer *x;
 	fuse_req_t req;
@@ -533,16 +447,17 @@ struct job {
 	int fatal;         /* (atomic) -EPERM / -ESRCH seen, else 0 */
 	uint32_t done, ok; /* (atomic) entries attempted, succeeded */
 	uint64_t bytes;    /* (atomic) */
+	int offers;        /* (pool lock) helpers it may still take */
+	int active;        /* (pool lock) helpers inside job_run */
+	struct job *qnext; /* (pool lock) offered jobs */
 };
-
 
 /* Marks an entry the batch stopped before: set to -EINTR / -ESRCH at the
  * reply. Not an errno any entry can have. */
 #define NOT_DONE INT64_MIN
 
-static void job_run(struct work *w)
+static void job_run(struct job *j)
 {
-	struct job *j = container_of(w, struct job, w);
 	struct fs_xfer *x = j->x;
 	uint32_t i;
 
@@ -591,9 +506,8 @@ static void job_run(struct work *w)
 /* ------------------------------------------------------ copy helpers */
 
 /*
- * The daemon's own copy helpers: a batch's entries, and the pieces of a
- * long entry, are spread over the FUSE thread that got it and the helpers
- * that are idle, because one
+ * The daemon's own copy helpers: a batch's entries are spread over the
+ * FUSE thread that got it and the helpers that are idle, because one
  * thread's copy between two address spaces (about 7 GB/s here) is well
  * below what the memory can do. Started at the first batch (threads do
  * not survive the daemon's fork), one fewer than the CPUs, at most
@@ -605,7 +519,7 @@ struct pool {
 	pthread_mutex_t lock;
 	pthread_cond_t work;  /* a job was offered, or quit */
 	pthread_cond_t idle;  /* a job's last helper left it */
-	struct work *queue;   /* work taking helpers */
+	struct job *queue;    /* jobs taking helpers */
 	bool started, quit;
 	int n;
 	pthread_t th[XFER_HELPERS_MAX];
@@ -617,7 +531,7 @@ static void *helper_main(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		struct work *j;
+		struct job *j;
 
 		while (!p->quit && !p->queue)
 			pthread_cond_wait(&p->work, &p->lock);
@@ -630,7 +544,7 @@ static void *helper_main(void *arg)
 		}
 		j->active++;
 		pthread_mutex_unlock(&p->lock);
-		j->run(j);
+		job_run(j);
 		pthread_mutex_lock(&p->lock);
 		if (--j->active == 0)
 			pthread_cond_broadcast(&p->idle);
@@ -652,18 +566,17 @@ static void pool_start(struct pool *p)
 			p->n++;
 }
 
-/* Runs j on this thread and on up to most idle helpers; returns when
- * every helper that took it has left it. */
-static void pool_run(struct pool *p, struct work *j, int most)
+/* Runs j on this thread and on up to nents - 1 idle helpers. */
+static void pool_run(struct pool *p, struct job *j)
 {
 	int offers;
 
 	pthread_mutex_lock(&p->lock);
 	if (!p->started)
 		pool_start(p);
-	offers = most < p->n ? most : p->n;
-	if (offers > 0) { /* at the tail: work is helped in order */
-		struct work **q = &p->queue;
+	offers = (int)j->b->nents - 1 < p->n ? (int)j->b->nents - 1 : p->n;
+	if (offers > 0) { /* at the tail: batches are helped in order */
+		struct job **q = &p->queue;
 
 		while (*q)
 			q = &(*q)->qnext;
@@ -672,10 +585,10 @@ static void pool_run(struct pool *p, struct work *j, int most)
 		pthread_cond_broadcast(&p->work);
 	}
 	pthread_mutex_unlock(&p->lock);
-	j->run(j);
+	job_run(j);
 	pthread_mutex_lock(&p->lock);
 	/* withdraw what nobody took, then wait for the takers */
-	for (struct work **q = &p->queue; j->offers && *q; q = &(*q)->qnext)
+	for (struct job **q = &p->queue; j->offers && *q; q = &(*q)->qnext)
 		if (*q == j) {
 			*q = j->qnext;
 			j->offers = 0;
@@ -743,11 +656,10 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	if (rc)
 		goto fail;
 	b->daemon_pid = (int32_t)getpid();
-	j = (struct job){ .w.run = job_run, .fs = fs, .x = x, .req = req,
-			  .b = b, .cl = &cl, .ns = fh->ns,
-			  .chunk_bytes = nsi.chunk_bytes,
+	j = (struct job){ .fs = fs, .x = x, .req = req, .b = b, .cl = &cl,
+			  .ns = fh->ns, .chunk_bytes = nsi.chunk_bytes,
 			  .im = r ? r->im : NULL, .put = put };
-	pool_run(x->pool_p, &j.w, (int)b->nents - 1);
+	pool_run(x->pool_p, &j);
 	if (dev)
 		pthread_rwlock_unlock(&x->reg_lock);
 	dev = false;
@@ -1004,6 +916,4 @@ void fs_xfer_counts(struct fs_xfer *x, struct fs_xfer_counts *c)
 	c->bounced = LD(bounced);
 	c->registers = LD(registers);
 	c->device_entries = LD(device_entries);
-	c->split = LD(split);
-	c->split_helped = LD(split_helped);
 }
