@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -54,37 +53,13 @@ static struct { char *buf; size_t cap; } pool[POOL_MAX];
 static unsigned pool_n;
 static atomic_uint writers; /* chunks being written (pl_wr_each) */
 
-/*
- * Spare sockets. A new AF_UNIX socket and its last close cost ~10 us here
- * (socket + fstat + close in a loop: 9.5-14 us), a fifth of a served
- * 256 KiB open. So the socket of a chunk's last descriptor is kept when
- * it is closed: dup'ed to a number from spare_base up (close-on-exec),
- * and the next served open takes it (F_DUPFD to the lowest free number,
- * as socket() would give, and the spare closed): ~1.5 us each way.
- * Sound because a socket is kept only when no table entry stands for its
- * chunk any more (refs: see spare_keep), so no entry can name its inode
- * when it serves another chunk; a spare closed behind our back
- * (closefrom) is found by its inode and forgotten, never closed.
- * spares[] and spares_n: tab_lock.
- */
-#define SPARES_MAX 8
-static struct { int fd; ino_t ino; } spares[SPARES_MAX];
-static unsigned spares_n;
-static int spare_base; /* 0: no spares (a low RLIMIT_NOFILE) */
-
 static void atfork_prepare(void) { pthread_mutex_lock(&tab_lock); }
 static void atfork_unlock(void) { pthread_mutex_unlock(&tab_lock); }
 
 /* before preload_wr.c's (see there) */
 __attribute__((constructor(101))) static void pl_fd_init(void)
 {
-	struct rlimit rl;
-
 	pthread_atfork(atfork_prepare, atfork_unlock, atfork_unlock);
-	/* spares sit above the numbers a program usually holds: 512, or
-	 * half the limit when it is lower */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 64)
-		spare_base = rl.rlim_cur >= 1024 ? 512 : (int)(rl.rlim_cur / 2);
 }
 
 /* ----------------------------------------------------------- buffers */
@@ -360,72 +335,12 @@ void pl_wr_each(void (*fn)(int fd, struct pl_chunk *c))
 	}
 }
 
-/* A spare socket at the lowest free number (O_CLOEXEC as flags ask),
- * its inode in *ino; -1 when there is none. */
-static int spare_take(int flags, ino_t *ino)
-{
-	struct stat st;
-	int sp = -1, fd;
-
-	pthread_mutex_lock(&tab_lock);
-	if (spares_n) {
-		spares_n--;
-		sp = spares[spares_n].fd;
-		*ino = spares[spares_n].ino;
-	}
-	pthread_mutex_unlock(&tab_lock);
-	if (sp < 0)
-		return -1;
-	REAL(fstat);
-	REAL(fcntl);
-	REAL(close);
-	/* closed behind our back, the number maybe another file's now */
-	if (r_fstat(sp, &st) || !S_ISSOCK(st.st_mode) || st.st_ino != *ino)
-		return -1;
-	fd = r_fcntl(sp, (flags & O_CLOEXEC) ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
-	r_close(sp);
-	return fd;
-}
-
-void pl_spare_keep(int fd, struct pl_chunk *c)
-{
-	bool keep;
-	int sp;
-
-	if (!spare_base)
-		return;
-	pthread_mutex_lock(&tab_lock);
-	keep = c->refs == 1 && spares_n < SPARES_MAX;
-	pthread_mutex_unlock(&tab_lock);
-	if (!keep)
-		return;
-	REAL(fcntl);
-	REAL(close);
-	sp = r_fcntl(fd, F_DUPFD_CLOEXEC, spare_base);
-	if (sp < 0)
-		return;
-	pthread_mutex_lock(&tab_lock);
-	if (c->refs == 1 && spares_n < SPARES_MAX) {
-		spares[spares_n].fd = sp;
-		spares[spares_n++].ino = c->sock_ino;
-		sp = -1;
-	}
-	pthread_mutex_unlock(&tab_lock);
-	if (sp >= 0)
-		r_close(sp);
-}
-
 int pl_fd_serve(struct pl_chunk *c, int flags)
 {
 	struct stat st;
 	int fd;
 
 	REAL(fstat);
-	fd = spare_take(flags, &c->sock_ino);
-	if (fd >= 0 && fd < TAB_MAX)
-		goto served;
-	if (fd >= 0)
-		close(fd);
 	fd = socket(AF_UNIX, SOCK_STREAM |
 		    ((flags & O_CLOEXEC) ? SOCK_CLOEXEC : 0), 0);
 	if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st)) {
@@ -435,7 +350,6 @@ int pl_fd_serve(struct pl_chunk *c, int flags)
 		return -1;
 	}
 	c->sock_ino = st.st_ino;
-served:
 	if (c->wr)
 		atomic_fetch_add(&writers, 1);
 	add(fd, c);
@@ -826,11 +740,9 @@ EXPORT int close(int fd)
 		c = pl_get(fd);
 		if (c && c->wr)
 			return pl_wr_close(fd, c); /* publishes */
-		pl_forget(fd);
-		if (c) {
-			pl_spare_keep(fd, c);
+		if (c)
 			pl_put(c);
-		}
+		pl_forget(fd);
 	}
 	return r_close(fd);
 }

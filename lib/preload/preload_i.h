@@ -80,12 +80,6 @@ void pl_put(struct pl_chunk *c);
 /* pl_forget - fd stands for nothing any more (closed or settled). */
 void pl_forget(int fd);
 
-/* pl_spare_keep - close(fd) of a descriptor that stands for c, its table
- * entry gone (pl_forget) and c still referenced by the closer: keeps fd's
- * socket as a spare for the next pl_fd_serve when no other descriptor or
- * call stands for c (refs 1) and there is room. fd is still open. */
-void pl_spare_keep(int fd, struct pl_chunk *c);
-
 /* pl_wr_each - calls fn(fd, c) for every fd that stands for a chunk
  * being written (c with a reference for the call). */
 void pl_wr_each(void (*fn)(int fd, struct pl_chunk *c));

@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdarg.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -243,7 +242,6 @@ int pl_wr_close(int fd, struct pl_chunk *c)
 	struct kvfs_io io;
 	long rc = -1;
 	int err = 0;
-	bool settled;
 
 	REAL(close);
 	pthread_mutex_lock(&c->lock);
@@ -265,12 +263,9 @@ int pl_wr_close(int fd, struct pl_chunk *c)
 	 * namespace gone...): the kernel answers, as without the library */
 	if (rc < 0 && !c->wr->settled && settle_locked(fd, c))
 		err = errno;
-	settled = c->wr->settled;
 	pthread_mutex_unlock(&c->lock);
-	pl_forget(fd);
-	if (!settled)
-		pl_spare_keep(fd, c); /* still the library's socket */
 	pl_put(c);
+	pl_forget(fd);
 	if (r_close(fd) && !err)
 		return -1; /* the settled writer's close: its errno */
 	if (err) {
