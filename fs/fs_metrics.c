@@ -387,6 +387,8 @@ static const struct fs_metric metrics[] = {
 	  "Readahead promotions read later", t.ra_hits),
 	C("readahead", "wasted", "readahead_wasted_total", NULL,
 	  "Readahead promotions evicted unread", t.ra_wasted),
+	C("readahead", "paused", "readahead_paused_total", NULL,
+	  "Readahead promotions held back: L1 and L2 full", t.ra_paused),
 	/* the filesystem */
 	G("fs", "inodes", "fs_inodes", NULL, "Inodes the kernel holds",
 	  fs.inodes),

@@ -616,8 +616,9 @@ struct tier_stats {
 				 * not confirmed yet */
 	/* chain readahead: its maximum window (readahead=N, 0 = off), chunks
 	 * it promoted, of those read later (hits) and evicted unread
-	 * (wasted) */
-	uint64_t ra_max, ra_promotions, ra_hits, ra_wasted;
+	 * (wasted), promotions held back because L1 and L2 were full
+	 * (paused) */
+	uint64_t ra_max, ra_promotions, ra_hits, ra_wasted, ra_paused;
 };
 void tier_get_stats(struct tier *t, struct tier_stats *st);
 

@@ -502,6 +502,7 @@ struct tier_l2_ops {
 	void (*pin_promote)(struct tier *t, struct tier_rec *r);
 	void (*stats)(struct tier *t, struct tier_stats *st);
 	uint64_t (*capacity)(struct tier *t);
+	bool (*full)(struct tier *t, uint64_t need);
 	void (*order_changed)(struct tier *t);
 	void (*ahead_thread)(void);
 };
@@ -590,6 +591,10 @@ uint64_t tier_l2_stored(const struct tier_rec *r);
 /* L2's capacity now, 0 without L2 (or with L2 disabled). */
 #define tier_l2_capacity(t) \
 	((t)->l2ops->capacity(t))
+/* Whether L2 is full: need more bytes written to it now would make its
+ * reclaim drop live chunks (false without L2). */
+#define tier_l2_full(t, need) \
+	((t)->l2ops->full(t, need))
 
 /* ------------------------------------------- L3 hooks (tier_l3.c) */
 

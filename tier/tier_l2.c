@@ -643,6 +643,28 @@ static uint64_t tl2_capacity(struct tier *t)
 	return ls.capacity;
 }
 
+/* Whether need more bytes written to L2 would make it drop live records
+ * (tier_l2_full): its live records and the writes waiting (raw and
+ * built), need included, fill more than half its capacity (l2_size, or
+ * what a full disk left) after a reclaim has dropped records since it
+ * opened (not only compacted), or reach the point where a reclaim
+ * starts (a quarter segment short of the capacity less the moves'
+ * reserve: there is nothing to compact). */
+static bool tl2_full(struct tier *t, uint64_t need)
+{
+	struct tier_l2 *t2 = t->l2;
+	struct l2_stats ls;
+	uint64_t live;
+
+	if (!t2 || !t2->l2)
+		return false;
+	l2_get_stats(t2->l2, &ls);
+	live = ls.bytes + ls.queued_bytes + t2->raw_queued + need;
+	if (ls.reclaims > ls.compactions && live > ls.capacity / 2)
+		return true;
+	return live + ls.seg_target / 4 + ls.reserve > ls.capacity;
+}
+
 static void tl2_stats(struct tier *t, struct tier_stats *st)
 {
 	struct tier_l2 *t2 = t->l2;
@@ -694,6 +716,7 @@ const struct tier_l2_ops tier_l2_hooks = {
 	.pin_promote = tl2_pin_promote,
 	.stats = tl2_stats,
 	.capacity = tl2_capacity,
+	.full = tl2_full,
 	.order_changed = tl2_order_changed,
 	.ahead_thread = tl2_ahead_thread,
 };

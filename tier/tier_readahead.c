@@ -49,13 +49,29 @@
  * chunks (never victims) and hot ones (an s3fifo main queue) are not
  * pushed out for chunks nobody asked for.
  *
+ * A full L2: a promotion into a full L1 evicts a chunk, maybe one only
+ * in L1 (written, never demoted), whose demotion into a full L2 makes its
+ * reclaim drop another live chunk: a chunk somebody wrote (or the next
+ * one of the very chain) lost for one nobody asked for yet. So readahead
+ * pauses while both are full: a chunk that does not fit L1's free room
+ * (l1_bytes and writers' extents against l1_cap) is neither queued nor
+ * promoted while tier_l2_full says L2 is full: its live records and
+ * pending writes reach the point where reclaim starts (l2_size, or what
+ * a full disk left, less the moves' reserve), or fill half of it once a
+ * reclaim has dropped live records. Counted in paused; the window stays
+ * where it was and the next read in order tries again. Into free L1 (after a restart, say) or with
+ * room in L2 it runs as ever. The cost: with both full, the chunks a
+ * reader follows come from L2 on demand, one at a time (the policy's
+ * victim may have had an L2 copy, which the rule cannot see in advance).
+ *
  * Workers: TRA_WORKERS threads take the queue in order; each promotion
  * is an io_uring read of L2 (tier_l2_fill) or an L3 GET, then the check
  * and the decompression, on the worker: several reads in flight, and the
  * decoding off the FUSE thread that serves the reader.
  *
  * Counters: promotions (done by readahead), hits (a promoted chunk read
- * later), wasted (a promoted chunk that left L1 unread).
+ * later), wasted (a promoted chunk that left L1 unread), paused (held
+ * back by a full L1 and L2, above).
  *
  * Restarts: the links come back with the chunks (the L2 record and the
  * checkpoint keep parent and depth: tier_ra_open relinks every indexed
@@ -156,7 +172,7 @@ struct tier_ra {
 	bool stop;
 	int nthreads;
 	pthread_t th[TRA_WORKERS];
-	uint64_t promotions, hits, wasted;
+	uint64_t promotions, hits, wasted, paused;
 	bool changed;              /* succ changed since the L2 was told */
 };
 
@@ -452,6 +468,21 @@ static bool ra_room(struct tier *t, uint64_t bytes)
 	       ahead <= t->l1_cap - held;
 }
 
+/* Whether a promotion of bytes must wait: it would evict from L1 into a
+ * full L2 (see "A full L2" above); counted. */
+static bool ra_paused(struct tier *t, uint64_t bytes)
+{
+	uint64_t used = t->l1_bytes + t->writer_bytes;
+
+	bytes = l1_alloc_round(bytes);
+	if (used <= t->l1_cap && bytes <= t->l1_cap - used)
+		return false; /* free L1 */
+	if (!tier_l2_full(t, bytes))
+		return false;
+	t->ra->paused++;
+	return true;
+}
+
 /* Queues key (size bytes, 0 = unknown) for stream s; false when the
  * bound stops it. */
 static bool queue_job(struct tier *t, int s, uint32_t ns,
@@ -521,12 +552,14 @@ static void top_up(struct tier *t, int si)
 		k = e->to;
 		r = tier_idx_find(t, s->ns, &k);
 		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
-			if (!queue_job(t, si, s->ns, &k, r->size))
+			if (ra_paused(t, r->size) ||
+			    !queue_job(t, si, s->ns, &k, r->size))
 				break;
 		} else if (!r && t->l3) {
 			/* not local: maybe in L3 (its size: the namespace's
 			 * last one, for the bound) */
-			if (!queue_job(t, si, s->ns, &k, n->last_size))
+			if (ra_paused(t, n->last_size) ||
+			    !queue_job(t, si, s->ns, &k, n->last_size))
 				break;
 		} else if (!r) {
 			break; /* the chain ends here */
@@ -687,6 +720,9 @@ static void promote_one(struct tier *t, const struct tra_job *j)
 {
 	struct tier_rec *r = tier_idx_find(t, j->ns, &j->key);
 
+	if (((r && r->where == TIER_L2) || (!r && t->l3)) &&
+	    ra_paused(t, j->bytes))
+		return; /* L1 and L2 filled up since it was queued */
 	if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
 		struct tier_chunk c = { 0 };
 
@@ -935,6 +971,7 @@ void tier_ra_stats(struct tier *t, struct tier_stats *st)
 	st->ra_promotions = t->ra->promotions;
 	st->ra_hits = t->ra->hits;
 	st->ra_wasted = t->ra->wasted;
+	st->ra_paused = t->ra->paused;
 }
 
 uint64_t tier_ra_meta_bytes(struct tier *t)

@@ -114,12 +114,12 @@ static void test_l2_on_full_disk(void **state)
 		fprintf(stderr, "# skip: no tmpfs (needs root)\n");
 		skip();
 	}
-	/* readahead=0: the chunks are read back in the order written, which
-	 * readahead follows; its promotions would evict the newest chunks
-	 * (only in L1) into the full log while it reclaims, and which of
-	 * them survive is what this test checks without it */
+	/* readahead at its default: the chunks are read back in the order
+	 * written, which readahead follows; with L1 and the log both full it
+	 * pauses (readahead.paused) rather than evict the newest chunks
+	 * (only in L1) into the log while it reclaims */
 	snprintf(opts, sizeof(opts), "l1_size=8M,max_chunk=1M,compress=none,"
-		 "l2_dir=%s,l2_size=1G,readahead=0", tmpfs_dir);
+		 "l2_dir=%s,l2_size=1G", tmpfs_dir);
 	assert_int_equal(kvfs_test_mount(&m, opts), 0);
 	assert_int_equal(mkdir(kvfs_test_path(&m, p, "ns"), 0755), 0);
 	for (uint64_t i = 0; i < NCHUNKS; i++) {
@@ -185,12 +185,17 @@ static void test_l2_on_full_disk(void **state)
 		if (in_l2[i])
 			l2_ok++;
 	}
-	fprintf(stderr, "# %u of %u L2 chunks read back exact, %u gone\n",
-		l2_ok, nl2, gone);
+	fprintf(stderr, "# %u of %u L2 chunks read back exact, %u gone; "
+		"readahead %lld promotions, %lld paused\n", l2_ok, nl2, gone,
+		kvfs_test_stat(&m, "readahead", "promotions"),
+		kvfs_test_stat(&m, "readahead", "paused"));
 	assert_true(l2_ok >= nl2 / 2 && l2_ok >= 6);
 	assert_true(gone >= NCHUNKS / 2); /* the old ones are gone cleanly */
 	assert_int_equal(l2_stat(&m, "corrupt"), 0);
 	assert_true(l2_stat(&m, "reads") >= l2_ok);
+	/* readahead opened windows along the chunks read in order, and held
+	 * them back: L1 and the log were full */
+	assert_true(kvfs_test_stat(&m, "readahead", "paused") >= 1);
 	assert_int_equal(kvfs_test_umount(&m), 0);
 }
 

@@ -14,6 +14,8 @@
  * survives a clean unmount and a SIGKILL after the periodic checkpoint;
  * so does the order chunks without links were written in, which the
  * first reader after the restart is followed along.
+ * A full L1 over a full L2: readahead pauses rather than push chunks only
+ * in L1 into the log (test_full_l2_pauses).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -649,6 +651,89 @@ static void test_write_order_after_kill(void **state)
 	write_order_case(true);
 }
 
+/*
+ * A full L2 (issue 26): L1 full of chunks written last (only in L1) and an
+ * L2 whose reclaim has dropped chunks already. A reader following the
+ * chain from L2 opens a window; readahead must not promote into the full
+ * L1, where each promotion would evict a chunk only in L1 into the full
+ * log (making it drop another): it pauses (readahead.paused), and of the
+ * chunks only in L1 no more leave than the reader's own reads evicted.
+ * (Before: 4 promotions, 4 more L1-only chunks pushed out.)
+ */
+#define NFULL 48 /* 1 MiB chunks into a 24 MiB L2: it wraps twice */
+
+static void test_full_l2_pauses(void **state)
+{
+	char opts[PATH_MAX + 128], p[PATH_MAX], where[8];
+	bool only_l1[NFULL] = { false };
+	unsigned nl1 = 0, kept = 0;
+	long long writes, prev = -1;
+	uint64_t lo = NFULL;
+	struct kvfs_mnt m;
+
+	(void)state;
+	snprintf(opts, sizeof(opts), "l1_size=8M,max_chunk=1M,compress=none,"
+		 "l2_dir=%s,l2_size=24M", l2dir);
+	assert_int_equal(kvfs_test_mount(&m, opts), 0);
+	mounted = &m;
+	assert_true(ra(&m, "max") > 0); /* readahead at its default */
+	assert_int_equal(mkdir(kvfs_test_path(&m, p, "%s", NS), 0755), 0);
+	for (uint64_t i = 0; i < NFULL; i++) {
+		put(&m, NS, i, true);
+		if (i % 8 == 7)
+			sleep_ms(20); /* let the demoter keep up under ASan */
+	}
+	/* the demotions land: the same write count three times running */
+	for (int t = 0, same = 0; t < 150 && same < 2; t++) {
+		sleep_ms(200);
+		writes = kvfs_test_stat(&m, "l2", "writes");
+		same = writes == prev ? same + 1 : 0;
+		prev = writes;
+	}
+	/* L2 is full: a reclaim dropped chunks (not only compacted) */
+	assert_true(kvfs_test_stat(&m, "l2", "reclaims") >
+		    kvfs_test_stat(&m, "l2", "compactions"));
+	for (uint64_t i = 0; i < NFULL; i++) {
+		tier_is(&m, NS, i, where);
+		if (!strcmp(where, "l1")) {
+			only_l1[i] = true; /* ingest=evicted: never demoted */
+			nl1++;
+		}
+		/* the oldest run of 6 chunks in L2 */
+		if (lo == NFULL && i >= 5 && !strcmp(where, "l2")) {
+			char w[8];
+			bool run = true;
+
+			for (uint64_t k = i - 5; k < i && run; k++) {
+				tier_is(&m, NS, k, w);
+				run = !strcmp(w, "l2");
+			}
+			if (run)
+				lo = i - 5;
+		}
+	}
+	assert_true(nl1 >= 4);
+	assert_true(lo < NFULL);
+	/* the reader: two chunks in chain order open a window of 4 */
+	for (uint64_t i = lo; i < lo + 3; i++)
+		assert_int_equal(check(&m, NS, i), 0);
+	settle(&m);
+	sleep_ms(300);
+	for (uint64_t i = 0; i < NFULL; i++) {
+		tier_is(&m, NS, i, where);
+		if (only_l1[i] && !strcmp(where, "l1"))
+			kept++;
+	}
+	print_message("full L2: %u chunks only in L1, %u still there after 3 "
+		      "reads; readahead %lld promotions, %lld paused\n", nl1,
+		      kept, ra(&m, "promotions"), ra(&m, "paused"));
+	assert_true(kept + 3 >= nl1); /* only the reader's reads evicted */
+	assert_int_equal(ra(&m, "promotions"), 0);
+	assert_true(ra(&m, "paused") >= 1);
+	assert_int_equal(kvfs_test_stat(&m, "l2", "corrupt"), 0);
+	do_umount(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -670,6 +755,7 @@ int main(void)
 					  test_teardown),
 		cmocka_unit_test_teardown(test_learned_order_survives_kill,
 					  test_teardown),
+		cmocka_unit_test_teardown(test_full_l2_pauses, test_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

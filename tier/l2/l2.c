@@ -38,6 +38,8 @@ void l2_get_stats(struct l2 *l2, struct l2_stats *st)
 	st->segments = l2->nsegs;
 	st->capacity = l2->cap;
 	st->disk_bytes = l2->used;
+	st->seg_target = l2->seg_target;
+	st->reserve = l2->reserve;
 	st->direct = l2->direct;
 	pthread_mutex_unlock(&l2->lock);
 }

@@ -159,6 +159,9 @@ struct l2_config {
 struct l2_stats {
 	uint64_t capacity;   /* l2_size, or less: see l2_append (disk full) */
 	uint64_t disk_bytes; /* segment bytes placed (what capacity bounds) */
+	uint64_t seg_target; /* bytes a segment is sealed at (what a
+			      * reclaim frees at most) */
+	uint64_t reserve;    /* of capacity, kept for a reclaim's moves */
 	uint64_t bytes;      /* live records, bytes on disk */
 	uint64_t raw_bytes;  /* live records, raw bytes */
 	uint64_t records;    /* live records */
