@@ -518,6 +518,7 @@ int tier_l2_open(struct tier *t, char *err, size_t errlen)
 	pthread_cond_init(&t2->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	t2->level = cfg->compress_level;
+	t2->size = lc.size;
 	t2->raw_max = queue_cap(t, 4, 4 * cfg->max_chunk);
 	t2->hot_hits = cfg->hot_hits ? cfg->hot_hits : 1;
 	/* ingest=twice remembers keys for 1-2 L2-fulls of 256 KiB chunks
@@ -643,13 +644,16 @@ static uint64_t tl2_capacity(struct tier *t)
 	return ls.capacity;
 }
 
-/* Whether need more bytes written to L2 would make it drop live records
- * (tier_l2_full): its live records and the writes waiting (raw and
- * built), need included, fill more than half its capacity (l2_size, or
- * what a full disk left) after a reclaim has dropped records since it
- * opened (not only compacted), or reach the point where a reclaim
- * starts (a quarter segment short of the capacity less the moves'
- * reserve: there is nothing to compact). */
+/* Whether L2 is full (tier_l2_full): the disk under it filled up (its
+ * capacity was cut below l2_size: a degraded log, not a cache that is
+ * merely at its size), and need more bytes written would make it drop
+ * live records: its live records and the writes waiting (raw and built),
+ * need included, fill more than half that capacity after a reclaim has
+ * dropped records since it opened (not only compacted), or reach the
+ * point where a reclaim starts (a quarter segment short of the capacity
+ * less the moves' reserve: there is nothing to compact). An L2 at
+ * l2_size with the disk not full is a cache at its size, where dropping
+ * the oldest is the policy's work: not full here. */
 static bool tl2_full(struct tier *t, uint64_t need)
 {
 	struct tier_l2 *t2 = t->l2;
@@ -659,6 +663,8 @@ static bool tl2_full(struct tier *t, uint64_t need)
 	if (!t2 || !t2->l2)
 		return false;
 	l2_get_stats(t2->l2, &ls);
+	if (ls.capacity >= t2->size)
+		return false;
 	live = ls.bytes + ls.queued_bytes + t2->raw_queued + need;
 	if (ls.reclaims > ls.compactions && live > ls.capacity / 2)
 		return true;

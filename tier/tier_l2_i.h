@@ -78,6 +78,8 @@ struct tier_l2 {
 	uint64_t raw_max;      /* bound of raw_queued (tier_l2.c, queue_cap) */
 	uint64_t l1_queued;    /* tier.lock: L1 bytes pinned by ingest jobs */
 	uint64_t errors;       /* tier.lock: open failure, dropped demotions */
+	uint64_t size;         /* l2_size as opened (its capacity until the
+				* disk under it fills) */
 	bool stop;             /* tier.lock */
 	bool rescan;           /* tier.lock: ingest=all skipped a chunk */
 	bool threads;

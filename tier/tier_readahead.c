@@ -49,20 +49,21 @@
  * chunks (never victims) and hot ones (an s3fifo main queue) are not
  * pushed out for chunks nobody asked for.
  *
- * A full L2: a promotion into a full L1 evicts a chunk, maybe one only
- * in L1 (written, never demoted), whose demotion into a full L2 makes its
- * reclaim drop another live chunk: a chunk somebody wrote (or the next
- * one of the very chain) lost for one nobody asked for yet. So readahead
- * pauses while both are full: a chunk that does not fit L1's free room
- * (l1_bytes and writers' extents against l1_cap) is neither queued nor
- * promoted while tier_l2_full says L2 is full: its live records and
- * pending writes reach the point where reclaim starts (l2_size, or what
- * a full disk left, less the moves' reserve), or fill half of it once a
- * reclaim has dropped live records. Counted in paused; the window stays
- * where it was and the next read in order tries again. Into free L1 (after a restart, say) or with
- * room in L2 it runs as ever. The cost: with both full, the chunks a
- * reader follows come from L2 on demand, one at a time (the policy's
- * victim may have had an L2 copy, which the rule cannot see in advance).
+ * A full disk under L2: a promotion into a full L1 evicts a chunk, maybe
+ * one only in L1 (written, never demoted), whose demotion into an L2 that
+ * the disk cut below l2_size makes its reclaim drop another live chunk: a
+ * chunk somebody wrote lost for one nobody asked for yet, in a log that
+ * cannot grow. So readahead pauses there: a chunk that does not fit L1's
+ * free room (l1_bytes and writers' extents against l1_cap) is neither
+ * queued nor promoted while tier_l2_full says so (the disk filled, and
+ * live records with pending writes reach the point where reclaim starts,
+ * or fill half of what the disk left once a reclaim has dropped live
+ * records). Counted in paused; the window stays where it was and the next
+ * read in order tries again. An L2 merely at its l2_size (the steady
+ * state of a cache) does not pause it: there a promotion's victim is
+ * demoted and the log drops its oldest, the policy's work, and a chunk
+ * the reader is about to read is worth that (what it wastes is counted in
+ * wasted). Into free L1 (after a restart, say) it runs as ever.
  *
  * Workers: TRA_WORKERS threads take the queue in order; each promotion
  * is an io_uring read of L2 (tier_l2_fill) or an L3 GET, then the check
@@ -71,7 +72,7 @@
  *
  * Counters: promotions (done by readahead), hits (a promoted chunk read
  * later), wasted (a promoted chunk that left L1 unread), paused (held
- * back by a full L1 and L2, above).
+ * back by a full L1 over a full disk, above).
  *
  * Restarts: the links come back with the chunks (the L2 record and the
  * checkpoint keep parent and depth: tier_ra_open relinks every indexed
