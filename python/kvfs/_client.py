@@ -694,15 +694,14 @@ class Connector:
     # -- connector API
     def exists(self, key):
         """True when the chunk is published (not counted as an access)."""
-        # access(F_OK) first: a stat of a chunk read before costs a GETATTR
-        # round trip (the kernel marks its atime stale after every read),
-        # access only the cached name. A no from it is asked again by stat,
-        # which tells a miss from an error (EACCES...) as it always did.
-        name = key_hex(key)
-        if os.access(name, os.F_OK, dir_fd=self.fd, follow_symlinks=False):
-            return True
+        # An O_PATH open, not stat: a stat of a chunk read before costs a
+        # GETATTR round trip (the kernel marks its atime stale after every
+        # read); O_PATH needs only the name (one LOOKUP on a miss, none
+        # when cached), sends no OPEN or RELEASE, and fails as stat would
+        # (ENOENT a miss, EACCES raised).
         try:
-            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+            os.close(os.open(key_hex(key), os.O_PATH | os.O_NOFOLLOW,
+                             dir_fd=self.fd))
             return True
         except FileNotFoundError:
             return False
