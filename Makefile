@@ -128,10 +128,11 @@ LIBKVFS := $(BUILD)/libkvfs.a $(BUILD)/libkvfs.so $(BUILD)/kvfs.pc
 # libkvfs_preload.so (lib/preload/): the opt-in LD_PRELOAD library that
 # serves reads of chunks through one KVFS_IOC_GET (issue 26). Always built
 # without sanitizers (it is preloaded into plain programs: cat, python3),
-# from its own objects of the two libkvfs files it calls; it exports only
+# from its own objects of the libkvfs files it calls; it exports only
 # the libc calls of lib/preload/preload.map.
 PRELOAD := $(BUILD)/libkvfs_preload.so
-PRELOAD_SRC := $(wildcard lib/preload/*.c) lib/key.c lib/client_xfer.c
+PRELOAD_SRC := $(wildcard lib/preload/*.c) lib/key.c lib/client_xfer.c \
+	lib/client_buf.c
 PRELOAD_OBJ := $(PRELOAD_SRC:%.c=$(BUILD)/preload/%.o)
 PRELOAD_CFLAGS := $(filter-out $(SANFLAGS),$(ALL_CFLAGS)) -fvisibility=hidden
 

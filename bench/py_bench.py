@@ -126,7 +126,7 @@ def main():
     if not mnt:
         # Every repeat writes new keys: room for all of them.
         mnt, proc = mount(a.mount_bin, ["l1_size=%d" % (
-            total * (3 * a.repeat + 1) + (64 << 20))])
+            total * (4 * a.repeat + 1) + (64 << 20))])
         owned = (mnt, proc)
     shm = tempfile.mkdtemp(prefix="kvfs-pybench.", dir="/dev/shm")
     conn = None
@@ -205,6 +205,28 @@ def main():
                 keysets[0][i:i + b], arrs[:len(keysets[0][i:i + b])])
                 for i in range(0, n, b)), a.repeat)
             rows.append(("get  Connector.get_many into ndarrays (kvfs)", t))
+        # the same into kvfs.buffer()s (huge pages: the daemon's copy pins
+        # one page per 2 MiB), and tmpfs's readv into those same buffers
+        hbufs = [kvfs.buffer(a.chunk) for _ in range(b)]
+        t = best(lambda r: drain(plain_readinto(shm_path(0, i),
+                                                hbufs[i % b])
+                                 for i in range(n)), a.repeat)
+        rows.append(("get  os.readv into 16 kvfs.buffer()s (tmpfs)", t))
+        t = best(lambda r: drain(conn.get_many(
+            keysets[0][i:i + b], hbufs[:len(keysets[0][i:i + b])])
+            for i in range(0, n, b)), a.repeat)
+        rows.append(("get  Connector.get_many into kvfs.buffer()s (kvfs)",
+                     t))
+        hsrc = kvfs.buffer(a.chunk)
+        hsrc[:] = data
+        keys4 = [kvfs.keys(range(n * 16), 16, seed=3000 + r)
+                 for r in range(a.repeat)]
+        t = best(lambda r: drain(conn.put_many(keys4[r][i:i + b],
+                                               [hsrc] * len(
+                                                   keys4[r][i:i + b]))
+                                 for i in range(0, n, b)), a.repeat)
+        rows.append(("put  Connector.put_many from a kvfs.buffer() (kvfs)",
+                     t))
         conn.close()
 
         print("py_bench: %d chunks of %d KiB (%.0f MiB), best of %d" % (
@@ -213,17 +235,20 @@ def main():
         ref = {"put": d["put  os.write (tmpfs)"],
                "get": d["get  os.readv into a buffer (tmpfs)"],
                "byt": d["get  os.read -> bytes (tmpfs)"],
-               "b16": d["get  os.readv into 16 buffers in turn (tmpfs)"]}
+               "b16": d["get  os.readv into 16 buffers in turn (tmpfs)"],
+               "h16": d["get  os.readv into 16 kvfs.buffer()s (tmpfs)"]}
         for name, t in rows:
             kind = "byt" if ("bytes" in name or "mmap" in name) else name[:3]
             if name.startswith("get") and ("16" in name or "ndarrays" in name):
                 kind = "b16"  # the same 16 destination buffers
+            if name.startswith("get") and "kvfs.buffer" in name:
+                kind = "h16"  # the same 16 huge-page buffers
             gbs = total / t / 1e9
-            print("  %-48s %7.2f GB/s   %.2fx tmpfs" % (
+            print("  %-52s %7.2f GB/s   %.2fx tmpfs" % (
                 name, gbs, ref[kind] / t))
         print("  (get rows compare with the tmpfs row of the same kind: "
               "into a caller's buffer, into 16 buffers in turn (get_many),"
-              " or returning new bytes)")
+              " into 16 kvfs.buffer()s, or returning new bytes)")
     finally:
         if conn is not None:
             conn.close()

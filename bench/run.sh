@@ -16,7 +16,9 @@
 #   BUILD/bench/kvfs_hbench    prefill -> decode hand-off through L3: latency,
 #                              throughput vs raw SET+GET, notifications off
 #   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
-#   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write()
+#   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write(); again
+#                              with the other core busy, into malloc'd and
+#                              into kvfs_buf_alloc's buffers
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
 #   BUILD/bench/kvfs_evbench   KV events: publisher rate, writes off vs on
 #   bench/py_bench.py          the Python binding vs os.read/os.write
@@ -96,6 +98,14 @@ for b in kvfs_bench kvfs_pbench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench
 		printf '\n=== %s\n(not built: bench/%s.c does not exist yet)\n' "$b" "$b"
 	fi
 done
+# issue 26's batched-transfer row: one engine thread while the other core
+# runs a busy loop, into malloc'd buffers (4 KiB pages) and into buffers
+# from kvfs_buf_alloc (huge pages, what kvfs.h section 4a advises)
+if [ -x "$BUILD/bench/kvfs_xbench" ]; then
+	run kvfs_xbench_busy "$BUILD/bench/kvfs_xbench" --threads 1 --busy 1
+	run kvfs_xbench_busy_huge "$BUILD/bench/kvfs_xbench" --threads 1 \
+		--busy 1 --huge 1
+fi
 if [ -f bench/py_bench.py ]; then
 	run py_bench.py /usr/bin/python3 bench/py_bench.py
 else

@@ -74,7 +74,7 @@ __attribute__((constructor(101))) static void pl_fd_init(void)
  * (64 KiB .. 1 MiB) carved from a 2 MiB slab, kept on its class's free
  * list when freed (slabs are never unmapped: their number is the most
  * buffers of that class ever open at once). Either way the pages are
- * populated once, when the mapping is made.
+ * populated once, when the mapping is made (kvfs_buf_alloc).
  */
 #define HUGE (2ul << 20)
 #define HALF_HUGE (HUGE / 2)
@@ -83,32 +83,6 @@ __attribute__((constructor(101))) static void pl_fd_init(void)
 
 struct slot { struct slot *next; };
 static struct slot *free_slots[NCLASSES];
-
-/* A 2 MiB-aligned mapping of len (a multiple of HUGE) bytes, asked to be
- * huge pages, with its pages populated; NULL without memory. */
-static char *huge_map(size_t len)
-{
-	char *p, *a;
-
-	p = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return NULL;
-	a = (char *)(((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-	if (a > p)
-		munmap(p, (size_t)(a - p));
-	if (a + len < p + len + HUGE)
-		munmap(a + len, (size_t)(p + len + HUGE - (a + len)));
-	/* no THP (disabled, or an old kernel): 4 KiB pages, still right */
-	madvise(a, len, MADV_HUGEPAGE);
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-	if (madvise(a, len, MADV_POPULATE_WRITE))
-		for (size_t k = 0; k < len; k += 4096)
-			a[k] = 0; /* before Linux 5.14 */
-	return a;
-}
 
 static unsigned size_class(size_t cap)
 {
@@ -130,7 +104,7 @@ static char *slot_get(unsigned cls)
 		free_slots[cls] = s->next;
 		return (char *)s;
 	}
-	slab = huge_map(HUGE);
+	slab = kvfs_buf_alloc(HUGE);
 	if (!slab)
 		return NULL;
 	for (size_t off = HUGE - sz; off > 0; off -= sz) {
@@ -166,7 +140,7 @@ static char *buf_get(size_t *cap)
 			return p;
 		}
 	pthread_mutex_unlock(&tab_lock);
-	p = huge_map(want);
+	p = kvfs_buf_alloc(want);
 	if (p)
 		*cap = want;
 	return p;

@@ -55,5 +55,8 @@ user's site; that copy finds libkvfs by $KVFS_LIB or the system's loader.
 
 from ._client import *  # noqa: F401,F403 (the binding's public names)
 from ._client import __all__  # noqa: F401
+# transfer buffers in huge pages (kvfs_buf_alloc's Python side)
+from ._buffer import buffer, HUGE_PAGE  # noqa: F401
+__all__ = __all__ + ["buffer", "HUGE_PAGE"]
 # the raw ioctl call, for tests and tools that build their own arguments
 from ._abi import _ioctl  # noqa: F401

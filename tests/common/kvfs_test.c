@@ -687,3 +687,43 @@ void kvfs_test_rm_files(const char *dir)
 	}
 	closedir(d);
 }
+
+long kvfs_test_huge_kb(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[512];
+	bool in = false;
+	long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, v;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' ')) {
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+			continue;
+		}
+		if (in && sscanf(line, "AnonHugePages: %lu kB", &v) == 1) {
+			kb = (long)v;
+			break;
+		}
+	}
+	fclose(f);
+	return kb;
+}
+
+bool kvfs_test_thp_on(void)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+	char line[128] = "";
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fgets(line, sizeof(line), f) &&
+	     (strstr(line, "[always]") || strstr(line, "[madvise]"));
+	fclose(f);
+	return ok;
+}

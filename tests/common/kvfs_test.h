@@ -13,6 +13,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -138,5 +139,13 @@ void kvfs_test_rm_files(const char *dir);
  * of key kvfs_test_key_name(n) in the L2 log in l2dir (segment files);
  * the number of records damaged, or -1. */
 int kvfs_test_l2_damage(const char *l2dir, uint64_t n);
+
+/* kvfs_test_huge_kb - AnonHugePages (kB) of this process's mapping that
+ * holds addr, or -1 when /proc/self/smaps has no such mapping. */
+long kvfs_test_huge_kb(const void *addr);
+
+/* kvfs_test_thp_on - whether the kernel gives anonymous memory huge pages
+ * on madvise (transparent_hugepage/enabled is always or madvise). */
+bool kvfs_test_thp_on(void);
 
 #endif /* KVFS_TEST_H */

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Tests of Connector.get_many / put_many (batched transfers) on a real
-mount: every kind of buffer (bytes, bytearray, memoryview, numpy, mmap),
+mount: every kind of buffer (bytes, bytearray, memoryview, numpy, mmap,
+kvfs.buffer's huge pages),
 byte ranges, per-key results (miss, EMSGSIZE, ERANGE, EEXIST, EFBIG),
 batches longer than one ioctl, bad arguments, and a killed caller.
 
@@ -171,6 +172,83 @@ class GetPutManyTest(unittest.TestCase):
         self.assertEqual(base.wait_refs("py.xfer", keys, 0), [0] * 8)
         outs = [bytearray(n) for _ in keys]
         self.assertEqual(self.c.get_many(keys, outs), [n] * 8)
+
+
+def huge_kb(addr):
+    """AnonHugePages (kB) of this process's mapping holding addr."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(" ", 1)[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and line.startswith("AnonHugePages:"):
+                return int(line.split()[1])
+    return -1
+
+
+def thp_on():
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+        t = f.read()
+    return "[always]" in t or "[madvise]" in t
+
+
+class BufferTest(unittest.TestCase):
+    """kvfs.buffer: transfer buffers in huge pages."""
+
+    def setUp(self):
+        self.c = kvfs.Connector(base.MNT, "py.xbuf", chunk_tokens=4)
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_shape(self):
+        import ctypes
+        n = (5 << 20) + 3
+        b = kvfs.buffer(n)
+        self.assertEqual((len(b), b.format, b.readonly), (n, "B", False))
+        self.assertEqual(bytes(b[:4096]), bytes(4096))
+        self.assertEqual(b[n - 1], 0)
+        b[n - 1] = 7
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(b))
+        self.assertEqual(addr % kvfs.HUGE_PAGE, 0)
+        kb = huge_kb(addr)
+        self.assertGreaterEqual(kb, 0)
+        if thp_on():
+            self.assertGreaterEqual(kb, 2048)
+        if np is not None:
+            a = np.frombuffer(b, dtype=np.uint16, count=n // 2)
+            self.assertEqual(int(a[:100].sum()), 0)
+
+    def test_bad_arguments(self):
+        for bad in (0, -1):
+            with self.assertRaises(ValueError):
+                kvfs.buffer(bad)
+        for bad in (2.0, "4096", None, True):
+            with self.assertRaises(TypeError):
+                kvfs.buffer(bad)
+
+    def test_get_put_many(self):
+        """Chunks of 3 MiB + 5 at odd offsets of one buffer (each crosses
+        a huge page) through put_many, back through get_many into
+        another; the bytes around each chunk untouched."""
+        keys = kvfs.keys(range(4 * 4), 4, seed=108)
+        size, stride = (3 << 20) + 5, (3 << 20) + 4099
+        src, dst = kvfs.buffer(4 * stride + 7), kvfs.buffer(4 * stride + 7)
+        views = []
+        for i in range(4):
+            v = src[7 + i * stride:7 + i * stride + size]
+            v[:] = data(i, 4096) * (size // 4096) + data(i, size % 4096)
+            views.append(v)
+        self.assertEqual(self.c.put_many(keys, views), [True] * 4)
+        dst[:] = b"\xee" * len(dst)
+        outs = [dst[7 + i * stride:7 + i * stride + size] for i in range(4)]
+        self.assertEqual(self.c.get_many(keys, outs), [size] * 4)
+        for i in range(4):
+            self.assertEqual(outs[i], views[i])
+            self.assertEqual(dst[7 + i * stride + size], 0xEE)
+        self.assertEqual(dst[6], 0xEE)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@
 #include "gpu/gpu_rt.h"
 #include "kvfs.h"
 #include "tests/gpu/gpu_test.h"
+#include "tests/common/kvfs_test.h"
 
 #define MIB (1024u * 1024u)
 
@@ -340,48 +341,6 @@ static void expect_nodev(const char *spec, const char *why)
 	gpu_arena_close(&a);
 }
 
-/* AnonHugePages (kB) of the mapping of this process that holds addr, or
- * -1 when /proc/self/smaps has no such mapping. */
-static long smaps_huge_kb(const void *addr)
-{
-	FILE *f = fopen("/proc/self/smaps", "re");
-	char line[512];
-	bool in = false;
-	long kb = -1;
-
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi, v;
-
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
-		    strchr(line, '-') < strchr(line, ' ')) {
-			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
-			continue;
-		}
-		if (in && sscanf(line, "AnonHugePages: %lu kB", &v) == 1) {
-			kb = (long)v;
-			break;
-		}
-	}
-	fclose(f);
-	return kb;
-}
-
-/* Whether the kernel gives anonymous memory huge pages on madvise. */
-static bool thp_madvise_ok(void)
-{
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
-	char line[128] = "";
-	bool ok;
-
-	if (!f)
-		return false;
-	ok = fgets(line, sizeof(line), f) &&
-	     (strstr(line, "[always]") || strstr(line, "[madvise]"));
-	fclose(f);
-	return ok;
-}
-
 /*
  * The host arena is anonymous memory that starts on a huge page and has
  * huge pages where THP is on (FUSE replies from it pin a huge page at
@@ -404,9 +363,9 @@ static void test_host_huge_pages(void **state)
 	assert_int_equal((uintptr_t)a.host % (2 * MIB), 0);
 	assert_int_equal(a.size, size);
 	round_trip(&a, size - 3 * MIB - 5, 3 * MIB + 5, 41); /* the tail */
-	kb = smaps_huge_kb(a.host);
+	kb = kvfs_test_huge_kb(a.host);
 	assert_true(kb >= 0);
-	if (thp_madvise_ok())
+	if (kvfs_test_thp_on())
 		assert_true(kb >= 2048);
 	else
 		print_message("THP off here: %ld kB in huge pages\n", kb);
