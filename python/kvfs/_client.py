@@ -36,7 +36,8 @@ from ._abi import (  # noqa: F401 (re-exported)
     HANDLE_CUDA_IPC, Key, LookupArg, GroupLookupArg, UnpinArg, HandleArg,
     CudaMapArg, HandleReleaseArg, XFER_MAX, IoArg, _Views, IOC_LOOKUP,
     IOC_GROUP_LOOKUP, IOC_UNPIN, IOC_HANDLE, IOC_HANDLE_RELEASE, _ioctl,
-    LOOKUP_WAIT, LAYER_TAG, wait_deadline, ioctl_wait,
+    LOOKUP_WAIT, LAYER_TAG, wait_deadline, ioctl_wait, LOOKUP_KEYS_AT,
+    LOOKUP_AT_MAX,
 )
 
 
@@ -258,6 +259,17 @@ def parse_key(k):
 def key_hex(k):
     """The file name of a key: 32 lowercase hex digits."""
     return parse_key(k).hex()
+
+
+# Set once a daemon refused a chain by address (EPERM or ESRCH: it may not
+# read this process's memory; EINVAL: it is older than the flag): from then
+# on lookups carry their keys inside the struct, KVFS_LOOKUP_MAX at a time.
+_keys_at_refused = False
+
+
+def _refuse_keys_at():
+    global _keys_at_refused
+    _keys_at_refused = True
 
 
 def _lease_ms(ms):
@@ -849,7 +861,10 @@ class Connector:
         lease_ms, or when close() is called). wait=SECONDS: return as soon
         as the whole chain is present (published here or by another node
         through L3), or after SECONDS with the leading run there then (a
-        partial run, not an error); pins are taken when the wait ends."""
+        partial run, not an error); pins are taken when the wait ends.
+        A chain longer than 512 keys is one ioctl (by address, up to
+        16,384 keys; in parts of 512 where the daemon may not read this
+        process's memory), with one lease when pinned."""
         kl = [parse_key(k) for k in keys]
         if not kl:
             raise ValueError("lookup needs at least one key")
@@ -859,18 +874,29 @@ class Connector:
         deadline = wait_deadline(wait)
         res = LookupResult()
         arg = LookupArg()
+        off = 0
         try:
-            for off in range(0, len(kl), LOOKUP_MAX):
-                part = kl[off:off + LOOKUP_MAX]
+            while off < len(kl):
+                # more than one struct's worth: by address, one round trip
+                # (kvfs.h KVFS_LOOKUP_KEYS_AT), as libkvfs's kvfs_lookup
+                at = len(kl) - off > LOOKUP_MAX and not _keys_at_refused
+                part = kl[off:off + (LOOKUP_AT_MAX if at else LOOKUP_MAX)]
                 ctypes.memset(ctypes.addressof(arg), 0,
                               LookupArg.keys.offset)
                 arg.version = ABI_VERSION
                 arg.size = ctypes.sizeof(LookupArg)
-                arg.flags = flags
+                arg.flags = flags | (LOOKUP_KEYS_AT if at else 0)
                 arg.nkeys = len(part)
                 arg.lease_ms = ms
                 arg.depth_base = depth_base + off
-                ctypes.memmove(arg.keys, b"".join(part), 16 * len(part))
+                chain = b"".join(part)
+                if at:
+                    keybuf = ctypes.create_string_buffer(chain, len(chain))
+                    ctypes.c_uint64.from_buffer(
+                        arg, LookupArg.keys.offset).value = \
+                        ctypes.addressof(keybuf)
+                else:
+                    ctypes.memmove(arg.keys, chain, len(chain))
                 try:
                     if deadline is None:
                         _ioctl(self.fd, IOC_LOOKUP, arg)
@@ -878,6 +904,13 @@ class Connector:
                         ioctl_wait(self.fd, IOC_LOOKUP, arg, LOOKUP_WAIT,
                                    deadline)
                 except OSError as e:
+                    if at and e.errno in (_errno.EPERM, _errno.ESRCH,
+                                          _errno.EINVAL):
+                        # the daemon may not read this process's memory
+                        # (or is older than the flag): the keys inside
+                        # the struct from now on, this part again
+                        _refuse_keys_at()
+                        continue
                     raise self._error(e, "lookup in") from None
                 res.found += arg.found
                 res.in_l1 += arg.in_l1
@@ -887,6 +920,7 @@ class Connector:
                     res.leases.append(arg.lease_id)
                 if arg.found < len(part):
                     break
+                off += len(part)
         except BaseException:
             self._drop(res)
             raise
