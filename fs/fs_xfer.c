@@ -23,7 +23,7 @@
  *    the caller (CAP_SYS_PTRACE, or the same uid, no capability the
  *    daemon lacks, a dumpable caller, and Yama's rule): a daemon without
  *    CAP_SYS_PTRACE cannot reach a process of another user even if asked
- *    to (tests/integ/test_xfer.c, test_eperm).
+ *    to (tests/integ/test_xfer_callers.c, test_eperm).
  * 2. Who may. The namespace's mode is checked for the caller's uid and
  *    groups (fs_ns_access) before any entry: R_OK | X_OK for GET, W_OK |
  *    X_OK for PUT (search, as open(2) and creat(2) of a chunk need it).
