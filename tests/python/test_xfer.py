@@ -136,6 +136,22 @@ class GetPutManyTest(unittest.TestCase):
         # a gap past the first 512: the run stops there
         res = self.c.lookup(keys[:600] + kvfs.keys(range(8), 4, seed=110))
         self.assertEqual(res.found, 600)
+        # hex names, a generator, keys of mixed kinds: the same chain
+        self.assertEqual(self.c.lookup([k.hex() for k in keys]).found, 3000)
+        self.assertEqual(self.c.lookup(k for k in keys).found, 3000)
+        mixed = [k.hex() if i % 3 == 0 else bytearray(k) if i % 3 == 1
+                 else k for i, k in enumerate(keys[:700])]
+        self.assertEqual(self.c.lookup(mixed).found, 700)
+        # a bad key anywhere: nothing is looked up
+        l0, _, _ = ioctl_stats()
+        for bad, exc in ((keys[5][:15], ValueError), ("zz" * 16, ValueError),
+                         (12, TypeError)):
+            with self.assertRaises(exc):
+                self.c.lookup(keys[:5] + [bad] + keys[6:700])
+        # 15 + 17 bytes are 32, but neither is a key
+        with self.assertRaises(ValueError):
+            self.c.lookup([keys[0][:15], keys[1] + b"x"])
+        self.assertEqual(ioctl_stats()[0], l0)
 
     def test_lookup_by_address_refused(self):
         """A daemon that may not read the caller's memory (no
