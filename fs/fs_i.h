@@ -647,6 +647,7 @@ static inline bool fs_is_pdir_ino(uint64_t ino)
  * key namespaces' operations it hands over to) downward only.
  */
 struct fs_path_counts;
+struct fs_cred;
 struct fs_path_ops {
 	void (*tick)(struct fs *fs);
 	void (*publish_pending)(struct fs *fs, uint64_t cutoff_ms, size_t max);
@@ -667,6 +668,9 @@ struct fs_path_ops {
 			 size_t len);
 	int (*quota_set)(struct fs *fs, uint32_t ns, uint64_t quota);
 	bool (*ns)(struct fs *fs, uint32_t ns);
+	uint32_t (*reach)(struct fs *fs, uint32_t ns,
+			  const struct kvfs_key *keys, uint32_t n,
+			  const struct fs_cred *c, int mask, int *why);
 	void (*mode_saved)(struct fs *fs, const char *ns, bool paths);
 	bool (*event_hash)(struct fs *fs, uint32_t ns,
 			   const struct kvfs_key *key, uint64_t *h);
@@ -723,6 +727,20 @@ void fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w);
 int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 /* fs_path_ns: is namespace ns in path mode? Takes priv.lock. */
 bool fs_path_ns(struct fs *fs, uint32_t ns);
+/*
+ * fs_path_reach (no lock held): of keys[0..n) of namespace ns, how many in
+ * a row the caller c may reach by name, as open(2) or stat(2) of their
+ * paths would: each the key of a current name (not an orphan or a removed
+ * name) below directories c may search, and with mask (R_OK) a file c may
+ * read. *why (when not NULL) says what stopped the run: -ENOENT (no name,
+ * or a directory c may not search: what stat would tell apart is not told)
+ * or -EACCES (the file's mode). Every key of a namespace that is not a
+ * path namespace, and every key for root, is reachable: n.
+ * The batched lookups and GETs call it: a path namespace's files are
+ * theirs by key only as far as their names are the caller's.
+ */
+uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
+		       uint32_t n, const struct fs_cred *c, int mask, int *why);
 /* fs_path_evict_set, fs_path_quota_set: user.kvfs.evict ("policy" |
  * "never") and user.kvfs.quota_bytes of namespace ns, kept in the path
  * journal for a warm restart: 0 or -errno (kvfs.h). No lock held. */

@@ -142,7 +142,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	struct kvfs_lookup *lk;
 	struct kvfs_key *keys, *keys_at = NULL;
 	struct lease_pin *pins = NULL;
-	uint32_t found = 0, in_l1 = 0, in_l2 = 0;
+	uint32_t found = 0, in_l1 = 0, in_l2 = 0, nkeys;
 	uint64_t *gens = NULL;
 	bool pin;
 	int rc;
@@ -177,6 +177,15 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		if (rc)
 			goto out;
 	}
+	/* a path namespace: the run stops at the first file whose name the
+	 * caller could not stat (fs_path_reach), as if it were absent */
+	nkeys = lk->nkeys;
+	if (ctx->uid != 0 && fs_path_ns(fs, fh->ns)) {
+		struct fs_cred c;
+
+		fs_cred_of_req(req, &c);
+		nkeys = fs_path_reach(fs, fh->ns, keys, nkeys, &c, 0, NULL);
+	}
 	pin = lk->flags & KVFS_LOOKUP_PIN;
 	if (pin) {
 		/* each pin remembers its generation (see tier_unpin_gen) */
@@ -186,7 +195,7 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 			goto out;
 		}
 	}
-	rc = lookup_parts(fs, fh->ns, keys, lk->nkeys, lk->depth_base,
+	rc = lookup_parts(fs, fh->ns, keys, nkeys, lk->depth_base,
 			  lk->flags & KVFS_LOOKUP_PREFETCH, gens, &found,
 			  &in_l1, &in_l2);
 	if (rc)
@@ -302,6 +311,15 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		}
 	}
 	n = g->nkeys;
+	/* path namespaces: only as far as every rank's names are the
+	 * caller's to stat (fs_path_reach) */
+	for (i = 0; i < g->nns && n && ctx->uid != 0; i++)
+		if (fs_path_ns(fs, ids[i])) {
+			if (cred.ngroups < 0)
+				fs_cred_of_req(req, &cred);
+			n = fs_path_reach(fs, ids[i], g->keys, n, &cred, 0,
+					  NULL);
+		}
 	for (i = 0; i < g->nns && n; i++) {
 		if (pin)
 			rc = tier_lookup_pinned(fs->tier, ids[i], g->keys, n,

@@ -27,6 +27,14 @@ void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
 		o->publish_pending(fs, cutoff_ms, max);
 }
 
+uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
+		       uint32_t n, const struct fs_cred *c, int mask, int *why)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o && c->uid != 0 ? o->reach(fs, ns, keys, n, c, mask, why) : n;
+}
+
 void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;

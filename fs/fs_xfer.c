@@ -282,13 +282,18 @@ static int get_copy(struct fs *fs, const struct caller *cl,
 /* One GET entry: its result (bytes copied or -errno); e->size is set when
  * the chunk was found. */
 static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
-		       const struct caller *cl, struct gpu_import *im,
-		       struct kvfs_xfer_ent *e)
+		       const struct caller *cl, const struct fs_cred *pcred,
+		       struct gpu_import *im, struct kvfs_xfer_ent *e)
 {
 	struct tier_chunk *c;
 	uint64_t size, n;
 	int rc;
 
+	/* a path namespace's file only as its name's caller could read it
+	 * (fs_path_reach): -ENOENT past a directory it may not search,
+	 * -EACCES for the file's mode */
+	if (pcred && fs_path_reach(fs, ns, &e->key, 1, pcred, R_OK, &rc) == 0)
+		return rc;
 	/* pins, promotes; readahead follows the calling thread */
 	rc = tier_get_by(fs->tier, ns, &e->key, (uint64_t)cl->pid, &c);
 	if (rc)
@@ -438,6 +443,7 @@ struct job {
 	fuse_req_t req;
 	struct kvfs_xfer *b;
 	const struct caller *cl;
+	const struct fs_cred *pcred; /* GET in a path namespace, not root */
 	uint32_t ns;
 	uint64_t chunk_bytes;
 	struct gpu_import *im; /* GET into a device buffer, else NULL */
@@ -479,7 +485,8 @@ static void job_run(struct job *j)
 		}
 		r = j->put ? put_one(j->fs, j->req, x, j->ns, j->chunk_bytes,
 				     j->cl, e)
-			   : get_one(j->fs, x, j->ns, j->cl, j->im, e);
+			   : get_one(j->fs, x, j->ns, j->cl, j->pcred, j->im,
+				     e);
 		if (caller_fatal(r)) {
 			__atomic_store_n(&j->fatal, (int)r, __ATOMIC_RELAXED);
 			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
@@ -619,6 +626,7 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	struct tier_ns_info nsi;
 	struct kvfs_xfer *b;
 	struct caller cl = { 0, -1 };
+	struct fs_cred cred;
 	struct job j;
 	struct reg *r = NULL;
 	bool alive, dev = false;
@@ -630,8 +638,8 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	if (!b)
 		return reply_batch_err(fs, x, req, what, NULL, ENOMEM);
 	memcpy(b, in_buf, sizeof(*b));
-	/* Entries name keys. Path namespaces (names hashed to keys) would
-	 * resolve their names to keys here, before any entry runs. */
+	/* Entries name keys; in a path namespace, the keys of paths
+	 * (kvfs_path_key), each checked against its name (get_one). */
 	rc = check_batch(b, put);
 	/* X_OK too: open(2) and creat(2) of a chunk need search permission
 	 * on its namespace, and a batch must not reach what they cannot */
@@ -659,6 +667,10 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	j = (struct job){ .fs = fs, .x = x, .req = req, .b = b, .cl = &cl,
 			  .ns = fh->ns, .chunk_bytes = nsi.chunk_bytes,
 			  .im = r ? r->im : NULL, .put = put };
+	if (!put && fuse_req_ctx(req)->uid != 0 && fs_path_ns(fs, fh->ns)) {
+		fs_cred_of_req(req, &cred); /* groups too: dirs differ */
+		j.pcred = &cred;
+	}
 	pool_run(x->pool_p, &j);
 	if (dev)
 		pthread_rwlock_unlock(&x->reg_lock);

@@ -502,6 +502,9 @@ struct kvfs_l3_drop {
  *        -EMSGSIZE the range does not fit cap (size still says the chunk's
  *                  size; nothing copied)
  *        -ERANGE   offset/length reach past the chunk's end (size says it)
+ *        -EACCES   a path namespace's file (key of its path) whose mode
+ *                  the caller may not read; one below a directory it may
+ *                  not search is -ENOENT, as if absent (root: neither)
  *        -EFAULT   [addr, addr + n) is not writable memory of the caller
  *                  (unmapped, read-only): bytes before the fault may have
  *                  been written
@@ -775,7 +778,10 @@ long kvfs_lookup_wait(int nsfd, const struct kvfs_key *keys, size_t nkeys,
  * Path namespaces (kvfs(7) PATH NAMESPACES): the same lookups by path.
  * A path is relative to the namespace, canonical as kvfs_path_key says
  * (components joined by one '/', none empty, "." or ".."; at most
- * KVFS_PATH_MAX bytes, components at most 255).
+ * KVFS_PATH_MAX bytes, components at most 255). A lookup (and a GET) by
+ * path key reaches a file only as its name does for the caller: the run
+ * stops at a file below a directory the caller may not search, as at an
+ * absent one.
  *
  * kvfs_path_keys - the keys of paths[0..n) into out. Returns n, -EINVAL
  * (a NULL, empty or non-canonical path), -ENAMETOOLONG.

@@ -784,6 +784,49 @@ bool pth_ns(struct fs *fs, uint32_t ns)
 	return paths;
 }
 
+/* Whether c may reach file e: search on each directory between it and
+ * the namespace's root (the root's own mode is the namespace's, which
+ * the ioctl checked), and mask on the file (0644 until chmod). 0,
+ * -ENOENT (a directory), -EACCES (the file). priv.lock held. */
+static int pent_reach(const struct fs_pent *e, const struct fs_cred *c,
+		      int mask)
+{
+	for (const struct fs_pdir *d = e->parent; d && d->self;
+	     d = d->self->parent)
+		if (!fs_cred_may(c, d->mode, d->uid, d->gid, X_OK))
+			return -ENOENT;
+	if (mask && !fs_cred_may(c, e->has_attr ? e->mode : 0644, e->uid,
+				 e->gid, mask))
+		return -EACCES;
+	return 0;
+}
+
+uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
+		   uint32_t n, const struct fs_cred *c, int mask, int *why)
+{
+	struct fs_inode *nsi;
+	uint32_t i = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	nsi = fs_ns_find(fs->priv, ns);
+	if (nsi && nsi->pdir)
+		for (; i < n; i++) {
+			const struct fs_pent *e =
+				fs_ptree_by_key(paths_of(fs), ns, &keys[i]);
+
+			rc = e && e->keyed ? pent_reach(e, c, mask) : -ENOENT;
+			if (rc)
+				break;
+		}
+	else
+		i = n;
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (why)
+		*why = rc;
+	return i;
+}
+
 void pth_mode_saved(struct fs *fs, const char *ns, bool paths)
 {
 	if (paths_of(fs)->journal)
@@ -851,6 +894,7 @@ static const struct fs_path_ops pth_ops = {
 	.evict_set = pth_evict_set,
 	.quota_set = pth_quota_set,
 	.ns = pth_ns,
+	.reach = pth_reach,
 	.mode_saved = pth_mode_saved,
 	.event_hash = pth_event_hash,
 	.counts = pth_counts,

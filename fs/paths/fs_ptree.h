@@ -233,6 +233,8 @@ int pth_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 int pth_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 int pth_quota_set(struct fs *fs, uint32_t ns, uint64_t quota);
 bool pth_ns(struct fs *fs, uint32_t ns);
+uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
+		   uint32_t n, const struct fs_cred *c, int mask, int *why);
 void pth_mode_saved(struct fs *fs, const char *ns, bool paths);
 bool pth_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		    uint64_t *h);
