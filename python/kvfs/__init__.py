@@ -16,7 +16,7 @@ package re-exports both).
     keys = conn.keys(token_ids)               # one key per full chunk
     res = conn.lookup(keys, pin=True)         # leading run cached
     for k in keys[:res.found]:
-        conn.get(k, out=buffer_for(k))        # readinto the engine's buffer
+        conn.get(k, out=buffer_for(k))        # one ioctl into the engine's buffer
     conn.release(res)
     for k in keys[res.found:]:
         conn.put(k, kv_bytes_for(k))          # bytes / memoryview / numpy

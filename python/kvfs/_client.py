@@ -285,6 +285,13 @@ def key_hex(k):
 _keys_at_refused = False
 
 
+# Set once Connector.get(key, out) could not use KVFS_IOC_GET in this
+# process (no libkvfs with kvfs_mget, or the daemon may not write this
+# process's memory): from then on it reads through the file.
+_get_by_ioctl_refused = False
+_BY_FILE = object()
+
+
 def _refuse_keys_at():
     global _keys_at_refused
     _keys_at_refused = True
@@ -822,7 +829,15 @@ class Connector:
         """Reads one chunk. With out (a writable buffer: bytearray,
         memoryview, numpy array...), reads into it and returns the number
         of bytes; without, returns the bytes. Returns None on a miss.
-        Raises ValueError when out is smaller than the chunk."""
+        Raises ValueError when out is smaller than the chunk.
+        Into out, the daemon copies the chunk straight there with one
+        KVFS_IOC_GET (as get_many), where libkvfs is loaded and the daemon
+        may write this process's memory; else, and without out, through
+        the file (open, read, close)."""
+        if out is not None and not _get_by_ioctl_refused:
+            r = self._get_into(key, out)
+            if r is not _BY_FILE:
+                return r
         name = key_hex(key)
         fd = self._open_chunk(name, "get")
         if fd is None:
@@ -856,6 +871,43 @@ class Connector:
             raise self._error(e, "get", name) from None
         finally:
             os.close(fd)
+
+    def _get_into(self, key, out):
+        """get(key, out) by one KVFS_IOC_GET (kvfs_mget): one round trip
+        instead of the file's open, reads and release, no copy in this
+        process. _BY_FILE when it cannot be used here (no libkvfs; the
+        daemon may not write this process's memory: EPERM/ESRCH, then
+        never again in this process)."""
+        global _get_by_ioctl_refused
+        try:
+            lib = load_library()
+        except OSError:
+            lib = None
+        if lib is None or not hasattr(lib, "kvfs_mget"):
+            _get_by_ioctl_refused = True
+            return _BY_FILE
+        k = parse_key(key)
+        io = (IoArg * 1)()
+        views = _Views()
+        try:
+            io[0].buf, io[0].len = views.add(out, writable=True)
+            ctypes.memmove(io[0].key.b, k, 16)
+            rc = lib.kvfs_mget(self.fd, io, 1, 0)  # GIL released
+        finally:
+            views.close()
+        if rc in (-_errno.EPERM, -_errno.ESRCH):
+            _get_by_ioctl_refused = True
+            return _BY_FILE
+        r = rc if rc < 0 else io[0].result
+        if r >= 0:
+            return r
+        if r == -_errno.ENOENT:
+            return None
+        if r == -_errno.EMSGSIZE:
+            raise ValueError("get %s/%s: the chunk is %d bytes, the buffer "
+                             "%d" % (self.namespace, k.hex(), io[0].size,
+                                     io[0].len))
+        raise _neg_error(r, "get %s/%s" % (self.namespace, k.hex()))
 
     def get_mmap(self, key):
         """The chunk as a read-only mmap (MAP_PRIVATE), or None on a miss.

@@ -188,19 +188,53 @@ class GetPutManyTest(unittest.TestCase):
                 "out = []\n"
                 "for _ in range(2):\n"
                 "    a = n(); r = c.lookup(keys); out += [r.found, n() - a]\n"
+                "b = bytearray(4)\n"
+                "out += [c.get(keys[7], b), c.get(keys[7], b), bytes(b[:1])]\n"
                 "print(out)\n"
                 % (os.path.join(base.REPO, "python"), mnt, mnt))
             r = subprocess.run([sys.executable, "-c", code],
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr)
-            # 3 parts and the refused call (an error); then 3 parts
-            self.assertEqual(r.stdout.strip(), "[1100, 3001, 1100, 3000]")
+            # 3 parts and the refused call (an error); then 3 parts;
+            # get(key, out): refused by GET once, then read through the
+            # file, right both times
+            self.assertEqual(r.stdout.strip(),
+                             "[1100, 3001, 1100, 3000, 1, 1, b'x']")
         finally:
             subprocess.call(["fusermount3", "-u", mnt],
                             stderr=subprocess.DEVNULL)
             daemon.wait(30)
             os.rmdir(mnt)
             shutil.rmtree(wrap)
+
+    def test_get_into_is_one_ioctl(self):
+        """Connector.get(key, out): one KVFS_IOC_GET, no open of the
+        file; a miss is None, a short buffer ValueError naming both
+        sizes, a read-only one TypeError, and the bytes are the chunk's."""
+        import json
+        keys = kvfs.keys(range(4 * 2), 4, seed=112)
+        self.c.put(keys[0], data(5, 5000))
+
+        def counts():
+            with open(os.path.join(base.MNT, ".kvfs", "stats")) as f:
+                st = json.load(f)
+            return st["ioctl"]["xfer"]["gets"], st["requests"]["open"]
+        out = bytearray(8192)
+        g0, o0 = counts()
+        self.assertEqual(self.c.get(keys[0], out), 5000)
+        self.assertEqual(bytes(out[:5000]), data(5, 5000))
+        self.assertIsNone(self.c.get(keys[1], out))
+        g1, o1 = counts()
+        self.assertEqual((g1 - g0, o1 - o0), (2, 0))
+        with self.assertRaises(ValueError) as cm:
+            self.c.get(keys[0], bytearray(4999))
+        self.assertIn("5000 bytes, the buffer 4999", str(cm.exception))
+        with self.assertRaises(TypeError):
+            self.c.get(keys[0], b"x" * 8192)
+        if np is not None:
+            a = np.zeros(5000, dtype=np.uint8)
+            self.assertEqual(self.c.get(keys[0], a), 5000)
+            self.assertEqual(a.tobytes(), data(5, 5000))
 
     def test_bad_arguments(self):
         keys = kvfs.keys(range(8), 4, seed=104)
