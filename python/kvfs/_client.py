@@ -608,6 +608,7 @@ class Connector:
         self._pool_lock = threading.Lock()
         self._fd = -1
         self._root = -1
+        self._keys_ns = None  # _keys_namespace(), asked once
         root = os.open(self.mountpoint, os.O_RDONLY | os.O_DIRECTORY |
                        os.O_CLOEXEC)
         made = False
@@ -830,11 +831,13 @@ class Connector:
         memoryview, numpy array...), reads into it and returns the number
         of bytes; without, returns the bytes. Returns None on a miss.
         Raises ValueError when out is smaller than the chunk.
-        Into out, the daemon copies the chunk straight there with one
-        KVFS_IOC_GET (as get_many), where libkvfs is loaded and the daemon
-        may write this process's memory; else, and without out, through
-        the file (open, read, close)."""
-        if out is not None and not _get_by_ioctl_refused:
+        Into out, in a namespace of keys, the daemon copies the chunk
+        straight there with one KVFS_IOC_GET (as get_many), where libkvfs
+        is loaded and the daemon may write this process's memory; else,
+        and without out, through the file named by the key's hex digits
+        (open, read, close), in a path namespace too."""
+        if out is not None and not _get_by_ioctl_refused and \
+                self._keys_namespace():
             r = self._get_into(key, out)
             if r is not _BY_FILE:
                 return r
@@ -871,6 +874,20 @@ class Connector:
             raise self._error(e, "get", name) from None
         finally:
             os.close(fd)
+
+    def _keys_namespace(self):
+        """Whether this is a namespace of keys (user.kvfs.names "keys";
+        its mode changes only while it is empty): there a chunk's file
+        is named by its key, as a GET finds it. In a path namespace a
+        GET takes the key of a path, which is not the file named by the
+        key's hex digits that get() opens."""
+        if self._keys_ns is None:
+            try:
+                self._keys_ns = os.getxattr(
+                    self.fd, "user.kvfs.names") == b"keys"
+            except OSError:
+                self._keys_ns = False
+        return self._keys_ns
 
     def _get_into(self, key, out):
         """get(key, out) by one KVFS_IOC_GET (kvfs_mget): one round trip

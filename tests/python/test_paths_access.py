@@ -136,6 +136,25 @@ class Reach(unittest.TestCase):
             self.assertEqual(res, [len(p) for p in sorted(FILES)])
             self.assertEqual(c.lookup(keys).found, len(FILES))
 
+    def test_connector_get_takes_names_here(self):
+        """Connector.get(key, out) in a path namespace opens the file
+        named by the key's hex digits, as get(key) does: it does not
+        read the file whose path the key hashes (get_many does)."""
+        k = kvfs.path_key("open/a.bin")
+        top = os.path.join(M.mnt, "acc")
+        with kvfs.Connector(M.mnt, "acc", create=False) as c:
+            self.assertIsNone(c.get(k, bytearray(64)))
+            self.assertEqual(c.get_many([k], [bytearray(64)]), [10])
+            with open(os.path.join(top, k.hex()), "wb") as f:
+                f.write(b"named by hex")
+            try:
+                out = bytearray(64)
+                self.assertEqual(c.get(k, out), 12)
+                self.assertEqual(bytes(out[:12]), b"named by hex")
+                self.assertEqual(c.get(k), b"named by hex")
+            finally:
+                os.unlink(os.path.join(top, k.hex()))
+
     def test_lookups_stop_where_the_name_is_out_of_reach(self):
         r = as_nobody(
             "ks = dict(zip(%r, keys))\n"
