@@ -42,6 +42,7 @@ cat >"$T/want" <<'EOF'
 ./usr/lib/pkgconfig/kvfs.pc
 ./usr/lib/python3/dist-packages/kvfs/__init__.py
 ./usr/lib/python3/dist-packages/kvfs/_abi.py
+./usr/lib/python3/dist-packages/kvfs/_buffer.py
 ./usr/lib/python3/dist-packages/kvfs/_client.py
 ./usr/lib/systemd/system/kvfs@.service
 ./usr/share/doc/kvfs/kvfs.conf.example
