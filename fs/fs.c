@@ -42,10 +42,9 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 		     void *arg, struct fuse_file_info *fi, unsigned flags,
 		     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
 {
-	/* closed path files a lookup or a GET may name: published first
-	 * (fs_path.c), so a GET by path key reads a file closed before it */
-	if (cmd == KVFS_IOC_LOOKUP || cmd == KVFS_IOC_GROUP_LOOKUP ||
-	    cmd == KVFS_IOC_GET)
+	/* closed path files a lookup may name: published first (fs_path.c;
+	 * a GET does the same in fs_xfer.c, for path namespaces only) */
+	if (cmd == KVFS_IOC_LOOKUP || cmd == KVFS_IOC_GROUP_LOOKUP)
 		fs_path_publish_pending(fs_req(req), UINT64_MAX, SIZE_MAX);
 	fs_ioctl(fs_req(req), req, ino, cmd, arg, fi, flags, in_buf, in_bufsz,
 		 out_bufsz);

@@ -730,14 +730,17 @@ bool fs_path_ns(struct fs *fs, uint32_t ns);
 /*
  * fs_path_reach (no lock held): of keys[0..n) of namespace ns, how many in
  * a row the caller c may reach by name, as open(2) or stat(2) of their
- * paths would: each the key of a current name (not an orphan or a removed
- * name) below directories c may search, and with mask (R_OK) a file c may
- * read. *why (when not NULL) says what stopped the run: -ENOENT (no name,
- * or a directory c may not search: what stat would tell apart is not told)
- * or -EACCES (the file's mode). Every key of a namespace that is not a
- * path namespace, and every key for root, is reachable: n.
- * The batched lookups and GETs call it: a path namespace's files are
- * theirs by key only as far as their names are the caller's.
+ * paths would: the namespace's root and each directory below it down to
+ * the file's name c may search, and with mask (R_OK) a file c may read.
+ * A key with no name here (a file known only through L3, an orphan) is
+ * judged as a lookup of its name would make it: 0755 directories, a 0644
+ * file. *why (when not NULL) says what stopped the run: -ENOENT (a
+ * directory c may not search: the file is hidden, as stat could not tell
+ * it from an absent one) or -EACCES (the file's mode). Every key of a
+ * namespace that is not a path namespace, and every key for root, is
+ * reachable: n. The batched lookups, GETs and their waits call it: a
+ * path namespace's files are theirs by key only as far as their names
+ * are the caller's.
  */
 uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 		       uint32_t n, const struct fs_cred *c, int mask, int *why);

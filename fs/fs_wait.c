@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "fs/fs_wait.h"
 #include "tier/tier_wait.h"
@@ -125,24 +126,71 @@ static bool session_exited(void *arg)
 	return arg && fuse_session_exited(arg);
 }
 
+/*
+ * keys[0..nkeys) as the caller of req may wait for them: in a path
+ * namespace, the chain up to the first file the caller may not reach
+ * (fs_path_reach: below a directory it may not search), then a key
+ * nobody publishes, so that the wait for a hidden file lasts as long as
+ * for an absent one (and a caller past its waiter bound gets EAGAIN for
+ * both): how long a wait takes must not tell the file is there. NULL
+ * (keys as they are) or a malloc'd chain of *n keys (-ENOMEM in *err).
+ */
+static struct kvfs_key *reachable_chain(struct fs *fs, fuse_req_t req,
+					uint32_t ns,
+					const struct kvfs_key *keys,
+					uint32_t *n, int *err)
+{
+	struct kvfs_key *chain;
+	struct fs_cred c;
+	uint32_t p;
+
+	*err = 0;
+	if (fuse_req_ctx(req)->uid == 0 || !fs_path_ns(fs, ns))
+		return NULL;
+	fs_cred_of_req(req, &c);
+	p = fs_path_reach(fs, ns, keys, *n, &c, 0, NULL);
+	if (p == *n)
+		return NULL;
+	chain = malloc(((size_t)p + 1) * sizeof(*chain));
+	if (!chain) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	memcpy(chain, keys, (size_t)p * sizeof(*chain));
+	/* 128 random bits: no chunk has that key */
+	if (getrandom(&chain[p], sizeof(chain[p]), 0) !=
+	    (ssize_t)sizeof(chain[p]))
+		for (size_t i = 0; i < sizeof(chain[p].b); i++)
+			chain[p].b[i] = (uint8_t)(rand() >> 7);
+	*n = p + 1;
+	return chain;
+}
+
 int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 		  const struct kvfs_key *keys, uint32_t nkeys,
 		  uint32_t depth_base, uint32_t timeout_ms, uint32_t *found)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	uid_t uid = ctx ? ctx->uid : (uid_t)-1;
+	struct kvfs_key *chain;
 	struct tier_waiter w;
 	struct intr_ctx ic;
 	uint64_t deadline;
 	int rc;
 
 	deadline = tier_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+	chain = reachable_chain(fs, req, ns, keys, &nkeys, &rc);
+	if (rc)
+		return rc;
+	if (chain)
+		keys = chain;
 	if (!take(fs->wait, uid)) {
 		/* past a bound: a complete chain is still an answer */
 		rc = tier_lookup(fs->tier, ns, keys, nkeys, depth_base, false,
 				 false, found, NULL, NULL);
 		if (rc == 0 && *found < nkeys)
 			rc = -EAGAIN;
+		free(chain);
 		return rc;
 	}
 	tier_waiter_init(&w);
@@ -158,5 +206,6 @@ int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 	fuse_req_interrupt_func(req, NULL, NULL);
 	tier_waiter_fini(&w);
 	give(fs->wait, uid);
+	free(chain);
 	return rc;
 }

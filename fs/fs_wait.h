@@ -29,7 +29,9 @@ void fs_wait_counts(struct fs_wait *fw, struct fs_wait_counts *c);
 /*
  * fs_wait_chain - for request req: waits (at most timeout_ms) until
  * keys[0..nkeys) of namespace ns are present, as tier_wait_chain. The
- * caller checked the caller's right to read ns. Nothing is pinned.
+ * caller checked the caller's right to read ns. Nothing is pinned. In a
+ * path namespace a file the caller may not reach (fs_path_reach) is
+ * waited for as an absent one: the chain is never complete past it.
  * Returns 0 (*found: the leading run present; nkeys when complete),
  * -EINTR (FUSE INTERRUPT: the caller got a signal), -EAGAIN (the chain is
  * incomplete and the caller's uid, or the mount, has as many waiters as

@@ -667,9 +667,14 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	j = (struct job){ .fs = fs, .x = x, .req = req, .b = b, .cl = &cl,
 			  .ns = fh->ns, .chunk_bytes = nsi.chunk_bytes,
 			  .im = r ? r->im : NULL, .put = put };
-	if (!put && fuse_req_ctx(req)->uid != 0 && fs_path_ns(fs, fh->ns)) {
-		fs_cred_of_req(req, &cred); /* groups too: dirs differ */
-		j.pcred = &cred;
+	if (!put && fs_path_ns(fs, fh->ns)) {
+		/* files closed before this GET are its to read: published
+		 * first, as a lookup does (fs.c) */
+		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+		if (fuse_req_ctx(req)->uid != 0) {
+			fs_cred_of_req(req, &cred); /* groups: dirs differ */
+			j.pcred = &cred;
+		}
 	}
 	pool_run(x->pool_p, &j);
 	if (dev)

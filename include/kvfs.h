@@ -780,8 +780,9 @@ long kvfs_lookup_wait(int nsfd, const struct kvfs_key *keys, size_t nkeys,
  * (components joined by one '/', none empty, "." or ".."; at most
  * KVFS_PATH_MAX bytes, components at most 255). A lookup (and a GET) by
  * path key reaches a file only as its name does for the caller: the run
- * stops at a file below a directory the caller may not search, as at an
- * absent one.
+ * stops at a file below a directory the caller may not search (the
+ * namespace's own included), as at an absent one, and a wait for it
+ * lasts as long (kvfs(7) PATH NAMESPACES).
  *
  * kvfs_path_keys - the keys of paths[0..n) into out. Returns n, -EINVAL
  * (a NULL, empty or non-canonical path), -ENAMETOOLONG.

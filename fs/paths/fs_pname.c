@@ -785,9 +785,9 @@ bool pth_ns(struct fs *fs, uint32_t ns)
 }
 
 /* Whether c may reach file e: search on each directory between it and
- * the namespace's root (the root's own mode is the namespace's, which
- * the ioctl checked), and mask on the file (0644 until chmod). 0,
- * -ENOENT (a directory), -EACCES (the file). priv.lock held. */
+ * the namespace's root (the root's own: pth_reach), and mask on the file
+ * (0644 until chmod). 0, -ENOENT (a directory), -EACCES (the file).
+ * priv.lock held. */
 static int pent_reach(const struct fs_pent *e, const struct fs_cred *c,
 		      int mask)
 {
@@ -810,17 +810,23 @@ uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 
 	pthread_mutex_lock(&fs->priv->lock);
 	nsi = fs_ns_find(fs->priv, ns);
-	if (nsi && nsi->pdir)
+	if (!nsi || !nsi->pdir) {
+		i = n;
+	} else if (!fs_cred_may(c, nsi->mode, nsi->uid, nsi->gid, X_OK)) {
+		rc = n ? -ENOENT : 0; /* nothing below the root: no search */
+	} else {
 		for (; i < n; i++) {
 			const struct fs_pent *e =
 				fs_ptree_by_key(paths_of(fs), ns, &keys[i]);
 
-			rc = e && e->keyed ? pent_reach(e, c, mask) : -ENOENT;
+			/* a key with no name here (a file known through L3
+			 * only, an orphan): what a lookup of its name would
+			 * make of it, 0755 directories and a 0644 file */
+			rc = e && e->keyed ? pent_reach(e, c, mask) : 0;
 			if (rc)
 				break;
 		}
-	else
-		i = n;
+	}
 	pthread_mutex_unlock(&fs->priv->lock);
 	if (why)
 		*why = rc;

@@ -8,7 +8,9 @@ pages, one for a huge page, about twice the rate (docs/performance.md,
 "Batched transfers"). buffer() gives memory that copies at that rate.
 """
 import ctypes
+import errno
 import mmap
+import os
 
 __all__ = ["buffer", "HUGE_PAGE"]
 
@@ -26,7 +28,8 @@ def buffer(nbytes):
     gone (or after buf.release() and no other view).
 
     Raises TypeError (nbytes not an int), ValueError (nbytes < 1),
-    MemoryError/OSError (ENOMEM) when the memory cannot be had.
+    MemoryError when the memory cannot be had (Linux 5.14 or later says
+    so before touching it; older kernels fault it in page by page).
     """
     if not isinstance(nbytes, int) or isinstance(nbytes, bool):
         raise TypeError("nbytes must be an int, not %s"
@@ -36,8 +39,14 @@ def buffer(nbytes):
     n = -(-nbytes // HUGE_PAGE) * HUGE_PAGE
     # private (a shared anonymous mapping is shmem: 4 KiB pages where
     # shmem_enabled is never); one huge page more, for the alignment
-    m = mmap.mmap(-1, n + HUGE_PAGE,
-                  flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        m = mmap.mmap(-1, n + HUGE_PAGE,
+                      flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as e:
+        if e.errno != errno.ENOMEM:
+            raise
+        raise MemoryError("kvfs.buffer(%d): %s" % (
+            nbytes, os.strerror(e.errno))) from None
     probe = ctypes.c_char.from_buffer(m)
     addr = ctypes.addressof(probe)
     del probe  # an export would keep m from being closed
@@ -46,7 +55,11 @@ def buffer(nbytes):
         m.madvise(mmap.MADV_HUGEPAGE, off, n)
     try:
         m.madvise(_MADV_POPULATE_WRITE, off, n)
-    except OSError:
-        for k in range(off, off + n, 4096):  # before Linux 5.14
+    except OSError as e:
+        if e.errno == errno.ENOMEM:  # not touched page by page: no OOM
+            m.close()
+            raise MemoryError("kvfs.buffer(%d): %s" % (
+                nbytes, os.strerror(e.errno))) from None
+        for k in range(off, off + n, 4096):  # before Linux 5.14: EINVAL
             m[k] = 0
     return memoryview(m)[off:off + nbytes]

@@ -263,15 +263,11 @@ def _key_chain(keys):
     about 270 us here, twice the lookup's round trip)."""
     if not isinstance(keys, (list, tuple)):
         keys = list(keys)
-    try:
-        chain = b"".join(keys)
-    except TypeError:  # a str (hex name) among them
-        chain = None
-    # each key at least 16 (items, so bytes) and 16 * n in all: all 16
-    if chain is None or len(chain) != 16 * len(keys) or \
-            (keys and min(map(len, keys)) != 16):
-        chain = b"".join([parse_key(k) for k in keys])
-    return chain
+    # only bytes objects (len() is their byte count), each 16 bytes
+    if keys and set(map(type, keys)) == {bytes} and \
+            min(map(len, keys)) == 16 == max(map(len, keys)):
+        return b"".join(keys)
+    return b"".join([parse_key(k) for k in keys])
 
 
 def key_hex(k):
@@ -893,8 +889,10 @@ class Connector:
         """get(key, out) by one KVFS_IOC_GET (kvfs_mget): one round trip
         instead of the file's open, reads and release, no copy in this
         process. _BY_FILE when it cannot be used here (no libkvfs; the
-        daemon may not write this process's memory: EPERM/ESRCH, then
-        never again in this process)."""
+        daemon may not write this process's memory: EPERM/ESRCH, or an
+        older daemon: ENOTTY/EINVAL; then never again in this process).
+        As kvfs_mget, a first EPERM makes libkvfs name the daemon as this
+        process's ptracer (prctl PR_SET_PTRACER) and try once more."""
         global _get_by_ioctl_refused
         try:
             lib = load_library()
@@ -912,7 +910,10 @@ class Connector:
             rc = lib.kvfs_mget(self.fd, io, 1, 0)  # GIL released
         finally:
             views.close()
-        if rc in (-_errno.EPERM, -_errno.ESRCH):
+        # EPERM/ESRCH: the daemon may not write this process's memory;
+        # ENOTTY/EINVAL: a daemon or library older than the batched GET
+        if rc in (-_errno.EPERM, -_errno.ESRCH, -_errno.ENOTTY,
+                  -_errno.EINVAL):
             _get_by_ioctl_refused = True
             return _BY_FILE
         r = rc if rc < 0 else io[0].result

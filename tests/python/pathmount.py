@@ -206,3 +206,29 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+NOBODY = 65534
+
+
+def run_as(code, uid=NOBODY, timeout=60):
+    """Runs `code` with this interpreter as user uid (group uid, no
+    others), the repository's python/ on its path (kvfs importable);
+    the CompletedProcess (text). For tests of what another user may do
+    on a mount with allow_other."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    return subprocess.run([sys.executable, "-c", code], user=uid, group=uid,
+                          extra_groups=[], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def run_as_skip_reason(uid=NOBODY):
+    """Why run_as cannot work here (not root, or the interpreter is not
+    readable by uid), or None."""
+    if os.geteuid() != 0:
+        return "needs root (files of another user, allow_other)"
+    r = run_as("import kvfs", uid)
+    if r.returncode:
+        return "%s cannot run %s as uid %d: %s" % (
+            "this test", sys.executable, uid, r.stderr.strip()[-200:])
+    return None

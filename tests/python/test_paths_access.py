@@ -2,18 +2,20 @@
 """Path namespaces: the batched lookups and GETs by path key
 (kvfs.path_keys + Connector.lookup / group_lookup / get_many) reach a file
 only as its name does for the caller (fs_path_reach): a file below a
-directory the caller may not search is absent to it (as stat could not
-tell either), a file it may not read is EACCES for that entry alone, and
-a lookup's run stops there (nothing past it pinned). Root reaches
-everything, as before. The caller is another user (nobody), on a mount
-with allow_other.
+directory the caller may not search (the namespace's root included) is
+absent to it (as stat could not tell either), and a wait for it lasts as
+long as for an absent one; a file it may not read is EACCES for that GET
+entry alone; a lookup's run stops there (nothing past it pinned). Root
+reaches everything, as before. A GET sees a file closed just before it.
+The caller is another user (nobody), on a mount with allow_other.
 
-Exit 77 (skip) when the daemon or libkvfs is missing, or not root.
+Exit 77 (skip) when the daemon or libkvfs is missing, or not root, or
+nobody cannot run this interpreter.
 """
 import json
 import os
-import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -24,7 +26,7 @@ sys.path.insert(0, os.path.join(pathmount.REPO, "python"))
 import kvfs  # noqa: E402
 
 M = None
-NOBODY = 65534
+NOBODY = pathmount.NOBODY
 FILES = {  # path below the namespace: mode
     "open/a.bin": 0o644,
     "open/b.bin": 0o600,
@@ -44,16 +46,14 @@ def tearDownModule():
     pathmount.drop_mount(M)
 
 
-def as_nobody(code):
-    """Runs code (which prints one JSON value) as nobody; its value."""
-    env = dict(os.environ, PYTHONPATH=os.path.join(pathmount.REPO, "python"))
-    r = subprocess.run(
-        [sys.executable, "-c",
-         "import json, kvfs\n"
-         "c = kvfs.Connector(%r, 'acc', create=False)\n"
-         "keys = kvfs.path_keys(%r)\n" % (M.mnt, sorted(FILES)) + code],
-        user=NOBODY, group=NOBODY, extra_groups=[], env=env,
-        capture_output=True, text=True, timeout=60)
+def as_nobody(code, ns="acc"):
+    """Runs code (which prints one JSON value) as nobody, with c a
+    Connector on namespace ns and keys the path keys of FILES (sorted);
+    its value."""
+    r = pathmount.run_as(
+        "import json, time, kvfs\n"
+        "c = kvfs.Connector(%r, %r, create=False)\n"
+        "keys = kvfs.path_keys(%r)\n" % (M.mnt, ns, sorted(FILES)) + code)
     if r.returncode:
         raise AssertionError("nobody's python: %s" % r.stderr)
     return json.loads(r.stdout)
@@ -69,7 +69,7 @@ GET_ALL = (
 class Reach(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        for ns in ("acc", "acc2"):
+        for ns in ("acc", "acc2", "nox"):
             top = os.path.join(M.mnt, ns)
             os.mkdir(top, 0o755)
             os.chmod(top, 0o755)
@@ -83,7 +83,8 @@ class Reach(unittest.TestCase):
                     f.write(p.encode())
                 os.chmod(os.path.join(top, p), mode)
             os.chown(os.path.join(top, "open/e.bin"), 0, NOBODY)
-        cls.lib = kvfs.load_library()
+        # readable, not searchable: names listed, nothing below reached
+        os.chmod(os.path.join(M.mnt, "nox"), 0o744)
 
     def sizes(self, want):
         """get_many's results for FILES in sorted order: the length of
@@ -155,6 +156,59 @@ class Reach(unittest.TestCase):
             finally:
                 os.unlink(os.path.join(top, k.hex()))
 
+    def test_root_without_search(self):
+        """A namespace nobody may read (list) but not search: no file in
+        it is reached by a lookup (stat would say EACCES too), and a GET
+        is EACCES whole, as before."""
+        r = as_nobody(
+            "r = c.lookup(keys[:1], pin=True)\n"
+            "try:\n"
+            "    c.get_many(keys[:1], [bytearray(64)]); e = 0\n"
+            "except OSError as x:\n"
+            "    e = x.errno\n"
+            "print(json.dumps([r.found, len(r.leases), e]))\n", "nox")
+        self.assertEqual(r, [0, 0, 13])
+
+    def test_waits_do_not_tell_a_hidden_file(self):
+        """A wait for a file below a directory the caller may not search
+        lasts as long as one for a file that is not there (lookup and
+        GET); a reachable file ends it at once."""
+        r = as_nobody(
+            "ks = dict(zip(%r, keys))\n"
+            "gone = kvfs.path_key('open/none.bin')\n"
+            "out = []\n"
+            "for k in (ks['priv/c.bin'], gone, ks['open/a.bin']):\n"
+            "    t = time.monotonic()\n"
+            "    f = c.lookup([k], wait=0.4).found\n"
+            "    g = c.get_many([k], [bytearray(64)], wait=0.4)[0]\n"
+            "    out.append([f, g, round(time.monotonic() - t, 2)])\n"
+            "print(json.dumps(out))\n" % sorted(FILES))
+        hidden, absent, there = r
+        self.assertEqual(hidden[:2], [0, None])
+        self.assertEqual(absent[:2], [0, None])
+        self.assertEqual(there[:2], [1, 10])
+        self.assertGreaterEqual(hidden[2], 0.75)  # both waits ran out
+        self.assertGreaterEqual(absent[2], 0.75)
+        self.assertLess(there[2], 0.7)
+
+    def test_get_sees_a_file_closed_just_before(self):
+        """A file closed and at once read by path key (no tick between):
+        the GET publishes closed files first, as a lookup does."""
+        p = os.path.join(M.mnt, "acc", "open", "fresh.bin")
+        try:
+            with kvfs.Connector(M.mnt, "acc", create=False) as c:
+                for i in range(20):
+                    with open(p, "wb") as f:
+                        f.write(b"fresh%02d" % i)
+                    out = bytearray(64)
+                    k = kvfs.path_key("open/fresh.bin")
+                    self.assertEqual(c.get_many([k], [out]), [7])
+                    self.assertEqual(bytes(out[:7]), b"fresh%02d" % i)
+                    os.unlink(p)
+        finally:
+            if os.path.exists(p):
+                os.unlink(p)
+
     def test_lookups_stop_where_the_name_is_out_of_reach(self):
         r = as_nobody(
             "ks = dict(zip(%r, keys))\n"
@@ -177,12 +231,13 @@ class Reach(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        print("skip: needs root (files of another user, allow_other)")
-        sys.exit(77)
     try:
         kvfs.load_library()
     except OSError as e:
         print("skip: %s" % e)
+        sys.exit(77)
+    why = pathmount.run_as_skip_reason()
+    if why:
+        print("skip: %s" % why)
         sys.exit(77)
     unittest.main()

@@ -32,7 +32,8 @@ A = B = None
 
 
 def node_opts(ingest):
-    return ["names=paths", "l1_size=16M", "max_chunk=4M",
+    # allow_other: another user's lookups and GETs (test_by_key_as_...)
+    return ["names=paths", "l1_size=16M", "max_chunk=4M", "allow_other",
             "l3=redis://127.0.0.1:%d" % R.port, "l3_ingest=" + ingest]
 
 
@@ -109,6 +110,29 @@ class PathsL3(unittest.TestCase):
             self.assertIn(cm.exception.errno, (errno.ENOENT, errno.ENOTDIR),
                           p)
         self.assertFalse(os.path.exists(os.path.join(B.mnt, "pp/x/nope")))
+
+    def test_by_key_as_another_user(self):
+        """A file another node stored, that this node has no name for
+        yet: another user's lookup and GET by its path key find it in L3
+        (judged as its name would be here: 0755 directories, a 0644
+        file), as root's do."""
+        why = pathmount.run_as_skip_reason()
+        if why:
+            self.skipTest(why)
+        os.makedirs(os.path.join(A.mnt, "pp/k"))
+        put(os.path.join(A.mnt, "pp/k/v.bin"), b"v" * 3000)
+        with open(os.path.join(A.mnt, "pp/k/v.bin"), "rb") as f:
+            f.read()
+        self.assertTrue(wait_key("k/v.bin"))
+        r = pathmount.run_as(
+            "import kvfs\n"
+            "c = kvfs.Connector(%r, 'pp', create=False)\n"
+            "k = kvfs.path_key('k/v.bin')\n"
+            "b = bytearray(4096)\n"
+            "print(c.lookup([k]).found, c.get_many([k], [b]), "
+            "bytes(b[:3]))\n" % B.mnt)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "1 [3000] b'vvv'")
 
     def test_lost_locally_found_again(self):
         os.makedirs(os.path.join(B.mnt, "pp/lost"))

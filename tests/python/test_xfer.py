@@ -354,6 +354,11 @@ class BufferTest(unittest.TestCase):
         for bad in (2.0, "4096", None, True):
             with self.assertRaises(TypeError):
                 kvfs.buffer(bad)
+        with open("/proc/sys/vm/overcommit_memory") as f:
+            counted = f.read().strip() != "1"
+        if counted:  # the kernel refuses what it could not commit
+            with self.assertRaises(MemoryError):  # 64 TiB, not an OOM
+                kvfs.buffer(1 << 46)
 
     def test_get_put_many(self):
         """Chunks of 3 MiB + 5 at odd offsets of one buffer (each crosses
