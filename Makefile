@@ -89,7 +89,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/libkvfs/%.o)
 LIB_MAP := lib/libkvfs.map
 LIB_SYMS := $(BUILD)/libkvfs.syms
 LIB_SOVERSION := 0
-LIB_VERSION := 0.3.0 # the newest version node of lib/libkvfs.map (KVFS_0.3)
+# the newest version node of lib/libkvfs.map (KVFS_0.3)
+LIB_VERSION := 0.3.0
 LIB_CFLAGS := -fvisibility=hidden
 
 # The engine (tier/ with its stores, gpu/, hash/): an internal archive
