@@ -21,7 +21,8 @@
 #                              into kvfs_buf_alloc's buffers
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
 #   BUILD/bench/kvfs_evbench   KV events: publisher rate, writes off vs on
-#   bench/py_bench.py          the Python binding vs os.read/os.write
+#   bench/py_bench.py          the Python binding vs os.read/os.write; again
+#                              with the other core busy (--busy)
 #   bench/paths_bench.py       vLLM's FS tier on a path namespace vs tmpfs
 #                              and the disk (O_DIRECT)
 #   BUILD/bench/kvfs_pmeta     metadata bytes per directory and file of a
@@ -108,6 +109,7 @@ if [ -x "$BUILD/bench/kvfs_xbench" ]; then
 fi
 if [ -f bench/py_bench.py ]; then
 	run py_bench.py /usr/bin/python3 bench/py_bench.py
+	run py_bench_busy /usr/bin/python3 bench/py_bench.py --busy
 else
 	printf '\n=== py_bench.py\n(missing: bench/py_bench.py does not exist yet)\n'
 fi
