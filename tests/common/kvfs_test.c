@@ -714,16 +714,38 @@ long kvfs_test_huge_kb(const void *addr)
 	return kb;
 }
 
-bool kvfs_test_thp_on(void)
+/* The selected ([...]) word of a transparent_hugepage setting is one of
+ * the words of want (a space-separated list). */
+static bool thp_setting(const char *file, const char *want)
 {
-	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
-	char line[128] = "";
-	bool ok;
+	char path[128], line[256] = "", *a, *b;
+	FILE *f;
+	bool ok = false;
 
+	snprintf(path, sizeof(path), "/sys/kernel/mm/transparent_hugepage/%s",
+		 file);
+	f = fopen(path, "re");
 	if (!f)
 		return false;
-	ok = fgets(line, sizeof(line), f) &&
-	     (strstr(line, "[always]") || strstr(line, "[madvise]"));
+	if (fgets(line, sizeof(line), f) && (a = strchr(line, '[')) &&
+	    (b = strchr(a, ']'))) {
+		char word[64], list[256];
+		size_t n = (size_t)(b - a - 1);
+
+		if (n < sizeof(word) - 2) {
+			snprintf(word, sizeof(word), " %.*s ", (int)n, a + 1);
+			snprintf(list, sizeof(list), " %s ", want);
+			ok = strstr(list, word) != NULL;
+		}
+	}
 	fclose(f);
 	return ok;
+}
+
+bool kvfs_test_thp_on(void)
+{
+	/* huge pages on madvise, and a fault there compacts memory for one
+	 * rather than falling back to small pages at once */
+	return thp_setting("enabled", "always madvise") &&
+	       thp_setting("defrag", "always defer+madvise madvise");
 }

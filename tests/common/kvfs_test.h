@@ -145,7 +145,9 @@ int kvfs_test_l2_damage(const char *l2dir, uint64_t n);
 long kvfs_test_huge_kb(const void *addr);
 
 /* kvfs_test_thp_on - whether the kernel gives anonymous memory huge pages
- * on madvise (transparent_hugepage/enabled is always or madvise). */
+ * on madvise and compacts for them at the fault (transparent_hugepage/
+ * enabled always or madvise; defrag always, defer+madvise or madvise):
+ * where a test may expect AnonHugePages. */
 bool kvfs_test_thp_on(void);
 
 #endif /* KVFS_TEST_H */
