@@ -475,7 +475,7 @@ INSTALLED = $(BINDIR)/kvfs-mount $(BINDIR)/kvfsctl $(LIBDIR)/libkvfs.a \
 	$(MANDIR)/man8/mount.fuse.kvfs.8 $(SBINDIR)/mount.kvfs \
 	$(SBINDIR)/mount.fuse.kvfs $(SYSTEMDUNITDIR)/kvfs@.service \
 	$(DOCDIR)/kvfs.conf.example $(addprefix $(PYTHONDIR)/kvfs/,$(PY_FILES))
-PY_FILES = __init__.py _client.py _abi.py _buffer.py
+PY_FILES = __init__.py _client.py _abi.py _buffer.py _handle.py
 SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
 	-e 's|@FUSERMOUNT@|$(FUSERMOUNT)|g'
 
@@ -505,7 +505,8 @@ install: all
 	$(SUBST) systemd/kvfs.conf.example > $(DESTDIR)$(DOCDIR)/kvfs.conf.example
 	chmod 644 $(DESTDIR)$(DOCDIR)/kvfs.conf.example
 	install -m 644 python/kvfs/__init__.py python/kvfs/_abi.py \
-	  python/kvfs/_buffer.py $(DESTDIR)$(PYTHONDIR)/kvfs/
+	  python/kvfs/_buffer.py python/kvfs/_handle.py \
+	  $(DESTDIR)$(PYTHONDIR)/kvfs/
 	sed 's|^_INSTALLED_LIB = None$$|_INSTALLED_LIB = "$(LIBDIR)/libkvfs.so.0"|' \
 	  python/kvfs/_client.py > $(DESTDIR)$(PYTHONDIR)/kvfs/_client.py
 	chmod 644 $(DESTDIR)$(PYTHONDIR)/kvfs/_client.py

@@ -7,8 +7,9 @@ this package, then, in a source tree, the repository's build/, then the
 system's loader (ldconfig's cache, libkvfs.so.0); everything else is
 plain os / fcntl / mmap on the mount, with the ioctl argument structs
 mirrored by ctypes.Structure so they are laid out exactly like
-include/kvfs.h (in kvfs/_abi.py; the code is in kvfs/_client.py; this
-package re-exports both).
+include/kvfs.h (in kvfs/_abi.py; the code is in kvfs/_client.py, the
+zero-copy handles in kvfs/_handle.py, kvfs.buffer in kvfs/_buffer.py;
+this package re-exports them).
 
     import kvfs
     conn = kvfs.Connector("/mnt/kvfs", "llama3-8b.bf16.tp1.r0",

@@ -44,6 +44,7 @@ cat >"$T/want" <<'EOF'
 ./usr/lib/python3/dist-packages/kvfs/_abi.py
 ./usr/lib/python3/dist-packages/kvfs/_buffer.py
 ./usr/lib/python3/dist-packages/kvfs/_client.py
+./usr/lib/python3/dist-packages/kvfs/_handle.py
 ./usr/lib/systemd/system/kvfs@.service
 ./usr/share/doc/kvfs/kvfs.conf.example
 ./usr/share/man/man1/kvfsctl.1
