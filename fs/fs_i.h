@@ -671,6 +671,8 @@ struct fs_path_ops {
 	uint32_t (*reach)(struct fs *fs, uint32_t ns,
 			  const struct kvfs_key *keys, uint32_t n,
 			  const struct fs_cred *c, int mask, int *why);
+	int (*named)(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		     uint64_t st_ino, uint64_t gen);
 	void (*mode_saved)(struct fs *fs, const char *ns, bool paths);
 	bool (*event_hash)(struct fs *fs, uint32_t ns,
 			   const struct kvfs_key *key, uint64_t *h);
@@ -744,6 +746,15 @@ bool fs_path_ns(struct fs *fs, uint32_t ns);
  */
 uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 		       uint32_t n, const struct fs_cred *c, int mask, int *why);
+/*
+ * fs_path_named (no lock held): whether publication gen of path key
+ * (ns, key) is what open(2) of its name shows now, as a file of st_ino:
+ * the name holds that key, has that st_ino, that publication, and no
+ * version being written or copied over it. 0 or -ESTALE. A GET with
+ * KVFS_XFER_NAMED (the preload library's) calls it after pinning.
+ */
+int fs_path_named(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		  uint64_t st_ino, uint64_t gen);
 /* fs_path_evict_set, fs_path_quota_set: user.kvfs.evict ("policy" |
  * "never") and user.kvfs.quota_bytes of namespace ns, kept in the path
  * journal for a warm restart: 0 or -errno (kvfs.h). No lock held. */

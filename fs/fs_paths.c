@@ -35,6 +35,14 @@ uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 	return o && c->uid != 0 ? o->reach(fs, ns, keys, n, c, mask, why) : n;
 }
 
+int fs_path_named(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		  uint64_t st_ino, uint64_t gen)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->named(fs, ns, key, st_ino, gen) : -ESTALE;
+}
+
 void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;

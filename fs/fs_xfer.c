@@ -283,7 +283,8 @@ static int get_copy(struct fs *fs, const struct caller *cl,
  * the chunk was found. */
 static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 		       const struct caller *cl, const struct fs_cred *pcred,
-		       struct gpu_import *im, struct kvfs_xfer_ent *e)
+		       struct gpu_import *im, struct kvfs_xfer_ent *e,
+		       bool named, uint64_t st_ino)
 {
 	struct tier_chunk *c;
 	uint64_t size, n;
@@ -298,6 +299,15 @@ static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	rc = tier_get_by(fs->tier, ns, &e->key, (uint64_t)cl->pid, &c);
 	if (rc)
 		return rc;
+	/* KVFS_XFER_NAMED: only the publication the caller's name shows,
+	 * checked once it is pinned (a newer one cannot slip in between) */
+	if (named) {
+		rc = fs_path_named(fs, ns, &e->key, st_ino, tier_chunk_gen(c));
+		if (rc) {
+			tier_put(fs->tier, c);
+			return rc;
+		}
+	}
 	size = tier_chunk_size(c);
 	e->size = size;
 	n = e->length ? e->length : size - (e->offset <= size ? e->offset : 0);
@@ -394,7 +404,7 @@ static bool key_eq(const struct kvfs_key *a, const struct kvfs_key *b)
 static int check_batch(const struct kvfs_xfer *b, bool put)
 {
 	const uint32_t get_ok = KVFS_XFER_DEVICE | KVFS_XFER_WAIT |
-				KVFS_WAIT_MS_MASK;
+				KVFS_XFER_NAMED | KVFS_WAIT_MS_MASK;
 
 	/* a timeout only with KVFS_XFER_WAIT */
 	if (b->nents == 0 || b->nents > KVFS_XFER_MAX ||
@@ -448,6 +458,7 @@ struct job {
 	uint64_t chunk_bytes;
 	struct gpu_import *im; /* GET into a device buffer, else NULL */
 	bool put;
+	bool named;        /* KVFS_XFER_NAMED */
 	uint32_t next;     /* (atomic) next entry to take */
 	int stop;          /* (atomic) interrupted, or the caller is gone */
 	int fatal;         /* (atomic) -EPERM / -ESRCH seen, else 0 */
@@ -470,6 +481,7 @@ static void job_run(struct job *j)
 	while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) <
 	       j->b->nents) {
 		struct kvfs_xfer_ent *e = &j->b->ents[i];
+		uint64_t st_ino = e->size; /* in: KVFS_XFER_NAMED's */
 		int64_t r;
 
 		e->size = 0;
@@ -486,7 +498,7 @@ static void job_run(struct job *j)
 		r = j->put ? put_one(j->fs, j->req, x, j->ns, j->chunk_bytes,
 				     j->cl, e)
 			   : get_one(j->fs, x, j->ns, j->cl, j->pcred, j->im,
-				     e);
+				     e, j->named, st_ino);
 		if (caller_fatal(r)) {
 			__atomic_store_n(&j->fatal, (int)r, __ATOMIC_RELAXED);
 			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
@@ -629,7 +641,7 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	struct fs_cred cred;
 	struct job j;
 	struct reg *r = NULL;
-	bool alive, dev = false;
+	bool alive, paths, dev = false;
 	int rc;
 
 	if (fh->kind != FS_FH_NS)
@@ -667,7 +679,13 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	j = (struct job){ .fs = fs, .x = x, .req = req, .b = b, .cl = &cl,
 			  .ns = fh->ns, .chunk_bytes = nsi.chunk_bytes,
 			  .im = r ? r->im : NULL, .put = put };
-	if (!put && fs_path_ns(fs, fh->ns)) {
+	paths = !put && fs_path_ns(fs, fh->ns);
+	j.named = !put && (b->flags & KVFS_XFER_NAMED);
+	if (j.named && !paths) {
+		rc = -EINVAL; /* a key namespace's names are its keys */
+		goto fail;
+	}
+	if (paths) {
 		/* files closed before this GET are its to read: published
 		 * first, as a lookup does (fs.c) */
 		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);

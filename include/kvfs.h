@@ -508,6 +508,8 @@ struct kvfs_l3_drop {
  *        -EFAULT   [addr, addr + n) is not writable memory of the caller
  *                  (unmapped, read-only): bytes before the fault may have
  *                  been written
+ *        -ESTALE   KVFS_XFER_NAMED: the name of the key's path does not
+ *                  show this publication now (nothing copied)
  *   PUT  0         stored by this call
  *        -EEXIST   already published, or being written by another writer
  *                  (count it as stored: the bytes there are the key's)
@@ -556,6 +558,17 @@ struct kvfs_l3_drop {
 #define KVFS_XFER_DEVICE 0x1u
 /* GET: wait for the entries' keys first (see "Waiting", section 3) */
 #define KVFS_XFER_WAIT 0x2u
+/* GET, path namespaces only (elsewhere the batch is EINVAL): copy each
+ * entry only where it is what open(2) of its path's name would read now.
+ * Each entry's size is an input too: the st_ino that stat(2) of the name
+ * gave. An entry is -ESTALE (nothing copied) when that name now has
+ * another st_ino, or a version being written (open, or closed and not yet
+ * published: an open would read the writer's bytes), or a rename over it
+ * in flight. With the caller's own stat this makes a GET by
+ * kvfs_path_key exactly an open of the file the kernel resolved (through
+ * whatever mounts, bind mounts or ".." components the path had): the
+ * preload library serves path namespaces so. */
+#define KVFS_XFER_NAMED 0x4u
 
 struct kvfs_xfer_ent {
 	struct kvfs_key key;
@@ -903,7 +916,10 @@ struct kvfs_io {
  * sent again. Buffers may be any memory of this process (page-locked
  * included; kvfs_buf_alloc's, below, copy fastest); unmapped or
  * read-only ones give that entry -EFAULT.
- * flags: 0 (KVFS_XFER_DEVICE: see kvfs_mget_device).
+ * flags: 0 (KVFS_XFER_DEVICE: see kvfs_mget_device), or KVFS_XFER_NAMED
+ * (section 3b; path namespaces): then io[i].size is read too, as the
+ * st_ino of the name the caller stat'ed, and an entry the name no longer
+ * shows is -ESTALE.
  * Permission: when the daemon first answers EPERM (it does not run as
  * root and Yama restricts ptrace), this calls
  * prctl(PR_SET_PTRACER, daemon_pid) -- replacing any ptracer this process

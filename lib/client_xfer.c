@@ -75,6 +75,8 @@ static void fill(struct kvfs_xfer *b, unsigned flags, bool put,
 			e->cap = s->len;
 			e->offset = s->offset;
 			e->length = s->length;
+			if (flags & KVFS_XFER_NAMED)
+				e->size = s->size; /* the name's st_ino */
 		}
 	}
 }
@@ -108,9 +110,10 @@ static int run_batch(int fd, unsigned long cmd, unsigned flags, bool put,
 			struct kvfs_io *d = &io[idx[k]];
 
 			d->result = b->ents[k].result;
-			d->size = b->ents[k].size;
 			if (d->result == -EINTR)
-				idx[left++] = idx[k];
+				idx[left++] = idx[k]; /* size: still the input */
+			else
+				d->size = b->ents[k].size;
 		}
 		m = left;
 	}
@@ -187,7 +190,7 @@ static long mxfer(int fd, unsigned long cmd, unsigned flags, bool put,
 
 long kvfs_mget(int nsfd, struct kvfs_io *io, size_t n, unsigned flags)
 {
-	if (flags & ~KVFS_XFER_DEVICE)
+	if (flags & ~(KVFS_XFER_DEVICE | KVFS_XFER_NAMED))
 		return -EINVAL;
 	return mxfer(nsfd, KVFS_IOC_GET, flags, false, io, n, 0);
 }

@@ -833,6 +833,22 @@ uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 	return i;
 }
 
+static int pth_named(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		     uint64_t st_ino, uint64_t gen)
+{
+	const struct fs_pent *e;
+	bool same;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
+	/* a writer's version (open, or closed and not yet published) is
+	 * what an open of the name shows: not this publication */
+	same = e && e->keyed && !e->wr && !e->busy && e->ino == st_ino &&
+	       e->gen == gen;
+	pthread_mutex_unlock(&fs->priv->lock);
+	return same ? 0 : -ESTALE;
+}
+
 void pth_mode_saved(struct fs *fs, const char *ns, bool paths)
 {
 	if (paths_of(fs)->journal)
@@ -901,6 +917,7 @@ static const struct fs_path_ops pth_ops = {
 	.quota_set = pth_quota_set,
 	.ns = pth_ns,
 	.reach = pth_reach,
+	.named = pth_named,
 	.mode_saved = pth_mode_saved,
 	.event_hash = pth_event_hash,
 	.counts = pth_counts,
