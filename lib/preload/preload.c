@@ -489,14 +489,22 @@ static void ns_forget(const struct stat *st, bool gone, bool stale)
 	pthread_rwlock_unlock(&lock);
 }
 
-/* Whether dev is a kvfs mount (remembered per device). */
+/* Whether dev is a kvfs mount (remembered per device: the read lock
+ * only, but for a device's first look). */
 static bool kvfs_dev(dev_t dev)
 {
-	bool kvfs;
+	int kvfs = -1;
 
-	pthread_rwlock_wrlock(&lock);
-	kvfs = dev_is_kvfs(dev);
+	pthread_rwlock_rdlock(&lock);
+	for (unsigned i = 0; i < DEV_SLOTS && kvfs < 0; i++)
+		if (dev_tab[i].used && dev_tab[i].dev == dev)
+			kvfs = dev_tab[i].kvfs;
 	pthread_rwlock_unlock(&lock);
+	if (kvfs < 0) {
+		pthread_rwlock_wrlock(&lock);
+		kvfs = dev_is_kvfs(dev);
+		pthread_rwlock_unlock(&lock);
+	}
 	return kvfs;
 }
 
