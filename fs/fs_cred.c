@@ -20,14 +20,13 @@
  * runs strstr over a buffer it never NUL-terminates, which ASan reports
  * as a heap overflow.) Returns the count (at most max) or -errno.
  */
-static int req_groups(fuse_req_t req, gid_t *list, int max)
+static int pid_groups(pid_t pid, gid_t *list, int max, uint64_t *capeff)
 {
 	char path[64], buf[4096], *s;
 	ssize_t len;
 	int fd, n = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/status",
-		 (int)fuse_req_ctx(req)->pid);
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -36,6 +35,10 @@ static int req_groups(fuse_req_t req, gid_t *list, int max)
 	if (len < 0)
 		return -EIO;
 	buf[len] = '\0';
+	if (capeff) {
+		s = strstr(buf, "\nCapEff:");
+		*capeff = s ? strtoull(s + 8, NULL, 16) : 0;
+	}
 	s = strstr(buf, "\nGroups:");
 	if (!s)
 		return -EIO;
@@ -50,6 +53,11 @@ static int req_groups(fuse_req_t req, gid_t *list, int max)
 		s = end;
 	}
 	return n;
+}
+
+static int req_groups(fuse_req_t req, gid_t *list, int max)
+{
+	return pid_groups(fuse_req_ctx(req)->pid, list, max, NULL);
 }
 
 int fs_ns_access(struct fs *fs, fuse_req_t req, uint32_t ns, int mask)
@@ -86,6 +94,8 @@ int fs_ns_access_cred(struct fs *fs, fuse_req_t req, uint32_t ns, int mask,
 	pthread_mutex_unlock(&p->lock);
 	c->uid = ctx->uid;
 	c->gid = ctx->gid;
+	c->pid = ctx->pid;
+	c->dac = c->uid == 0;
 	/*
 	 * The supplementary groups (a read of /proc/PID/status, about 12 us
 	 * of CPU) only when they can change the answer: a caller other than
@@ -109,7 +119,43 @@ void fs_cred_of_req(fuse_req_t req, struct fs_cred *c)
 
 	c->uid = ctx->uid;
 	c->gid = ctx->gid;
+	c->pid = ctx->pid;
+	c->dac = c->uid == 0;
 	c->ngroups = n > 0 ? n : 0;
+}
+
+void fs_cred_of_caller(fuse_req_t req, struct fs_cred *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (ctx->uid != 0) {
+		fs_cred_of_req(req, c);
+		c->dac = 0;
+		return;
+	}
+	c->uid = 0;
+	c->gid = ctx->gid;
+	c->pid = ctx->pid;
+	c->ngroups = 0;
+	c->dac = -1; /* root reading its own files needs no /proc read */
+}
+
+/* CAP_DAC_OVERRIDE (1) and CAP_DAC_READ_SEARCH (2): either lets a read
+ * and a directory search past the mode bits */
+#define DAC_CAPS ((1ull << 1) | (1ull << 2))
+
+bool fs_cred_caps(struct fs_cred *c)
+{
+	uint64_t capeff = 0;
+	int n;
+
+	if (c->dac >= 0)
+		return false;
+	n = pid_groups(c->pid, c->groups, FS_CRED_GROUPS, &capeff);
+	c->ngroups = n > 0 ? n : 0;
+	/* no /proc (the caller is gone): the bits alone */
+	c->dac = n >= 0 && (capeff & DAC_CAPS) ? 1 : 0;
+	return true;
 }
 
 bool fs_cred_may(const struct fs_cred *c, mode_t mode, uid_t uid, gid_t gid,
@@ -117,7 +163,7 @@ bool fs_cred_may(const struct fs_cred *c, mode_t mode, uid_t uid, gid_t gid,
 {
 	int perm;
 
-	if (c->uid == 0)
+	if (c->uid == 0 && c->dac > 0)
 		return true;
 	if (c->uid == uid) {
 		perm = (mode >> 6) & 7;

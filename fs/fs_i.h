@@ -670,9 +670,10 @@ struct fs_path_ops {
 	bool (*ns)(struct fs *fs, uint32_t ns);
 	uint32_t (*reach)(struct fs *fs, uint32_t ns,
 			  const struct kvfs_key *keys, uint32_t n,
-			  const struct fs_cred *c, int mask, int *why);
-	int (*named)(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-		     uint64_t st_ino, uint64_t gen);
+			  struct fs_cred *c, int mask, int *why);
+	int (*check)(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		     uint64_t gen, struct fs_cred *c, bool named,
+		     uint64_t st_ino);
 	void (*mode_saved)(struct fs *fs, const char *ns, bool paths);
 	bool (*event_hash)(struct fs *fs, uint32_t ns,
 			   const struct kvfs_key *key, uint64_t *h);
@@ -731,30 +732,38 @@ int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 bool fs_path_ns(struct fs *fs, uint32_t ns);
 /*
  * fs_path_reach (no lock held): of keys[0..n) of namespace ns, how many in
- * a row the caller c may reach by name, as open(2) or stat(2) of their
- * paths would: the namespace's root and each directory below it down to
- * the file's name c may search, and with mask (R_OK) a file c may read.
- * A key with no name here (a file known only through L3, an orphan) is
- * judged as a lookup of its name would make it: 0755 directories, a 0644
- * file. *why (when not NULL) says what stopped the run: -ENOENT (a
- * directory c may not search: the file is hidden, as stat could not tell
- * it from an absent one) or -EACCES (the file's mode). Every key of a
- * namespace that is not a path namespace, and every key for root, is
- * reachable: n. The batched lookups, GETs and their waits call it: a
- * path namespace's files are theirs by key only as far as their names
- * are the caller's.
+ * a row the caller c (fs_cred_of_caller) may reach by name, as open(2) or
+ * stat(2) of their paths would: the namespace's root and each directory
+ * below it down to the file's name c may search, and with mask (R_OK) a
+ * file c may read; root as its capabilities say (CAP_DAC_OVERRIDE or
+ * CAP_DAC_READ_SEARCH: everything; without them, the mode bits). A key
+ * with no name here (a file known only through L3, an orphan) is judged
+ * as a lookup of its name would make it: 0755 directories, a 0644 file.
+ * *why (when not NULL) says what stopped the run: -ENOENT (a directory c
+ * may not search: the file is hidden, as stat could not tell it from an
+ * absent one) or -EACCES (the file's mode). Every key of a namespace that
+ * is not a path namespace is reachable: n. The batched lookups, GETs and
+ * their waits call it: a path namespace's files are theirs by key only as
+ * far as their names are the caller's.
  */
 uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
-		       uint32_t n, const struct fs_cred *c, int mask, int *why);
+		       uint32_t n, struct fs_cred *c, int mask, int *why);
 /*
- * fs_path_named (no lock held): whether publication gen of path key
- * (ns, key) is what open(2) of its name shows now, as a file of st_ino:
- * the name holds that key, has that st_ino, that publication, and no
- * version being written or copied over it. 0 or -ESTALE. A GET with
- * KVFS_XFER_NAMED (the preload library's) calls it after pinning.
+ * fs_path_check (no lock held): once a GET pinned publication gen of key
+ * (ns, key) of a path namespace, whether it may copy it, decided in one
+ * hold of priv.lock with the name as it is now (fs_path_reach's answer
+ * before the pin may be stale: a rename, an unlink or a new version may
+ * have come in between). c (NULL: no permission check): the name holds
+ * that publication (else -ENOENT) and c may reach it (-ENOENT, -EACCES);
+ * a key with no name is a file known only through L3 unless a
+ * publication or copy is in flight (waited for, up to 200 ms, then
+ * -ENOENT) or the key just lost its name (-ENOENT). named
+ * (KVFS_XFER_NAMED): the name also has st_ino and shows no new version
+ * being written or copied (else -ESTALE). 0 or -errno.
  */
-int fs_path_named(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-		  uint64_t st_ino, uint64_t gen);
+int fs_path_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		  uint64_t gen, struct fs_cred *c, bool named,
+		  uint64_t st_ino);
 /* fs_path_evict_set, fs_path_quota_set: user.kvfs.evict ("policy" |
  * "never") and user.kvfs.quota_bytes of namespace ns, kept in the path
  * journal for a warm restart: 0 or -errno (kvfs.h). No lock held. */
@@ -838,13 +847,29 @@ int fs_ns_access_cred(struct fs *fs, fuse_req_t req, uint32_t ns, int mask,
 struct fs_cred {
 	uid_t uid;
 	gid_t gid;
+	pid_t pid;
 	int ngroups;                  /* -1: not read yet (fs_ns_access_cred) */
+	/* uid 0: 1 may read and search anything, 0 only what the mode bits
+	 * allow (its capabilities lack CAP_DAC_OVERRIDE and
+	 * CAP_DAC_READ_SEARCH, as in a container that dropped them), -1 not
+	 * read yet (fs_cred_caps). Other uids: 0. */
+	int dac;
 	gid_t groups[FS_CRED_GROUPS]; /* supplementary groups */
 };
 /* fs_cred_of_req - the caller of req (its groups from /proc; none when
- * that fails). */
+ * that fails); root may do anything. */
 void fs_cred_of_req(fuse_req_t req, struct fs_cred *c);
-/* fs_cred_may - as fs_ns_access, for a mode, owner and group. */
+/* fs_cred_of_caller - the caller of req as the kernel judges a file's
+ * permission (path namespaces): as fs_cred_of_req, but root's
+ * capabilities and groups are read when a mode first denies it
+ * (dac -1: fs_cred_caps). */
+void fs_cred_of_caller(fuse_req_t req, struct fs_cred *c);
+/* fs_cred_caps - reads root's capabilities and groups from /proc when
+ * not read yet (dac -1); no lock held. Returns whether it read them (so a
+ * check denied for want of them is worth repeating). */
+bool fs_cred_caps(struct fs_cred *c);
+/* fs_cred_may - as fs_ns_access, for a mode, owner and group. Root
+ * (dac 1) may do anything; with dac 0 or -1 the bits decide. */
 bool fs_cred_may(const struct fs_cred *c, mode_t mode, uid_t uid, gid_t gid,
 		 int mask);
 

@@ -180,10 +180,10 @@ static int do_lookup(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	/* a path namespace: the run stops at the first file whose name the
 	 * caller could not stat (fs_path_reach), as if it were absent */
 	nkeys = lk->nkeys;
-	if (ctx->uid != 0 && fs_path_ns(fs, fh->ns)) {
+	if (fs_path_ns(fs, fh->ns)) {
 		struct fs_cred c;
 
-		fs_cred_of_req(req, &c);
+		fs_cred_of_caller(req, &c);
 		nkeys = fs_path_reach(fs, fh->ns, keys, nkeys, &c, 0, NULL);
 	}
 	pin = lk->flags & KVFS_LOOKUP_PIN;
@@ -256,7 +256,7 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	struct lease_pin *pins = NULL;
 	uint64_t *gens = NULL; /* with PIN: [rank * nkeys + k] */
 	bool pin, any_missing = false;
-	struct fs_cred cred;
+	struct fs_cred cred, pcred;
 	int rc = 0;
 
 	if (fh->kind != FS_FH_NS && fh->kind != FS_FH_ROOT)
@@ -313,11 +313,11 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	n = g->nkeys;
 	/* path namespaces: only as far as every rank's names are the
 	 * caller's to stat (fs_path_reach) */
-	for (i = 0; i < g->nns && n && ctx->uid != 0; i++)
+	for (i = 0, pcred.ngroups = -1; i < g->nns && n; i++)
 		if (fs_path_ns(fs, ids[i])) {
-			if (cred.ngroups < 0)
-				fs_cred_of_req(req, &cred);
-			n = fs_path_reach(fs, ids[i], g->keys, n, &cred, 0,
+			if (pcred.ngroups < 0)
+				fs_cred_of_caller(req, &pcred);
+			n = fs_path_reach(fs, ids[i], g->keys, n, &pcred, 0,
 					  NULL);
 		}
 	for (i = 0; i < g->nns && n; i++) {

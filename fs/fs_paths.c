@@ -28,19 +28,27 @@ void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
 }
 
 uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
-		       uint32_t n, const struct fs_cred *c, int mask, int *why)
+		       uint32_t n, struct fs_cred *c, int mask, int *why)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;
 
-	return o && c->uid != 0 ? o->reach(fs, ns, keys, n, c, mask, why) : n;
+	if (why)
+		*why = 0;
+	return o && !(c->uid == 0 && c->dac > 0) ?
+	       o->reach(fs, ns, keys, n, c, mask, why) : n;
 }
 
-int fs_path_named(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-		  uint64_t st_ino, uint64_t gen)
+int fs_path_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		  uint64_t gen, struct fs_cred *c, bool named,
+		  uint64_t st_ino)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;
 
-	return o ? o->named(fs, ns, key, st_ino, gen) : -ESTALE;
+	if (c && c->uid == 0 && c->dac > 0)
+		c = NULL;
+	if (!o)
+		return named ? -ESTALE : 0;
+	return c || named ? o->check(fs, ns, key, gen, c, named, st_ino) : 0;
 }
 
 void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)

@@ -147,7 +147,7 @@ static struct kvfs_key *reachable_chain(struct fs *fs, fuse_req_t req,
 	*err = 0;
 	if (uid == 0 || !fuse_req_ctx(req) || !fs_path_ns(fs, ns))
 		return NULL;
-	fs_cred_of_req(req, &c);
+	fs_cred_of_caller(req, &c);
 	p = fs_path_reach(fs, ns, keys, *n, &c, 0, NULL);
 	if (p == *n)
 		return NULL;

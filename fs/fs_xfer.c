@@ -282,7 +282,7 @@ static int get_copy(struct fs *fs, const struct caller *cl,
 /* One GET entry: its result (bytes copied or -errno); e->size is set when
  * the chunk was found. */
 static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
-		       const struct caller *cl, const struct fs_cred *pcred,
+		       const struct caller *cl, struct fs_cred *pcred,
 		       struct gpu_import *im, struct kvfs_xfer_ent *e,
 		       bool named, uint64_t st_ino)
 {
@@ -299,10 +299,12 @@ static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	rc = tier_get_by(fs->tier, ns, &e->key, (uint64_t)cl->pid, &c);
 	if (rc)
 		return rc;
-	/* KVFS_XFER_NAMED: only the publication the caller's name shows,
-	 * checked once it is pinned (a newer one cannot slip in between) */
-	if (named) {
-		rc = fs_path_named(fs, ns, &e->key, st_ino, tier_chunk_gen(c));
+	/* a path namespace: decided again once pinned, with the name as it
+	 * is now (a rename, unlink or new version may have come between);
+	 * KVFS_XFER_NAMED: only the publication the caller's name shows */
+	if (pcred || named) {
+		rc = fs_path_check(fs, ns, &e->key, tier_chunk_gen(c), pcred,
+				   named, st_ino);
 		if (rc) {
 			tier_put(fs->tier, c);
 			return rc;
@@ -453,7 +455,9 @@ struct job {
 	fuse_req_t req;
 	struct kvfs_xfer *b;
 	const struct caller *cl;
-	const struct fs_cred *pcred; /* GET in a path namespace, not root */
+	struct fs_cred *pcred; /* GET in a path namespace (shared by the
+				* helpers: root's capabilities are read
+				* before the batch runs) */
 	uint32_t ns;
 	uint64_t chunk_bytes;
 	struct gpu_import *im; /* GET into a device buffer, else NULL */
@@ -689,10 +693,13 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		/* files closed before this GET are its to read: published
 		 * first, as a lookup does (fs.c) */
 		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
-		if (fuse_req_ctx(req)->uid != 0) {
-			fs_cred_of_req(req, &cred); /* groups: dirs differ */
-			j.pcred = &cred;
-		}
+		/* groups: dirs differ; root: its capabilities say, read
+		 * now where helpers share the batch (else when a mode
+		 * first denies it: root reading its own files reads none) */
+		fs_cred_of_caller(req, &cred);
+		if (cred.uid == 0 && b->nents > 1)
+			fs_cred_caps(&cred);
+		j.pcred = cred.uid == 0 && cred.dac > 0 ? NULL : &cred;
 	}
 	pool_run(x->pool_p, &j);
 	if (dev)

@@ -183,7 +183,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
-	e->busy = true;
+	fs_ptree_busy(fs, e, true);
 	ns = e->parent->ns;
 	dir_ino = e->parent->ino;
 	kvfs_path_key(path, (size_t)len, &key);
@@ -199,8 +199,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	pthread_rwlock_unlock(&w->lock);
 
 	pthread_mutex_lock(&p->lock);
-	e->busy = false;
-	pthread_cond_broadcast(&t->idle);
+	fs_ptree_busy(fs, e, false);
 	if (!err) {
 		w->has_key = true;
 		fs_ptree_key(t, e, &key, gen);

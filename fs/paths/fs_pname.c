@@ -237,7 +237,7 @@ static int copy_to_writer(struct fs *fs, struct fs_pent *e, uid_t uid,
 	char *buf = NULL;
 	int err;
 
-	e->busy = true;
+	fs_ptree_busy(fs, e, true);
 	pthread_mutex_unlock(&p->lock);
 	err = tier_get_flags(fs->tier, ns, &key, TIER_GET_NOCOUNT, &c);
 	if (!err)
@@ -266,8 +266,7 @@ static int copy_to_writer(struct fs *fs, struct fs_pent *e, uid_t uid,
 	if (c)
 		tier_put(fs->tier, c);
 	pthread_mutex_lock(&p->lock);
-	e->busy = false;
-	pthread_cond_broadcast(&paths_of(fs)->idle);
+	fs_ptree_busy(fs, e, false);
 	if (!err && !(w = fs_wr_new(p)))
 		err = -ENOMEM;
 	if (err || e->wr || !e->keyed) { /* failed, or changed meanwhile */
@@ -784,36 +783,45 @@ bool pth_ns(struct fs *fs, uint32_t ns)
 	return paths;
 }
 
+/* A denial for c: err, or -EAGAIN where c is root whose capabilities
+ * are not read yet (the caller reads them, fs_cred_caps, and asks again) */
+static int denied(const struct fs_cred *c, int err)
+{
+	return c->uid == 0 && c->dac < 0 ? -EAGAIN : err;
+}
+
 /* Whether c may reach file e: search on each directory between it and
  * the namespace's root (the root's own: pth_reach), and mask on the file
- * (0644 until chmod). 0, -ENOENT (a directory), -EACCES (the file).
- * priv.lock held. */
+ * (0644 until chmod). 0, -ENOENT (a directory), -EACCES (the file),
+ * -EAGAIN (see denied). priv.lock held. */
 static int pent_reach(const struct fs_pent *e, const struct fs_cred *c,
 		      int mask)
 {
 	for (const struct fs_pdir *d = e->parent; d && d->self;
 	     d = d->self->parent)
 		if (!fs_cred_may(c, d->mode, d->uid, d->gid, X_OK))
-			return -ENOENT;
+			return denied(c, -ENOENT);
 	if (mask && !fs_cred_may(c, e->has_attr ? e->mode : 0644, e->uid,
 				 e->gid, mask))
-		return -EACCES;
+		return denied(c, -EACCES);
 	return 0;
 }
 
 uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
-		   uint32_t n, const struct fs_cred *c, int mask, int *why)
+		   uint32_t n, struct fs_cred *c, int mask, int *why)
 {
 	struct fs_inode *nsi;
 	uint32_t i = 0;
 	int rc = 0;
 
 	pthread_mutex_lock(&fs->priv->lock);
+again:
 	nsi = fs_ns_find(fs->priv, ns);
 	if (!nsi || !nsi->pdir) {
 		i = n;
 	} else if (!fs_cred_may(c, nsi->mode, nsi->uid, nsi->gid, X_OK)) {
-		rc = n ? -ENOENT : 0; /* nothing below the root: no search */
+		/* nothing below the root: no search */
+		rc = n ? denied(c, -ENOENT) : 0;
 	} else {
 		for (; i < n; i++) {
 			const struct fs_pent *e =
@@ -827,27 +835,95 @@ uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 				break;
 		}
 	}
+	if (rc == -EAGAIN) {
+		pthread_mutex_unlock(&fs->priv->lock);
+		fs_cred_caps(c);
+		pthread_mutex_lock(&fs->priv->lock);
+		rc = 0;
+		goto again;
+	}
 	pthread_mutex_unlock(&fs->priv->lock);
 	if (why)
 		*why = rc;
 	return i;
 }
 
-static int pth_named(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-		     uint64_t st_ino, uint64_t gen)
+/* How long a GET of a key that has no name waits for publications and
+ * copies in flight, any of which may be about to name it */
+#define CHECK_WAIT_MS 200
+
+/* One pass of pth_check (priv.lock held): 0 or -errno, or 1 to wait for
+ * an entry to go idle. */
+static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+			uint64_t gen, const struct fs_cred *c, bool named,
+			uint64_t st_ino)
 {
+	struct fs_paths *t = paths_of(fs);
+	struct fs_inode *nsi = fs_ns_find(fs->priv, ns);
 	const struct fs_pent *e;
-	bool same;
+	int rc;
+
+	if (!t || !nsi || !nsi->pdir) /* not (any more) a path namespace */
+		return named ? -ESTALE : 0;
+	e = fs_ptree_by_key(t, ns, key);
+	/* KVFS_XFER_NAMED: the publication the caller's name shows now; a
+	 * new version being written (an open shows it once its writer
+	 * closed, before its publication) or copied is left to the open */
+	if (named && !(e && e->keyed && !e->wr && !e->busy &&
+		       e->ino == st_ino && e->gen == gen))
+		return -ESTALE;
+	if (!c)
+		return 0;
+	if (!fs_cred_may(c, nsi->mode, nsi->uid, nsi->gid, X_OK))
+		return denied(c, -ENOENT);
+	if (e && e->keyed) {
+		if (e->busy)
+			return 1; /* a new version being published */
+		/* the name's own version, else not what its mode guards */
+		rc = e->gen == gen ? pent_reach(e, c, R_OK) : -ENOENT;
+		return rc;
+	}
+	/* no name: a file known only through L3, an orphan... unless one is
+	 * being published or copied (it may be this key's, not keyed yet),
+	 * or this key just lost its name (a rename or unlink whose engine
+	 * unlink is still to come) */
+	if (t->nbusy)
+		return 1;
+	return fs_ptree_in_limbo(t, ns, key) ? -ENOENT : 0;
+}
+
+static int pth_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+	      uint64_t gen, struct fs_cred *c, bool named, uint64_t st_ino)
+{
+	struct timespec until;
+	bool timed = false;
+	int rc;
 
 	pthread_mutex_lock(&fs->priv->lock);
-	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
-	/* a new version being written (an open shows it once its writer
-	 * closed, before its publication): left to the open, as is a
-	 * rename's copy in flight */
-	same = e && e->keyed && !e->wr && !e->busy && e->ino == st_ino &&
-	       e->gen == gen;
+	while ((rc = check_locked(fs, ns, key, gen, c, named, st_ino))) {
+		if (rc == -EAGAIN) {
+			pthread_mutex_unlock(&fs->priv->lock);
+			fs_cred_caps(c);
+			pthread_mutex_lock(&fs->priv->lock);
+			continue;
+		}
+		if (rc < 0)
+			break;
+		if (!timed) {
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += CHECK_WAIT_MS * 1000000L;
+			until.tv_sec += until.tv_nsec / 1000000000L;
+			until.tv_nsec %= 1000000000L;
+			timed = true;
+		}
+		if (pthread_cond_timedwait(&paths_of(fs)->idle,
+					   &fs->priv->lock, &until)) {
+			rc = -ENOENT; /* still in flight: a miss */
+			break;
+		}
+	}
 	pthread_mutex_unlock(&fs->priv->lock);
-	return same ? 0 : -ESTALE;
+	return rc;
 }
 
 void pth_mode_saved(struct fs *fs, const char *ns, bool paths)
@@ -918,7 +994,7 @@ static const struct fs_path_ops pth_ops = {
 	.quota_set = pth_quota_set,
 	.ns = pth_ns,
 	.reach = pth_reach,
-	.named = pth_named,
+	.check = pth_check,
 	.mode_saved = pth_mode_saved,
 	.event_hash = pth_event_hash,
 	.counts = pth_counts,

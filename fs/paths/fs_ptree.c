@@ -287,10 +287,41 @@ void fs_ptree_key(struct fs_paths *t, struct fs_pent *e,
 
 void fs_ptree_unkey(struct fs_paths *t, struct fs_pent *e)
 {
+	struct fs_plimbo *l;
+
 	if (!e->keyed)
 		return;
 	htab_del(&t->ktab, &e->knode);
 	e->keyed = false;
+	l = &t->limbo[t->limbo_next++ % FS_PLIMBO];
+	l->ns = e->parent->ns;
+	l->key = e->key;
+	l->set = true;
+}
+
+bool fs_ptree_in_limbo(const struct fs_paths *t, uint32_t ns,
+		       const struct kvfs_key *key)
+{
+	for (unsigned i = 0; i < FS_PLIMBO; i++)
+		if (t->limbo[i].set && t->limbo[i].ns == ns &&
+		    !memcmp(t->limbo[i].key.b, key->b, sizeof(key->b)))
+			return true;
+	return false;
+}
+
+void fs_ptree_busy(struct fs *fs, struct fs_pent *e, bool busy)
+{
+	struct fs_paths *t = fs->priv->paths;
+
+	if (e->busy == busy)
+		return;
+	e->busy = busy;
+	if (busy) {
+		t->nbusy++;
+	} else {
+		t->nbusy--;
+		pthread_cond_broadcast(&t->idle);
+	}
 }
 
 int fs_ptree_path(const struct fs_pdir *d, const char *name, size_t len,

@@ -66,6 +66,7 @@ struct fs_pent {
 };
 
 #define FS_PLAST 8
+#define FS_PLIMBO 128
 
 /*
  * Entry and attribute cache time of a path namespace's directories and
@@ -94,6 +95,16 @@ struct fs_paths {
 	struct fs_wr pending;    /* closed writers waiting to publish */
 	uint64_t npending;
 	pthread_cond_t idle;     /* an entry stopped being busy */
+	uint64_t nbusy;          /* entries busy (fs_ptree_busy) */
+	/* the keys that lost their names last (fs_ptree_unkey): a GET that
+	 * pinned one as it went finds no name, yet must not judge it a file
+	 * known only through L3 (pth_check) */
+	struct fs_plimbo {
+		uint32_t ns;
+		bool set;
+		struct kvfs_key key;
+	} limbo[FS_PLIMBO];
+	unsigned limbo_next;
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
 	uint64_t orphans;        /* chunks with no name found at start */
@@ -162,6 +173,13 @@ uint64_t fs_ptree_event_hash(const char *name, size_t len,
 /* Is a inside directory d's subtree (d itself included)? */
 bool fs_ptree_within(const struct fs_pdir *a, const struct fs_pdir *d);
 
+/* Marks e busy (a publication or copy in flight, priv.lock dropped
+ * meanwhile) or idle again (then wakes the waiters), counting the busy. */
+void fs_ptree_busy(struct fs *fs, struct fs_pent *e, bool busy);
+/* Whether (ns, key) is among the last FS_PLIMBO keys that lost their
+ * names. priv.lock held. */
+bool fs_ptree_in_limbo(const struct fs_paths *t, uint32_t ns,
+		       const struct kvfs_key *key);
 /* Waits once for busy entry e to go idle (priv.lock held, dropped
  * meanwhile). An idle entry may be freed at once, so e may be gone when
  * this returns: callers look it up again (in a loop), never read e. */
@@ -234,7 +252,7 @@ int pth_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 int pth_quota_set(struct fs *fs, uint32_t ns, uint64_t quota);
 bool pth_ns(struct fs *fs, uint32_t ns);
 uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
-		   uint32_t n, const struct fs_cred *c, int mask, int *why);
+		   uint32_t n, struct fs_cred *c, int mask, int *why);
 void pth_mode_saved(struct fs *fs, const char *ns, bool paths);
 bool pth_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		    uint64_t *h);
