@@ -562,12 +562,13 @@ struct kvfs_l3_drop {
  * entry only where it is what open(2) of its path's name would read now.
  * Each entry's size is an input too: the st_ino that stat(2) of the name
  * gave. An entry is -ESTALE (nothing copied) when that name now has
- * another st_ino, or a version being written (open, or closed and not yet
- * published: an open would read the writer's bytes), or a rename over it
- * in flight. With the caller's own stat this makes a GET by
- * kvfs_path_key exactly an open of the file the kernel resolved (through
- * whatever mounts, bind mounts or ".." components the path had): the
- * preload library serves path namespaces so. */
+ * another st_ino or shows another publication, when a new version of it
+ * is being written (an open reads that one once its writer closed,
+ * before it is published) or a rename onto it is being copied. With the
+ * caller's own stat of the path, this makes a GET by kvfs_path_key
+ * exactly an open of the file the kernel resolved, whatever mounts or
+ * bind mounts the path went through: the preload library serves path
+ * namespaces so (lib/preload/README.md). */
 #define KVFS_XFER_NAMED 0x4u
 
 struct kvfs_xfer_ent {

@@ -841,8 +841,9 @@ static int pth_named(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 
 	pthread_mutex_lock(&fs->priv->lock);
 	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
-	/* a writer's version (open, or closed and not yet published) is
-	 * what an open of the name shows: not this publication */
+	/* a new version being written (an open shows it once its writer
+	 * closed, before its publication): left to the open, as is a
+	 * rename's copy in flight */
 	same = e && e->keyed && !e->wr && !e->busy && e->ino == st_ino &&
 	       e->gen == gen;
 	pthread_mutex_unlock(&fs->priv->lock);

@@ -126,7 +126,7 @@ static void read_env(void)
 
 /* --------------------------------------------------- namespaces, devices */
 
-enum ns_kind { NS_KEYS = 1, NS_OTHER = 2 };
+enum ns_kind { NS_KEYS = 1, NS_PATHS = 2, NS_OTHER = 3 };
 
 struct ns_slot {
 	dev_t dev;        /* 0: free */
@@ -246,8 +246,10 @@ static struct ns_slot *ns_add(int dirfd, const char *dir, const struct stat *st)
 	}
 	n = fgetxattr(fd, KVFS_XATTR_NAMES, names, sizeof(names) - 1);
 	if (fstat(fd, &fst) == 0 && fst.st_dev == st->st_dev &&
-	    fst.st_ino == st->st_ino && n == 4 && !memcmp(names, "keys", 4)) {
-		s->kind = NS_KEYS;
+	    fst.st_ino == st->st_ino &&
+	    ((n == 4 && !memcmp(names, "keys", 4)) ||
+	     (n == 5 && !memcmp(names, "paths", 5)))) {
+		s->kind = n == 4 ? NS_KEYS : NS_PATHS;
 		s->fd = fd;
 	} else {
 		close(fd);
@@ -257,17 +259,17 @@ static struct ns_slot *ns_add(int dirfd, const char *dir, const struct stat *st)
 
 /* ------------------------------------------------------------- serving */
 
-/* Splits path into its directory (into dir) and its last name; the name
- * must be a key. Returns the name, or NULL. */
-static const char *split_key(const char *path, char dir[PATH_MAX],
-			     struct kvfs_key *key)
+/* Splits path into its directory (into dir) and its last name; *is_key
+ * says whether the name is a key (then in key). Returns the name, or
+ * NULL (a directory name too long). */
+static const char *split_name(const char *path, char dir[PATH_MAX],
+			      struct kvfs_key *key, bool *is_key)
 {
 	const char *slash = strrchr(path, '/');
 	const char *name = slash ? slash + 1 : path;
 	size_t dlen;
 
-	if (kvfs_key_parse(name, strlen(name), key))
-		return NULL;
+	*is_key = kvfs_key_parse(name, strlen(name), key) == 0;
 	if (!slash) {
 		strcpy(dir, ".");
 		return name;
@@ -284,9 +286,12 @@ static const char *split_key(const char *path, char dir[PATH_MAX],
  * One GET of key from nsfd into [buf, buf + cap). Returns the chunk's size
  * (>= 0) or -1; *size is set to the chunk's size when the daemon said it
  * (a -EMSGSIZE answer included), *gone when the namespace itself is gone.
+ * named: a path namespace's file, as the caller's stat of its name says
+ * (KVFS_XFER_NAMED: only that file, now), else NULL.
  */
 static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
-		     uint64_t cap, uint64_t *size, bool *gone)
+		     uint64_t cap, uint64_t *size, bool *gone,
+		     const struct stat *named)
 {
 	struct kvfs_io io;
 	long rc;
@@ -295,7 +300,9 @@ static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
 	io.key = *key;
 	io.buf = buf;
 	io.len = cap;
-	rc = kvfs_mget(nsfd, &io, 1, 0);
+	if (named)
+		io.size = (uint64_t)named->st_ino;
+	rc = kvfs_mget(nsfd, &io, 1, named ? KVFS_XFER_NAMED : 0);
 	*gone = rc == -ENOENT || rc == -ENOTTY;
 	if (rc == 1 || io.result == -EMSGSIZE)
 		*size = rc == 1 ? (uint64_t)io.result : io.size;
@@ -305,7 +312,7 @@ static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
 /* KVFS_PRELOAD=memfd: the chunk in a new memfd of room cap (mode 0444,
  * size = the chunk's), or -1. */
 static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
-		     uint64_t *size, bool *gone)
+		     uint64_t *size, bool *gone, const struct stat *named)
 {
 	void *p;
 	long n;
@@ -321,9 +328,10 @@ static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		 mfd, 0);
 	if (p == MAP_FAILED)
 		goto err_close;
-	n = get_into(nsfd, key, p, cap, size, gone);
+	n = get_into(nsfd, key, p, cap, size, gone, named);
 	munmap(p, cap);
-	if (n < 0 || ftruncate(mfd, (off_t)n) || fchmod(mfd, 0444))
+	if (n < 0 || (named && n != named->st_size) ||
+	    ftruncate(mfd, (off_t)n) || fchmod(mfd, 0444))
 		goto err_close;
 	return mfd;
 
@@ -336,22 +344,28 @@ err_close:
  * preload_fd.c; -1 when not served. */
 static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		   uint64_t *size, bool *gone, const struct stat *dir,
-		   int flags)
+		   const struct stat *named, int flags)
 {
 	struct pl_chunk *c = pl_chunk_new(cap);
 	long n;
 
 	if (!c)
 		return -1;
-	n = get_into(nsfd, key, c->buf, c->cap, size, gone);
+	n = get_into(nsfd, key, c->buf, c->cap, size, gone, named);
 	if (n < 0 && !*gone && *size > c->cap && *size <= max_bytes &&
 	    pl_chunk_grow(c, *size) == 0)
-		n = get_into(nsfd, key, c->buf, c->cap, size, gone);
-	if (n < 0) {
+		n = get_into(nsfd, key, c->buf, c->cap, size, gone, named);
+	/* a path file: exactly what its stat said (else a new version came
+	 * in between: the real open answers) */
+	if (n < 0 || (named && n != named->st_size)) {
 		pl_chunk_free(c);
 		return -1;
 	}
 	c->size = (uint64_t)n;
+	if (named) { /* what stat(2) of its name said */
+		c->st = *named;
+		return pl_fd_serve(c, flags);
+	}
 	/* what stat(2) of the chunk says, less a round trip: a read-only
 	 * regular file in the namespace's device, owned as the namespace */
 	c->st.st_dev = dir->st_dev;
@@ -417,63 +431,103 @@ static int serve_write(int nsfd, const char *name,
 	return pl_wr_open(nsfd, key, name, flags, mode);
 }
 
-/*
- * Serves openat(dirfd, path, flags) from one GET when it is a read-only
- * open of a chunk of a kvfs key namespace. Returns the fd, or -1: not
- * served (the caller makes the real call), errno untouched.
- */
-static int try_serve(int dirfd, const char *path, int flags, mode_t mode)
+/* The slot of directory dir (st), looked at first if new. Returns with
+ * the read lock held; NULL when dir is not on kvfs or could not be
+ * opened. */
+static struct ns_slot *ns_get(int dirfd, const char *dir,
+			      const struct stat *st)
 {
-	char dir[PATH_MAX];
-	struct kvfs_key key;
-	struct stat st, fst;
 	struct ns_slot *s;
-	uint64_t cap, size = 0;
-	bool gone = false, stale = false, writing;
-	const char *name;
-	int saved = errno, nsfd, mfd = -1;
 
-	if (enabled < 0)
-		read_env();
-	writing = writes && (flags & O_ACCMODE) == O_WRONLY &&
-		  (flags & O_CREAT) && !(flags & ~(O_ACCMODE | WRITE_FLAGS));
-	if (!enabled || !path || (!writing &&
-	    ((flags & O_ACCMODE) != O_RDONLY ||
-	     (flags & ~(O_ACCMODE | SERVED_FLAGS)))))
-		return -1;
-	name = split_key(path, dir, &key);
-	if (!name)
-		return -1;
-	pthread_once(&resolve_once, resolve);
-	if (fstatat(dirfd, dir, &st, 0) || !S_ISDIR(st.st_mode))
-		goto out;
 	pthread_rwlock_rdlock(&lock);
-	s = ns_find(st.st_dev, st.st_ino);
+	s = ns_find(st->st_dev, st->st_ino);
 	if (!s) {
 		/* first look: under the write lock, then read again */
 		pthread_rwlock_unlock(&lock);
 		pthread_rwlock_wrlock(&lock);
-		if (!ns_find(st.st_dev, st.st_ino) && dev_is_kvfs(st.st_dev))
-			ns_add(dirfd, dir, &st);
+		if (!ns_find(st->st_dev, st->st_ino) && dev_is_kvfs(st->st_dev))
+			ns_add(dirfd, dir, st);
 		pthread_rwlock_unlock(&lock);
 		pthread_rwlock_rdlock(&lock);
-		s = ns_find(st.st_dev, st.st_ino);
+		s = ns_find(st->st_dev, st->st_ino);
 	}
-	/* the fd may have been closed under us (closefrom, a raw close)
-	 * and its number reused: it must still be this directory */
-	if (!s || s->kind != NS_KEYS || fstat(s->fd, &fst) ||
-	    fst.st_dev != s->dev || fst.st_ino != s->ino) {
-		stale = s && s->kind == NS_KEYS;
+	return s;
+}
+
+/* Whether s (read lock held) is a namespace of kind whose fd is still its
+ * directory: the fd may have been closed under us (closefrom, a raw
+ * close) and its number reused. *stale: it was, and is not any more. */
+static bool ns_live(const struct ns_slot *s, enum ns_kind kind, bool *stale)
+{
+	struct stat fst;
+
+	*stale = false;
+	if (!s || s->kind != kind)
+		return false;
+	*stale = fstat(s->fd, &fst) || fst.st_dev != s->dev ||
+		 fst.st_ino != s->ino;
+	return !*stale;
+}
+
+/* After a GET: the namespace removed or replaced (gone), or its fd not
+ * ours any more (stale): look again next time (a stale fd is forgotten,
+ * never closed). */
+static void ns_forget(const struct stat *st, bool gone, bool stale)
+{
+	struct ns_slot *s;
+	struct stat fst;
+
+	if (!gone && !stale)
+		return;
+	pthread_rwlock_wrlock(&lock);
+	s = ns_find(st->st_dev, st->st_ino);
+	if (s && stale && (fstat(s->fd, &fst) ||
+			   fst.st_dev != s->dev || fst.st_ino != s->ino))
+		s->fd = -1;
+	if (s && (gone || s->fd < 0))
+		ns_drop(s);
+	pthread_rwlock_unlock(&lock);
+}
+
+/* Whether dev is a kvfs mount (remembered per device). */
+static bool kvfs_dev(dev_t dev)
+{
+	bool kvfs;
+
+	pthread_rwlock_wrlock(&lock);
+	kvfs = dev_is_kvfs(dev);
+	pthread_rwlock_unlock(&lock);
+	return kvfs;
+}
+
+/*
+ * A read-only open of a chunk of a key namespace, or a new one for
+ * writing, dir (st) being the directory of its name. Returns the fd, or
+ * -1 (not served); *other when dir is on kvfs but no key namespace (so a
+ * path namespace's may be tried).
+ */
+static int serve_key(int dirfd, const char *dir, const struct stat *st,
+		     const char *name, const struct kvfs_key *key, int flags,
+		     mode_t mode, bool writing, bool *other)
+{
+	struct ns_slot *s;
+	uint64_t cap, size = 0;
+	bool gone = false, stale;
+	int nsfd, mfd = -1;
+
+	s = ns_get(dirfd, dir, st);
+	if (!ns_live(s, NS_KEYS, &stale)) {
+		*other = s && s->kind != NS_KEYS;
 		pthread_rwlock_unlock(&lock);
-		goto out;
+		ns_forget(st, false, stale);
+		return -1;
 	}
 	if (writing) {
 		/* the writer's own: kept until its close or settling */
 		nsfd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
 		pthread_rwlock_unlock(&lock);
-		mfd = nsfd >= 0 ? serve_write(nsfd, name, &key, flags, mode) :
-				  -1;
-		goto out;
+		return nsfd >= 0 ? serve_write(nsfd, name, key, flags, mode) :
+				   -1;
 	}
 	nsfd = s->fd; /* kept open by the read lock */
 	cap = __atomic_load_n(&s->last, __ATOMIC_RELAXED);
@@ -481,30 +535,112 @@ static int try_serve(int dirfd, const char *path, int flags, mode_t mode)
 		cap = max_bytes;
 
 	if (enabled == SERVE_MEM) {
-		mfd = get_mem(nsfd, &key, cap, &size, &gone, &st, flags);
+		mfd = get_mem(nsfd, key, cap, &size, &gone, st, NULL, flags);
 	} else {
-		mfd = get_memfd(nsfd, &key, cap, &size, &gone);
+		mfd = get_memfd(nsfd, key, cap, &size, &gone, NULL);
 		if (mfd < 0 && !gone && size > cap && size <= max_bytes)
-			mfd = get_memfd(nsfd, &key, size, &size, &gone);
+			mfd = get_memfd(nsfd, key, size, &size, &gone, NULL);
 		if (mfd >= 0)
 			mfd = reopen_rdonly(mfd, flags);
 	}
 	if (!gone && size && size <= max_bytes)
 		__atomic_store_n(&s->last, size, __ATOMIC_RELAXED);
 	pthread_rwlock_unlock(&lock);
-out:
-	if (gone || stale) {
-		/* removed or replaced, or its fd not ours any more: look
-		 * again next time (a stale fd is forgotten, never closed) */
-		pthread_rwlock_wrlock(&lock);
-		s = ns_find(st.st_dev, st.st_ino);
-		if (s && stale && (fstat(s->fd, &fst) ||
-				   fst.st_dev != s->dev || fst.st_ino != s->ino))
-			s->fd = -1;
-		if (s && (gone || s->fd < 0))
-			ns_drop(s);
+	ns_forget(st, gone, false);
+	return mfd;
+}
+
+/*
+ * A read-only open of a file of a path namespace (any name; O_DIRECT
+ * allowed: the bytes are the same), dir (st) being the directory of its
+ * name. The file is stat'ed as open(2) would resolve it, its namespace and
+ * key named from the path (preload_path.c), and one GET with
+ * KVFS_XFER_NAMED copies it only if that key is the file the stat found,
+ * as it is now: the daemon checks st_ino, the publication, and that no
+ * new version is being written (an open would read the writer's bytes).
+ * Returns the fd, or -1 (not served).
+ */
+static int serve_path(int dirfd, const char *path, const struct stat *st,
+		      int flags)
+{
+	char nsdir[PATH_MAX], below[PATH_MAX];
+	struct kvfs_key key;
+	struct stat nst, fst;
+	struct ns_slot *s;
+	uint64_t size = 0;
+	bool gone = false, stale;
+	int mfd = -1;
+
+	if (!kvfs_dev(st->st_dev) ||
+	    pl_path_split(dirfd, path, st->st_dev, real.openat, nsdir, below) ||
+	    kvfs_path_key(below, strlen(below), &key) ||
+	    fstatat(AT_FDCWD, nsdir, &nst, 0) || !S_ISDIR(nst.st_mode) ||
+	    nst.st_dev != st->st_dev ||
+	    fstatat(dirfd, path, &fst,
+		    flags & O_NOFOLLOW ? AT_SYMLINK_NOFOLLOW : 0) ||
+	    !S_ISREG(fst.st_mode) || fst.st_dev != st->st_dev ||
+	    fst.st_size <= 0 || (uint64_t)fst.st_size > max_bytes)
+		return -1;
+	s = ns_get(AT_FDCWD, nsdir, &nst);
+	if (!ns_live(s, NS_PATHS, &stale)) {
 		pthread_rwlock_unlock(&lock);
+		ns_forget(&nst, false, stale);
+		return -1;
 	}
+	if (enabled == SERVE_MEM) {
+		mfd = get_mem(s->fd, &key, (uint64_t)fst.st_size, &size, &gone,
+			      &nst, &fst, flags);
+	} else {
+		mfd = get_memfd(s->fd, &key, (uint64_t)fst.st_size, &size,
+				&gone, &fst);
+		if (mfd >= 0)
+			mfd = reopen_rdonly(mfd, flags);
+	}
+	pthread_rwlock_unlock(&lock);
+	ns_forget(&nst, gone, false);
+	return mfd;
+}
+
+/*
+ * Serves openat(dirfd, path, flags) from one GET when it is a read-only
+ * open of a chunk of a kvfs key namespace or of a file of a path
+ * namespace (or a new chunk of a key namespace opened for writing).
+ * Returns the fd, or -1: not served (the caller makes the real call),
+ * errno untouched.
+ */
+static int try_serve(int dirfd, const char *path, int flags, mode_t mode)
+{
+	char dir[PATH_MAX];
+	struct kvfs_key key;
+	struct stat st;
+	bool writing, reading, is_key, other = false;
+	const char *name;
+	int saved = errno, mfd = -1;
+
+	if (enabled < 0)
+		read_env();
+	writing = writes && (flags & O_ACCMODE) == O_WRONLY &&
+		  (flags & O_CREAT) && !(flags & ~(O_ACCMODE | WRITE_FLAGS));
+	reading = (flags & O_ACCMODE) == O_RDONLY &&
+		  !(flags & ~(O_ACCMODE | SERVED_FLAGS | O_DIRECT));
+	if (!enabled || !path || (!writing && !reading))
+		return -1;
+	name = split_name(path, dir, &key, &is_key);
+	if (!name || (writing && !is_key))
+		return -1;
+	pthread_once(&resolve_once, resolve);
+	if (fstatat(dirfd, dir, &st, 0) || !S_ISDIR(st.st_mode))
+		goto out;
+	/* a key namespace's chunks are opened by their key, and never
+	 * O_DIRECT here (the plain path takes that) */
+	if (is_key && !(flags & O_DIRECT))
+		mfd = serve_key(dirfd, dir, &st, name, &key, flags, mode,
+				writing, &other);
+	else
+		other = reading;
+	if (mfd < 0 && other && reading)
+		mfd = serve_path(dirfd, path, &st, flags);
+out:
 	errno = saved;
 	return mfd;
 }

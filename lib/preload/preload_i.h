@@ -5,6 +5,7 @@
 #ifndef KVFS_PRELOAD_I_H
 #define KVFS_PRELOAD_I_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -111,5 +112,18 @@ int pl_wr_settle(int fd, struct pl_chunk *c);
 /* pl_wr_settle_fd - pl_wr_settle of fd when it stands for a chunk being
  * written; 0 when it does not. */
 int pl_wr_settle_fd(int fd);
+
+/* The path namespaces (preload_path.c). */
+
+/* pl_path_split - for an open of path (relative to dirfd, or absolute)
+ * of a file on kvfs device dev: the namespace directory as this process
+ * reaches it (nsdir) and the path below it as kvfs_path_key takes it
+ * (below). Lexical: 0, or -1 where path has a "." or ".." component, is
+ * not below a namespace of a kvfs mount this process sees (mountinfo,
+ * read again at most once a second when no line matches), or too long.
+ * open_real opens mountinfo. */
+int pl_path_split(int dirfd, const char *path, dev_t dev,
+		  int (*open_real)(int, const char *, int, ...),
+		  char nsdir[PATH_MAX], char below[PATH_MAX]);
 
 #endif
