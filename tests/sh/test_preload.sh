@@ -4,8 +4,10 @@
 # concurrent threads read exactly the published bytes, each open served by
 # one KVFS_IOC_GET (ioctl.xfer.gets moves, requests.open/read do not); a
 # miss is ENOENT; a namespace another uid may not read is EACCES for it;
-# files outside kvfs, a path namespace, a chunk over KVFS_PRELOAD_MAX and
-# KVFS_PRELOAD=0 take the plain path; writes and O_RDWR are unchanged.
+# files outside kvfs, a chunk over KVFS_PRELOAD_MAX and KVFS_PRELOAD=0
+# take the plain path; a path namespace's file named like a key is served
+# as its path (tests/sh/test_preload_paths.sh: path namespaces); writes
+# and O_RDWR are unchanged.
 set -u
 PY=/usr/bin/python3
 . "$(dirname "$0")/kvfs_mount.sh"
@@ -305,17 +307,20 @@ if [ "$(stat ioctl.xfer.gets)" = "$gets3" ]; then
 else
 	bad "files outside kvfs: gets $gets3 -> $(stat ioctl.xfer.gets)"
 fi
-# a path namespace: its files are read through their names, never by GET
+# a path namespace's file named like a key is a file of that path (not
+# the key): served by one GET by its path's key (KVFS_XFER_NAMED), no
+# FUSE open (the rest of path namespaces: test_preload_paths.sh)
 mkdir "$tmp/m/pns" &&
 	"$PY" -c 'import os, sys; os.setxattr(sys.argv[1], "user.kvfs.names", b"paths")' "$tmp/m/pns" &&
 	cp "$tmp/k3" "$tmp/m/pns/$K3"
-gets3=$(stat ioctl.xfer.gets)
+gets3=$(stat ioctl.xfer.gets) open1=$(stat requests.open)
 check "a path namespace's file named like a key: exact bytes" \
 	cmp <(pre cat "$tmp/m/pns/$K3") "$tmp/k3"
-if [ "$(stat ioctl.xfer.gets)" = "$gets3" ]; then
-	ok "a path namespace: no GET"
+if [ "$(stat ioctl.xfer.gets)" = $((gets3 + 1)) ] &&
+	[ "$(stat requests.open)" = "$open1" ]; then
+	ok "a path namespace's file: one GET, no FUSE open"
 else
-	bad "a path namespace: gets $gets3 -> $(stat ioctl.xfer.gets)"
+	bad "a path namespace's file: gets $gets3 -> $(stat ioctl.xfer.gets), open $open1 -> $(stat requests.open)"
 fi
 
 # --- permission: the daemon's, for the caller's uid
