@@ -9,44 +9,14 @@
 # as its path (tests/sh/test_preload_paths.sh: path namespaces); writes
 # and O_RDWR are unchanged.
 set -u
-PY=/usr/bin/python3
-. "$(dirname "$0")/kvfs_mount.sh"
-PRELOAD=${KVFS_PRELOAD_LIB:-$PWD/${KVFS_PLAIN_BUILD:-build}/libkvfs_preload.so}
-for f in "$MOUNT" "$PRELOAD"; do
-	if [ ! -e "$f" ]; then
-		echo "test_preload: no $f (make all first)" >&2
-		exit 1
-	fi
-done
-for c in fusermount3 "$PY" cmp; do
-	if ! command -v "$c" >/dev/null; then
-		echo "test_preload: skip: $c not installed (make deps)"
-		exit 77
-	fi
-done
-tmp=$(mktemp -d /tmp/kvfs-preload.XXXXXX)
-chmod 755 "$tmp"
+T=test_preload
+# shellcheck source=tests/sh/preload_test.sh
+. "$(dirname "$0")/preload_test.sh"
 cleanup() {
 	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0 n=0
-ok()  { n=$((n + 1)); printf 'ok %d - %s\n' "$n" "$1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); printf 'not ok %d - %s\n' "$n" "$1"; }
-check() { # DESC CMD...: ok when CMD succeeds
-	local d=$1; shift
-	if "$@"; then ok "$d"; else bad "$d"; fi
-}
-# stat NAME: a counter of .kvfs/stats by dotted path (requests.open)
-stat() {
-	"$PY" -c 'import json, sys
-v = json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    v = v[k]
-print(v)' "$tmp/m/.kvfs/stats" "$1"
-}
-pre() { LD_PRELOAD=$PRELOAD "$@"; }
 
 # allow_other: the EACCES check runs as another uid
 opts=l1_size=64M
