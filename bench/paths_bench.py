@@ -349,8 +349,15 @@ def main():
                 for w in want:
                     f.write(w.tobytes())
 
+        def opens():
+            """(GETs, FUSE opens) the daemon has counted."""
+            with open(os.path.join(mnt, ".kvfs", "stats")) as f:
+                v = json.load(f)
+            return v["ioctl"]["xfer"]["gets"], v["requests"]["open"]
+
         def add(phase, t, fn, before=None):
             pid = daemon.pid if t in (kv, kv_plain) else None
+            o0 = opens()
             if fn is loads and child:
                 wall, cpu = timed(before, pid) if before else (0, 0)
                 w, c = run_loads(t, n, a.threads, ref, pid,
@@ -359,6 +366,11 @@ def main():
             else:
                 wall, cpu = timed(lambda: (before and before(), fn(t)),
                                   pid)
+            if pid and fn is loads:
+                # how the kvfs loads were served: GETs, FUSE opens
+                o1 = opens()
+                res.setdefault(("opens", t.name), []).append(
+                    (phase, o1[0] - o0[0], o1[1] - o0[1]))
             res.setdefault((phase, t.name), []).append(gbs(n, wall))
             # CPU times come in clock ticks: at least one
             tick = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -622,6 +634,14 @@ def report(res, n, trials, threads, kv, shm, disk, st):
           " trial: %s" % (st["l2"]["compression_ratio"], "; ".join(
               "%s %s" % (p, " ".join("%d/%d" % x for x in res[(p, "ra")]))
               for p, _, _ in PHASES if (p, "ra") in res)))
+    for tname in ("kvfs", "kvfs plain"):
+        if ("opens", tname) in res:
+            seen = {}
+            for phase, g, o in res[("opens", tname)]:
+                seen.setdefault(phase, []).append("%d/%d" % (g, o))
+            print("%s's %d loads, GETs/FUSE opens, each trial: %s" % (
+                tname, n, "; ".join("%s %s" % (p, " ".join(v))
+                                   for p, v in seen.items())))
     print("\ntargets (issue 26; medians of kvfs against the same run's):")
     for phase, base, r, want in targets:
         print("  %-20s %5.2fx %-5s (>= %.2fx): %s" % (
