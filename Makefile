@@ -263,6 +263,11 @@ $(LOAD_BIN): $(BUILD)/tests/load/%: $(BUILD)/tests/load/%.o \
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 tests: $(LOAD_BIN)
+# the preload library's naming of path namespaces' files, tested alone
+$(BUILD)/tests/unit/test_preload_path: $(BUILD)/tests/unit/test_preload_path.o \
+		$(BUILD)/lib/preload/preload_path.o $(TEST_COMMON_OBJ)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
 # the rate limiter of the daemon's log, tested alone
 $(BUILD)/tests/unit/test_mount_log: $(BUILD)/tests/unit/test_mount_log.o \
 		$(BUILD)/mount/mount_log.o $(TEST_COMMON_OBJ)

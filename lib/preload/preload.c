@@ -489,14 +489,22 @@ static void ns_forget(const struct stat *st, bool gone, bool stale)
 	pthread_rwlock_unlock(&lock);
 }
 
-/* Whether dev is a kvfs mount (remembered per device). */
+/* Whether dev is a kvfs mount (remembered per device: the read lock
+ * only, but for a device's first look). */
 static bool kvfs_dev(dev_t dev)
 {
-	bool kvfs;
+	int kvfs = -1;
 
-	pthread_rwlock_wrlock(&lock);
-	kvfs = dev_is_kvfs(dev);
+	pthread_rwlock_rdlock(&lock);
+	for (unsigned i = 0; i < DEV_SLOTS && kvfs < 0; i++)
+		if (dev_tab[i].used && dev_tab[i].dev == dev)
+			kvfs = dev_tab[i].kvfs;
 	pthread_rwlock_unlock(&lock);
+	if (kvfs < 0) {
+		pthread_rwlock_wrlock(&lock);
+		kvfs = dev_is_kvfs(dev);
+		pthread_rwlock_unlock(&lock);
+	}
 	return kvfs;
 }
 
@@ -552,16 +560,14 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 
 /*
  * A read-only open of a file of a path namespace (any name; O_DIRECT
- * allowed: the bytes are the same), dir (st) being the directory of its
- * name. The file is stat'ed as open(2) would resolve it, its namespace and
- * key named from the path (preload_path.c), and one GET with
- * KVFS_XFER_NAMED copies it only if that key is the file the stat found,
- * as it is now: the daemon checks st_ino, the publication, and that no
- * new version is being written (an open would read the writer's bytes).
- * Returns the fd, or -1 (not served).
+ * allowed: the bytes are the same). The file is stat'ed as open(2) would
+ * resolve it, its namespace and key named from the path
+ * (preload_path.c), and one GET with KVFS_XFER_NAMED copies it only if
+ * that key is the file the stat found, as it is now: the daemon checks
+ * st_ino, the publication, and that no new version is being written over
+ * it. Returns the fd, or -1 (not served).
  */
-static int serve_path(int dirfd, const char *path, const struct stat *st,
-		      int flags)
+static int serve_path(int dirfd, const char *path, int flags)
 {
 	char nsdir[PATH_MAX], below[PATH_MAX];
 	struct kvfs_key key;
@@ -571,15 +577,14 @@ static int serve_path(int dirfd, const char *path, const struct stat *st,
 	bool gone = false, stale;
 	int mfd = -1;
 
-	if (!kvfs_dev(st->st_dev) ||
-	    pl_path_split(dirfd, path, st->st_dev, real.openat, nsdir, below) ||
+	if (fstatat(dirfd, path, &fst,
+		    flags & O_NOFOLLOW ? AT_SYMLINK_NOFOLLOW : 0) ||
+	    !S_ISREG(fst.st_mode) || fst.st_size <= 0 ||
+	    (uint64_t)fst.st_size > max_bytes || !kvfs_dev(fst.st_dev) ||
+	    pl_path_split(dirfd, path, fst.st_dev, real.openat, nsdir, below) ||
 	    kvfs_path_key(below, strlen(below), &key) ||
 	    fstatat(AT_FDCWD, nsdir, &nst, 0) || !S_ISDIR(nst.st_mode) ||
-	    nst.st_dev != st->st_dev ||
-	    fstatat(dirfd, path, &fst,
-		    flags & O_NOFOLLOW ? AT_SYMLINK_NOFOLLOW : 0) ||
-	    !S_ISREG(fst.st_mode) || fst.st_dev != st->st_dev ||
-	    fst.st_size <= 0 || (uint64_t)fst.st_size > max_bytes)
+	    nst.st_dev != fst.st_dev)
 		return -1;
 	s = ns_get(AT_FDCWD, nsdir, &nst);
 	if (!ns_live(s, NS_PATHS, &stale)) {
@@ -629,17 +634,19 @@ static int try_serve(int dirfd, const char *path, int flags, mode_t mode)
 	if (!name || (writing && !is_key))
 		return -1;
 	pthread_once(&resolve_once, resolve);
-	if (fstatat(dirfd, dir, &st, 0) || !S_ISDIR(st.st_mode))
-		goto out;
 	/* a key namespace's chunks are opened by their key, and never
-	 * O_DIRECT here (the plain path takes that) */
-	if (is_key && !(flags & O_DIRECT))
+	 * O_DIRECT here (the plain path takes that); the rest may be a path
+	 * namespace's file: its own stat, not its directory's, says */
+	if (is_key && !(flags & O_DIRECT)) {
+		if (fstatat(dirfd, dir, &st, 0) || !S_ISDIR(st.st_mode))
+			goto out;
 		mfd = serve_key(dirfd, dir, &st, name, &key, flags, mode,
 				writing, &other);
-	else
+	} else {
 		other = reading;
+	}
 	if (mfd < 0 && other && reading)
-		mfd = serve_path(dirfd, path, &st, flags);
+		mfd = serve_path(dirfd, path, flags);
 out:
 	errno = saved;
 	return mfd;

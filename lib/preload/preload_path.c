@@ -175,10 +175,13 @@ static bool append(char *out, size_t *len, const char *s, size_t n)
 static int split_fs(const struct mnt *m, const char *fsp, size_t n,
 		    char nsdir[PATH_MAX], char below_out[PATH_MAX])
 {
-	const char *ns = fsp + 1, *slash = memchr(ns, '/', n - 1);
+	const char *ns = fsp + 1, *slash;
 	size_t nslen, rlen = strlen(m->root);
 
-	if (n < 2 || !slash || (size_t)(slash - fsp) + 1 >= n)
+	if (n < 2)
+		return -1; /* the mount's root */
+	slash = memchr(ns, '/', n - 1);
+	if (!slash || (size_t)(slash - fsp) + 1 >= n)
 		return -1; /* no file below a namespace */
 	nslen = (size_t)(slash - ns);
 	if (nslen == 5 && !memcmp(ns, ".kvfs", 5))
