@@ -54,7 +54,10 @@ preload (the plain counterpart of a --preload run).
 --requests counts the FUSE requests of each system call instead (the
 daemon's requests.* counters); --calls times each system call of
 store_block and load_block on kvfs (memory tier) and tmpfs, alternating,
-and prints the medians in microseconds with the daemon's CPU per block.
+and prints the medians in microseconds with the daemon's CPU per block
+(with --preload LIB: the same in a process run with LD_PRELOAD=LIB, where
+kvfs's load_block is served by GETs; its stores and tmpfs's calls are
+the library's pass-through).
 """
 import argparse
 import copy
@@ -267,9 +270,17 @@ def gbs(n, s):
     return n * BLOCK / s / 1e9
 
 
+PRELOADED = "KVFS_PATHS_BENCH_PRELOADED"
+
+
 def main():
     if sys.argv[1:] == ["--load-worker"]:
         return load_worker()
+    # --calls --preload: this process re-run with LD_PRELOAD; the
+    # library is loaded now, and the daemon it starts must not have it
+    preloaded = os.environ.pop(PRELOADED, None)
+    if preloaded:
+        os.environ.pop("LD_PRELOAD", None)
     ap = argparse.ArgumentParser()
     ap.add_argument("--blocks", type=int, default=128)
     ap.add_argument("--trials", type=int, default=3)
@@ -291,7 +302,8 @@ def main():
                     "the bench's own (e.g. compress=none)")
     ap.add_argument("--calls", action="store_true",
                     help="time each system call of store_block and "
-                    "load_block on kvfs and tmpfs instead (medians, us)")
+                    "load_block on kvfs and tmpfs instead (medians, us); "
+                    "with --preload, all in one preloaded process")
     ap.add_argument("--preload", metavar="LIB",
                     help="run the load phases in child processes, kvfs's "
                     "with LD_PRELOAD=LIB (e.g. build/libkvfs_preload.so), "
@@ -309,6 +321,20 @@ def main():
         if not os.access(a.preload, os.R_OK):
             print("skip: no preload library at %s" % a.preload)
             return 77
+        if a.calls:
+            # every call in one preloaded process, kvfs's and tmpfs's
+            argv, drop = [], False
+            for x in sys.argv[1:]:
+                if not drop and not x.startswith("--preload"):
+                    argv.append(x)
+                drop = x == "--preload"
+            env = dict(os.environ, LD_PRELOAD=a.preload)
+            env[PRELOADED] = a.preload
+            sys.stdout.flush()
+            os.execve(sys.executable, [sys.executable, os.path.abspath(
+                __file__)] + argv, env)
+    if preloaded:
+        print("every call with LD_PRELOAD=%s" % preloaded)
     child = bool(a.preload) or a.load_child
     work_disk = tempfile.mkdtemp(prefix="kvfs-pathsbench.", dir=a.disk)
     work_shm = tempfile.mkdtemp(prefix="kvfs-pathsbench.", dir=a.shm)
@@ -518,6 +544,19 @@ def count_requests(binary, opts, mnt, daemon, want, view, buf):
     return 0
 
 
+def close_fds_below(d):
+    """Closes this process's descriptors of files below directory d: the
+    preload library keeps each namespace it served open (the mount would
+    be busy); it forgets a descriptor closed behind its back."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if target == d or target.startswith(d + "/"):
+            os.close(int(fd))
+
+
 def time_calls(mnt, daemon, work_shm, want, view, buf, trials):
     """Prints the median wall time of each system call of store_block and
     load_block (us), kvfs's memory tier against tmpfs, the two alternating
@@ -571,6 +610,7 @@ def time_calls(mnt, daemon, work_shm, want, view, buf, trials):
                             (cpu_of(daemon.pid) - cpu_of(None) - c0) /
                             n * 1e6)
     finally:
+        close_fds_below(mnt)
         umount(mnt, daemon)
     med = statistics.median
     print("us per system call (median of %d x %d), load average %.2f" % (
