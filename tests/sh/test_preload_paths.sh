@@ -5,17 +5,21 @@
 # by one KVFS_IOC_GET with KVFS_XFER_NAMED (ioctl.xfer.gets +1,
 # requests.open unchanged): vLLM's own load_block (O_RDONLY|O_DIRECT,
 # readv into a page-aligned buffer), cat, Python's open().read(), paths
-# relative to the cwd and to a dirfd, a bind mount of the namespace
-# itself; fstat of a served fd is the kernel's stat of the file. Every
-# case the library leaves to the real open gives the kernel's bytes or
-# errno: a "." or ".." component, a name whose O_TRUNC rewrite is open
-# (the preloaded reader reads what a plain reader reads, before and after
-# the writer's close), a bind mount of one directory over another (made
-# before the library read mountinfo, or after: then only the daemon's
-# st_ino check tells the two files of one size apart), a
-# file another uid may not read (EACCES), a miss (ENOENT), an empty file,
-# a file over KVFS_PRELOAD_MAX, KVFS_PRELOAD=0; a key namespace's chunk
-# is still served. About 2 s.
+# relative to the cwd and to a dirfd (of a directory, of the mount's
+# root), a name with a space and a non-ASCII letter, the namespace or the
+# whole mount bound elsewhere (a mount point with a space: mountinfo's
+# escapes), KVFS_PRELOAD=memfd, another uid's readable file; fstat of a
+# served fd is the kernel's stat of the file. Every case the library
+# leaves to the real open gives the kernel's bytes or errno: a "." or
+# ".." component, a name whose O_TRUNC rewrite is open (the preloaded
+# reader reads what a plain reader reads, before and after the writer's
+# close), a bind mount of one directory over another (made before the
+# library read mountinfo, or after: then only the daemon's st_ino check
+# tells the two files of one size apart), a file another uid may not
+# read (EACCES), a miss (ENOENT), an empty file, a file over
+# KVFS_PRELOAD_MAX, KVFS_PRELOAD=0, O_RDWR/O_WRONLY (EPERM). Readers
+# racing 30 O_TRUNC rewrites read whole versions, with the library and
+# without. A key namespace's chunk is still served. About 3 s.
 set -u
 T=test_preload_paths
 # shellcheck source=tests/sh/preload_test.sh
@@ -81,6 +85,8 @@ done
 mkdir -p "$ns/a/b" "$ns/x" "$ns/y" || exit 1
 head -c 1000 /dev/urandom >"$tmp/small"
 cp "$tmp/small" "$ns/a/b/small.txt" || exit 1
+cp "$tmp/small" "$ns/top.bin" && cp "$tmp/small" "$ns/a/b/sp ace é.bin" ||
+	exit 1
 : >"$ns/a/empty"
 
 # what the Python parts share (imported through PYTHONPATH=$tmp)
@@ -181,6 +187,25 @@ def at():
 check(served("openat(dirfd, \"b/small.txt\")", at) == small,
       "openat: exact bytes")
 os.close(dfd)
+# a dirfd of the mount's root; a file right below the namespace; a name
+# with a space and a non-ASCII letter
+rfd = os.open(os.path.dirname(ns), os.O_RDONLY | os.O_DIRECTORY)
+def at_root():
+    fd = os.open(os.path.basename(ns) + "/a/b/small.txt", os.O_RDONLY,
+                 dir_fd=rfd)
+    try:
+        return os.read(fd, 4096)
+    finally:
+        os.close(fd)
+check(served("openat(the mount's root, \"vllm/a/b/small.txt\")", at_root)
+      == small, "openat from the root: exact bytes")
+os.close(rfd)
+check(served("a file right below the namespace",
+             lambda: pyread(f"{ns}/top.bin")) == small,
+      "top.bin: exact bytes")
+check(served("a name with a space and an é",
+             lambda: pyread(f"{ns}/a/b/sp ace é.bin")) == small,
+      "\"sp ace é.bin\": exact bytes")
 
 # fstat of a served fd: the kernel's stat of the file
 for p, size in ((f"{ns}/{blocks[0]}", 2 << 20),
@@ -231,7 +256,7 @@ EOF
 )
 rc=$?
 say "$out"
-check "python, preloaded: load_block, open().read(), cwd, dirfd, fstat, \".\", \"..\", empty, miss" \
+check "python, preloaded: load_block, open().read(), cwd, dirfds, odd names, fstat, \".\", \"..\", empty, miss" \
 	test "$rc" = 0
 
 # --- cat
@@ -283,6 +308,76 @@ rc=$?
 say "$out"
 check "an O_TRUNC rewrite in progress, then closed: the plain reader's bytes" \
 	test "$rc" = 0
+
+# --- readers racing O_TRUNC rewrites (3 versions, two of one size):
+# each read is one whole version, and its fstat says its size; run
+# without the library first (what the kernel's path gives), then with.
+# KNOWN (the daemon's path namespaces, not the library; reported): on the
+# kernel's path an open(2) racing a rewrite's publication can fail with
+# ESTALE (the VFS retries a LOOKUP once only), and so can fstat(2) of an
+# fd opened in that window; counted and shown as a TODO line here.
+cat >"$tmp/race.py" <<'EOF'
+import collections, errno, os, sys, threading
+from plt import check, counts, done
+path, preloaded = sys.argv[1], sys.argv[2] == "1"
+vers = [os.urandom(65536), os.urandom(65536), os.urandom(40000)]
+with open(path, "wb") as f:
+    f.write(vers[0])
+stop, bad, reads = threading.Event(), [], [0]
+errs = collections.Counter()
+def reader():
+    while not stop.is_set():
+        call = "open"
+        try:
+            with open(path, "rb") as f:
+                call = "read"
+                d = f.read()
+                call = "fstat"
+                size = os.fstat(f.fileno()).st_size
+        except OSError as e:
+            errs[(call, errno.errorcode.get(e.errno, e.errno))] += 1
+            continue
+        reads[0] += 1
+        if d not in vers or size != len(d):
+            bad.append((len(d), size))
+g0, o0 = counts()
+th = [threading.Thread(target=reader) for _ in range(3)]
+[t.start() for t in th]
+for k in range(1, 31):
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, vers[k % 3])
+    os.close(fd)
+stop.set()
+[t.join() for t in th]
+g1, o1 = counts()
+check(reads[0] > 0 and not bad, f"{reads[0]} reads racing 30 rewrites: "
+      f"each a whole version of fstat's size ({bad[:5]})")
+check(set(e for _, e in errs) <= {"ESTALE"},
+      f"failed calls only ESTALE ({dict(errs)})")
+if preloaded:
+    check(g1 > g0, f"some reads were served (gets +{g1 - g0}, FUSE opens "
+          f"+{o1 - o0})")
+print(f"estale: {sum(errs.values())} {dict(errs)}")
+done()
+EOF
+for how in plain preloaded; do
+	if [ $how = plain ]; then
+		out=$("$PY" "$tmp/race.py" "$ns/race_plain.bin" 0 2>&1)
+	else
+		out=$(pre "$PY" "$tmp/race.py" "$ns/race_pre.bin" 1 2>&1)
+	fi
+	rc=$?
+	say "$out"
+	check "readers racing O_TRUNC rewrites, $how: whole versions" test "$rc" = 0
+	est=$(printf '%s\n' "$out" | sed -n 's/^estale: //p')
+	n=$((n + 1))
+	if [ "${est%% *}" = 0 ]; then
+		printf 'ok %d - racing rewrites, %s: no ESTALE this run\n' "$n" "$how"
+	else
+		printf 'not ok %d - racing rewrites, %s: open/fstat ESTALE %s # TODO the daemon (fs/paths): open and fstat of a path file racing an O_TRUNC publication\n' \
+			"$n" "$how" "$est"
+	fi
+done
 
 # --- not served: KVFS_PRELOAD=0, KVFS_PRELOAD_MAX
 mark
@@ -372,18 +467,26 @@ EOF2
 	else
 		skip "mount --bind x y: $(head -1 "$tmp/bind.err")"
 	fi
-	# the namespace itself bound elsewhere: still its files, served
-	mkdir "$tmp/nsbind"
-	if mount --bind "$ns" "$tmp/nsbind" 2>"$tmp/bind.err"; then
-		binds+=("$tmp/nsbind")
-		mark
-		check "the namespace bound elsewhere: exact bytes" \
-			cmp <(pre cat "$tmp/nsbind/a/b/small.txt") "$tmp/small"
-		served "the namespace bound elsewhere"
-		umount "$tmp/nsbind" && binds=()
-	else
-		skip "mount --bind of the namespace: $(head -1 "$tmp/bind.err")"
-	fi
+	# bound_served DESC SRC DST REL: with SRC bound at DST, DST/REL (a
+	# copy of $tmp/small) is served with its bytes
+	bound_served() {
+		mkdir "$3"
+		if mount --bind "$2" "$3" 2>"$tmp/bind.err"; then
+			binds+=("$3")
+			mark
+			check "$1: exact bytes" \
+				cmp <(pre cat "$3/$4") "$tmp/small"
+			served "$1"
+			umount "$3" && binds=()
+		else
+			skip "$1: mount --bind: $(head -1 "$tmp/bind.err")"
+		fi
+	}
+	bound_served "the namespace bound elsewhere" "$ns" "$tmp/nsbind" \
+		a/b/small.txt
+	# a mount point with a space: mountinfo says \040
+	bound_served "the whole mount bound at a path with a space" "$tmp/m" \
+		"$tmp/kv bind" vllm/a/b/small.txt
 fi
 
 # --- another uid: the daemon's permission check, the kernel's EACCES
