@@ -17,9 +17,9 @@
 # library read mountinfo, or after: then only the daemon's st_ino check
 # tells the two files of one size apart), a file another uid may not
 # read (EACCES), a miss (ENOENT), an empty file, a file over
-# KVFS_PRELOAD_MAX, KVFS_PRELOAD=0, O_RDWR/O_WRONLY (EPERM). Readers
-# racing 30 O_TRUNC rewrites read whole versions, with the library and
-# without. A key namespace's chunk is still served. About 3 s.
+# KVFS_PRELOAD_MAX, KVFS_PRELOAD=0, O_RDWR/O_WRONLY (EPERM). A reader's
+# fd keeps its version across an O_TRUNC rewrite, and readers racing 30
+# rewrites read whole versions, with the library and without. A key namespace's chunk is still served. About 3 s.
 set -u
 T=test_preload_paths
 # shellcheck source=tests/sh/preload_test.sh
@@ -308,6 +308,51 @@ rc=$?
 say "$out"
 check "an O_TRUNC rewrite in progress, then closed: the plain reader's bytes" \
 	test "$rc" = 0
+
+# --- a reader's fd across an O_TRUNC rewrite's close: it keeps its
+# version's bytes and fstat (POSIX), with the library (a served fd) and
+# without. KNOWN (the daemon's, reported; seen once in about 20 runs):
+# on the kernel's path, fstat between the writer's close and the
+# publication can be ESTALE: a TODO line here when it is.
+cat >"$tmp/keep.py" <<'EOF'
+import os, sys
+from plt import check, done
+path = sys.argv[1]
+with open(path, "wb") as f:
+    f.write(b"old" * 1000)
+fd = os.open(path, os.O_RDONLY)
+w = os.open(path, os.O_WRONLY | os.O_TRUNC)
+os.write(w, b"new!" * 100)
+os.close(w)
+try:
+    size = os.fstat(fd).st_size
+except OSError as e:
+    size = e.strerror
+print(f"fstat: {size}")
+check(os.pread(fd, 3000, 0) == b"old" * 1000, "the fd reads its version")
+os.stat(path)  # the lookup publishes
+check(os.fstat(fd).st_size == 3000, "fstat after the publication: 3000")
+done()
+EOF
+for how in plain preloaded; do
+	if [ $how = plain ]; then
+		out=$("$PY" "$tmp/keep.py" "$ns/keep_plain.bin" 2>&1)
+	else
+		out=$(pre "$PY" "$tmp/keep.py" "$ns/keep_pre.bin" 2>&1)
+	fi
+	rc=$?
+	say "$out"
+	check "a reader's fd across an O_TRUNC rewrite, $how: its bytes" \
+		test "$rc" = 0
+	got=$(printf '%s\n' "$out" | sed -n 's/^fstat: //p')
+	n=$((n + 1))
+	if [ "$got" = 3000 ]; then
+		printf 'ok %d - %s: fstat between the rewrite'"'"'s close and publication: 3000\n' "$n" "$how"
+	else
+		printf 'not ok %d - %s: fstat between the rewrite'"'"'s close and publication: %s # TODO the daemon (fs/fs_attr.c get_attr: GETATTR of the old version'"'"'s inode)\n' \
+			"$n" "$how" "$got"
+	fi
+done
 
 # --- readers racing O_TRUNC rewrites (3 versions, two of one size):
 # each read is one whole version, and its fstat says its size; run
