@@ -8,12 +8,15 @@
  * GET still gives the published bytes; after the writer's close (the
  * GET publishes closed files first) the check passes with the new bytes;
  * per-entry results in a mixed batch; a rename onto the name makes the
- * old st_ino -ESTALE; EINVAL for the whole batch in a
+ * old st_ino -ESTALE; batches cut short by signals keep each entry's
+ * st_ino when kvfs_mget sends them again; EINVAL for the whole batch in a
  * key namespace (by kvfs_mget and by the raw ioctl, nothing copied).
  * Runs in about a second.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -207,6 +210,56 @@ static void test_named_replace(void **state)
 	close(nsfd);
 }
 
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* Batches cut short by signals (entries -EINTR, sent again by kvfs_mget):
+ * a resent entry still carries its st_ino (kvfs_mget keeps the input),
+ * so every round completes with the files' bytes, never -ESTALE. */
+static void test_named_eintr(void **state)
+{
+	enum { N = 16, LEN = 2u << 20 };
+	struct kvfs_io io[N];
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval it = { { 0, 300 }, { 0, 300 } }, off = { 0 };
+	unsigned long long intr = stat_of("xfer", "interrupted");
+	char p[PATH_MAX], rel[32], *out = malloc((size_t)N * LEN);
+	uint64_t ino[N];
+	int nsfd;
+
+	assert_non_null(out);
+	pns_create("pn4", &nsfd);
+	for (int i = 0; i < N; i++) {
+		snprintf(rel, sizeof(rel), "pn4/f%d.bin", i);
+		ino[i] = put_file(p, rel, LEN, 40 + i);
+	}
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGALRM, &sa, NULL), 0); /* no SA_RESTART */
+	assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
+	for (int round = 0; round < 10; round++) {
+		for (int i = 0; i < N; i++) {
+			snprintf(rel, sizeof(rel), "f%d.bin", i);
+			named_io(&io[i], rel, out + (size_t)i * LEN, LEN,
+				 ino[i]);
+		}
+		assert_int_equal(kvfs_mget(nsfd, io, N, KVFS_XFER_NAMED), N);
+		for (int i = 0; i < N; i++) {
+			assert_int_equal(io[i].result, LEN);
+			assert_int_equal(kvfs_test_check(out + (size_t)i * LEN,
+							 LEN, 40 + i, 0), 0);
+		}
+	}
+	assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
+	signal(SIGALRM, SIG_DFL);
+	intr = stat_of("xfer", "interrupted") - intr;
+	fprintf(stderr, "NAMED batches cut short by SIGALRM: %llu\n", intr);
+	assert_true(intr > 0); /* the resend path did run */
+	free(out);
+	close(nsfd);
+}
+
 /* KVFS_XFER_NAMED in a key namespace: EINVAL for the whole batch (a key
  * namespace's names are its keys), nothing copied; by kvfs_mget and by
  * the raw ioctl. */
@@ -251,6 +304,7 @@ int main(void)
 		cmocka_unit_test(test_named_ino),
 		cmocka_unit_test(test_named_rewrite),
 		cmocka_unit_test(test_named_replace),
+		cmocka_unit_test(test_named_eintr),
 		cmocka_unit_test(test_named_keyns),
 	};
 
