@@ -14,9 +14,7 @@
  * Runs in about a second.
  */
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -210,11 +208,6 @@ static void test_named_replace(void **state)
 	close(nsfd);
 }
 
-static void on_alarm(int sig)
-{
-	(void)sig;
-}
-
 /* Batches cut short by signals (entries -EINTR, sent again by kvfs_mget):
  * a resent entry still carries its st_ino (kvfs_mget keeps the input),
  * so every round completes with the files' bytes, never -ESTALE. */
@@ -222,8 +215,6 @@ static void test_named_eintr(void **state)
 {
 	enum { N = 16, LEN = 2u << 20 };
 	struct kvfs_io io[N];
-	struct sigaction sa = { .sa_handler = on_alarm };
-	struct itimerval it = { { 0, 300 }, { 0, 300 } }, off = { 0 };
 	unsigned long long intr = stat_of("xfer", "interrupted");
 	char p[PATH_MAX], rel[32], *out = malloc((size_t)N * LEN);
 	uint64_t ino[N];
@@ -235,9 +226,7 @@ static void test_named_eintr(void **state)
 		snprintf(rel, sizeof(rel), "pn4/f%d.bin", i);
 		ino[i] = put_file(p, rel, LEN, 40 + i);
 	}
-	sigemptyset(&sa.sa_mask);
-	assert_int_equal(sigaction(SIGALRM, &sa, NULL), 0); /* no SA_RESTART */
-	assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
+	alarm_every(300);
 	for (int round = 0; round < 10; round++) {
 		for (int i = 0; i < N; i++) {
 			snprintf(rel, sizeof(rel), "f%d.bin", i);
@@ -251,8 +240,7 @@ static void test_named_eintr(void **state)
 							 LEN, 40 + i, 0), 0);
 		}
 	}
-	assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
-	signal(SIGALRM, SIG_DFL);
+	alarm_every(0);
 	intr = stat_of("xfer", "interrupted") - intr;
 	fprintf(stderr, "NAMED batches cut short by SIGALRM: %llu\n", intr);
 	assert_true(intr > 0); /* the resend path did run */
