@@ -4,7 +4,9 @@
 # open (O_DIRECT included) of any file below a path namespace is served
 # by one KVFS_IOC_GET with KVFS_XFER_NAMED (ioctl.xfer.gets +1,
 # requests.open unchanged): vLLM's own load_block (O_RDONLY|O_DIRECT,
-# readv into a page-aligned buffer), cat, Python's open().read(), paths
+# readv into a page-aligned buffer), cat, sed, awk, head, tail, wc,
+# md5sum, grep, cut (sort: a known bug, a TODO line), Python's
+# open().read(), paths
 # relative to the cwd and to a dirfd (of a directory, of the mount's
 # root), a name with a space and a non-ASCII letter, the namespace or the
 # whole mount bound elsewhere (a mount point with a space: mountinfo's
@@ -267,6 +269,33 @@ mark
 check "cat through \"..\": exact bytes" \
 	cmp <(pre cat "$ns/x/../${blocks[1]}") "$tmp/b1"
 plain "cat through \"..\"" 0
+
+# --- the usual tools (stdio's fopen, lseek from the end, fstat): the
+# output they give without the library, each open served
+seq 20000 >"$ns/a/t.txt" || exit 1
+same_output() { # CMD...: with the library, CMD's output without it
+	local want
+	want=$("$@" 2>&1 | md5sum)
+	mark # the preloaded run's counts
+	[ "$(pre "$@" 2>&1 | md5sum)" = "$want" ]
+}
+for c in "sed -n 5p" "awk NR==7" "head -c 100" "tail -n 3" "wc" "md5sum" \
+	"grep -c 77" "cut -c1-3"; do
+	# shellcheck disable=SC2086 # the command's words
+	check "$c of a path file: the same output" same_output $c "$ns/a/t.txt"
+	served "$c of a path file"
+done
+# KNOWN BUG (lib/preload, key namespaces too; reported): a served fopen
+# is a fopencookie stream, whose fileno() is -1: sort's
+# fstat(fileno(fp)) fails with EBADF ("sort: stat failed"). A TODO line
+# while it fails; make it a check once fixed.
+n=$((n + 1))
+if same_output sort -r "$ns/a/t.txt"; then
+	printf 'ok %d - sort -r of a path file (fopen, then fstat(fileno)): the same output (fixed: make this a check)\n' "$n"
+else
+	printf 'not ok %d - sort -r of a path file: %s # TODO lib/preload: fileno() of a served fopen FILE is -1\n' \
+		"$n" "$(pre sort -r "$ns/a/t.txt" 2>&1 >/dev/null | head -1)"
+fi
 
 # --- an O_TRUNC rewrite in progress: a plain (unpreloaded) driver holds
 # the writer open; the preloaded reader reads what a plain reader reads,
