@@ -10,7 +10,8 @@
 # relative to the cwd and to a dirfd (of a directory, of the mount's
 # root), a name with a space and a non-ASCII letter, the namespace or the
 # whole mount bound elsewhere (a mount point with a space: mountinfo's
-# escapes), KVFS_PRELOAD=memfd, another uid's readable file; fstat of a
+# escapes), KVFS_PRELOAD=memfd, another uid's readable file (also by a
+# supplementary group); fstat of a
 # served fd is the kernel's stat of the file. Every case the library
 # leaves to the real open gives the kernel's bytes or errno: a "." or
 # ".." component, a name whose O_TRUNC rewrite is open (the preloaded
@@ -18,7 +19,8 @@
 # close), a bind mount of one directory over another (made before the
 # library read mountinfo, or after: then only the daemon's st_ino check
 # tells the two files of one size apart), a file another uid may not
-# read (EACCES), a miss (ENOENT), an empty file, a file over
+# read (EACCES; also where its group or owner class forbids what others
+# may), a miss (ENOENT), an empty file, a file over
 # KVFS_PRELOAD_MAX, KVFS_PRELOAD=0, O_RDWR/O_WRONLY (EPERM). A reader's
 # fd keeps its version across an O_TRUNC rewrite, and readers racing 30
 # rewrites read whole versions, with the library and without. A key namespace's chunk is still served. About 3 s.
@@ -567,11 +569,24 @@ fi
 if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 	skip "another uid: needs root and setpriv"
 else
-	as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+	# nobody, with 1234 as a supplementary group
+	as_nobody() { setpriv --reuid=65534 --regid=65534 --groups=1234 "$@"; }
 	mkdir "$ns/closed" && chmod 700 "$ns/closed" &&
 		cp "$tmp/small" "$ns/closed/f" &&
 		cp "$tmp/small" "$ns/a/secret" && chmod 600 "$ns/a/secret" &&
 		chmod 644 "$ns/a/b/small.txt" || exit 1
+	# the class that matches decides: group 1234 may read g640; g604's
+	# group class may not (though others may); o064's owner may not
+	for f in g640:0:1234:640 g604:0:1234:604 o064:65534:65534:064; do
+		IFS=: read -r name uid gid mode <<<"$f"
+		cp "$tmp/small" "$ns/a/$name" &&
+			chown "$uid:$gid" "$ns/a/$name" &&
+			chmod "$mode" "$ns/a/$name" || exit 1
+	done
+	mark
+	check "another uid, a 0640 file of its supplementary group: exact bytes" \
+		cmp <(as_nobody env LD_PRELOAD="$PRELOAD" cat "$ns/a/g640") "$tmp/small"
+	served "another uid, a 0640 file of its supplementary group"
 	mark
 	check "another uid, a 0644 file: exact bytes" \
 		cmp <(as_nobody env LD_PRELOAD="$PRELOAD" cat "$ns/a/b/small.txt") "$tmp/small"
@@ -592,7 +607,7 @@ try:
 except OSError as e:
     print(os.strerror(e.errno))' "$2" 2>&1
 	}
-	for f in a/secret closed/f; do
+	for f in a/secret closed/f a/g604 a/o064; do
 		r_pre=$(nobody_open "$PRELOAD" "$ns/$f")
 		r_plain=$(nobody_open "" "$ns/$f")
 		if [ "$r_pre" = "$r_plain" ] && [ "$r_plain" = "Permission denied" ]; then
