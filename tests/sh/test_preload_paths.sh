@@ -6,24 +6,24 @@
 # requests.open unchanged): vLLM's own load_block (O_RDONLY|O_DIRECT,
 # readv into a page-aligned buffer), cat, sed, awk, head, tail, wc,
 # md5sum, grep, cut (sort: a known bug, a TODO line), Python's
-# open().read(), paths
-# relative to the cwd and to a dirfd (of a directory, of the mount's
-# root), a name with a space and a non-ASCII letter, the namespace or the
-# whole mount bound elsewhere (a mount point with a space: mountinfo's
-# escapes), KVFS_PRELOAD=memfd, another uid's readable file (also by a
-# supplementary group); fstat of a
-# served fd is the kernel's stat of the file. Every case the library
-# leaves to the real open gives the kernel's bytes or errno: a "." or
-# ".." component, a name whose O_TRUNC rewrite is open (the preloaded
-# reader reads what a plain reader reads, before and after the writer's
-# close), a bind mount of one directory over another (made before the
-# library read mountinfo, or after: then only the daemon's st_ino check
-# tells the two files of one size apart), a file another uid may not
-# read (EACCES; also where its group or owner class forbids what others
-# may), a miss (ENOENT), an empty file, a file over
-# KVFS_PRELOAD_MAX, KVFS_PRELOAD=0, O_RDWR/O_WRONLY (EPERM). A reader's
-# fd keeps its version across an O_TRUNC rewrite, and readers racing 30
-# rewrites read whole versions, with the library and without. A key namespace's chunk is still served. About 3 s.
+# open().read(), paths relative to the cwd and to a dirfd (of a
+# directory, of the mount's root), a name with a space and a non-ASCII
+# letter, the namespace or the whole mount bound elsewhere (a mount
+# point with a space: mountinfo's escapes), KVFS_PRELOAD=memfd, another
+# uid's readable file (also by a supplementary group); fstat of a served
+# fd is the kernel's stat of the file. Every case the library leaves to
+# the real open gives the kernel's bytes or errno: a "." or ".."
+# component, a name whose O_TRUNC rewrite is open (the preloaded reader
+# reads what a plain reader reads, before and after the writer's close),
+# a bind mount of one directory over another (made before the library
+# read mountinfo, or after: then only the daemon's st_ino check tells
+# the two files of one size apart), a file another uid may not read
+# (EACCES; also where its group or owner class forbids what others may),
+# a miss (ENOENT), an empty file, a file over KVFS_PRELOAD_MAX,
+# KVFS_PRELOAD=0, O_RDWR/O_WRONLY (EPERM). A reader's fd keeps its
+# version across an O_TRUNC rewrite, and readers racing 30 rewrites read
+# whole versions, with the library and without. A key namespace's chunk
+# is still served. About 3 s.
 set -u
 T=test_preload_paths
 # shellcheck source=tests/sh/preload_test.sh
