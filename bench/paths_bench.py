@@ -5,6 +5,7 @@ report, not a test).
 
 usage: paths_bench.py [--blocks N] [--trials T] [--threads N] [--disk DIR]
                       [--shm DIR] [--mount-opts OPTS] [--requests | --calls]
+                      [--preload LIB | --load-child]
 
 It runs vLLM's own calls (vllm/v1/kv_offload/tiering/fs/io.py, as
 tests/python/test_paths_vllm.py reproduces them): store_block = stat the
@@ -40,12 +41,26 @@ checks the targets of issue 26 on the medians (met/MISSED): store >= 1.0x
 tmpfs, load L1 >= 0.85x tmpfs, load L2 after a restart with no prefetch
 call >= 1.0x the disk.
 
+--preload LIB runs every load phase in a child process (a "load worker":
+this script re-run with --load-worker, given the paths, the O_DIRECT
+choice and a file of the expected bytes; it times its own loop, so the
+process start is not counted): kvfs's loads with LD_PRELOAD=LIB
+(build/libkvfs_preload.so, lib/preload/: each open a KVFS_IOC_GET),
+tmpfs's and the disk's without it, the same way; load L1 also times
+kvfs's loads through a worker without the preload ("kvfs plain"), for
+the same run's comparison. --load-child runs the loads so without any
+preload (the plain counterpart of a --preload run).
+
 --requests counts the FUSE requests of each system call instead (the
 daemon's requests.* counters); --calls times each system call of
 store_block and load_block on kvfs (memory tier) and tmpfs, alternating,
-and prints the medians in microseconds with the daemon's CPU per block.
+and prints the medians in microseconds with the daemon's CPU per block
+(with --preload LIB: the same in a process run with LD_PRELOAD=LIB, where
+kvfs's load_block is served by GETs; its stores and tmpfs's calls are
+the library's pass-through).
 """
 import argparse
+import copy
 import ctypes
 import hashlib
 import json
@@ -54,6 +69,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -184,11 +200,87 @@ def timed(fn, pid=None):
     return t1 - t0, cpu_of(pid) - c0
 
 
+def each(n, threads, bufs, fn):
+    """fn(i, array, view) for i in 0..n, on threads threads, thread k
+    with its own buffer bufs[k] (what vLLM's I/O thread pool does)."""
+    if threads == 1:
+        for i in range(n):
+            fn(i, *bufs[0])
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(threads) as ex:
+        list(ex.map(lambda k: [fn(i, *bufs[k]) for i in
+                               range(k, n, threads)], range(threads)))
+
+
+def page_bufs(k):
+    """k page-aligned 2 MiB buffers, each as (numpy array, memoryview)."""
+    return [(lambda m: (np.frombuffer(m, dtype=np.uint8), memoryview(m)))(
+        mmap.mmap(-1, BLOCK)) for _ in range(k)]
+
+
+def load_worker():
+    """--load-worker: load_block of each path of the JSON job on stdin
+    (paths, direct, threads, ref: a file of the expected blocks end to
+    end, pid: the daemon's or 0) into page-aligned buffers, each compared
+    with its expected bytes; prints {"wall", "cpu"} of the loop (CPU of
+    this process and of pid). Run by run_loads, with or without
+    LD_PRELOAD."""
+    job = json.load(sys.stdin)
+    paths = job["paths"]
+    # read in and buffers touched before the clock starts: no page
+    # faults of the worker's own in the timed loop (the in-process loads
+    # have none either)
+    want = np.fromfile(job["ref"], dtype=np.uint8)
+    bufs = page_bufs(job["threads"])
+    for b, _ in bufs:
+        b[:] = 0
+
+    def one(i, b, v):
+        load_block(paths[i], v, job["direct"])
+        if not np.array_equal(b, want[i * BLOCK:(i + 1) * BLOCK]):
+            raise SystemExit("%s: block %d differs" % (paths[i], i))
+    wall, cpu = timed(lambda: each(len(paths), job["threads"], bufs, one),
+                      job["pid"])
+    print(json.dumps({"wall": wall, "cpu": cpu}))
+    return 0
+
+
+def run_loads(t, n, threads, ref, pid, preload):
+    """(wall, CPU) seconds of target t's n loads in a load worker (a new
+    process: this script with --load-worker), with LD_PRELOAD=preload if
+    given, else with no LD_PRELOAD at all."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    job = {"paths": [t.path(i) for i in range(n)], "direct": t.direct,
+           "threads": threads, "ref": ref, "pid": pid or 0}
+    r = subprocess.run([sys.executable, os.path.abspath(__file__),
+                        "--load-worker"], input=json.dumps(job), env=env,
+                       stdout=subprocess.PIPE, universal_newlines=True)
+    if r.returncode:
+        raise SystemExit("%s: load worker exited with %d" % (t.name,
+                                                            r.returncode))
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return out["wall"], out["cpu"]
+
+
 def gbs(n, s):
     return n * BLOCK / s / 1e9
 
 
+PRELOADED = "KVFS_PATHS_BENCH_PRELOADED"
+
+
 def main():
+    if sys.argv[1:] == ["--load-worker"]:
+        return load_worker()
+    # --calls --preload: this process re-run with LD_PRELOAD; the
+    # library is loaded now, and the daemon it starts must not have it
+    preloaded = os.environ.pop(PRELOADED, None)
+    if preloaded:
+        os.environ.pop("LD_PRELOAD", None)
     ap = argparse.ArgumentParser()
     ap.add_argument("--blocks", type=int, default=128)
     ap.add_argument("--trials", type=int, default=3)
@@ -210,12 +302,40 @@ def main():
                     "the bench's own (e.g. compress=none)")
     ap.add_argument("--calls", action="store_true",
                     help="time each system call of store_block and "
-                    "load_block on kvfs and tmpfs instead (medians, us)")
+                    "load_block on kvfs and tmpfs instead (medians, us); "
+                    "with --preload, all in one preloaded process")
+    ap.add_argument("--preload", metavar="LIB",
+                    help="run the load phases in child processes, kvfs's "
+                    "with LD_PRELOAD=LIB (e.g. build/libkvfs_preload.so), "
+                    "tmpfs's and the disk's without")
+    ap.add_argument("--load-child", action="store_true",
+                    help="run the load phases in child processes without "
+                    "any LD_PRELOAD (what --preload is compared with)")
     a = ap.parse_args()
     n = a.blocks
     if not os.access(a.mount_bin, os.X_OK):
         print("skip: no kvfs-mount at %s" % a.mount_bin)
         return 77
+    if a.preload:
+        a.preload = os.path.abspath(a.preload)
+        if not os.access(a.preload, os.R_OK):
+            print("skip: no preload library at %s" % a.preload)
+            return 77
+        if a.calls:
+            # every call in one preloaded process, kvfs's and tmpfs's
+            argv, drop = [], False
+            for x in sys.argv[1:]:
+                if not drop and not x.startswith("--preload"):
+                    argv.append(x)
+                drop = x == "--preload"
+            env = dict(os.environ, LD_PRELOAD=a.preload)
+            env[PRELOADED] = a.preload
+            sys.stdout.flush()
+            os.execve(sys.executable, [sys.executable, os.path.abspath(
+                __file__)] + argv, env)
+    if preloaded:
+        print("every call with LD_PRELOAD=%s" % preloaded)
+    child = bool(a.preload) or a.load_child
     work_disk = tempfile.mkdtemp(prefix="kvfs-pathsbench.", dir=a.disk)
     work_shm = tempfile.mkdtemp(prefix="kvfs-pathsbench.", dir=a.shm)
     l2 = os.path.join(work_disk, "l2")
@@ -244,10 +364,42 @@ def main():
         kv = Target("kvfs", os.path.join(mnt, "vllm"))
         shm = Target("tmpfs", os.path.join(work_shm, "vllm"))
         disk = Target("disk", os.path.join(work_disk, "vllm"))
+        kv_plain = None
+        if a.preload:
+            # the same files, loaded through a worker without the preload
+            kv_plain = copy.copy(kv)
+            kv_plain.name = "kvfs plain"
         res = {}
+        ref = None
+        if child:
+            # the expected blocks, end to end, for the load workers
+            ref = os.path.join(work_shm, "want")
+            with open(ref, "wb") as f:
+                for w in want:
+                    f.write(w.tobytes())
 
-        def add(phase, t, fn):
-            wall, cpu = timed(fn, daemon.pid if t is kv else None)
+        def opens():
+            """(GETs, FUSE opens) the daemon has counted."""
+            with open(os.path.join(mnt, ".kvfs", "stats")) as f:
+                v = json.load(f)
+            return v["ioctl"]["xfer"]["gets"], v["requests"]["open"]
+
+        def add(phase, t, fn, before=None):
+            pid = daemon.pid if t in (kv, kv_plain) else None
+            o0 = opens()
+            if fn is loads and child:
+                wall, cpu = timed(before, pid) if before else (0, 0)
+                w, c = run_loads(t, n, a.threads, ref, pid,
+                                 a.preload if t is kv else None)
+                wall, cpu = wall + w, cpu + c
+            else:
+                wall, cpu = timed(lambda: (before and before(), fn(t)),
+                                  pid)
+            if pid and fn is loads:
+                # how the kvfs loads were served: GETs, FUSE opens
+                o1 = opens()
+                res.setdefault(("opens", t.name), []).append(
+                    (phase, o1[0] - o0[0], o1[1] - o0[1]))
             res.setdefault((phase, t.name), []).append(gbs(n, wall))
             # CPU times come in clock ticks: at least one
             tick = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -260,33 +412,20 @@ def main():
                 res.setdefault((phase, "ra"), []).append(
                     (ra["promotions"], ra["hits"]))
 
-        bufs = [(buf, view)] + [
-            (lambda m: (np.frombuffer(m, dtype=np.uint8), memoryview(m)))(
-                mmap.mmap(-1, BLOCK)) for _ in range(a.threads - 1)]
-
-        def each(fn):
-            if a.threads == 1:
-                for i in range(n):
-                    fn(i, *bufs[0])
-                return
-            from concurrent.futures import ThreadPoolExecutor
-            with ThreadPoolExecutor(a.threads) as ex:
-                list(ex.map(lambda k: [fn(i, *bufs[k]) for i in
-                                       range(k, n, a.threads)],
-                            range(a.threads)))
+        bufs = [(buf, view)] + page_bufs(a.threads - 1)
 
         def stores(t):
             def one(i, b, v):
                 b[:] = want[i]
                 store_block(t.path(i), v, t.direct)
-            each(one)
+            each(n, a.threads, bufs, one)
 
         def loads(t):
             def one(i, b, v):
                 load_block(t.path(i), v, t.direct)
                 if not np.array_equal(b, want[i]):
                     raise SystemExit("%s: block %d differs" % (t.name, i))
-            each(one)
+            each(n, a.threads, bufs, one)
 
         def restart():
             nonlocal mnt, daemon
@@ -298,9 +437,13 @@ def main():
             for t in (kv, shm, disk):
                 t.clear()
             for t in (kv, shm, disk):
-                add("store", t, lambda: stores(t))
-            for t in (kv, shm, disk):
-                add("load L1", t, lambda: loads(t))
+                add("store", t, stores)
+            # kvfs preloaded and plain take turns at going first (the
+            # first follows the stores more closely: L2 write-back)
+            kvs = (kv, kv_plain) if trial % 2 == 0 else (kv_plain, kv)
+            for t in kvs + (shm, disk):
+                if t:
+                    add("load L1", t, loads)
         for trial in range(a.trials):
             # blocks stored and never read, under new names each trial:
             # no order learned by reading
@@ -308,20 +451,23 @@ def main():
             kv.model = "%s%d" % (MODEL[:-1], trial)
             stores(kv)
             restart()
-            add("load L2, never read", kv, lambda: loads(kv))
-            add("load L2, never read", disk, lambda: loads(disk))
+            add("load L2, never read", kv, loads)
+            add("load L2, never read", disk, loads)
             # the same blocks, read once in this order before
             restart()
-            add("load L2", kv, lambda: loads(kv))
-            add("load L2", disk, lambda: loads(disk))
+            add("load L2", kv, loads)
+            add("load L2", disk, loads)
             restart()
-            add("load L2, prefetch", kv, lambda: (prefetch(kv, n),
-                                                  loads(kv)))
-            add("load L2, prefetch", disk, lambda: loads(disk))
+            add("load L2, prefetch", kv, loads, lambda: prefetch(kv, n))
+            add("load L2, prefetch", disk, loads)
         with open(os.path.join(mnt, ".kvfs", "stats")) as f:
             st = json.load(f)
         if a.mount_opts:
             print("kvfs mounted with %s added" % a.mount_opts)
+        if child:
+            print("loads in child processes (load workers); kvfs's %s" % (
+                "with LD_PRELOAD=" + a.preload if a.preload else
+                "without a preload"))
         report(res, n, a.trials, a.threads, kv, shm, disk, st)
     finally:
         umount(mnt, daemon)
@@ -398,6 +544,19 @@ def count_requests(binary, opts, mnt, daemon, want, view, buf):
     return 0
 
 
+def close_fds_below(d):
+    """Closes this process's descriptors of files below directory d: the
+    preload library keeps each namespace it served open (the mount would
+    be busy); it forgets a descriptor closed behind its back."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink("/proc/self/fd/" + fd)
+        except OSError:
+            continue
+        if target == d or target.startswith(d + "/"):
+            os.close(int(fd))
+
+
 def time_calls(mnt, daemon, work_shm, want, view, buf, trials):
     """Prints the median wall time of each system call of store_block and
     load_block (us), kvfs's memory tier against tmpfs, the two alternating
@@ -451,6 +610,7 @@ def time_calls(mnt, daemon, work_shm, want, view, buf, trials):
                             (cpu_of(daemon.pid) - cpu_of(None) - c0) /
                             n * 1e6)
     finally:
+        close_fds_below(mnt)
         umount(mnt, daemon)
     med = statistics.median
     print("us per system call (median of %d x %d), load average %.2f" % (
@@ -491,7 +651,7 @@ def report(res, n, trials, threads, kv, shm, disk, st):
           "thread(s); O_DIRECT: kvfs %s, tmpfs %s, disk %s; load average "
           "%.2f" % (n, trials, threads, kv.direct, shm.direct, disk.direct,
                     os.getloadavg()[0]))
-    print("%-20s %-6s %7s %13s %7s %7s  %-11s %s" % (
+    print("%-20s %-10s %7s %13s %7s %7s  %-11s %s" % (
         "phase", "target", "median", "range", "best", "GB/cpu",
         "median vs", "GB/cpu vs"))
     med = statistics.median
@@ -499,7 +659,7 @@ def report(res, n, trials, threads, kv, shm, disk, st):
     for phase, base, want in PHASES:
         b = res.get((phase, base))
         bc = res.get((phase, base, "cpu"))
-        for tname in ("kvfs", "tmpfs", "disk"):
+        for tname in ("kvfs", "kvfs plain", "tmpfs", "disk"):
             v = res.get((phase, tname))
             if not v:
                 continue
@@ -508,7 +668,7 @@ def report(res, n, trials, threads, kv, shm, disk, st):
             if b and tname != base:
                 vs = "%.2fx %s" % (med(v) / med(b), base)
                 vsc = "%.2fx" % (med(vc) / med(bc))
-            print("%-20s %-6s %7.2f %6.2f-%-6.2f %7.2f %7.2f  %-11s %s" % (
+            print("%-20s %-10s %7.2f %6.2f-%-6.2f %7.2f %7.2f  %-11s %s" % (
                 phase, tname, med(v), min(v), max(v), max(v), med(vc), vs,
                 vsc))
         v = res.get((phase, "kvfs"))
@@ -520,6 +680,14 @@ def report(res, n, trials, threads, kv, shm, disk, st):
           " trial: %s" % (st["l2"]["compression_ratio"], "; ".join(
               "%s %s" % (p, " ".join("%d/%d" % x for x in res[(p, "ra")]))
               for p, _, _ in PHASES if (p, "ra") in res)))
+    for tname in ("kvfs", "kvfs plain"):
+        if ("opens", tname) in res:
+            seen = {}
+            for phase, g, o in res[("opens", tname)]:
+                seen.setdefault(phase, []).append("%d/%d" % (g, o))
+            print("%s's %d loads, GETs/FUSE opens, each trial: %s" % (
+                tname, n, "; ".join("%s %s" % (p, " ".join(v))
+                                   for p, v in seen.items())))
     print("\ntargets (issue 26; medians of kvfs against the same run's):")
     for phase, base, r, want in targets:
         print("  %-20s %5.2fx %-5s (>= %.2fx): %s" % (

@@ -25,6 +25,8 @@
 #                              with the other core busy (--busy)
 #   bench/paths_bench.py       vLLM's FS tier on a path namespace vs tmpfs
 #                              and the disk (O_DIRECT)
+#   paths_bench_preload        the same, its loads in child processes,
+#                              kvfs's with LD_PRELOAD=BUILD/libkvfs_preload.so
 #   BUILD/bench/kvfs_pmeta     metadata bytes per directory and file of a
 #                              path namespace
 #
@@ -116,6 +118,10 @@ fi
 
 if [ -f bench/paths_bench.py ]; then
 	run paths_bench.py /usr/bin/python3 bench/paths_bench.py
+	if [ -f "$BUILD/libkvfs_preload.so" ]; then
+		run paths_bench_preload /usr/bin/python3 bench/paths_bench.py \
+			--preload "$BUILD_ABS/libkvfs_preload.so"
+	fi
 fi
 
 printf '\n=== bench summary: %d ran, %d skipped, %d failed\n' \

@@ -28,11 +28,6 @@
 
 /* -------------------------------------------------------------- tests */
 
-static void on_alarm(int sig)
-{
-	(void)sig;
-}
-
 /* A caller that keeps getting (non-fatal) signals: the daemon cuts
  * batches short (entries -EINTR, at least one done each time) and
  * kvfs_mget / kvfs_mput send the rest again, so every call completes with
@@ -41,17 +36,13 @@ static void test_signals(void **state)
 {
 	enum { N = 16, LEN = 2u << 20 };
 	struct kvfs_io io[N];
-	struct sigaction sa = { .sa_handler = on_alarm };
-	struct itimerval it = { { 0, 300 }, { 0, 300 } }, off = { 0 };
 	unsigned long long intr = stat_of("xfer", "interrupted");
 	char *src, *out = malloc((size_t)N * LEN);
 	int fd = ns_create("sig", 0755);
 
 	assert_non_null(out);
 	src = make_io(io, N, 12, LEN);
-	sigemptyset(&sa.sa_mask);
-	assert_int_equal(sigaction(SIGALRM, &sa, NULL), 0); /* no SA_RESTART */
-	assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
+	alarm_every(300);
 	assert_int_equal(kvfs_mput(fd, io, N), N);
 	for (int round = 0; round < 20; round++) {
 		for (int i = 0; i < N; i++)
@@ -67,8 +58,7 @@ static void test_signals(void **state)
 			assert_int_equal(io[i].result, LEN);
 		assert_memory_equal(out, src, (size_t)N * LEN);
 	}
-	assert_int_equal(setitimer(ITIMER_REAL, &off, NULL), 0);
-	signal(SIGALRM, SIG_DFL);
+	alarm_every(0);
 	intr = stat_of("xfer", "interrupted") - intr;
 	fprintf(stderr, "batches cut short by SIGALRM: %llu\n", intr);
 	assert_true(intr > 0); /* the resend path did run */

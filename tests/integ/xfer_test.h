@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/time.h>
 
 #include <cmocka.h>
 
@@ -99,6 +101,28 @@ static inline unsigned long long stat_of(const char *obj, const char *name)
 static inline int exists(int nsfd, const struct kvfs_key *k)
 {
 	return kvfs_exists(nsfd, k);
+}
+
+static inline void xfer_on_alarm(int sig)
+{
+	(void)sig;
+}
+
+/* SIGALRM every us microseconds without SA_RESTART, so that GETs and
+ * PUTs are cut short (entries -EINTR) and sent again; 0: off, and the
+ * default action back. */
+static inline void alarm_every(long us)
+{
+	struct sigaction sa = { .sa_handler = xfer_on_alarm };
+	struct itimerval it = { { 0, us }, { 0, us } };
+
+	if (us) {
+		sigemptyset(&sa.sa_mask);
+		assert_int_equal(sigaction(SIGALRM, &sa, NULL), 0);
+	}
+	assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
+	if (!us)
+		signal(SIGALRM, SIG_DFL);
 }
 
 /* ------------------------------------------------------------- setup */

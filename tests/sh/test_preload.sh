@@ -4,47 +4,19 @@
 # concurrent threads read exactly the published bytes, each open served by
 # one KVFS_IOC_GET (ioctl.xfer.gets moves, requests.open/read do not); a
 # miss is ENOENT; a namespace another uid may not read is EACCES for it;
-# files outside kvfs, a path namespace, a chunk over KVFS_PRELOAD_MAX and
-# KVFS_PRELOAD=0 take the plain path; writes and O_RDWR are unchanged.
+# files outside kvfs, a chunk over KVFS_PRELOAD_MAX and KVFS_PRELOAD=0
+# take the plain path; a path namespace's file named like a key is served
+# as its path (tests/sh/test_preload_paths.sh: path namespaces); writes
+# and O_RDWR are unchanged.
 set -u
-PY=/usr/bin/python3
-. "$(dirname "$0")/kvfs_mount.sh"
-PRELOAD=${KVFS_PRELOAD_LIB:-$PWD/${KVFS_PLAIN_BUILD:-build}/libkvfs_preload.so}
-for f in "$MOUNT" "$PRELOAD"; do
-	if [ ! -e "$f" ]; then
-		echo "test_preload: no $f (make all first)" >&2
-		exit 1
-	fi
-done
-for c in fusermount3 "$PY" cmp; do
-	if ! command -v "$c" >/dev/null; then
-		echo "test_preload: skip: $c not installed (make deps)"
-		exit 77
-	fi
-done
-tmp=$(mktemp -d /tmp/kvfs-preload.XXXXXX)
-chmod 755 "$tmp"
+T=test_preload
+# shellcheck source=tests/sh/preload_test.sh
+. "$(dirname "$0")/preload_test.sh"
 cleanup() {
 	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0 n=0
-ok()  { n=$((n + 1)); printf 'ok %d - %s\n' "$n" "$1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); printf 'not ok %d - %s\n' "$n" "$1"; }
-check() { # DESC CMD...: ok when CMD succeeds
-	local d=$1; shift
-	if "$@"; then ok "$d"; else bad "$d"; fi
-}
-# stat NAME: a counter of .kvfs/stats by dotted path (requests.open)
-stat() {
-	"$PY" -c 'import json, sys
-v = json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    v = v[k]
-print(v)' "$tmp/m/.kvfs/stats" "$1"
-}
-pre() { LD_PRELOAD=$PRELOAD "$@"; }
 
 # allow_other: the EACCES check runs as another uid
 opts=l1_size=64M
@@ -305,17 +277,20 @@ if [ "$(stat ioctl.xfer.gets)" = "$gets3" ]; then
 else
 	bad "files outside kvfs: gets $gets3 -> $(stat ioctl.xfer.gets)"
 fi
-# a path namespace: its files are read through their names, never by GET
+# a path namespace's file named like a key is a file of that path (not
+# the key): served by one GET by its path's key (KVFS_XFER_NAMED), no
+# FUSE open (the rest of path namespaces: test_preload_paths.sh)
 mkdir "$tmp/m/pns" &&
 	"$PY" -c 'import os, sys; os.setxattr(sys.argv[1], "user.kvfs.names", b"paths")' "$tmp/m/pns" &&
 	cp "$tmp/k3" "$tmp/m/pns/$K3"
-gets3=$(stat ioctl.xfer.gets)
+gets3=$(stat ioctl.xfer.gets) open1=$(stat requests.open)
 check "a path namespace's file named like a key: exact bytes" \
 	cmp <(pre cat "$tmp/m/pns/$K3") "$tmp/k3"
-if [ "$(stat ioctl.xfer.gets)" = "$gets3" ]; then
-	ok "a path namespace: no GET"
+if [ "$(stat ioctl.xfer.gets)" = $((gets3 + 1)) ] &&
+	[ "$(stat requests.open)" = "$open1" ]; then
+	ok "a path namespace's file: one GET, no FUSE open"
 else
-	bad "a path namespace: gets $gets3 -> $(stat ioctl.xfer.gets)"
+	bad "a path namespace's file: gets $gets3 -> $(stat ioctl.xfer.gets), open $open1 -> $(stat requests.open)"
 fi
 
 # --- permission: the daemon's, for the caller's uid

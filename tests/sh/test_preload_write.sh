@@ -11,39 +11,14 @@
 # settling fallbacks going through CREATE, KVFS_PRELOAD_WRITES=lazy (no
 # LOOKUP at open, EEXIST at close), another uid refused at open.
 set -u
-PY=/usr/bin/python3
-. "$(dirname "$0")/kvfs_mount.sh"
-PRELOAD=${KVFS_PRELOAD_LIB:-$PWD/${KVFS_PLAIN_BUILD:-build}/libkvfs_preload.so}
-for f in "$MOUNT" "$PRELOAD"; do
-	if [ ! -e "$f" ]; then
-		echo "test_preload_write: no $f (make all first)" >&2
-		exit 1
-	fi
-done
-for c in fusermount3 "$PY"; do
-	if ! command -v "$c" >/dev/null; then
-		echo "test_preload_write: skip: $c not installed (make deps)"
-		exit 77
-	fi
-done
-tmp=$(mktemp -d /tmp/kvfs-preload-wr.XXXXXX)
-chmod 755 "$tmp"
+T=test_preload_write
+# shellcheck source=tests/sh/preload_test.sh
+. "$(dirname "$0")/preload_test.sh"
 cleanup() {
 	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0 n=0
-ok()  { n=$((n + 1)); printf 'ok %d - %s\n' "$n" "$1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); printf 'not ok %d - %s\n' "$n" "$1"; }
-stat() { # a counter of .kvfs/stats by dotted path (requests.create)
-	"$PY" -c 'import json, sys
-v = json.load(open(sys.argv[1]))
-for k in sys.argv[2].split("."):
-    v = v[k]
-print(v)' "$tmp/m/.kvfs/stats" "$1"
-}
-pre() { LD_PRELOAD=$PRELOAD "$@"; }
 
 opts=l1_size=64M
 [ "$(id -u)" = 0 ] && opts=$opts,allow_other

@@ -1,0 +1,43 @@
+# tests/sh/preload_test.sh - sourced by tests/sh/test_preload*.sh, after
+# setting T (the test's name, for messages): mounts come from kvfs_mount.sh;
+# this finds the library (PRELOAD: KVFS_PRELOAD_LIB, else the plain
+# build's libkvfs_preload.so) and the tools (exits 1 or 77), makes tmp
+# (0755, for other uids), and gives the TAP helpers ok / bad / check DESC
+# CMD... (fails, n: the count), stat NAME (a counter of $tmp/m/.kvfs/stats
+# by dotted path: requests.open) and pre CMD... (CMD with LD_PRELOAD).
+# The caller sets its own EXIT trap (unmounting $tmp/m) and ends with
+# `echo "1..$n"; [ "$fails" = 0 ]`.
+# shellcheck shell=bash
+PY=/usr/bin/python3
+# shellcheck source=tests/sh/kvfs_mount.sh
+. "$(dirname "$0")/kvfs_mount.sh"
+PRELOAD=${KVFS_PRELOAD_LIB:-$PWD/${KVFS_PLAIN_BUILD:-build}/libkvfs_preload.so}
+for f in "$MOUNT" "$PRELOAD"; do
+	if [ ! -e "$f" ]; then
+		echo "$T: no $f (make all first)" >&2
+		exit 1
+	fi
+done
+for c in fusermount3 "$PY" cmp; do
+	if ! command -v "$c" >/dev/null; then
+		echo "$T: skip: $c not installed (make deps)"
+		exit 77
+	fi
+done
+tmp=$(mktemp -d "/tmp/kvfs-$T.XXXXXX") || exit 1
+chmod 755 "$tmp"
+fails=0 n=0
+ok()  { n=$((n + 1)); printf 'ok %d - %s\n' "$n" "$1"; }
+bad() { n=$((n + 1)); fails=$((fails + 1)); printf 'not ok %d - %s\n' "$n" "$1"; }
+check() { # DESC CMD...: ok when CMD succeeds
+	local d=$1; shift
+	if "$@"; then ok "$d"; else bad "$d"; fi
+}
+stat() {
+	"$PY" -c 'import json, sys
+v = json.load(open(sys.argv[1]))
+for k in sys.argv[2].split("."):
+    v = v[k]
+print(v)' "$tmp/m/.kvfs/stats" "$1"
+}
+pre() { LD_PRELOAD=$PRELOAD "$@"; }
