@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -52,9 +53,10 @@
 #define WRITE_FLAGS (O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC | O_NOCTTY | \
 		     O_NONBLOCK | 0100000 | O_NOFOLLOW)
 
-/* Flags a served open may carry; any other flag goes to the real call. */
+/* Flags a served open may carry; any other flag goes to the real call
+ * (O_NOATIME too: the kernel's EPERM for a file not the caller's). */
 #define SERVED_FLAGS (O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_LARGEFILE | 0100000 | \
-		      O_NOFOLLOW | O_NOATIME)
+		      O_NOFOLLOW)
 
 /* ------------------------------------------------------- the real calls */
 
@@ -102,6 +104,7 @@ static int enabled = -1;     /* -1 until read, else OFF / SERVE_* */
 static uint64_t max_bytes;   /* KVFS_PRELOAD_MAX */
 static bool writes;          /* KVFS_PRELOAD_WRITES (default on) */
 static bool lazy;            /* KVFS_PRELOAD_WRITES=lazy: no LOOKUP at open */
+static bool sandbox_ok;      /* KVFS_PRELOAD_SANDBOXED=1 */
 
 static void read_env(void)
 {
@@ -119,9 +122,23 @@ static void read_env(void)
 	w = getenv("KVFS_PRELOAD_WRITES");
 	writes = !(w && strcmp(w, "0") == 0);
 	lazy = w && strcmp(w, "lazy") == 0;
+	w = getenv("KVFS_PRELOAD_SANDBOXED");
+	sandbox_ok = w && strcmp(w, "1") == 0;
 	pl_wr_set_max(max_bytes);
 	enabled = (e && strcmp(e, "0") == 0) || !max_bytes ? OFF :
 		  e && strcmp(e, "memfd") == 0 ? SERVE_MEMFD : SERVE_MEM;
+}
+
+/*
+ * A process with no_new_privs set may be in a Landlock or seccomp sandbox
+ * whose rules (set after a namespace directory was opened here) the
+ * daemon's GET could not know: every open is then the kernel's, unless
+ * KVFS_PRELOAD_SANDBOXED=1 says no such rule limits the files below a
+ * namespace (lib/preload/README.md).
+ */
+static bool sandboxed(void)
+{
+	return !sandbox_ok && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1;
 }
 
 /* --------------------------------------------------- namespaces, devices */
@@ -489,25 +506,6 @@ static void ns_forget(const struct stat *st, bool gone, bool stale)
 	pthread_rwlock_unlock(&lock);
 }
 
-/* Whether dev is a kvfs mount (remembered per device: the read lock
- * only, but for a device's first look). */
-static bool kvfs_dev(dev_t dev)
-{
-	int kvfs = -1;
-
-	pthread_rwlock_rdlock(&lock);
-	for (unsigned i = 0; i < DEV_SLOTS && kvfs < 0; i++)
-		if (dev_tab[i].used && dev_tab[i].dev == dev)
-			kvfs = dev_tab[i].kvfs;
-	pthread_rwlock_unlock(&lock);
-	if (kvfs < 0) {
-		pthread_rwlock_wrlock(&lock);
-		kvfs = dev_is_kvfs(dev);
-		pthread_rwlock_unlock(&lock);
-	}
-	return kvfs;
-}
-
 /*
  * A read-only open of a chunk of a key namespace, or a new one for
  * writing, dir (st) being the directory of its name. Returns the fd, or
@@ -516,7 +514,7 @@ static bool kvfs_dev(dev_t dev)
  */
 static int serve_key(int dirfd, const char *dir, const struct stat *st,
 		     const char *name, const struct kvfs_key *key, int flags,
-		     mode_t mode, bool writing, bool *other)
+		     mode_t mode, bool writing, int kind, bool *other)
 {
 	struct ns_slot *s;
 	uint64_t cap, size = 0;
@@ -542,7 +540,7 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 	if (cap > max_bytes)
 		cap = max_bytes;
 
-	if (enabled == SERVE_MEM) {
+	if (kind == SERVE_MEM) {
 		mfd = get_mem(nsfd, key, cap, &size, &gone, st, NULL, flags);
 	} else {
 		mfd = get_memfd(nsfd, key, cap, &size, &gone, NULL);
@@ -567,7 +565,7 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
  * st_ino, the publication, and that no new version is being written over
  * it. Returns the fd, or -1 (not served).
  */
-static int serve_path(int dirfd, const char *path, int flags)
+static int serve_path(int dirfd, const char *path, int flags, int kind)
 {
 	char nsdir[PATH_MAX], below[PATH_MAX];
 	struct kvfs_key key;
@@ -576,15 +574,17 @@ static int serve_path(int dirfd, const char *path, int flags)
 	uint64_t size = 0;
 	bool gone = false, stale;
 	int mfd = -1;
+	dev_t dev;
 
-	if (fstatat(dirfd, path, &fst,
+	/* lexical first: a file outside every kvfs mount costs no stat */
+	if (pl_path_split(dirfd, path, real.openat, &dev, nsdir, below) ||
+	    fstatat(dirfd, path, &fst,
 		    flags & O_NOFOLLOW ? AT_SYMLINK_NOFOLLOW : 0) ||
-	    !S_ISREG(fst.st_mode) || fst.st_size <= 0 ||
-	    (uint64_t)fst.st_size > max_bytes || !kvfs_dev(fst.st_dev) ||
-	    pl_path_split(dirfd, path, fst.st_dev, real.openat, nsdir, below) ||
+	    !S_ISREG(fst.st_mode) || fst.st_dev != dev || fst.st_size <= 0 ||
+	    (uint64_t)fst.st_size > max_bytes ||
 	    kvfs_path_key(below, strlen(below), &key) ||
 	    fstatat(AT_FDCWD, nsdir, &nst, 0) || !S_ISDIR(nst.st_mode) ||
-	    nst.st_dev != fst.st_dev)
+	    nst.st_dev != dev)
 		return -1;
 	s = ns_get(AT_FDCWD, nsdir, &nst);
 	if (!ns_live(s, NS_PATHS, &stale)) {
@@ -592,7 +592,7 @@ static int serve_path(int dirfd, const char *path, int flags)
 		ns_forget(&nst, false, stale);
 		return -1;
 	}
-	if (enabled == SERVE_MEM) {
+	if (kind == SERVE_MEM) {
 		mfd = get_mem(s->fd, &key, (uint64_t)fst.st_size, &size, &gone,
 			      &nst, &fst, flags);
 	} else {
@@ -613,14 +613,15 @@ static int serve_path(int dirfd, const char *path, int flags)
  * Returns the fd, or -1: not served (the caller makes the real call),
  * errno untouched.
  */
-static int try_serve(int dirfd, const char *path, int flags, mode_t mode)
+static int try_serve(int dirfd, const char *path, int flags, mode_t mode,
+		     bool stdio)
 {
 	char dir[PATH_MAX];
 	struct kvfs_key key;
 	struct stat st;
 	bool writing, reading, is_key, other = false;
 	const char *name;
-	int saved = errno, mfd = -1;
+	int saved = errno, mfd = -1, kind;
 
 	if (enabled < 0)
 		read_env();
@@ -628,8 +629,10 @@ static int try_serve(int dirfd, const char *path, int flags, mode_t mode)
 		  (flags & O_CREAT) && !(flags & ~(O_ACCMODE | WRITE_FLAGS));
 	reading = (flags & O_ACCMODE) == O_RDONLY &&
 		  !(flags & ~(O_ACCMODE | SERVED_FLAGS | O_DIRECT));
-	if (!enabled || !path || (!writing && !reading))
+	if (!enabled || !path || (!writing && !reading) || sandboxed())
 		return -1;
+	/* stdio: a FILE needs a real fd (fileno, fstat): a memfd */
+	kind = stdio ? SERVE_MEMFD : enabled;
 	name = split_name(path, dir, &key, &is_key);
 	if (!name || (writing && !is_key))
 		return -1;
@@ -641,12 +644,12 @@ static int try_serve(int dirfd, const char *path, int flags, mode_t mode)
 		if (fstatat(dirfd, dir, &st, 0) || !S_ISDIR(st.st_mode))
 			goto out;
 		mfd = serve_key(dirfd, dir, &st, name, &key, flags, mode,
-				writing, &other);
+				writing, kind, &other);
 	} else {
 		other = reading;
 	}
 	if (mfd < 0 && other && reading)
-		mfd = serve_path(dirfd, path, flags);
+		mfd = serve_path(dirfd, path, flags, kind);
 out:
 	errno = saved;
 	return mfd;
@@ -668,7 +671,7 @@ static mode_t va_mode(int flags, va_list ap)
 		va_start(ap, flags);                                     \
 		mode = va_mode(flags, ap);                               \
 		va_end(ap);                                              \
-		fd = try_serve(DIRFD, path, flags, mode);                \
+		fd = try_serve(DIRFD, path, flags, mode, false);         \
 		if (fd >= 0)                                             \
 			return fd;                                       \
 		pthread_once(&resolve_once, resolve);                    \
@@ -706,7 +709,7 @@ EXPORT int __openat64_2(int dirfd, const char *path, int flags);
 
 EXPORT int __open_2(const char *path, int flags)
 {
-	int fd = try_serve(AT_FDCWD, path, flags, 0);
+	int fd = try_serve(AT_FDCWD, path, flags, 0, false);
 
 	pthread_once(&resolve_once, resolve);
 	return fd >= 0 ? fd : real.open_2(path, flags);
@@ -714,7 +717,7 @@ EXPORT int __open_2(const char *path, int flags)
 
 EXPORT int __open64_2(const char *path, int flags)
 {
-	int fd = try_serve(AT_FDCWD, path, flags, 0);
+	int fd = try_serve(AT_FDCWD, path, flags, 0, false);
 
 	pthread_once(&resolve_once, resolve);
 	return fd >= 0 ? fd : real.open64_2(path, flags);
@@ -722,7 +725,7 @@ EXPORT int __open64_2(const char *path, int flags)
 
 EXPORT int __openat_2(int dirfd, const char *path, int flags)
 {
-	int fd = try_serve(dirfd, path, flags, 0);
+	int fd = try_serve(dirfd, path, flags, 0, false);
 
 	pthread_once(&resolve_once, resolve);
 	return fd >= 0 ? fd : real.openat_2(dirfd, path, flags);
@@ -730,7 +733,7 @@ EXPORT int __openat_2(int dirfd, const char *path, int flags)
 
 EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 {
-	int fd = try_serve(dirfd, path, flags, 0);
+	int fd = try_serve(dirfd, path, flags, 0, false);
 
 	pthread_once(&resolve_once, resolve);
 	return fd >= 0 ? fd : real.openat64_2(dirfd, path, flags);
@@ -747,7 +750,7 @@ static FILE *fopen_served(const char *path, const char *mode)
 	    strspn(mode + 1, "bemc") != strlen(mode + 1))
 		return NULL;
 	fd = try_serve(AT_FDCWD, path, O_RDONLY |
-		       (strchr(mode, 'e') ? O_CLOEXEC : 0), 0);
+		       (strchr(mode, 'e') ? O_CLOEXEC : 0), 0, true);
 	if (fd < 0)
 		return NULL;
 	f = fdopen(fd, mode);

@@ -743,17 +743,76 @@ static int ck_close(void *ck)
 	return close((int)(intptr_t)ck);
 }
 
-/* glibc's FILE reads with its own internal read: a served fd gets a
- * stream whose reads, seeks and close come back here. */
+/*
+ * fd, served from c, becomes a memfd holding the chunk's bytes at the same
+ * number (dup3), read-only, at the same offset, and leaves the table: a
+ * real file from then on, for callers that need one (a FILE's fileno).
+ * Returns 0, or -1 (fd unchanged).
+ */
+static int to_memfd(int fd, struct pl_chunk *c)
+{
+	char p[40];
+	int mfd, rfd = -1, fdfl;
+	off_t off;
+
+	REAL(openat);
+	REAL(fcntl);
+	REAL(dup3);
+	REAL(close);
+	REAL(pwrite);
+	REAL(lseek);
+	mfd = memfd_create("kvfs-preload", MFD_CLOEXEC);
+	if (mfd < 0)
+		return -1;
+	for (uint64_t done = 0; done < c->size;) {
+		ssize_t k = r_pwrite(mfd, c->buf + done, c->size - done,
+				     (off_t)done);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			goto fail;
+		done += (uint64_t)k;
+	}
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
+	rfd = r_openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
+	fdfl = r_fcntl(fd, F_GETFD);
+	pthread_mutex_lock(&c->lock);
+	off = c->off;
+	pthread_mutex_unlock(&c->lock);
+	if (rfd < 0 || fdfl < 0 || r_lseek(rfd, off, SEEK_SET) < 0 ||
+	    r_dup3(rfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+		goto fail;
+	r_close(rfd);
+	r_close(mfd);
+	pl_forget(fd);
+	return 0;
+fail:
+	if (rfd >= 0)
+		r_close(rfd);
+	r_close(mfd);
+	return -1;
+}
+
+/* A FILE on a served fd: the fd becomes a memfd first (to_memfd), so
+ * fileno, fstat, fadvise and glibc's own reads work on it; where that
+ * fails, a stream whose reads, seeks and close come back here (fileno
+ * -1). */
 EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	static const cookie_io_functions_t io = { .read = ck_read,
 		.seek = ck_seek, .close = ck_close };
-	int err;
+	int err, saved = errno;
 	struct pl_chunk *c = get_settled(fd, &err);
 
 	if (err)
 		return NULL;
+	if (c && mode && mode[0] == 'r' && !strchr(mode, '+') &&
+	    to_memfd(fd, c) == 0) {
+		pl_put(c);
+		c = NULL;
+		errno = saved;
+	}
 	if (!c) {
 		REAL(fdopen);
 		return r_fdopen(fd, mode);

@@ -115,15 +115,17 @@ int pl_wr_settle_fd(int fd);
 
 /* The path namespaces (preload_path.c). */
 
-/* pl_path_split - for an open of path (relative to dirfd, or absolute)
- * of a file on kvfs device dev: the namespace directory as this process
- * reaches it (nsdir) and the path below it as kvfs_path_key takes it
- * (below). Lexical: 0, or -1 where path has a "." or ".." component, is
- * not below a namespace of a kvfs mount this process sees (mountinfo,
- * read again at most once a second when no line matches), or too long.
- * open_real opens mountinfo. */
-int pl_path_split(int dirfd, const char *path, dev_t dev,
-		  int (*open_real)(int, const char *, int, ...),
+/* pl_path_split - for an open of path (relative to dirfd, or absolute):
+ * the kvfs mount this process reaches it through (the deepest mount
+ * point of /proc/self/mountinfo's fuse.kvfs lines above it; its device in
+ * *dev), the namespace directory as this process reaches it (nsdir) and
+ * the path below it as kvfs_path_key takes it (below). Lexical, no stat:
+ * 0, or -1 where path has a "." or ".." component, is below no kvfs
+ * mount point (mountinfo is read again, at most once a second, when none
+ * matches), names no file below a namespace, or is too long. open_real
+ * opens mountinfo. */
+int pl_path_split(int dirfd, const char *path,
+		  int (*open_real)(int, const char *, int, ...), dev_t *dev,
 		  char nsdir[PATH_MAX], char below[PATH_MAX]);
 
 #endif

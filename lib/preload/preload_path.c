@@ -206,8 +206,8 @@ static int split_fs(const struct mnt *m, const char *fsp, size_t n,
 	return 0;
 }
 
-int pl_path_split(int dirfd, const char *path, dev_t dev,
-		  int (*open_real)(int, const char *, int, ...),
+int pl_path_split(int dirfd, const char *path,
+		  int (*open_real)(int, const char *, int, ...), dev_t *dev,
 		  char nsdir[PATH_MAX], char below_out[PATH_MAX])
 {
 	char abs[PATH_MAX], fsp[PATH_MAX], proc[40];
@@ -256,7 +256,7 @@ int pl_path_split(int dirfd, const char *path, dev_t dev,
 		pthread_rwlock_rdlock(&lock);
 		best = NULL;
 		for (unsigned i = 0; i < ntab; i++)
-			if (tab[i].dev == dev && below(&tab[i], abs, alen) &&
+			if (below(&tab[i], abs, alen) &&
 			    (!best || tab[i].plen > best->plen))
 				best = &tab[i];
 		if (best) {
@@ -266,6 +266,7 @@ int pl_path_split(int dirfd, const char *path, dev_t dev,
 
 			flen = 0;
 			fsp[0] = '\0';
+			*dev = best->dev;
 			if (append(fsp, &flen, best->root, strlen(best->root)) &&
 			    append(fsp, &flen, abs + skip, alen - skip))
 				rc = split_fs(best, fsp, flen, nsdir, below_out);
