@@ -504,7 +504,9 @@ struct kvfs_l3_drop {
  *        -ERANGE   offset/length reach past the chunk's end (size says it)
  *        -EACCES   a path namespace's file (key of its path) whose mode
  *                  the caller may not read; one below a directory it may
- *                  not search is -ENOENT, as if absent (root: neither)
+ *                  not search is -ENOENT, as if absent (root with
+ *                  CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH: neither;
+ *                  without them, the mode bits as for any uid)
  *        -EFAULT   [addr, addr + n) is not writable memory of the caller
  *                  (unmapped, read-only): bytes before the fault may have
  *                  been written
@@ -561,14 +563,16 @@ struct kvfs_l3_drop {
 /* GET, path namespaces only (elsewhere the batch is EINVAL): copy each
  * entry only where it is what open(2) of its path's name would read now.
  * Each entry's size is an input too: the st_ino that stat(2) of the name
- * gave. An entry is -ESTALE (nothing copied) when that name now has
- * another st_ino or shows another publication, when a new version of it
- * is being written (an open reads that one once its writer closed,
- * before it is published) or a rename onto it is being copied. With the
- * caller's own stat of the path, this makes a GET by kvfs_path_key
- * exactly an open of the file the kernel resolved, whatever mounts or
- * bind mounts the path went through: the preload library serves path
- * namespaces so (lib/preload/README.md). */
+ * gave. Once the chunk is pinned, an entry is -ESTALE (nothing copied)
+ * when that name has another st_ino or shows another publication, when
+ * a new version of it is being written (an open reads that one once its
+ * writer closed, before it is published) or a rename onto it is being
+ * copied. With the caller's own stat of the path this makes a GET by
+ * kvfs_path_key read the file the kernel resolved, whatever mounts or
+ * bind mounts the path went through (the caller's permissions are
+ * checked as for every GET in a path namespace, in the same hold of the
+ * daemon's lock): the preload library serves path namespaces so
+ * (lib/preload/README.md). */
 #define KVFS_XFER_NAMED 0x4u
 
 struct kvfs_xfer_ent {

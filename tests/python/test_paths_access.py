@@ -6,7 +6,10 @@ directory the caller may not search (the namespace's root included) is
 absent to it (as stat could not tell either), and a wait for it lasts as
 long as for an absent one; a file it may not read is EACCES for that GET
 entry alone; a lookup's run stops there (nothing past it pinned). Root
-reaches everything, as before. A GET sees a file closed just before it.
+reaches everything, as before, unless it dropped CAP_DAC_OVERRIDE and
+CAP_DAC_READ_SEARCH (then its mode bits decide). A GET sees a file closed
+just before it, and decides again once pinned: renames racing GETs never
+serve a file the caller may not read.
 The caller is another user (nobody), on a mount with allow_other.
 
 Exit 77 (skip) when the daemon or libkvfs is missing, or not root, or
@@ -14,6 +17,8 @@ nobody cannot run this interpreter.
 """
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
 import unittest
@@ -228,6 +233,111 @@ class Reach(unittest.TestCase):
         # nothing of priv/ was pinned by that lookup
         c_path = os.path.join(M.mnt, "acc", "priv/c.bin")
         self.assertEqual(os.getxattr(c_path, "user.kvfs.refs"), b"0")
+
+
+class Races(unittest.TestCase):
+    """What a GET decides is decided again once the chunk is pinned, on
+    the name as it is then (fs_path_check): a file its caller may not
+    read is never served, whatever renames or rewrites run beside it."""
+
+    @classmethod
+    def setUpClass(cls):
+        top = os.path.join(M.mnt, "race")
+        os.mkdir(top, 0o755)
+        os.chmod(top, 0o755)
+        # a directory everyone may write (so nobody may rename in it),
+        # holding a file of uid 1000 that only its owner may read
+        cls.dir = os.path.join(top, "pub")
+        os.mkdir(cls.dir)
+        os.chmod(cls.dir, 0o777)
+        for name, mode in (("s", 0o600), ("mine", 0o644)):
+            with open(os.path.join(cls.dir, name), "wb") as f:
+                f.write(b"SECRET-of-uid1000" if name == "s" else b"ok")
+            os.chown(os.path.join(cls.dir, name), 1000, 1000)
+            os.chmod(os.path.join(cls.dir, name), mode)
+        cls.priv = os.path.join(top, "d1000")
+        os.mkdir(cls.priv)
+        os.chown(cls.priv, 1000, 1000)
+        os.chmod(cls.priv, 0o700)
+        with open(os.path.join(cls.priv, "f"), "wb") as f:
+            f.write(b"hidden")
+
+    def test_renames_racing_gets(self):
+        """nobody renames uid 1000's 0600 file back and forth (it may:
+        the directory is 0777) while it GETs both names by path key, as
+        is and with KVFS_XFER_NAMED: the bytes never come back (before
+        the check after the pin, a GET whose permission check fell in
+        the moment the key had no name served them)."""
+        r = as_nobody(
+            "import os, threading\n"
+            "d = %r\n"
+            "stop = time.monotonic() + 2.0\n"
+            "def flip():\n"
+            "    while time.monotonic() < stop:\n"
+            "        try:\n"
+            "            os.rename(d + '/s', d + '/t')\n"
+            "            os.rename(d + '/t', d + '/s')\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "th = threading.Thread(target=flip); th.start()\n"
+            "ks = kvfs.path_keys(['pub/s', 'pub/t'])\n"
+            "tries = leaks = 0\n"
+            "while time.monotonic() < stop:\n"
+            "    bufs = [bytearray(64), bytearray(64)]\n"
+            "    res = c.get_many(ks, bufs)\n"
+            "    tries += 1\n"
+            "    for n, b in zip(res, bufs):\n"
+            "        if isinstance(n, int) and n > 0:\n"
+            "            leaks += 1\n"
+            "th.join()\n"
+            "print(json.dumps([tries, leaks]))\n" % self.dir, "race")
+        tries, leaks = r
+        self.assertGreater(tries, 100)
+        self.assertEqual(leaks, 0, "served %d times in %d GETs" % (
+            leaks, tries))
+        # and it is still its owner's file, whole
+        names = os.listdir(self.dir)
+        name = "s" if "s" in names else "t"
+        with open(os.path.join(self.dir, name), "rb") as f:
+            self.assertEqual(f.read(), b"SECRET-of-uid1000")
+        if name == "t":
+            os.rename(os.path.join(self.dir, "t"),
+                      os.path.join(self.dir, "s"))
+
+    def test_root_without_dac_capabilities(self):
+        """Root whose capabilities lack CAP_DAC_OVERRIDE and
+        CAP_DAC_READ_SEARCH (a container that dropped them) reads by
+        path key what its open(2) may read: uid 1000's 0600 file is
+        EACCES, a file below its 0700 directory absent; a 0644 file
+        is read. Root with them reads all three."""
+        code = (
+            "import json, os, sys\n"
+            "sys.path.insert(0, %r)\n"
+            "import kvfs\n"
+            "c = kvfs.Connector(%r, 'race', create=False)\n"
+            "ps = ['pub/s', 'd1000/f', 'pub/mine']\n"
+            "res = c.get_many(kvfs.path_keys(ps), [bytearray(64)"
+            " for _ in ps])\n"
+            "out = [r if not isinstance(r, OSError) else -r.errno"
+            " for r in res]\n"
+            "for p in ps:\n"
+            "    try:\n"
+            "        open(os.path.join(%r, 'race', p), 'rb').close()\n"
+            "        out.append(0)\n"
+            "    except OSError as e:\n"
+            "        out.append(e.errno)\n"
+            "print(json.dumps(out))\n" % (
+                os.path.join(pathmount.REPO, "python"), M.mnt, M.mnt))
+        if not shutil.which("setpriv"):
+            self.skipTest("setpriv is not installed")
+        drop = ["setpriv", "--inh-caps=-all",
+                "--bounding-set=-dac_override,-dac_read_search"]
+        for argv, want in ((drop, [-13, None, 2, 13, 13, 0]),
+                           ([], [17, 6, 2, 0, 0, 0])):
+            r = subprocess.run(argv + [sys.executable, "-c", code],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout), want, argv)
 
 
 if __name__ == "__main__":
