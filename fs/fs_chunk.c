@@ -130,14 +130,14 @@ struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
 
 	if (!fh)
 		return NULL;
+	fh->kind = kind; /* before it is in the list (fs_attr.c) */
+	fh->ino = ino;
 	pthread_mutex_lock(&p->lock);
 	fh->next = &p->fh_head;
 	fh->prev = p->fh_head.prev;
 	fh->prev->next = fh;
 	p->fh_head.prev = fh;
 	pthread_mutex_unlock(&p->lock);
-	fh->kind = kind;
-	fh->ino = ino;
 	fh->uid = ctx->uid;
 	fh->gid = ctx->gid;
 	fh->pid = ctx->pid;
@@ -148,8 +148,6 @@ struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
 void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 {
 	fs_ioctl_release(fs, (uint64_t)(uintptr_t)fh);
-	if (fh->chunk)
-		tier_put(fs->tier, fh->chunk);
 	pthread_mutex_lock(&fs->priv->lock);
 	fh->prev->next = fh->next;
 	fh->next->prev = fh->prev;
@@ -159,6 +157,10 @@ void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 		fs_wr_unref_locked(fs, fh->wr);
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
+	/* out of the list first: fs_attr.c's open_chunk may use the pin
+	 * of any fh in it */
+	if (fh->chunk)
+		tier_put(fs->tier, fh->chunk);
 	free(fh->snap);
 	free(fh->ctl_buf);
 	pthread_mutex_destroy(&fh->ioctl_lock);
@@ -310,6 +312,64 @@ int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	return fuse_reply_open(req, fi);
 }
 
+/* A read-only open of publication gen of (ns, key) as inode ino's file:
+ * replies to req (ESTALE where that publication is gone: the kernel looks
+ * the name up again). */
+static void open_published(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
+			   uint32_t ns, const struct kvfs_key *key,
+			   uint64_t gen, bool paths, struct fuse_file_info *fi)
+{
+	struct fs_priv *p = fs->priv;
+	struct tier_chunk *c;
+	struct fs_fh *fh;
+	int err;
+
+	/* the opener's thread: readahead follows each reader's order */
+	err = tier_get_by(fs->tier, ns, key,
+			  (uint64_t)fuse_req_ctx(req)->pid, &c);
+	/* a path namespace's name may stand for a new version (or a new
+	 * file) by now: a new lookup decides (fs_path.c) */
+	if (err == -ENOENT && paths)
+		err = -ESTALE;
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	if (tier_chunk_gen(c) != gen) {
+		/*
+		 * The key was evicted or unlinked and written again: this
+		 * inode is the old chunk. ESTALE makes the kernel look the
+		 * name up again (LOOKUP_REVAL) and open the new inode.
+		 */
+		tier_put(fs->tier, c);
+		__atomic_add_fetch(&p->stale, 1, __ATOMIC_RELAXED);
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	fh = fs_fh_new(req, FS_FH_CHUNK, ino);
+	if (!fh) {
+		tier_put(fs->tier, c);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fh->ns = ns;
+	fh->has_key = true;
+	fh->key = *key;
+	__atomic_store_n(&fh->chunk, c, __ATOMIC_RELEASE); /* open_chunk */
+	fi->fh = (uint64_t)(uintptr_t)fh;
+	/* a reader's close has nothing to flush: save the round trip */
+	fi->noflush = 1;
+	if (fs->cfg.cache == FS_CACHE_PAGE) {
+		/* immutable, and a new publication is a new inode */
+		fi->keep_cache = 1;
+	} else {
+		fi->direct_io = 1;
+	}
+	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
+	if (fuse_reply_open(req, fi))
+		fs_fh_free(fs, fh);
+}
+
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	char *ctl_buf;
@@ -319,7 +379,6 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_inode *in, *nsi;
 	bool paths;
 	struct fs_fh *fh;
-	struct tier_chunk *c;
 	uint32_t ns;
 	struct kvfs_key key;
 	uint64_t gen;
@@ -413,51 +472,9 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EPERM); /* published chunks are immutable */
 		return;
 	}
-	/* the opener's thread: readahead follows each reader's order */
-	err = tier_get_by(fs->tier, ns, &key,
-			  (uint64_t)fuse_req_ctx(req)->pid, &c);
-	/* a path namespace's name may stand for a new version (or a new
-	 * file) by now: a new lookup decides (fs_path.c) */
-	if (err == -ENOENT && paths)
-		err = -ESTALE;
-	if (err) {
-		fuse_reply_err(req, -err);
-		return;
-	}
-	if (tier_chunk_gen(c) != gen) {
-		/*
-		 * The key was evicted or unlinked and written again: this
-		 * inode is the old chunk. ESTALE makes the kernel look the
-		 * name up again (LOOKUP_REVAL) and open the new inode.
-		 */
-		tier_put(fs->tier, c);
-		__atomic_add_fetch(&p->stale, 1, __ATOMIC_RELAXED);
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	fh = fs_fh_new(req, FS_FH_CHUNK, ino);
-	if (!fh) {
-		tier_put(fs->tier, c);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	fh->ns = ns;
-	fh->has_key = true;
-	fh->key = key;
-	fh->chunk = c;
-	fi->fh = (uint64_t)(uintptr_t)fh;
-	/* a reader's close has nothing to flush: save the round trip */
-	fi->noflush = 1;
-	if (fs->cfg.cache == FS_CACHE_PAGE) {
-		/* immutable, and a new publication is a new inode */
-		fi->keep_cache = 1;
-	} else {
-		fi->direct_io = 1;
-	}
-	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
-	if (fuse_reply_open(req, fi))
-		fs_fh_free(fs, fh);
+	open_published(fs, req, ino, ns, &key, gen, paths, fi);
 }
+
 
 /* Replies r bytes of buf (or the error -r) and frees buf. */
 static void reply_read(fuse_req_t req, char *buf, long r)
