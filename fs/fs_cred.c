@@ -147,14 +147,18 @@ void fs_cred_of_caller(fuse_req_t req, struct fs_cred *c)
 bool fs_cred_caps(struct fs_cred *c)
 {
 	uint64_t capeff = 0;
+	gid_t none[1];
 	int n;
 
-	if (c->dac >= 0)
+	if (__atomic_load_n(&c->dac, __ATOMIC_ACQUIRE) >= 0)
 		return false;
-	n = pid_groups(c->pid, c->groups, FS_CRED_GROUPS, &capeff);
-	c->ngroups = n > 0 ? n : 0;
-	/* no /proc (the caller is gone): the bits alone */
-	c->dac = n >= 0 && (capeff & DAC_CAPS) ? 1 : 0;
+	/* CapEff only: a batch's helpers may share c (the groups stay
+	 * root's gid alone: without capabilities, root's supplementary
+	 * groups are not counted, which can only deny). No /proc (the
+	 * caller is gone): the bits alone. */
+	n = pid_groups(c->pid, none, 0, &capeff);
+	__atomic_store_n(&c->dac, n >= 0 && (capeff & DAC_CAPS) ? 1 : 0,
+			 __ATOMIC_RELEASE);
 	return true;
 }
 
@@ -163,7 +167,7 @@ bool fs_cred_may(const struct fs_cred *c, mode_t mode, uid_t uid, gid_t gid,
 {
 	int perm;
 
-	if (c->uid == 0 && c->dac > 0)
+	if (c->uid == 0 && __atomic_load_n(&c->dac, __ATOMIC_ACQUIRE) > 0)
 		return true;
 	if (c->uid == uid) {
 		perm = (mode >> 6) & 7;

@@ -754,10 +754,13 @@ uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
  * hold of priv.lock with the name as it is now (fs_path_reach's answer
  * before the pin may be stale: a rename, an unlink or a new version may
  * have come in between). c (NULL: no permission check): the name holds
- * that publication (else -ENOENT) and c may reach it (-ENOENT, -EACCES);
- * a key with no name is a file known only through L3 unless a
- * publication or copy is in flight (waited for, up to 200 ms, then
- * -ENOENT) or the key just lost its name (-ENOENT). named
+ * that publication (else -ENOENT) and c may reach it (-ENOENT, -EACCES;
+ * a republication of the name in flight is waited for); a key with no
+ * name is a file known only through L3 unless its own publication is in
+ * flight (waited for, up to 200 ms, then -ENOENT), it lost its name in
+ * the last second (or too many keys did to tell: -ENOENT), or the engine
+ * holds another publication of it by now (-ENOENT). Root's capabilities
+ * are read when a check would deny it (with them: no check). named
  * (KVFS_XFER_NAMED): the name also has st_ino and shows no new version
  * being written or copied (else -ESTALE). 0 or -errno.
  */
@@ -861,12 +864,14 @@ struct fs_cred {
 void fs_cred_of_req(fuse_req_t req, struct fs_cred *c);
 /* fs_cred_of_caller - the caller of req as the kernel judges a file's
  * permission (path namespaces): as fs_cred_of_req, but root's
- * capabilities and groups are read when a mode first denies it
- * (dac -1: fs_cred_caps). */
+ * capabilities are read when a mode first denies it (dac -1:
+ * fs_cred_caps). */
 void fs_cred_of_caller(fuse_req_t req, struct fs_cred *c);
-/* fs_cred_caps - reads root's capabilities and groups from /proc when
- * not read yet (dac -1); no lock held. Returns whether it read them (so a
- * check denied for want of them is worth repeating). */
+/* fs_cred_caps - reads root's capabilities from /proc when not read yet
+ * (dac -1; threads sharing c may call it at once); no lock held. Root
+ * without CAP_DAC_* is judged by its gid alone, not its supplementary
+ * groups (that can only deny). Returns whether it read them (so a check
+ * denied for want of them is worth repeating). */
 bool fs_cred_caps(struct fs_cred *c);
 /* fs_cred_may - as fs_ns_access, for a mode, owner and group. Root
  * (dac 1) may do anything; with dac 0 or -1 the bits decide. */

@@ -34,7 +34,8 @@ uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 
 	if (why)
 		*why = 0;
-	return o && !(c->uid == 0 && c->dac > 0) ?
+	return o && !(c->uid == 0 &&
+		      __atomic_load_n(&c->dac, __ATOMIC_ACQUIRE) > 0) ?
 	       o->reach(fs, ns, keys, n, c, mask, why) : n;
 }
 
@@ -44,7 +45,7 @@ int fs_path_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 {
 	const struct fs_path_ops *o = fs->priv->pathops;
 
-	if (c && c->uid == 0 && c->dac > 0)
+	if (c && c->uid == 0 && __atomic_load_n(&c->dac, __ATOMIC_ACQUIRE) > 0)
 		c = NULL;
 	if (!o)
 		return named ? -ESTALE : 0;

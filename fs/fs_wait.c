@@ -136,7 +136,7 @@ static bool session_exited(void *arg)
  * (keys as they are) or a malloc'd chain of *n keys (-ENOMEM in *err).
  */
 static struct kvfs_key *reachable_chain(struct fs *fs, fuse_req_t req,
-					uid_t uid, uint32_t ns,
+					uint32_t ns,
 					const struct kvfs_key *keys,
 					uint32_t *n, int *err)
 {
@@ -145,7 +145,7 @@ static struct kvfs_key *reachable_chain(struct fs *fs, fuse_req_t req,
 	uint32_t p;
 
 	*err = 0;
-	if (uid == 0 || !fuse_req_ctx(req) || !fs_path_ns(fs, ns))
+	if (!fuse_req_ctx(req) || !fs_path_ns(fs, ns))
 		return NULL;
 	fs_cred_of_caller(req, &c);
 	p = fs_path_reach(fs, ns, keys, *n, &c, 0, NULL);
@@ -179,7 +179,7 @@ int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 	int rc;
 
 	deadline = tier_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-	chain = reachable_chain(fs, req, uid, ns, keys, &nkeys, &rc);
+	chain = reachable_chain(fs, req, ns, keys, &nkeys, &rc);
 	if (rc)
 		return rc;
 	if (chain)

@@ -694,12 +694,10 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		 * first, as a lookup does (fs.c) */
 		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
 		/* groups: dirs differ; root: its capabilities say, read
-		 * now where helpers share the batch (else when a mode
-		 * first denies it: root reading its own files reads none) */
+		 * when a mode first denies it (root reading its own files
+		 * reads none; helpers may share cred: fs_cred_caps) */
 		fs_cred_of_caller(req, &cred);
-		if (cred.uid == 0 && b->nents > 1)
-			fs_cred_caps(&cred);
-		j.pcred = cred.uid == 0 && cred.dac > 0 ? NULL : &cred;
+		j.pcred = &cred;
 	}
 	pool_run(x->pool_p, &j);
 	if (dev)

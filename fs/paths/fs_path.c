@@ -190,6 +190,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	/* its BlockStored carries the name's block hash (fs_pevent.c) */
 	fs_pev_note(t, ns, &key, e->name, e->len);
 	w->key = key; /* for readers of the writer's fd (fs_op_read) */
+	fs_ptree_pub(t, ns, &key, true); /* a GET of key waits for it */
 	w->refs++;
 	pthread_mutex_unlock(&p->lock);
 
@@ -199,6 +200,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	pthread_rwlock_unlock(&w->lock);
 
 	pthread_mutex_lock(&p->lock);
+	fs_ptree_pub(t, ns, &key, false);
 	fs_ptree_busy(fs, e, false);
 	if (!err) {
 		w->has_key = true;

@@ -331,7 +331,7 @@ void fs_path_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	char opath[FS_PATH_MAX + 1], npath[FS_PATH_MAX + 1];
 	struct fs_pdir *d, *nd;
-	struct fs_pent *e, *o;
+	struct fs_pent *e, *o, oattr = { 0 };
 	struct kvfs_key okey, skey;
 	struct fs_wr *w = NULL;
 	bool okeyed = false, skeyed = false, publish = false, isdir = false;
@@ -410,6 +410,7 @@ again:
 			okeyed = true;
 			okey = o->key;
 			ogen = o->gen;
+			oattr = *o; /* its mode and owner guard that version */
 			fs_ptree_unkey(paths_of(fs), o);
 			/* replaced: fds open on it keep its attributes */
 			chunk_unlinked(fs, ns, &okey);
@@ -425,8 +426,19 @@ again:
 	if (err)
 		goto out;
 	w = e->wr;
-	if (okeyed)
+	if (okeyed) {
+		/* the name shows the target's version until e's replaces it
+		 * (e's writer open), with the target's mode, owner and mtime,
+		 * not those of a file not yet published: its publication
+		 * gives the name e's (name_takes_attr) */
 		fs_ptree_key(paths_of(fs), e, &okey, ogen);
+		e->has_attr = oattr.has_attr;
+		e->mode = oattr.mode;
+		e->uid = oattr.uid;
+		e->gid = oattr.gid;
+		e->has_mtime = oattr.has_mtime;
+		e->mtime = oattr.mtime;
+	}
 	if (!w->opens || (w->opens == 1 && w->closing)) {
 		/* closed: published now, under the new name */
 		publish = true;
@@ -787,7 +799,8 @@ bool pth_ns(struct fs *fs, uint32_t ns)
  * are not read yet (the caller reads them, fs_cred_caps, and asks again) */
 static int denied(const struct fs_cred *c, int err)
 {
-	return c->uid == 0 && c->dac < 0 ? -EAGAIN : err;
+	return c->uid == 0 && __atomic_load_n(&c->dac, __ATOMIC_ACQUIRE) < 0 ?
+	       -EAGAIN : err;
 }
 
 /* Whether c may reach file e: search on each directory between it and
@@ -848,8 +861,8 @@ again:
 	return i;
 }
 
-/* How long a GET of a key that has no name waits for publications and
- * copies in flight, any of which may be about to name it */
+/* How long a GET of a key that has no name waits for its publication in
+ * flight, or one whose name is being republished for that */
 #define CHECK_WAIT_MS 200
 
 /* One pass of pth_check (priv.lock held): 0 or -errno, or 1 to wait for
@@ -861,6 +874,7 @@ static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	struct fs_paths *t = paths_of(fs);
 	struct fs_inode *nsi = fs_ns_find(fs->priv, ns);
 	const struct fs_pent *e;
+	struct tier_info info;
 	int rc;
 
 	if (!t || !nsi || !nsi->pdir) /* not (any more) a path namespace */
@@ -883,13 +897,19 @@ static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		rc = e->gen == gen ? pent_reach(e, c, R_OK) : -ENOENT;
 		return rc;
 	}
-	/* no name: a file known only through L3, an orphan... unless one is
-	 * being published or copied (it may be this key's, not keyed yet),
-	 * or this key just lost its name (a rename or unlink whose engine
-	 * unlink is still to come) */
-	if (t->nbusy)
+	/* no name: root's capabilities decide first (with them, nothing to
+	 * check); then a file known only through L3, an orphan... unless it
+	 * is being published (not keyed yet: wait for it), it just lost its
+	 * name (a rename or unlink whose engine unlink is still to come), or
+	 * the engine holds another publication of it by now */
+	if (c->uid == 0 && __atomic_load_n(&c->dac, __ATOMIC_ACQUIRE) < 0)
+		return -EAGAIN;
+	if (fs_ptree_publishing(t, ns, key))
 		return 1;
-	return fs_ptree_in_limbo(t, ns, key) ? -ENOENT : 0;
+	if (fs_ptree_in_limbo(t, ns, key))
+		return -ENOENT;
+	return tier_stat(fs->tier, ns, key, &info) || info.gen != gen ?
+	       -ENOENT : 0;
 }
 
 static int pth_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
@@ -905,6 +925,9 @@ static int pth_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			pthread_mutex_unlock(&fs->priv->lock);
 			fs_cred_caps(c);
 			pthread_mutex_lock(&fs->priv->lock);
+			if (c && c->uid == 0 &&
+			    __atomic_load_n(&c->dac, __ATOMIC_ACQUIRE) > 0)
+				c = NULL; /* root with them: the name only */
 			continue;
 		}
 		if (rc < 0)

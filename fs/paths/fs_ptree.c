@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fs/paths/fs_ptree.h"
 
@@ -285,26 +286,82 @@ void fs_ptree_key(struct fs_paths *t, struct fs_pent *e,
 		e->keyed = true;
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool key_eq(uint32_t ns, const struct kvfs_key *k, uint32_t ns2,
+		   const struct kvfs_key *k2)
+{
+	return ns == ns2 && !memcmp(k->b, k2->b, sizeof(k->b));
+}
+
 void fs_ptree_unkey(struct fs_paths *t, struct fs_pent *e)
 {
 	struct fs_plimbo *l;
+	uint64_t now;
 
 	if (!e->keyed)
 		return;
 	htab_del(&t->ktab, &e->knode);
 	e->keyed = false;
+	now = now_ms();
 	l = &t->limbo[t->limbo_next++ % FS_PLIMBO];
+	if (l->at_ms && now - l->at_ms < FS_PLIMBO_MS)
+		t->limbo_full_until = now + FS_PLIMBO_MS; /* overwritten young */
 	l->ns = e->parent->ns;
 	l->key = e->key;
-	l->set = true;
+	l->at_ms = now ? now : 1;
 }
 
 bool fs_ptree_in_limbo(const struct fs_paths *t, uint32_t ns,
 		       const struct kvfs_key *key)
 {
+	uint64_t now = now_ms();
+
+	if (now < t->limbo_full_until)
+		return true;
 	for (unsigned i = 0; i < FS_PLIMBO; i++)
-		if (t->limbo[i].set && t->limbo[i].ns == ns &&
-		    !memcmp(t->limbo[i].key.b, key->b, sizeof(key->b)))
+		if (t->limbo[i].at_ms && now - t->limbo[i].at_ms < FS_PLIMBO_MS &&
+		    key_eq(t->limbo[i].ns, &t->limbo[i].key, ns, key))
+			return true;
+	return false;
+}
+
+void fs_ptree_pub(struct fs_paths *t, uint32_t ns,
+		  const struct kvfs_key *key, bool start)
+{
+	for (unsigned i = 0; i < FS_PPUBS; i++) {
+		struct fs_ppub *q = &t->pubs[i];
+
+		if (start && !q->set) {
+			*q = (struct fs_ppub){ .ns = ns, .set = true,
+					       .key = *key };
+			return;
+		}
+		if (!start && q->set && key_eq(q->ns, &q->key, ns, key)) {
+			q->set = false;
+			return;
+		}
+	}
+	if (start)
+		t->npubs_over++;
+	else if (t->npubs_over)
+		t->npubs_over--;
+}
+
+bool fs_ptree_publishing(const struct fs_paths *t, uint32_t ns,
+			 const struct kvfs_key *key)
+{
+	if (t->npubs_over)
+		return true;
+	for (unsigned i = 0; i < FS_PPUBS; i++)
+		if (t->pubs[i].set &&
+		    key_eq(t->pubs[i].ns, &t->pubs[i].key, ns, key))
 			return true;
 	return false;
 }
@@ -316,12 +373,8 @@ void fs_ptree_busy(struct fs *fs, struct fs_pent *e, bool busy)
 	if (e->busy == busy)
 		return;
 	e->busy = busy;
-	if (busy) {
-		t->nbusy++;
-	} else {
-		t->nbusy--;
+	if (!busy)
 		pthread_cond_broadcast(&t->idle);
-	}
 }
 
 int fs_ptree_path(const struct fs_pdir *d, const char *name, size_t len,

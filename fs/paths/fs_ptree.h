@@ -66,7 +66,9 @@ struct fs_pent {
 };
 
 #define FS_PLAST 8
-#define FS_PLIMBO 128
+#define FS_PLIMBO 1024
+#define FS_PLIMBO_MS 1000
+#define FS_PPUBS 64
 
 /*
  * Entry and attribute cache time of a path namespace's directories and
@@ -95,16 +97,27 @@ struct fs_paths {
 	struct fs_wr pending;    /* closed writers waiting to publish */
 	uint64_t npending;
 	pthread_cond_t idle;     /* an entry stopped being busy */
-	uint64_t nbusy;          /* entries busy (fs_ptree_busy) */
-	/* the keys that lost their names last (fs_ptree_unkey): a GET that
-	 * pinned one as it went finds no name, yet must not judge it a file
-	 * known only through L3 (pth_check) */
+	/* the keys that lost their names in the last FS_PLIMBO_MS
+	 * (fs_ptree_unkey; their engine unlink comes after the lock is
+	 * dropped): a GET that pinned one as it went finds no name, yet
+	 * must not judge it a file known only through L3 (pth_check). More
+	 * than FS_PLIMBO of them in that time: every key counts as one until
+	 * full_until (fail closed, whoever makes the churn) */
 	struct fs_plimbo {
 		uint32_t ns;
-		bool set;
+		uint64_t at_ms;  /* 0: free */
 		struct kvfs_key key;
 	} limbo[FS_PLIMBO];
 	unsigned limbo_next;
+	uint64_t limbo_full_until;
+	/* publications in flight (fs_path_publish_closed): the key a busy
+	 * entry is about to take, so a GET of that key waits for it alone */
+	struct fs_ppub {
+		uint32_t ns;
+		bool set;
+		struct kvfs_key key;
+	} pubs[FS_PPUBS];
+	unsigned npubs_over;     /* publications that found no free slot */
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
 	uint64_t orphans;        /* chunks with no name found at start */
@@ -174,12 +187,19 @@ uint64_t fs_ptree_event_hash(const char *name, size_t len,
 bool fs_ptree_within(const struct fs_pdir *a, const struct fs_pdir *d);
 
 /* Marks e busy (a publication or copy in flight, priv.lock dropped
- * meanwhile) or idle again (then wakes the waiters), counting the busy. */
+ * meanwhile) or idle again (then wakes the waiters). */
 void fs_ptree_busy(struct fs *fs, struct fs_pent *e, bool busy);
-/* Whether (ns, key) is among the last FS_PLIMBO keys that lost their
- * names. priv.lock held. */
+/* Whether (ns, key) lost its name in the last FS_PLIMBO_MS (or too many
+ * keys did to tell). priv.lock held. */
 bool fs_ptree_in_limbo(const struct fs_paths *t, uint32_t ns,
 		       const struct kvfs_key *key);
+/* A publication of (ns, key) starts (true) or ends (false); whether one
+ * is in flight (true also when the slots ran out: wait and see).
+ * priv.lock held. */
+void fs_ptree_pub(struct fs_paths *t, uint32_t ns,
+		  const struct kvfs_key *key, bool start);
+bool fs_ptree_publishing(const struct fs_paths *t, uint32_t ns,
+			 const struct kvfs_key *key);
 /* Waits once for busy entry e to go idle (priv.lock held, dropped
  * meanwhile). An idle entry may be freed at once, so e may be gone when
  * this returns: callers look it up again (in a loop), never read e. */

@@ -304,6 +304,46 @@ class Races(unittest.TestCase):
             os.rename(os.path.join(self.dir, "t"),
                       os.path.join(self.dir, "s"))
 
+    def test_rename_of_an_open_file_onto_a_private_one(self):
+        """nobody renames a file of its own, still open for writing, onto
+        uid 1000's published 0600 file (the 0777 directory lets it): the
+        name keeps uid 1000's version until that writer closes, and with
+        it uid 1000's mode and owner, so neither a GET by path key nor an
+        open gives nobody those bytes (both did: the name had taken the
+        new file's 0644 and the namespace's owner for them)."""
+        victim = os.path.join(self.dir, "v")
+        with open(victim, "wb") as f:
+            f.write(b"VICTIM-0600-BYTES")
+        os.chown(victim, 1000, 1000)
+        os.chmod(victim, 0o600)
+        with kvfs.Connector(M.mnt, "race", create=False) as c:
+            # published now (a GET publishes closed files first)
+            self.assertEqual(c.get_many(kvfs.path_keys(["pub/v"]),
+                                        [bytearray(64)]), [17])
+        r = as_nobody(
+            "import errno, os\n"
+            "d = %r\n"
+            "fd = os.open(d + '/mine_w', os.O_CREAT | os.O_WRONLY, 0o644)\n"
+            "os.rename(d + '/mine_w', d + '/v')\n"
+            "res = c.get_many(kvfs.path_keys(['pub/v']), [bytearray(64)])\n"
+            "g = res[0] if not isinstance(res[0], OSError) else"
+            " -res[0].errno\n"
+            "try:\n"
+            "    o = open(d + '/v', 'rb').read().decode()\n"
+            "except OSError as e:\n"
+            "    o = e.errno\n"
+            "st = os.stat(d + '/v')\n"
+            "os.close(fd)\n"
+            "print(json.dumps([g, o, st.st_uid, st.st_mode & 0o777]))\n"
+            % self.dir, "race")
+        g, o, uid, mode = r
+        # the name keeps uid 1000's version until that writer closes
+        # (kvfs(7)), now with uid 1000's mode and owner: neither a GET
+        # nor an open gives nobody its bytes (both did, as 0644 root's)
+        self.assertTrue(g is None or g < 0, r)
+        self.assertNotEqual(o, "VICTIM-0600-BYTES", r)
+        self.assertIn([uid, mode], ([1000, 0o600], [NOBODY, 0o644]), r)
+
     def test_root_without_dac_capabilities(self):
         """Root whose capabilities lack CAP_DAC_OVERRIDE and
         CAP_DAC_READ_SEARCH (a container that dropped them) reads by
