@@ -894,7 +894,8 @@ static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		if (e->busy)
 			return 1; /* a new version being published */
 		/* the name's own version, else not what its mode guards */
-		rc = e->gen == gen ? pent_reach(e, c, R_OK) : -ENOENT;
+		rc = e->gen == gen ? pent_reach(e, c, R_OK) :
+				     denied(c, -ENOENT);
 		return rc;
 	}
 	/* no name: root's capabilities decide first (with them, nothing to

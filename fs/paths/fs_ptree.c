@@ -278,6 +278,10 @@ int fs_ptree_move(struct fs_paths *t, struct fs_pent *e, struct fs_pdir *d,
 void fs_ptree_key(struct fs_paths *t, struct fs_pent *e,
 		  const struct kvfs_key *key, uint64_t gen)
 {
+	if (e->keyed && !memcmp(e->key.b, key->b, sizeof(key->b))) {
+		e->gen = gen; /* a new version: the name keeps its key */
+		return;
+	}
 	if (e->keyed)
 		fs_ptree_unkey(t, e);
 	e->key = *key;

@@ -1,7 +1,8 @@
 /*
  * test_ptree.c - the directory trees of path namespaces (fs/paths/fs_ptree.c):
  * names per directory, paths and their limit, moves, the key index, the
- * directory limit (ENOSPC), the metadata count, and the block hash a KV
+ * directory limit (ENOSPC), the metadata count, the keys that just lost
+ * their names (limbo) and publications in flight, and the block hash a KV
  * event takes from a file name, and waiting for a busy entry that is
  * freed as soon as it goes idle.
  *
@@ -90,8 +91,29 @@ static void test_names_and_paths(void **state)
 	assert_null(fs_ptree_by_key(&t, 7, &k1));
 	assert_ptr_equal(fs_ptree_by_key(&t, 7, &k2), f);
 	assert_int_equal(f->gen, 43);
+	/* k1 lost its name just now (limbo: a GET that pinned it must not
+	 * judge it a file known only through L3); k2 did not */
+	assert_true(fs_ptree_in_limbo(&t, 7, &k1));
+	assert_false(fs_ptree_in_limbo(&t, 8, &k1));
+	assert_false(fs_ptree_in_limbo(&t, 7, &k2));
+	/* new versions keep the name's key: no limbo slot each (1,100 of
+	 * them in a second would otherwise make every nameless key a miss) */
+	for (uint64_t v = 44; v < 44 + 2 * FS_PLIMBO; v++)
+		fs_ptree_key(&t, f, &k2, v);
+	assert_int_equal(f->gen, 43 + 2 * FS_PLIMBO);
+	assert_false(fs_ptree_in_limbo(&t, 7, &k2));
+	assert_int_equal(t.limbo_full_until, 0);
+	/* publications in flight, by key */
+	assert_false(fs_ptree_publishing(&t, 7, &k2));
+	fs_ptree_pub(&t, 7, &k2, true);
+	assert_true(fs_ptree_publishing(&t, 7, &k2));
+	assert_false(fs_ptree_publishing(&t, 8, &k2));
+	assert_false(fs_ptree_publishing(&t, 7, &k1));
+	fs_ptree_pub(&t, 7, &k2, false);
+	assert_false(fs_ptree_publishing(&t, 7, &k2));
 	fs_ptree_remove(&t, f);
 	assert_null(fs_ptree_by_key(&t, 7, &k2));
+	assert_true(fs_ptree_in_limbo(&t, 7, &k2));
 	assert_int_equal(t.nfiles, 0);
 	assert_int_equal(t.ndirs, 2);
 
