@@ -122,34 +122,15 @@ void fs_writer_attr(struct fs *fs, struct fs_wr *w, struct stat *st)
 
 /* Attributes of ino; fi (may be NULL) lets an open fd answer for an inode
  * whose chunk was unlinked or replaced meanwhile. */
-/* The chunk an fd open on inode ino pins (priv.lock held), or NULL. An
- * fh leaves the list before it lets its pin go (fs_fh_free). */
-static struct tier_chunk *open_chunk(struct fs_priv *p, uint64_t ino)
-{
-	for (struct fs_fh *fh = p->fh_head.next; fh != &p->fh_head;
-	     fh = fh->next) {
-		struct tier_chunk *c;
-
-		if (fh->kind != FS_FH_CHUNK || fh->ino != ino)
-			continue;
-		c = __atomic_load_n(&fh->chunk, __ATOMIC_ACQUIRE);
-		if (c)
-			return c;
-	}
-	return NULL;
-}
-
 static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		    struct fuse_file_info *fi, struct stat *st, double *ttl)
 {
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in, *nsi;
-	struct tier_chunk *held;
 	struct tier_info info;
 	uint32_t ns;
 	struct kvfs_key key;
 	uint64_t gen;
-	bool replaced = false;
 	int err;
 
 	*ttl = FS_TTL;
@@ -208,19 +189,14 @@ static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		 * attributes (fstat), with no links */
 		info = in->info;
 		err = 0;
-	} else if (err && ((fi && fs_fh_of(fi) && (held = fs_fh_of(fi)->chunk)) ||
-			   (held = open_chunk(p, ino)))) {
-		/* the pinned bytes of an fd open on it (fstat passes none:
-		 * any fd of this inode), times as last seen, if at all: a
-		 * replaced version keeps its attributes for the fds that
-		 * still read it, with no links */
+	} else if (err && fi && fs_fh_of(fi) && fs_fh_of(fi)->chunk) {
+		/* the fd's pinned bytes (times as last seen, if at all) */
 		if (in)
 			info = in->info;
 		else
 			memset(&info, 0, sizeof(info));
-		info.size = tier_chunk_size(held);
+		info.size = tier_chunk_size(fs_fh_of(fi)->chunk);
 		info.stored_bytes = info.size;
-		replaced = true;
 		err = 0;
 	}
 	nsi = fs_ns_find(p, ns);
@@ -231,7 +207,7 @@ static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	if (!err) {
 		fs_chunk_attr(fs, nsi, in, ino, &info, st);
 		fs_path_chunk_attr_locked(fs, nsi, in, &key, gen, st);
-		if ((in && in->unlinked) || replaced)
+		if (in && in->unlinked)
 			st->st_nlink = 0;
 		else
 			*ttl = fs_chunk_ttl(nsi);

@@ -130,7 +130,7 @@ struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
 
 	if (!fh)
 		return NULL;
-	fh->kind = kind; /* before it is in the list (fs_attr.c) */
+	fh->kind = kind; /* before it is in the list */
 	fh->ino = ino;
 	pthread_mutex_lock(&p->lock);
 	fh->next = &p->fh_head;
@@ -157,8 +157,6 @@ void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 		fs_wr_unref_locked(fs, fh->wr);
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
-	/* out of the list first: fs_attr.c's open_chunk may use the pin
-	 * of any fh in it */
 	if (fh->chunk)
 		tier_put(fs->tier, fh->chunk);
 	free(fh->snap);
@@ -355,7 +353,7 @@ static void open_published(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	fh->ns = ns;
 	fh->has_key = true;
 	fh->key = *key;
-	__atomic_store_n(&fh->chunk, c, __ATOMIC_RELEASE); /* open_chunk */
+	fh->chunk = c;
 	fi->fh = (uint64_t)(uintptr_t)fh;
 	/* a reader's close has nothing to flush: save the round trip */
 	fi->noflush = 1;
