@@ -457,7 +457,7 @@ struct job {
 	const struct caller *cl;
 	struct fs_cred *pcred; /* GET in a path namespace (shared by the
 				* helpers: root's capabilities are read
-				* before the batch runs) */
+				* once, when first needed: fs_cred_caps) */
 	uint32_t ns;
 	uint64_t chunk_bytes;
 	struct gpu_import *im; /* GET into a device buffer, else NULL */
