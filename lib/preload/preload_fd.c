@@ -743,6 +743,22 @@ static int ck_close(void *ck)
 	return close((int)(intptr_t)ck);
 }
 
+int pl_chunk_write(int fd, const struct pl_chunk *c)
+{
+	REAL(pwrite);
+	for (uint64_t done = 0; done < c->size;) {
+		ssize_t k = r_pwrite(fd, c->buf + done, c->size - done,
+				     (off_t)done);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		done += (uint64_t)k;
+	}
+	return 0;
+}
+
 /*
  * fd, served from c, becomes a memfd holding the chunk's bytes at the same
  * number (dup3), read-only, at the same offset, and leaves the table: a
@@ -759,21 +775,12 @@ static int to_memfd(int fd, struct pl_chunk *c)
 	REAL(fcntl);
 	REAL(dup3);
 	REAL(close);
-	REAL(pwrite);
 	REAL(lseek);
 	mfd = memfd_create("kvfs-preload", MFD_CLOEXEC);
 	if (mfd < 0)
 		return -1;
-	for (uint64_t done = 0; done < c->size;) {
-		ssize_t k = r_pwrite(mfd, c->buf + done, c->size - done,
-				     (off_t)done);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			goto fail;
-		done += (uint64_t)k;
-	}
+	if (pl_chunk_write(mfd, c))
+		goto fail;
 	snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
 	rfd = r_openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
 	fdfl = r_fcntl(fd, F_GETFD);

@@ -60,6 +60,10 @@ int pl_chunk_grow(struct pl_chunk *c, size_t cap);
  * first size bytes. Returns 0 or -1. */
 int pl_chunk_resize(struct pl_chunk *c, size_t cap);
 
+/* pl_chunk_write - writes c's size bytes to fd from offset 0 (the real
+ * pwrite, EINTR retried). Returns 0, or -1 with errno. */
+int pl_chunk_write(int fd, const struct pl_chunk *c);
+
 /* pl_chunk_free - frees a chunk no descriptor stands for. */
 void pl_chunk_free(struct pl_chunk *c);
 

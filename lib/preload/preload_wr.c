@@ -93,7 +93,6 @@ static int settle_locked(int fd, struct pl_chunk *c)
 	REAL(fcntl);
 	REAL(dup3);
 	REAL(close);
-	REAL(pwrite);
 	REAL(lseek);
 	if (w->settled)
 		return 0;
@@ -109,16 +108,8 @@ static int settle_locked(int fd, struct pl_chunk *c)
 	r_close(rfd);
 	w->settled = 1;
 	pl_forget(fd);
-	for (uint64_t done = 0; done < c->size;) {
-		ssize_t k = r_pwrite(fd, c->buf + done, c->size - done,
-				     (off_t)done);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1; /* the writer is doomed: close says so */
-		done += (uint64_t)k;
-	}
+	if (pl_chunk_write(fd, c))
+		return -1; /* the writer is doomed: close says so */
 	if (r_lseek(fd, c->off, SEEK_SET) < 0)
 		return -1;
 	return 0;
