@@ -677,6 +677,11 @@ struct fs_path_ops {
 	void (*mode_saved)(struct fs *fs, const char *ns, bool paths);
 	bool (*event_hash)(struct fs *fs, uint32_t ns,
 			   const struct kvfs_key *key, uint64_t *h);
+	bool (*pattr_get)(struct fs *fs, uint32_t ns,
+			  const struct kvfs_key *key, struct tier_pattr *a);
+	void (*pattr_found)(struct fs *fs, uint32_t ns,
+			    const struct kvfs_key *key,
+			    const struct tier_pattr *a);
 	void (*counts)(struct fs *fs, struct fs_path_counts *c);
 };
 
@@ -787,6 +792,13 @@ void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);
  * own: the events sink calls it with tier.lock held (fs_pevent.c). */
 bool fs_path_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			uint64_t *h);
+/* The engine's tier_config.pattr_get and pattr_found (arg: the fs): the
+ * attributes of path files that their L3 records carry. Take only a leaf
+ * lock of their own (fs_pevent.c). */
+bool fs_path_pattr_get(void *arg, uint32_t ns, const struct kvfs_key *key,
+		       struct tier_pattr *a);
+void fs_path_pattr_found(void *arg, uint32_t ns, const struct kvfs_key *key,
+			 const struct tier_pattr *a);
 /* fs_path_counts: the path namespaces' numbers for .kvfs/stats. */
 struct fs_path_counts {
 	uint64_t dirs;       /* directories, all path namespaces */

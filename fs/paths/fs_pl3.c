@@ -25,17 +25,6 @@
 
 #include "fs/paths/fs_ptree.h"
 
-/* Appends a record for path (len bytes) of namespace ns to the journal. */
-static void journal(struct fs *fs, char type, uint32_t ns, const char *path,
-		    size_t len)
-{
-	struct tier_ns_info ni;
-
-	if (!fs->priv->paths->journal || tier_ns_info(fs->tier, ns, &ni))
-		return;
-	fs_pjournal_add(fs, type, ni.name, path, len);
-}
-
 /* The key of directory path p (len bytes; p holds len + 2 bytes). */
 static void dir_key(char *p, size_t len, struct kvfs_key *key)
 {
@@ -54,7 +43,9 @@ int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 	struct kvfs_key key;
 	struct fs_pdir *d;
 	struct fs_pent *e;
+	struct tier_pattr a;
 	bool file = false;
+	uint64_t dino = 0;
 	uint32_t ns;
 	int plen, err;
 
@@ -86,6 +77,11 @@ int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 		if (!err) {
 			fs_ptree_key(t, e, &key, info.gen);
 			fs_pev_note(t, ns, &key, e->name, e->len);
+			/* its writer's, carried by its L3 record (left
+			 * there by the promotion); else 0644, the
+			 * namespace's owner */
+			fs_pattr_to_file(fs_pev_attr_get(t, ns, &key, &a) ?
+					 &a : NULL, e);
 		}
 	} else {
 		err = fs_ptree_mkdir(t, d, name, len, &e);
@@ -98,11 +94,14 @@ int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 			clock_gettime(CLOCK_REALTIME, &e->dir->mtime);
 			e->dir->ctime = e->dir->mtime;
 			e->dir->l3_marked = true;
+			dino = e->dir->ino;
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (!err)
-		journal(fs, file ? 'F' : 'D', ns, path, (size_t)plen);
+	if (!err && file)
+		fs_pjournal_add_file(fs, ns, &key);
+	else if (!err && dino)
+		fs_pjournal_add_dir(fs, dino);
 	return err;
 }
 

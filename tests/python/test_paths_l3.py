@@ -7,11 +7,16 @@ which never saw it, opens pp/x/y.bin by name: the lookup of "x" finds the
 directory A's file implies (its marker in L3), the lookup of "y.bin" the
 file, promoted from L3 and checked; lookup, stat and open agree. Also: a
 name in neither tier is ENOENT on B; a file B loses locally (evicted, no
-L2) is found again in L3; a key namespace is unchanged.
+L2) is found again in L3; a key namespace is unchanged. Modes and owners
+travel with the files' L3 records (record.h version 3): a file 0600 of
+uid 1000 is 0600 of uid 1000 on the node that finds it in L3, and EACCES
+for nobody there, also after a chmod of a file already in L3.
 """
 import errno
 import os
 import shutil
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -73,11 +78,126 @@ def wait_key(path_in_ns, ns="pp", s=10.0):
     return False
 
 
+def l3_attrs(path_in_ns, ns="pp"):
+    """(version, flags, mode, uid, gid) of the record header of the file's
+    value in Redis (record.h), or None."""
+    key = "kvfs:%s:%s" % (ns, kvfs.path_key(path_in_ns).hex())
+    with socket.create_connection(("127.0.0.1", R.port), timeout=10) as s:
+        args = [b"GETRANGE", key.encode(), b"0", b"255"]
+        s.sendall(b"*%d\r\n" % len(args) + b"".join(
+            b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+        buf = b""
+        while b"\r\n" not in buf:
+            buf += s.recv(4096)
+        n = int(buf[1:buf.index(b"\r\n")])
+        buf = buf[buf.index(b"\r\n") + 2:]
+        while len(buf) < n:
+            buf += s.recv(4096)
+    if n < 256:
+        return None
+    ver, = struct.unpack_from("<H", buf, 4)
+    flags, = struct.unpack_from("<I", buf, 12)
+    return (ver, flags) + struct.unpack_from("<III", buf, 220)
+
+
+def as_nobody_errno(path):
+    """open(path) as nobody: 0 or its errno."""
+    r = pathmount.run_as(
+        "import os\n"
+        "try:\n"
+        "    open(%r, 'rb').close()\n"
+        "    print(0)\n"
+        "except OSError as e:\n"
+        "    print(e.errno)\n" % path)
+    if r.returncode:
+        raise AssertionError("nobody's python: %s" % r.stderr)
+    return int(r.stdout)
+
+
+class ModesL3(unittest.TestCase):
+    """A file 0600 of uid 1000 stays so through L3 (before: 0644 of the
+    namespace's owner, readable by nobody on the node that found it)."""
+
+    OWNER = 1000
+
+    @classmethod
+    def setUpClass(cls):
+        why = pathmount.run_as_skip_reason()
+        if why:
+            raise unittest.SkipTest(why)
+        for m in (A, B):
+            os.makedirs(os.path.join(m.mnt, "pp"), exist_ok=True)
+
+    def private(self, path, when):
+        st = os.stat(path)
+        self.assertEqual((oct(st.st_mode), st.st_uid, st.st_gid),
+                         (oct(0o100600), self.OWNER, self.OWNER), when)
+        self.assertEqual(as_nobody_errno(path), errno.EACCES, when)
+
+    def test_another_node(self):
+        # written 0600 and chown'ed on A before its close: the record
+        # A writes at publication (l3_ingest=all) carries both
+        os.makedirs(os.path.join(A.mnt, "pp/md"))
+        data = os.urandom(50000)
+        fd = os.open(os.path.join(A.mnt, "pp/md/s.bin"),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, data)
+        os.fchown(fd, self.OWNER, self.OWNER)
+        os.close(fd)
+        with open(os.path.join(A.mnt, "pp/md/s.bin"), "rb") as f:
+            f.read()  # published
+        self.assertTrue(wait_key("md/s.bin"))
+        time.sleep(0.3)  # the directory marker, queued after
+        pb = os.path.join(B.mnt, "pp/md/s.bin")
+        self.private(pb, "found in L3 by another node")
+        # record.h version 3, KVREC_F_ATTR, mode, uid, gid
+        self.assertEqual(l3_attrs("md/s.bin"),
+                         (3, 2, 0o600, self.OWNER, self.OWNER))
+        with open(pb, "rb") as f:
+            self.assertEqual(f.read(), data)
+        # a chmod on A of a file L3 holds: A writes its record again
+        os.makedirs(os.path.join(A.mnt, "pp/mc"))
+        put(os.path.join(A.mnt, "pp/mc/r.bin"), b"r" * 7000)
+        with open(os.path.join(A.mnt, "pp/mc/r.bin"), "rb") as f:
+            f.read()
+        self.assertTrue(wait_key("mc/r.bin"))
+        os.chown(os.path.join(A.mnt, "pp/mc/r.bin"), self.OWNER,
+                 self.OWNER)
+        os.chmod(os.path.join(A.mnt, "pp/mc/r.bin"), 0o600)
+        end = time.monotonic() + 10
+        while l3_attrs("mc/r.bin")[2:5] != (0o600, self.OWNER, self.OWNER) \
+                and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        self.private(os.path.join(B.mnt, "pp/mc/r.bin"),
+                     "chmod'ed on A after it reached L3")
+
+    def test_evicted_from_this_node(self):
+        # B's own file (ingest=evicted, no L2): chmod'ed once published,
+        # then pushed out of B's L1 into L3; found again by name
+        os.makedirs(os.path.join(B.mnt, "pp/me"))
+        pb = os.path.join(B.mnt, "pp/me/p.bin")
+        put(pb, b"p" * 90000)
+        with open(pb, "rb") as f:
+            f.read()
+        os.chown(pb, self.OWNER, self.OWNER)
+        os.chmod(pb, 0o600)
+        for i in range(12):  # 12 x 2 MiB through a 16 MiB L1
+            put(os.path.join(B.mnt, "pp/me/fill%d" % i),
+                os.urandom(2 << 20))
+        self.assertTrue(wait_key("me/p.bin"))
+        time.sleep(0.5)
+        self.assertEqual(pathmount.tier_of(pb), "l1")  # promoted again
+        self.private(pb, "evicted to L3 and found again")
+        with open(pb, "rb") as f:
+            self.assertEqual(f.read(), b"p" * 90000)
+
+
 class PathsL3(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        os.mkdir(os.path.join(A.mnt, "pp"))
-        os.mkdir(os.path.join(B.mnt, "pp"))
+        for m in (A, B):  # ModesL3 may have made it
+            os.makedirs(os.path.join(m.mnt, "pp"), exist_ok=True)
 
     def test_read_by_name_on_another_node(self):
         data = os.urandom(300000)
