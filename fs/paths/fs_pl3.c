@@ -7,7 +7,9 @@
  * in the local tree asks the engine for that key, which promotes it from
  * L3 (tier_stat_fetch: every check of the record, a miss when in doubt);
  * found, the name joins the tree (and the journal) as a published file,
- * and the lookup answers it. Directories have no bytes, so a node that
+ * with the mode, owner and mtime its record carried (the promotion left
+ * them in fs_pevent.c's table; a record of an older daemon carries none:
+ * 0644, the namespace's owner), and the lookup answers it. Directories have no bytes, so a node that
  * publishes a file marks every directory above it in L3 once: an empty
  * record under the key of the directory's path with a '/' appended (a
  * key no file can have: names hold no '/'). A lookup that finds neither

@@ -458,6 +458,47 @@ class KeptAcrossRestarts(unittest.TestCase):
         self.m.remount()
         self.check("keep1", data, "after a clean remount")
 
+    def test_old_journal(self):
+        """Records of an older daemon (KVP1, no attributes) are still
+        replayed, as before: files 0644, directories 0755, the
+        namespace's owner; the bytes are the files'."""
+        import ctypes
+        import struct
+        try:
+            xxh = ctypes.CDLL("libxxhash.so.0")
+        except OSError as e:
+            self.skipTest("no libxxhash: %s" % e)
+        xxh.XXH3_64bits.restype = ctypes.c_uint64
+        xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        data = self.make("keep3")
+        self.m.unmount()
+        jpath = os.path.join(self.m.l2, "paths")
+        with open(jpath, "rb") as f:
+            old, new, at = f.read(), b"", 0
+        while at < len(old):
+            magic, = struct.unpack_from("<I", old, at)
+            nl, pl = old[at + 9], struct.unpack_from("<H", old, at + 10)[0]
+            extra = 24 if magic == 0x3250564b else 0
+            body = old[at + 8:at + 12] + \
+                old[at + 12 + extra:at + 12 + extra + nl + pl]
+            new += struct.pack("<II", 0x3150564b,
+                               xxh.XXH3_64bits(body, len(body)) &
+                               0xffffffff) + body
+            at += 12 + extra + nl + pl
+        self.assertLess(len(new), len(old))  # KVP2 records were there
+        with open(jpath, "wb") as f:
+            f.write(new)
+        self.m.mount()
+        top = os.path.join(self.m.mnt, "keep3")
+        for p, b in data.items():
+            with open(os.path.join(top, p), "rb") as f:
+                self.assertEqual(f.read(), b, p)
+        st = os.stat(os.path.join(top, "pub/f.bin"))
+        self.assertEqual((oct(st.st_mode), st.st_uid),
+                         (oct(0o100644), 0))
+        st = os.stat(os.path.join(top, "priv"))
+        self.assertEqual((oct(st.st_mode), st.st_uid), (oct(0o40755), 0))
+
     def test_crash(self):
         data = self.make("keep2")
         # in L2 before the kill: the fillers push them out of L1

@@ -155,6 +155,28 @@ class ModesL3(unittest.TestCase):
                          (3, 2, 0o600, self.OWNER, self.OWNER))
         with open(pb, "rb") as f:
             self.assertEqual(f.read(), data)
+        # a GET by path key, of a file B has no name for: judged by the
+        # record's mode too (EACCES for nobody, root reads it)
+        fd = os.open(os.path.join(A.mnt, "pp/md/k.bin"),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, b"k" * 3000)
+        os.fchown(fd, self.OWNER, self.OWNER)
+        os.close(fd)
+        with open(os.path.join(A.mnt, "pp/md/k.bin"), "rb") as f:
+            f.read()
+        self.assertTrue(wait_key("md/k.bin"))
+        r = pathmount.run_as(
+            "import kvfs\n"
+            "c = kvfs.Connector(%r, 'pp', create=False)\n"
+            "k = kvfs.path_key('md/k.bin')\n"
+            "r = c.get_many([k], [bytearray(4096)])[0]\n"
+            "print(r.errno if isinstance(r, OSError) else r)\n" % B.mnt)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), str(errno.EACCES))
+        with kvfs.Connector(B.mnt, "pp", create=False) as c:
+            b = bytearray(4096)
+            self.assertEqual(c.get_many([kvfs.path_key("md/k.bin")], [b]),
+                             [3000])
         # a chmod on A of a file L3 holds: A writes its record again
         os.makedirs(os.path.join(A.mnt, "pp/mc"))
         put(os.path.join(A.mnt, "pp/mc/r.bin"), b"r" * 7000)

@@ -88,7 +88,7 @@ int kvrec_hdr_build(struct kvrec_hdr *h, const struct kvrec_desc *d,
 void kvrec_hdr_set_link(struct kvrec_hdr *h, const struct kvfs_key *parent,
 			uint32_t depth, uint64_t salt)
 {
-	bool attr = (h->flags & KVREC_F_ATTR) != 0;
+	bool attr = h->version >= 3 && (h->flags & KVREC_F_ATTR);
 
 	/* without a link or attributes, version 1: what older readers take */
 	h->version = attr ? 3 : parent || depth ? 2 : KVREC_VERSION_MIN;
