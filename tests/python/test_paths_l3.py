@@ -100,6 +100,20 @@ def l3_attrs(path_in_ns, ns="pp"):
     return (ver, flags) + struct.unpack_from("<III", buf, 220)
 
 
+def publish_on_a(path_in_ns, data, mode, owner):
+    """Writes pp/<path_in_ns> on A with mode and owner (set before its
+    close: the record A writes at publication, l3_ingest=all, carries
+    them), publishes it (a read) and waits for its record in Redis."""
+    path = os.path.join(A.mnt, "pp", path_in_ns)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.write(fd, data)
+    os.fchown(fd, owner, owner)
+    os.close(fd)
+    with open(path, "rb") as f:
+        f.read()
+    return wait_key(path_in_ns)
+
+
 def as_nobody_errno(path):
     """open(path) as nobody: 0 or its errno."""
     r = pathmount.run_as(
@@ -135,18 +149,9 @@ class ModesL3(unittest.TestCase):
         self.assertEqual(as_nobody_errno(path), errno.EACCES, when)
 
     def test_another_node(self):
-        # written 0600 and chown'ed on A before its close: the record
-        # A writes at publication (l3_ingest=all) carries both
         os.makedirs(os.path.join(A.mnt, "pp/md"))
         data = os.urandom(50000)
-        fd = os.open(os.path.join(A.mnt, "pp/md/s.bin"),
-                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.write(fd, data)
-        os.fchown(fd, self.OWNER, self.OWNER)
-        os.close(fd)
-        with open(os.path.join(A.mnt, "pp/md/s.bin"), "rb") as f:
-            f.read()  # published
-        self.assertTrue(wait_key("md/s.bin"))
+        self.assertTrue(publish_on_a("md/s.bin", data, 0o600, self.OWNER))
         time.sleep(0.3)  # the directory marker, queued after
         pb = os.path.join(B.mnt, "pp/md/s.bin")
         self.private(pb, "found in L3 by another node")
@@ -157,14 +162,8 @@ class ModesL3(unittest.TestCase):
             self.assertEqual(f.read(), data)
         # a GET by path key, of a file B has no name for: judged by the
         # record's mode too (EACCES for nobody, root reads it)
-        fd = os.open(os.path.join(A.mnt, "pp/md/k.bin"),
-                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.write(fd, b"k" * 3000)
-        os.fchown(fd, self.OWNER, self.OWNER)
-        os.close(fd)
-        with open(os.path.join(A.mnt, "pp/md/k.bin"), "rb") as f:
-            f.read()
-        self.assertTrue(wait_key("md/k.bin"))
+        self.assertTrue(publish_on_a("md/k.bin", b"k" * 3000, 0o600,
+                                     self.OWNER))
         r = pathmount.run_as(
             "import kvfs\n"
             "c = kvfs.Connector(%r, 'pp', create=False)\n"
@@ -179,10 +178,7 @@ class ModesL3(unittest.TestCase):
                              [3000])
         # a chmod on A of a file L3 holds: A writes its record again
         os.makedirs(os.path.join(A.mnt, "pp/mc"))
-        put(os.path.join(A.mnt, "pp/mc/r.bin"), b"r" * 7000)
-        with open(os.path.join(A.mnt, "pp/mc/r.bin"), "rb") as f:
-            f.read()
-        self.assertTrue(wait_key("mc/r.bin"))
+        self.assertTrue(publish_on_a("mc/r.bin", b"r" * 7000, 0o644, 0))
         os.chown(os.path.join(A.mnt, "pp/mc/r.bin"), self.OWNER,
                  self.OWNER)
         os.chmod(os.path.join(A.mnt, "pp/mc/r.bin"), 0o600)
