@@ -9,6 +9,8 @@
  *
  *   fs_wr.lock     -> fs_priv.lock -> the tier's locks
  *   fs_nsmeta.lock -> fs_priv.lock
+ *   fs_pjournal.lock -> fs_priv.lock (fs_pjournal.c: a record's
+ *           attributes are read with the journal's lock held)
  *   fs_priv.qlock and fs_fh.ioctl_lock: leaves (nothing taken inside)
  *
  *   fs_priv.lock (mutex) protects the three tables (inodes by number,
@@ -30,8 +32,9 @@
  *   fs_nsmeta.lock (fs_nsmeta.c) serializes saves of l2_dir/namespaces;
  *           fs_nsmeta_save is called with no fs lock held.
  *   fs_fh.ioctl_lock protects ioctl_priv only (a leaf; fs_ioctl.c's).
- *   fs_pev.lock (fs_pevent.c) protects the event hashes of path files: a
- *           leaf, taken under tier.lock (the events sink) or priv.lock.
+ *   fs_pev.lock (fs_pevent.c) protects the event hashes and (with L3)
+ *           the attributes of path files: a leaf, taken under tier.lock
+ *           (the events sink, L3 writes) or priv.lock.
  *   Counters marked "atomic" are read and bumped with __atomic builtins.
  *
  * Kernel notifications are sent only from the background thread
