@@ -568,15 +568,21 @@ void tier_l3_pattr_changed(struct tier *t, uint32_t ns,
 bool tier_l3_on(const struct tier *t);
 /*
  * tier_l3_mark - stores an empty record under (ns, key) in L3, queued as
- * every L3 write (never waits for the network; a full queue drops it):
- * path namespaces mark the directories their files imply there
- * (fs/paths/fs_pl3.c). tier_l3_has - is (ns, key) in L3 (one EXISTS,
- * bounded by l3_timeout_ms; false when L3 is off or unreachable)?
- * mark: 0, -EOPNOTSUPP (no L3), -ENOENT (no namespace ns), -EAGAIN
- * (queue full), -ENOMEM.
+ * every L3 write (never waits for the network; a full queue drops it),
+ * with attributes a (a directory's mode, owner, mtime; NULL: none): path
+ * namespaces mark the directories their files imply there
+ * (fs/paths/fs_pl3.c). tier_l3_has - is (ns, key) in L3 (one GET of its
+ * record, bounded by l3_timeout_ms; false when L3 is off or
+ * unreachable)? true and *a set, *has_a true, when the record there is
+ * one that passes every check and carries attributes; *has_a false for
+ * any other value (an older daemon's marker): present, attributes not
+ * known. mark: 0, -EOPNOTSUPP (no L3), -ENOENT (no namespace ns),
+ * -EAGAIN (queue full), -ENOMEM.
  */
-int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key);
-bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 const struct tier_pattr *a);
+bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 struct tier_pattr *a, bool *has_a);
 /*
  * tier_l3_refuse - (ns, key) is absent from L3 for this node until it
  * unmounts: no promotion, lookup or prefetch takes it from there (a

@@ -867,7 +867,8 @@ static void mark_release(void *arg, int err)
 	free(arg);
 }
 
-int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 const struct tier_pattr *a)
 {
 	struct tl3_job *j;
 	struct tier_ns *n;
@@ -890,6 +891,11 @@ int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	}
 	j->t = t;
 	j->key = *key;
+	if (a) {
+		j->has_attr = true;
+		j->attr = (struct kvrec_attr){ a->mode, a->uid, a->gid,
+					       a->mtime_nsec, a->mtime_sec };
+	}
 	src.encode = mark_encode;
 	src.release = mark_release;
 	src.arg = j;
@@ -900,9 +906,40 @@ int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	return rc;
 }
 
-bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 struct tier_pattr *a, bool *has_a)
 {
-	return tier_l3_run(t, ns, key, 1) == 1;
+	char name[KVFS_NS_NAME_MAX + 1];
+	const struct kvrec_hdr *h;
+	struct kvrec_attr ka;
+	struct tier_ns *n;
+	struct l3_val v;
+	bool gone;
+
+	*has_a = false;
+	if (!t->l3)
+		return false;
+	tier_lock(t);
+	n = tier_ns_get(t, ns);
+	if (n)
+		memcpy(name, n->name, sizeof(name));
+	gone = !n || tl3_tombstoned(t, ns, key);
+	tier_unlock(t);
+	if (gone || l3_get(t->l3->l3, name, key, &v))
+		return false;
+	/* its attributes only from a record that names it and passed its
+	 * checks; any other value still says the directory is there */
+	h = v.data;
+	if (v.len == KVREC_HDR_BYTES && !kvrec_hdr_check(h, t->l3->salt, 0) &&
+	    !h->raw_len && !strcmp(h->ns, name) &&
+	    !memcmp(h->key, key->b, sizeof(h->key)) &&
+	    kvrec_hdr_attr(h, &ka)) {
+		*a = (struct tier_pattr){ ka.mode, ka.uid, ka.gid,
+					  ka.mtime_nsec, ka.mtime_sec };
+		*has_a = true;
+	}
+	l3_val_free(&v);
+	return true;
 }
 
 static void tl3_stats(struct tier *t, struct tier_stats *st)

@@ -89,6 +89,8 @@ void fs_pattr_changed_file(struct fs *fs, const struct fs_pent *e)
 
 void fs_pattr_changed_dir(struct fs *fs, const struct fs_pdir *d)
 {
-	if (d->self)
-		fs_pjournal_changed(fs, d->ns, NULL, d->ino);
+	if (!d->self)
+		return;
+	fs_pjournal_changed(fs, d->ns, NULL, d->ino);
+	fs_path_l3_remark_locked(fs, d);
 }

@@ -13,9 +13,13 @@
  * publishes a file marks every directory above it in L3 once: an empty
  * record under the key of the directory's path with a '/' appended (a
  * key no file can have: names hold no '/'). A lookup that finds neither
- * a file nor a file's bytes finds the marker (one EXISTS) and makes the
- * directory here, mode 0755 and the namespace's owner, as a warm restart
- * makes the directories of its files. Markers are never deleted by rmdir
+ * a file nor a file's bytes finds the marker (one GET of its 256 bytes)
+ * and makes the directory here with the mode, owner and mtime the marker
+ * carries (those the directory had when it was marked, or chmod'ed
+ * since: a chmod, chown or utimensat of a marked directory marks it
+ * again); a marker of an older daemon carries none: mode 0755 and the
+ * namespace's owner, as a warm restart makes the directories its files
+ * imply. Markers are never deleted by rmdir
  * (files of other nodes may still be below); kvfsctl l3 drop deletes them
  * with the namespace's chunks. Only while L3 is on: without it a lookup
  * never asks the engine for a name the tree lacks.
@@ -46,7 +50,7 @@ int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 	struct fs_pdir *d;
 	struct fs_pent *e;
 	struct tier_pattr a;
-	bool file = false;
+	bool file = false, has_a = false;
 	uint64_t dino = 0;
 	uint32_t ns;
 	int plen, err;
@@ -65,7 +69,7 @@ int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 		file = true;
 	} else {
 		dir_key(path, (size_t)plen, &key);
-		if (!tier_l3_has(fs->tier, ns, &key))
+		if (!tier_l3_has(fs->tier, ns, &key, &a, &has_a))
 			return -ENOENT;
 	}
 	pthread_mutex_lock(&p->lock);
@@ -87,7 +91,9 @@ int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 		}
 	} else {
 		err = fs_ptree_mkdir(t, d, name, len, &e);
-		if (!err) {
+		if (!err && has_a) {
+			fs_pattr_to_dir(&a, e->dir);
+		} else if (!err) {
 			struct fs_inode *nsi = fs_ns_find(p, ns);
 
 			e->dir->mode = S_IFDIR | 0755;
@@ -95,6 +101,8 @@ int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 			e->dir->gid = nsi ? nsi->gid : 0;
 			clock_gettime(CLOCK_REALTIME, &e->dir->mtime);
 			e->dir->ctime = e->dir->mtime;
+		}
+		if (!err) {
 			e->dir->l3_marked = true;
 			dino = e->dir->ino;
 		}
@@ -110,9 +118,11 @@ int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 void fs_path_l3_mark(struct fs *fs, uint64_t dir_ino)
 {
 	char path[FS_PATH_MAX + 2];
+	struct tier_pattr *attrs = NULL;
 	struct kvfs_key key;
 	struct fs_pdir *d, *x;
 	uint32_t ns = 0;
+	size_t n = 0, k = 0;
 	int len = 0;
 
 	if (!tier_l3_on(fs->tier))
@@ -120,18 +130,25 @@ void fs_path_l3_mark(struct fs *fs, uint64_t dir_ino)
 	pthread_mutex_lock(&fs->priv->lock);
 	d = fs_ptree_dir(fs, dir_ino);
 	if (d && d->self && !d->l3_marked && !d->removed) {
+		for (x = d; x && x->self; x = x->self->parent)
+			n++;
+		attrs = calloc(n, sizeof(*attrs));
+	}
+	if (attrs) {
 		ns = d->ns;
 		len = fs_ptree_path(d->self->parent, d->self->name,
 				    d->self->len, path);
-		/* its ancestors are marked with it */
-		for (x = d; x && x->self; x = x->self->parent)
+		/* its ancestors are marked with it, each with its own
+		 * attributes (attrs[0]: the top one) */
+		k = n;
+		for (x = d; x && x->self; x = x->self->parent) {
 			x->l3_marked = true;
+			fs_pattr_of_dir(x, &attrs[--k]);
+		}
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
-	if (len <= 0)
-		return;
 	/* "a/", "a/b/", ... "a/b/c/": each directory of the path */
-	for (int i = 1; i <= len; i++) {
+	for (int i = 1; i <= len && k < n; i++) {
 		if (i < len && path[i] != '/')
 			continue;
 		{
@@ -140,6 +157,25 @@ void fs_path_l3_mark(struct fs *fs, uint64_t dir_ino)
 			dir_key(path, (size_t)i, &key);
 			path[i] = c;
 		}
-		tier_l3_mark(fs->tier, ns, &key);
+		tier_l3_mark(fs->tier, ns, &key, &attrs[k++]);
 	}
+	free(attrs);
+}
+
+void fs_path_l3_remark_locked(struct fs *fs, const struct fs_pdir *d)
+{
+	char path[FS_PATH_MAX + 2];
+	struct tier_pattr a;
+	struct kvfs_key key;
+	int len;
+
+	if (!d->l3_marked || !d->self || d->removed || !tier_l3_on(fs->tier))
+		return;
+	len = fs_ptree_path(d->self->parent, d->self->name, d->self->len,
+			    path);
+	if (len <= 0)
+		return;
+	fs_pattr_of_dir(d, &a);
+	dir_key(path, (size_t)len, &key);
+	tier_l3_mark(fs->tier, d->ns, &key, &a);
 }

@@ -230,11 +230,15 @@ void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 /* Names found in L3 (fs_pl3.c); no lock held, and nothing when L3 is
  * off. find: name in directory dir_ino, missing here, is a file or a
  * directory in L3: it joins the tree (0; also when it appeared here
- * meanwhile), else -ENOENT. mark: a file was just published in directory
- * dir_ino: its directories are marked in L3 (once each). */
+ * meanwhile) with the attributes its record or marker carries, else
+ * -ENOENT. mark: a file was just published in directory dir_ino: its
+ * directories are marked in L3 (once each, with their attributes). */
 int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 		    size_t len);
 void fs_path_l3_mark(struct fs *fs, uint64_t dir_ino);
+/* Marked directory d's attributes changed: its marker is written again
+ * with them (priv.lock held; nothing when it is not marked). */
+void fs_path_l3_remark_locked(struct fs *fs, const struct fs_pdir *d);
 
 /* Event hashes of hex-named files, and with L3 the attributes of path
  * files (fs_pevent.c), by key, for the engine's callbacks (tier.lock

@@ -12,6 +12,7 @@ travel with the files' L3 records (record.h version 3): a file 0600 of
 uid 1000 is 0600 of uid 1000 on the node that finds it in L3, and EACCES
 for nobody there, also after a chmod of a file already in L3.
 """
+import ctypes
 import errno
 import os
 import shutil
@@ -79,10 +80,21 @@ def wait_key(path_in_ns, ns="pp", s=10.0):
         time.sleep(0.05)
 
 
+def raw_key(path):
+    """kvfs_path_key of any bytes: a directory's marker is "dir/"'s."""
+    lib = kvfs.load_library()
+    lib.kvfs_path_key.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                  ctypes.c_char_p]
+    out = ctypes.create_string_buffer(16)
+    assert lib.kvfs_path_key(path.encode(), len(path.encode()), out) == 0
+    return out.raw.hex()
+
+
 def l3_attrs(path_in_ns, ns="pp"):
-    """(version, flags, mode, uid, gid) of the record header of the file's
-    value in Redis (record.h), or None."""
-    key = "kvfs:%s:%s" % (ns, kvfs.path_key(path_in_ns).hex())
+    """(version, flags, mode, uid, gid) of the record header of the
+    value of a file (or of a directory's marker: "dir/") in Redis
+    (record.h), or None."""
+    key = "kvfs:%s:%s" % (ns, raw_key(path_in_ns))
     with socket.create_connection(("127.0.0.1", R.port), timeout=10) as s:
         args = [b"GETRANGE", key.encode(), b"0", b"255"]
         s.sendall(b"*%d\r\n" % len(args) + b"".join(
@@ -190,6 +202,37 @@ class ModesL3(unittest.TestCase):
         time.sleep(0.3)
         self.private(os.path.join(B.mnt, "pp/mc/r.bin"),
                      "chmod'ed on A after it reached L3")
+
+    def test_directory_modes(self):
+        """A directory's L3 marker carries its mode and owner: another
+        node makes it 0700 of uid 1000 (nobody cannot reach the 0644
+        file below), also after a chmod of a directory already marked."""
+        for d, early in (("mp", True), ("mq", False)):
+            top = os.path.join(A.mnt, "pp", d)
+            os.mkdir(top)
+            if early:  # before its marker is written
+                os.chown(top, self.OWNER, self.OWNER)
+                os.chmod(top, 0o700)
+            self.assertTrue(publish_on_a(d + "/f.bin", b"f" * 4000, 0o644,
+                                         self.OWNER))
+            if not early:  # marked 0755: marked again
+                time.sleep(0.3)
+                os.chown(top, self.OWNER, self.OWNER)
+                os.chmod(top, 0o700)
+            end = time.monotonic() + 10
+            while (l3_attrs(d + "/") or (0,) * 5)[2:] != \
+                    (0o700, self.OWNER, self.OWNER) and \
+                    time.monotonic() < end:
+                time.sleep(0.05)
+            self.assertEqual(l3_attrs(d + "/"),
+                             (3, 2, 0o700, self.OWNER, self.OWNER), d)
+            st = os.stat(os.path.join(B.mnt, "pp", d))
+            self.assertEqual((oct(st.st_mode), st.st_uid, st.st_gid),
+                             (oct(0o40700), self.OWNER, self.OWNER), d)
+            self.assertEqual(as_nobody_errno(
+                os.path.join(B.mnt, "pp", d, "f.bin")), errno.EACCES, d)
+            with open(os.path.join(B.mnt, "pp", d, "f.bin"), "rb") as f:
+                self.assertEqual(f.read(), b"f" * 4000)
 
     def test_evicted_from_this_node(self):
         # B's own file (ingest=evicted, no L2): chmod'ed once published,
