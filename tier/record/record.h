@@ -35,8 +35,9 @@
  * KVREC_F_ATTR says mode (permission bits, at most 07777), uid, gid and
  * the mtime (mtime_nsec below 10^9, seconds in mtime_lo/mtime_hi) are
  * its writer's, so a node that finds the file in L3 judges it as its
- * writer did. Only L3 records of path files carry them (version 3 only
- * then: key chunks' records are what they were); older daemons reject
+ * writer did. Only L3 records of path files and the markers of their
+ * directories (fs/paths/fs_pl3.c: a directory's) carry them (version 3
+ * only then: key chunks' records are what they were); older daemons reject
  * version 3 (a miss), and a record without them leaves the attributes
  * unknown to its reader (0644, the namespace's owner).
  *
