@@ -8,6 +8,7 @@
  * What is not known (records of older daemons, a journal lost) stays as
  * before: files 0644, directories 0755, the namespace's owner.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -76,6 +77,20 @@ void fs_pattr_note_writer(struct fs *fs, uint32_t ns,
 	};
 
 	fs_pev_attr_set(fs->priv->paths, ns, key, &a);
+}
+
+void fs_pattr_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	struct fs_paths *t = fs->priv->paths;
+	const struct fs_pent *e;
+	struct tier_info info;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	e = fs_ptree_by_key(t, ns, key);
+	if (!(e && e->keyed) && !fs_ptree_publishing(t, ns, key) &&
+	    tier_stat(fs->tier, ns, key, &info) == -ENOENT)
+		fs_pev_forget(t, ns, key);
+	pthread_mutex_unlock(&fs->priv->lock);
 }
 
 void fs_pattr_changed_file(struct fs *fs, const struct fs_pent *e)

@@ -1015,6 +1015,7 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 void pth_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	fs_path_drop_gone(fs, ns, key, true);
+	fs_pattr_gone(fs, ns, key); /* a key with no name: its attributes */
 }
 
 /* ---------------------------------------------------------- life cycle */

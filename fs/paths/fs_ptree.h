@@ -273,6 +273,10 @@ void fs_pattr_note(struct fs *fs, const struct fs_pent *e);
 /* The same for the file writer w is about to publish under (ns, key). */
 void fs_pattr_note_writer(struct fs *fs, uint32_t ns,
 			  const struct kvfs_key *key, const struct fs_wr *w);
+/* (ns, key) left the engine (background thread, no lock held): what a
+ * key with no name here kept (a file a GET by key found in L3) goes,
+ * unless a publication of it is in flight. */
+void fs_pattr_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 /* The attributes of published file e (keyed) or directory d changed
  * (chmod, chown, utimensat): the journal appends their record, L3's
  * copy is written again (priv.lock held). */
