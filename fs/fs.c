@@ -201,6 +201,9 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 
 	tc->on_gone = fs_on_gone;
 	tc->on_gone_arg = fs;
+	tc->pattr_get = fs_path_pattr_get; /* path files' modes in L3 */
+	tc->pattr_found = fs_path_pattr_found;
+	tc->pattr_arg = fs;
 	if (!tc->log) {
 		tc->log = tier_log_cb;
 		tc->log_arg = fs;

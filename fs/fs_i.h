@@ -9,6 +9,8 @@
  *
  *   fs_wr.lock     -> fs_priv.lock -> the tier's locks
  *   fs_nsmeta.lock -> fs_priv.lock
+ *   fs_pjournal.lock -> fs_priv.lock (fs_pjournal.c: a record's
+ *           attributes are read with the journal's lock held)
  *   fs_priv.qlock and fs_fh.ioctl_lock: leaves (nothing taken inside)
  *
  *   fs_priv.lock (mutex) protects the three tables (inodes by number,
@@ -30,8 +32,9 @@
  *   fs_nsmeta.lock (fs_nsmeta.c) serializes saves of l2_dir/namespaces;
  *           fs_nsmeta_save is called with no fs lock held.
  *   fs_fh.ioctl_lock protects ioctl_priv only (a leaf; fs_ioctl.c's).
- *   fs_pev.lock (fs_pevent.c) protects the event hashes of path files: a
- *           leaf, taken under tier.lock (the events sink) or priv.lock.
+ *   fs_pev.lock (fs_pevent.c) protects the event hashes and (with L3)
+ *           the attributes of path files: a leaf, taken under tier.lock
+ *           (the events sink, L3 writes) or priv.lock.
  *   Counters marked "atomic" are read and bumped with __atomic builtins.
  *
  * Kernel notifications are sent only from the background thread
@@ -677,6 +680,11 @@ struct fs_path_ops {
 	void (*mode_saved)(struct fs *fs, const char *ns, bool paths);
 	bool (*event_hash)(struct fs *fs, uint32_t ns,
 			   const struct kvfs_key *key, uint64_t *h);
+	bool (*pattr_get)(struct fs *fs, uint32_t ns,
+			  const struct kvfs_key *key, struct tier_pattr *a);
+	void (*pattr_found)(struct fs *fs, uint32_t ns,
+			    const struct kvfs_key *key,
+			    const struct tier_pattr *a);
 	void (*counts)(struct fs *fs, struct fs_path_counts *c);
 };
 
@@ -787,6 +795,13 @@ void fs_path_mode_saved(struct fs *fs, const char *ns, bool paths);
  * own: the events sink calls it with tier.lock held (fs_pevent.c). */
 bool fs_path_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			uint64_t *h);
+/* The engine's tier_config.pattr_get and pattr_found (arg: the fs): the
+ * attributes of path files that their L3 records carry. Take only a leaf
+ * lock of their own (fs_pevent.c). */
+bool fs_path_pattr_get(void *arg, uint32_t ns, const struct kvfs_key *key,
+		       struct tier_pattr *a);
+void fs_path_pattr_found(void *arg, uint32_t ns, const struct kvfs_key *key,
+			 const struct tier_pattr *a);
 /* fs_path_counts: the path namespaces' numbers for .kvfs/stats. */
 struct fs_path_counts {
 	uint64_t dirs;       /* directories, all path namespaces */

@@ -153,6 +153,25 @@ bool fs_path_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	return o ? o->event_hash(fs, ns, key, h) : false;
 }
 
+bool fs_path_pattr_get(void *arg, uint32_t ns, const struct kvfs_key *key,
+		       struct tier_pattr *a)
+{
+	struct fs *fs = arg;
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->pattr_get(fs, ns, key, a) : false;
+}
+
+void fs_path_pattr_found(void *arg, uint32_t ns, const struct kvfs_key *key,
+			 const struct tier_pattr *a)
+{
+	struct fs *fs = arg;
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->pattr_found(fs, ns, key, a);
+}
+
 void fs_path_counts(struct fs *fs, struct fs_path_counts *c)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;

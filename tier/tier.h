@@ -54,6 +54,17 @@ enum tier_gone_reason {
 #define TIER_WAIT_RECHECK_MS_DEFAULT 50
 #define TIER_WAIT_RECHECK_MS_MAX 100
 
+/* The attributes of a file of a path namespace (fs/paths/), which the
+ * engine carries in the file's L3 record (record.h version 3) so that a
+ * node reading it from L3 judges it as its writer did: permission bits
+ * (07777), owner, mtime. */
+struct tier_pattr {
+	uint32_t mode;
+	uint32_t uid, gid;
+	uint32_t mtime_nsec;  /* < 10^9 */
+	int64_t mtime_sec;
+};
+
 struct tier_config {
 	uint64_t l1_size;   /* bytes of arena; must hold at least one chunk */
 	uint64_t max_chunk; /* largest chunk, bytes (default 64 MiB) */
@@ -112,6 +123,22 @@ struct tier_config {
 	void (*on_gone)(void *arg, uint32_t ns, const struct kvfs_key *key,
 			enum tier_gone_reason why);
 	void *on_gone_arg;
+
+	/*
+	 * With L3, the attributes of files of path namespaces (NULL: none
+	 * are carried). pattr_get: as a write of (ns, key) to L3 is queued
+	 * (tier.lock held: it may take only a leaf lock of its own), true
+	 * and *a when the chunk is a path file whose attributes are known
+	 * (its record carries them, record.h version 3). pattr_found: a
+	 * promotion from L3 of (ns, key) is about to publish it, with the
+	 * attributes its record carried (a NULL: none). No tier lock held.
+	 */
+	bool (*pattr_get)(void *arg, uint32_t ns, const struct kvfs_key *key,
+			  struct tier_pattr *a);
+	void (*pattr_found)(void *arg, uint32_t ns,
+			    const struct kvfs_key *key,
+			    const struct tier_pattr *a);
+	void *pattr_arg;
 
 	/* Where every published chunk is, as it changes (tier_events.h):
 	 * silent until tier_events_start. */
@@ -526,19 +553,36 @@ int tier_ns_snapshot(struct tier *t, uint32_t ns, struct tier_dirent **out,
 
 /* ------------------------------------------------------------------- L3 */
 
+/*
+ * tier_l3_pattr_changed - the attributes of path file (ns, key) changed
+ * (chmod, chown, utimensat; pattr_get gives the new ones): a copy this
+ * node wrote to L3, or read from there, is written again while L1 holds
+ * the chunk (or when a write in flight ends), else deleted from L3 (only
+ * L2 holds it here: L3 must not keep the old mode). Any lock but
+ * tier.lock may be held.
+ */
+void tier_l3_pattr_changed(struct tier *t, uint32_t ns,
+			   const struct kvfs_key *key);
+
 /* tier_l3_on - does the engine have an L3? */
 bool tier_l3_on(const struct tier *t);
 /*
  * tier_l3_mark - stores an empty record under (ns, key) in L3, queued as
- * every L3 write (never waits for the network; a full queue drops it):
- * path namespaces mark the directories their files imply there
- * (fs/paths/fs_pl3.c). tier_l3_has - is (ns, key) in L3 (one EXISTS,
- * bounded by l3_timeout_ms; false when L3 is off or unreachable)?
- * mark: 0, -EOPNOTSUPP (no L3), -ENOENT (no namespace ns), -EAGAIN
- * (queue full), -ENOMEM.
+ * every L3 write (never waits for the network; a full queue drops it),
+ * with attributes a (a directory's mode, owner, mtime; NULL: none): path
+ * namespaces mark the directories their files imply there
+ * (fs/paths/fs_pl3.c). tier_l3_has - is (ns, key) in L3 (one GET of its
+ * record, bounded by l3_timeout_ms; false when L3 is off or
+ * unreachable)? true and *a set, *has_a true, when the record there is
+ * one that passes every check and carries attributes; *has_a false for
+ * any other value (an older daemon's marker): present, attributes not
+ * known. mark: 0, -EOPNOTSUPP (no L3), -ENOENT (no namespace ns),
+ * -EAGAIN (queue full), -ENOMEM.
  */
-int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key);
-bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 const struct tier_pattr *a);
+bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 struct tier_pattr *a, bool *has_a);
 /*
  * tier_l3_refuse - (ns, key) is absent from L3 for this node until it
  * unmounts: no promotion, lookup or prefetch takes it from there (a

@@ -134,6 +134,10 @@ struct tier_rec {
 /* rec.l3: what this node knows of the chunk's copy in L3 */
 #define TL3_QUEUED 1 /* a write of it is queued (it is pinned for it) */
 #define TL3_IN 2     /* stored there by this node, or read from there */
+#define TL3_REDO 4   /* with TL3_QUEUED: its attributes changed since the
+		      * write was queued: written again once it is done */
+#define TL3_STALE 8  /* with TL3_QUEUED: L3 may hold a copy with older
+		      * attributes, deleted if this write fails */
 
 /* 184 bytes: with malloc's 8-byte header, one 192-byte heap chunk. */
 _Static_assert(sizeof(struct tier_rec) <= 184, "tier_rec grew");

@@ -25,6 +25,14 @@
  * demotion does. A chunk that came from L3, or was stored there by this
  * node, is not written again (rec.l3).
  *
+ * A record of a file of a path namespace carries the file's mode, owner
+ * and mtime (record.h version 3), taken from the mount (cfg.pattr_get)
+ * as the write is queued; a promotion hands those it finds back
+ * (cfg.pattr_found) before and after it publishes the chunk. A change of
+ * them (tier_l3_pattr_changed) writes this node's copy again from L1, or
+ * deletes it from L3 when only L2 holds it here, so L3 never keeps a
+ * looser mode than the file has.
+ *
  * Unlinks: a chunk unlinked here is never served here again from L3. The
  * unlink queues an L3 deletion and leaves a tombstone of (namespace, key)
  * until the store confirms it: meanwhile promotions (GET, prefetch, a
@@ -108,7 +116,12 @@ struct tl3_job {
 	uint64_t gen;     /* the record's, at queueing */
 	uint32_t bucket;  /* of tier_l3.forgets */
 	uint64_t forgets; /* tier_l3.forgets[bucket] at queueing */
+	bool has_attr;    /* a path file's attributes (cfg.pattr_get) */
+	struct kvrec_attr attr;
 };
+
+static void pattr_stale(struct tier *t, struct tier_rec *r);
+static void pattr_drop(struct tier *t, struct tier_rec *r);
 
 /* ------------------------------------------------------- workspaces */
 
@@ -155,7 +168,8 @@ static int build(struct tier *t, const struct tl3_job *j, const void *src,
 {
 	struct tier_l3 *t3 = t->l3;
 	struct kvrec_desc d = { .ns = j->ns, .key = &j->key,
-				.raw_len = j->size };
+				.raw_len = j->size,
+				.attr = j->has_attr ? &j->attr : NULL };
 	struct timespec now;
 	uint8_t *buf;
 	long n = -E2BIG;
@@ -253,8 +267,14 @@ static void job_release(void *arg, int err)
 		tier_l3_notify_stored(t, j->ns, &j->key);
 	tier_lock(t);
 	if (j->r) {
+		uint8_t was = j->r->l3;
+
 		t->l3->pinned -= j->size;
 		j->r->l3 = err ? 0 : TL3_IN;
+		if (!err && (was & TL3_REDO)) /* attributes changed since */
+			pattr_stale(t, j->r);
+		else if (err && (was & (TL3_REDO | TL3_STALE)))
+			pattr_drop(t, j->r);
 	}
 	if (!err)
 		stored_event(t, j);
@@ -288,6 +308,16 @@ static void queue_put(struct tier *t, struct tier_rec *r, void *raw)
 	j->has_parent = (r->flags & TREC_HAS_PARENT) != 0;
 	j->parent = r->parent;
 	j->gen = r->gen;
+	if (t->cfg.pattr_get) {
+		struct tier_pattr a;
+
+		j->has_attr = t->cfg.pattr_get(t->cfg.pattr_arg, r->ns, &r->key,
+					       &a);
+		if (j->has_attr)
+			j->attr = (struct kvrec_attr){ a.mode, a.uid, a.gid,
+						       a.mtime_nsec,
+						       a.mtime_sec };
+	}
 	j->bucket = (uint32_t)(r->pi.hkey % TL3_FORGET_BUCKETS);
 	j->forgets = t3->forgets[j->bucket];
 	if (!raw) {
@@ -494,6 +524,65 @@ static void tomb_add(struct tier *t, const char *name, struct tier_rec *r)
 	}
 }
 
+/* r's copy in L3 may carry attributes older than the file's (tier.lock
+ * held): written again from L1, else (only L2 holds it, or the write
+ * could not be queued) deleted from L3, where another node would judge
+ * the file by its old mode. */
+static void pattr_stale(struct tier *t, struct tier_rec *r)
+{
+	r->l3 = 0;
+	queue_pinned(t, r); /* L1 only */
+	if (r->l3)
+		r->l3 |= TL3_STALE;
+	else
+		pattr_drop(t, r);
+}
+
+/* Deletes r's copy from L3 (tier.lock held); r stays here. */
+static void pattr_drop(struct tier *t, struct tier_rec *r)
+{
+	struct tier_ns *ns = tier_ns_get(t, r->ns);
+
+	r->l3 = 0; /* written again (with its attributes) if it leaves */
+	if (!ns)
+		return;
+	tomb_add(t, ns->name, r);
+	tier_ev(t, r, TIER_EV_REMOVED, TIER_EV_L3, TIER_EV_DROP);
+}
+
+void tier_l3_pattr_changed(struct tier *t, uint32_t ns,
+			   const struct kvfs_key *key)
+{
+	struct tier_rec *r;
+
+	if (!t->l3)
+		return;
+	tier_lock(t);
+	r = tier_idx_find(t, ns, key);
+	if (r && (r->l3 & TL3_QUEUED)) /* job_release writes it again */
+		r->l3 |= TL3_REDO;
+	else if (r && r->l3 == TL3_IN)
+		pattr_stale(t, r);
+	tier_unlock(t);
+}
+
+/* The attributes a promoted record carried, to the mount. */
+static void pattr_found(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+			const struct kvrec_hdr *h)
+{
+	struct kvrec_attr a;
+	struct tier_pattr pa;
+	bool has;
+
+	if (!t->cfg.pattr_found)
+		return;
+	has = kvrec_hdr_attr(h, &a);
+	if (has)
+		pa = (struct tier_pattr){ a.mode, a.uid, a.gid, a.mtime_nsec,
+					  a.mtime_sec };
+	t->cfg.pattr_found(t->cfg.pattr_arg, ns, key, has ? &pa : NULL);
+}
+
 static void tl3_forget(struct tier *t, struct tier_rec *r)
 {
 	struct tier_ns *ns = t->l3 ? tier_ns_get(t, r->ns) : NULL;
@@ -626,11 +715,16 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	rx.w->l3_forgets = forgets;
 	/* checked: kept, not recomputed */
 	tier_wr_set_checksum(rx.w, rx.hdr.h.raw_sum);
+	/* its attributes, known to the mount before anyone can open it
+	 * (and again after: the mount may have dropped them meanwhile, as
+	 * the key's earlier copy left) */
+	pattr_found(t, ns, key, &rx.hdr.h);
 	rc = tier_wr_publish(t, rx.w, NULL);
 	if (rc == -EEXIST)
 		return wait_published(t, ns, key);
 	if (rc)
 		return rc == -ENOMEM ? rc : -ENOENT;
+	pattr_found(t, ns, key, &rx.hdr.h);
 	tier_lock(t);
 	t3->promotions++;
 	t->promotions++;
@@ -773,7 +867,8 @@ static void mark_release(void *arg, int err)
 	free(arg);
 }
 
-int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 const struct tier_pattr *a)
 {
 	struct tl3_job *j;
 	struct tier_ns *n;
@@ -796,6 +891,11 @@ int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	}
 	j->t = t;
 	j->key = *key;
+	if (a) {
+		j->has_attr = true;
+		j->attr = (struct kvrec_attr){ a->mode, a->uid, a->gid,
+					       a->mtime_nsec, a->mtime_sec };
+	}
 	src.encode = mark_encode;
 	src.release = mark_release;
 	src.arg = j;
@@ -806,9 +906,40 @@ int tier_l3_mark(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	return rc;
 }
 
-bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+bool tier_l3_has(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		 struct tier_pattr *a, bool *has_a)
 {
-	return tier_l3_run(t, ns, key, 1) == 1;
+	char name[KVFS_NS_NAME_MAX + 1];
+	const struct kvrec_hdr *h;
+	struct kvrec_attr ka;
+	struct tier_ns *n;
+	struct l3_val v;
+	bool gone;
+
+	*has_a = false;
+	if (!t->l3)
+		return false;
+	tier_lock(t);
+	n = tier_ns_get(t, ns);
+	if (n)
+		memcpy(name, n->name, sizeof(name));
+	gone = !n || tl3_tombstoned(t, ns, key);
+	tier_unlock(t);
+	if (gone || l3_get(t->l3->l3, name, key, &v))
+		return false;
+	/* its attributes only from a record that names it and passed its
+	 * checks; any other value still says the directory is there */
+	h = v.data;
+	if (v.len == KVREC_HDR_BYTES && !kvrec_hdr_check(h, t->l3->salt, 0) &&
+	    !h->raw_len && !strcmp(h->ns, name) &&
+	    !memcmp(h->key, key->b, sizeof(h->key)) &&
+	    kvrec_hdr_attr(h, &ka)) {
+		*a = (struct tier_pattr){ ka.mode, ka.uid, ka.gid,
+					  ka.mtime_nsec, ka.mtime_sec };
+		*has_a = true;
+	}
+	l3_val_free(&v);
+	return true;
 }
 
 static void tl3_stats(struct tier *t, struct tier_stats *st)

@@ -121,18 +121,10 @@ void pth_writer_attr_set(struct fs *fs, struct fs_wr *w)
 	if (!w->path || !w->has_key)
 		return;
 	e = fs_ptree_by_key(paths_of(fs), w->ns, &w->key);
-	if (e && e->keyed && e->gen == w->final_gen && !e->busy)
+	if (e && e->keyed && e->gen == w->final_gen && !e->busy) {
 		name_takes_attr(e, w);
-}
-
-static void ns_name(struct fs *fs, uint32_t ns, char out[KVFS_NS_NAME_MAX + 1])
-{
-	struct tier_ns_info ni;
-
-	if (tier_ns_info(fs->tier, ns, &ni))
-		out[0] = '\0';
-	else
-		memcpy(out, ni.name, sizeof(ni.name));
+		fs_pattr_changed_file(fs, e); /* journal, L3 */
+	}
 }
 
 /* key of ns was just published: the one published before it in ns (*prev,
@@ -160,7 +152,7 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 {
 	struct fs_paths *t = paths_of(fs);
 	struct fs_priv *p = fs->priv;
-	char path[FS_PATH_MAX + 1], nsn[KVFS_NS_NAME_MAX + 1];
+	char path[FS_PATH_MAX + 1];
 	struct kvfs_key key, old_key, prev;
 	bool has_prev = false;
 	struct fs_pent *e;
@@ -187,8 +179,10 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	ns = e->parent->ns;
 	dir_ino = e->parent->ino;
 	kvfs_path_key(path, (size_t)len, &key);
-	/* its BlockStored carries the name's block hash (fs_pevent.c) */
+	/* its BlockStored carries the name's block hash (fs_pevent.c), its
+	 * L3 record the writer's attributes (fs_pattr.c) */
 	fs_pev_note(t, ns, &key, e->name, e->len);
+	fs_pattr_note_writer(fs, ns, &key, w);
 	w->key = key; /* for readers of the writer's fd (fs_op_read) */
 	fs_ptree_pub(t, ns, &key, true); /* a GET of key waits for it */
 	w->refs++;
@@ -219,14 +213,12 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	fs_path_detach_writer(fs, e, w);
 	fs_wr_unref_locked(fs, w);
 	pthread_mutex_unlock(&p->lock);
-	if (!err && t->journal) {
-		ns_name(fs, ns, nsn);
-		fs_pjournal_add(fs, 'F', nsn, path, (size_t)len);
-	}
-	if (err && had_old) {
+	if (!err && t->journal) /* with its attributes */
+		fs_pjournal_add_file(fs, ns, &key);
+	if (err && had_old)
 		tier_unlink(fs->tier, ns, &old_key);
-		fs_pev_forget(t, ns, &old_key);
-	}
+	if (err) /* old_key is key: the path's */
+		fs_pev_forget(t, ns, &key);
 	if (!err) /* other nodes find its directories by name */
 		fs_path_l3_mark(fs, dir_ino);
 	if (!err) /* the kernel's entry of the writer goes (pth_published):
@@ -731,6 +723,7 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 		e->gid = in->gid;
 		e->mtime = in->mtime;
 		e->has_mtime = true;
+		fs_pattr_changed_file(fs, e); /* journal, L3 */
 	}
 	return 0;
 }
@@ -765,6 +758,7 @@ void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			d->gid = attr->st_gid;
 		set_mtime(&d->mtime, attr, to_set);
 		clock_gettime(CLOCK_REALTIME, &d->ctime);
+		fs_pattr_changed_dir(fs, d); /* the journal */
 		dir_attr(d, &st);
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_attr(req, &st, FS_PATH_TTL);

@@ -8,6 +8,13 @@
  * it), forgotten once its key left the engine. A key is the hash of a
  * path and the hash a function of the path's last name, so an entry is
  * never wrong, only possibly kept longer than needed.
+ *
+ * With L3, the same table keeps each published file's attributes (mode,
+ * owner, mtime; fs_pattr.c sets them before its publication and at each
+ * change), which the engine writes into the file's L3 record as it
+ * queues it (tier.lock held, often as the file leaves L1, when its name
+ * may be dropped right after), and where a promotion from L3 leaves the
+ * attributes its record carried, for the lookup that names the file.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,12 +28,15 @@ struct pev {
 	struct htab_node node;
 	uint32_t ns;
 	struct kvfs_key key;
-	uint64_t h;
+	uint64_t h;           /* 0: none (not a hex name) */
+	bool has_a;
+	struct tier_pattr a;
 };
 
 struct fs_pev {
 	pthread_mutex_t lock; /* a leaf: taken under tier.lock or priv.lock */
 	struct htab tab;
+	bool attrs;           /* (imm) keep attributes: L3 is on */
 };
 
 static uint64_t hash_of(uint32_t ns, const struct kvfs_key *key)
@@ -48,13 +58,31 @@ static struct pev *find(struct fs_pev *v, uint32_t ns,
 	return NULL;
 }
 
-int fs_pev_create(struct fs_paths *t)
+int fs_pev_create(struct fs_paths *t, bool attrs)
 {
 	t->pev = calloc(1, sizeof(*t->pev));
 	if (!t->pev)
 		return -ENOMEM;
 	pthread_mutex_init(&t->pev->lock, NULL);
+	t->pev->attrs = attrs;
 	return 0;
+}
+
+/* The entry of (ns, key), made if need be (lock held); NULL: no memory. */
+static struct pev *get(struct fs_pev *v, uint32_t ns,
+		       const struct kvfs_key *key)
+{
+	struct pev *x = find(v, ns, key);
+
+	if (x || !(x = calloc(1, sizeof(*x))))
+		return x;
+	x->ns = ns;
+	x->key = *key;
+	if (htab_add(&v->tab, &x->node, hash_of(ns, key))) {
+		free(x);
+		return NULL;
+	}
+	return x;
 }
 
 void fs_pev_destroy(struct fs_paths *t)
@@ -84,13 +112,9 @@ void fs_pev_note(struct fs_paths *t, uint32_t ns, const struct kvfs_key *key,
 	if (!h || !t->pev)
 		return; /* no hex name: the key's own hash, as key chunks */
 	pthread_mutex_lock(&t->pev->lock);
-	if (!find(t->pev, ns, key) && (x = calloc(1, sizeof(*x)))) {
-		x->ns = ns;
-		x->key = *key;
+	x = get(t->pev, ns, key);
+	if (x)
 		x->h = h;
-		if (htab_add(&t->pev->tab, &x->node, hash_of(ns, key)))
-			free(x);
-	}
 	pthread_mutex_unlock(&t->pev->lock);
 }
 
@@ -118,8 +142,69 @@ bool pth_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		return false;
 	pthread_mutex_lock(&t->pev->lock);
 	x = find(t->pev, ns, key);
-	if (x)
+	if (x && x->h)
 		*h = x->h;
 	pthread_mutex_unlock(&t->pev->lock);
-	return x != NULL;
+	return x && x->h;
+}
+
+void fs_pev_attr_set(struct fs_paths *t, uint32_t ns,
+		     const struct kvfs_key *key, const struct tier_pattr *a)
+{
+	struct pev *x;
+
+	if (!t->pev || !t->pev->attrs)
+		return;
+	pthread_mutex_lock(&t->pev->lock);
+	x = a ? get(t->pev, ns, key) : find(t->pev, ns, key);
+	if (x) {
+		x->has_a = a != NULL;
+		if (a)
+			x->a = *a;
+	}
+	pthread_mutex_unlock(&t->pev->lock);
+}
+
+bool pth_pattr_get(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		   struct tier_pattr *a)
+{
+	struct fs_paths *t = fs->priv->paths;
+
+	return t && fs_pev_attr_get(t, ns, key, a);
+}
+
+/* Attributes a promotion found in L3: kept unless the key has some
+ * already (a local publication of it in flight noted its writer's). */
+void pth_pattr_found(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		     const struct tier_pattr *a)
+{
+	struct fs_paths *t = fs->priv->paths;
+	struct pev *x;
+
+	if (!t || !a || !t->pev || !t->pev->attrs)
+		return;
+	pthread_mutex_lock(&t->pev->lock);
+	x = get(t->pev, ns, key);
+	if (x && !x->has_a) {
+		x->has_a = true;
+		x->a = *a;
+	}
+	pthread_mutex_unlock(&t->pev->lock);
+}
+
+bool fs_pev_attr_get(struct fs_paths *t, uint32_t ns,
+		     const struct kvfs_key *key, struct tier_pattr *a)
+{
+	struct pev *x;
+	bool has;
+
+	if (!t->pev || !t->pev->attrs)
+		return false;
+	pthread_mutex_lock(&t->pev->lock);
+	x = find(t->pev, ns, key);
+	has = x && x->has_a;
+	if (has)
+		*a = x->a;
+	pthread_mutex_unlock(&t->pev->lock);
+	return has;
 }

@@ -44,7 +44,6 @@ void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs_pent *e;
 	size_t len = strlen(name);
 	int plen = -ENAMETOOLONG, err;
-	uint32_t ns;
 
 	pthread_mutex_lock(&p->lock);
 	d = fs_ptree_dir(fs, parent);
@@ -70,7 +69,6 @@ void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	clock_gettime(CLOCK_REALTIME, &sub->mtime);
 	sub->ctime = sub->mtime;
 	sub->nlookup = 1;
-	ns = d->ns;
 	memset(&ep, 0, sizeof(ep));
 	ep.ino = sub->ino;
 	ep.attr.st_ino = sub->ino;
@@ -82,7 +80,7 @@ void fs_path_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	ep.attr_timeout = FS_PATH_TTL;
 	ep.entry_timeout = FS_PATH_TTL;
 	pthread_mutex_unlock(&p->lock);
-	journal(fs, 'D', ns, path, plen);
+	fs_pjournal_add_dir(fs, ep.ino); /* with its mode and owner */
 	fs_reply_entry_counted(fs, req, &ep);
 }
 
@@ -337,7 +335,7 @@ void fs_path_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	bool okeyed = false, skeyed = false, publish = false, isdir = false;
 	size_t len = strlen(name), nlen = strlen(newname);
 	int olen = -1, plen = -1, err = 0;
-	uint64_t ogen = 0;
+	uint64_t ogen = 0, dino = 0;
 	uint32_t ns = 0;
 
 	pthread_mutex_lock(&p->lock);
@@ -377,6 +375,7 @@ again:
 	}
 	if (e->dir) {
 		isdir = true;
+		dino = e->dir->ino;
 		olen = fs_ptree_path(d, name, len, opath);
 		err = rename_dir(fs, e, nd, newname, o, flags);
 		goto out;
@@ -448,7 +447,7 @@ out:
 	pthread_mutex_unlock(&p->lock);
 	if (!err && isdir) {
 		journal(fs, 'X', ns, opath, olen);
-		journal(fs, 'D', ns, npath, plen);
+		fs_pjournal_add_dir(fs, dino); /* with its attributes */
 	}
 	if (skeyed) {
 		tier_unlink(fs->tier, ns, &skey);
@@ -820,6 +819,23 @@ static int pent_reach(const struct fs_pent *e, const struct fs_cred *c,
 	return 0;
 }
 
+/* Whether c may reach a file with no name here, (ns, key): one known
+ * through L3 only is judged by the attributes its record carried (its
+ * writer's), an orphan or one whose record had none as a 0644 file
+ * (the directories of its path are not known: 0755). 0, -EACCES,
+ * -EAGAIN (see denied). */
+static int nameless_reach(struct fs *fs, uint32_t ns,
+			  const struct kvfs_key *key, const struct fs_cred *c,
+			  int mask)
+{
+	struct tier_pattr a;
+
+	if (mask && fs_pev_attr_get(paths_of(fs), ns, key, &a) &&
+	    !fs_cred_may(c, a.mode, a.uid, a.gid, mask))
+		return denied(c, -EACCES);
+	return 0;
+}
+
 uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 		   uint32_t n, struct fs_cred *c, int mask, int *why)
 {
@@ -842,8 +858,9 @@ again:
 
 			/* a key with no name here (a file known through L3
 			 * only, an orphan): what a lookup of its name would
-			 * make of it, 0755 directories and a 0644 file */
-			rc = e && e->keyed ? pent_reach(e, c, mask) : 0;
+			 * make of it */
+			rc = e && e->keyed ? pent_reach(e, c, mask) :
+			     nameless_reach(fs, ns, &keys[i], c, mask);
 			if (rc)
 				break;
 		}
@@ -910,7 +927,7 @@ static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	if (fs_ptree_in_limbo(t, ns, key))
 		return -ENOENT;
 	return tier_stat(fs->tier, ns, key, &info) || info.gen != gen ?
-	       -ENOENT : 0;
+	       -ENOENT : nameless_reach(fs, ns, key, c, R_OK);
 }
 
 static int pth_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
@@ -998,6 +1015,7 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 void pth_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	fs_path_drop_gone(fs, ns, key, true);
+	fs_pattr_gone(fs, ns, key); /* a key with no name: its attributes */
 }
 
 /* ---------------------------------------------------------- life cycle */
@@ -1021,6 +1039,8 @@ static const struct fs_path_ops pth_ops = {
 	.check = pth_check,
 	.mode_saved = pth_mode_saved,
 	.event_hash = pth_event_hash,
+	.pattr_get = pth_pattr_get,
+	.pattr_found = pth_pattr_found,
 	.counts = pth_counts,
 };
 
@@ -1034,7 +1054,7 @@ int fs_path_create(struct fs *fs, const char *l2_dir)
 		return -ENOMEM;
 	err = fs_ptree_init(t, fs->cfg.max_dirs);
 	if (!err)
-		err = fs_pev_create(t);
+		err = fs_pev_create(t, tier_l3_on(fs->tier));
 	if (err) {
 		free(t);
 		return err;

@@ -119,6 +119,14 @@ struct fs_paths {
 	} pubs[FS_PPUBS];
 	unsigned npubs_over;     /* publications that found no free slot */
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
+	/* names whose attributes changed (chmod, chown, utimensat), their
+	 * journal records to append (fs_pjournal_changed) */
+	struct fs_pjchange {
+		uint32_t ns;
+		uint64_t dir_ino;    /* a directory, or 0: the file at key */
+		struct kvfs_key key;
+	} *changed;
+	size_t nchanged, changed_cap;
 	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
 	uint64_t orphans;        /* chunks with no name found at start */
 	/* the file published last, per namespace (slot ns % FS_PLAST): the
@@ -222,21 +230,58 @@ void fs_path_drop_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 /* Names found in L3 (fs_pl3.c); no lock held, and nothing when L3 is
  * off. find: name in directory dir_ino, missing here, is a file or a
  * directory in L3: it joins the tree (0; also when it appeared here
- * meanwhile), else -ENOENT. mark: a file was just published in directory
- * dir_ino: its directories are marked in L3 (once each). */
+ * meanwhile) with the attributes its record or marker carries, else
+ * -ENOENT. mark: a file was just published in directory dir_ino: its
+ * directories are marked in L3 (once each, with their attributes). */
 int fs_path_l3_find(struct fs *fs, uint64_t dir_ino, const char *name,
 		    size_t len);
 void fs_path_l3_mark(struct fs *fs, uint64_t dir_ino);
+/* Marked directory d's attributes changed: its marker is written again
+ * with them (priv.lock held; nothing when it is not marked). */
+void fs_path_l3_remark_locked(struct fs *fs, const struct fs_pdir *d);
 
-/* Event hashes of hex-named files (fs_pevent.c). note: before the file
- * at key is published (does nothing unless name starts with >= 16 hex
- * digits); forget: once key left the engine. Any lock may be held. */
+/* Event hashes of hex-named files, and with L3 the attributes of path
+ * files (fs_pevent.c), by key, for the engine's callbacks (tier.lock
+ * held). note: before the file at key is published (does nothing unless
+ * name starts with >= 16 hex digits); forget: once key left the engine
+ * (both). Any lock may be held. attrs: keep attributes (L3 is on). */
 struct fs_pev;
-int fs_pev_create(struct fs_paths *t);
+int fs_pev_create(struct fs_paths *t, bool attrs);
 void fs_pev_destroy(struct fs_paths *t);
 void fs_pev_note(struct fs_paths *t, uint32_t ns, const struct kvfs_key *key,
 		 const char *name, size_t len);
 void fs_pev_forget(struct fs_paths *t, uint32_t ns, const struct kvfs_key *key);
+/* The attributes of the file at key: set (a), unknown (a NULL), got
+ * (true and *a when known). Nothing without attrs. */
+void fs_pev_attr_set(struct fs_paths *t, uint32_t ns,
+		     const struct kvfs_key *key, const struct tier_pattr *a);
+bool fs_pev_attr_get(struct fs_paths *t, uint32_t ns,
+		     const struct kvfs_key *key, struct tier_pattr *a);
+
+/* Attributes of files and directories kept across restarts (the journal)
+ * and nodes (L3 records): fs_pattr.c. of_*: what to keep of e (false:
+ * a file whose attributes are not known) or d; to_*: back into e
+ * (a NULL: not known, 0644 and the namespace's owner) or d. priv.lock
+ * held. */
+bool fs_pattr_of_file(const struct fs_pent *e, struct tier_pattr *a);
+void fs_pattr_of_dir(const struct fs_pdir *d, struct tier_pattr *a);
+void fs_pattr_to_file(const struct tier_pattr *a, struct fs_pent *e);
+void fs_pattr_to_dir(const struct tier_pattr *a, struct fs_pdir *d);
+/* What the engine's L3 writes carry for published file e (keyed): its
+ * attributes as they are now (fs_pev_attr_set). */
+void fs_pattr_note(struct fs *fs, const struct fs_pent *e);
+/* The same for the file writer w is about to publish under (ns, key). */
+void fs_pattr_note_writer(struct fs *fs, uint32_t ns,
+			  const struct kvfs_key *key, const struct fs_wr *w);
+/* (ns, key) left the engine (background thread, no lock held): what a
+ * key with no name here kept (a file a GET by key found in L3) goes,
+ * unless a publication of it is in flight. */
+void fs_pattr_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+/* The attributes of published file e (keyed) or directory d changed
+ * (chmod, chown, utimensat): the journal appends their record, L3's
+ * copy is written again (priv.lock held). */
+void fs_pattr_changed_file(struct fs *fs, const struct fs_pent *e);
+void fs_pattr_changed_dir(struct fs *fs, const struct fs_pdir *d);
 
 /* The journal (fs_pjournal.c): l2_dir/paths, see there. */
 struct fs_pjournal;
@@ -251,6 +296,19 @@ void fs_pjournal_close(struct fs *fs);
  * published. ns: the namespace's name. */
 void fs_pjournal_add(struct fs *fs, char type, const char *ns,
 		     const char *path, size_t len);
+/* Appends the 'F' record of the file holding (ns, key), or the 'D'
+ * record of directory dir_ino, with its attributes as they are now
+ * (nothing when the name is gone). priv.lock NOT held. */
+void fs_pjournal_add_file(struct fs *fs, uint32_t ns,
+			  const struct kvfs_key *key);
+void fs_pjournal_add_dir(struct fs *fs, uint64_t dir_ino);
+/* The attributes of the file at (ns, key) (dir_ino 0) or of directory
+ * dir_ino changed: its record is appended by the next fs_pjournal_sync
+ * (priv.lock held). */
+void fs_pjournal_changed(struct fs *fs, uint32_t ns,
+			 const struct kvfs_key *key, uint64_t dir_ino);
+/* Appends the records fs_pjournal_changed asked for, then fdatasyncs
+ * (the background thread, no lock held). */
 void fs_pjournal_sync(struct fs *fs);
 
 /* The hooks fs/'s core calls through struct fs_path_ops (fs_i.h; each has
@@ -276,6 +334,10 @@ uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 void pth_mode_saved(struct fs *fs, const char *ns, bool paths);
 bool pth_event_hash(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		    uint64_t *h);
+bool pth_pattr_get(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		   struct tier_pattr *a);
+void pth_pattr_found(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		     const struct tier_pattr *a);
 void pth_counts(struct fs *fs, struct fs_path_counts *c);
 
 #endif /* KVFS_FS_PTREE_H */

@@ -78,6 +78,8 @@ class Mount:
         before = os.stat(self.mnt).st_dev
         # KVFS_TEST_VERBOSE=1: the daemon's log goes to stderr
         verbose = os.environ.get("KVFS_TEST_VERBOSE") == "1"
+        if self.log:  # the previous daemon's (a remount)
+            self.log.close()
         self.log = None if verbose else tempfile.TemporaryFile()
         self.daemon = subprocess.Popen(
             [MOUNT_BIN, "-d" if os.environ.get("KVFS_TEST_FUSE_DEBUG")

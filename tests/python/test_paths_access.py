@@ -380,6 +380,148 @@ class Races(unittest.TestCase):
             self.assertEqual(json.loads(r.stdout), want, argv)
 
 
+OWNER = 1000  # the files' owner: neither root nor nobody
+
+
+class KeptAcrossRestarts(unittest.TestCase):
+    """Modes and owners of files and directories are in l2_dir/paths: a
+    clean remount and a SIGKILL of the daemon (once the journal was
+    synced) give back the file chmod'ed 0600 and chown'ed to uid 1000
+    (EACCES for nobody, its bytes and attributes for root) and the 0700
+    directory of uid 1000 (nobody cannot search it). Before, both came
+    back 0644 / 0755 and root's, readable by nobody."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.m = pathmount.new_mount(
+            ["names=paths", "l1_size=16M", "max_chunk=4M", "l2_size=128M",
+             "ingest=evicted", "flush_on_exit=1", "allow_other"])
+
+    @classmethod
+    def tearDownClass(cls):
+        pathmount.drop_mount(cls.m)
+
+    def make(self, ns):
+        """ns/pub/f.bin 0600 of OWNER (chmod'ed once published), ns/priv
+        0700 of OWNER (chmod'ed after mkdir) holding g.bin; their bytes."""
+        top = os.path.join(self.m.mnt, ns)
+        os.mkdir(top, 0o755)
+        os.chmod(top, 0o755)
+        os.makedirs(os.path.join(top, "pub"))
+        os.mkdir(os.path.join(top, "priv"), 0o755)
+        data = {"pub/f.bin": os.urandom(70000),
+                "priv/g.bin": os.urandom(5000)}
+        for p, b in data.items():
+            with open(os.path.join(top, p), "wb") as f:
+                f.write(b)
+            with open(os.path.join(top, p), "rb") as f:  # published
+                self.assertEqual(f.read(), b)
+        f = os.path.join(top, "pub/f.bin")
+        os.chown(f, OWNER, OWNER)
+        os.chmod(f, 0o600)
+        os.utime(f, ns=(1600000000123456789, 1600000000123456789))
+        os.chown(os.path.join(top, "priv"), OWNER, OWNER)
+        os.chmod(os.path.join(top, "priv"), 0o700)
+        return data
+
+    def check(self, ns, data, when):
+        top = os.path.join(self.m.mnt, ns)
+        for p, b in data.items():
+            with open(os.path.join(top, p), "rb") as f:
+                self.assertEqual(f.read(), b, (when, p))
+        st = os.stat(os.path.join(top, "pub/f.bin"))
+        self.assertEqual((oct(st.st_mode), st.st_uid, st.st_gid),
+                         (oct(0o100600), OWNER, OWNER), when)
+        self.assertEqual(st.st_mtime_ns, 1600000000123456789, when)
+        st = os.stat(os.path.join(top, "priv"))
+        self.assertEqual((oct(st.st_mode), st.st_uid, st.st_gid),
+                         (oct(0o40700), OWNER, OWNER), when)
+        r = pathmount.run_as(
+            "import os\n"
+            "for p in ('pub/f.bin', 'priv/g.bin'):\n"
+            "    try:\n"
+            "        open(os.path.join(%r, p), 'rb').close()\n"
+            "        print(0)\n"
+            "    except OSError as e:\n"
+            "        print(e.errno)\n"
+            "try:\n"
+            "    os.stat(os.path.join(%r, 'priv/g.bin'))\n"
+            "    print(0)\n"
+            "except OSError as e:\n"
+            "    print(e.errno)\n" % (top, top))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["13", "13", "13"], when)
+
+    def test_clean_restart(self):
+        data = self.make("keep1")
+        self.check("keep1", data, "before")
+        self.m.remount()
+        self.check("keep1", data, "after a clean remount")
+
+    def test_old_journal(self):
+        """Records of an older daemon (KVP1, no attributes) are still
+        replayed, as before: files 0644, directories 0755, the
+        namespace's owner; the bytes are the files'."""
+        import ctypes
+        import struct
+        try:
+            xxh = ctypes.CDLL("libxxhash.so.0")
+        except OSError as e:
+            self.skipTest("no libxxhash: %s" % e)
+        xxh.XXH3_64bits.restype = ctypes.c_uint64
+        xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        data = self.make("keep3")
+        self.m.unmount()
+        jpath = os.path.join(self.m.l2, "paths")
+        with open(jpath, "rb") as f:
+            old, new, at = f.read(), b"", 0
+        while at < len(old):
+            magic, = struct.unpack_from("<I", old, at)
+            nl, pl = old[at + 9], struct.unpack_from("<H", old, at + 10)[0]
+            extra = 24 if magic == 0x3250564b else 0
+            body = old[at + 8:at + 12] + \
+                old[at + 12 + extra:at + 12 + extra + nl + pl]
+            new += struct.pack("<II", 0x3150564b,
+                               xxh.XXH3_64bits(body, len(body)) &
+                               0xffffffff) + body
+            at += 12 + extra + nl + pl
+        self.assertLess(len(new), len(old))  # KVP2 records were there
+        with open(jpath, "wb") as f:
+            f.write(new)
+        self.m.mount()
+        top = os.path.join(self.m.mnt, "keep3")
+        for p, b in data.items():
+            with open(os.path.join(top, p), "rb") as f:
+                self.assertEqual(f.read(), b, p)
+        st = os.stat(os.path.join(top, "pub/f.bin"))
+        self.assertEqual((oct(st.st_mode), st.st_uid),
+                         (oct(0o100644), 0))
+        st = os.stat(os.path.join(top, "priv"))
+        self.assertEqual((oct(st.st_mode), st.st_uid), (oct(0o40755), 0))
+
+    def test_crash(self):
+        data = self.make("keep2")
+        # in L2 before the kill: the fillers push them out of L1
+        top = os.path.join(self.m.mnt, "keep2")
+        for i in range(12):
+            with open(os.path.join(top, "fill%d" % i), "wb") as f:
+                f.write(os.urandom(2 << 20))
+        for p in data:
+            path = os.path.join(top, p)
+            end = time.monotonic() + 10
+            while pathmount.tier_of(path) != "l2" and \
+                    time.monotonic() < end:
+                time.sleep(0.05)
+            self.assertEqual(pathmount.tier_of(path), "l2", p)
+        time.sleep(1)  # the journal's fdatasync (every 0.25 s)
+        self.m.daemon.kill()
+        self.m.daemon.wait()
+        self.m.daemon = None
+        self.m.unmount()
+        self.m.mount()
+        self.check("keep2", data, "after SIGKILL")
+
+
 if __name__ == "__main__":
     try:
         kvfs.load_library()

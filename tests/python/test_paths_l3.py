@@ -7,11 +7,17 @@ which never saw it, opens pp/x/y.bin by name: the lookup of "x" finds the
 directory A's file implies (its marker in L3), the lookup of "y.bin" the
 file, promoted from L3 and checked; lookup, stat and open agree. Also: a
 name in neither tier is ENOENT on B; a file B loses locally (evicted, no
-L2) is found again in L3; a key namespace is unchanged.
+L2) is found again in L3; a key namespace is unchanged. Modes and owners
+travel with the files' L3 records (record.h version 3): a file 0600 of
+uid 1000 is 0600 of uid 1000 on the node that finds it in L3, and EACCES
+for nobody there, also after a chmod of a file already in L3.
 """
+import ctypes
 import errno
 import os
 import shutil
+import socket
+import struct
 import sys
 import tempfile
 import time
@@ -66,18 +72,227 @@ def wait_key(path_in_ns, ns="pp", s=10.0):
     """Until the file's record reached Redis."""
     key = kvfs.path_key(path_in_ns).hex()
     end = time.monotonic() + s
-    while time.monotonic() < end:
+    while True:  # s=0: once
         if R.cli("EXISTS", "kvfs:%s:%s" % (ns, key)) == "1":
             return True
+        if time.monotonic() >= end:
+            return False
         time.sleep(0.05)
-    return False
+
+
+def raw_key(path):
+    """kvfs_path_key of any bytes: a directory's marker is "dir/"'s."""
+    lib = kvfs.load_library()
+    lib.kvfs_path_key.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
+                                  ctypes.c_char_p]
+    out = ctypes.create_string_buffer(16)
+    assert lib.kvfs_path_key(path.encode(), len(path.encode()), out) == 0
+    return out.raw.hex()
+
+
+def l3_attrs(path_in_ns, ns="pp"):
+    """(version, flags, mode, uid, gid) of the record header of the
+    value of a file (or of a directory's marker: "dir/") in Redis
+    (record.h), or None."""
+    key = "kvfs:%s:%s" % (ns, raw_key(path_in_ns))
+    with socket.create_connection(("127.0.0.1", R.port), timeout=10) as s:
+        args = [b"GETRANGE", key.encode(), b"0", b"255"]
+        s.sendall(b"*%d\r\n" % len(args) + b"".join(
+            b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+        buf = b""
+        while b"\r\n" not in buf:
+            buf += s.recv(4096)
+        n = int(buf[1:buf.index(b"\r\n")])
+        buf = buf[buf.index(b"\r\n") + 2:]
+        while len(buf) < n:
+            buf += s.recv(4096)
+    if n < 256:
+        return None
+    ver, = struct.unpack_from("<H", buf, 4)
+    flags, = struct.unpack_from("<I", buf, 12)
+    return (ver, flags) + struct.unpack_from("<III", buf, 220)
+
+
+def publish_on_a(path_in_ns, data, mode, owner):
+    """Writes pp/<path_in_ns> on A with mode and owner (set before its
+    close: the record A writes at publication, l3_ingest=all, carries
+    them), publishes it (a read) and waits for its record in Redis."""
+    path = os.path.join(A.mnt, "pp", path_in_ns)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.write(fd, data)
+    os.fchown(fd, owner, owner)
+    os.close(fd)
+    with open(path, "rb") as f:
+        f.read()
+    return wait_key(path_in_ns)
+
+
+def as_nobody_errno(path):
+    """open(path) as nobody: 0 or its errno."""
+    r = pathmount.run_as(
+        "import os\n"
+        "try:\n"
+        "    open(%r, 'rb').close()\n"
+        "    print(0)\n"
+        "except OSError as e:\n"
+        "    print(e.errno)\n" % path)
+    if r.returncode:
+        raise AssertionError("nobody's python: %s" % r.stderr)
+    return int(r.stdout)
+
+
+class ModesL3(unittest.TestCase):
+    """A file 0600 of uid 1000 stays so through L3 (before: 0644 of the
+    namespace's owner, readable by nobody on the node that found it)."""
+
+    OWNER = 1000
+
+    @classmethod
+    def setUpClass(cls):
+        why = pathmount.run_as_skip_reason()
+        if why:
+            raise unittest.SkipTest(why)
+        for m in (A, B):
+            os.makedirs(os.path.join(m.mnt, "pp"), exist_ok=True)
+
+    def private(self, path, when):
+        st = os.stat(path)
+        self.assertEqual((oct(st.st_mode), st.st_uid, st.st_gid),
+                         (oct(0o100600), self.OWNER, self.OWNER), when)
+        self.assertEqual(as_nobody_errno(path), errno.EACCES, when)
+
+    def test_another_node(self):
+        os.makedirs(os.path.join(A.mnt, "pp/md"))
+        data = os.urandom(50000)
+        self.assertTrue(publish_on_a("md/s.bin", data, 0o600, self.OWNER))
+        time.sleep(0.3)  # the directory marker, queued after
+        pb = os.path.join(B.mnt, "pp/md/s.bin")
+        self.private(pb, "found in L3 by another node")
+        # record.h version 3, KVREC_F_ATTR, mode, uid, gid
+        self.assertEqual(l3_attrs("md/s.bin"),
+                         (3, 2, 0o600, self.OWNER, self.OWNER))
+        with open(pb, "rb") as f:
+            self.assertEqual(f.read(), data)
+        # a GET by path key, of a file B has no name for: judged by the
+        # record's mode too (EACCES for nobody, root reads it)
+        self.assertTrue(publish_on_a("md/k.bin", b"k" * 3000, 0o600,
+                                     self.OWNER))
+        r = pathmount.run_as(
+            "import kvfs\n"
+            "c = kvfs.Connector(%r, 'pp', create=False)\n"
+            "k = kvfs.path_key('md/k.bin')\n"
+            "r = c.get_many([k], [bytearray(4096)])[0]\n"
+            "print(r.errno if isinstance(r, OSError) else r)\n" % B.mnt)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), str(errno.EACCES))
+        with kvfs.Connector(B.mnt, "pp", create=False) as c:
+            b = bytearray(4096)
+            self.assertEqual(c.get_many([kvfs.path_key("md/k.bin")], [b]),
+                             [3000])
+        # a chmod on A of a file L3 holds: A writes its record again
+        os.makedirs(os.path.join(A.mnt, "pp/mc"))
+        self.assertTrue(publish_on_a("mc/r.bin", b"r" * 7000, 0o644, 0))
+        os.chown(os.path.join(A.mnt, "pp/mc/r.bin"), self.OWNER,
+                 self.OWNER)
+        os.chmod(os.path.join(A.mnt, "pp/mc/r.bin"), 0o600)
+        end = time.monotonic() + 10
+        while l3_attrs("mc/r.bin")[2:5] != (0o600, self.OWNER, self.OWNER) \
+                and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        self.private(os.path.join(B.mnt, "pp/mc/r.bin"),
+                     "chmod'ed on A after it reached L3")
+
+    def test_directory_modes(self):
+        """A directory's L3 marker carries its mode and owner: another
+        node makes it 0700 of uid 1000 (nobody cannot reach the 0644
+        file below), also after a chmod of a directory already marked."""
+        for d, early in (("mp", True), ("mq", False)):
+            top = os.path.join(A.mnt, "pp", d)
+            os.mkdir(top)
+            if early:  # before its marker is written
+                os.chown(top, self.OWNER, self.OWNER)
+                os.chmod(top, 0o700)
+            self.assertTrue(publish_on_a(d + "/f.bin", b"f" * 4000, 0o644,
+                                         self.OWNER))
+            if not early:  # marked 0755: marked again
+                time.sleep(0.3)
+                os.chown(top, self.OWNER, self.OWNER)
+                os.chmod(top, 0o700)
+            end = time.monotonic() + 10
+            while (l3_attrs(d + "/") or (0,) * 5)[2:] != \
+                    (0o700, self.OWNER, self.OWNER) and \
+                    time.monotonic() < end:
+                time.sleep(0.05)
+            self.assertEqual(l3_attrs(d + "/"),
+                             (3, 2, 0o700, self.OWNER, self.OWNER), d)
+            st = os.stat(os.path.join(B.mnt, "pp", d))
+            self.assertEqual((oct(st.st_mode), st.st_uid, st.st_gid),
+                             (oct(0o40700), self.OWNER, self.OWNER), d)
+            self.assertEqual(as_nobody_errno(
+                os.path.join(B.mnt, "pp", d, "f.bin")), errno.EACCES, d)
+            with open(os.path.join(B.mnt, "pp", d, "f.bin"), "rb") as f:
+                self.assertEqual(f.read(), b"f" * 4000)
+
+    def test_evicted_from_this_node(self):
+        # B's own file (ingest=evicted, no L2): chmod'ed once published,
+        # then pushed out of B's L1 into L3; found again by name
+        os.makedirs(os.path.join(B.mnt, "pp/me"))
+        pb = os.path.join(B.mnt, "pp/me/p.bin")
+        put(pb, b"p" * 90000)
+        with open(pb, "rb") as f:
+            f.read()
+        os.chown(pb, self.OWNER, self.OWNER)
+        os.chmod(pb, 0o600)
+        for i in range(12):  # 12 x 2 MiB through a 16 MiB L1
+            put(os.path.join(B.mnt, "pp/me/fill%d" % i),
+                os.urandom(2 << 20))
+        self.assertTrue(wait_key("me/p.bin"))
+        time.sleep(0.5)
+        self.assertEqual(pathmount.tier_of(pb), "l1")  # promoted again
+        self.private(pb, "evicted to L3 and found again")
+        with open(pb, "rb") as f:
+            self.assertEqual(f.read(), b"p" * 90000)
+
+    def test_chmod_when_only_l2_holds_it(self):
+        """A node with L2 and L3 (l3_ingest=all): its file reached L3,
+        then left L1 for L2; a chmod cannot write the record again from
+        L1, so it deletes it from L3: another node misses it instead of
+        finding the old mode."""
+        c = pathmount.new_mount(node_opts("all") + ["l2_size=128M",
+                                                    "ingest=evicted"])
+        try:
+            os.makedirs(os.path.join(c.mnt, "pp/ml"))
+            pc = os.path.join(c.mnt, "pp/ml/q.bin")
+            put(pc, b"q" * 20000)
+            with open(pc, "rb") as f:
+                f.read()
+            self.assertTrue(wait_key("ml/q.bin"))
+            for i in range(12):  # out of C's L1, into its L2
+                put(os.path.join(c.mnt, "pp/ml/fill%d" % i),
+                    os.urandom(2 << 20))
+            self.assertEqual(pathmount.tier_of(pc), "l2")
+            os.chown(pc, self.OWNER, self.OWNER)
+            os.chmod(pc, 0o600)
+            end = time.monotonic() + 10
+            while wait_key("ml/q.bin", s=0) and time.monotonic() < end:
+                time.sleep(0.05)
+            self.assertFalse(wait_key("ml/q.bin", s=0), "still in L3")
+            time.sleep(0.3)
+            with self.assertRaises(FileNotFoundError):
+                os.stat(os.path.join(B.mnt, "pp/ml/q.bin"))
+            self.private(pc, "on the node that holds it in L2")
+            with open(pc, "rb") as f:
+                self.assertEqual(f.read(), b"q" * 20000)
+        finally:
+            pathmount.drop_mount(c)
 
 
 class PathsL3(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        os.mkdir(os.path.join(A.mnt, "pp"))
-        os.mkdir(os.path.join(B.mnt, "pp"))
+        for m in (A, B):  # ModesL3 may have made it
+            os.makedirs(os.path.join(m.mnt, "pp"), exist_ok=True)
 
     def test_read_by_name_on_another_node(self):
         data = os.urandom(300000)

@@ -511,9 +511,54 @@ static void test_record_versions(void **state)
 	kvrec_hdr_set_link(&h, NULL, 0, 42); /* back to version 1 */
 	assert_int_equal(h.version, 1);
 	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), 0);
-	h.version = 3;
+	h.version = KVREC_VERSION + 1;
 	h.hdr_sum = kvrec_sum(&h, offsetof(struct kvrec_hdr, hdr_sum), 42);
 	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), -EBADMSG);
+}
+
+/* Version 3: a path file's attributes; with or without a link, kept by
+ * set_link; a mode past 07777 or nanoseconds past 10^9 are refused. */
+static void test_record_attrs(void **state)
+{
+	struct kvfs_key k = mkkey(1), pk = mkkey(0), got;
+	struct kvrec_attr a = { .mode = 0600, .uid = 1000, .gid = 1001,
+				.mtime_nsec = 123456789,
+				.mtime_sec = INT64_C(-5000000000) };
+	struct kvrec_attr b;
+	struct kvrec_desc d = { .ns = "a", .key = &k, .seq = 3, .raw_len = 8,
+				.stored_len = 8, .attr = &a };
+	struct kvrec_hdr h;
+	uint32_t depth;
+
+	(void)state;
+	assert_int_equal(kvrec_hdr_build(&h, &d, 42), 0);
+	assert_int_equal(h.version, 3);
+	assert_int_equal(h.flags, KVREC_F_ATTR);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), 0);
+	assert_true(kvrec_hdr_attr(&h, &b));
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_false(kvrec_hdr_link(&h, &got, &depth));
+	kvrec_hdr_set_link(&h, &pk, 4, 42); /* a link: still version 3 */
+	assert_int_equal(h.version, 3);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), 0);
+	assert_true(kvrec_hdr_link(&h, &got, &depth));
+	assert_int_equal(depth, 4);
+	assert_true(kvrec_hdr_attr(&h, &b));
+	assert_memory_equal(&a, &b, sizeof(a));
+	kvrec_hdr_set_link(&h, NULL, 0, 42);
+	assert_int_equal(h.version, 3);
+	assert_true(kvrec_hdr_attr(&h, &b));
+	h.mode = 010000;
+	h.hdr_sum = kvrec_sum(&h, offsetof(struct kvrec_hdr, hdr_sum), 42);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), -EBADMSG);
+	h.mode = 0600;
+	h.mtime_nsec = 1000000000u;
+	h.hdr_sum = kvrec_sum(&h, offsetof(struct kvrec_hdr, hdr_sum), 42);
+	assert_int_equal(kvrec_hdr_check(&h, 42, 1 << 20), -EBADMSG);
+	d.attr = NULL; /* no attributes: version 1, none read */
+	assert_int_equal(kvrec_hdr_build(&h, &d, 42), 0);
+	assert_int_equal(h.version, 1);
+	assert_false(kvrec_hdr_attr(&h, &b));
 }
 
 /* A version 1 checkpoint (no LINK, no ORDER blocks) still loads. */
@@ -620,6 +665,7 @@ int main(void)
 		cmocka_unit_test(test_parser),
 		cmocka_unit_test(test_links_and_order_kept),
 		cmocka_unit_test(test_record_versions),
+		cmocka_unit_test(test_record_attrs),
 		cmocka_unit_test(test_v1_checkpoint_loads),
 	};
 

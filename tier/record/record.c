@@ -72,6 +72,15 @@ int kvrec_hdr_build(struct kvrec_hdr *h, const struct kvrec_desc *d,
 	h->stored_sum = d->stored_sum;
 	memcpy(h->key, d->key->b, sizeof(h->key));
 	memcpy(h->ns, d->ns, nslen);
+	if (d->attr) {
+		h->flags = KVREC_F_ATTR;
+		h->mode = d->attr->mode & 07777;
+		h->uid = d->attr->uid;
+		h->gid = d->attr->gid;
+		h->mtime_nsec = d->attr->mtime_nsec % 1000000000u;
+		h->mtime_lo = (uint32_t)(uint64_t)d->attr->mtime_sec;
+		h->mtime_hi = (uint32_t)((uint64_t)d->attr->mtime_sec >> 32);
+	}
 	kvrec_hdr_set_link(h, d->parent, d->depth, salt);
 	return 0;
 }
@@ -79,9 +88,11 @@ int kvrec_hdr_build(struct kvrec_hdr *h, const struct kvrec_desc *d,
 void kvrec_hdr_set_link(struct kvrec_hdr *h, const struct kvfs_key *parent,
 			uint32_t depth, uint64_t salt)
 {
-	/* without a link, version 1: what older readers take */
-	h->version = parent || depth ? KVREC_VERSION : KVREC_VERSION_MIN;
-	h->flags = parent ? KVREC_F_PARENT : 0;
+	bool attr = h->version >= 3 && (h->flags & KVREC_F_ATTR);
+
+	/* without a link or attributes, version 1: what older readers take */
+	h->version = attr ? 3 : parent || depth ? 2 : KVREC_VERSION_MIN;
+	h->flags = (parent ? KVREC_F_PARENT : 0) | (attr ? KVREC_F_ATTR : 0);
 	memset(h->parent, 0, sizeof(h->parent));
 	if (parent)
 		memcpy(h->parent, parent->b, sizeof(h->parent));
@@ -95,7 +106,12 @@ int kvrec_hdr_check(const struct kvrec_hdr *h, uint64_t salt,
 	if (h->magic != KVREC_MAGIC || h->version < KVREC_VERSION_MIN ||
 	    h->version > KVREC_VERSION || h->hdr_len != sizeof(*h))
 		return -EBADMSG;
-	if (h->version >= 2 && (h->flags & ~KVREC_F_PARENT))
+	if (h->version >= 2 &&
+	    (h->flags & ~(KVREC_F_PARENT |
+			  (h->version >= 3 ? KVREC_F_ATTR : 0))))
+		return -EBADMSG;
+	if (h->version >= 3 && (h->flags & KVREC_F_ATTR) &&
+	    (h->mode > 07777 || h->mtime_nsec >= 1000000000u))
 		return -EBADMSG;
 	if (h->hdr_sum != kvrec_sum(h, offsetof(struct kvrec_hdr, hdr_sum),
 				    salt))

@@ -31,7 +31,15 @@
  * 0 = not known). kvrec_hdr_build writes version 1 for a record without
  * a link (byte for byte what version 1 readers accept: L2 and L3 records
  * stay readable by older daemons) and version 2 only with one; readers
- * take both.
+ * take both. 3 adds a path file's attributes (fs/paths/): flags
+ * KVREC_F_ATTR says mode (permission bits, at most 07777), uid, gid and
+ * the mtime (mtime_nsec below 10^9, seconds in mtime_lo/mtime_hi) are
+ * its writer's, so a node that finds the file in L3 judges it as its
+ * writer did. Only L3 records of path files and the markers of their
+ * directories (fs/paths/fs_pl3.c: a directory's) carry them (version 3
+ * only then: key chunks' records are what they were); older daemons reject
+ * version 3 (a miss), and a record without them leaves the attributes
+ * unknown to its reader (0644, the namespace's owner).
  *
  * All functions return 0 or a negative errno and never set errno.
  */
@@ -46,9 +54,10 @@
 #include "kvfs.h"
 
 #define KVREC_MAGIC 0x324c564bu /* "KVL2" little-endian */
-#define KVREC_VERSION 2     /* the newest version (with a link) */
+#define KVREC_VERSION 3     /* the newest version (with attributes) */
 #define KVREC_VERSION_MIN 1 /* the oldest still read */
 #define KVREC_F_PARENT 1u   /* (v2) parent holds the parent key */
+#define KVREC_F_ATTR 2u     /* (v3) mode..mtime_hi are a path file's */
 #define KVREC_HDR_BYTES 256
 
 struct kvrec_hdr {
@@ -60,7 +69,8 @@ struct kvrec_hdr {
 			      * zstd: 0, 2 or 4; always 0 with CODEC_NONE */
 	uint32_t hdr_len;    /* sizeof(struct kvrec_hdr), 256 */
 	uint32_t flags;      /* v1: 0 (readers ignore it); v2: KVREC_F_PARENT
-			      * or 0, other bits rejected */
+			      * or 0, v3: also KVREC_F_ATTR; other bits
+			      * rejected */
 	uint64_t seq;        /* record number, increasing per store: when
 			      * several records hold one key, the highest
 			      * seq is the current one */
@@ -80,7 +90,12 @@ struct kvrec_hdr {
 			      * else zero */
 	uint32_t depth;      /* v2: the chunk's depth in its chain, 0 = not
 			      * known; v1: zero */
-	uint8_t reserved[28];/* zero */
+	uint32_t mode;       /* v3 with KVREC_F_ATTR: the path file's
+			      * permission bits (<= 07777), */
+	uint32_t uid, gid;   /* owner, */
+	uint32_t mtime_nsec; /* mtime (nanoseconds < 10^9, */
+	uint32_t mtime_lo, mtime_hi; /* seconds, signed 64 bits); else 0 */
+	uint8_t reserved[4]; /* zero */
 	uint64_t hdr_sum;    /* XXH3-64 of every byte before it, seeded with
 			      * the store's salt (L2: l2_dir/l2.id) */
 };
@@ -88,6 +103,14 @@ _Static_assert(sizeof(struct kvrec_hdr) == KVREC_HDR_BYTES,
 	       "record header is 256 bytes");
 _Static_assert(offsetof(struct kvrec_hdr, hdr_sum) == KVREC_HDR_BYTES - 8,
 	       "hdr_sum closes the header");
+
+/* A path file's attributes (version 3): as struct tier_pattr. */
+struct kvrec_attr {
+	uint32_t mode;        /* permission bits, <= 07777 */
+	uint32_t uid, gid;
+	uint32_t mtime_nsec;  /* < 10^9 */
+	int64_t mtime_sec;
+};
 
 /* What a header says about its record, besides magic/version/checksum. */
 struct kvrec_desc {
@@ -99,6 +122,7 @@ struct kvrec_desc {
 	uint64_t raw_sum, stored_sum; /* kvrec_sum(..., 0) of raw / stored */
 	const struct kvfs_key *parent; /* the chain link, or NULL ... */
 	uint32_t depth;             /* ... and the depth (0: not known) */
+	const struct kvrec_attr *attr; /* a path file's attributes, or NULL */
 };
 
 /* The chain link a checked header carries (version 2): true and *parent
@@ -112,6 +136,21 @@ static inline bool kvrec_hdr_link(const struct kvrec_hdr *h,
 	if (has)
 		memcpy(parent->b, h->parent, sizeof(parent->b));
 	return has;
+}
+
+/* The attributes a checked header carries (version 3): true and *a. */
+static inline bool kvrec_hdr_attr(const struct kvrec_hdr *h,
+				  struct kvrec_attr *a)
+{
+	if (h->version < 3 || !(h->flags & KVREC_F_ATTR))
+		return false;
+	a->mode = h->mode;
+	a->uid = h->uid;
+	a->gid = h->gid;
+	a->mtime_nsec = h->mtime_nsec;
+	a->mtime_sec = (int64_t)((uint64_t)h->mtime_lo |
+				 (uint64_t)h->mtime_hi << 32);
+	return true;
 }
 
 /* XXH3-64 of len bytes at p with seed (0 for raw_sum and stored_sum, the
@@ -130,15 +169,16 @@ uint64_t kvrec_sum_end(const struct kvrec_sum_state *s);
 void kvrec_sum_free(struct kvrec_sum_state *s);
 
 /* Fills *h (every byte: reserved and padding zeroed) from d and seals it
- * with hdr_sum under salt: version 1 when d has no link (parent NULL,
- * depth 0), else version 2. -EINVAL for a namespace name that is empty or
+ * with hdr_sum under salt: version 3 when d has attributes, else version
+ * 1 when d has no link (parent NULL, depth 0), else version 2. -EINVAL for a namespace name that is empty or
  * longer than KVFS_NS_NAME_MAX. It does not judge the codec: build only
  * what kvrec_hdr_check accepts. */
 int kvrec_hdr_build(struct kvrec_hdr *h, const struct kvrec_desc *d,
 		    uint64_t salt);
 
 /* Sets (or clears, parent NULL and depth 0) the chain link of a header
- * kvrec_hdr_build made, and seals it again under salt. */
+ * kvrec_hdr_build made (its attributes stay), and seals it again under
+ * salt. */
 void kvrec_hdr_set_link(struct kvrec_hdr *h, const struct kvfs_key *parent,
 			uint32_t depth, uint64_t salt);
 
