@@ -69,6 +69,8 @@ struct fs_pent {
 #define FS_PLIMBO 1024
 #define FS_PLIMBO_MS 1000
 #define FS_PPUBS 64
+#define FS_PHELD 64
+#define FS_PHELD_MS 250
 
 /*
  * Entry and attribute cache time of a path namespace's directories and
@@ -118,6 +120,16 @@ struct fs_paths {
 		struct kvfs_key key;
 	} pubs[FS_PPUBS];
 	unsigned npubs_over;     /* publications that found no free slot */
+	/* versions replaced in their writer's close (fs_path.c, supersede):
+	 * the inodes whose pin of the replaced bytes (fs_inode.prev) the
+	 * tick lets go FS_PHELD_MS on, and their bytes, at most l1_cap / 8
+	 * in all; nsync: closes invalidating the kernel's entry right now */
+	struct fs_pheld {
+		uint64_t ino;    /* 0: free */
+		uint64_t at_ms, bytes;
+	} held[FS_PHELD];
+	uint64_t held_bytes, l1_cap;
+	unsigned nsync;
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
 	uint64_t orphans;        /* chunks with no name found at start */
