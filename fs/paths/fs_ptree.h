@@ -80,9 +80,11 @@ struct fs_pent {
  * directory's attributes) or by the daemon dropping a file the engine
  * let go (an entry invalidation, which drops the parent's attributes
  * too); a published file's bytes and size never change, a new version
- * of its name invalidates the kernel's entry (pth_published), and every
- * open still reaches the daemon, which answers ESTALE for an inode that
- * is no longer its name's version (the kernel looks the name up again).
+ * of its name invalidates the kernel's entry (in the writer's close, or
+ * pth_published), and every open still reaches the daemon, which answers
+ * ESTALE for an inode that is no longer its name's version (the kernel
+ * looks the name up again), but for an open that raced the close that
+ * replaced it (fs_path.c, supersede).
  * What may lag is what stat shows of a directory (atime). With FS_TTL,
  * vLLM's load_block of a block stored a second before cost three LOOKUPs
  * (<hhh>/, <hh>_g0/, the file). Absent names and writers keep FS_TTL and
