@@ -807,6 +807,8 @@ struct fs_path_counts {
 	uint64_t meta_bytes; /* the trees' own count of their bytes */
 	uint64_t pending;    /* closed files not yet published */
 	uint64_t orphans;    /* chunks without a name dropped at start */
+	uint64_t superseded_opens; /* opens that raced a rewrite's close:
+				    * its replaced version (fs_path.c) */
 };
 void fs_path_counts(struct fs *fs, struct fs_path_counts *c);
 

@@ -203,13 +203,14 @@ static void held_drop_locked(struct fs *fs, uint64_t ino)
 	}
 }
 
-/* Pins the bytes of in's version for its racing opens, where room allows
- * (priv.lock held). */
+/* Pins the bytes of in's version for its racing opens, letting go of the
+ * oldest pins where room is short (their racing opens came long ago, as
+ * a rule). priv.lock held. */
 static void held_add_locked(struct fs *fs, struct fs_inode *in)
 {
 	struct fs_paths *t = paths_of(fs);
 	struct tier_chunk *c;
-	unsigned i;
+	unsigned i, slot, old;
 
 	if (!t->l1_cap) {
 		struct tier_stats ts;
@@ -217,17 +218,31 @@ static void held_add_locked(struct fs *fs, struct fs_inode *in)
 		tier_get_stats(fs->tier, &ts);
 		t->l1_cap = ts.l1_capacity;
 	}
-	for (i = 0; i < FS_PHELD && t->held[i].ino; i++)
-		;
-	if (i == FS_PHELD || in->prev ||
-	    t->held_bytes + in->info.size > t->l1_cap / 8 ||
-	    tier_pin_l1(fs->tier, in->ns, &in->key, in->gen, &c))
+	if (in->prev || in->info.size > t->l1_cap / 8)
+		return;
+	for (;;) {
+		slot = old = FS_PHELD;
+		for (i = 0; i < FS_PHELD; i++) {
+			if (!t->held[i].ino)
+				slot = slot == FS_PHELD ? i : slot;
+			else if (old == FS_PHELD ||
+				 t->held[i].at_ms < t->held[old].at_ms)
+				old = i;
+		}
+		if (slot < FS_PHELD &&
+		    t->held_bytes + in->info.size <= t->l1_cap / 8)
+			break;
+		if (old == FS_PHELD)
+			return;
+		held_drop_locked(fs, t->held[old].ino);
+	}
+	if (tier_pin_l1(fs->tier, in->ns, &in->key, in->gen, &c))
 		return;
 	in->prev = c;
-	t->held[i].ino = in->ino;
-	t->held[i].at_ms = fs_now_ms();
-	t->held[i].bytes = tier_chunk_size(c);
-	t->held_bytes += t->held[i].bytes;
+	t->held[slot].ino = in->ino;
+	t->held[slot].at_ms = fs_now_ms();
+	t->held[slot].bytes = tier_chunk_size(c);
+	t->held_bytes += t->held[slot].bytes;
 }
 
 /* Lets go of the pins held FS_PHELD_MS (the tick). */
@@ -1110,6 +1125,7 @@ static bool open_superseded(fuse_req_t req, fuse_ino_t ino,
 	    tier_chunk_dup(fs->tier, in->prev, &c) == 0) {
 		ns = in->ns;
 		key = in->key;
+		paths_of(fs)->superseded_opens++;
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (!c)

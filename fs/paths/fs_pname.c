@@ -1080,5 +1080,6 @@ void pth_counts(struct fs *fs, struct fs_path_counts *c)
 	c->meta_bytes = t->bytes;
 	c->pending = t->npending;
 	c->orphans = t->orphans;
+	c->superseded_opens = t->superseded_opens;
 	pthread_mutex_unlock(&fs->priv->lock);
 }

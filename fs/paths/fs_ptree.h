@@ -132,6 +132,7 @@ struct fs_paths {
 	} held[FS_PHELD];
 	uint64_t held_bytes, l1_cap;
 	unsigned nsync;
+	uint64_t superseded_opens; /* (priv.lock) open_superseded */
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
 	uint64_t orphans;        /* chunks with no name found at start */

@@ -402,7 +402,7 @@ done
 # Before the fix: ESTALE in every run (fstat of a replaced version's fd,
 # and an open whose retried LOOKUP lost to a second publication).
 cat >"$tmp/race.py" <<'EOF'
-import collections, errno, os, sys, threading, time
+import collections, errno, json, os, sys, threading, time
 from plt import check, counts, done, pyread
 path, preloaded = sys.argv[1], sys.argv[2] == "1"
 vers = [os.urandom(65536), os.urandom(65536), os.urandom(40000)]
@@ -435,6 +435,10 @@ def reader():
         reads[0] += 1
         if d not in vers or size != len(d):
             bad.append((len(d), size))
+def superseded_opens():
+    with open(os.environ["PLT_STATS"]) as f:
+        return json.load(f)["paths"]["superseded_opens"]
+s0 = superseded_opens()
 g0, o0 = counts()
 th = [threading.Thread(target=reader) for _ in range(3)]
 [t.start() for t in th]
@@ -462,8 +466,9 @@ check(not late, f"stat and read right after each rewrite's close: the new "
 if preloaded:
     check(g1 > g0, f"some reads were served (gets +{g1 - g0}, FUSE opens "
           f"+{o1 - o0})")
-print(f"failed: {sum(errs.values())} {dict(errs)}; fstat in the kernel's "
-      f"truncate window: {zeros[0]}")
+print(f"failed: {sum(errs.values())} {dict(errs)}; opens of the version "
+      f"their lookup found: {superseded_opens() - s0}; fstat in the "
+      f"kernel's truncate window: {zeros[0]}")
 done()
 EOF
 for how in plain preloaded; do
