@@ -437,7 +437,7 @@ def reader():
             bad.append((len(d), size))
 def superseded_opens():
     with open(os.environ["PLT_STATS"]) as f:
-        return json.load(f)["paths"]["superseded_opens"]
+        return json.load(f)["paths"].get("superseded_opens", 0)
 s0 = superseded_opens()
 g0, o0 = counts()
 th = [threading.Thread(target=reader) for _ in range(3)]
