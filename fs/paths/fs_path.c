@@ -277,11 +277,12 @@ static void supersede_begin(struct fs *fs, struct fs_pent *e, uint32_t ns,
 			    const struct kvfs_key *key, struct supersede *s)
 {
 	struct fs_paths *t = paths_of(fs);
-	unsigned max = fs_workers() / 4;
 	struct fs_inode *in;
 
 	s->on = false;
-	if (!fs->se || t->nsync >= (max ? max : 1) ||
+	if (!t->nsync_max)
+		t->nsync_max = fs_workers() / 4 ? fs_workers() / 4 : 1;
+	if (!fs->se || t->nsync >= t->nsync_max ||
 	    e->len >= sizeof(s->name))
 		return;
 	s->on = true;

@@ -125,13 +125,14 @@ struct fs_paths {
 	/* versions replaced in their writer's close (fs_path.c, supersede):
 	 * the inodes whose pin of the replaced bytes (fs_inode.prev) the
 	 * tick lets go FS_PHELD_MS on, and their bytes, at most l1_cap / 8
-	 * in all; nsync: closes invalidating the kernel's entry right now */
+	 * in all; nsync: closes invalidating the kernel's entry right now,
+	 * at most nsync_max (fs_workers() / 4, at least 1; read once) */
 	struct fs_pheld {
 		uint64_t ino;    /* 0: free */
 		uint64_t at_ms, bytes;
 	} held[FS_PHELD];
 	uint64_t held_bytes, l1_cap;
-	unsigned nsync;
+	unsigned nsync, nsync_max;
 	uint64_t superseded_opens; /* (priv.lock) open_superseded */
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	struct fs_pev *pev;      /* fs_pevent.c: event hashes (own lock) */
