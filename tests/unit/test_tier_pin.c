@@ -143,6 +143,25 @@ static void test_grow_enospc(void **state)
 	tier_destroy(t);
 }
 
+/* c pins the old 4-page publication of k, whose new one (published
+ * since) is 100 bytes: c still reads the old bytes, a new reader the new
+ * ones. */
+static void check_old_new(struct tier *t, uint32_t ns, const struct kvfs_key *k,
+			  const struct tier_chunk *c)
+{
+	uint8_t back[4 * PAGE];
+	struct tier_chunk *cur;
+
+	assert_int_equal(tier_chunk_read(t, c, back, sizeof(back), 0),
+			 4 * PAGE);
+	for (size_t i = 0; i < sizeof(back); i++)
+		assert_int_equal(back[i], pattern(k, i));
+	assert_int_equal(tier_get(t, ns, k, &cur), 0);
+	assert_int_equal(tier_chunk_size(cur), 100);
+	assert_true(tier_chunk_gen(cur) > tier_chunk_gen(c));
+	tier_put(t, cur);
+}
+
 static void test_unlink_pinned(void **state)
 {
 	struct tier *t = mk(8 * PAGE, 4 * PAGE, "lru", NULL);
@@ -195,14 +214,7 @@ static void test_unlink_pinned(void **state)
 	assert_int_equal(tier_wr_pwrite(t, w, back, 100, 0), 0);
 	assert_int_equal(tier_wr_publish(t, w, NULL), 0);
 	assert_int_equal(tier_pin_key(t, ns, &other), 0);
-	assert_int_equal(tier_chunk_read(t, c, back, sizeof(back), 0),
-			 4 * PAGE);
-	for (size_t i = 0; i < sizeof(back); i++)
-		assert_int_equal(back[i], pattern(&other, i));
-	assert_int_equal(tier_get(t, ns, &other, &c2), 0);
-	assert_int_equal(tier_chunk_size(c2), 100);
-	assert_true(tier_chunk_gen(c2) > tier_chunk_gen(c));
-	tier_put(t, c2);
+	check_old_new(t, ns, &other, c);
 	tier_put(t, c);
 	/* Two key pins on `other` (one per incarnation): both releases
 	 * balance, whichever order. */
@@ -279,7 +291,7 @@ static void test_pin_l1_dup(void **state)
 	struct tier *t = mk(8 * PAGE, 4 * PAGE, "lru", NULL);
 	uint32_t ns = mkns(t, "ns");
 	struct kvfs_key k = mkkey(9), none = mkkey(10);
-	struct tier_chunk *c, *d, *cur;
+	struct tier_chunk *c, *d;
 	struct tier_info info;
 	struct tier_stats st;
 	struct tier_wr *w;
@@ -306,13 +318,7 @@ static void test_pin_l1_dup(void **state)
 	assert_int_equal(tier_chunk_dup(t, c, &d), 0);
 	tier_put(t, c);
 	assert_int_equal(tier_chunk_gen(d), g0);
-	assert_int_equal(tier_chunk_read(t, d, back, sizeof(back), 0),
-			 4 * PAGE);
-	for (size_t i = 0; i < sizeof(back); i++)
-		assert_int_equal(back[i], pattern(&k, i));
-	assert_int_equal(tier_get(t, ns, &k, &cur), 0);
-	assert_int_equal(tier_chunk_size(cur), 100);
-	tier_put(t, cur);
+	check_old_new(t, ns, &k, d);
 	tier_get_stats(t, &st);
 	assert_int_equal(st.l1_pinned_bytes, 4 * PAGE);
 	tier_put(t, d);
