@@ -301,14 +301,16 @@ static void supersede_begin(struct fs *fs, struct fs_pent *e, uint32_t ns,
 	held_add_locked(fs, in);
 }
 
-/* After the publication (published: it succeeded), priv.lock NOT held:
- * the kernel's entry goes; the mark goes where the publication failed or
- * the kernel may still hold the entry. */
+/* After the publication (published: it succeeded, as pub_gen), priv.lock
+ * NOT held: the kernel's entry goes; the mark goes where the publication
+ * failed or the kernel may still hold the entry. */
 static void supersede_end(struct fs *fs, struct supersede *s, uint32_t ns,
-			  const struct kvfs_key *key, bool published)
+			  const struct kvfs_key *key, bool published,
+			  uint64_t pub_gen)
 {
 	struct fs_priv *p = fs->priv;
 	struct fs_inode *in;
+	struct fs_pent *e;
 	int rc = 0;
 
 	if (!s->on)
@@ -336,6 +338,9 @@ static void supersede_end(struct fs *fs, struct supersede *s, uint32_t ns,
 		 * waited for that lookup's reply) */
 		in->superseded = true;
 	}
+	if (published && !rc && pub_gen &&
+	    (e = fs_ptree_by_key(paths_of(fs), ns, key)) && e->gen == pub_gen)
+		e->dropped_gen = pub_gen;
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -1279,15 +1284,16 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		 * open or stat may publish it first (settle): the entry goes
 		 * here all the same. */
 		if (replaces) {
-			enum fs_wr_state st;
+			bool published;
+			uint64_t gen;
 
 			if (!fs_task_killed_by_signal(fh->pid))
 				fs_path_publish_closed(fs, w);
 			pthread_rwlock_rdlock(&w->lock);
-			st = w->state;
+			published = w->state == FS_WR_PUBLISHED;
+			gen = w->final_gen;
 			pthread_rwlock_unlock(&w->lock);
-			supersede_end(fs, &sup, ns, &key,
-				      st == FS_WR_PUBLISHED);
+			supersede_end(fs, &sup, ns, &key, published, gen);
 		}
 	}
 	if (doomed)

@@ -973,7 +973,8 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	 * writer (its create, then the rename, left the entry: a reader's
 	 * open would revalidate it, get the published inode and look the
 	 * name up again; dropped here, the first read costs one LOOKUP) */
-	if (e && !e->wr && (fs_chunk_find(fs->priv, ns, key) || e->was_wr)) {
+	if (e && !e->wr && e->dropped_gen != e->gen &&
+	    (fs_chunk_find(fs->priv, ns, key) || e->was_wr)) {
 		parent = e->parent->ino;
 		len = e->len;
 		name = strndup(e->name, len);

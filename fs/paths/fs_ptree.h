@@ -57,6 +57,10 @@ struct fs_pent {
 	uint64_t ino;            /* st_ino, for the life of the name (a
 				  * number of fs_paths.next_ino) */
 	uint64_t gen;            /* publication of key (keyed) */
+	uint64_t dropped_gen;    /* the kernel's entry of the name was
+				  * dropped after this publication (in the
+				  * rewrite's close): the background has
+				  * none to drop (pth_published) */
 	struct fs_wr *wr;        /* a reference: the version being written
 				  * or closed, not yet published; shadows
 				  * the published one */
