@@ -329,7 +329,7 @@ struct fs_inode {
 	uint64_t path_ino;
 	/* a path file's version that a new one replaced in its writer's
 	 * close, which invalidated the kernel's entry of the name before it
-	 * returned (fs/paths/fs_path.c): only fds and opens that found it
+	 * returned (fs/paths/fs_psuper.c): only fds and opens that found it
 	 * before then reach it, so GETATTR answers its own attributes and
 	 * OPEN opens prev, a pin of its bytes kept a short while (NULL:
 	 * none, or let go) */
@@ -808,7 +808,7 @@ struct fs_path_counts {
 	uint64_t pending;    /* closed files not yet published */
 	uint64_t orphans;    /* chunks without a name dropped at start */
 	uint64_t superseded_opens; /* opens that raced a rewrite's close:
-				    * its replaced version (fs_path.c) */
+				    * its replaced version (fs_psuper.c) */
 };
 void fs_path_counts(struct fs *fs, struct fs_path_counts *c);
 
