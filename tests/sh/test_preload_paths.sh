@@ -26,7 +26,7 @@
 # version across an O_TRUNC rewrite (fstat too, right after the writer's
 # close), and readers racing 30 rewrites read whole versions, with no
 # ESTALE, with the library and without. A key namespace's chunk
-# is still served. About 3 s.
+# is still served. About 4 s.
 set -u
 T=test_preload_paths
 # shellcheck source=tests/sh/preload_test.sh
