@@ -340,11 +340,11 @@ check "an O_TRUNC rewrite in progress, then closed: the plain reader's bytes" \
 # --- a reader's fd across an O_TRUNC rewrite's close: it keeps its
 # version's bytes and fstat (POSIX), with the library (a served fd) and
 # without, while a stat of the name right after the close shows the new
-# version; 100 rounds, as fstat right after the writer's close once met
-# the daemon's kernel invalidation in flight (ESTALE in about one run in
-# 20 of one round: the daemon told a replaced version's GETATTR from a
-# stat of the name only once the name's entry was invalidated, by its
-# background thread; now the close invalidates it before it returns).
+# version; 100 rounds (before the fix: fstat ESTALE in up to 1 round in
+# 4, and stats of the old size: the daemon's background thread dropped
+# the kernel's entry of the name after the close returned, and until
+# then the daemon could not tell fstat's GETATTR of the old version from
+# a stat of the name through that entry; now the close drops it).
 cat >"$tmp/keep.py" <<'EOF'
 import errno, os, sys
 from plt import check, done
