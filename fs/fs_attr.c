@@ -131,6 +131,7 @@ static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	uint32_t ns;
 	struct kvfs_key key;
 	uint64_t gen;
+	bool gone = false;
 	int err;
 
 	*ttl = FS_TTL;
@@ -184,11 +185,14 @@ static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	in = fs_ino_find(p, ino);
 	if (!err && in) {
 		in->info = info;
-	} else if (err && in && in->unlinked) {
+	} else if (err && in && (in->unlinked || in->superseded)) {
 		/* POSIX: an unlinked file open somewhere still has its
-		 * attributes (fstat), with no links */
+		 * attributes (fstat), with no links; so has a path file's
+		 * version replaced in its writer's close (which left no
+		 * kernel entry of the name leading here) */
 		info = in->info;
 		err = 0;
+		gone = true;
 	} else if (err && fi && fs_fh_of(fi) && fs_fh_of(fi)->chunk) {
 		/* the fd's pinned bytes (times as last seen, if at all) */
 		if (in)
@@ -207,7 +211,7 @@ static int get_attr(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	if (!err) {
 		fs_chunk_attr(fs, nsi, in, ino, &info, st);
 		fs_path_chunk_attr_locked(fs, nsi, in, &key, gen, st);
-		if (in && in->unlinked)
+		if (in && (in->unlinked || gone))
 			st->st_nlink = 0;
 		else
 			*ttl = fs_chunk_ttl(nsi);

@@ -319,7 +319,6 @@ static void open_published(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs_priv *p = fs->priv;
 	struct tier_chunk *c;
-	struct fs_fh *fh;
 	int err;
 
 	/* the opener's thread: readahead follows each reader's order */
@@ -344,6 +343,16 @@ static void open_published(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
+	fs_open_chunk_reply(fs, req, ino, ns, key, c, fi);
+}
+
+void fs_open_chunk_reply(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
+			 uint32_t ns, const struct kvfs_key *key,
+			 struct tier_chunk *c, struct fuse_file_info *fi)
+{
+	struct fs_priv *p = fs->priv;
+	struct fs_fh *fh;
+
 	fh = fs_fh_new(req, FS_FH_CHUNK, ino);
 	if (!fh) {
 		tier_put(fs->tier, c);

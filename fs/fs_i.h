@@ -330,6 +330,14 @@ struct fs_inode {
 	 * uid, gid and mtime above as its name showed them last, for fds
 	 * still open once the name went or has a newer version; 0: none */
 	uint64_t path_ino;
+	/* a path file's version that a new one replaced in its writer's
+	 * close, which invalidated the kernel's entry of the name before it
+	 * returned (fs/paths/fs_psuper.c): only fds and opens that found it
+	 * before then reach it, so GETATTR answers its own attributes and
+	 * OPEN opens prev, a pin of its bytes kept a short while (NULL:
+	 * none, or let go) */
+	bool superseded;
+	struct tier_chunk *prev;
 };
 
 /* The cache time of a chunk in namespace nsi (may be NULL). */
@@ -571,6 +579,11 @@ int fs_writer_reply_open(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		  mode_t mode, struct fuse_file_info *fi);
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Replies to a read-only open of chunk inode ino of (ns, key) with an fh
+ * that owns pin c (its bytes: whichever publication c pins). */
+void fs_open_chunk_reply(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
+			 uint32_t ns, const struct kvfs_key *key,
+			 struct tier_chunk *c, struct fuse_file_info *fi);
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi);
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
@@ -809,6 +822,8 @@ struct fs_path_counts {
 	uint64_t meta_bytes; /* the trees' own count of their bytes */
 	uint64_t pending;    /* closed files not yet published */
 	uint64_t orphans;    /* chunks without a name dropped at start */
+	uint64_t superseded_opens; /* opens that raced a rewrite's close:
+				    * its replaced version (fs_psuper.c) */
 };
 void fs_path_counts(struct fs *fs, struct fs_path_counts *c);
 

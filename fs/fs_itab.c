@@ -102,6 +102,8 @@ void fs_inode_free(struct fs *fs, struct fs_inode *in)
 		fs_wr_unref_locked(fs, in->wr);
 	if (in->pdir) /* a path namespace's tree */
 		fs_path_detach_locked(fs, in);
+	if (in->prev) /* a replaced version's pin (fs/paths/fs_psuper.c) */
+		tier_put(fs->tier, in->prev);
 	p->ninodes--;
 	free(in);
 }

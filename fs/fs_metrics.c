@@ -435,6 +435,9 @@ static const struct fs_metric metrics[] = {
 	  "Closed path files not yet published", paths.pending),
 	C("paths", "orphans", "path_orphans_total", NULL,
 	  "Chunks without a name dropped at start", paths.orphans),
+	C("paths", "superseded_opens", "path_superseded_opens_total", NULL,
+	  "Opens that raced an O_TRUNC rewrite's close: the version they found",
+	  paths.superseded_opens),
 	/* ioctls */
 	C("ioctl", "lookups", "ioctl_lookups_total", NULL,
 	  "KVFS_IOC_LOOKUP calls answered", ioc.lookups),

@@ -75,7 +75,8 @@ static int xtarget_get(struct fs *fs, fuse_ino_t ino, struct xtarget *t)
 	t->gen = in->gen;
 	memcpy(t->dtype, in->dtype, sizeof(t->dtype));
 	t->paths = in->pdir != NULL;
-	t->unlinked = in->kind == FS_K_CHUNK && in->unlinked;
+	t->unlinked = in->kind == FS_K_CHUNK &&
+		       (in->unlinked || in->superseded);
 	t->info = in->info;
 	if (in->kind == FS_K_WRITER) {
 		t->wr = in->wr;

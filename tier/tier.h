@@ -472,6 +472,18 @@ long tier_chunk_read(struct tier *t, const struct tier_chunk *c, void *buf,
 /* tier_put - unpins what tier_get pinned. */
 void tier_put(struct tier *t, struct tier_chunk *c);
 
+/*
+ * tier_pin_l1 - pins publication gen of (ns, key) as tier_get does, but
+ * only where it is that publication and in L1 now: no promotion, no
+ * disk, no read counted, no access (a pin kept for an inode's racing
+ * opens, fs/paths/). -ENOENT otherwise, -ENOMEM.
+ * tier_chunk_dup - a further pin of what c pins (its own tier_put).
+ */
+int tier_pin_l1(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		uint64_t gen, struct tier_chunk **out);
+int tier_chunk_dup(struct tier *t, const struct tier_chunk *c,
+		   struct tier_chunk **out);
+
 /* tier_count_served - bytes of a published chunk a reader got (a read's
  * reply, a GET's copy; a zero-copy handle counts its chunk once): stats
  * bytes_out. tier_get itself counts no bytes (an open reads nothing yet).

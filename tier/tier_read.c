@@ -134,6 +134,20 @@ int tier_get_by(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	return get(t, ns, key, 0, reader, out);
 }
 
+/* c pins r (tier.lock held). */
+static void hand_out(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
+{
+	tier_ref(t, r);
+	t->nchunks_handed++;
+	c->rec = r;
+	c->off = r->l1_off;
+	c->ptr = t->arena.host ? (const char *)t->arena.host + r->l1_off
+			       : NULL;
+	c->size = r->size;
+	c->gen = r->gen;
+	c->tmp = NULL;
+}
+
 /* tier_get_flags for reader (0: not known). */
 static int get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	       unsigned flags, uint64_t reader, struct tier_chunk **out)
@@ -175,15 +189,7 @@ again:
 		r->l2_heat++;
 	n->hits += count;
 	t->read_hits[from] += count;
-	tier_ref(t, r);
-	t->nchunks_handed++;
-	c->rec = r;
-	c->off = r->l1_off;
-	c->ptr = t->arena.host ? (const char *)t->arena.host + r->l1_off
-			       : NULL;
-	c->size = r->size;
-	c->gen = r->gen;
-	c->tmp = NULL;
+	hand_out(t, r, c);
 	if (r->where != TIER_L1) {
 		int rc = tier_l2_fill(t, r, c);
 
@@ -240,6 +246,51 @@ long tier_chunk_read(struct tier *t, const struct tier_chunk *c, void *buf,
 	}
 	rc = tier_arena_read(t, c->off + off, buf, len);
 	return rc < 0 ? rc : (long)len;
+}
+
+int tier_pin_l1(struct tier *t, uint32_t ns, const struct kvfs_key *key,
+		uint64_t gen, struct tier_chunk **out)
+{
+	struct tier_chunk *c = malloc(sizeof(*c));
+	struct tier_rec *r;
+
+	if (!c)
+		return -ENOMEM;
+	tier_lock(t);
+	r = tier_ns_get(t, ns) ? tier_idx_find(t, ns, key) : NULL;
+	if (!r || r->gen != gen || r->where != TIER_L1) {
+		tier_unlock(t);
+		free(c);
+		return -ENOENT;
+	}
+	hand_out(t, r, c);
+	tier_unlock(t);
+	*out = c;
+	return 0;
+}
+
+int tier_chunk_dup(struct tier *t, const struct tier_chunk *c,
+		   struct tier_chunk **out)
+{
+	struct tier_chunk *d = malloc(sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	*d = *c;
+	if (c->tmp) { /* served from a buffer of its own: a copy */
+		d->tmp = malloc(c->size ? c->size : 1);
+		if (!d->tmp) {
+			free(d);
+			return -ENOMEM;
+		}
+		memcpy(d->tmp, c->tmp, c->size);
+	}
+	tier_lock(t);
+	tier_ref(t, c->rec);
+	t->nchunks_handed++;
+	tier_unlock(t);
+	*out = d;
+	return 0;
 }
 
 void tier_put(struct tier *t, struct tier_chunk *c)

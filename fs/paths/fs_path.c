@@ -265,6 +265,7 @@ void pth_tick(struct fs *fs)
 
 	fs_path_publish_pending(fs, now > FS_PATH_PUBLISH_MS ?
 			now - FS_PATH_PUBLISH_MS : 0, SIZE_MAX);
+	fs_psuper_expire(fs);
 	fs_pjournal_sync(fs);
 }
 
@@ -907,6 +908,28 @@ again:
 	return (fi->flags & O_ACCMODE) == O_RDONLY ? -ESTALE : -EPERM;
 }
 
+/*
+ * A read-only open of a version replaced in its writer's close, whose
+ * bytes are still pinned (fs_psuper.c): only an open whose lookup found
+ * that version before the close returned gets here, and it opens that
+ * version, as if it came before the publication. The kernel checked the
+ * caller's access against the attributes it showed (its own). true:
+ * replied. false: nothing pinned (the caller's ESTALE or current version).
+ */
+static bool open_superseded(fuse_req_t req, fuse_ino_t ino,
+			    struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_req(req);
+	struct tier_chunk *c;
+	struct kvfs_key key;
+	uint32_t ns;
+
+	if (fs_psuper_pin(fs, ino, &c, &ns, &key))
+		return false;
+	fs_open_chunk_reply(fs, req, ino, ns, &key, c, fi);
+	return true;
+}
+
 void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_req(req);
@@ -951,7 +974,8 @@ void fs_path_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		key = in->key;
 		if (acc == O_RDONLY && !(fi->flags & O_TRUNC)) {
 			settle(fs, ns, &key); /* drops priv.lock */
-			fs_op_open(req, ino, fi);
+			if (!open_superseded(req, ino, fi))
+				fs_op_open(req, ino, fi);
 			return;
 		}
 		pthread_mutex_unlock(&p->lock);
@@ -1015,8 +1039,10 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fs_fh_of(fi);
-
+	struct fs_psuper sup = { .on = false };
 	bool doomed = false, replaces = false;
+	struct kvfs_key key;
+	uint32_t ns = 0;
 
 	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
 		struct fs_wr *w = fh->wr;
@@ -1030,6 +1056,13 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 			replaces = !doomed && w->pent && w->pent->wr == w &&
 				   w->pent->keyed;
 		}
+		if (replaces) {
+			/* the kernel's entry of the name goes before the
+			 * close returns (fs_psuper.c) */
+			ns = w->ns;
+			key = w->pent->key;
+			fs_psuper_begin(fs, w->pent, ns, &key, &sup);
+		}
 		pthread_mutex_unlock(&fs->priv->lock);
 		/* A new version of a published file (O_TRUNC) is published
 		 * before close(2) returns, not FS_PATH_PUBLISH_MS later: the
@@ -1037,9 +1070,21 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		 * are done when the caller is told, so a daemon killed
 		 * afterwards never brings the older version back. (A new
 		 * name waits for its rename as before: lost in a crash, it
-		 * is absent, not older.) fh holds w meanwhile. */
-		if (replaces && !fs_task_killed_by_signal(fh->pid))
-			fs_path_publish_closed(fs, w);
+		 * is absent, not older.) fh holds w meanwhile. A reader's
+		 * open or stat may publish it first (settle): the entry goes
+		 * here all the same. */
+		if (replaces) {
+			bool published;
+			uint64_t gen;
+
+			if (!fs_task_killed_by_signal(fh->pid))
+				fs_path_publish_closed(fs, w);
+			pthread_rwlock_rdlock(&w->lock);
+			published = w->state == FS_WR_PUBLISHED;
+			gen = w->final_gen;
+			pthread_rwlock_unlock(&w->lock);
+			fs_psuper_end(fs, &sup, ns, &key, published, gen);
+		}
 	}
 	if (doomed)
 		fs_path_publish_closed(fs, fh->wr);

@@ -990,7 +990,8 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	 * writer (its create, then the rename, left the entry: a reader's
 	 * open would revalidate it, get the published inode and look the
 	 * name up again; dropped here, the first read costs one LOOKUP) */
-	if (e && !e->wr && (fs_chunk_find(fs->priv, ns, key) || e->was_wr)) {
+	if (e && !e->wr && e->dropped_gen != e->gen &&
+	    (fs_chunk_find(fs->priv, ns, key) || e->was_wr)) {
 		parent = e->parent->ino;
 		len = e->len;
 		name = strndup(e->name, len);
@@ -1100,5 +1101,6 @@ void pth_counts(struct fs *fs, struct fs_path_counts *c)
 	c->meta_bytes = t->bytes;
 	c->pending = t->npending;
 	c->orphans = t->orphans;
+	c->superseded_opens = t->superseded_opens;
 	pthread_mutex_unlock(&fs->priv->lock);
 }

@@ -57,6 +57,10 @@ struct fs_pent {
 	uint64_t ino;            /* st_ino, for the life of the name (a
 				  * number of fs_paths.next_ino) */
 	uint64_t gen;            /* publication of key (keyed) */
+	uint64_t dropped_gen;    /* the kernel's entry of the name was
+				  * dropped after this publication (in the
+				  * rewrite's close): the background has
+				  * none to drop (pth_published) */
 	struct fs_wr *wr;        /* a reference: the version being written
 				  * or closed, not yet published; shadows
 				  * the published one */
@@ -69,6 +73,8 @@ struct fs_pent {
 #define FS_PLIMBO 1024
 #define FS_PLIMBO_MS 1000
 #define FS_PPUBS 64
+#define FS_PHELD 64
+#define FS_PHELD_MS 250
 
 /*
  * Entry and attribute cache time of a path namespace's directories and
@@ -78,9 +84,11 @@ struct fs_pent {
  * directory's attributes) or by the daemon dropping a file the engine
  * let go (an entry invalidation, which drops the parent's attributes
  * too); a published file's bytes and size never change, a new version
- * of its name invalidates the kernel's entry (pth_published), and every
- * open still reaches the daemon, which answers ESTALE for an inode that
- * is no longer its name's version (the kernel looks the name up again).
+ * of its name invalidates the kernel's entry (in the writer's close, or
+ * pth_published), and every open still reaches the daemon, which answers
+ * ESTALE for an inode that is no longer its name's version (the kernel
+ * looks the name up again), but for an open that raced the close that
+ * replaced it (fs_psuper.c).
  * What may lag is what stat shows of a directory (atime). With FS_TTL,
  * vLLM's load_block of a block stored a second before cost three LOOKUPs
  * (<hhh>/, <hh>_g0/, the file). Absent names and writers keep FS_TTL and
@@ -118,6 +126,18 @@ struct fs_paths {
 		struct kvfs_key key;
 	} pubs[FS_PPUBS];
 	unsigned npubs_over;     /* publications that found no free slot */
+	/* versions replaced in their writer's close (fs_psuper.c):
+	 * the inodes whose pin of the replaced bytes (fs_inode.prev) the
+	 * tick lets go FS_PHELD_MS on, and their bytes, at most l1_cap / 8
+	 * in all; nsync: closes invalidating the kernel's entry right now,
+	 * at most nsync_max (fs_workers() / 4, at least 1; read once) */
+	struct fs_pheld {
+		uint64_t ino;    /* 0: free */
+		uint64_t at_ms, bytes;
+	} held[FS_PHELD];
+	uint64_t held_bytes, l1_cap;
+	unsigned nsync, nsync_max;
+	uint64_t superseded_opens; /* (priv.lock) open_superseded */
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	/* names whose attributes changed (chmod, chown, utimensat), their
 	 * journal records to append (fs_pjournal_changed) */
@@ -221,6 +241,31 @@ void fs_path_detach_writer(struct fs *fs, struct fs_pent *e,
 /* Publishes closed writer w under its path's key, replacing the version
  * there (priv.lock NOT held). */
 void fs_path_publish_closed(struct fs *fs, struct fs_wr *w);
+
+/* Versions replaced in their writer's close (fs_psuper.c; see there). A
+ * close of an O_TRUNC rewrite (fs_path_op_flush): begin (priv.lock held,
+ * before the publication) marks the version the name has now and pins
+ * its bytes, where this close may invalidate the kernel's entry itself;
+ * end (no lock held, after it: published, as pub_gen) invalidates that
+ * entry, and undoes the mark where the publication or the invalidation
+ * failed. expire: the tick lets go of pins held FS_PHELD_MS. pin: a
+ * further pin of superseded inode ino's bytes for an open, with its ns
+ * and key (no lock held), or -ENOENT. */
+struct fs_psuper {
+	bool on;          /* this close invalidates the name's entry */
+	uint64_t gen;     /* the version replaced; 0: none */
+	uint64_t ino;     /* its inode, marked here; 0: none */
+	uint64_t parent;
+	size_t len;
+	char name[256];
+};
+void fs_psuper_begin(struct fs *fs, struct fs_pent *e, uint32_t ns,
+		     const struct kvfs_key *key, struct fs_psuper *s);
+void fs_psuper_end(struct fs *fs, struct fs_psuper *s, uint32_t ns,
+		   const struct kvfs_key *key, bool published, uint64_t pub_gen);
+void fs_psuper_expire(struct fs *fs);
+int fs_psuper_pin(struct fs *fs, uint64_t ino, struct tier_chunk **c,
+		  uint32_t *ns, struct kvfs_key *key);
 
 /* Drops the name of chunk (ns, key) when the engine no longer holds it
  * (no lock held); notify: also the kernel's entry (background thread). */

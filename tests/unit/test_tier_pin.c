@@ -2,7 +2,8 @@
  * test_tier_pin.c - pins in the engine (tier/): a full L1 of pinned chunks
  * is ENOSPC for a writer, a writer growing into a full L1, unlinking a
  * pinned chunk, pins released on their own generation, lookups pinning a
- * parent, user pins.
+ * parent, user pins, a replaced publication's pin (tier_pin_l1) and its
+ * duplicate.
  */
 #include "tier_test.h"
 
@@ -142,6 +143,25 @@ static void test_grow_enospc(void **state)
 	tier_destroy(t);
 }
 
+/* c pins the old 4-page publication of k, whose new one (published
+ * since) is 100 bytes: c still reads the old bytes, a new reader the new
+ * ones. */
+static void check_old_new(struct tier *t, uint32_t ns, const struct kvfs_key *k,
+			  const struct tier_chunk *c)
+{
+	uint8_t back[4 * PAGE];
+	struct tier_chunk *cur;
+
+	assert_int_equal(tier_chunk_read(t, c, back, sizeof(back), 0),
+			 4 * PAGE);
+	for (size_t i = 0; i < sizeof(back); i++)
+		assert_int_equal(back[i], pattern(k, i));
+	assert_int_equal(tier_get(t, ns, k, &cur), 0);
+	assert_int_equal(tier_chunk_size(cur), 100);
+	assert_true(tier_chunk_gen(cur) > tier_chunk_gen(c));
+	tier_put(t, cur);
+}
+
 static void test_unlink_pinned(void **state)
 {
 	struct tier *t = mk(8 * PAGE, 4 * PAGE, "lru", NULL);
@@ -194,14 +214,7 @@ static void test_unlink_pinned(void **state)
 	assert_int_equal(tier_wr_pwrite(t, w, back, 100, 0), 0);
 	assert_int_equal(tier_wr_publish(t, w, NULL), 0);
 	assert_int_equal(tier_pin_key(t, ns, &other), 0);
-	assert_int_equal(tier_chunk_read(t, c, back, sizeof(back), 0),
-			 4 * PAGE);
-	for (size_t i = 0; i < sizeof(back); i++)
-		assert_int_equal(back[i], pattern(&other, i));
-	assert_int_equal(tier_get(t, ns, &other, &c2), 0);
-	assert_int_equal(tier_chunk_size(c2), 100);
-	assert_true(tier_chunk_gen(c2) > tier_chunk_gen(c));
-	tier_put(t, c2);
+	check_old_new(t, ns, &other, c);
 	tier_put(t, c);
 	/* Two key pins on `other` (one per incarnation): both releases
 	 * balance, whichever order. */
@@ -264,6 +277,54 @@ static void test_unpin_generation(void **state)
 	tier_unpin_gen(t, ns, &k, g2);
 	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
 	assert_int_equal(info.refs, 0);
+	tier_destroy(t);
+}
+
+/*
+ * tier_pin_l1 pins only the publication asked for (fs/paths/ keeps a
+ * replaced version's bytes for the opens racing its replacement), and
+ * tier_chunk_dup is a pin of its own: the replaced bytes stay readable
+ * through either until both let go, while new readers get the new ones.
+ */
+static void test_pin_l1_dup(void **state)
+{
+	struct tier *t = mk(8 * PAGE, 4 * PAGE, "lru", NULL);
+	uint32_t ns = mkns(t, "ns");
+	struct kvfs_key k = mkkey(9), none = mkkey(10);
+	struct tier_chunk *c, *d;
+	struct tier_info info;
+	struct tier_stats st;
+	struct tier_wr *w;
+	uint8_t back[4 * PAGE];
+	uint64_t g0;
+
+	(void)state;
+	assert_int_equal(put_chunk(t, ns, &k, 4 * PAGE, 0), 0);
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	g0 = info.gen;
+	assert_int_equal(tier_pin_l1(t, ns, &k, info.gen + 1, &c), -ENOENT);
+	assert_int_equal(tier_pin_l1(t, ns, &none, info.gen, &c), -ENOENT);
+	assert_int_equal(tier_pin_l1(t, ns + 100, &k, info.gen, &c), -ENOENT);
+	assert_int_equal(tier_pin_l1(t, ns, &k, info.gen, &c), 0);
+	assert_int_equal(tier_chunk_gen(c), info.gen);
+	assert_int_equal(tier_stat(t, ns, &k, &info), 0);
+	assert_int_equal(info.refs, 1);
+	/* a new version replaces it: the pin keeps the old bytes */
+	assert_int_equal(tier_wr_begin(t, ns, NULL, 0, &w), 0);
+	memset(back, 0xEE, sizeof(back));
+	assert_int_equal(tier_wr_pwrite(t, w, back, 100, 0), 0);
+	assert_int_equal(tier_wr_publish_replace(t, w, &k), 0);
+	assert_int_equal(tier_pin_l1(t, ns, &k, g0, &d), -ENOENT);
+	assert_int_equal(tier_chunk_dup(t, c, &d), 0);
+	tier_put(t, c);
+	assert_int_equal(tier_chunk_gen(d), g0);
+	check_old_new(t, ns, &k, d);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l1_pinned_bytes, 4 * PAGE);
+	tier_put(t, d);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l1_pinned_bytes, 0);
+	assert_int_equal(st.l1_bytes, PAGE);
 	tier_destroy(t);
 }
 
@@ -373,6 +434,7 @@ int main(void)
 		cmocka_unit_test(test_grow_enospc),
 		cmocka_unit_test(test_unlink_pinned),
 		cmocka_unit_test(test_unpin_generation),
+		cmocka_unit_test(test_pin_l1_dup),
 		cmocka_unit_test(test_lookup_pin_parent),
 		cmocka_unit_test(test_user_pin),
 	};
