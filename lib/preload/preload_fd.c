@@ -1,10 +1,12 @@
 /*
  * preload_fd.c - the descriptors libkvfs_preload.so serves from memory
  * (lib/preload/README.md): a table from fd to struct pl_chunk, and the
- * libc calls interposed on such an fd: read, pread, readv, preadv, lseek,
- * write, pwrite, writev (EBADF), fstat, fcntl, dup, dup2, dup3, close,
- * fdopen, mmap, and sendfile / copy_file_range (EINVAL, so callers fall
- * back to read).
+ * libc calls interposed on such an fd: read, pread, readv, preadv,
+ * preadv2, lseek, write, pwrite, writev (EBADF), fstat, fcntl, dup, dup2,
+ * dup3, close, close_range, closefrom, fdopen, mmap, and sendfile /
+ * copy_file_range (EINVAL, so callers fall back to read); pl_realize,
+ * which turns a served fd into the real file for the calls the library
+ * does not emulate (preload_real.c).
  * Every other fd goes straight to libc after one atomic load.
  *
  * The fd is an unconnected AF_UNIX socket: a call that bypasses this
@@ -29,8 +31,10 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <linux/close_range.h>
 
 #include "lib/preload/preload_i.h"
 
@@ -52,14 +56,23 @@ static struct pl_chunk *_Atomic tab[TAB_MAX];
 static struct { char *buf; size_t cap; } pool[POOL_MAX];
 static unsigned pool_n;
 static atomic_uint writers; /* chunks being written (pl_wr_each) */
+/* the process whose table this is: a vfork child (which shares it, not
+ * the fds) leaves it alone in close_range */
+static pid_t owner;
 
 static void atfork_prepare(void) { pthread_mutex_lock(&tab_lock); }
 static void atfork_unlock(void) { pthread_mutex_unlock(&tab_lock); }
+static void atfork_child(void)
+{
+	owner = getpid();
+	pthread_mutex_unlock(&tab_lock);
+}
 
 /* before preload_wr.c's (see there) */
 __attribute__((constructor(101))) static void pl_fd_init(void)
 {
-	pthread_atfork(atfork_prepare, atfork_unlock, atfork_unlock);
+	owner = getpid();
+	pthread_atfork(atfork_prepare, atfork_unlock, atfork_child);
 }
 
 /* ----------------------------------------------------------- buffers */
@@ -219,6 +232,7 @@ void pl_chunk_free(struct pl_chunk *c)
 	if (c->wr)
 		atomic_fetch_sub(&writers, 1);
 	free(c->wr);
+	free(c->path);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -457,6 +471,34 @@ SERVED(ssize_t, preadv64,
        (int fd, const struct iovec *iov, int cnt, off_t off),
        (fd, iov, cnt, off), preadv_common(c, iov, cnt, off))
 
+/* preadv2's flags served from memory (RWF_HIPRI, RWF_DSYNC, RWF_SYNC,
+ * RWF_APPEND: nothing to a read of memory); any other (RWF_NOWAIT...)
+ * goes to the real file, which answers it. */
+#define PREADV2_SERVED 0x17
+
+#define PREADV2(name, offt)                                              \
+	EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt,     \
+			    offt off, int flags)                         \
+	{                                                                \
+		struct pl_chunk *c = pl_get(fd);                         \
+		REAL(name);                                              \
+		if (c && !c->wr && (flags & ~PREADV2_SERVED)) {          \
+			if (pl_realize(fd, c))                           \
+				return -1;                               \
+			c = NULL;                                        \
+		}                                                        \
+		if (!c)                                                  \
+			return r_##name(fd, iov, cnt, off, flags);       \
+		if (off < -1) {                                          \
+			pl_put(c);                                       \
+			errno = EINVAL;                                  \
+			return -1;                                       \
+		}                                                        \
+		return vec_common(c, iov, cnt, off); /* -1: the offset's */ \
+	}
+PREADV2(preadv2, off_t)
+PREADV2(preadv64v2, off64_t)
+
 static off_t seek_common(int fd, struct pl_chunk *c, off_t off, int whence)
 {
 	off_t base, r = -1;
@@ -520,8 +562,11 @@ SERVED(ssize_t, writev, (int fd, const struct iovec *iov, int cnt),
 
 static int stat_common(struct pl_chunk *c, void *st)
 {
-	/* struct stat and struct stat64 are one layout on LP64 */
+	/* struct stat and struct stat64 are one layout on LP64; lock:
+	 * preload_real.c's old_version may change it */
+	pthread_mutex_lock(&c->lock);
 	memcpy(st, &c->st, sizeof(c->st));
+	pthread_mutex_unlock(&c->lock);
 	pl_put(c);
 	return 0;
 }
@@ -592,6 +637,13 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 		}
 		c = NULL;
 	}
+	/* locks, leases, F_SETFL, seals...: the real file's */
+	if (c && cmd != F_GETFL && cmd != F_GETFD && cmd != F_SETFD &&
+	    cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) {
+		if (pl_realize(fd, c))
+			return -1;
+		c = NULL;
+	}
 	if (is64) {
 		REAL(fcntl64);
 		r = c && cmd == F_GETFL ? 0 : r_fcntl64(fd, cmd, arg);
@@ -599,8 +651,8 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 		REAL(fcntl);
 		r = c && cmd == F_GETFL ? 0 : r_fcntl(fd, cmd, arg);
 	}
-	if (c && cmd == F_GETFL)
-		r = O_RDONLY; /* what a chunk opened for reading says */
+	if (c && cmd == F_GETFL) /* what the chunk's own fd says: */
+		r = O_RDONLY | 0100000 | c->oflags; /* O_LARGEFILE, forced */
 	if (c && r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		add(r, c);
 	if (c)
@@ -721,6 +773,34 @@ EXPORT int close(int fd)
 	return r_close(fd);
 }
 
+/* The served fds of [lo, hi] closed as close() would (a chunk being
+ * written published, one being read forgotten), before the real call
+ * closes the rest. Not in a vfork child: the table is its parent's. */
+static void close_served(unsigned lo, unsigned hi)
+{
+	if (getpid() != owner)
+		return;
+	for (unsigned fd = lo; fd <= hi && fd < TAB_MAX; fd++)
+		if (atomic_load_explicit(&tab[fd], memory_order_acquire))
+			close((int)fd);
+}
+
+EXPORT int close_range(unsigned lo, unsigned hi, int flags)
+{
+	/* CLOSE_RANGE_CLOEXEC closes nothing now (exec settles writers) */
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && lo <= hi)
+		close_served(lo, hi);
+	return (int)syscall(SYS_close_range, lo, hi, flags);
+}
+
+EXPORT void closefrom(int lo)
+{
+	if (lo < 0)
+		lo = 0;
+	close_served((unsigned)lo, ~0u);
+	syscall(SYS_close_range, (unsigned)lo, ~0u, 0);
+}
+
 /* -------------------------------------------------- stdio, mmap */
 
 static ssize_t ck_read(void *ck, char *buf, size_t n)
@@ -759,45 +839,189 @@ int pl_chunk_write(int fd, const struct pl_chunk *c)
 	return 0;
 }
 
+/* Forgets fd's entry if it still stands for c. */
+static void forget_if(int fd, struct pl_chunk *c)
+{
+	struct pl_chunk *e = c;
+
+	pthread_mutex_lock(&tab_lock);
+	if (!atomic_compare_exchange_strong(&tab[fd], &e, NULL))
+		c = NULL;
+	pthread_mutex_unlock(&tab_lock);
+	if (c)
+		pl_put(c);
+}
+
+/* Whether fd is still the socket that stands for c. */
+static bool is_ours(int fd, const struct pl_chunk *c)
+{
+	struct stat st;
+
+	REAL(fstat);
+	return !r_fstat(fd, &st) && S_ISSOCK(st.st_mode) &&
+	       st.st_ino == c->sock_ino;
+}
+
+/*
+ * rfd, a real fd of c's bytes (the file, or a memfd of them), takes the
+ * place of fd and of every dup of it in the table (dup3, each one's
+ * close-on-exec kept), at c's offset: they then share rfd's description,
+ * as the kernel's dups would, and leave the table. c->lock held. Returns
+ * 0, or -1 with errno (fd unchanged).
+ */
+static int take_place(int fd, struct pl_chunk *c, int rfd)
+{
+	unsigned refs;
+	int fdfl;
+
+	REAL(fcntl);
+	REAL(dup3);
+	REAL(lseek);
+	fdfl = r_fcntl(fd, F_GETFD);
+	if (fdfl < 0 || r_lseek(rfd, c->off, SEEK_SET) < 0 ||
+	    r_dup3(rfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+		return -1;
+	forget_if(fd, c);
+	pthread_mutex_lock(&tab_lock);
+	refs = c->refs; /* the caller's, and one per other fd or call */
+	pthread_mutex_unlock(&tab_lock);
+	for (int i = 0; refs > 1 && i < TAB_MAX; i++) {
+		if (atomic_load_explicit(&tab[i], memory_order_acquire) != c)
+			continue;
+		fdfl = is_ours(i, c) ? r_fcntl(i, F_GETFD) : -1;
+		if (fdfl >= 0)
+			r_dup3(rfd, i, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		forget_if(i, c); /* a dup, or a number reused behind us */
+	}
+	return 0;
+}
+
 /*
  * fd, served from c, becomes a memfd holding the chunk's bytes at the same
- * number (dup3), read-only, at the same offset, and leaves the table: a
- * real file from then on, for callers that need one (a FILE's fileno).
- * Returns 0, or -1 (fd unchanged).
+ * number (take_place), read-only, at the same offset, and leaves the
+ * table: a real file from then on, for callers that need one (a FILE's
+ * fileno). Returns 0, or -1 (fd unchanged).
  */
 static int to_memfd(int fd, struct pl_chunk *c)
 {
 	char p[40];
-	int mfd, rfd = -1, fdfl;
-	off_t off;
+	int mfd, rfd = -1, rc = -1;
 
 	REAL(openat);
-	REAL(fcntl);
-	REAL(dup3);
 	REAL(close);
-	REAL(lseek);
 	mfd = memfd_create("kvfs-preload", MFD_CLOEXEC);
 	if (mfd < 0)
 		return -1;
-	if (pl_chunk_write(mfd, c))
-		goto fail;
-	snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
-	rfd = r_openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
-	fdfl = r_fcntl(fd, F_GETFD);
-	pthread_mutex_lock(&c->lock);
-	off = c->off;
-	pthread_mutex_unlock(&c->lock);
-	if (rfd < 0 || fdfl < 0 || r_lseek(rfd, off, SEEK_SET) < 0 ||
-	    r_dup3(rfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
-		goto fail;
-	r_close(rfd);
+	if (pl_chunk_write(mfd, c) == 0) {
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
+		rfd = r_openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
+	}
+	if (rfd >= 0) {
+		pthread_mutex_lock(&c->lock);
+		rc = take_place(fd, c, rfd);
+		pthread_mutex_unlock(&c->lock);
+		r_close(rfd);
+	}
 	r_close(mfd);
-	pl_forget(fd);
-	return 0;
-fail:
+	return rc;
+}
+
+int pl_realize(int fd, struct pl_chunk *c)
+{
+	struct stat st;
+	int rfd = -1, err = ESTALE;
+
+	REAL(openat);
+	REAL(fstat);
+	REAL(close);
+	if (c->wr)
+		return pl_wr_settle(fd, c);
+	/* the name as the open reached it, its version checked: a name
+	 * that now holds another file (or none) is ESTALE, never that one */
+	if (c->path)
+		rfd = r_openat(AT_FDCWD, c->path, O_RDONLY | O_CLOEXEC |
+			       c->oflags);
+	if (rfd < 0 && c->path && errno != ENOENT && errno != ELOOP &&
+	    errno != ENOTDIR && errno != ESTALE)
+		err = errno;
+	if (rfd >= 0 && !r_fstat(rfd, &st) && st.st_dev == c->st.st_dev &&
+	    st.st_ino == c->st.st_ino) {
+		pthread_mutex_lock(&c->lock);
+		err = take_place(fd, c, rfd) ? errno : 0;
+		pthread_mutex_unlock(&c->lock);
+	}
 	if (rfd >= 0)
 		r_close(rfd);
-	r_close(mfd);
+	pl_put(c);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+int pl_fd_real(int fd)
+{
+	struct pl_chunk *c = pl_get(fd);
+
+	return c ? pl_realize(fd, c) : 0;
+}
+
+/* The fd number of a name of fd (/proc/self/fd/N, /dev/fd/N,
+ * /proc/thread-self/fd/N, /proc/PID/fd/N of this process), else -1. */
+static int fd_of_name(const char *path)
+{
+	static const char *const pre[] = { "/dev/fd/", "/proc/self/fd/",
+					   "/proc/thread-self/fd/" };
+	const char *p = NULL;
+	char own[40];
+	long n;
+	char *end;
+
+	for (unsigned i = 0; !p && i < sizeof(pre) / sizeof(pre[0]); i++)
+		if (!strncmp(path, pre[i], strlen(pre[i])))
+			p = path + strlen(pre[i]);
+	if (!p && !strncmp(path, "/proc/", 6)) {
+		snprintf(own, sizeof(own), "/proc/%d/fd/", (int)getpid());
+		if (!strncmp(path, own, strlen(own)))
+			p = path + strlen(own);
+	}
+	if (!p || *p < '0' || *p > '9')
+		return -1;
+	n = strtol(p, &end, 10);
+	return *end || n >= TAB_MAX ? -1 : (int)n;
+}
+
+int pl_fd_reopen(const char *path, int flags, int served_flags)
+{
+	struct pl_chunk *c, *n;
+	int fd = fd_of_name(path);
+
+	if (fd < 0 || !(c = pl_get(fd)))
+		return -1;
+	if (c->wr) { /* the real writer's link answers */
+		pl_wr_settle(fd, c);
+		return -1;
+	}
+	/* a new open of the same version, read-only: its own copy and
+	 * offset, as the kernel's reopen is a new description */
+	if ((flags & O_ACCMODE) == O_RDONLY && !(flags & ~served_flags) &&
+	    (n = pl_chunk_new(c->size)) != NULL) {
+		memcpy(n->buf, c->buf, c->size);
+		n->size = c->size;
+		pthread_mutex_lock(&c->lock);
+		n->st = c->st;
+		pthread_mutex_unlock(&c->lock);
+		n->path = c->path ? strdup(c->path) : NULL;
+		n->dirlen = c->dirlen;
+		n->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
+		n->keyns = c->keyns;
+		n->mnt_id = c->mnt_id;
+		pl_put(c);
+		return pl_fd_serve(n, flags);
+	}
+	/* anything else: the real file's link, opened by the caller */
+	pl_realize(fd, c);
 	return -1;
 }
 

@@ -43,8 +43,19 @@ struct pl_chunk {
 	char *buf;            /* cap bytes, the first size are the chunk's */
 	size_t cap;
 	uint64_t size;
-	struct stat st;       /* what fstat says */
+	struct stat st;       /* what fstat says (the stat of its name at
+			       * open; lock held to change it) */
 	struct pl_wr *wr;     /* a chunk being written, else NULL */
+	/* a chunk being read: */
+	char *path;           /* its name as the open reached it, absolute
+			       * (pl_realize opens it again) */
+	size_t dirlen;        /* path[dirlen] is the '/' after the
+			       * namespace directory */
+	int oflags;           /* the open's status flags (O_NONBLOCK,
+			       * O_DIRECT): F_GETFL, pl_realize */
+	int keyns;            /* a key namespace's (immutable) chunk */
+	uint64_t mnt_id;      /* statx's stx_mnt_id of the namespace; 0:
+			       * unknown */
 };
 
 /* pl_chunk_new - a chunk with a buffer of at least cap bytes (from the
@@ -84,6 +95,27 @@ void pl_put(struct pl_chunk *c);
 
 /* pl_forget - fd stands for nothing any more (closed or settled). */
 void pl_forget(int fd);
+
+/* pl_realize - fd, served from c (a chunk being read; c referenced,
+ * the reference dropped), becomes the real file, before a call the
+ * library does not emulate: c->path opened again, checked to be the same
+ * version (st_dev and st_ino of the served stat), and dup3'd onto fd and
+ * every dup of it (the offset and close-on-exec kept); they leave the
+ * table. Returns 0, or -1 with errno (ESTALE: the name holds another
+ * version or none; else the real open's errno), fd then still served. */
+int pl_realize(int fd, struct pl_chunk *c);
+
+/* pl_fd_real - pl_realize of fd when it stands for a chunk being read,
+ * pl_wr_settle when it stands for one being written; 0 when it stands
+ * for none. */
+int pl_fd_real(int fd);
+
+/* pl_fd_reopen - an open of path, when it names a served fd (/proc/self/fd/N,
+ * /dev/fd/N...): for reading (flags within served_flags) a new served fd
+ * of the same version (a copy, its own offset); else the fd is made the
+ * real file's first (pl_fd_real) and -1 says the caller opens path.
+ * -1 too for any other path. */
+int pl_fd_reopen(const char *path, int flags, int served_flags);
 
 /* pl_wr_each - calls fn(fd, c) for every fd that stands for a chunk
  * being written (c with a reference for the call). */
