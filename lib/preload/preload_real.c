@@ -332,6 +332,7 @@ static int old_version(struct pl_chunk *c, enum attr_op op, mode_t mode,
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	pthread_mutex_lock(&c->lock);
+	st->st_nlink = 0; /* its name leads elsewhere now */
 	owner = me == st->st_uid;
 	if (c->keyns) {
 		err = EPERM;
