@@ -12,16 +12,7 @@ set -u
 T=test_preload
 # shellcheck source=tests/sh/preload_test.sh
 . "$(dirname "$0")/preload_test.sh"
-cleanup() {
-	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-# allow_other: the EACCES check runs as another uid
-opts=l1_size=64M
-[ "$(id -u)" = 0 ] && opts=$opts,allow_other
-kvfs_sh_mount "$tmp/m" -o "$opts" || exit 1
+preload_mount || exit 1
 ns=$tmp/m/ns
 mkdir "$ns" || exit 1
 K1=0123456789abcdef0123456789abcdef # 2 MiB

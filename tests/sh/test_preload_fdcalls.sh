@@ -20,15 +20,7 @@ set -u
 T=test_preload_fdcalls
 # shellcheck source=tests/sh/preload_test.sh
 . "$(dirname "$0")/preload_test.sh"
-cleanup() {
-	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-opts=l1_size=64M
-[ "$(id -u)" = 0 ] && opts=$opts,allow_other
-kvfs_sh_mount "$tmp/m" -o "$opts" || exit 1
+preload_mount || exit 1
 ns=$tmp/m/ns pq=$tmp/m/pq wns=$tmp/m/w
 mkdir "$ns" "$pq" "$wns" || exit 1
 "$PY" -c 'import os, sys; os.setxattr(sys.argv[1], "user.kvfs.names", b"paths")' "$pq" || exit 1
@@ -57,14 +49,15 @@ def call(f):
 def attrs(s):
     return (oct(s.st_mode), s.st_uid, s.st_gid, s.st_size, s.st_nlink,
             s.st_mtime_ns if s.st_mtime < 1.5e9 else "recent")
-def as_nobody(f):  # f() in a child with uid/gid 65534: its answer
-    if os.getuid() != 0:
+def child(f, nobody=False):  # f() in a child process (uid 65534): its answer
+    if nobody and os.getuid() != 0:
         return "skip"
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        os.setgroups([]); os.setgid(65534); os.setuid(65534)
+        if nobody:
+            os.setgroups([]); os.setgid(65534); os.setuid(65534)
         os.write(w, repr(call(f)).encode())
         os._exit(0)
     os.close(w)
@@ -91,7 +84,7 @@ def s1():
     fd = os.open(p, os.O_RDONLY)
     out(1, "fchmod 0600", call(lambda: os.fchmod(fd, 0o600)))
     out(1, "stat after fchmod", attrs(os.stat(p)))
-    out(1, "another uid opens it", as_nobody(lambda: os.open(p, os.O_RDONLY) and None))
+    out(1, "another uid opens it", child(lambda: os.open(p, os.O_RDONLY) and None, True))
     out(1, "fchown 65534", call(lambda: os.fchown(fd, 65534, 65534)))
     out(1, "stat after fchown", attrs(os.stat(p)))
     out(1, "futimens", call(lambda: os.utime(fd, (1000000000, 1000000000))))
@@ -195,18 +188,8 @@ section(3, s3)
 def s4():
     fd = os.open(f"{ns}/{K}", os.O_RDONLY)
     out(4, "flock LOCK_EX", call(lambda: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)))
-    def other(f):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            b = os.open(f"{ns}/{K}", os.O_RDONLY)
-            os.write(w, repr(call(lambda: f(b))).encode())
-            os._exit(0)
-        os.close(w)
-        os.waitpid(pid, 0)
-        v = os.read(r, 100).decode()
-        os.close(r)
-        return v
+    def other(f):  # f on another process's own fd of the chunk
+        return child(lambda: f(os.open(f"{ns}/{K}", os.O_RDONLY)))
     out(4, "another process's flock LOCK_EX", other(lambda b: fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB)))
     out(4, "lockf LOCK_EX on a read fd", call(lambda: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)))
     out(4, "lockf LOCK_SH", call(lambda: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)))
@@ -218,8 +201,8 @@ def s4():
 
 section(4, s4)
 # 5: close_range over a writer publishes it (as close); a subprocess
+# (vfork, close_range in the child) leaves the parent's served fds
 def s5():
-    # (vfork, close_range in the child) leaves the parent's served fds
     w = f"{wns}/{'5' if tag == 'plain' else '6'}{'0' * 31}"
     data = os.urandom(3000)
     fd = os.open(w, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
