@@ -337,8 +337,8 @@ static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
 	return rc == 1 ? (long)io.result : -1;
 }
 
-/* KVFS_PRELOAD=memfd: the chunk in a new memfd of room cap (mode 0444,
- * size = the chunk's), or -1. */
+/* KVFS_PRELOAD=memfd: the chunk in a new memfd (mode 0444), or -1 when
+ * it is not exactly cap bytes. */
 static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		     uint64_t *size, bool *gone, const struct stat *named)
 {
@@ -358,7 +358,7 @@ static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		goto err_close;
 	n = get_into(nsfd, key, p, cap, size, gone, named);
 	munmap(p, cap);
-	if (n < 0 || (named && n != named->st_size) ||
+	if (n < 0 || (uint64_t)n != cap ||
 	    ftruncate(mfd, (off_t)n) || fchmod(mfd, 0444))
 		goto err_close;
 	return mfd;
@@ -377,6 +377,39 @@ struct src {
 	bool keyns;            /* a key namespace's chunk */
 };
 
+/* c stands for the version src says (what fstat says: the stat of its
+ * name, its own st_ino, mode, owner, times, not a made-up one; its name,
+ * for pl_realize). Returns 0, or -1 (no memory). */
+static int describe(struct pl_chunk *c, const struct src *src, int flags)
+{
+	size_t dlen = strlen(src->dir);
+
+	c->path = malloc(dlen + strlen(src->below) + 2);
+	if (!c->path)
+		return -1;
+	sprintf(c->path, "%s/%s", src->dir, src->below);
+	c->dirlen = dlen;
+	c->st = *src->st;
+	c->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
+	c->keyns = src->keyns;
+	c->mnt_id = src->mnt_id;
+	return 0;
+}
+
+/* A memfd served for src (KVFS_PRELOAD=memfd, fopen) stands for its
+ * version too (pl_fd_track: fstat, statx, the calls that need the file);
+ * where there is no memory for that, it is the memfd's own. */
+static int track(int fd, const struct src *src, int flags)
+{
+	struct pl_chunk *c = fd >= 0 ? pl_chunk_new(0) : NULL;
+
+	if (c && describe(c, src, flags) == 0)
+		pl_fd_track(fd, c);
+	else if (c)
+		pl_chunk_free(c);
+	return fd;
+}
+
 /* KVFS_PRELOAD=1: the chunk in memory, behind a descriptor of
  * preload_fd.c; -1 when not served. Exactly the bytes of the version the
  * stat found (a path namespace's: KVFS_XFER_NAMED; a key's: as many),
@@ -386,27 +419,17 @@ static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t *size,
 {
 	const struct stat *st = src->st;
 	struct pl_chunk *c = pl_chunk_new((size_t)st->st_size);
-	size_t dlen = strlen(src->dir);
 	long n;
 
 	if (!c)
 		return -1;
 	n = get_into(nsfd, key, c->buf, c->cap, size, gone,
 		     src->keyns ? NULL : st);
-	c->path = malloc(dlen + strlen(src->below) + 2);
-	if (n != st->st_size || !c->path) {
+	if (n != st->st_size || describe(c, src, flags)) {
 		pl_chunk_free(c);
 		return -1;
 	}
-	sprintf(c->path, "%s/%s", src->dir, src->below);
-	c->dirlen = dlen;
 	c->size = (uint64_t)n;
-	/* what fstat says: the stat of its name (its own st_ino, mode,
-	 * owner, times), not a made-up one */
-	c->st = *st;
-	c->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
-	c->keyns = src->keyns;
-	c->mnt_id = src->mnt_id;
 	return pl_fd_serve(c, flags);
 }
 
@@ -567,7 +590,7 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 		mfd = get_memfd(nsfd, key, (uint64_t)fst.st_size, &size,
 				&gone, NULL);
 		if (mfd >= 0)
-			mfd = reopen_rdonly(mfd, flags);
+			mfd = track(reopen_rdonly(mfd, flags), &src, flags);
 	}
 	pthread_rwlock_unlock(&lock);
 	ns_forget(st, gone, false);
@@ -611,15 +634,15 @@ static int serve_path(int dirfd, const char *path, int flags, int kind)
 		ns_forget(&nst, false, stale);
 		return -1;
 	}
+	src = (struct src){ .st = &fst, .dir = nsdir, .below = below,
+			    .mnt_id = s->mnt_id };
 	if (kind == SERVE_MEM) {
-		src = (struct src){ .st = &fst, .dir = nsdir, .below = below,
-				    .mnt_id = s->mnt_id };
 		mfd = get_mem(s->fd, &key, &size, &gone, &src, flags);
 	} else {
 		mfd = get_memfd(s->fd, &key, (uint64_t)fst.st_size, &size,
 				&gone, &fst);
 		if (mfd >= 0)
-			mfd = reopen_rdonly(mfd, flags);
+			mfd = track(reopen_rdonly(mfd, flags), &src, flags);
 	}
 	pthread_rwlock_unlock(&lock);
 	ns_forget(&nst, gone, false);

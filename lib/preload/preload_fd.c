@@ -187,8 +187,8 @@ struct pl_chunk *pl_chunk_new(size_t cap)
 
 	if (!c)
 		return NULL;
-	c->buf = buf_get(&cap);
-	if (!c->buf) {
+	c->buf = cap ? buf_get(&cap) : NULL;
+	if (!c->buf && cap) {
 		free(c);
 		return NULL;
 	}
@@ -263,9 +263,9 @@ void pl_forget(int fd)
 		pl_put(c);
 }
 
-/* The chunk fd stands for, with a reference for the call; NULL for any fd
- * this library does not serve. */
-struct pl_chunk *pl_get(int fd)
+/* The chunk fd stands for, with a reference for the call (memfd: its
+ * memfd entries too); NULL for any fd this library does not serve. */
+static struct pl_chunk *get(int fd, bool memfd)
 {
 	struct pl_chunk *c;
 	struct stat st;
@@ -280,15 +280,29 @@ struct pl_chunk *pl_get(int fd)
 	pthread_mutex_unlock(&tab_lock);
 	if (!c)
 		return NULL;
-	/* still our socket? (closefrom, close_range, a raw close) */
+	if (c->memfd && !memfd) { /* its reads are the kernel's */
+		pl_put(c);
+		return NULL;
+	}
+	/* still our socket (memfd)? (a raw close, the number reused) */
 	REAL(fstat);
-	if (r_fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+	if (r_fstat(fd, &st) || st.st_dev != c->sock_dev ||
 	    st.st_ino != c->sock_ino) {
 		pl_put(c);
 		pl_forget(fd);
 		return NULL;
 	}
 	return c;
+}
+
+struct pl_chunk *pl_get(int fd)
+{
+	return get(fd, false);
+}
+
+struct pl_chunk *pl_get_any(int fd)
+{
+	return get(fd, true);
 }
 
 /* Makes fd stand for c too (a dup); replaces what fd stood for. */
@@ -337,11 +351,27 @@ int pl_fd_serve(struct pl_chunk *c, int flags)
 		pl_chunk_free(c);
 		return -1;
 	}
+	c->sock_dev = st.st_dev;
 	c->sock_ino = st.st_ino;
 	if (c->wr)
 		atomic_fetch_add(&writers, 1);
 	add(fd, c);
 	return fd;
+}
+
+void pl_fd_track(int fd, struct pl_chunk *c)
+{
+	struct stat st;
+
+	REAL(fstat);
+	if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st)) {
+		pl_chunk_free(c);
+		return;
+	}
+	c->memfd = 1;
+	c->sock_dev = st.st_dev;
+	c->sock_ino = st.st_ino;
+	add(fd, c); /* its reference is the fd's */
 }
 
 /* ------------------------------------------------------------- reads */
@@ -473,18 +503,22 @@ SERVED(ssize_t, preadv64,
 
 /* preadv2's flags served from memory (RWF_HIPRI, RWF_DSYNC, RWF_SYNC,
  * RWF_APPEND: nothing to a read of memory); any other (RWF_NOWAIT...)
- * goes to the real file, which answers it. */
+ * goes to the real file, which answers it (a memfd's too). */
 #define PREADV2_SERVED 0x17
 
 #define PREADV2(name, offt)                                              \
 	EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt,     \
 			    offt off, int flags)                         \
 	{                                                                \
-		struct pl_chunk *c = pl_get(fd);                         \
+		struct pl_chunk *c = pl_get_any(fd);                     \
 		REAL(name);                                              \
 		if (c && !c->wr && (flags & ~PREADV2_SERVED)) {          \
 			if (pl_realize(fd, c))                           \
 				return -1;                               \
+			c = NULL;                                        \
+		}                                                        \
+		if (c && c->memfd) { /* the kernel's read */             \
+			pl_put(c);                                       \
 			c = NULL;                                        \
 		}                                                        \
 		if (!c)                                                  \
@@ -576,7 +610,7 @@ static int stat_common(struct pl_chunk *c, void *st)
 #define WR_SETTLED(name, params, args)                                   \
 	EXPORT int name params                                           \
 	{                                                                \
-		struct pl_chunk *c = pl_get(fd);                         \
+		struct pl_chunk *c = pl_get_any(fd);                     \
 		REAL(name);                                              \
 		if (c && c->wr) {                                        \
 			if (pl_wr_settle(fd, c))                         \
@@ -601,7 +635,7 @@ static bool empty_path(const char *path)
 	{                                                                \
 		struct pl_chunk *c = NULL;                               \
 		if ((flags & AT_EMPTY_PATH) && empty_path(path))         \
-			c = pl_get(fd);                                  \
+			c = pl_get_any(fd);                              \
 		if (c && c->wr) {                                        \
 			if (pl_wr_settle(fd, c))                         \
 				return -1;                               \
@@ -858,7 +892,7 @@ static bool is_ours(int fd, const struct pl_chunk *c)
 	struct stat st;
 
 	REAL(fstat);
-	return !r_fstat(fd, &st) && S_ISSOCK(st.st_mode) &&
+	return !r_fstat(fd, &st) && st.st_dev == c->sock_dev &&
 	       st.st_ino == c->sock_ino;
 }
 
@@ -896,14 +930,38 @@ static int take_place(int fd, struct pl_chunk *c, int rfd)
 	return 0;
 }
 
+/* A new chunk of the same version as c (its stat, name, namespace) with
+ * room for cap bytes (none: 0), or NULL. */
+static struct pl_chunk *chunk_like(struct pl_chunk *c, size_t cap)
+{
+	struct pl_chunk *n = pl_chunk_new(cap);
+
+	if (!n)
+		return NULL;
+	n->path = c->path ? strdup(c->path) : NULL;
+	if (c->path && !n->path) {
+		pl_chunk_free(n);
+		return NULL;
+	}
+	pthread_mutex_lock(&c->lock);
+	n->st = c->st;
+	pthread_mutex_unlock(&c->lock);
+	n->dirlen = c->dirlen;
+	n->oflags = c->oflags;
+	n->keyns = c->keyns;
+	n->mnt_id = c->mnt_id;
+	return n;
+}
+
 /*
  * fd, served from c, becomes a memfd holding the chunk's bytes at the same
- * number (take_place), read-only, at the same offset, and leaves the
- * table: a real file from then on, for callers that need one (a FILE's
- * fileno). Returns 0, or -1 (fd unchanged).
+ * number (take_place), read-only, at the same offset: a real file from
+ * then on, for callers that need one (a FILE's fileno), which stands for
+ * c's version (pl_fd_track). Returns 0, or -1 (fd unchanged).
  */
 static int to_memfd(int fd, struct pl_chunk *c)
 {
+	struct pl_chunk *meta = chunk_like(c, 0);
 	char p[40];
 	int mfd, rfd = -1, rc = -1;
 
@@ -923,6 +981,10 @@ static int to_memfd(int fd, struct pl_chunk *c)
 		r_close(rfd);
 	}
 	r_close(mfd);
+	if (meta && !rc)
+		pl_fd_track(fd, meta);
+	else if (meta)
+		pl_chunk_free(meta);
 	return rc;
 }
 
@@ -946,8 +1008,11 @@ int pl_realize(int fd, struct pl_chunk *c)
 		err = errno;
 	if (rfd >= 0 && !r_fstat(rfd, &st) && st.st_dev == c->st.st_dev &&
 	    st.st_ino == c->st.st_ino) {
+		REAL(lseek);
 		pthread_mutex_lock(&c->lock);
-		err = take_place(fd, c, rfd) ? errno : 0;
+		if (c->memfd) /* its offset is the kernel's */
+			c->off = r_lseek(fd, 0, SEEK_CUR);
+		err = c->off < 0 ? errno : take_place(fd, c, rfd) ? errno : 0;
 		pthread_mutex_unlock(&c->lock);
 	}
 	if (rfd >= 0)
@@ -962,7 +1027,7 @@ int pl_realize(int fd, struct pl_chunk *c)
 
 int pl_fd_real(int fd)
 {
-	struct pl_chunk *c = pl_get(fd);
+	struct pl_chunk *c = pl_get_any(fd);
 
 	return c ? pl_realize(fd, c) : 0;
 }
@@ -995,28 +1060,36 @@ static int fd_of_name(const char *path)
 int pl_fd_reopen(const char *path, int flags, int served_flags)
 {
 	struct pl_chunk *c, *n;
-	int fd = fd_of_name(path);
+	int fd = fd_of_name(path), nfd;
 
-	if (fd < 0 || !(c = pl_get(fd)))
+	if (fd < 0 || !(c = pl_get_any(fd)))
 		return -1;
 	if (c->wr) { /* the real writer's link answers */
 		pl_wr_settle(fd, c);
 		return -1;
 	}
+	/* a memfd's link: the kernel's reopen, standing for the same
+	 * version */
+	if (c->memfd && (flags & O_ACCMODE) == O_RDONLY) {
+		REAL(openat);
+		n = chunk_like(c, 0);
+		pl_put(c);
+		nfd = r_openat(AT_FDCWD, path, flags);
+		if (n && nfd >= 0) {
+			n->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
+			pl_fd_track(nfd, n);
+		} else if (n) {
+			pl_chunk_free(n);
+		}
+		return nfd;
+	}
 	/* a new open of the same version, read-only: its own copy and
 	 * offset, as the kernel's reopen is a new description */
 	if ((flags & O_ACCMODE) == O_RDONLY && !(flags & ~served_flags) &&
-	    (n = pl_chunk_new(c->size)) != NULL) {
+	    (n = chunk_like(c, c->size)) != NULL) {
 		memcpy(n->buf, c->buf, c->size);
 		n->size = c->size;
-		pthread_mutex_lock(&c->lock);
-		n->st = c->st;
-		pthread_mutex_unlock(&c->lock);
-		n->path = c->path ? strdup(c->path) : NULL;
-		n->dirlen = c->dirlen;
 		n->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
-		n->keyns = c->keyns;
-		n->mnt_id = c->mnt_id;
 		pl_put(c);
 		return pl_fd_serve(n, flags);
 	}

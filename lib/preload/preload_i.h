@@ -39,7 +39,12 @@ struct pl_chunk {
 	pthread_mutex_t lock; /* protects off */
 	off_t off;
 	unsigned refs;        /* descriptors + calls in flight (table lock) */
-	ino_t sock_ino;       /* the socket that stands for it (see pl_fd_serve) */
+	dev_t sock_dev;       /* the socket that stands for it (see */
+	ino_t sock_ino;       /* pl_fd_serve), or the memfd */
+	int memfd;            /* the fd is a memfd of the bytes (KVFS_PRELOAD=
+			       * memfd, fopen, fdopen), buf NULL: reads are
+			       * the kernel's; pl_get_any finds it, for
+			       * fstat, statx and pl_realize */
 	char *buf;            /* cap bytes, the first size are the chunk's */
 	size_t cap;
 	uint64_t size;
@@ -59,8 +64,8 @@ struct pl_chunk {
 };
 
 /* pl_chunk_new - a chunk with a buffer of at least cap bytes (from the
- * pool of buffers freed chunks left, so its pages are already there);
- * NULL without memory. */
+ * pool of buffers freed chunks left, so its pages are already there; none
+ * for 0); NULL without memory. */
 struct pl_chunk *pl_chunk_new(size_t cap);
 
 /* pl_chunk_grow - gives c a buffer of at least cap bytes (contents lost).
@@ -89,6 +94,14 @@ int pl_fd_serve(struct pl_chunk *c, int flags);
 /* pl_get - the chunk fd stands for, with a reference for the call (and
  * fd checked to be still its socket); NULL for an fd not served. */
 struct pl_chunk *pl_get(int fd);
+
+/* pl_get_any - pl_get, memfd entries included. */
+struct pl_chunk *pl_get_any(int fd);
+
+/* pl_fd_track - fd, a memfd holding c's bytes (served by the kernel),
+ * stands for c (taken; buf NULL): its fstat, statx and the calls that
+ * need the file are the library's, as for a socket's. */
+void pl_fd_track(int fd, struct pl_chunk *c);
 
 /* pl_put - drops a reference pl_get or pl_fd_serve took. */
 void pl_put(struct pl_chunk *c);

@@ -114,11 +114,12 @@ EXPORT ssize_t splice(int in, off64_t *inoff, int out, off64_t *outoff,
 
 /* ------------------------------- the served chunk, without the file */
 
-/* The chunk fd stands for when it is one being read (referenced); a
- * chunk being written is settled (*err set where that failed). */
-static struct pl_chunk *reader(int fd, int *err)
+/* The chunk fd stands for when it is one being read (referenced; any:
+ * a memfd's too); a chunk being written is settled (*err set where that
+ * failed). */
+static struct pl_chunk *reader(int fd, int *err, bool any)
 {
-	struct pl_chunk *c = pl_get(fd);
+	struct pl_chunk *c = any ? pl_get_any(fd) : pl_get(fd);
 
 	*err = 0;
 	if (c && c->wr) {
@@ -150,7 +151,7 @@ static int ns_open(const struct pl_chunk *c)
 	EXPORT int name params                                           \
 	{                                                                \
 		int err, nfd, r;                                         \
-		struct pl_chunk *c = reader(fd, &err);                   \
+		struct pl_chunk *c = reader(fd, &err, true);             \
 		REAL(name);                                              \
 		if (err)                                                 \
 			return -1;                                       \
@@ -179,7 +180,7 @@ ON_NS(syncfs, (int fd), (fd))
 	EXPORT int name(int fd, offt off, offt len, int adv)             \
 	{                                                                \
 		int err;                                                 \
-		struct pl_chunk *c = reader(fd, &err);                   \
+		struct pl_chunk *c = reader(fd, &err, false);            \
 		REAL(name);                                              \
 		if (err)                                                 \
 			return errno;                                    \
@@ -195,7 +196,7 @@ FADVISE(posix_fadvise64, off64_t)
 EXPORT ssize_t readahead(int fd, off64_t off, size_t n)
 {
 	int err;
-	struct pl_chunk *c = reader(fd, &err);
+	struct pl_chunk *c = reader(fd, &err, false);
 
 	REAL(readahead);
 	if (err)
@@ -224,9 +225,13 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	arg = va_arg(ap, void *);
 	va_end(ap);
 	REAL(ioctl);
-	c = reader(fd, &err);
+	c = reader(fd, &err, true);
 	if (err)
 		return -1;
+	if (c && c->memfd && (req == FIONREAD || _IOC_TYPE(req) == 'T')) {
+		pl_put(c); /* the memfd's answer is the file's */
+		c = NULL;
+	}
 	if (c && req == FIONREAD) {
 		pthread_mutex_lock(&c->lock);
 		*(int *)arg = c->off >= c->st.st_size ? 0 :
@@ -259,7 +264,7 @@ EXPORT int statx(int fd, const char *path, int flags, unsigned int mask,
 
 	REAL(statx);
 	if ((flags & AT_EMPTY_PATH) && (!p || !*p)) {
-		c = reader(fd, &err);
+		c = reader(fd, &err, true);
 		if (err)
 			return -1;
 	}
@@ -395,7 +400,7 @@ static int old_version(struct pl_chunk *c, enum attr_op op, mode_t mode,
  * chunk being read whose version is gone (*cp referenced). */
 static int attr_real(int fd, struct pl_chunk **cp)
 {
-	struct pl_chunk *c = pl_get(fd), *kept;
+	struct pl_chunk *c = pl_get_any(fd), *kept;
 	int err;
 
 	*cp = NULL;
@@ -403,7 +408,7 @@ static int attr_real(int fd, struct pl_chunk **cp)
 		return 0;
 	if (c->wr)
 		return pl_wr_settle(fd, c);
-	kept = pl_get(fd); /* for old_version */
+	kept = pl_get_any(fd); /* for old_version */
 	if (!pl_realize(fd, c)) {
 		if (kept)
 			pl_put(kept);

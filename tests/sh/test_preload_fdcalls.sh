@@ -70,6 +70,7 @@ def section(n, f):  # one finding's calls; an exception ends only them
         f()
     except Exception as e:
         out(n, "raised", repr(e))
+libc.fopen.restype = ctypes.c_void_p
 def rd(p, n=20):
     with open(p, "rb") as f:
         return f.read(n)
@@ -94,6 +95,11 @@ def s1():
     out(1, "fremovexattr", call(lambda: os.removexattr(fd, "user.x")))
     out(1, "read after", os.read(fd, 8))
     os.close(fd)
+    # a FILE of fopen (a memfd under the preload)
+    f = ctypes.c_void_p(libc.fopen(p.encode(), b"r"))
+    out(1, "fopen: fchmod 0640 of its fileno", call(lambda: os.fchmod(libc.fileno(f), 0o640)))
+    out(1, "fopen: stat after", attrs(os.stat(p)))
+    libc.fclose(f)
     # the name replaced by a new version while the fd is open: the old
     # version changes (fstat of the fd), the new one does not
     p = f"{pq}/{tag}-replaced"
@@ -176,6 +182,10 @@ def s3():
         inos.append(s.st_ino)
         os.close(fd)
     out(3, "st_ino nonzero and distinct", 0 not in inos and len(set(inos)) == 3)
+    f = ctypes.c_void_p(libc.fopen(f"{ns}/{K}".encode(), b"r"))
+    s, t = os.fstat(libc.fileno(f)), os.stat(f"{ns}/{K}")
+    out(3, "fopen: fstat of its fileno == stat", [x for x in ("st_ino", "st_dev", "st_mtime_ns", "st_size", "st_mode") if getattr(s, x) != getattr(t, x)] or "equal")
+    libc.fclose(f)
     d = f"{os.path.dirname(pq)}/../{tag}-cp"
     os.makedirs(d, exist_ok=True)
     r = subprocess.run(["cp", f"{ns}/{K}", f"{d}/k"], capture_output=True)
@@ -203,7 +213,7 @@ section(4, s4)
 # 5: close_range over a writer publishes it (as close); a subprocess
 # (vfork, close_range in the child) leaves the parent's served fds
 def s5():
-    w = f"{wns}/{'5' if tag == 'plain' else '6'}{'0' * 31}"
+    w = f"{wns}/{'abc'['plain pre memfd'.split().index(tag)]}{'0' * 31}"
     data = os.urandom(3000)
     fd = os.open(w, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     os.write(fd, data)
@@ -266,34 +276,40 @@ section(7, s7)
 EOF
 
 libkvfs=$PWD/${KVFS_PLAIN_BUILD:-build}/libkvfs.so
-run() { # TAG [pre]
-	(cd "$tmp" && ${2:+env LD_PRELOAD=$PRELOAD} "$PY" calls.py "$ns" "$pq" "$wns" "$1" "$K" "$Z1" "$Z2" "$libkvfs") \
-		>"$tmp/$1.out" 2>&1
+run() { # TAG [KVFS_PRELOAD]
+	(cd "$tmp" && ${2:+env LD_PRELOAD=$PRELOAD KVFS_PRELOAD=$2} "$PY" calls.py \
+		"$ns" "$pq" "$wns" "$1" "$K" "$Z1" "$Z2" "$libkvfs") >"$tmp/$1.out" 2>&1
 }
 gets0=$(stat ioctl.xfer.gets)
 run plain
-gets1=$(stat ioctl.xfer.gets)
-run pre pre
-gets2=$(stat ioctl.xfer.gets)
 sed 's/^/  # plain: /' "$tmp/plain.out"
-diff "$tmp/plain.out" "$tmp/pre.out" | sed 's/^/  # /'
-if [ "$gets1" = "$gets0" ] && [ $((gets2 - gets1)) -ge 20 ]; then
-	ok "the preloaded run's opens were served ($((gets2 - gets1)) GETs, plain none)"
-else
-	bad "GETs: plain $((gets1 - gets0)), preloaded $((gets2 - gets1))"
-fi
-for f in 1 2 3 4 5 6 7; do
-	if [ -s "$tmp/plain.out" ] &&
-		diff <(grep "^$f " "$tmp/plain.out") <(grep "^$f " "$tmp/pre.out") >/dev/null &&
-		grep -q "^$f " "$tmp/pre.out"; then
-		ok "$f: preloaded answers as plain"
+gets1=$(stat ioctl.xfer.gets)
+check "plain: no GET" test "$gets1" = "$gets0"
+# served from memory (a socket fd), and as a memfd (KVFS_PRELOAD=memfd,
+# as fopen's FILEs are)
+for mode in pre memfd; do
+	run "$mode" "$([ $mode = pre ] && echo 1 || echo memfd)"
+	gets2=$(stat ioctl.xfer.gets)
+	if [ $((gets2 - gets1)) -ge 20 ]; then
+		ok "$mode: the opens were served ($((gets2 - gets1)) GETs)"
 	else
-		bad "$f: preloaded differs from plain"
+		bad "$mode: $((gets2 - gets1)) GETs"
 	fi
+	gets1=$gets2
+	diff "$tmp/plain.out" "$tmp/$mode.out" | sed "s/^/  # $mode: /"
+	for f in 1 2 3 4 5 6 7; do
+		if [ -s "$tmp/plain.out" ] && grep -q "^$f " "$tmp/$mode.out" &&
+			diff <(grep "^$f " "$tmp/plain.out") <(grep "^$f " "$tmp/$mode.out") >/dev/null; then
+			ok "$mode $f: answers as plain"
+		else
+			bad "$mode $f: differs from plain"
+		fi
+	done
 done
 # what must hold in both (so that "the same" is the right answer)
 expect() { # DESC LINE
-	if grep -qxF "$2" "$tmp/pre.out" && grep -qxF "$2" "$tmp/plain.out"; then
+	if grep -qxF "$2" "$tmp/pre.out" && grep -qxF "$2" "$tmp/plain.out" &&
+		grep -qxF "$2" "$tmp/memfd.out"; then
 		ok "$1"
 	else
 		bad "$1: no line '$2'"
