@@ -652,9 +652,15 @@ FSTATAT(fstatat64, struct stat64)
 
 static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 {
-	struct pl_chunk *c = pl_get(fd);
+	struct pl_chunk *c = pl_get_any(fd);
+	bool own = cmd == F_GETFL || cmd == F_GETFD || cmd == F_SETFD ||
+		   cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
 	int r;
 
+	if (c && c->memfd && own) { /* the memfd's answer is the file's */
+		pl_put(c);
+		c = NULL;
+	}
 	if (c && c->wr) {
 		if (cmd == F_GETFL) {
 			pl_put(c);
@@ -672,8 +678,7 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 		c = NULL;
 	}
 	/* locks, leases, F_SETFL, seals...: the real file's */
-	if (c && cmd != F_GETFL && cmd != F_GETFD && cmd != F_SETFD &&
-	    cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC) {
+	if (c && !own) {
 		if (pl_realize(fd, c))
 			return -1;
 		c = NULL;
@@ -821,8 +826,11 @@ static void close_served(unsigned lo, unsigned hi)
 
 EXPORT int close_range(unsigned lo, unsigned hi, int flags)
 {
-	/* CLOSE_RANGE_CLOEXEC closes nothing now (exec settles writers) */
-	if (!(flags & CLOSE_RANGE_CLOEXEC) && lo <= hi)
+	/* CLOSE_RANGE_CLOEXEC closes nothing now (exec settles writers);
+	 * CLOSE_RANGE_UNSHARE closes in a copy of the fd table, this
+	 * process's other threads keep theirs (and so the table) */
+	if (!(flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) &&
+	    lo <= hi)
 		close_served(lo, hi);
 	return (int)syscall(SYS_close_range, lo, hi, flags);
 }
@@ -832,7 +840,11 @@ EXPORT void closefrom(int lo)
 	if (lo < 0)
 		lo = 0;
 	close_served((unsigned)lo, ~0u);
-	syscall(SYS_close_range, (unsigned)lo, ~0u, 0);
+	if (syscall(SYS_close_range, (unsigned)lo, ~0u, 0)) {
+		REAL(closefrom); /* no close_range (Linux < 5.9): glibc's */
+		if (r_closefrom)
+			r_closefrom(lo);
+	}
 }
 
 /* -------------------------------------------------- stdio, mmap */

@@ -35,7 +35,7 @@ cp "$tmp/k" "$ns/$K" && cp "$tmp/z" "$ns/$Z1" && cp "$tmp/z" "$ns/$Z2" &&
 # One line per answer, "N what: value", N the finding; the same plainly
 # and preloaded. TAG names what each run creates.
 cat >"$tmp/calls.py" <<'EOF'
-import ctypes, errno, fcntl, hashlib, os, subprocess, sys
+import ctypes, errno, fcntl, hashlib, os, struct, subprocess, sys
 ns, pq, wns, tag, K, Z1, Z2, libkvfs = sys.argv[1:9]
 libc = ctypes.CDLL(None, use_errno=True)
 def out(n, what, v):
@@ -205,6 +205,14 @@ def s4():
     out(4, "lockf LOCK_SH", call(lambda: fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)))
     out(4, "another process's lockf LOCK_SH", other(lambda b: fcntl.lockf(b, fcntl.LOCK_SH | fcntl.LOCK_NB)))
     os.close(fd)
+    # fcntl's locks, on a fresh fd (the first call that needs the file)
+    fd = os.open(f"{ns}/{Z2}", os.O_RDONLY)
+    out(4, "lockf LOCK_SH (fcntl F_SETLK)", call(lambda: fcntl.lockf(fd, fcntl.LOCK_SH)))
+    def getlk(b):  # the lock F_GETLK finds for a write lock, its type
+        fl = struct.pack("@hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)
+        return struct.unpack("@hhqqi4x", fcntl.fcntl(b, fcntl.F_GETLK, fl))[0]
+    out(4, "another process's F_GETLK finds it", child(lambda: getlk(os.open(f"{ns}/{Z2}", os.O_RDONLY)) == fcntl.F_RDLCK))
+    os.close(fd)
     fd = os.open(f"{ns}/{Z1}", os.O_RDONLY)
     out(4, "flock LOCK_SH, then read", (call(lambda: fcntl.flock(fd, fcntl.LOCK_SH)), os.read(fd, 5000) == rd(f"{ns}/{Z1}", 5000)))
     os.close(fd)
@@ -319,6 +327,7 @@ expect() { # DESC LINE
 expect "1: a replaced version's fchmod: the old one changed" "1 replaced: fstat of the fd: ('0o100600', 1, 1, 300, 0, 5000000000)"
 expect "3: st_ino of chunks nonzero and distinct" "3 st_ino nonzero and distinct: True"
 expect "4: the other process's flock is refused" "4 another process's flock LOCK_EX: 'EAGAIN'"
+expect "4: the other process's F_GETLK finds the lock" "4 another process's F_GETLK finds it: ('ok', True)"
 expect "5: close_range over a writer publishes" "5 closerange over a writer: published: True"
 expect "5: a subprocess leaves served fds" "5 a served fd after a subprocess: True"
 grep -q "^2 kvfs_get: (3145728, '$(sha1sum <"$tmp/k" | cut -c1-40)')" "$tmp/pre.out" &&
