@@ -6,18 +6,19 @@
  *
  * open/open64/openat/openat64, glibc's fortified __open_2 family and
  * fopen/fopen64 are interposed. A read-only open of a file named by a key
- * (32 lowercase hex) in a key namespace of a kvfs mount is answered with a
- * memfd holding the chunk's bytes: the daemon copies the chunk, pinned,
- * straight into the memfd's pages (process_vm_writev), the memfd is sealed
- * and reopened read-only, and that fd is returned. Every later call on it
- * (read, pread, readv, lseek, fstat, mmap, sendfile, stdio, dup, fork) is
- * the kernel's own on an ordinary read-only file, so nothing else needs to
- * be interposed and nothing reached by another path can see other bytes.
+ * (32 lowercase hex) in a key namespace of a kvfs mount, or of any file of
+ * a path namespace, is answered after a stat of its name (what fstat of
+ * the fd says; the GET's room) by one GET of its bytes into the library's
+ * memory, behind a descriptor of preload_fd.c (KVFS_PRELOAD=memfd, and
+ * fopen: a read-only memfd holding them). Calls on that descriptor are
+ * served from memory (preload_fd.c), or made on the real file after the
+ * descriptor is turned into it (preload_real.c). A new key opened for
+ * writing is buffered and published at close (preload_wr.c).
  *
- * Anything else, and any doubt, is the real libc call unchanged: writes,
- * O_RDWR/O_WRONLY/O_CREAT/O_TRUNC/O_DIRECT/O_PATH..., files outside kvfs,
- * path namespaces, chunks larger than KVFS_PRELOAD_MAX, a miss and every
- * ioctl error (then the real open runs, so the errno is the kernel's).
+ * Anything else, and any doubt, is the real libc call unchanged: other
+ * flags (O_RDWR, O_APPEND, O_PATH...), files outside kvfs, chunks larger
+ * than KVFS_PRELOAD_MAX, a miss and every ioctl error (then the real open
+ * runs, so the errno is the kernel's).
  * KVFS_PRELOAD=0 disables it. lib/preload/README.md is the manual.
  */
 #include <dlfcn.h>

@@ -492,3 +492,27 @@ EXPORT int fchownat(int fd, const char *path, uid_t uid, gid_t gid,
 		return fchown(fd, uid, gid);
 	return r_fchownat(fd, path, uid, gid, flags);
 }
+
+/* fchmodat(fd, "", mode, AT_EMPTY_PATH) is fchmod(fd, mode) */
+EXPORT int fchmodat(int fd, const char *path, mode_t mode, int flags)
+{
+	const char *volatile p = path;
+
+	REAL(fchmodat);
+	if ((flags & AT_EMPTY_PATH) && p && !*p &&
+	    !(flags & ~(AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)))
+		return fchmod(fd, mode);
+	return r_fchmodat(fd, path, mode, flags);
+}
+
+/* faccessat(fd, "", mode, AT_EMPTY_PATH): the real file's permissions,
+ * not the socket's */
+EXPORT int faccessat(int fd, const char *path, int mode, int flags)
+{
+	const char *volatile p = path;
+
+	REAL(faccessat);
+	if ((flags & AT_EMPTY_PATH) && (!p || !*p) && pl_fd_real(fd))
+		return -1;
+	return r_faccessat(fd, path, mode, flags);
+}
