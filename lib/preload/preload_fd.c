@@ -1,7 +1,7 @@
 /*
  * preload_fd.c - the descriptors libkvfs_preload.so serves from memory
  * (lib/preload/README.md): a table from fd to struct pl_chunk, and the
- * libc calls interposed on such an fd: read, pread, readv, preadv,
+ * libc calls interposed on such an fd (its buffer: preload_buf.c): read, pread, readv, preadv,
  * preadv2, lseek, write, pwrite, writev (EBADF), fstat, fcntl, dup, dup2,
  * dup3, close, close_range, closefrom, fdopen, mmap, and sendfile /
  * copy_file_range (EINVAL, so callers fall back to read); pl_realize,
@@ -41,7 +41,6 @@
 #define EXPORT __attribute__((visibility("default")))
 
 #define TAB_MAX 65536  /* fds served: 0..TAB_MAX-1 */
-#define POOL_MAX 8     /* free buffers kept warm */
 
 /* The real call: resolved once, on first use. */
 #define REAL(name)                                                       \
@@ -49,12 +48,10 @@
 	if (!r_##name)                                                   \
 		r_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
-/* tab_lock: protects tab writes, refs, and the pool. tab is read without
- * it (an atomic load) to let other fds through at once. */
+/* tab_lock: protects tab writes and refs. tab is read without it (an
+ * atomic load) to let other fds through at once. */
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_chunk *_Atomic tab[TAB_MAX];
-static struct { char *buf; size_t cap; } pool[POOL_MAX];
-static unsigned pool_n;
 static atomic_uint writers; /* chunks being written (pl_wr_each) */
 /* the process whose table this is: a vfork child (which shares it, not
  * the fds) leaves it alone in close_range */
@@ -69,116 +66,10 @@ static void atfork_child(void)
 }
 
 /* before preload_wr.c's (see there) */
-__attribute__((constructor(101))) static void pl_fd_init(void)
+__attribute__((constructor(102))) static void pl_fd_init(void)
 {
 	owner = getpid();
 	pthread_atfork(atfork_prepare, atfork_unlock, atfork_child);
-}
-
-/* ----------------------------------------------------------- buffers */
-
-/*
- * Buffers are transparent-huge-page backed: the daemon's process_vm_writev
- * into 4 KiB pages pays a page-table walk and a page reference per page
- * (get_user_pages), one per 2 MiB page here (docs/performance.md, "The
- * preload library"). A buffer of more than HALF_HUGE bytes is a mapping of
- * its own, 2 MiB-aligned and rounded up to 2 MiB, kept warm in a pool of
- * POOL_MAX when freed; a smaller one is a slot of a power-of-two class
- * (64 KiB .. 1 MiB) carved from a 2 MiB slab, kept on its class's free
- * list when freed (slabs are never unmapped: their number is the most
- * buffers of that class ever open at once). Either way the pages are
- * populated once, when the mapping is made (kvfs_buf_alloc).
- */
-#define HUGE (2ul << 20)
-#define HALF_HUGE (HUGE / 2)
-#define MIN_CLASS_SHIFT 16 /* 64 KiB */
-#define NCLASSES 5         /* 64, 128, 256, 512 KiB, 1 MiB */
-
-struct slot { struct slot *next; };
-static struct slot *free_slots[NCLASSES];
-
-static unsigned size_class(size_t cap)
-{
-	unsigned c = 0;
-
-	while (((size_t)1 << (MIN_CLASS_SHIFT + c)) < cap)
-		c++;
-	return c;
-}
-
-/* Caller holds tab_lock. */
-static char *slot_get(unsigned cls)
-{
-	size_t sz = (size_t)1 << (MIN_CLASS_SHIFT + cls);
-	struct slot *s = free_slots[cls];
-	char *slab;
-
-	if (s) {
-		free_slots[cls] = s->next;
-		return (char *)s;
-	}
-	slab = kvfs_buf_alloc(HUGE);
-	if (!slab)
-		return NULL;
-	for (size_t off = HUGE - sz; off > 0; off -= sz) {
-		s = (struct slot *)(slab + off);
-		s->next = free_slots[cls];
-		free_slots[cls] = s;
-	}
-	return slab;
-}
-
-static char *buf_get(size_t *cap)
-{
-	size_t want;
-	char *p;
-
-	pthread_mutex_lock(&tab_lock);
-	if (*cap <= HALF_HUGE) {
-		unsigned cls = size_class(*cap);
-
-		p = slot_get(cls);
-		pthread_mutex_unlock(&tab_lock);
-		if (p)
-			*cap = (size_t)1 << (MIN_CLASS_SHIFT + cls);
-		return p;
-	}
-	want = (*cap + HUGE - 1) & ~(HUGE - 1);
-	for (unsigned i = 0; i < pool_n; i++)
-		if (pool[i].cap >= want && pool[i].cap <= 4 * want) {
-			p = pool[i].buf;
-			*cap = pool[i].cap;
-			pool[i] = pool[--pool_n];
-			pthread_mutex_unlock(&tab_lock);
-			return p;
-		}
-	pthread_mutex_unlock(&tab_lock);
-	p = kvfs_buf_alloc(want);
-	if (p)
-		*cap = want;
-	return p;
-}
-
-static void buf_put(char *p, size_t cap)
-{
-	if (!p)
-		return;
-	pthread_mutex_lock(&tab_lock);
-	if (cap <= HALF_HUGE) {
-		struct slot *s = (struct slot *)p;
-		unsigned cls = size_class(cap);
-
-		s->next = free_slots[cls];
-		free_slots[cls] = s;
-		p = NULL;
-	} else if (pool_n < POOL_MAX) {
-		pool[pool_n].buf = p;
-		pool[pool_n++].cap = cap;
-		p = NULL;
-	}
-	pthread_mutex_unlock(&tab_lock);
-	if (p)
-		munmap(p, cap);
 }
 
 struct pl_chunk *pl_chunk_new(size_t cap)
@@ -187,7 +78,7 @@ struct pl_chunk *pl_chunk_new(size_t cap)
 
 	if (!c)
 		return NULL;
-	c->buf = cap ? buf_get(&cap) : NULL;
+	c->buf = cap ? pl_buf_get(&cap) : NULL;
 	if (!c->buf && cap) {
 		free(c);
 		return NULL;
@@ -199,11 +90,11 @@ struct pl_chunk *pl_chunk_new(size_t cap)
 
 int pl_chunk_grow(struct pl_chunk *c, size_t cap)
 {
-	char *p = buf_get(&cap);
+	char *p = pl_buf_get(&cap);
 
 	if (!p)
 		return -1;
-	buf_put(c->buf, c->cap);
+	pl_buf_put(c->buf, c->cap);
 	c->buf = p;
 	c->cap = cap;
 	return 0;
@@ -211,12 +102,12 @@ int pl_chunk_grow(struct pl_chunk *c, size_t cap)
 
 int pl_chunk_resize(struct pl_chunk *c, size_t cap)
 {
-	char *p = buf_get(&cap);
+	char *p = pl_buf_get(&cap);
 
 	if (!p)
 		return -1;
 	memcpy(p, c->buf, c->size);
-	buf_put(c->buf, c->cap);
+	pl_buf_put(c->buf, c->cap);
 	c->buf = p;
 	c->cap = cap;
 	return 0;
@@ -224,7 +115,7 @@ int pl_chunk_resize(struct pl_chunk *c, size_t cap)
 
 void pl_chunk_free(struct pl_chunk *c)
 {
-	buf_put(c->buf, c->cap);
+	pl_buf_put(c->buf, c->cap);
 	if (c->wr && c->wr->nsfd >= 0) {
 		REAL(close);
 		r_close(c->wr->nsfd);

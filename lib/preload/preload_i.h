@@ -63,6 +63,15 @@ struct pl_chunk {
 			       * unknown */
 };
 
+/* pl_buf_get - a buffer of at least *cap bytes (its room in *cap): a
+ * 2 MiB-aligned THP mapping of its own (from a pool of freed ones) above
+ * 1 MiB, else a slot of a 2 MiB slab; pages populated. NULL without
+ * memory. (preload_buf.c) */
+char *pl_buf_get(size_t *cap);
+
+/* pl_buf_put - gives back a buffer of pl_buf_get (NULL: nothing). */
+void pl_buf_put(char *p, size_t cap);
+
 /* pl_chunk_new - a chunk with a buffer of at least cap bytes (from the
  * pool of buffers freed chunks left, so its pages are already there; none
  * for 0); NULL without memory. */

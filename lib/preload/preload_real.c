@@ -475,7 +475,7 @@ EXPORT int utimensat(int fd, const char *path, const struct timespec t[2],
 	const char *volatile p = path;
 
 	REAL(utimensat);
-	if (!p && !flags)
+	if (!p && !flags && fd >= 0)
 		return futimens(fd, t);
 	return r_utimensat(fd, path, t, flags);
 }

@@ -292,11 +292,12 @@ static void fork_prepare(void)
 	pl_wr_each(settle_one);
 }
 
-__attribute__((constructor(102))) static void pl_wr_init(void)
+__attribute__((constructor(103))) static void pl_wr_init(void)
 {
-	/* registered after preload_fd.c's (constructor 101): prepare
-	 * handlers run last-registered first, so this settles before the
-	 * table's lock is taken */
+	/* registered after preload_fd.c's (102) and preload_buf.c's (101):
+	 * prepare handlers run last-registered first, so this settles (and
+	 * frees buffers) before the table's and the buffers' locks are
+	 * taken */
 	pthread_atfork(fork_prepare, NULL, NULL);
 }
 
