@@ -935,9 +935,7 @@ int pl_fd_real(int fd)
 	return c ? pl_realize(fd, c) : 0;
 }
 
-/* The fd number of a name of fd (/proc/self/fd/N, /dev/fd/N,
- * /proc/thread-self/fd/N, /proc/PID/fd/N of this process), else -1. */
-static int fd_of_name(const char *path)
+int pl_fd_of_name(const char *path)
 {
 	static const char *const pre[] = { "/dev/fd/", "/proc/self/fd/",
 					   "/proc/thread-self/fd/" };
@@ -963,7 +961,7 @@ static int fd_of_name(const char *path)
 int pl_fd_reopen(const char *path, int flags, int served_flags)
 {
 	struct pl_chunk *c, *n;
-	int fd = fd_of_name(path), nfd;
+	int fd = pl_fd_of_name(path), nfd;
 
 	if (fd < 0 || !(c = pl_get_any(fd)))
 		return -1;

@@ -132,6 +132,10 @@ int pl_realize(int fd, struct pl_chunk *c);
  * for none. */
 int pl_fd_real(int fd);
 
+/* pl_fd_of_name - the fd number path names (/proc/self/fd/N, /dev/fd/N,
+ * /proc/thread-self/fd/N, /proc/PID/fd/N of this process), else -1. */
+int pl_fd_of_name(const char *path);
+
 /* pl_fd_reopen - an open of path, when it names a served fd (/proc/self/fd/N,
  * /dev/fd/N...): for reading (flags within served_flags) a new served fd
  * of the same version (a copy, its own offset); else the fd is made the

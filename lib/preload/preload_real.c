@@ -44,6 +44,19 @@
 	if (!r_##name)                                                   \
 		r_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
+/* ------------------------------- paths through a served fd's link */
+
+/* A path through a served fd's magic link (/proc/self/fd/N, /dev/fd/N):
+ * the fd is made the real file's first, so that the call reaches the
+ * file, not the socket (or memfd). Returns 0, or -1 with errno. */
+static int link_real(const char *path)
+{
+	const char *volatile p = path;
+	int fd = p && p[0] == '/' ? pl_fd_of_name(p) : -1;
+
+	return fd >= 0 ? pl_fd_real(fd) : 0;
+}
+
 /* ---------------------------------------- the real file's answer */
 
 /* name(params) on a served fd: the fd made the real file's, then the
@@ -267,6 +280,8 @@ EXPORT int statx(int fd, const char *path, int flags, unsigned int mask,
 		c = reader(fd, &err, true);
 		if (err)
 			return -1;
+	} else if (link_real(path)) {
+		return -1;
 	}
 	if (!c)
 		return r_statx(fd, path, flags, mask, sx);
@@ -477,6 +492,8 @@ EXPORT int utimensat(int fd, const char *path, const struct timespec t[2],
 	REAL(utimensat);
 	if (!p && !flags && fd >= 0)
 		return futimens(fd, t);
+	if (link_real(path))
+		return -1;
 	return r_utimensat(fd, path, t, flags);
 }
 
@@ -516,3 +533,32 @@ EXPORT int faccessat(int fd, const char *path, int mode, int flags)
 		return -1;
 	return r_faccessat(fd, path, mode, flags);
 }
+
+#define VIA_LINK(ret, name, params, args)                                \
+	EXPORT ret name params                                           \
+	{                                                                \
+		REAL(name);                                              \
+		if (link_real(path))                                     \
+			return -1;                                       \
+		return r_##name args;                                    \
+	}
+VIA_LINK(int, chmod, (const char *path, mode_t mode), (path, mode))
+VIA_LINK(int, chown, (const char *path, uid_t uid, gid_t gid),
+	 (path, uid, gid))
+VIA_LINK(int, truncate, (const char *path, off_t len), (path, len))
+VIA_LINK(int, truncate64, (const char *path, off64_t len), (path, len))
+VIA_LINK(int, setxattr, (const char *path, const char *name, const void *v,
+			 size_t n, int flags), (path, name, v, n, flags))
+VIA_LINK(ssize_t, getxattr, (const char *path, const char *name, void *v,
+			     size_t n), (path, name, v, n))
+VIA_LINK(ssize_t, listxattr, (const char *path, char *list, size_t n),
+	 (path, list, n))
+VIA_LINK(int, removexattr, (const char *path, const char *name),
+	 (path, name))
+VIA_LINK(int, utimes, (const char *path, const struct timeval t[2]),
+	 (path, t))
+VIA_LINK(int, stat, (const char *path, struct stat *st), (path, st))
+VIA_LINK(int, stat64, (const char *path, struct stat64 *st), (path, st))
+VIA_LINK(int, access, (const char *path, int mode), (path, mode))
+VIA_LINK(ssize_t, readlink, (const char *path, char *buf, size_t n),
+	 (path, buf, n))

@@ -118,6 +118,17 @@ def s1():
     out(1, "replaced: stat of the name", attrs(os.stat(p)))
     out(1, "replaced: read", os.read(fd, 6))
     os.close(fd)
+    # calls by the fd's /proc/self/fd link
+    p = f"{pq}/{tag}-link"
+    with open(p + ".t", "wb") as f:
+        f.write(b"link" * 10)
+    os.rename(p + ".t", p)
+    fd = os.open(p, os.O_RDONLY)
+    out(1, "link: readlink", os.readlink(f"/proc/self/fd/{fd}") == p)
+    out(1, "link: stat", attrs(os.stat(f"/proc/self/fd/{fd}")))
+    out(1, "link: chmod 0604", call(lambda: os.chmod(f"/proc/self/fd/{fd}", 0o604)))
+    out(1, "link: stat of the name", attrs(os.stat(p)))
+    os.close(fd)
     # a key namespace's chunk never changes
     fd = os.open(f"{ns}/{K}", os.O_RDONLY)
     out(1, "key: fchmod", call(lambda: os.fchmod(fd, 0o400)))
