@@ -161,9 +161,9 @@ struct dev_slot {
 	bool used;
 };
 
-/* lock: protects every field below. Written
- * for a change of the tables (the first look at a namespace: mountinfo,
- * opendir, getxattr; a drop); read for a GET on a cached namespace fd,
+/* lock: protects every field below. Written for a change of the tables
+ * (the first look at a namespace: mountinfo, opendir, getxattr; a drop);
+ * read for a GET on a cached namespace fd,
  * which so cannot be closed under the GET (no dup of it per open). Fork:
  * the child gets it unlocked (atfork handlers below). */
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;

@@ -1,12 +1,13 @@
 /*
  * preload_fd.c - the descriptors libkvfs_preload.so serves from memory
  * (lib/preload/README.md): a table from fd to struct pl_chunk, and the
- * libc calls interposed on such an fd (its buffer: preload_buf.c): read, pread, readv, preadv,
- * preadv2, lseek, write, pwrite, writev (EBADF), fstat, fcntl, dup, dup2,
- * dup3, close, close_range, closefrom, fdopen, mmap, and sendfile /
- * copy_file_range (EINVAL, so callers fall back to read); pl_realize,
- * which turns a served fd into the real file for the calls the library
- * does not emulate (preload_real.c).
+ * libc calls interposed on such an fd (its buffer: preload_buf.c): read,
+ * pread, readv, preadv, preadv2, lseek, write, pwrite, writev (EBADF),
+ * fstat, fcntl, dup, dup2, dup3, close, close_range, closefrom, fdopen,
+ * mmap, and sendfile / copy_file_range (EINVAL, so callers fall back to
+ * read); an open of /proc/self/fd/N (pl_fd_reopen); pl_realize, which
+ * turns a served fd into the real file for the calls the library does not
+ * emulate (preload_real.c).
  * Every other fd goes straight to libc after one atomic load.
  *
  * The fd is an unconnected AF_UNIX socket: a call that bypasses this
@@ -86,18 +87,6 @@ struct pl_chunk *pl_chunk_new(size_t cap)
 	c->cap = cap;
 	pthread_mutex_init(&c->lock, NULL);
 	return c;
-}
-
-int pl_chunk_grow(struct pl_chunk *c, size_t cap)
-{
-	char *p = pl_buf_get(&cap);
-
-	if (!p)
-		return -1;
-	pl_buf_put(c->buf, c->cap);
-	c->buf = p;
-	c->cap = cap;
-	return 0;
 }
 
 int pl_chunk_resize(struct pl_chunk *c, size_t cap)

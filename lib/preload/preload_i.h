@@ -77,10 +77,6 @@ void pl_buf_put(char *p, size_t cap);
  * for 0); NULL without memory. */
 struct pl_chunk *pl_chunk_new(size_t cap);
 
-/* pl_chunk_grow - gives c a buffer of at least cap bytes (contents lost).
- * Returns 0 or -1. */
-int pl_chunk_grow(struct pl_chunk *c, size_t cap);
-
 /* pl_chunk_resize - gives c a buffer of at least cap bytes, keeping its
  * first size bytes. Returns 0 or -1. */
 int pl_chunk_resize(struct pl_chunk *c, size_t cap);
