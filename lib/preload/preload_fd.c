@@ -503,6 +503,18 @@ static int stat_common(struct pl_chunk *c, void *st)
 	}
 WR_SETTLED(fstat, (int fd, struct stat *st), (fd, st))
 WR_SETTLED(fstat64, (int fd, struct stat64 *st), (fd, st))
+/* what programs built against glibc before 2.33 call for fstat (manylinux
+ * wheels, conda's builds): still glibc's (compat) symbols */
+int __fxstat(int ver, int fd, struct stat *st);
+int __fxstat64(int ver, int fd, struct stat64 *st);
+int __fxstatat(int ver, int fd, const char *path, struct stat *st,
+	       int flags);
+int __fxstatat64(int ver, int fd, const char *path, struct stat64 *st,
+		 int flags);
+WR_SETTLED(__fxstat, (int ver, int fd, struct stat *st), (ver, fd, st))
+WR_SETTLED(__fxstat64, (int ver, int fd, struct stat64 *st), (ver, fd, st))
+
+#define COMMA ,
 
 /* fstatat(fd, "", st, AT_EMPTY_PATH) is fstat(fd) (NULL too, Linux 6.11) */
 static bool empty_path(const char *path)
@@ -510,8 +522,8 @@ static bool empty_path(const char *path)
 	return !path || !*path;
 }
 
-#define FSTATAT(name, type)                                              \
-	EXPORT int name(int fd, const char *path, type *st, int flags)    \
+#define FSTATAT(name, type, ver, vers)                                    \
+	EXPORT int name(ver int fd, const char *path, type *st, int flags) \
 	{                                                                \
 		struct pl_chunk *c = NULL;                               \
 		if ((flags & AT_EMPTY_PATH) && empty_path(path))         \
@@ -522,13 +534,15 @@ static bool empty_path(const char *path)
 			c = NULL;                                        \
 		}                                                        \
 		if (!c) {                                                \
-			REAL(name);                        \
-			return r_##name(fd, path, st, flags);            \
+			REAL(name);                                      \
+			return r_##name(vers fd, path, st, flags);       \
 		}                                                        \
 		return stat_common(c, st);                               \
 	}
-FSTATAT(fstatat, struct stat)
-FSTATAT(fstatat64, struct stat64)
+FSTATAT(fstatat, struct stat, , )
+FSTATAT(fstatat64, struct stat64, , )
+FSTATAT(__fxstatat, struct stat, int v COMMA, v COMMA)
+FSTATAT(__fxstatat64, struct stat64, int v COMMA, v COMMA)
 
 static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 {
