@@ -55,7 +55,7 @@ static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_chunk *_Atomic tab[TAB_MAX];
 static atomic_uint writers; /* chunks being written (pl_wr_each) */
 /* the process whose table this is: a vfork child (which shares it, not
- * the fds) leaves it alone in close_range */
+ * the fds) leaves it alone in close and close_range */
 static pid_t owner;
 
 static void atfork_prepare(void) { pthread_mutex_lock(&tab_lock); }
@@ -694,8 +694,10 @@ EXPORT int close(int fd)
 	struct pl_chunk *c;
 
 	REAL(close);
+	/* (a vfork child's close is its own: the table is its parent's) */
 	if (fd >= 0 && fd < TAB_MAX && atomic_load_explicit(&tab[fd],
-							    memory_order_acquire)) {
+							    memory_order_acquire) &&
+	    getpid() == owner) {
 		c = pl_get(fd);
 		if (c && c->wr)
 			return pl_wr_close(fd, c); /* publishes */
@@ -708,11 +710,9 @@ EXPORT int close(int fd)
 
 /* The served fds of [lo, hi] closed as close() would (a chunk being
  * written published, one being read forgotten), before the real call
- * closes the rest. Not in a vfork child: the table is its parent's. */
+ * closes the rest (close() leaves the table alone in a vfork child). */
 static void close_served(unsigned lo, unsigned hi)
 {
-	if (getpid() != owner)
-		return;
 	for (unsigned fd = lo; fd <= hi && fd < TAB_MAX; fd++)
 		if (atomic_load_explicit(&tab[fd], memory_order_acquire))
 			close((int)fd);
