@@ -6,18 +6,19 @@
  *
  * open/open64/openat/openat64, glibc's fortified __open_2 family and
  * fopen/fopen64 are interposed. A read-only open of a file named by a key
- * (32 lowercase hex) in a key namespace of a kvfs mount is answered with a
- * memfd holding the chunk's bytes: the daemon copies the chunk, pinned,
- * straight into the memfd's pages (process_vm_writev), the memfd is sealed
- * and reopened read-only, and that fd is returned. Every later call on it
- * (read, pread, readv, lseek, fstat, mmap, sendfile, stdio, dup, fork) is
- * the kernel's own on an ordinary read-only file, so nothing else needs to
- * be interposed and nothing reached by another path can see other bytes.
+ * (32 lowercase hex) in a key namespace of a kvfs mount, or of any file of
+ * a path namespace, is answered after a stat of its name (what fstat of
+ * the fd says; the GET's room) by one GET of its bytes into the library's
+ * memory, behind a descriptor of preload_fd.c (KVFS_PRELOAD=memfd, and
+ * fopen: a read-only memfd holding them). Calls on that descriptor are
+ * served from memory (preload_fd.c), or made on the real file after the
+ * descriptor is turned into it (preload_real.c). A new key opened for
+ * writing is buffered and published at close (preload_wr.c).
  *
- * Anything else, and any doubt, is the real libc call unchanged: writes,
- * O_RDWR/O_WRONLY/O_CREAT/O_TRUNC/O_DIRECT/O_PATH..., files outside kvfs,
- * path namespaces, chunks larger than KVFS_PRELOAD_MAX, a miss and every
- * ioctl error (then the real open runs, so the errno is the kernel's).
+ * Anything else, and any doubt, is the real libc call unchanged: other
+ * flags (O_RDWR, O_APPEND, O_PATH...), files outside kvfs, chunks larger
+ * than KVFS_PRELOAD_MAX, a miss and every ioctl error (then the real open
+ * runs, so the errno is the kernel's).
  * KVFS_PRELOAD=0 disables it. lib/preload/README.md is the manual.
  */
 #include <dlfcn.h>
@@ -44,7 +45,6 @@
 #define EXPORT __attribute__((visibility("default")))
 
 #define MAX_DEFAULT (64ull << 20) /* largest chunk served (KVFS_PRELOAD_MAX) */
-#define FIRST_CAP (2ull << 20)    /* room of a namespace's first GET */
 #define NS_SLOTS 64               /* namespaces remembered */
 #define DEV_SLOTS 16              /* devices remembered (kvfs or not) */
 
@@ -150,8 +150,9 @@ struct ns_slot {
 	ino_t ino;
 	int fd;           /* the namespace directory, O_RDONLY; -1 for OTHER */
 	enum ns_kind kind;
-	uint64_t last;    /* size of the last chunk served here: next cap
-			   * (atomic: updated under the read lock) */
+	char *path;       /* the directory's absolute path (/proc/self/fd),
+			   * for a served chunk's pl_realize; NULL: none */
+	uint64_t mnt_id;  /* statx's stx_mnt_id; 0: unknown */
 };
 
 struct dev_slot {
@@ -160,9 +161,9 @@ struct dev_slot {
 	bool used;
 };
 
-/* lock: protects every field below but ns_slot.last (atomic). Written
- * for a change of the tables (the first look at a namespace: mountinfo,
- * opendir, getxattr; a drop); read for a GET on a cached namespace fd,
+/* lock: protects every field below. Written for a change of the tables
+ * (the first look at a namespace: mountinfo, opendir, getxattr; a drop);
+ * read for a GET on a cached namespace fd,
  * which so cannot be closed under the GET (no dup of it per open). Fork:
  * the child gets it unlocked (atfork handlers below). */
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -232,6 +233,7 @@ static void ns_drop(struct ns_slot *s)
 {
 	if (s->fd >= 0)
 		close(s->fd);
+	free(s->path);
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
 }
@@ -241,7 +243,8 @@ static void ns_drop(struct ns_slot *s)
 static struct ns_slot *ns_add(int dirfd, const char *dir, const struct stat *st)
 {
 	struct ns_slot *s = &ns_tab[ns_next];
-	char names[16];
+	char names[16], link[40], path[PATH_MAX];
+	struct statx sx;
 	struct stat fst;
 	ssize_t n;
 	int fd;
@@ -253,7 +256,6 @@ static struct ns_slot *ns_add(int dirfd, const char *dir, const struct stat *st)
 	s->ino = st->st_ino;
 	s->fd = -1;
 	s->kind = NS_OTHER;
-	s->last = FIRST_CAP;
 	fd = real.openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		/* no read permission now; another uid (setuid) may have it */
@@ -268,6 +270,16 @@ static struct ns_slot *ns_add(int dirfd, const char *dir, const struct stat *st)
 	     (n == 5 && !memcmp(names, "paths", 5)))) {
 		s->kind = n == 4 ? NS_KEYS : NS_PATHS;
 		s->fd = fd;
+		/* where a served chunk's name is opened again (pl_realize) */
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, path, sizeof(path) - 1);
+		if (n > 0 && path[0] == '/') {
+			path[n] = '\0';
+			s->path = strdup(path);
+		}
+		if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) == 0 &&
+		    (sx.stx_mask & STATX_MNT_ID))
+			s->mnt_id = sx.stx_mnt_id;
 	} else {
 		close(fd);
 	}
@@ -326,8 +338,8 @@ static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
 	return rc == 1 ? (long)io.result : -1;
 }
 
-/* KVFS_PRELOAD=memfd: the chunk in a new memfd of room cap (mode 0444,
- * size = the chunk's), or -1. */
+/* KVFS_PRELOAD=memfd: the chunk in a new memfd (mode 0444), or -1 when
+ * it is not exactly cap bytes. */
 static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		     uint64_t *size, bool *gone, const struct stat *named)
 {
@@ -347,7 +359,7 @@ static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		goto err_close;
 	n = get_into(nsfd, key, p, cap, size, gone, named);
 	munmap(p, cap);
-	if (n < 0 || (named && n != named->st_size) ||
+	if (n < 0 || (uint64_t)n != cap ||
 	    ftruncate(mfd, (off_t)n) || fchmod(mfd, 0444))
 		goto err_close;
 	return mfd;
@@ -357,44 +369,68 @@ err_close:
 	return -1;
 }
 
-/* KVFS_PRELOAD=1: the chunk in memory, behind a descriptor of
- * preload_fd.c; -1 when not served. */
-static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t cap,
-		   uint64_t *size, bool *gone, const struct stat *dir,
-		   const struct stat *named, int flags)
+/* What a served chunk being read is, beside its bytes. */
+struct src {
+	const struct stat *st; /* stat(2) of its name, as open(2) found it */
+	const char *dir;       /* the namespace directory, absolute */
+	const char *below;     /* the name below it */
+	uint64_t mnt_id;       /* the namespace's (statx) */
+	bool keyns;            /* a key namespace's chunk */
+};
+
+/* c stands for the version src says (what fstat says: the stat of its
+ * name, its own st_ino, mode, owner, times, not a made-up one; its name,
+ * for pl_realize). Returns 0, or -1 (no memory). */
+static int describe(struct pl_chunk *c, const struct src *src, int flags)
 {
-	struct pl_chunk *c = pl_chunk_new(cap);
+	size_t dlen = strlen(src->dir);
+
+	c->path = malloc(dlen + strlen(src->below) + 2);
+	if (!c->path)
+		return -1;
+	sprintf(c->path, "%s/%s", src->dir, src->below);
+	c->dirlen = dlen;
+	c->st = *src->st;
+	c->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
+	c->keyns = src->keyns;
+	c->mnt_id = src->mnt_id;
+	return 0;
+}
+
+/* A memfd served for src (KVFS_PRELOAD=memfd, fopen) stands for its
+ * version too (pl_fd_track: fstat, statx, the calls that need the file);
+ * where there is no memory for that, it is the memfd's own. */
+static int track(int fd, const struct src *src, int flags)
+{
+	struct pl_chunk *c = fd >= 0 ? pl_chunk_new(0) : NULL;
+
+	if (c && describe(c, src, flags) == 0)
+		pl_fd_track(fd, c);
+	else if (c)
+		pl_chunk_free(c);
+	return fd;
+}
+
+/* KVFS_PRELOAD=1: the chunk in memory, behind a descriptor of
+ * preload_fd.c; -1 when not served. Exactly the bytes of the version the
+ * stat found (a path namespace's: KVFS_XFER_NAMED; a key's: as many),
+ * else the real open answers. */
+static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t *size,
+		   bool *gone, const struct src *src, int flags)
+{
+	const struct stat *st = src->st;
+	struct pl_chunk *c = pl_chunk_new((size_t)st->st_size);
 	long n;
 
 	if (!c)
 		return -1;
-	n = get_into(nsfd, key, c->buf, c->cap, size, gone, named);
-	if (n < 0 && !*gone && *size > c->cap && *size <= max_bytes &&
-	    pl_chunk_grow(c, *size) == 0)
-		n = get_into(nsfd, key, c->buf, c->cap, size, gone, named);
-	/* a path file: exactly what its stat said (else a new version came
-	 * in between: the real open answers) */
-	if (n < 0 || (named && n != named->st_size)) {
+	n = get_into(nsfd, key, c->buf, c->cap, size, gone,
+		     src->keyns ? NULL : st);
+	if (n != st->st_size || describe(c, src, flags)) {
 		pl_chunk_free(c);
 		return -1;
 	}
 	c->size = (uint64_t)n;
-	if (named) { /* what stat(2) of its name said */
-		c->st = *named;
-		return pl_fd_serve(c, flags);
-	}
-	/* what stat(2) of the chunk says, less a round trip: a read-only
-	 * regular file in the namespace's device, owned as the namespace */
-	c->st.st_dev = dir->st_dev;
-	memcpy(&c->st.st_ino, key->b, sizeof(c->st.st_ino));
-	c->st.st_mode = S_IFREG | 0444;
-	c->st.st_nlink = 1;
-	c->st.st_uid = dir->st_uid;
-	c->st.st_gid = dir->st_gid;
-	c->st.st_size = (off_t)n;
-	c->st.st_blksize = 131072;
-	c->st.st_blocks = (blkcnt_t)((n + 511) / 512);
-	c->st.st_atim = c->st.st_mtim = c->st.st_ctim = dir->st_mtim;
 	return pl_fd_serve(c, flags);
 }
 
@@ -517,9 +553,11 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 		     mode_t mode, bool writing, int kind, bool *other)
 {
 	struct ns_slot *s;
-	uint64_t cap, size = 0;
+	uint64_t size = 0;
 	bool gone = false, stale;
 	int nsfd, mfd = -1;
+	struct stat fst;
+	struct src src;
 
 	s = ns_get(dirfd, dir, st);
 	if (!ns_live(s, NS_KEYS, &stale)) {
@@ -536,21 +574,25 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 				   -1;
 	}
 	nsfd = s->fd; /* kept open by the read lock */
-	cap = __atomic_load_n(&s->last, __ATOMIC_RELAXED);
-	if (cap > max_bytes)
-		cap = max_bytes;
-
-	if (kind == SERVE_MEM) {
-		mfd = get_mem(nsfd, key, cap, &size, &gone, st, NULL, flags);
-	} else {
-		mfd = get_memfd(nsfd, key, cap, &size, &gone, NULL);
-		if (mfd < 0 && !gone && size > cap && size <= max_bytes)
-			mfd = get_memfd(nsfd, key, size, &size, &gone, NULL);
-		if (mfd >= 0)
-			mfd = reopen_rdonly(mfd, flags);
+	/* the chunk's own stat, as open(2) finds it (the kernel keeps a
+	 * chunk's attributes FS_CHUNK_TTL: rarely a LOOKUP): what fstat
+	 * says, the GET's room (one GET), and a miss without a GET */
+	if (fstatat(nsfd, name, &fst, AT_SYMLINK_NOFOLLOW) ||
+	    !S_ISREG(fst.st_mode) || fst.st_size <= 0 ||
+	    (uint64_t)fst.st_size > max_bytes || !s->path) {
+		pthread_rwlock_unlock(&lock);
+		return -1;
 	}
-	if (!gone && size && size <= max_bytes)
-		__atomic_store_n(&s->last, size, __ATOMIC_RELAXED);
+	src = (struct src){ .st = &fst, .dir = s->path, .below = name,
+			    .mnt_id = s->mnt_id, .keyns = true };
+	if (kind == SERVE_MEM) {
+		mfd = get_mem(nsfd, key, &size, &gone, &src, flags);
+	} else {
+		mfd = get_memfd(nsfd, key, (uint64_t)fst.st_size, &size,
+				&gone, NULL);
+		if (mfd >= 0)
+			mfd = track(reopen_rdonly(mfd, flags), &src, flags);
+	}
 	pthread_rwlock_unlock(&lock);
 	ns_forget(st, gone, false);
 	return mfd;
@@ -574,6 +616,7 @@ static int serve_path(int dirfd, const char *path, int flags, int kind)
 	uint64_t size = 0;
 	bool gone = false, stale;
 	int mfd = -1;
+	struct src src;
 	dev_t dev;
 
 	/* lexical first: a file outside every kvfs mount costs no stat */
@@ -592,14 +635,15 @@ static int serve_path(int dirfd, const char *path, int flags, int kind)
 		ns_forget(&nst, false, stale);
 		return -1;
 	}
+	src = (struct src){ .st = &fst, .dir = nsdir, .below = below,
+			    .mnt_id = s->mnt_id };
 	if (kind == SERVE_MEM) {
-		mfd = get_mem(s->fd, &key, (uint64_t)fst.st_size, &size, &gone,
-			      &nst, &fst, flags);
+		mfd = get_mem(s->fd, &key, &size, &gone, &src, flags);
 	} else {
 		mfd = get_memfd(s->fd, &key, (uint64_t)fst.st_size, &size,
 				&gone, &fst);
 		if (mfd >= 0)
-			mfd = reopen_rdonly(mfd, flags);
+			mfd = track(reopen_rdonly(mfd, flags), &src, flags);
 	}
 	pthread_rwlock_unlock(&lock);
 	ns_forget(&nst, gone, false);
@@ -629,7 +673,18 @@ static int try_serve(int dirfd, const char *path, int flags, mode_t mode,
 		  (flags & O_CREAT) && !(flags & ~(O_ACCMODE | WRITE_FLAGS));
 	reading = (flags & O_ACCMODE) == O_RDONLY &&
 		  !(flags & ~(O_ACCMODE | SERVED_FLAGS | O_DIRECT));
-	if (!enabled || !path || (!writing && !reading) || sandboxed())
+	if (!enabled || !path)
+		return -1;
+	/* a served fd's name (/proc/self/fd/N): that chunk's (never kvfs) */
+	if (path[0] == '/' && (path[1] == 'p' || path[1] == 'd')) {
+		mfd = pl_fd_reopen(path, flags, SERVED_FLAGS & ~O_NOFOLLOW);
+		if (mfd >= 0 || !strncmp(path, "/proc/", 6) ||
+		    !strncmp(path, "/dev/fd/", 8)) {
+			errno = saved;
+			return mfd;
+		}
+	}
+	if ((!writing && !reading) || sandboxed())
 		return -1;
 	/* stdio: a FILE needs a real fd (fileno, fstat): a memfd */
 	kind = stdio ? SERVE_MEMFD : enabled;

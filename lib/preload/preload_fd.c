@@ -1,10 +1,13 @@
 /*
  * preload_fd.c - the descriptors libkvfs_preload.so serves from memory
  * (lib/preload/README.md): a table from fd to struct pl_chunk, and the
- * libc calls interposed on such an fd: read, pread, readv, preadv, lseek,
- * write, pwrite, writev (EBADF), fstat, fcntl, dup, dup2, dup3, close,
- * fdopen, mmap, and sendfile / copy_file_range (EINVAL, so callers fall
- * back to read).
+ * libc calls interposed on such an fd (its buffer: preload_buf.c): read,
+ * pread, readv, preadv, preadv2, lseek, write, pwrite, writev (EBADF),
+ * fstat, fcntl, dup, dup2, dup3, close, close_range, closefrom, fdopen,
+ * mmap, and sendfile / copy_file_range (EINVAL, so callers fall back to
+ * read); an open of /proc/self/fd/N (pl_fd_reopen); pl_realize, which
+ * turns a served fd into the real file for the calls the library does not
+ * emulate (preload_real.c).
  * Every other fd goes straight to libc after one atomic load.
  *
  * The fd is an unconnected AF_UNIX socket: a call that bypasses this
@@ -29,15 +32,16 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <linux/close_range.h>
 
 #include "lib/preload/preload_i.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
 #define TAB_MAX 65536  /* fds served: 0..TAB_MAX-1 */
-#define POOL_MAX 8     /* free buffers kept warm */
 
 /* The real call: resolved once, on first use. */
 #define REAL(name)                                                       \
@@ -45,127 +49,28 @@
 	if (!r_##name)                                                   \
 		r_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
-/* tab_lock: protects tab writes, refs, and the pool. tab is read without
- * it (an atomic load) to let other fds through at once. */
+/* tab_lock: protects tab writes and refs. tab is read without it (an
+ * atomic load) to let other fds through at once. */
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_chunk *_Atomic tab[TAB_MAX];
-static struct { char *buf; size_t cap; } pool[POOL_MAX];
-static unsigned pool_n;
 static atomic_uint writers; /* chunks being written (pl_wr_each) */
+/* the process whose table this is: a vfork child (which shares it, not
+ * the fds) leaves it alone in close and close_range */
+static pid_t owner;
 
 static void atfork_prepare(void) { pthread_mutex_lock(&tab_lock); }
 static void atfork_unlock(void) { pthread_mutex_unlock(&tab_lock); }
+static void atfork_child(void)
+{
+	owner = getpid();
+	pthread_mutex_unlock(&tab_lock);
+}
 
 /* before preload_wr.c's (see there) */
-__attribute__((constructor(101))) static void pl_fd_init(void)
+__attribute__((constructor(102))) static void pl_fd_init(void)
 {
-	pthread_atfork(atfork_prepare, atfork_unlock, atfork_unlock);
-}
-
-/* ----------------------------------------------------------- buffers */
-
-/*
- * Buffers are transparent-huge-page backed: the daemon's process_vm_writev
- * into 4 KiB pages pays a page-table walk and a page reference per page
- * (get_user_pages), one per 2 MiB page here (docs/performance.md, "The
- * preload library"). A buffer of more than HALF_HUGE bytes is a mapping of
- * its own, 2 MiB-aligned and rounded up to 2 MiB, kept warm in a pool of
- * POOL_MAX when freed; a smaller one is a slot of a power-of-two class
- * (64 KiB .. 1 MiB) carved from a 2 MiB slab, kept on its class's free
- * list when freed (slabs are never unmapped: their number is the most
- * buffers of that class ever open at once). Either way the pages are
- * populated once, when the mapping is made (kvfs_buf_alloc).
- */
-#define HUGE (2ul << 20)
-#define HALF_HUGE (HUGE / 2)
-#define MIN_CLASS_SHIFT 16 /* 64 KiB */
-#define NCLASSES 5         /* 64, 128, 256, 512 KiB, 1 MiB */
-
-struct slot { struct slot *next; };
-static struct slot *free_slots[NCLASSES];
-
-static unsigned size_class(size_t cap)
-{
-	unsigned c = 0;
-
-	while (((size_t)1 << (MIN_CLASS_SHIFT + c)) < cap)
-		c++;
-	return c;
-}
-
-/* Caller holds tab_lock. */
-static char *slot_get(unsigned cls)
-{
-	size_t sz = (size_t)1 << (MIN_CLASS_SHIFT + cls);
-	struct slot *s = free_slots[cls];
-	char *slab;
-
-	if (s) {
-		free_slots[cls] = s->next;
-		return (char *)s;
-	}
-	slab = kvfs_buf_alloc(HUGE);
-	if (!slab)
-		return NULL;
-	for (size_t off = HUGE - sz; off > 0; off -= sz) {
-		s = (struct slot *)(slab + off);
-		s->next = free_slots[cls];
-		free_slots[cls] = s;
-	}
-	return slab;
-}
-
-static char *buf_get(size_t *cap)
-{
-	size_t want;
-	char *p;
-
-	pthread_mutex_lock(&tab_lock);
-	if (*cap <= HALF_HUGE) {
-		unsigned cls = size_class(*cap);
-
-		p = slot_get(cls);
-		pthread_mutex_unlock(&tab_lock);
-		if (p)
-			*cap = (size_t)1 << (MIN_CLASS_SHIFT + cls);
-		return p;
-	}
-	want = (*cap + HUGE - 1) & ~(HUGE - 1);
-	for (unsigned i = 0; i < pool_n; i++)
-		if (pool[i].cap >= want && pool[i].cap <= 4 * want) {
-			p = pool[i].buf;
-			*cap = pool[i].cap;
-			pool[i] = pool[--pool_n];
-			pthread_mutex_unlock(&tab_lock);
-			return p;
-		}
-	pthread_mutex_unlock(&tab_lock);
-	p = kvfs_buf_alloc(want);
-	if (p)
-		*cap = want;
-	return p;
-}
-
-static void buf_put(char *p, size_t cap)
-{
-	if (!p)
-		return;
-	pthread_mutex_lock(&tab_lock);
-	if (cap <= HALF_HUGE) {
-		struct slot *s = (struct slot *)p;
-		unsigned cls = size_class(cap);
-
-		s->next = free_slots[cls];
-		free_slots[cls] = s;
-		p = NULL;
-	} else if (pool_n < POOL_MAX) {
-		pool[pool_n].buf = p;
-		pool[pool_n++].cap = cap;
-		p = NULL;
-	}
-	pthread_mutex_unlock(&tab_lock);
-	if (p)
-		munmap(p, cap);
+	owner = getpid();
+	pthread_atfork(atfork_prepare, atfork_unlock, atfork_child);
 }
 
 struct pl_chunk *pl_chunk_new(size_t cap)
@@ -174,8 +79,8 @@ struct pl_chunk *pl_chunk_new(size_t cap)
 
 	if (!c)
 		return NULL;
-	c->buf = buf_get(&cap);
-	if (!c->buf) {
+	c->buf = cap ? pl_buf_get(&cap) : NULL;
+	if (!c->buf && cap) {
 		free(c);
 		return NULL;
 	}
@@ -184,26 +89,14 @@ struct pl_chunk *pl_chunk_new(size_t cap)
 	return c;
 }
 
-int pl_chunk_grow(struct pl_chunk *c, size_t cap)
-{
-	char *p = buf_get(&cap);
-
-	if (!p)
-		return -1;
-	buf_put(c->buf, c->cap);
-	c->buf = p;
-	c->cap = cap;
-	return 0;
-}
-
 int pl_chunk_resize(struct pl_chunk *c, size_t cap)
 {
-	char *p = buf_get(&cap);
+	char *p = pl_buf_get(&cap);
 
 	if (!p)
 		return -1;
 	memcpy(p, c->buf, c->size);
-	buf_put(c->buf, c->cap);
+	pl_buf_put(c->buf, c->cap);
 	c->buf = p;
 	c->cap = cap;
 	return 0;
@@ -211,7 +104,7 @@ int pl_chunk_resize(struct pl_chunk *c, size_t cap)
 
 void pl_chunk_free(struct pl_chunk *c)
 {
-	buf_put(c->buf, c->cap);
+	pl_buf_put(c->buf, c->cap);
 	if (c->wr && c->wr->nsfd >= 0) {
 		REAL(close);
 		r_close(c->wr->nsfd);
@@ -219,6 +112,7 @@ void pl_chunk_free(struct pl_chunk *c)
 	if (c->wr)
 		atomic_fetch_sub(&writers, 1);
 	free(c->wr);
+	free(c->path);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -249,9 +143,9 @@ void pl_forget(int fd)
 		pl_put(c);
 }
 
-/* The chunk fd stands for, with a reference for the call; NULL for any fd
- * this library does not serve. */
-struct pl_chunk *pl_get(int fd)
+/* The chunk fd stands for, with a reference for the call (memfd: its
+ * memfd entries too); NULL for any fd this library does not serve. */
+static struct pl_chunk *get(int fd, bool memfd)
 {
 	struct pl_chunk *c;
 	struct stat st;
@@ -266,15 +160,29 @@ struct pl_chunk *pl_get(int fd)
 	pthread_mutex_unlock(&tab_lock);
 	if (!c)
 		return NULL;
-	/* still our socket? (closefrom, close_range, a raw close) */
+	if (c->memfd && !memfd) { /* its reads are the kernel's */
+		pl_put(c);
+		return NULL;
+	}
+	/* still our socket (memfd)? (a raw close, the number reused) */
 	REAL(fstat);
-	if (r_fstat(fd, &st) || !S_ISSOCK(st.st_mode) ||
+	if (r_fstat(fd, &st) || st.st_dev != c->sock_dev ||
 	    st.st_ino != c->sock_ino) {
 		pl_put(c);
 		pl_forget(fd);
 		return NULL;
 	}
 	return c;
+}
+
+struct pl_chunk *pl_get(int fd)
+{
+	return get(fd, false);
+}
+
+struct pl_chunk *pl_get_any(int fd)
+{
+	return get(fd, true);
 }
 
 /* Makes fd stand for c too (a dup); replaces what fd stood for. */
@@ -323,11 +231,27 @@ int pl_fd_serve(struct pl_chunk *c, int flags)
 		pl_chunk_free(c);
 		return -1;
 	}
+	c->sock_dev = st.st_dev;
 	c->sock_ino = st.st_ino;
 	if (c->wr)
 		atomic_fetch_add(&writers, 1);
 	add(fd, c);
 	return fd;
+}
+
+void pl_fd_track(int fd, struct pl_chunk *c)
+{
+	struct stat st;
+
+	REAL(fstat);
+	if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st)) {
+		pl_chunk_free(c);
+		return;
+	}
+	c->memfd = 1;
+	c->sock_dev = st.st_dev;
+	c->sock_ino = st.st_ino;
+	add(fd, c); /* its reference is the fd's */
 }
 
 /* ------------------------------------------------------------- reads */
@@ -457,6 +381,38 @@ SERVED(ssize_t, preadv64,
        (int fd, const struct iovec *iov, int cnt, off_t off),
        (fd, iov, cnt, off), preadv_common(c, iov, cnt, off))
 
+/* preadv2's flags served from memory (RWF_HIPRI, RWF_DSYNC, RWF_SYNC,
+ * RWF_APPEND: nothing to a read of memory); any other (RWF_NOWAIT...)
+ * goes to the real file, which answers it (a memfd's too). */
+#define PREADV2_SERVED 0x17
+
+#define PREADV2(name, offt)                                              \
+	EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt,     \
+			    offt off, int flags)                         \
+	{                                                                \
+		struct pl_chunk *c = pl_get_any(fd);                     \
+		REAL(name);                                              \
+		if (c && !c->wr && (flags & ~PREADV2_SERVED)) {          \
+			if (pl_realize(fd, c))                           \
+				return -1;                               \
+			c = NULL;                                        \
+		}                                                        \
+		if (c && c->memfd) { /* the kernel's read */             \
+			pl_put(c);                                       \
+			c = NULL;                                        \
+		}                                                        \
+		if (!c)                                                  \
+			return r_##name(fd, iov, cnt, off, flags);       \
+		if (off < -1) {                                          \
+			pl_put(c);                                       \
+			errno = EINVAL;                                  \
+			return -1;                                       \
+		}                                                        \
+		return vec_common(c, iov, cnt, off); /* -1: the offset's */ \
+	}
+PREADV2(preadv2, off_t)
+PREADV2(preadv64v2, off64_t)
+
 static off_t seek_common(int fd, struct pl_chunk *c, off_t off, int whence)
 {
 	off_t base, r = -1;
@@ -520,8 +476,11 @@ SERVED(ssize_t, writev, (int fd, const struct iovec *iov, int cnt),
 
 static int stat_common(struct pl_chunk *c, void *st)
 {
-	/* struct stat and struct stat64 are one layout on LP64 */
+	/* struct stat and struct stat64 are one layout on LP64; lock:
+	 * preload_real.c's old_version may change it */
+	pthread_mutex_lock(&c->lock);
 	memcpy(st, &c->st, sizeof(c->st));
+	pthread_mutex_unlock(&c->lock);
 	pl_put(c);
 	return 0;
 }
@@ -531,7 +490,7 @@ static int stat_common(struct pl_chunk *c, void *st)
 #define WR_SETTLED(name, params, args)                                   \
 	EXPORT int name params                                           \
 	{                                                                \
-		struct pl_chunk *c = pl_get(fd);                         \
+		struct pl_chunk *c = pl_get_any(fd);                     \
 		REAL(name);                                              \
 		if (c && c->wr) {                                        \
 			if (pl_wr_settle(fd, c))                         \
@@ -544,6 +503,18 @@ static int stat_common(struct pl_chunk *c, void *st)
 	}
 WR_SETTLED(fstat, (int fd, struct stat *st), (fd, st))
 WR_SETTLED(fstat64, (int fd, struct stat64 *st), (fd, st))
+/* what programs built against glibc before 2.33 call for fstat (manylinux
+ * wheels, conda's builds): still glibc's (compat) symbols */
+int __fxstat(int ver, int fd, struct stat *st);
+int __fxstat64(int ver, int fd, struct stat64 *st);
+int __fxstatat(int ver, int fd, const char *path, struct stat *st,
+	       int flags);
+int __fxstatat64(int ver, int fd, const char *path, struct stat64 *st,
+		 int flags);
+WR_SETTLED(__fxstat, (int ver, int fd, struct stat *st), (ver, fd, st))
+WR_SETTLED(__fxstat64, (int ver, int fd, struct stat64 *st), (ver, fd, st))
+
+#define COMMA ,
 
 /* fstatat(fd, "", st, AT_EMPTY_PATH) is fstat(fd) (NULL too, Linux 6.11) */
 static bool empty_path(const char *path)
@@ -551,31 +522,39 @@ static bool empty_path(const char *path)
 	return !path || !*path;
 }
 
-#define FSTATAT(name, type)                                              \
-	EXPORT int name(int fd, const char *path, type *st, int flags)    \
+#define FSTATAT(name, type, ver, vers)                                    \
+	EXPORT int name(ver int fd, const char *path, type *st, int flags) \
 	{                                                                \
 		struct pl_chunk *c = NULL;                               \
 		if ((flags & AT_EMPTY_PATH) && empty_path(path))         \
-			c = pl_get(fd);                                  \
+			c = pl_get_any(fd);                              \
 		if (c && c->wr) {                                        \
 			if (pl_wr_settle(fd, c))                         \
 				return -1;                               \
 			c = NULL;                                        \
 		}                                                        \
 		if (!c) {                                                \
-			REAL(name);                        \
-			return r_##name(fd, path, st, flags);            \
+			REAL(name);                                      \
+			return r_##name(vers fd, path, st, flags);       \
 		}                                                        \
 		return stat_common(c, st);                               \
 	}
-FSTATAT(fstatat, struct stat)
-FSTATAT(fstatat64, struct stat64)
+FSTATAT(fstatat, struct stat, , )
+FSTATAT(fstatat64, struct stat64, , )
+FSTATAT(__fxstatat, struct stat, int v COMMA, v COMMA)
+FSTATAT(__fxstatat64, struct stat64, int v COMMA, v COMMA)
 
 static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 {
-	struct pl_chunk *c = pl_get(fd);
+	struct pl_chunk *c = pl_get_any(fd);
+	bool own = cmd == F_GETFL || cmd == F_GETFD || cmd == F_SETFD ||
+		   cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC;
 	int r;
 
+	if (c && c->memfd && own) { /* the memfd's answer is the file's */
+		pl_put(c);
+		c = NULL;
+	}
 	if (c && c->wr) {
 		if (cmd == F_GETFL) {
 			pl_put(c);
@@ -592,6 +571,12 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 		}
 		c = NULL;
 	}
+	/* locks, leases, F_SETFL, seals...: the real file's */
+	if (c && !own) {
+		if (pl_realize(fd, c))
+			return -1;
+		c = NULL;
+	}
 	if (is64) {
 		REAL(fcntl64);
 		r = c && cmd == F_GETFL ? 0 : r_fcntl64(fd, cmd, arg);
@@ -599,8 +584,8 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 		REAL(fcntl);
 		r = c && cmd == F_GETFL ? 0 : r_fcntl(fd, cmd, arg);
 	}
-	if (c && cmd == F_GETFL)
-		r = O_RDONLY; /* what a chunk opened for reading says */
+	if (c && cmd == F_GETFL) /* what the chunk's own fd says: */
+		r = O_RDONLY | 0100000 | c->oflags; /* O_LARGEFILE, forced */
 	if (c && r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
 		add(r, c);
 	if (c)
@@ -709,8 +694,10 @@ EXPORT int close(int fd)
 	struct pl_chunk *c;
 
 	REAL(close);
+	/* (a vfork child's close is its own: the table is its parent's) */
 	if (fd >= 0 && fd < TAB_MAX && atomic_load_explicit(&tab[fd],
-							    memory_order_acquire)) {
+							    memory_order_acquire) &&
+	    getpid() == owner) {
 		c = pl_get(fd);
 		if (c && c->wr)
 			return pl_wr_close(fd, c); /* publishes */
@@ -719,6 +706,39 @@ EXPORT int close(int fd)
 		pl_forget(fd);
 	}
 	return r_close(fd);
+}
+
+/* The served fds of [lo, hi] closed as close() would (a chunk being
+ * written published, one being read forgotten), before the real call
+ * closes the rest (close() leaves the table alone in a vfork child). */
+static void close_served(unsigned lo, unsigned hi)
+{
+	for (unsigned fd = lo; fd <= hi && fd < TAB_MAX; fd++)
+		if (atomic_load_explicit(&tab[fd], memory_order_acquire))
+			close((int)fd);
+}
+
+EXPORT int close_range(unsigned lo, unsigned hi, int flags)
+{
+	/* CLOSE_RANGE_CLOEXEC closes nothing now (exec settles writers);
+	 * CLOSE_RANGE_UNSHARE closes in a copy of the fd table, this
+	 * process's other threads keep theirs (and so the table) */
+	if (!(flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) &&
+	    lo <= hi)
+		close_served(lo, hi);
+	return (int)syscall(SYS_close_range, lo, hi, flags);
+}
+
+EXPORT void closefrom(int lo)
+{
+	if (lo < 0)
+		lo = 0;
+	close_served((unsigned)lo, ~0u);
+	if (syscall(SYS_close_range, (unsigned)lo, ~0u, 0)) {
+		REAL(closefrom); /* no close_range (Linux < 5.9): glibc's */
+		if (r_closefrom)
+			r_closefrom(lo);
+	}
 }
 
 /* -------------------------------------------------- stdio, mmap */
@@ -759,45 +779,226 @@ int pl_chunk_write(int fd, const struct pl_chunk *c)
 	return 0;
 }
 
+/* Forgets fd's entry if it still stands for c. */
+static void forget_if(int fd, struct pl_chunk *c)
+{
+	struct pl_chunk *e = c;
+
+	pthread_mutex_lock(&tab_lock);
+	if (!atomic_compare_exchange_strong(&tab[fd], &e, NULL))
+		c = NULL;
+	pthread_mutex_unlock(&tab_lock);
+	if (c)
+		pl_put(c);
+}
+
+/* Whether fd is still the socket that stands for c. */
+static bool is_ours(int fd, const struct pl_chunk *c)
+{
+	struct stat st;
+
+	REAL(fstat);
+	return !r_fstat(fd, &st) && st.st_dev == c->sock_dev &&
+	       st.st_ino == c->sock_ino;
+}
+
+/*
+ * rfd, a real fd of c's bytes (the file, or a memfd of them), takes the
+ * place of fd and of every dup of it in the table (dup3, each one's
+ * close-on-exec kept), at c's offset: they then share rfd's description,
+ * as the kernel's dups would, and leave the table. c->lock held. Returns
+ * 0, or -1 with errno (fd unchanged).
+ */
+static int take_place(int fd, struct pl_chunk *c, int rfd)
+{
+	unsigned refs;
+	int fdfl;
+
+	REAL(fcntl);
+	REAL(dup3);
+	REAL(lseek);
+	fdfl = r_fcntl(fd, F_GETFD);
+	if (fdfl < 0 || r_lseek(rfd, c->off, SEEK_SET) < 0 ||
+	    r_dup3(rfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+		return -1;
+	forget_if(fd, c);
+	pthread_mutex_lock(&tab_lock);
+	refs = c->refs; /* the caller's, and one per other fd or call */
+	pthread_mutex_unlock(&tab_lock);
+	for (int i = 0; refs > 1 && i < TAB_MAX; i++) {
+		if (atomic_load_explicit(&tab[i], memory_order_acquire) != c)
+			continue;
+		fdfl = is_ours(i, c) ? r_fcntl(i, F_GETFD) : -1;
+		if (fdfl >= 0)
+			r_dup3(rfd, i, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		forget_if(i, c); /* a dup, or a number reused behind us */
+	}
+	return 0;
+}
+
+/* A new chunk of the same version as c (its stat, name, namespace) with
+ * room for cap bytes (none: 0), or NULL. */
+static struct pl_chunk *chunk_like(struct pl_chunk *c, size_t cap)
+{
+	struct pl_chunk *n = pl_chunk_new(cap);
+
+	if (!n)
+		return NULL;
+	n->path = c->path ? strdup(c->path) : NULL;
+	if (c->path && !n->path) {
+		pl_chunk_free(n);
+		return NULL;
+	}
+	pthread_mutex_lock(&c->lock);
+	n->st = c->st;
+	pthread_mutex_unlock(&c->lock);
+	n->dirlen = c->dirlen;
+	n->oflags = c->oflags;
+	n->keyns = c->keyns;
+	n->mnt_id = c->mnt_id;
+	return n;
+}
+
 /*
  * fd, served from c, becomes a memfd holding the chunk's bytes at the same
- * number (dup3), read-only, at the same offset, and leaves the table: a
- * real file from then on, for callers that need one (a FILE's fileno).
- * Returns 0, or -1 (fd unchanged).
+ * number (take_place), read-only, at the same offset: a real file from
+ * then on, for callers that need one (a FILE's fileno), which stands for
+ * c's version (pl_fd_track). Returns 0, or -1 (fd unchanged).
  */
 static int to_memfd(int fd, struct pl_chunk *c)
 {
+	struct pl_chunk *meta = chunk_like(c, 0);
 	char p[40];
-	int mfd, rfd = -1, fdfl;
-	off_t off;
+	int mfd, rfd = -1, rc = -1;
 
 	REAL(openat);
-	REAL(fcntl);
-	REAL(dup3);
 	REAL(close);
-	REAL(lseek);
 	mfd = memfd_create("kvfs-preload", MFD_CLOEXEC);
 	if (mfd < 0)
 		return -1;
-	if (pl_chunk_write(mfd, c))
-		goto fail;
-	snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
-	rfd = r_openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
-	fdfl = r_fcntl(fd, F_GETFD);
-	pthread_mutex_lock(&c->lock);
-	off = c->off;
-	pthread_mutex_unlock(&c->lock);
-	if (rfd < 0 || fdfl < 0 || r_lseek(rfd, off, SEEK_SET) < 0 ||
-	    r_dup3(rfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
-		goto fail;
-	r_close(rfd);
+	if (pl_chunk_write(mfd, c) == 0) {
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
+		rfd = r_openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
+	}
+	if (rfd >= 0) {
+		pthread_mutex_lock(&c->lock);
+		rc = take_place(fd, c, rfd);
+		pthread_mutex_unlock(&c->lock);
+		r_close(rfd);
+	}
 	r_close(mfd);
-	pl_forget(fd);
-	return 0;
-fail:
+	if (meta && !rc)
+		pl_fd_track(fd, meta);
+	else if (meta)
+		pl_chunk_free(meta);
+	return rc;
+}
+
+int pl_realize(int fd, struct pl_chunk *c)
+{
+	struct stat st;
+	int rfd = -1, err = ESTALE;
+
+	REAL(openat);
+	REAL(fstat);
+	REAL(close);
+	if (c->wr)
+		return pl_wr_settle(fd, c);
+	/* the name as the open reached it, its version checked: a name
+	 * that now holds another file (or none) is ESTALE, never that one */
+	if (c->path)
+		rfd = r_openat(AT_FDCWD, c->path, O_RDONLY | O_CLOEXEC |
+			       c->oflags);
+	if (rfd < 0 && c->path && errno != ENOENT && errno != ELOOP &&
+	    errno != ENOTDIR && errno != ESTALE)
+		err = errno;
+	if (rfd >= 0 && !r_fstat(rfd, &st) && st.st_dev == c->st.st_dev &&
+	    st.st_ino == c->st.st_ino) {
+		REAL(lseek);
+		pthread_mutex_lock(&c->lock);
+		if (c->memfd) /* its offset is the kernel's */
+			c->off = r_lseek(fd, 0, SEEK_CUR);
+		err = c->off < 0 ? errno : take_place(fd, c, rfd) ? errno : 0;
+		pthread_mutex_unlock(&c->lock);
+	}
 	if (rfd >= 0)
 		r_close(rfd);
-	r_close(mfd);
+	pl_put(c);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+int pl_fd_real(int fd)
+{
+	struct pl_chunk *c = pl_get_any(fd);
+
+	return c ? pl_realize(fd, c) : 0;
+}
+
+int pl_fd_of_name(const char *path)
+{
+	static const char *const pre[] = { "/dev/fd/", "/proc/self/fd/",
+					   "/proc/thread-self/fd/" };
+	const char *p = NULL;
+	char own[40];
+	long n;
+	char *end;
+
+	for (unsigned i = 0; !p && i < sizeof(pre) / sizeof(pre[0]); i++)
+		if (!strncmp(path, pre[i], strlen(pre[i])))
+			p = path + strlen(pre[i]);
+	if (!p && !strncmp(path, "/proc/", 6)) {
+		snprintf(own, sizeof(own), "/proc/%d/fd/", (int)getpid());
+		if (!strncmp(path, own, strlen(own)))
+			p = path + strlen(own);
+	}
+	if (!p || *p < '0' || *p > '9')
+		return -1;
+	n = strtol(p, &end, 10);
+	return *end || n >= TAB_MAX ? -1 : (int)n;
+}
+
+int pl_fd_reopen(const char *path, int flags, int served_flags)
+{
+	struct pl_chunk *c, *n;
+	int fd = pl_fd_of_name(path), nfd;
+
+	if (fd < 0 || !(c = pl_get_any(fd)))
+		return -1;
+	if (c->wr) { /* the real writer's link answers */
+		pl_wr_settle(fd, c);
+		return -1;
+	}
+	/* a memfd's link: the kernel's reopen, standing for the same
+	 * version */
+	if (c->memfd && (flags & O_ACCMODE) == O_RDONLY) {
+		REAL(openat);
+		n = chunk_like(c, 0);
+		pl_put(c);
+		nfd = r_openat(AT_FDCWD, path, flags);
+		if (n && nfd >= 0) {
+			n->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
+			pl_fd_track(nfd, n);
+		} else if (n) {
+			pl_chunk_free(n);
+		}
+		return nfd;
+	}
+	/* a new open of the same version, read-only: its own copy and
+	 * offset, as the kernel's reopen is a new description */
+	if ((flags & O_ACCMODE) == O_RDONLY && !(flags & ~served_flags) &&
+	    (n = chunk_like(c, c->size)) != NULL) {
+		memcpy(n->buf, c->buf, c->size);
+		n->size = c->size;
+		n->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
+		pl_put(c);
+		return pl_fd_serve(n, flags);
+	}
+	/* anything else: the real file's link, opened by the caller */
+	pl_realize(fd, c);
 	return -1;
 }
 

@@ -39,22 +39,43 @@ struct pl_chunk {
 	pthread_mutex_t lock; /* protects off */
 	off_t off;
 	unsigned refs;        /* descriptors + calls in flight (table lock) */
-	ino_t sock_ino;       /* the socket that stands for it (see pl_fd_serve) */
+	dev_t sock_dev;       /* the socket that stands for it (see */
+	ino_t sock_ino;       /* pl_fd_serve), or the memfd */
+	int memfd;            /* the fd is a memfd of the bytes (KVFS_PRELOAD=
+			       * memfd, fopen, fdopen), buf NULL: reads are
+			       * the kernel's; pl_get_any finds it, for
+			       * fstat, statx and pl_realize */
 	char *buf;            /* cap bytes, the first size are the chunk's */
 	size_t cap;
 	uint64_t size;
-	struct stat st;       /* what fstat says */
+	struct stat st;       /* what fstat says (the stat of its name at
+			       * open; lock held to change it) */
 	struct pl_wr *wr;     /* a chunk being written, else NULL */
+	/* a chunk being read: */
+	char *path;           /* its name as the open reached it, absolute
+			       * (pl_realize opens it again) */
+	size_t dirlen;        /* path[dirlen] is the '/' after the
+			       * namespace directory */
+	int oflags;           /* the open's status flags (O_NONBLOCK,
+			       * O_DIRECT): F_GETFL, pl_realize */
+	int keyns;            /* a key namespace's (immutable) chunk */
+	uint64_t mnt_id;      /* statx's stx_mnt_id of the namespace; 0:
+			       * unknown */
 };
 
-/* pl_chunk_new - a chunk with a buffer of at least cap bytes (from the
- * pool of buffers freed chunks left, so its pages are already there);
- * NULL without memory. */
-struct pl_chunk *pl_chunk_new(size_t cap);
+/* pl_buf_get - a buffer of at least *cap bytes (its room in *cap): a
+ * 2 MiB-aligned THP mapping of its own (from a pool of freed ones) above
+ * 1 MiB, else a slot of a 2 MiB slab; pages populated. NULL without
+ * memory. (preload_buf.c) */
+char *pl_buf_get(size_t *cap);
 
-/* pl_chunk_grow - gives c a buffer of at least cap bytes (contents lost).
- * Returns 0 or -1. */
-int pl_chunk_grow(struct pl_chunk *c, size_t cap);
+/* pl_buf_put - gives back a buffer of pl_buf_get (NULL: nothing). */
+void pl_buf_put(char *p, size_t cap);
+
+/* pl_chunk_new - a chunk with a buffer of at least cap bytes (from the
+ * pool of buffers freed chunks left, so its pages are already there; none
+ * for 0); NULL without memory. */
+struct pl_chunk *pl_chunk_new(size_t cap);
 
 /* pl_chunk_resize - gives c a buffer of at least cap bytes, keeping its
  * first size bytes. Returns 0 or -1. */
@@ -79,11 +100,44 @@ int pl_fd_serve(struct pl_chunk *c, int flags);
  * fd checked to be still its socket); NULL for an fd not served. */
 struct pl_chunk *pl_get(int fd);
 
+/* pl_get_any - pl_get, memfd entries included. */
+struct pl_chunk *pl_get_any(int fd);
+
+/* pl_fd_track - fd, a memfd holding c's bytes (served by the kernel),
+ * stands for c (taken; buf NULL): its fstat, statx and the calls that
+ * need the file are the library's, as for a socket's. */
+void pl_fd_track(int fd, struct pl_chunk *c);
+
 /* pl_put - drops a reference pl_get or pl_fd_serve took. */
 void pl_put(struct pl_chunk *c);
 
 /* pl_forget - fd stands for nothing any more (closed or settled). */
 void pl_forget(int fd);
+
+/* pl_realize - fd, served from c (a chunk being read; c referenced,
+ * the reference dropped), becomes the real file, before a call the
+ * library does not emulate: c->path opened again, checked to be the same
+ * version (st_dev and st_ino of the served stat), and dup3'd onto fd and
+ * every dup of it (the offset and close-on-exec kept); they leave the
+ * table. Returns 0, or -1 with errno (ESTALE: the name holds another
+ * version or none; else the real open's errno), fd then still served. */
+int pl_realize(int fd, struct pl_chunk *c);
+
+/* pl_fd_real - pl_realize of fd when it stands for a chunk being read,
+ * pl_wr_settle when it stands for one being written; 0 when it stands
+ * for none. */
+int pl_fd_real(int fd);
+
+/* pl_fd_of_name - the fd number path names (/proc/self/fd/N, /dev/fd/N,
+ * /proc/thread-self/fd/N, /proc/PID/fd/N of this process), else -1. */
+int pl_fd_of_name(const char *path);
+
+/* pl_fd_reopen - an open of path, when it names a served fd (/proc/self/fd/N,
+ * /dev/fd/N...): for reading (flags within served_flags) a new served fd
+ * of the same version (a copy, its own offset); else the fd is made the
+ * real file's first (pl_fd_real) and -1 says the caller opens path.
+ * -1 too for any other path. */
+int pl_fd_reopen(const char *path, int flags, int served_flags);
 
 /* pl_wr_each - calls fn(fd, c) for every fd that stands for a chunk
  * being written (c with a reference for the call). */

@@ -13,8 +13,8 @@
  * extra fd publishes nothing), and given the buffered bytes and the
  * offset; from then on the fd is the plain path's. fstat, fsync,
  * ftruncate, fcntl (but F_GETFL/F_GETFD/F_SETFD), dup, mmap, fdopen,
- * xattrs, ioctl, a write past the end (a hole) or past KVFS_PRELOAD_MAX,
- * fork, exec and posix_spawn all settle; a whole-batch error of the PUT
+ * xattrs, ioctl (preload_real.c's calls), a write past the end (a hole)
+ * or past KVFS_PRELOAD_MAX, fork, exec and posix_spawn all settle; a whole-batch error of the PUT
  * (EACCES, EPERM, a removed namespace...) and an empty chunk settle at
  * close, so that the kernel answers.
  */
@@ -28,13 +28,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/time.h>
 #include <sys/uio.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "kvfs.h"
@@ -297,11 +292,12 @@ static void fork_prepare(void)
 	pl_wr_each(settle_one);
 }
 
-__attribute__((constructor(102))) static void pl_wr_init(void)
+__attribute__((constructor(103))) static void pl_wr_init(void)
 {
-	/* registered after preload_fd.c's (constructor 101): prepare
-	 * handlers run last-registered first, so this settles before the
-	 * table's lock is taken */
+	/* registered after preload_fd.c's (102) and preload_buf.c's (101):
+	 * prepare handlers run last-registered first, so this settles (and
+	 * frees buffers) before the table's and the buffers' locks are
+	 * taken */
 	pthread_atfork(fork_prepare, NULL, NULL);
 }
 
@@ -421,108 +417,8 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file,
 	return r_posix_spawnp(pid, file, fa, attr, argv, envp);
 }
 
-/* ------------------------- calls that settle a chunk being written */
-
-/* name(params) on a chunk being written settles it first, then is the
- * real call; on any other fd (a chunk being read included: the socket
- * answers, see README) the real call at once. */
-#define SETTLES(ret, name, params, args)                                 \
-	EXPORT ret name params                                           \
-	{                                                                \
-		REAL(name);                                              \
-		if (pl_wr_settle_fd(fd))                                 \
-			return -1;                                       \
-		return r_##name args;                                    \
-	}
-
-SETTLES(int, ftruncate, (int fd, off_t len), (fd, len))
-SETTLES(int, ftruncate64, (int fd, off64_t len), (fd, len))
-SETTLES(int, fallocate, (int fd, int mode, off_t off, off_t len),
-	(fd, mode, off, len))
-SETTLES(int, fallocate64, (int fd, int mode, off64_t off, off64_t len),
-	(fd, mode, off, len))
-SETTLES(int, fsync, (int fd), (fd))
-SETTLES(int, fdatasync, (int fd), (fd))
-SETTLES(int, syncfs, (int fd), (fd))
-SETTLES(int, sync_file_range,
-	(int fd, off64_t off, off64_t n, unsigned int flags),
-	(fd, off, n, flags))
-SETTLES(int, fchmod, (int fd, mode_t mode), (fd, mode))
-SETTLES(int, fchown, (int fd, uid_t uid, gid_t gid), (fd, uid, gid))
-SETTLES(int, fsetxattr,
-	(int fd, const char *name, const void *v, size_t n, int flags),
-	(fd, name, v, n, flags))
-SETTLES(ssize_t, fgetxattr, (int fd, const char *name, void *v, size_t n),
-	(fd, name, v, n))
-SETTLES(ssize_t, flistxattr, (int fd, char *list, size_t n), (fd, list, n))
-SETTLES(int, fremovexattr, (int fd, const char *name), (fd, name))
-SETTLES(int, fstatfs, (int fd, struct statfs *st), (fd, st))
-SETTLES(int, fstatfs64, (int fd, struct statfs64 *st), (fd, st))
-SETTLES(int, flock, (int fd, int op), (fd, op))
-SETTLES(int, lockf, (int fd, int cmd, off_t len), (fd, cmd, len))
-SETTLES(int, lockf64, (int fd, int cmd, off64_t len), (fd, cmd, len))
-SETTLES(int, futimens, (int fd, const struct timespec t[2]), (fd, t))
-SETTLES(int, futimes, (int fd, const struct timeval t[2]), (fd, t))
-SETTLES(int, fchdir, (int fd), (fd))
-SETTLES(ssize_t, pwritev2,
-	(int fd, const struct iovec *iov, int cnt, off_t off, int flags),
-	(fd, iov, cnt, off, flags))
-SETTLES(ssize_t, pwritev64v2,
-	(int fd, const struct iovec *iov, int cnt, off64_t off, int flags),
-	(fd, iov, cnt, off, flags))
-
-/* posix_fallocate and posix_fadvise return the error, not -1 */
-#define SETTLES_RET(name, params, args)                                  \
-	EXPORT int name params                                           \
-	{                                                                \
-		REAL(name);                                              \
-		if (pl_wr_settle_fd(fd))                                 \
-			return errno;                                    \
-		return r_##name args;                                    \
-	}
-
-SETTLES_RET(posix_fallocate, (int fd, off_t off, off_t len), (fd, off, len))
-SETTLES_RET(posix_fallocate64, (int fd, off64_t off, off64_t len),
-	    (fd, off, len))
-SETTLES_RET(posix_fadvise, (int fd, off_t off, off_t len, int adv),
-	    (fd, off, len, adv))
-SETTLES_RET(posix_fadvise64, (int fd, off64_t off, off64_t len, int adv),
-	    (fd, off, len, adv))
-
-EXPORT int ioctl(int fd, unsigned long req, ...)
-{
-	va_list ap;
-	void *arg;
-
-	va_start(ap, req);
-	arg = va_arg(ap, void *);
-	va_end(ap);
-	REAL(ioctl);
-	if (pl_wr_settle_fd(fd))
-		return -1;
-	return r_ioctl(fd, req, arg);
-}
-
-EXPORT int statx(int fd, const char *path, int flags, unsigned int mask,
-		 struct statx *st)
-{
-	const char *volatile p = path; /* NULL is allowed (Linux 6.11) */
-
-	if ((flags & AT_EMPTY_PATH) && (!p || !*p) &&
-	    pl_wr_settle_fd(fd))
-		return -1;
-	REAL(statx);
-	return r_statx(fd, path, flags, mask, st);
-}
-
-EXPORT ssize_t splice(int in, off64_t *inoff, int out, off64_t *outoff,
-		      size_t n, unsigned int flags)
-{
-	REAL(splice);
-	if (pl_wr_settle_fd(in) || pl_wr_settle_fd(out))
-		return -1;
-	return r_splice(in, inoff, out, outoff, n, flags);
-}
+/* The calls that settle a chunk being written (and realize one being
+ * read) are preload_real.c's. */
 
 /* pwritev: buffered as pwrite on a chunk being written, EBADF on one
  * being read */

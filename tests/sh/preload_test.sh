@@ -5,7 +5,9 @@
 # (0755, for other uids), and gives the TAP helpers ok / bad / check DESC
 # CMD... (fails, n: the count), stat NAME (a counter of $tmp/m/.kvfs/stats
 # by dotted path: requests.open) and pre CMD... (CMD with LD_PRELOAD).
-# The caller sets its own EXIT trap (unmounting $tmp/m) and ends with
+# preload_mount mounts $tmp/m (l1_size=64M, allow_other as root: checks
+# run as another uid) with an EXIT trap that unmounts it and removes tmp;
+# a caller that mounts otherwise sets its own trap. The caller ends with
 # `echo "1..$n"; [ "$fails" = 0 ]`.
 # shellcheck shell=bash
 PY=/usr/bin/python3
@@ -41,3 +43,13 @@ for k in sys.argv[2].split("."):
 print(v)' "$tmp/m/.kvfs/stats" "$1"
 }
 pre() { LD_PRELOAD=$PRELOAD "$@"; }
+preload_cleanup() {
+	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
+	rm -rf "$tmp"
+}
+preload_mount() {
+	local opts=l1_size=64M
+	[ "$(id -u)" = 0 ] && opts=$opts,allow_other
+	trap preload_cleanup EXIT
+	kvfs_sh_mount "$tmp/m" -o "$opts"
+}

@@ -14,15 +14,7 @@ set -u
 T=test_preload_write
 # shellcheck source=tests/sh/preload_test.sh
 . "$(dirname "$0")/preload_test.sh"
-cleanup() {
-	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-opts=l1_size=64M
-[ "$(id -u)" = 0 ] && opts=$opts,allow_other
-kvfs_sh_mount "$tmp/m" -o "$opts" || exit 1
+preload_mount || exit 1
 for d in plain pre cb_plain cb_pre; do
 	mkdir "$tmp/m/$d" || exit 1
 done
