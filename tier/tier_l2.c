@@ -679,6 +679,7 @@ static void tl2_stats(struct tier *t, struct tier_stats *st)
 	if (!t2)
 		return;
 	st->l2_errors = t2->errors;
+	st->l2_sync_writes = t2->sync_writes;
 	if (!t2->l2)
 		return;
 	l2_get_stats(t2->l2, &ls);
@@ -703,6 +704,7 @@ static void tl2_stats(struct tier *t, struct tier_stats *st)
 	st->l2_ckpt_errors = ls.ckpt_errors;
 	st->l2_ckpt_records = ls.ckpt_records;
 	st->l2_ckpt_write_ns = ls.ckpt_write_ns;
+	st->l2_syncs = ls.syncs;
 }
 
 /* What the core calls through the tier_l2_* hooks of tier_i.h (tier_create
@@ -717,6 +719,7 @@ const struct tier_l2_ops tier_l2_hooks = {
 	.forget = tl2_forget,
 	.wait_write = tl2_wait_write,
 	.sync_frees = tl2_sync_frees,
+	.sync = tl2_sync,
 	.prefetch = tl2_prefetch,
 	.prefetch_bytes = tl2_prefetch_bytes,
 	.pin_promote = tl2_pin_promote,

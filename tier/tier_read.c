@@ -335,6 +335,11 @@ again:
 	return 0;
 }
 
+int tier_sync(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	return tier_l2_sync(t, ns, key);
+}
+
 bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
 {
 	bool sync;

@@ -318,6 +318,17 @@ void fs_pjournal_sync(struct fs *fs)
 		fdatasync(j->fd);
 }
 
+int fs_pjournal_flush(struct fs *fs)
+{
+	struct fs_pjournal *j = fs->priv->paths ? fs->priv->paths->journal :
+						  NULL;
+
+	/* j->fd is set at open and closed at unmount only */
+	if (!j || j->fd < 0)
+		return 0;
+	return fdatasync(j->fd) ? -errno : 0;
+}
+
 /* ------------------------------------------------------------- replay */
 
 /* The directory at path's components (all of them, or all but the last

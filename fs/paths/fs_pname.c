@@ -454,7 +454,11 @@ out:
 		fs_pev_forget(paths_of(fs), ns, &skey);
 	}
 	if (publish) {
-		fs_path_publish_closed(fs, w);
+		/* fsync'ed before: durable before rename(2) returns */
+		int serr = fs_path_publish_closed(fs, w);
+
+		if (!err)
+			err = serr;
 		fs_wr_unref(fs, w);
 	}
 	fuse_reply_err(req, -err);
@@ -1043,6 +1047,7 @@ static const struct fs_path_ops pth_ops = {
 	.pattr_get = pth_pattr_get,
 	.pattr_found = pth_pattr_found,
 	.counts = pth_counts,
+	.sync = fs_pjournal_flush,
 };
 
 int fs_path_create(struct fs *fs, const char *l2_dir)
