@@ -230,7 +230,7 @@ static const struct fs_metric metrics[] = {
 	  "fdatasyncs of L2 segments (fsyncs of chunks, reclaim moves)",
 	  t.l2_syncs),
 	C("l2", "sync_writes", "l2_sync_writes_total", NULL,
-	  "L2 writes an fsync made (the chunk had no L2 copy)",
+	  "L2 writes an fsync made (no L2 copy yet, or still queued)",
 	  t.l2_sync_writes),
 	C("l2", "corrupt", "tier_corrupt_total", T("l2"), H_CORRUPT,
 	  t.l2_corrupt),

@@ -137,18 +137,10 @@ static bool tl2_forget(struct tier *t, struct tier_rec *r)
 static bool cancel_queued(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
-	struct tl2_job *job = job_of(r), *prev = NULL, *j;
+	struct tl2_job *job = job_of(r);
 
-	for (j = t2->head; j && j != job; j = j->next)
-		prev = j;
-	if (!j)
+	if (!tl2_queue_take(t2, job))
 		return false; /* the demoter has it: being written */
-	if (prev)
-		prev->next = j->next;
-	else
-		t2->head = j->next;
-	if (t2->tail == j)
-		t2->tail = prev;
 	r->flags &= (uint8_t)~TREC_L2W;
 	memset(r->l2.b, 0, sizeof(r->l2.b));
 	job->finished = true;

@@ -122,6 +122,24 @@ int tl2_queue_write(struct tier *t, struct tier_rec *r, void *raw)
 	return 0;
 }
 
+bool tl2_queue_take(struct tier_l2 *t2, struct tl2_job *job)
+{
+	struct tl2_job *prev = NULL, *j;
+
+	for (j = t2->head; j && j != job; j = j->next)
+		prev = j;
+	if (!j)
+		return false;
+	if (prev)
+		prev->next = j->next;
+	else
+		t2->head = j->next;
+	if (t2->tail == j)
+		t2->tail = prev;
+	j->next = NULL;
+	return true;
+}
+
 /* ingest=all skipped chunks while too many writes were in flight: queue
  * the L1 chunks that have no L2 copy yet, up to the bound (tier.lock
  * held; a walk of the index, only after a skip). */
@@ -261,18 +279,14 @@ static bool wait_other(struct tier *t, struct tier_rec *r,
 	return ok;
 }
 
-/* tier.lock held: writes r (in L1, no L2 copy, none being written) to L2
- * on the calling thread and waits for the outcome: 0 or -errno. */
-static int write_own(struct tier *t, struct tier_rec *r,
+/* tier.lock held: writes job (not on the demoter's queue) to L2 on the
+ * calling thread and waits for the outcome: 0 or -errno. */
+static int write_own(struct tier *t, struct tl2_job *job,
 		     const struct timespec *dl)
 {
 	struct tier_l2 *t2 = t->l2;
 	struct tl2_sync sw = { 0 };
-	struct tl2_job *job;
-	int rc = job_new(t, r, NULL, &job);
 
-	if (rc)
-		return rc;
 	job->sw = &sw;
 	t2->sync_writes++;
 	/* not on the demoter's queue: an unlink meanwhile waits for it as
@@ -304,6 +318,7 @@ int tl2_sync(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	tier_lock(t);
 	for (;;) {
 		struct tier_rec *r = tier_idx_find(t, ns, key);
+		struct tl2_job *job;
 		struct tl2_loc l;
 
 		if (!r || (r->flags & TREC_ZOMBIE)) {
@@ -317,6 +332,15 @@ int tl2_sync(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 		if (r->flags & TREC_L2W) {
 			bool l2_only = r->where != TIER_L1;
 
+			job = job_of(r);
+			if (tl2_queue_take(t2, job)) {
+				/* queued behind others (ingest, evictions):
+				 * written here and now instead */
+				rc = write_own(t, job, &dl);
+				if (rc)
+					break;
+				continue;
+			}
 			if (!wait_other(t, r, &dl)) {
 				rc = -EIO;
 				break;
@@ -348,7 +372,9 @@ int tl2_sync(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 			rc = -EIO; /* cannot happen: L2-only without a record */
 			break;
 		}
-		rc = write_own(t, r, &dl);
+		rc = job_new(t, r, NULL, &job);
+		if (!rc)
+			rc = write_own(t, job, &dl);
 		if (rc)
 			break;
 	}

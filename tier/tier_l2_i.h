@@ -161,6 +161,9 @@ void tl2_drop_l2_only(struct tier *t, struct tier_rec *r,
 /* Queues an L2 write of r: raw is a copy of an evicted chunk's bytes
  * (the job owns it), or NULL to read r's pinned L1 extent. 0 or -errno. */
 int tl2_queue_write(struct tier *t, struct tier_rec *r, void *raw);
+/* Takes job off the demoter's queue (tier.lock held): false when it is
+ * not there (the demoter, or an fsync, is writing it). */
+bool tl2_queue_take(struct tier_l2 *t2, struct tl2_job *job);
 /* ingest=all: queues the L1 chunks without an L2 copy, up to the bound. */
 void tl2_rescan(struct tier *t);
 void *tl2_demoter_main(void *arg);

@@ -6,9 +6,10 @@ path namespaces, ingest=evicted (nothing reaches L2 without an eviction)
 and ingest=all (written in the background, maybe not yet): write, fsync,
 close; a temporary fsync'ed and renamed onto its key; fdatasync; fsync of
 a reader's fd of a published chunk. Without L2, fsync returns 0 (memory
-only, as tmpfs). Mounts real kvfs daemons ($KVFS_MOUNT_BIN); a few
+only, as tmpfs); with L2 configured but disabled, EIO. Mounts real kvfs daemons ($KVFS_MOUNT_BIN); a few
 seconds.
 """
+import errno
 import hashlib
 import os
 import signal
@@ -109,6 +110,32 @@ class FsyncCrashTest(unittest.TestCase):
 
     def test_all(self):
         self.crash_case("all")
+
+    def test_l2_disabled_is_eio(self):
+        """l2_dir given but unusable (L2 disabled, L1 serving): no crash
+        promise can be made, so fsync of a published chunk and the close
+        of a writer fsync'ed before it are EIO; the file stays published
+        in memory (kvfs(7), fsync)."""
+        m = pathmount.Mount(OPTS, l2=True)
+        pathmount._MOUNTS.append(m)
+        os.rmdir(m.l2)  # missing: the mount serves L1 and logs why
+        try:
+            m.mount()
+            os.mkdir(os.path.join(m.mnt, "kk"))
+            k = os.path.join(m.mnt, "kk", "%032x" % 2)
+            fd = os.open(k, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, b"y" * 7000)
+            os.fsync(fd)  # marks the writer: the close does the work
+            with self.assertRaises(OSError) as cm:
+                os.close(fd)
+            self.assertEqual(cm.exception.errno, errno.EIO)
+            with open(k, "rb") as f:  # published in memory all the same
+                self.assertEqual(f.read(), b"y" * 7000)
+                with self.assertRaises(OSError) as cm:
+                    os.fsync(f.fileno())
+                self.assertEqual(cm.exception.errno, errno.EIO)
+        finally:
+            pathmount.drop_mount(m)
 
     def test_no_l2_fsync_is_zero(self):
         m = pathmount.new_mount(OPTS, l2=False)
