@@ -6,7 +6,8 @@ alternating rounds on one mount (plain build, l2_dir under /var/tmp,
 ingest=evicted, so without fsync nothing is written to L2 at all). Also
 an fsync through a reader's fd of a chunk published without one.
 
-    /usr/bin/python3 bench/fsync_cost.py [rounds] [chunks per round]
+    /usr/bin/python3 bench/fsync_cost.py [rounds] [chunks per round] \
+        [extra,mount,options]
 """
 import os
 import statistics
@@ -21,12 +22,14 @@ import pathmount  # noqa: E402
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 4
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 16
+EXTRA = sys.argv[3].split(",") if len(sys.argv) > 3 else []
 
 
 def main():
     pathmount.need("daemon")
     m = pathmount.new_mount(["l1_size=512M", "max_chunk=4M",
-                             "l2_size=2G", "ingest=evicted"], l2=True)
+                             "l2_size=2G", "ingest=evicted"] + EXTRA,
+                            l2=True)
     blocks = [pathmount.kv_block(i).tobytes() for i in range(N)]
     res = {"no fsync": [], "fsync": [], "reader fsync": []}
     seq = 0
@@ -55,7 +58,8 @@ def main():
         st = pathmount.stats(m.mnt)["l2"]
     finally:
         pathmount.drop_mount(m)
-    print("%d rounds x %d chunks of 2 MiB, alternating" % (ROUNDS, N))
+    print("%d rounds x %d chunks of 2 MiB, alternating %s" % (
+        ROUNDS, N, ",".join(EXTRA)))
     for k, v in res.items():
         v = sorted(v)
         print("%-13s n=%3d  median %6.2f ms  p90 %6.2f ms  mean %6.2f ms" % (
