@@ -399,6 +399,7 @@ struct tier_info {
 	bool has_parent;
 	bool checksum_known;  /* else see tier_checksum */
 	bool user_pin;         /* user.kvfs.pin = 1 */
+	bool in_l2;            /* has an L2 record, or one being written */
 	struct kvfs_key parent;
 };
 

@@ -32,6 +32,7 @@ void tier_fill_info(const struct tier_rec *r, struct tier_info *info)
 	info->where = (enum tier_where)r->where;
 	info->has_parent = r->flags & TREC_HAS_PARENT;
 	info->user_pin = r->flags & TREC_USER_PIN;
+	info->in_l2 = r->flags & (TREC_L2 | TREC_L2W);
 	if (info->has_parent)
 		info->parent = r->parent;
 }

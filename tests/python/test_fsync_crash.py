@@ -5,7 +5,8 @@ remount on the same l2_dir has it, with its bytes. Key namespaces and
 path namespaces, ingest=evicted (nothing reaches L2 without an eviction)
 and ingest=all (written in the background, maybe not yet): write, fsync,
 close; a temporary fsync'ed and renamed onto its key; fdatasync; fsync of
-a reader's fd of a published chunk. Without L2, fsync returns 0 (memory
+a reader's fd of a published chunk; in a path namespace a new version
+(O_TRUNC) fsync'ed, and a file fsync'ed, closed, then renamed. Without L2, fsync returns 0 (memory
 only, as tmpfs); with L2 configured but disabled, EIO. Mounts real kvfs daemons ($KVFS_MOUNT_BIN); a few
 seconds.
 """
@@ -79,6 +80,20 @@ class FsyncCrashTest(unittest.TestCase):
             k = os.path.join(kk, "%032x" % 0xdef0)
             os.rename(tmp, k)
             want[k] = hashlib.sha1(data).hexdigest()
+            # path namespace: a new version (O_TRUNC) fsync'ed; and the
+            # idiom write, fsync, close, rename (the rename copies the
+            # published file: the copy must be as durable)
+            v = os.path.join(pp, "versioned")
+            write_file(v, os.urandom(150001), sync=None)
+            data = os.urandom(160001)
+            write_file(v, data, excl=False)
+            want[v] = hashlib.sha1(data).hexdigest()
+            data = os.urandom(170001)
+            tmp = os.path.join(pp, "sub", ".tmp.renamed")
+            write_file(tmp, data)
+            os.rename(tmp, os.path.join(pp, "sub", "renamed"))
+            want[os.path.join(pp, "sub", "renamed")] = \
+                hashlib.sha1(data).hexdigest()
             # published without fsync, then fsync'ed through a reader's fd
             for path in (os.path.join(kk, "%032x" % 0xfee0),
                          os.path.join(pp, "read-synced")):
@@ -100,8 +115,8 @@ class FsyncCrashTest(unittest.TestCase):
             # one fdatasync per fsync'ed chunk at least (segments and
             # l2_dir), and under ingest=evicted the chunks had no L2 copy
             self.assertGreaterEqual(st["syncs"], len(want))
-            if ingest == "evicted":
-                self.assertEqual(st["sync_writes"], len(want))
+            if ingest == "evicted":  # the rename's copy too
+                self.assertEqual(st["sync_writes"], len(want) + 1)
         finally:
             pathmount.drop_mount(m)
 
