@@ -356,8 +356,9 @@ void fs_pjournal_changed(struct fs *fs, uint32_t ns,
 /* Appends the records fs_pjournal_changed asked for, then fdatasyncs
  * (the background thread, no lock held). */
 void fs_pjournal_sync(struct fs *fs);
-/* fs_pjournal_flush - fdatasync of the journal now, whatever the
- * background thread did (an fsync): 0 or -errno; 0 without a journal. */
+/* fs_pjournal_flush - the same now, fdatasync included whatever the
+ * background thread did (an fsync; no lock held): 0 or -errno; 0
+ * without a journal. */
 int fs_pjournal_flush(struct fs *fs);
 
 /* The hooks fs/'s core calls through struct fs_path_ops (fs_i.h; each has
