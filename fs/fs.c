@@ -156,6 +156,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.flush = op_flush,
 	.release = op_release,
 	.fsync = fs_op_fsync,
+	.fsyncdir = fs_op_fsyncdir,
 	.opendir = fs_path_op_opendir,
 	.readdir = fs_path_op_readdir,
 	.releasedir = fs_op_releasedir,

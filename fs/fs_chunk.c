@@ -751,6 +751,10 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	err = fs_wr_publish(fs, w, NULL, false);
+	/* fsync'ed before: durable before close(2) returns (an error, the
+	 * chunk stays published in memory) */
+	if (!err)
+		err = fs_wr_sync(fs, w, &w->key);
 	/* truncated back to no bytes: nothing published, the name free */
 	fuse_reply_err(req, err == -ENODATA ? 0 : -err);
 }
@@ -773,6 +777,8 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 		if (!err)
 			__atomic_add_fetch(&fs->priv->late_publishes, 1,
 					   __ATOMIC_RELAXED);
+		if (!err)
+			err = fs_wr_sync(fs, w, &w->key);
 		if (err && err != -EEXIST && err != -ENOENT && err != -ENODATA)
 			fs_log(fs, "chunk discarded at last close: %s",
 			       strerror(-err));
@@ -782,17 +788,59 @@ void fs_op_release(fuse_req_t req, fuse_ino_t ino,
 }
 
 /*
- * Memory tiers: nothing to write back. But a file one of whose writes
- * failed will never be published (its bytes are gone): fsync reports that
- * error, as Linux filesystems report a writeback error, on every call.
+ * fsync and fdatasync (the same: a chunk's bytes are its data). Where the
+ * mount has an L2, 0 means the file survives a crash of the daemon and of
+ * the machine (kvfs(7), "fsync"):
+ *  - a published chunk (a reader's fd, a writer's after its publication):
+ *    fs_sync_chunk writes its L2 record if it has none and fdatasyncs it,
+ *    and for a path namespace's file the journal of its name;
+ *  - a writer's fd before publication: the bytes are no file yet (a
+ *    writer killed now publishes nothing), so the writer is marked and
+ *    its publication (close, rename) is made durable before it returns;
+ *    writers that never fsync pay nothing.
+ * Without L2 nothing survives a crash: 0, as on tmpfs. A file one of
+ * whose writes failed will never be published (its bytes are gone):
+ * fsync reports that error on every call, as Linux reports a failed
+ * writeback; so does a failed L2 write or fdatasync.
  */
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi)
 {
+	struct fs *fs = fs_req(req);
 	struct fs_fh *fh = fi ? fs_fh_of(fi) : NULL;
+	struct kvfs_key key;
+	struct fs_wr *w;
+	bool published;
 	int err = 0;
 
-	if (fh && fh->kind == FS_FH_WRITER)
-		err = fs_wr_error(fh->wr);
+	if (fh && fh->kind == FS_FH_CHUNK && fh->has_key) {
+		err = fs_sync_chunk(fs, fh->ns, &fh->key, fs_path_ns(fs, fh->ns));
+	} else if (fh && fh->kind == FS_FH_WRITER) {
+		w = fh->wr;
+		err = fs_wr_error(w);
+		pthread_rwlock_rdlock(&w->lock);
+		/* before publication (which takes the lock exclusively and
+		 * reads the mark after): the publication syncs */
+		if (w->state == FS_WR_OPEN)
+			__atomic_store_n(&w->sync, true, __ATOMIC_RELEASE);
+		published = w->state == FS_WR_PUBLISHED;
+		pthread_rwlock_unlock(&w->lock);
+		if (!err && published) {
+			pthread_mutex_lock(&fs->priv->lock);
+			key = w->key;
+			pthread_mutex_unlock(&fs->priv->lock);
+			err = fs_sync_chunk(fs, w->ns, &key, w->path);
+		}
+	}
 	fuse_reply_err(req, -err);
+}
+
+/* fsync of a directory: the names of path namespaces (directories made,
+ * files renamed or published) are in the journal, fdatasync'ed now
+ * rather than within the background thread's quarter second. A key
+ * namespace's names are its chunks (fsync them). */
+void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+		    struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, -fs_path_sync(fs_req(req)));
 }

@@ -227,6 +227,8 @@ struct fs_wr {
 	uint64_t final_gen;     /* lock; gen at publication (0 unknown) */
 	int write_err;          /* atomic: first failed write, never publish */
 	uint64_t nwrites;       /* atomic: writes and truncates that landed */
+	bool sync;              /* atomic: fsync'ed before its publication,
+				 * which is then made durable (fs_wr_sync) */
 
 	unsigned refs;          /* priv.lock */
 	unsigned opens;         /* priv.lock: open fhs */
@@ -496,6 +498,13 @@ int fs_wr_error(const struct fs_wr *w);
  * room its bytes hold in L1 (they will never be published; w->lock held
  * shared or exclusively). */
 void fs_wr_fail(struct fs *fs, struct fs_wr *w, int err);
+/* fs_sync_chunk - fsync of the published chunk (ns, key): tier_sync, and
+ * for a path namespace (path) the journal of its name. 0 or -errno. */
+int fs_sync_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		  bool path);
+/* fs_wr_sync - after w's publication under key: when an fsync of w came
+ * before it, fs_sync_chunk (0 otherwise, at no cost). */
+int fs_wr_sync(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key);
 /* Publishes w under key (NULL: its own). See fs_wr.c. 0 or -errno. */
 int fs_wr_publish(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key,
 		  bool keep_refused);
@@ -594,6 +603,8 @@ bool fs_task_killed_by_signal(pid_t pid);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi);
+void fs_op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+		    struct fuse_file_info *fi);
 
 /* ------------------------------------ fs_rename.c: unlink, rename, links */
 
@@ -699,6 +710,7 @@ struct fs_path_ops {
 			    const struct kvfs_key *key,
 			    const struct tier_pattr *a);
 	void (*counts)(struct fs *fs, struct fs_path_counts *c);
+	int (*sync)(struct fs *fs);
 };
 
 /* fs_path_create / fs_path_destroy (fs.c): the mount's path state, and at
@@ -749,6 +761,9 @@ void fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w);
 /* fs_path_names_set: user.kvfs.names of namespace ns ("keys"|"paths"):
  * -EINVAL, -EBUSY (not empty), -ENOENT, -ENOMEM. No lock held. */
 int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
+/* fs_path_sync: the path namespaces' journal of names (l2_dir/paths)
+ * fdatasync'ed now (an fsync): 0 or -errno; 0 without L2. */
+int fs_path_sync(struct fs *fs);
 /* fs_path_ns: is namespace ns in path mode? Takes priv.lock. */
 bool fs_path_ns(struct fs *fs, uint32_t ns);
 /*

@@ -226,6 +226,12 @@ static const struct fs_metric metrics[] = {
 	C("l2", "moved_bytes", "l2_moved_bytes_total", NULL,
 	  "Bytes L2 reclaims moved (write amplification: written / "
 	  "(written - moved))", t.l2_moved_bytes),
+	C("l2", "syncs", "l2_syncs_total", NULL,
+	  "fdatasyncs of L2 segments (fsyncs of chunks, reclaim moves)",
+	  t.l2_syncs),
+	C("l2", "sync_writes", "l2_sync_writes_total", NULL,
+	  "L2 writes an fsync made (no L2 copy yet, or still queued)",
+	  t.l2_sync_writes),
 	C("l2", "corrupt", "tier_corrupt_total", T("l2"), H_CORRUPT,
 	  t.l2_corrupt),
 	C("l2", "errors", "tier_errors_total", T("l2"), H_ERRORS, t.l2_errors),

@@ -130,6 +130,13 @@ int fs_path_quota_set(struct fs *fs, uint32_t ns, uint64_t quota)
 	return o ? o->quota_set(fs, ns, quota) : -EOPNOTSUPP;
 }
 
+int fs_path_sync(struct fs *fs)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->sync(fs) : 0;
+}
+
 bool fs_path_ns(struct fs *fs, uint32_t ns)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;

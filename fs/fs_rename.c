@@ -159,6 +159,8 @@ void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	pthread_mutex_unlock(&p->lock);
 	if (!err) /* the kernel looked the new name up first: not a miss */
 		tier_count_name_misses(fs->tier, -1);
+	if (!err) /* fsync'ed before: durable before rename(2) returns */
+		err = fs_wr_sync(fs, w, &tkey);
 	fs_wr_unref(fs, w);
 	fuse_reply_err(req, -err);
 }

@@ -143,6 +143,23 @@ void fs_wr_fail(struct fs *fs, struct fs_wr *w, int err)
 		tier_wr_fail(fs->tier, w->w);
 }
 
+int fs_sync_chunk(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		  bool path)
+{
+	int err = tier_sync(fs->tier, ns, key);
+
+	if (!err && path)
+		err = fs_path_sync(fs);
+	return err;
+}
+
+int fs_wr_sync(struct fs *fs, struct fs_wr *w, const struct kvfs_key *key)
+{
+	if (!__atomic_load_n(&w->sync, __ATOMIC_ACQUIRE))
+		return 0;
+	return fs_sync_chunk(fs, w->ns, key, w->path);
+}
+
 /*
  * Publishes the chunk under key (NULL: the key given at create). Takes
  * w->lock exclusively. Returns 0 or -errno; the chunk is published or

@@ -399,6 +399,7 @@ struct tier_info {
 	bool has_parent;
 	bool checksum_known;  /* else see tier_checksum */
 	bool user_pin;         /* user.kvfs.pin = 1 */
+	bool in_l2;            /* has an L2 record, or one being written */
 	struct kvfs_key parent;
 };
 
@@ -493,6 +494,19 @@ void tier_count_served(struct tier *t, uint64_t bytes);
 /* tier_unlink - removes a published chunk from every tier. Pinned readers
  * keep their bytes until they tier_put. -ENOENT. */
 int tier_unlink(struct tier *t, uint32_t ns, const struct kvfs_key *key);
+
+/*
+ * tier_sync - makes the published chunk (ns, key) survive a crash of the
+ * daemon or of the machine (fsync): its L2 record is written now on the
+ * calling thread if it has none (whatever the ingest mode; one being
+ * written is waited for), and fdatasync'ed with what recovery needs to
+ * find it (l2_sync). Blocks on the disk; takes and drops tier.lock.
+ * Returns 0 also when the chunk is gone (unlinked, evicted) and without
+ * L2 (memory only: nothing survives a crash, as on tmpfs). Errors: -EIO
+ * (an L2 write or fdatasync failed, no answer within 30 s, or L2 is
+ * configured but disabled), -ENOSPC (L2 found no room), -ENOMEM.
+ */
+int tier_sync(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 
 /* tier_set_user_pin - user.kvfs.pin: on = true keeps the chunk in L1
  * (promoting it first if needed). -ENOENT. */
@@ -641,6 +655,8 @@ struct tier_stats {
 	 * entries and write time */
 	uint64_t l2_checkpoints, l2_ckpt_errors, l2_ckpt_records;
 	uint64_t l2_ckpt_write_ns;
+	/* fsync: fdatasyncs of L2 segments, L2 writes an fsync made */
+	uint64_t l2_syncs, l2_sync_writes;
 	/* events; reads (tier_get) by where the chunk came from, read
 	 * misses, name lookups of absent keys (see kvfs(7)) */
 	uint64_t read_hits[TIER_FROM_N], read_misses, name_misses;

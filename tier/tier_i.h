@@ -501,6 +501,7 @@ struct tier_l2_ops {
 	bool (*forget)(struct tier *t, struct tier_rec *r);
 	bool (*wait_write)(struct tier *t, struct tier_rec *r);
 	void (*sync_frees)(struct tier *t);
+	int (*sync)(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 	void (*prefetch)(struct tier *t, struct tier_rec *r);
 	uint64_t (*prefetch_bytes)(const struct tier *t);
 	void (*pin_promote)(struct tier *t, struct tier_rec *r);
@@ -575,6 +576,9 @@ void tier_l2_close(struct tier *t);
  * on disk (bounded), so a daemon killed next does not recover them. */
 #define tier_l2_sync_frees(t) \
 	((t)->l2ops->sync_frees(t))
+/* tier.lock NOT held: tier_sync's work (tier.h). */
+#define tier_l2_sync(t, ns, key) \
+	((t)->l2ops->sync(t, ns, key))
 #define tier_l2_prefetch(t, r) \
 	((t)->l2ops->prefetch(t, r))
 /* What may be promoted ahead of readers (lookup prefetch and readahead

@@ -137,18 +137,10 @@ static bool tl2_forget(struct tier *t, struct tier_rec *r)
 static bool cancel_queued(struct tier *t, struct tier_rec *r)
 {
 	struct tier_l2 *t2 = t->l2;
-	struct tl2_job *job = job_of(r), *prev = NULL, *j;
+	struct tl2_job *job = job_of(r);
 
-	for (j = t2->head; j && j != job; j = j->next)
-		prev = j;
-	if (!j)
+	if (!tl2_queue_take(t2, job))
 		return false; /* the demoter has it: being written */
-	if (prev)
-		prev->next = j->next;
-	else
-		t2->head = j->next;
-	if (t2->tail == j)
-		t2->tail = prev;
 	r->flags &= (uint8_t)~TREC_L2W;
 	memset(r->l2.b, 0, sizeof(r->l2.b));
 	job->finished = true;
@@ -679,6 +671,7 @@ static void tl2_stats(struct tier *t, struct tier_stats *st)
 	if (!t2)
 		return;
 	st->l2_errors = t2->errors;
+	st->l2_sync_writes = t2->sync_writes;
 	if (!t2->l2)
 		return;
 	l2_get_stats(t2->l2, &ls);
@@ -703,6 +696,7 @@ static void tl2_stats(struct tier *t, struct tier_stats *st)
 	st->l2_ckpt_errors = ls.ckpt_errors;
 	st->l2_ckpt_records = ls.ckpt_records;
 	st->l2_ckpt_write_ns = ls.ckpt_write_ns;
+	st->l2_syncs = ls.syncs;
 }
 
 /* What the core calls through the tier_l2_* hooks of tier_i.h (tier_create
@@ -717,6 +711,7 @@ const struct tier_l2_ops tier_l2_hooks = {
 	.forget = tl2_forget,
 	.wait_write = tl2_wait_write,
 	.sync_frees = tl2_sync_frees,
+	.sync = tl2_sync,
 	.prefetch = tl2_prefetch,
 	.prefetch_bytes = tl2_prefetch_bytes,
 	.pin_promote = tl2_pin_promote,

@@ -56,8 +56,16 @@ struct tl2_job {
 	bool has_parent;      /* the chain link the record keeps (taken */
 	uint32_t depth;       /* from r when the demoter builds it) */
 	struct kvfs_key parent;
+	struct tl2_sync *sw;  /* tier.lock: the fsync that made this job
+			       * and waits for it (tl2_sync), or NULL */
 	unsigned readers;     /* tier.lock: promotions copying raw */
 	bool finished;        /* tier.lock */
+};
+
+/* An fsync waiting for its own L2 write (tier_l2_demote.c, tl2_sync). */
+struct tl2_sync {
+	bool done; /* tier.lock */
+	int err;   /* tier.lock: the write's outcome once done */
 };
 
 struct tl2_pf {
@@ -78,6 +86,7 @@ struct tier_l2 {
 	uint64_t raw_max;      /* bound of raw_queued (tier_l2.c, queue_cap) */
 	uint64_t l1_queued;    /* tier.lock: L1 bytes pinned by ingest jobs */
 	uint64_t errors;       /* tier.lock: open failure, dropped demotions */
+	uint64_t sync_writes;  /* tier.lock: L2 writes an fsync made */
 	uint64_t size;         /* l2_size as opened (its capacity until the
 				* disk under it fills) */
 	bool stop;             /* tier.lock */
@@ -152,9 +161,14 @@ void tl2_drop_l2_only(struct tier *t, struct tier_rec *r,
 /* Queues an L2 write of r: raw is a copy of an evicted chunk's bytes
  * (the job owns it), or NULL to read r's pinned L1 extent. 0 or -errno. */
 int tl2_queue_write(struct tier *t, struct tier_rec *r, void *raw);
+/* Takes job off the demoter's queue (tier.lock held): false when it is
+ * not there (the demoter, or an fsync, is writing it). */
+bool tl2_queue_take(struct tier_l2 *t2, struct tl2_job *job);
 /* ingest=all: queues the L1 chunks without an L2 copy, up to the bound. */
 void tl2_rescan(struct tier *t);
 void *tl2_demoter_main(void *arg);
+/* tier_sync's work (tier.lock NOT held): see tier_sync in tier.h. */
+int tl2_sync(struct tier *t, uint32_t ns, const struct kvfs_key *key);
 
 /* tier_l2_promote.c: the prefetcher thread, and the promotion hooks (contracts: tier_l2_fill,
  * tier_l2_pin_promote, tier_l2_prefetch, tier_l2_prefetch_bytes in

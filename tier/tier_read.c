@@ -32,6 +32,7 @@ void tier_fill_info(const struct tier_rec *r, struct tier_info *info)
 	info->where = (enum tier_where)r->where;
 	info->has_parent = r->flags & TREC_HAS_PARENT;
 	info->user_pin = r->flags & TREC_USER_PIN;
+	info->in_l2 = r->flags & (TREC_L2 | TREC_L2W);
 	if (info->has_parent)
 		info->parent = r->parent;
 }
@@ -333,6 +334,11 @@ again:
 	if (sync)
 		tier_l2_sync_frees(t);
 	return 0;
+}
+
+int tier_sync(struct tier *t, uint32_t ns, const struct kvfs_key *key)
+{
+	return tier_l2_sync(t, ns, key);
 }
 
 bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)

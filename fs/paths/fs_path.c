@@ -146,9 +146,10 @@ static bool follow_last(struct fs_paths *t, uint32_t ns,
 /*
  * Publishes closed writer w under the key of its name's path. Does
  * nothing when w has no name any more (unlinked, replaced: it is dropped
- * by its last reference). priv.lock NOT held.
+ * by its last reference). priv.lock NOT held. Returns the error of the
+ * fsync an earlier fsync of w asked for (fs_wr_sync), else 0.
  */
-void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
+int fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 {
 	struct fs_paths *t = paths_of(fs);
 	struct fs_priv *p = fs->priv;
@@ -166,14 +167,20 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	while ((e = w->pent) && e->wr == w && e->busy)
 		fs_ptree_wait_idle(fs, e);
 	if (!e || e->wr != w || !closed_locked(w)) {
+		/* published meanwhile by another thread (a reader's settle),
+		 * whose sync of an fsync'ed w may not have ended: ours */
+		bool again = w->has_key &&
+			     __atomic_load_n(&w->sync, __ATOMIC_ACQUIRE);
+
+		key = w->key;
 		pthread_mutex_unlock(&p->lock);
-		return;
+		return again ? fs_wr_sync(fs, w, &key) : 0;
 	}
 	pending_del(t, w);
 	len = fs_ptree_path(e->parent, e->name, e->len, path);
 	if (len < 0) { /* checked at create and rename: cannot happen */
 		pthread_mutex_unlock(&p->lock);
-		return;
+		return 0;
 	}
 	fs_ptree_busy(fs, e, true);
 	ns = e->parent->ns;
@@ -227,9 +234,13 @@ void fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 		fs_queue_inval(fs, ns, &key, true);
 	if (has_prev) /* read back in the order stored: readahead follows */
 		tier_order_hint(fs->tier, ns, &prev, &key);
-	if (err)
+	if (err) {
 		fs_log(fs, "path file discarded at publication: %s",
 		       strerror(-err));
+		return 0; /* close and fsync reported the write's error */
+	}
+	/* fsync'ed before: its record and its name durable now */
+	return fs_wr_sync(fs, w, &key);
 }
 
 /* Publishes closed writers: those closed before cutoff_ms (every one for
@@ -1043,6 +1054,8 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 	bool doomed = false, replaces = false;
 	struct kvfs_key key;
 	uint32_t ns = 0;
+	bool synced = false;
+	int err = 0;
 
 	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
 		struct fs_wr *w = fh->wr;
@@ -1055,6 +1068,11 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 			doomed = fs_wr_error(w) != 0;
 			replaces = !doomed && w->pent && w->pent->wr == w &&
 				   w->pent->keyed;
+			/* a new name fsync'ed before its close: published
+			 * (and made durable) now too */
+			synced = !doomed && !replaces && w->pent &&
+				 w->pent->wr == w &&
+				 __atomic_load_n(&w->sync, __ATOMIC_ACQUIRE);
 		}
 		if (replaces) {
 			/* the kernel's entry of the name goes before the
@@ -1070,24 +1088,32 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		 * are done when the caller is told, so a daemon killed
 		 * afterwards never brings the older version back. (A new
 		 * name waits for its rename as before: lost in a crash, it
-		 * is absent, not older.) fh holds w meanwhile. A reader's
-		 * open or stat may publish it first (settle): the entry goes
-		 * here all the same. */
+		 * is absent, not older, unless it was fsync'ed: then it is
+		 * published and made durable before close(2) returns, and
+		 * close reports an L2 error.) fh holds w meanwhile. A
+		 * reader's open or stat may publish it first (settle): the
+		 * entry goes here all the same. */
 		if (replaces) {
 			bool published;
 			uint64_t gen;
 
 			if (!fs_task_killed_by_signal(fh->pid))
-				fs_path_publish_closed(fs, w);
+				err = fs_path_publish_closed(fs, w);
 			pthread_rwlock_rdlock(&w->lock);
 			published = w->state == FS_WR_PUBLISHED;
 			gen = w->final_gen;
 			pthread_rwlock_unlock(&w->lock);
 			fs_psuper_end(fs, &sup, ns, &key, published, gen);
+		} else if (synced && !fs_task_killed_by_signal(fh->pid)) {
+			err = fs_path_publish_closed(fs, w);
 		}
 	}
 	if (doomed)
 		fs_path_publish_closed(fs, fh->wr);
+	if (err) {
+		fuse_reply_err(req, -err); /* published, not durable */
+		return;
+	}
 	fs_op_flush(req, ino, fi);
 }
 

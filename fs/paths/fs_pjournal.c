@@ -301,21 +301,41 @@ static void flush_changed(struct fs *fs, struct fs_pjournal *j)
 	free(buf);
 }
 
-void fs_pjournal_sync(struct fs *fs)
+/* Appends what fs_pjournal_changed asked for, then fdatasyncs when
+ * anything was appended since the last one (force: always, an fsync).
+ * 0 or -errno (then the next one tries again). */
+static int sync_journal(struct fs *fs, bool force)
 {
 	struct fs_pjournal *j = fs->priv->paths ? fs->priv->paths->journal :
 						  NULL;
 	bool dirty;
+	int err = 0;
 
 	if (!j)
-		return;
+		return 0;
 	pthread_mutex_lock(&j->lock);
 	flush_changed(fs, j);
 	dirty = j->dirty;
 	j->dirty = false;
 	pthread_mutex_unlock(&j->lock);
-	if (dirty && j->fd >= 0)
-		fdatasync(j->fd);
+	/* j->fd is set at open and closed at unmount only */
+	if ((dirty || force) && j->fd >= 0 && fdatasync(j->fd)) {
+		err = -errno;
+		pthread_mutex_lock(&j->lock);
+		j->dirty = true;
+		pthread_mutex_unlock(&j->lock);
+	}
+	return err;
+}
+
+void fs_pjournal_sync(struct fs *fs)
+{
+	sync_journal(fs, false);
+}
+
+int fs_pjournal_flush(struct fs *fs)
+{
+	return sync_journal(fs, true);
 }
 
 /* ------------------------------------------------------------- replay */

@@ -231,12 +231,18 @@ static int copy_to_writer(struct fs *fs, struct fs_pent *e, uid_t uid,
 	struct tier_chunk *c = NULL;
 	struct tier_wr *tw = NULL;
 	struct fs_wr *w = NULL;
+	struct tier_info info;
 	uint64_t size, off = 0;
 	char *buf = NULL;
+	bool durable;
 	int err;
 
 	fs_ptree_busy(fs, e, true);
 	pthread_mutex_unlock(&p->lock);
+	/* a file with an L2 record survives a crash (an fsync, ingest or an
+	 * eviction put it there): so must its copy, before the rename that
+	 * erases it returns (fs_wr_sync at its publication) */
+	durable = !tier_stat(fs->tier, ns, &key, &info) && info.in_l2;
 	err = tier_get_flags(fs->tier, ns, &key, TIER_GET_NOCOUNT, &c);
 	if (!err)
 		err = tier_wr_begin(fs->tier, ns, NULL, tier_chunk_size(c),
@@ -292,6 +298,7 @@ static int copy_to_writer(struct fs *fs, struct fs_pent *e, uid_t uid,
 	w->st_ino = e->ino;
 	w->temp = true;
 	w->path = true;
+	w->sync = durable;
 	w->closed_ms = fs_now_ms();
 	e->wr = w; /* the reference fs_wr_new made */
 	w->pent = e;
@@ -454,7 +461,11 @@ out:
 		fs_pev_forget(paths_of(fs), ns, &skey);
 	}
 	if (publish) {
-		fs_path_publish_closed(fs, w);
+		/* fsync'ed before: durable before rename(2) returns */
+		int serr = fs_path_publish_closed(fs, w);
+
+		if (!err)
+			err = serr;
 		fs_wr_unref(fs, w);
 	}
 	fuse_reply_err(req, -err);
@@ -1043,6 +1054,7 @@ static const struct fs_path_ops pth_ops = {
 	.pattr_get = pth_pattr_get,
 	.pattr_found = pth_pattr_found,
 	.counts = pth_counts,
+	.sync = fs_pjournal_flush,
 };
 
 int fs_path_create(struct fs *fs, const char *l2_dir)

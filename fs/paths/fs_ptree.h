@@ -239,8 +239,9 @@ void fs_ptree_wait_idle(struct fs *fs, struct fs_pent *e);
 void fs_path_detach_writer(struct fs *fs, struct fs_pent *e,
 			   struct fs_wr *w);
 /* Publishes closed writer w under its path's key, replacing the version
- * there (priv.lock NOT held). */
-void fs_path_publish_closed(struct fs *fs, struct fs_wr *w);
+ * there (priv.lock NOT held). Returns the error of the fsync an earlier
+ * fsync of w asked for (0 if none). */
+int fs_path_publish_closed(struct fs *fs, struct fs_wr *w);
 
 /* Versions replaced in their writer's close (fs_psuper.c; see there). A
  * close of an O_TRUNC rewrite (fs_path_op_flush): begin (priv.lock held,
@@ -355,6 +356,10 @@ void fs_pjournal_changed(struct fs *fs, uint32_t ns,
 /* Appends the records fs_pjournal_changed asked for, then fdatasyncs
  * (the background thread, no lock held). */
 void fs_pjournal_sync(struct fs *fs);
+/* fs_pjournal_flush - the same now, fdatasync included whatever the
+ * background thread did (an fsync; no lock held): 0 or -errno; 0
+ * without a journal. */
+int fs_pjournal_flush(struct fs *fs);
 
 /* The hooks fs/'s core calls through struct fs_path_ops (fs_i.h; each has
  * the contract of the fs_path_* function of the same name there): set by

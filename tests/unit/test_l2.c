@@ -455,6 +455,45 @@ static void *thr_main(void *arg)
 	return NULL;
 }
 
+/* l2_sync (an fsync of a chunk): a live record is fdatasync'ed and
+ * counted; a location that holds no live record (unknown segment or
+ * block, freed) is -ENOENT, so the engine looks its index up again. */
+static void test_sync(void **state)
+{
+	struct env *e = env_new();
+	uint8_t buf[10000];
+	struct kvfs_key k = mkkey(7);
+	struct l2_loc loc, bad;
+	struct l2_stats st;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(env_open(e, 256ull << 20, err, sizeof(err)), 0);
+	fill_bf16(buf, sizeof(buf), 7);
+	assert_int_equal(put(e, "ns", &k, buf, sizeof(buf), 1, 2, true, &loc),
+			 0);
+	assert_int_equal(l2_sync(e->l2, &loc), 0);
+	assert_int_equal(l2_sync(e->l2, &loc), 0);
+	l2_get_stats(e->l2, &st);
+	assert_int_equal(st.syncs, 2);
+	assert_int_equal(st.errors, 0);
+	bad = loc;
+	bad.blk++;
+	assert_int_equal(l2_sync(e->l2, &bad), -ENOENT);
+	bad = loc;
+	bad.seg += 100;
+	assert_int_equal(l2_sync(e->l2, &bad), -ENOENT);
+	bad = loc;
+	bad.nblk++;
+	assert_int_equal(l2_sync(e->l2, &bad), -ENOENT);
+	l2_free(e->l2, &loc);
+	assert_int_equal(l2_sync_frees(e->l2, 2000), 0);
+	assert_int_equal(l2_sync(e->l2, &loc), -ENOENT);
+	l2_get_stats(e->l2, &st);
+	assert_int_equal(st.syncs, 2);
+	env_free(e);
+}
+
 static void test_threads(void **state)
 {
 	struct env *e = env_new();
@@ -491,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_bad_dirs_and_sizes),
 		cmocka_unit_test(test_full_filesystem),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_sync),
 	};
 
 	atexit(tmpfs_umount_all);

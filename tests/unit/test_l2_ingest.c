@@ -3,7 +3,8 @@
  * L1 evicts them (ingest=all, ingest=hot), admitting only chunks seen
  * twice (ingest=twice), and prefetching them back:
  * the prefetch bound, reclaim by heat, unlinks while writes are queued,
- * hot chunks and pins.
+ * hot chunks and pins; tier_sync (an fsync) writing a chunk to L2 whatever
+ * the ingest mode.
  */
 #include "l2_test.h"
 
@@ -303,6 +304,63 @@ static void test_engine_ingest_twice(void **state)
 	env_free(e);
 }
 
+/*
+ * tier_sync under ingest=evicted: the chunk (never evicted) is written to
+ * L2 by the call and fdatasync'ed; again: no second write, one more
+ * fdatasync; an absent key is 0. The next open on the same l2_dir has
+ * the synced chunk and not the other (no flush_on_exit). Without L2, 0.
+ */
+static void test_engine_sync(void **state)
+{
+	struct env *e = env_new();
+	const size_t len = 100000;
+	struct kvfs_key k1 = mkkey(1), k9 = mkkey(9);
+	struct tier_config c;
+	struct tier_stats st;
+	struct tier *t;
+	char err[256];
+	uint32_t ns;
+
+	(void)state;
+	ecfg(&c, e->dir);
+	assert_int_equal(c.ingest, TIER_INGEST_EVICTED);
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+	assert_int_equal(tier_ns_create(t, "ns", &ns), 0);
+	assert_int_equal(eput(t, ns, 1, len), 0);
+	assert_int_equal(eput(t, ns, 2, len), 0);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l2_writes, 0);
+	assert_int_equal(tier_sync(t, ns, &k1), 0);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l2_writes, 1);
+	assert_int_equal(st.l2_sync_writes, 1);
+	assert_int_equal(st.l2_syncs, 1);
+	assert_int_equal(tier_sync(t, ns, &k1), 0);
+	assert_int_equal(tier_sync(t, ns, &k9), 0); /* not there: nothing */
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l2_writes, 1);
+	assert_int_equal(st.l2_syncs, 2);
+	assert_int_equal(st.l2_errors, 0);
+	assert_int_equal(echeck(t, ns, 1, len, NULL), 0);
+	tier_destroy(t);
+
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+	assert_int_equal(tier_ns_find(t, "ns", &ns), 0);
+	assert_int_equal(echeck(t, ns, 1, len, NULL), 0);
+	assert_int_equal(echeck(t, ns, 2, len, NULL), -ENOENT);
+	tier_destroy(t);
+
+	c.l2_dir = NULL; /* memory only */
+	assert_int_equal(tier_create(&c, &t, err, sizeof(err)), 0);
+	assert_int_equal(tier_ns_create(t, "ns", &ns), 0);
+	assert_int_equal(eput(t, ns, 1, len), 0);
+	assert_int_equal(tier_sync(t, ns, &k1), 0);
+	tier_get_stats(t, &st);
+	assert_int_equal(st.l2_syncs, 0);
+	tier_destroy(t);
+	env_free(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -312,6 +370,7 @@ int main(void)
 		cmocka_unit_test(test_engine_unlink_during_ingest),
 		cmocka_unit_test(test_engine_ingest_hot_and_pin),
 		cmocka_unit_test(test_engine_ingest_twice),
+		cmocka_unit_test(test_engine_sync),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

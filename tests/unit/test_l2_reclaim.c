@@ -53,6 +53,8 @@ static void test_reclaim_keeps_newer(void **state)
 	assert_true(st.reclaims >= 3);
 	assert_true(st.moves >= 2);
 	assert_true(e->dropped > 50);
+	/* the moved copies were fdatasync'ed before their segment went */
+	assert_true(st.syncs >= 1);
 
 	/* A: still the newer copy, readable, never deleted by a reclaim */
 	fill_random(buf, len, 3);

@@ -135,6 +135,7 @@ int l2_open(const struct l2_config *cfg, struct l2 **out, char *err,
 	l2->next_seq = 1;
 	l2->next_seg = 1;
 	l2->flog_fd = -1;
+	l2->mv_lo = UINT32_MAX; /* no moves yet (l2_reclaim.c) */
 	pthread_mutex_init(&l2->ckpt_lock, NULL);
 	l2_cond_init_monotonic(&l2->ck_cond); /* timed (l2_deadline) */
 	pthread_mutex_init(&l2->lock, NULL);

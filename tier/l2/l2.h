@@ -184,6 +184,7 @@ struct l2_stats {
 	uint64_t ckpt_errors;  /* checkpoint writes that failed */
 	uint64_t ckpt_records; /* entries of the last checkpoint written */
 	uint64_t ckpt_write_ns;/* time the last checkpoint took to write */
+	uint64_t syncs;        /* fdatasyncs of segments (l2_sync, moves) */
 	bool direct;         /* O_DIRECT in use */
 };
 
@@ -298,6 +299,20 @@ void l2_free(struct l2 *l2, const struct l2_loc *loc);
  * Returns 0 or -ETIMEDOUT. (Not fsync: a power loss may still bring a
  * record back, with its own bytes, checksummed.) */
 int l2_sync_frees(struct l2 *l2, int timeout_ms);
+
+/*
+ * l2_sync - makes the record at loc durable: fdatasync of its segment
+ * (the bytes, the file's size), and an fsync of l2_dir the first time
+ * for that segment (its name, and l2.id), so that after a crash of the
+ * daemon or of the machine l2_open recovers it. Blocks on the disk: call
+ * it outside the engine's locks. Records a reclaim moves are synced
+ * before the segment they leave is deleted, so a synced record stays
+ * durable where it goes.
+ * Errors: -ENOENT (no live record at loc: moved, freed or reclaimed;
+ * ask the index again), -EIO and the other errors of fdatasync (counted
+ * in errors, logged).
+ */
+int l2_sync(struct l2 *l2, const struct l2_loc *loc);
 
 /* l2_flush - waits until every append queued before the call has
  * completed (its done callback returned). Do not call from a callback. */

@@ -12,6 +12,7 @@
  *   l2_recover.c  the recovery at open: checkpoint + scan of the rest
  *   l2_ckpt.c     checkpoints of the index: check, write, the thread
  *   l2_flog.c     the unlink log (records freed since the checkpoint)
+ *   l2_sync.c     making records durable (fsync of a chunk, moves)
  *   l2_reclaim.c  the reclaim thread (compacts the emptiest segment,
  *                 or evicts from the oldest by policy when L2 is full)
  *
@@ -77,6 +78,7 @@ struct l2_seg {
 	int state;         /* l2.lock: enum l2_seg_state */
 	uint64_t tail;     /* l2.lock: bytes placed so far */
 	uint64_t pending;  /* l2.lock: writes in flight into it */
+	bool dir_synced;   /* l2.lock: l2_dir fsync'ed since it was made */
 	struct l2_ent *ents; /* l2.lock: sorted by blk */
 	size_t nents, cap; /* l2.lock */
 };
@@ -201,6 +203,8 @@ struct l2 {
 	pthread_cond_t rc_cond;     /* reclaim thread wake-up */
 	pthread_cond_t move_cond;   /* moves of the current reclaim done */
 	uint64_t moves_pending;
+	uint32_t mv_lo, mv_hi;      /* segments the current reclaim's moves
+				     * landed in (mv_lo > mv_hi: none) */
 	bool rc_stuck;              /* no segment could be reclaimed (logged) */
 
 	struct io_uring ring; /* (io) */
@@ -361,6 +365,10 @@ int l2_io_start(struct l2 *l2);
 void l2_io_stop(struct l2 *l2);
 void l2_io_submit(struct l2 *l2, struct l2_req *r);
 void l2_io_wake(struct l2 *l2);
+
+/* l2_sync.c: fdatasync of the segments with ids in lo..hi (a reclaim's
+ * moves, before the segment they left is deleted). 0 or -errno. */
+int l2_sync_moved(struct l2 *l2, uint32_t lo, uint32_t hi);
 
 /* l2_reclaim.c */
 int l2_reclaim_start(struct l2 *l2);

@@ -53,8 +53,13 @@ static void move_done(void *arg, struct l2_rec *rec, int err,
 		l2_free(l2, loc);
 	l2_rec_free(l2, rec);
 	pthread_mutex_lock(&l2->lock);
-	if (!err)
+	if (!err) {
 		l2->st.moves++;
+		if (l2->mv_lo > loc->seg)
+			l2->mv_lo = loc->seg;
+		if (l2->mv_hi < loc->seg)
+			l2->mv_hi = loc->seg;
+	}
 	l2->moves_pending--;
 	pthread_cond_broadcast(&l2->move_cond);
 	pthread_cond_broadcast(&l2->free_cond); /* l2_sync_frees */
@@ -421,6 +426,18 @@ static bool reclaim_one(struct l2 *l2)
 	pthread_mutex_lock(&l2->lock);
 	while (l2->moves_pending)
 		pthread_cond_wait(&l2->move_cond, &l2->lock);
+	if (l2->mv_lo <= l2->mv_hi) {
+		uint32_t lo = l2->mv_lo, hi = l2->mv_hi;
+
+		/* the moved copies reach the disk before the segment they
+		 * left is deleted: a record synced once (an fsync of its
+		 * chunk) survives a machine crash wherever it moves */
+		l2->mv_lo = UINT32_MAX;
+		l2->mv_hi = 0;
+		pthread_mutex_unlock(&l2->lock);
+		l2_sync_moved(l2, lo, hi);
+		pthread_mutex_lock(&l2->lock);
+	}
 	for (i = 0; i < l2->nsegs; i++)
 		if (l2->segs[i] == seg)
 			break;
