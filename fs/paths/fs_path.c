@@ -114,6 +114,27 @@ static void name_takes_attr(struct fs_pent *e, struct fs_wr *w)
 	e->mtime.tv_nsec = (long)(mt % 1000000000ULL);
 }
 
+/* The attributes of published file e (keyed) or directory d changed
+ * (chmod, chown, utimensat): the journal appends their record, L3's copy
+ * is written again (priv.lock held). Here, not in fs_pattr.c, which the
+ * journal and fs_pl3.c call. */
+static void pattr_changed_file(struct fs *fs, const struct fs_pent *e)
+{
+	if (!e->keyed)
+		return;
+	fs_pjournal_changed(fs, e->parent->ns, &e->key, 0);
+	fs_pattr_note(fs, e);
+	tier_l3_pattr_changed(fs->tier, e->parent->ns, &e->key);
+}
+
+static void pattr_changed_dir(struct fs *fs, const struct fs_pdir *d)
+{
+	if (!d->self)
+		return;
+	fs_pjournal_changed(fs, d->ns, NULL, d->ino);
+	fs_path_l3_remark_locked(fs, d);
+}
+
 void pth_writer_attr_set(struct fs *fs, struct fs_wr *w)
 {
 	struct fs_pent *e;
@@ -123,7 +144,7 @@ void pth_writer_attr_set(struct fs *fs, struct fs_wr *w)
 	e = fs_ptree_by_key(paths_of(fs), w->ns, &w->key);
 	if (e && e->keyed && e->gen == w->final_gen && !e->busy) {
 		name_takes_attr(e, w);
-		fs_pattr_changed_file(fs, e); /* journal, L3 */
+		pattr_changed_file(fs, e); /* journal, L3 */
 	}
 }
 
@@ -735,7 +756,7 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 		e->gid = in->gid;
 		e->mtime = in->mtime;
 		e->has_mtime = true;
-		fs_pattr_changed_file(fs, e); /* journal, L3 */
+		pattr_changed_file(fs, e); /* journal, L3 */
 	}
 	return 0;
 }
@@ -770,7 +791,7 @@ void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			d->gid = attr->st_gid;
 		set_mtime(&d->mtime, attr, to_set);
 		clock_gettime(CLOCK_REALTIME, &d->ctime);
-		fs_pattr_changed_dir(fs, d); /* the journal */
+		pattr_changed_dir(fs, d); /* the journal */
 		dir_attr(d, &st);
 		pthread_mutex_unlock(&p->lock);
 		fuse_reply_attr(req, &st, FS_PATH_TTL);

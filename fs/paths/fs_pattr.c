@@ -92,20 +92,3 @@ void fs_pattr_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 		fs_pev_forget(t, ns, key);
 	pthread_mutex_unlock(&fs->priv->lock);
 }
-
-void fs_pattr_changed_file(struct fs *fs, const struct fs_pent *e)
-{
-	if (!e->keyed)
-		return;
-	fs_pjournal_changed(fs, e->parent->ns, &e->key, 0);
-	fs_pattr_note(fs, e);
-	tier_l3_pattr_changed(fs->tier, e->parent->ns, &e->key);
-}
-
-void fs_pattr_changed_dir(struct fs *fs, const struct fs_pdir *d)
-{
-	if (!d->self)
-		return;
-	fs_pjournal_changed(fs, d->ns, NULL, d->ino);
-	fs_path_l3_remark_locked(fs, d);
-}

@@ -323,12 +323,6 @@ void fs_pattr_note_writer(struct fs *fs, uint32_t ns,
  * key with no name here kept (a file a GET by key found in L3) goes,
  * unless a publication of it is in flight. */
 void fs_pattr_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
-/* The attributes of published file e (keyed) or directory d changed
- * (chmod, chown, utimensat): the journal appends their record, L3's
- * copy is written again (priv.lock held). */
-void fs_pattr_changed_file(struct fs *fs, const struct fs_pent *e);
-void fs_pattr_changed_dir(struct fs *fs, const struct fs_pdir *d);
-
 /* The journal (fs_pjournal.c): l2_dir/paths, see there. */
 struct fs_pjournal;
 /* Reads l2_dir/paths, rebuilds the trees of the namespaces it names
