@@ -23,7 +23,10 @@
  * instead, bounded by the store's queue); ingest=evicted copies the
  * victim's bytes under tier.lock (the victim is leaving L1) as L2's
  * demotion does. A chunk that came from L3, or was stored there by this
- * node, is not written again (rec.l3).
+ * node, is not written again (rec.l3); once stored, a chunk whose
+ * checksum was not computed takes the record's raw_sum (a path file's
+ * announcement carries it: tier_l3_notify.c compares it with another
+ * node's version).
  *
  * A record of a file of a path namespace carries the file's mode, owner
  * and mtime (record.h version 3), taken from the mount (cfg.pattr_get)
