@@ -298,19 +298,19 @@ static int sub_all(struct l3n *n, struct sub *subs, int *ns)
 	return rc;
 }
 
-/* One reply on a subscribed connection: 0, or -EAGAIN when the
- * subscriptions must be made again (dropped by the server, an error). */
 /* A message's payload: "<key hex><ns>" or "<key hex><ns>/<raw_sum hex>"
  * (l3n_publish); anything else is not ours and ignored. */
 static void on_message(struct l3n *n, const char *p, size_t len)
 {
-	const char *ns = p + KVFS_KEY_HEX_LEN, *slash;
-	size_t nslen = len - KVFS_KEY_HEX_LEN;
+	const char *ns, *slash;
 	struct kvfs_key key;
 	uint64_t sum = 0;
+	size_t nslen;
 
 	if (len <= KVFS_KEY_HEX_LEN || kvfs_key_parse(p, KVFS_KEY_HEX_LEN, &key))
 		return;
+	ns = p + KVFS_KEY_HEX_LEN;
+	nslen = len - KVFS_KEY_HEX_LEN;
 	slash = memchr(ns, '/', nslen);
 	if (slash) {
 		char h[L3N_SUM_LEN + 1];
@@ -328,6 +328,8 @@ static void on_message(struct l3n *n, const char *p, size_t len)
 	n->cfg.on_key(n->cfg.arg, ns, nslen, &key, slash ? &sum : NULL);
 }
 
+/* One reply on a subscribed connection: 0, or -EAGAIN when the
+ * subscriptions must be made again (dropped by the server, an error). */
 static int on_reply(struct l3n *n, struct sub *s, redisReply *r,
 		    long *pending)
 {
