@@ -431,6 +431,9 @@ class VersionsL3(unittest.TestCase):
         try:
             self.assertEqual(old.read(4096), v1[:4096])
             # A: x by O_TRUNC, y by a rename onto it
+            # x's mode on A, which its next version keeps (and carries
+            # in its L3 record)
+            os.chmod(os.path.join(A.mnt, "pp/v/x"), 0o640)
             fd = os.open(os.path.join(A.mnt, "pp/v/x"),
                          os.O_WRONLY | os.O_TRUNC)
             os.write(fd, v2)
@@ -452,6 +455,7 @@ class VersionsL3(unittest.TestCase):
             took = time.monotonic() - t0
             self.assertEqual(os.stat(bx).st_size, len(v2))
             self.assertEqual(os.stat(by).st_size, len(v3))
+            self.assertEqual(oct(os.stat(bx).st_mode), oct(0o100640))
             if os.path.exists(PRELOAD):
                 self.assertEqual(read_preloaded(bx), v2)
                 self.assertEqual(read_preloaded(by), v3)
