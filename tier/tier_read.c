@@ -119,6 +119,9 @@ int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	return tier_get_flags(t, ns, key, 0, out);
 }
 
+/* tier_unlink_rec_locked (unlink) or tier_drop_rec_locked (below). */
+static bool rec_leave(struct tier *t, struct tier_rec *r, bool unlink);
+
 static int get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	       unsigned flags, uint64_t reader, struct tier_chunk **out);
 
@@ -284,7 +287,16 @@ again:
 	return 0;
 }
 
-/* tier_unlink_rec_locked (unlink) or tier_drop_rec_locked. */
+bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
+{
+	return rec_leave(t, r, true);
+}
+
+bool tier_drop_rec_locked(struct tier *t, struct tier_rec *r)
+{
+	return rec_leave(t, r, false);
+}
+
 static bool rec_leave(struct tier *t, struct tier_rec *r, bool unlink)
 {
 	bool sync;
@@ -319,16 +331,6 @@ static bool rec_leave(struct tier *t, struct tier_rec *r, bool unlink)
 		free(r);
 	}
 	return sync;
-}
-
-bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
-{
-	return rec_leave(t, r, true);
-}
-
-bool tier_drop_rec_locked(struct tier *t, struct tier_rec *r)
-{
-	return rec_leave(t, r, false);
 }
 
 int tier_set_user_pin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
