@@ -539,6 +539,9 @@ static const struct fs_metric metrics[] = {
 	G3("wait", "notify_subscribed", "l3_notify_subscribed", NULL,
 	   "1 while the notification subscription is up",
 	   wait.notify_subscribed),
+	C3("wait", "notify_superseded", "l3_notify_superseded_total", NULL,
+	   "Path files let go of: another node stored another version in L3",
+	   wait.notify_superseded),
 	/* KV events (rows but "enabled" only when they are on) */
 	ROW("events", "enabled", "events_enabled", NULL, M_GAUGE, V_BOOL,
 	    W_ALWAYS, "1 when KV events are published", ev_on),

@@ -46,7 +46,9 @@ enum tier_where {
 /* Why a chunk left the namespace (for fs to invalidate kernel caches). */
 enum tier_gone_reason {
 	TIER_GONE_EVICTED = 1, /* evicted with no lower tier to keep it */
-	TIER_GONE_DROPPED,     /* L2 reclaimed it, or a corrupt record */
+	TIER_GONE_DROPPED,     /* L2 reclaimed it, a corrupt record, or
+				* another node stored a newer version of a
+				* path file in L3 (tier_l3_notify.c) */
 };
 
 #define TIER_READAHEAD_DEFAULT 16

@@ -11,7 +11,8 @@
  *            from L2 at mount)
  *   REMOVED  a chunk left a tier: a demotion or promotion leaving the old
  *            one, an eviction with no lower tier keeping it, an unlink, an
- *            L2 reclaim or a corrupt record dropping it
+ *            L2 reclaim or a corrupt record dropping it, a path file's
+ *            version another node superseded in L3 (tier_l3_notify.c)
  *   CLEARED  a namespace was removed (rmdir); also sent by fs per
  *            namespace at a clean unmount
  * and, with L3 (where = TIER_EV_L3, the shared tier):
@@ -46,7 +47,8 @@ enum tier_ev_why {
 	TIER_EV_PROMOTE,
 	TIER_EV_EVICT,
 	TIER_EV_UNLINK,
-	TIER_EV_DROP,    /* L2 reclaim or a corrupt record */
+	TIER_EV_DROP,    /* L2 reclaim, a corrupt record, or a path file's
+			  * version superseded in L3 by another node's */
 	TIER_EV_RECOVER, /* announced by tier_events_start */
 	TIER_EV_RMDIR,
 };

@@ -138,6 +138,9 @@ struct tier_rec {
 		      * write was queued: written again once it is done */
 #define TL3_STALE 8  /* with TL3_QUEUED: L3 may hold a copy with older
 		      * attributes, deleted if this write fails */
+#define TL3_SENDING 16 /* with TL3_IN: a copy of its bytes is queued, not
+			* yet stored (never dropped for another node's
+			* version: tier_l3_notify.c) */
 
 /* 184 bytes: with malloc's 8-byte header, one 192-byte heap chunk. */
 _Static_assert(sizeof(struct tier_rec) <= 184, "tier_rec grew");
@@ -368,9 +371,10 @@ void tier_l3_notify_stop(struct tier *t);
 /* After tier_l3_close (no writer left): frees it. */
 void tier_l3_notify_close(struct tier *t);
 /* Announces (ns, key) stored in L3 (the L3 writer thread, after the
- * SET succeeded; no lock held). */
+ * SET succeeded; no lock held), with the raw checksum of the version
+ * stored for a file of a path namespace (sum), NULL for a key chunk. */
 void tier_l3_notify_stored(struct tier *t, const char *ns,
-			   const struct kvfs_key *key);
+			   const struct kvfs_key *key, const uint64_t *sum);
 struct l3n_stats;
 void tier_l3_notify_stats(struct tier *t, struct l3n_stats *st);
 /* tier_l3_store (tier_l3.c) - the L3 store of t (t->l3 not NULL). */
@@ -454,6 +458,10 @@ void tier_zombie(struct tier *t, struct tier_rec *r);
  * bookkeeping; pinned bytes stay with their readers (a zombie). Returns
  * whether the caller must tier_l2_sync_frees once it dropped the lock. */
 bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r);
+/* tier_drop_rec_locked (tier_read.c) - the same, but L3 is left alone (no
+ * deletion, no tombstone) and on_gone is queued as for an eviction: this
+ * node lets go of its copy (another node stored a newer version in L3). */
+bool tier_drop_rec_locked(struct tier *t, struct tier_rec *r);
 /* Frees r's L1 extent (if any). */
 void tier_free_extent(struct tier *t, struct tier_rec *r);
 /* Room may have been made in L1: wakes writers waiting for it. */

@@ -23,7 +23,10 @@
  * instead, bounded by the store's queue); ingest=evicted copies the
  * victim's bytes under tier.lock (the victim is leaving L1) as L2's
  * demotion does. A chunk that came from L3, or was stored there by this
- * node, is not written again (rec.l3).
+ * node, is not written again (rec.l3); once stored, a chunk whose
+ * checksum was not computed takes the record's raw_sum (a path file's
+ * announcement carries it: tier_l3_notify.c compares it with another
+ * node's version).
  *
  * A record of a file of a path namespace carries the file's mode, owner
  * and mtime (record.h version 3), taken from the mount (cfg.pattr_get)
@@ -118,6 +121,7 @@ struct tl3_job {
 	uint64_t forgets; /* tier_l3.forgets[bucket] at queueing */
 	bool has_attr;    /* a path file's attributes (cfg.pattr_get) */
 	struct kvrec_attr attr;
+	uint64_t raw_sum; /* the record's, once built */
 };
 
 static void pattr_stale(struct tier *t, struct tier_rec *r);
@@ -163,7 +167,7 @@ static void ws_put(struct tier_l3 *t3, struct tl3_ws *w)
 /* ----------------------------------------------------------- writes */
 
 /* Builds the record of src (size bytes) into *out. */
-static int build(struct tier *t, const struct tl3_job *j, const void *src,
+static int build(struct tier *t, struct tl3_job *j, const void *src,
 		 void **out, size_t *out_len)
 {
 	struct tier_l3 *t3 = t->l3;
@@ -203,7 +207,7 @@ static int build(struct tier *t, const struct tl3_job *j, const void *src,
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	d.seq = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	d.raw_sum = kvrec_sum(src, j->size, 0);
+	d.raw_sum = j->raw_sum = kvrec_sum(src, j->size, 0);
 	d.stored_sum = kvrec_sum(buf + KVREC_HDR_BYTES, d.stored_len, 0);
 	rc = kvrec_hdr_build((struct kvrec_hdr *)buf, &d, t3->salt);
 	if (rc) {
@@ -258,14 +262,37 @@ static void stored_event(struct tier *t, const struct tl3_job *j)
 			    TIER_EV_L3, TIER_EV_DEMOTE);
 }
 
+/* A stored chunk's record (tier.lock held): its checksum is the
+ * record's raw_sum when it was not computed yet (compared with another
+ * node's version by tier_l3_notify.c); a copy's write is no longer in
+ * flight. */
+static void stored_sum(struct tier *t, const struct tl3_job *j)
+{
+	struct tier_rec *r = j->r ? j->r : tier_idx_find(t, j->ns_id, &j->key);
+
+	if (!r || r->gen != j->gen)
+		return;
+	if (r->flags & TREC_NOSUM) {
+		r->checksum = j->raw_sum;
+		r->flags &= (uint8_t)~TREC_NOSUM;
+	}
+	if (!j->r)
+		r->l3 &= (uint8_t)~TL3_SENDING;
+}
+
 static void job_release(void *arg, int err)
 {
 	struct tl3_job *j = arg;
 	struct tier *t = j->t;
 
-	if (!err) /* stored: other nodes' waiters may go (no lock held) */
-		tier_l3_notify_stored(t, j->ns, &j->key);
+	/* stored: other nodes' waiters may go, and a path file's other
+	 * version there is superseded (no lock held) */
+	if (!err)
+		tier_l3_notify_stored(t, j->ns, &j->key,
+				      j->has_attr ? &j->raw_sum : NULL);
 	tier_lock(t);
+	if (!err)
+		stored_sum(t, j);
 	if (j->r) {
 		uint8_t was = j->r->l3;
 
@@ -326,7 +353,8 @@ static void queue_put(struct tier *t, struct tier_rec *r, void *raw)
 		t3->pinned += r->size;
 		r->l3 = TL3_QUEUED;
 	} else {
-		r->l3 = TL3_IN; /* leaving L1: a later copy would be the same */
+		/* leaving L1: a later copy would be the same */
+		r->l3 = TL3_IN | TL3_SENDING;
 	}
 	src.encode = job_encode;
 	src.release = job_release;
@@ -561,7 +589,7 @@ void tier_l3_pattr_changed(struct tier *t, uint32_t ns,
 	r = tier_idx_find(t, ns, key);
 	if (r && (r->l3 & TL3_QUEUED)) /* job_release writes it again */
 		r->l3 |= TL3_REDO;
-	else if (r && r->l3 == TL3_IN)
+	else if (r && (r->l3 & ~TL3_SENDING) == TL3_IN)
 		pattr_stale(t, r);
 	tier_unlock(t);
 }

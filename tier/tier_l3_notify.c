@@ -4,8 +4,29 @@
  * announced (tier_l3_notify_stored); a notification from any node wakes
  * this node's waiters on that key (tier_wait.h), and a subscription that
  * comes back after a gap wakes every waiter to re-check.
+ *
+ * Versions of path files. A file of a path namespace changes (O_TRUNC,
+ * a rename onto its name) under the same key, so the announcement of a
+ * path file carries the raw checksum of the version stored. A node that
+ * holds that key as another version (its checksum differs) lets go of
+ * its copy, from every local tier, as an eviction would (on_gone: the
+ * name vanishes from its tree and from the kernel's caches; readers that
+ * have it open keep its bytes), so the next lookup of the name finds the
+ * new version in L3, with the attributes its record carries. Only a copy
+ * L3 has or had: stored there by this node or read from there (TL3_IN),
+ * nothing of it queued for L3 (TL3_QUEUED, TL3_SENDING) and its checksum
+ * known; a version of this node not yet stored is never dropped (its own
+ * SET comes later and wins in L3, and its announcement tells the others
+ * in turn), nor a copy whose L3 write failed. The same version (this
+ * node's own announcement included) is kept. No L3 deletion, no
+ * tombstone. Key chunks' announcements carry no checksum: a key chunk is
+ * never rewritten, and a different copy of a key on two nodes is left
+ * alone. A notification missed (subscription down, node down, an older
+ * writer's announcement without a checksum) leaves the copy as it is
+ * until this node evicts or unlinks it (kvfs(7) EVICTION).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +38,48 @@
 struct tier_l3_notify {
 	struct l3n *n;
 	struct l3 *l3;
+	_Atomic uint64_t superseded; /* copies let go of (wait stats) */
 };
 
+/* Version sum of (name, key) is in L3: this node's copy of another
+ * version goes (see the top; subscriber thread, no lock held). */
+static void superseded(struct tier *t, const char *name,
+		       const struct kvfs_key *key, uint64_t sum)
+{
+	struct tier_ns *n;
+	struct tier_rec *r;
+	bool sync = false, waited = false;
+	int waits = 0;
+	uint32_t ns;
+
+	tier_lock(t);
+	n = tier_ns_by_name(t, name);
+	if (!n) {
+		tier_unlock(t);
+		return;
+	}
+	ns = n->id;
+again:
+	r = tier_idx_find(t, ns, key);
+	if (r && r->l3 == TL3_IN && !(r->flags & TREC_NOSUM) &&
+	    r->checksum != sum) {
+		/* an L2 write of it in flight: let it land, then erase it
+		 * with the rest, as an unlink does (tier_unlink) */
+		if (waits < 3 && tier_l2_wait_write(t, r)) {
+			waited = true;
+			waits++;
+			goto again;
+		}
+		sync = tier_drop_rec_locked(t, r) || waited;
+		atomic_fetch_add(&t->l3n->superseded, 1);
+	}
+	tier_unlock(t);
+	if (sync)
+		tier_l2_sync_frees(t);
+}
+
 static void on_key(void *arg, const char *ns, size_t nslen,
-		   const struct kvfs_key *key)
+		   const struct kvfs_key *key, const uint64_t *sum)
 {
 	char name[KVFS_NS_NAME_MAX + 1];
 
@@ -28,6 +87,8 @@ static void on_key(void *arg, const char *ns, size_t nslen,
 		return;
 	memcpy(name, ns, nslen);
 	name[nslen] = '\0';
+	if (sum)
+		superseded(arg, name, key, *sum);
 	tier_wait_wake_name(arg, name, key);
 }
 
@@ -87,7 +148,7 @@ void tier_l3_notify_close(struct tier *t)
 }
 
 void tier_l3_notify_stored(struct tier *t, const char *ns,
-			   const struct kvfs_key *key)
+			   const struct kvfs_key *key, const uint64_t *sum)
 {
 	char k[L3_KEY_MAX];
 	size_t klen;
@@ -95,7 +156,7 @@ void tier_l3_notify_stored(struct tier *t, const char *ns,
 	if (!t->l3n)
 		return;
 	klen = l3_key(t->l3n->l3, ns, key, k);
-	(void)l3n_publish(t->l3n->n, ns, key, k, klen);
+	(void)l3n_publish(t->l3n->n, ns, key, k, klen, sum);
 }
 
 void tier_l3_notify_stats(struct tier *t, struct l3n_stats *st)
@@ -116,4 +177,5 @@ void tier_wait_stats(struct tier *t, struct tier_wait_stats *st)
 	st->notify_received = ns.received;
 	st->notify_resubscribes = ns.resubscribes;
 	st->notify_subscribed = ns.subscribed;
+	st->notify_superseded = t->l3n ? atomic_load(&t->l3n->superseded) : 0;
 }

@@ -120,6 +120,9 @@ int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	return tier_get_flags(t, ns, key, 0, out);
 }
 
+/* tier_unlink_rec_locked (unlink) or tier_drop_rec_locked (below). */
+static bool rec_leave(struct tier *t, struct tier_rec *r, bool unlink);
+
 static int get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	       unsigned flags, uint64_t reader, struct tier_chunk **out);
 
@@ -343,13 +346,27 @@ int tier_sync(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 
 bool tier_unlink_rec_locked(struct tier *t, struct tier_rec *r)
 {
+	return rec_leave(t, r, true);
+}
+
+bool tier_drop_rec_locked(struct tier *t, struct tier_rec *r)
+{
+	return rec_leave(t, r, false);
+}
+
+static bool rec_leave(struct tier *t, struct tier_rec *r, bool unlink)
+{
 	bool sync;
 
-	tier_ev(t, r, TIER_EV_REMOVED, r->where, TIER_EV_UNLINK);
+	tier_ev(t, r, TIER_EV_REMOVED, r->where,
+		unlink ? TIER_EV_UNLINK : TIER_EV_DROP);
 	tier_ra_leaving(t, r, false);
 	tier_idx_remove(t, r);
 	sync = tier_l2_forget(t, r);
-	tier_l3_forget(t, r);
+	if (unlink)
+		tier_l3_forget(t, r);
+	else
+		tier_queue_gone(t, r, TIER_GONE_DROPPED);
 	if (r->where == TIER_L1) {
 		t->pops->remove(t->pol, &r->pi);
 		/* Keep the extent while pinned: only the bookkeeping goes. */

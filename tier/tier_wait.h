@@ -55,6 +55,9 @@ struct tier_wait_stats {
 	/* L3 notifications (tier/l3/l3_notify.h; 0 without L3) */
 	uint64_t notify_sent, notify_errors, notify_received;
 	uint64_t notify_resubscribes, notify_subscribed;
+	/* path files this node let go of: another node stored another
+	 * version in L3 (tier_l3_notify.c) */
+	uint64_t notify_superseded;
 };
 
 /* tier_waiter_init / tier_waiter_fini - before the first and after the

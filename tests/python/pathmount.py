@@ -188,6 +188,15 @@ def kv_block(seed, nbytes=BLOCK):
     return (vals.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)
 
 
+def put(path, data, mode=0o644):
+    """Writes a file whole (created, or a new version by O_TRUNC)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def tier_of(path):
     try:
         return os.getxattr(path, "user.kvfs.tier").decode()

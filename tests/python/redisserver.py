@@ -46,6 +46,23 @@ class Redis:
                               list(args), capture_output=True, text=True,
                               timeout=10).stdout.strip()
 
+    def getrange(self, key, start, end):
+        """GETRANGE of key (str) as bytes (a value is binary: not through
+        redis-cli)."""
+        args = [b"GETRANGE", key.encode(), b"%d" % start, b"%d" % end]
+        with socket.create_connection(("127.0.0.1", self.port),
+                                      timeout=10) as s:
+            s.sendall(b"*%d\r\n" % len(args) + b"".join(
+                b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+            buf = b""
+            while b"\r\n" not in buf:
+                buf += s.recv(4096)
+            n = int(buf[1:buf.index(b"\r\n")])
+            buf = buf[buf.index(b"\r\n") + 2:]
+            while len(buf) < n:
+                buf += s.recv(4096)
+        return buf[:n]
+
     def kill(self):
         if self.proc:
             self.proc.kill()

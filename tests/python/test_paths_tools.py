@@ -55,12 +55,7 @@ def tearDownModule():
         TABLE.clear()
 
 
-def put(path, data, mode=0o644):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
+put = pathmount.put
 
 
 def make_tree(root):

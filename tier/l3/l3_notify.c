@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@
 #include "tier/l3/l3_slot.h"
 
 #define L3N_SUFFIX "handoff"
+#define L3N_SUM_LEN 16 /* hex digits of a version's raw checksum */
 #define L3N_MAX_CONNS L3R_MAX_NODES
 
 struct l3n {
@@ -93,10 +95,11 @@ static int channel(const struct l3n *n, int slot, char *buf)
 }
 
 int l3n_publish(struct l3n *n, const char *ns, const struct kvfs_key *key,
-		const char *l3key, size_t l3klen)
+		const char *l3key, size_t l3klen, const uint64_t *sum)
 {
 	enum l3r_mode mode = l3r_mode_now(n->cfg.r);
-	char ch[L3N_CHANNEL_MAX], msg[KVFS_KEY_HEX_LEN + KVFS_NS_NAME_MAX + 2];
+	char ch[L3N_CHANNEL_MAX],
+		msg[KVFS_KEY_HEX_LEN + KVFS_NS_NAME_MAX + L3N_SUM_LEN + 2];
 	const char *argv[3];
 	size_t lens[3];
 	struct l3r_op op;
@@ -109,8 +112,12 @@ int l3n_publish(struct l3n *n, const char *ns, const struct kvfs_key *key,
 	chlen = channel(n, mode == L3R_CLUSTER ?
 				   (int)l3_key_slot(l3key, l3klen) : -1, ch);
 	kvfs_key_hex(key, msg);
-	snprintf(msg + KVFS_KEY_HEX_LEN, sizeof(msg) - KVFS_KEY_HEX_LEN, "%s",
-		 ns);
+	if (sum) /* a path file's version: "<key><ns>/<raw_sum>" */
+		snprintf(msg + KVFS_KEY_HEX_LEN, sizeof(msg) - KVFS_KEY_HEX_LEN,
+			 "%s/%016" PRIx64, ns, *sum);
+	else
+		snprintf(msg + KVFS_KEY_HEX_LEN,
+			 sizeof(msg) - KVFS_KEY_HEX_LEN, "%s", ns);
 	argv[0] = mode == L3R_CLUSTER ? "SPUBLISH" : "PUBLISH";
 	argv[1] = ch;
 	argv[2] = msg;
@@ -291,13 +298,42 @@ static int sub_all(struct l3n *n, struct sub *subs, int *ns)
 	return rc;
 }
 
+/* A message's payload: "<key hex><ns>" or "<key hex><ns>/<raw_sum hex>"
+ * (l3n_publish); anything else is not ours and ignored. */
+static void on_message(struct l3n *n, const char *p, size_t len)
+{
+	const char *ns, *slash;
+	struct kvfs_key key;
+	uint64_t sum = 0;
+	size_t nslen;
+
+	if (len <= KVFS_KEY_HEX_LEN || kvfs_key_parse(p, KVFS_KEY_HEX_LEN, &key))
+		return;
+	ns = p + KVFS_KEY_HEX_LEN;
+	nslen = len - KVFS_KEY_HEX_LEN;
+	slash = memchr(ns, '/', nslen);
+	if (slash) {
+		char h[L3N_SUM_LEN + 1];
+
+		if (slash == ns || (size_t)(p + len - slash - 1) != L3N_SUM_LEN)
+			return;
+		memcpy(h, slash + 1, L3N_SUM_LEN);
+		h[L3N_SUM_LEN] = '\0';
+		if (strspn(h, "0123456789abcdef") != L3N_SUM_LEN)
+			return;
+		sum = strtoull(h, NULL, 16);
+		nslen = (size_t)(slash - ns);
+	}
+	atomic_fetch_add(&n->received, 1);
+	n->cfg.on_key(n->cfg.arg, ns, nslen, &key, slash ? &sum : NULL);
+}
+
 /* One reply on a subscribed connection: 0, or -EAGAIN when the
  * subscriptions must be made again (dropped by the server, an error). */
 static int on_reply(struct l3n *n, struct sub *s, redisReply *r,
 		    long *pending)
 {
 	const redisReply *kind, *pay;
-	struct kvfs_key key;
 
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
 	    r->element[0]->type != REDIS_REPLY_STRING)
@@ -305,13 +341,8 @@ static int on_reply(struct l3n *n, struct sub *s, redisReply *r,
 	kind = r->element[0];
 	pay = r->element[2];
 	if (!strcmp(kind->str, "message") || !strcmp(kind->str, "smessage")) {
-		if (pay->type != REDIS_REPLY_STRING ||
-		    pay->len <= KVFS_KEY_HEX_LEN ||
-		    kvfs_key_parse(pay->str, KVFS_KEY_HEX_LEN, &key))
-			return 0; /* not ours: ignored */
-		atomic_fetch_add(&n->received, 1);
-		n->cfg.on_key(n->cfg.arg, pay->str + KVFS_KEY_HEX_LEN,
-			      pay->len - KVFS_KEY_HEX_LEN, &key);
+		if (pay->type == REDIS_REPLY_STRING)
+			on_message(n, pay->str, pay->len);
 		return 0;
 	}
 	if (!strcmp(kind->str, "subscribe") ||

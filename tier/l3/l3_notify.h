@@ -9,7 +9,13 @@
  * chunk's key: a notification is published on the master that holds the
  * key (and fails over and moves with its slot), and each subscriber
  * subscribes on every master to the channels of the slots it serves.
- * The message: 32 hex digits of the chunk key, then the namespace name.
+ * The message: 32 hex digits of the chunk key, then the namespace name;
+ * for a file of a path namespace (a record that carries attributes,
+ * record.h version 3) then '/' and 16 hex digits of the stored version's
+ * raw checksum (record.h raw_sum), "<key hex><ns>/<raw_sum hex>": a
+ * namespace name never holds '/', so a subscriber takes the name up to
+ * it (an older one fails to match the whole string as a name: its
+ * waiters re-check at their interval instead).
  *
  * Publishing (l3n_publish) runs on the caller's thread through the L3
  * client (tier/l3/l3_redis.h), after the value was stored, bounded by
@@ -44,9 +50,11 @@ struct l3n_config {
 	const char *user;       /* AUTH user, NULL = default */
 	const char *password;   /* AUTH, NULL = none (copied) */
 	int timeout_ms;         /* connect, AUTH, publish */
-	/* a chunk (ns of nslen bytes, key) was stored in L3 by some node */
+	/* a chunk (ns of nslen bytes, key) was stored in L3 by some node;
+	 * sum: the raw checksum of the version stored, NULL when the
+	 * message carries none */
 	void (*on_key)(void *arg, const char *ns, size_t nslen,
-		       const struct kvfs_key *key);
+		       const struct kvfs_key *key, const uint64_t *sum);
 	/* subscribed again after a gap */
 	void (*on_resync)(void *arg);
 	void (*log)(void *arg, const char *msg);
@@ -74,11 +82,12 @@ void l3n_close(struct l3n *n);
 
 /*
  * l3n_publish - announces that (ns, key) is stored in L3 (the Redis key
- * of l3_key). Synchronous, bounded by timeout_ms. 0, or the error of the
+ * of l3_key), with the raw checksum of the version stored when sum is
+ * not NULL. Synchronous, bounded by timeout_ms. 0, or the error of the
  * L3 client (-EHOSTDOWN, -ETIMEDOUT...), counted in pub_errors.
  */
 int l3n_publish(struct l3n *n, const char *ns, const struct kvfs_key *key,
-		const char *l3key, size_t l3klen);
+		const char *l3key, size_t l3klen, const uint64_t *sum);
 
 void l3n_get_stats(struct l3n *n, struct l3n_stats *st);
 
