@@ -142,9 +142,17 @@ void pth_writer_attr_set(struct fs *fs, struct fs_wr *w)
 	if (!w->path || !w->has_key)
 		return;
 	e = fs_ptree_by_key(paths_of(fs), w->ns, &w->key);
-	if (e && e->keyed && e->gen == w->final_gen && !e->busy) {
+	if (!e || !e->keyed || e->gen != w->final_gen)
+		return;
+	if (!e->busy) {
 		name_takes_attr(e, w);
 		pattr_changed_file(fs, e); /* journal, L3 */
+	}
+	if (e->wr && e->wr != w) { /* an O_TRUNC version of it, one inode to
+				    * the kernel: it replaces w with them */
+		e->wr->mode = w->mode;
+		e->wr->uid = w->uid;
+		e->wr->gid = w->gid;
 	}
 }
 
@@ -714,6 +722,27 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_attr(req, &st, FS_PATH_TTL);
 }
 
+/* A chmod, chown or utimensat of a published file while an O_TRUNC
+ * version of it is being written (priv.lock held): to the kernel they are
+ * one inode, so the version that replaces it at close takes the change
+ * too (else an fchmod 0600 on the writer's fd would be undone by its
+ * close). */
+static void writer_attr_set(struct fs_wr *w, const struct fs_inode *in,
+			    int to_set)
+{
+	if (to_set & FUSE_SET_ATTR_MODE)
+		w->mode = in->mode;
+	if (to_set & FUSE_SET_ATTR_UID)
+		w->uid = in->uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		w->gid = in->gid;
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
+		__atomic_store_n(&w->mtime_ns,
+				 (uint64_t)in->mtime.tv_sec * 1000000000ULL +
+				 (uint64_t)in->mtime.tv_nsec,
+				 __ATOMIC_RELAXED);
+}
+
 /*
  * chmod, chown and utimensat of published path file ino (priv.lock
  * held): kept with its name (and remembered by the inode for fds that
@@ -757,6 +786,8 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 		e->mtime = in->mtime;
 		e->has_mtime = true;
 		pattr_changed_file(fs, e); /* journal, L3 */
+		if (e->wr) /* a new version being written: the same file */
+			writer_attr_set(e->wr, in, to_set);
 	}
 	return 0;
 }

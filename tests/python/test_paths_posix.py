@@ -261,6 +261,33 @@ class Paths(unittest.TestCase):
         old.close()
         self.assertEqual(os.listdir(ns), ["v"])
 
+    def test_chmod_while_a_new_version_is_written(self):
+        """An fchmod/fchown on an O_TRUNC writer's fd (one inode to the
+        kernel) is the new version's mode and owner once it is closed,
+        whether the version it replaces was published long ago or its
+        own close is still being published; so is a chmod by path."""
+        ns = self.ns("rechmod")
+        for delay in (0, 0.5):
+            for how in ("fchmod", "chmod"):
+                p = os.path.join(ns, "f%s_%s" % (how, delay))
+                put(p, b"A" * 1000)
+                time.sleep(delay)
+                fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+                os.write(fd, b"B" * 2000)
+                if how == "fchmod":
+                    os.fchmod(fd, 0o600)
+                    os.fchown(fd, 1000, 1000)
+                else:
+                    os.chmod(p, 0o600)
+                    os.chown(p, 1000, 1000)
+                os.close(fd)
+                st = os.stat(p)
+                self.assertEqual((st.st_mode & 0o7777, st.st_uid, st.st_gid,
+                                  st.st_size), (0o600, 1000, 1000, 2000),
+                                 "%s, %s s after the first close" %
+                                 (how, delay))
+                self.assertEqual(get(p), b"B" * 2000)
+
     def test_odirect_utimens_statvfs_fsync_vectored(self):
         ns = self.ns("calls")
         p = os.path.join(ns, "d.bin")
