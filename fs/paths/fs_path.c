@@ -144,15 +144,22 @@ void pth_writer_attr_set(struct fs *fs, struct fs_wr *w)
 	e = fs_ptree_by_key(paths_of(fs), w->ns, &w->key);
 	if (!e || !e->keyed || e->gen != w->final_gen)
 		return;
-	if (!e->busy) {
-		name_takes_attr(e, w);
-		pattr_changed_file(fs, e); /* journal, L3 */
-	}
 	if (e->wr && e->wr != w) { /* an O_TRUNC version of it, one inode to
-				    * the kernel: it replaces w with them */
+				    * the kernel: it takes the change; w, the
+				    * version it replaces, only what narrows
+				    * (writer_attr_set) */
 		e->wr->mode = w->mode;
 		e->wr->uid = w->uid;
 		e->wr->gid = w->gid;
+		if (e->has_attr) {
+			w->mode &= e->mode & 07777;
+			w->uid = e->uid;
+			w->gid = e->gid;
+		}
+	}
+	if (!e->busy) {
+		name_takes_attr(e, w);
+		pattr_changed_file(fs, e); /* journal, L3 */
 	}
 }
 
@@ -412,6 +419,9 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 		w->mode = e->mode;
 		w->uid = e->uid;
 		w->gid = e->gid;
+		if (ctx->uid != 0) /* a write by another drops set-id bits */
+			w->mode &= ~(mode_t)(S_ISUID |
+						 ((w->mode & S_IXGRP) ? S_ISGID : 0));
 	}
 	w->st_ino = e->ino;
 	w->creator_tid = ctx->pid;
@@ -725,22 +735,24 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 /* A chmod, chown or utimensat of a published file while an O_TRUNC
  * version of it is being written (priv.lock held): to the kernel they are
  * one inode, so the version that replaces it at close takes the change
- * too (else an fchmod 0600 on the writer's fd would be undone by its
- * close). */
-static void writer_attr_set(struct fs_wr *w, const struct fs_inode *in,
-			    int to_set)
+ * (else an fchmod 0600 on the writer's fd would be undone by its close).
+ * The version being replaced takes only what narrows who may read it
+ * (mode bits cleared, never set; its owner stays): its bytes must never
+ * reach users they did not reach before, as on a local filesystem, where
+ * the O_TRUNC open already dropped them. */
+static void writer_attr_set(struct fs_wr *w, const struct stat *attr,
+			    int to_set, const struct timespec *mt)
 {
 	if (to_set & FUSE_SET_ATTR_MODE)
-		w->mode = in->mode;
+		w->mode = attr->st_mode & 07777;
 	if (to_set & FUSE_SET_ATTR_UID)
-		w->uid = in->uid;
+		w->uid = attr->st_uid;
 	if (to_set & FUSE_SET_ATTR_GID)
-		w->gid = in->gid;
+		w->gid = attr->st_gid;
 	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
 		__atomic_store_n(&w->mtime_ns,
-				 (uint64_t)in->mtime.tv_sec * 1000000000ULL +
-				 (uint64_t)in->mtime.tv_nsec,
-				 __ATOMIC_RELAXED);
+				 (uint64_t)mt->tv_sec * 1000000000ULL +
+				 (uint64_t)mt->tv_nsec, __ATOMIC_RELAXED);
 }
 
 /*
@@ -771,13 +783,19 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 	st->st_uid = nsi->uid;
 	st->st_gid = nsi->gid;
 	fs_path_chunk_attr_locked(fs, nsi, in, &in->key, in->gen, st);
-	if (to_set & FUSE_SET_ATTR_MODE)
-		in->mode = attr->st_mode & 07777;
-	if (to_set & FUSE_SET_ATTR_UID)
-		in->uid = attr->st_uid;
-	if (to_set & FUSE_SET_ATTR_GID)
-		in->gid = attr->st_gid;
 	set_mtime(&in->mtime, attr, to_set);
+	if (e && e->wr) { /* a new version being written: see there */
+		writer_attr_set(e->wr, attr, to_set, &in->mtime);
+		if (to_set & FUSE_SET_ATTR_MODE)
+			in->mode &= attr->st_mode & 07777;
+	} else {
+		if (to_set & FUSE_SET_ATTR_MODE)
+			in->mode = attr->st_mode & 07777;
+		if (to_set & FUSE_SET_ATTR_UID)
+			in->uid = attr->st_uid;
+		if (to_set & FUSE_SET_ATTR_GID)
+			in->gid = attr->st_gid;
+	}
 	if (e) {
 		e->has_attr = true;
 		e->mode = in->mode;
@@ -786,8 +804,6 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 		e->mtime = in->mtime;
 		e->has_mtime = true;
 		pattr_changed_file(fs, e); /* journal, L3 */
-		if (e->wr) /* a new version being written: the same file */
-			writer_attr_set(e->wr, in, to_set);
 	}
 	return 0;
 }

@@ -15,6 +15,7 @@ The caller is another user (nobody), on a mount with allow_other.
 Exit 77 (skip) when the daemon or libkvfs is missing, or not root, or
 nobody cannot run this interpreter.
 """
+import errno
 import json
 import os
 import shutil
@@ -343,6 +344,46 @@ class Races(unittest.TestCase):
         self.assertTrue(g is None or g < 0, r)
         self.assertNotEqual(o, "VICTIM-0600-BYTES", r)
         self.assertIn([uid, mode], ([1000, 0o600], [NOBODY, 0o644]), r)
+
+    def test_chmod_widened_during_a_rewrite(self):
+        """A 0600 file of root is rewritten with O_TRUNC and made 0644
+        (by name, and on another file by fchmod of the writer's fd) while
+        the writer is open: nobody never reads its old bytes (they were
+        0600: an open during the rewrite is EACCES, as is a reopen of an
+        fd nobody got before), and reads the new ones once the writer
+        closed, 0644 (the old version's mode was widened, or the chmod
+        lost at the close). Also: a rewrite by nobody drops set-id bits."""
+        for how in ("chmod", "fchmod"):
+            p = os.path.join(self.dir, "w" + how)
+            with open(p, "wb") as f:
+                f.write(b"OLD-SECRET")
+            os.chmod(p, 0o600)
+            time.sleep(0.3)  # published, as long ago
+            w = os.open(p, os.O_WRONLY | os.O_TRUNC)
+            os.write(w, b"NEW-PUBLIC")
+            if how == "chmod":
+                os.chmod(p, 0o644)
+            else:
+                os.fchmod(w, 0o644)
+            code = ("import os\ntry:\n"
+                    "    o = open(%r, 'rb').read().decode()\n"
+                    "except OSError as e:\n"
+                    "    o = e.errno\n"
+                    "print(json.dumps(o))\n" % p)
+            self.assertEqual(as_nobody(code, "race"), errno.EACCES, how)
+            os.close(w)
+            st = os.stat(p)
+            self.assertEqual(st.st_mode & 0o7777, 0o644, how)
+            self.assertEqual(as_nobody(code, "race"), "NEW-PUBLIC", how)
+        p = os.path.join(self.dir, "suid")
+        with open(p, "wb") as f:
+            f.write(b"x")
+        os.chmod(p, 0o6777)
+        time.sleep(0.3)
+        as_nobody("import os\nfd = os.open(%r, os.O_WRONLY | os.O_TRUNC)\n"
+                  "os.write(fd, b'y')\nos.close(fd)\nprint(1)\n" % p,
+                  "race")
+        self.assertEqual(os.stat(p).st_mode & 0o7777, 0o777)
 
     def test_root_without_dac_capabilities(self):
         """Root whose capabilities lack CAP_DAC_OVERRIDE and
