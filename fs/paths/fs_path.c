@@ -740,15 +740,21 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
  * (mode bits cleared, never set; its owner stays): its bytes must never
  * reach users they did not reach before, as on a local filesystem, where
  * the O_TRUNC open already dropped them. */
+static void owner_set(mode_t *mode, uid_t *uid, gid_t *gid,
+		      const struct stat *attr, int to_set)
+{
+	if (to_set & FUSE_SET_ATTR_MODE)
+		*mode = attr->st_mode & 07777;
+	if (to_set & FUSE_SET_ATTR_UID)
+		*uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		*gid = attr->st_gid;
+}
+
 static void writer_attr_set(struct fs_wr *w, const struct stat *attr,
 			    int to_set, const struct timespec *mt)
 {
-	if (to_set & FUSE_SET_ATTR_MODE)
-		w->mode = attr->st_mode & 07777;
-	if (to_set & FUSE_SET_ATTR_UID)
-		w->uid = attr->st_uid;
-	if (to_set & FUSE_SET_ATTR_GID)
-		w->gid = attr->st_gid;
+	owner_set(&w->mode, &w->uid, &w->gid, attr, to_set);
 	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
 		__atomic_store_n(&w->mtime_ns,
 				 (uint64_t)mt->tv_sec * 1000000000ULL +
@@ -789,12 +795,7 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 		if (to_set & FUSE_SET_ATTR_MODE)
 			in->mode &= attr->st_mode & 07777;
 	} else {
-		if (to_set & FUSE_SET_ATTR_MODE)
-			in->mode = attr->st_mode & 07777;
-		if (to_set & FUSE_SET_ATTR_UID)
-			in->uid = attr->st_uid;
-		if (to_set & FUSE_SET_ATTR_GID)
-			in->gid = attr->st_gid;
+		owner_set(&in->mode, &in->uid, &in->gid, attr, to_set);
 	}
 	if (e) {
 		e->has_attr = true;
