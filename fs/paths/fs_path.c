@@ -1131,12 +1131,23 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 
 		pthread_mutex_lock(&fs->priv->lock);
 		if (w->opens == 1) {
-			w->closing = true;
+			bool rewrite = w->pent && w->pent->wr == w &&
+				       w->pent->keyed;
+			/* a new version with nothing written yet: a dup of
+			 * the fd may write still (a shell's `cmd > file`
+			 * closes the fd it opened, then fstats and writes
+			 * through its dup), so it stays open, to readers'
+			 * settles too, until its release publishes it, as
+			 * fs_op_flush leaves an empty key chunk */
+			bool empty = rewrite &&
+				     !__atomic_load_n(&w->nwrites,
+						      __ATOMIC_RELAXED);
+
+			w->closing = !empty;
 			/* a write failed: close() reports it (fs_op_flush)
 			 * and the file goes now, not at publication */
 			doomed = fs_wr_error(w) != 0;
-			replaces = !doomed && w->pent && w->pent->wr == w &&
-				   w->pent->keyed;
+			replaces = !doomed && rewrite && !empty;
 			/* a new name fsync'ed before its close: published
 			 * (and made durable) now too */
 			synced = !doomed && !replaces && w->pent &&

@@ -261,6 +261,31 @@ class Paths(unittest.TestCase):
         old.close()
         self.assertEqual(os.listdir(ns), ["v"])
 
+    def test_shell_redirect_over_a_file(self):
+        """`echo x > file` over a published file: the shell opens it
+        O_TRUNC, dup2s the fd to 1 and closes the fd it opened before
+        writing. That first close must not publish the still-empty
+        version (the write then failed with EPERM and the file was left
+        empty); an O_TRUNC open closed with nothing written empties it."""
+        ns = self.ns("redirect")
+        p = os.path.join(ns, "cfg")
+        put(p, b"v1\n")
+        for sh, data in (("sh", b"v2\n"), ("bash", b"v3\n")):
+            r = subprocess.run([sh, "-c", "echo %s > %s" %
+                                (data.decode().strip(), p)],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(get(p), data)
+        fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+        d = os.dup(fd)
+        os.close(fd)
+        os.write(d, b"via a dup")
+        os.close(d)
+        self.assertEqual(get(p), b"via a dup")
+        os.close(os.open(p, os.O_WRONLY | os.O_TRUNC))
+        self.assertEqual(os.stat(p).st_size, 0)
+        self.assertEqual(get(p), b"")
+
     def test_chmod_while_a_new_version_is_written(self):
         """An fchmod/fchown on an O_TRUNC writer's fd (one inode to the
         kernel) is the new version's mode and owner once it is closed,
