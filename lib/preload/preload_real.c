@@ -3,7 +3,8 @@
  * served fd (lib/preload/README.md, "Calls on a served fd"): the fd is
  * made the real file's first (pl_fd_real: a chunk being written is
  * settled, one being read is realized: its name opened again, checked
- * to be the same version, dup3'd onto the fd), then the real call runs
+ * to hold the same bytes (preload_fd.c, same_bytes), dup3'd onto the
+ * fd), then the real call runs
  * on it, so its answer is the kernel's. Where the name no longer holds
  * the version served (replaced, removed), fchmod, fchown and futimens
  * change that version as the kernel would change the old inode (the
