@@ -34,8 +34,12 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include <linux/close_range.h>
+
+#define XXH_INLINE_ALL /* header-only: the library links libc alone */
+#include <xxhash.h>
 
 #include "lib/preload/preload_i.h"
 
@@ -256,6 +260,67 @@ void pl_fd_track(int fd, struct pl_chunk *c)
 
 /* ------------------------------------------------------------- reads */
 
+static void forget_if(int fd, struct pl_chunk *c);
+
+/* What a served call answers when c was handed to the real file
+ * (pl_realize, fdopen's memfd) while the call waited for c->lock: the
+ * call is made again, on what the fd is now. */
+#define RETRY (-2)
+
+/* c->lock held: whether c is gone (handed over); if so the lock is let
+ * go, fd forgotten where it still stands for c (a socket dup'ed while
+ * the hand-over ran: its reads then fail, never other bytes) and c
+ * dropped. */
+static bool gone_unlock(int fd, struct pl_chunk *c)
+{
+	if (!c->gone)
+		return false;
+	pthread_mutex_unlock(&c->lock);
+	forget_if(fd, c);
+	pl_put(c);
+	return true;
+}
+
+/* r = call, the kernel's on a memfd entry's fd, made under c->lock where
+ * it moves the fd's offset (read, readv, lseek, preadv2 at -1), so that
+ * pl_realize (the offset taken, the real file dup3'd onto the fd) never
+ * falls inside it; RETRY where c was handed over meanwhile. Drops c. */
+#define MEMFD_LOCKED(fd, c, r, call)                                     \
+	do {                                                             \
+		int err_;                                                \
+		pthread_mutex_lock(&(c)->lock);                          \
+		if (gone_unlock(fd, c)) {                                \
+			(r) = RETRY;                                     \
+			break;                                           \
+		}                                                        \
+		(r) = call;                                              \
+		err_ = errno;                                            \
+		pthread_mutex_unlock(&(c)->lock);                        \
+		pl_put(c);                                               \
+		errno = err_;                                            \
+	} while (0)
+
+/* name(params), a call at and moving the fd's offset: served (an
+ * expression that may answer RETRY), the kernel's under c->lock on a
+ * memfd entry, else the real call; made again after a hand-over. */
+#define AT_OFFSET(ret, name, params, args, served)                       \
+	EXPORT ret name params                                           \
+	{                                                                \
+		struct pl_chunk *c;                                      \
+		ret r;                                                   \
+		REAL(name);                                              \
+		do {                                                     \
+			c = pl_get_any(fd);                              \
+			if (!c)                                          \
+				return r_##name args;                    \
+			if (c->memfd)                                    \
+				MEMFD_LOCKED(fd, c, r, r_##name args);   \
+			else                                             \
+				r = served;                              \
+		} while (r == RETRY);                                    \
+		return r;                                                \
+	}
+
 /* EBADF: a write on an fd opened for reading, a read on one opened for
  * writing. */
 static ssize_t refuse(struct pl_chunk *c)
@@ -276,24 +341,24 @@ static size_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
 	return n;
 }
 
-EXPORT ssize_t read(int fd, void *buf, size_t n)
+static ssize_t read_common(int fd, struct pl_chunk *c, void *buf, size_t n)
 {
-	struct pl_chunk *c = pl_get(fd);
 	size_t k;
 
-	if (!c) {
-		REAL(read);
-		return r_read(fd, buf, n);
-	}
 	if (c->wr)
 		return refuse(c); /* opened for writing only */
 	pthread_mutex_lock(&c->lock);
+	if (gone_unlock(fd, c))
+		return RETRY;
 	k = copy_at(c, buf, n, c->off);
 	c->off += (off_t)k;
 	pthread_mutex_unlock(&c->lock);
 	pl_put(c);
 	return (ssize_t)k;
 }
+
+AT_OFFSET(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n),
+	  read_common(fd, c, buf, n))
 
 static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
 			    off_t off)
@@ -329,8 +394,9 @@ SERVED(ssize_t, pread, (int fd, void *buf, size_t n, off_t off),
 SERVED(ssize_t, pread64, (int fd, void *buf, size_t n, off_t off),
        (fd, buf, n, off), pread_common(c, buf, n, off))
 
-/* readv/preadv: off < 0 means "at and moving the shared offset". */
-static ssize_t vec_common(struct pl_chunk *c, const struct iovec *iov,
+/* readv/preadv: off < 0 means "at and moving the shared offset" (then
+ * RETRY where c was handed over meanwhile). */
+static ssize_t vec_common(int fd, struct pl_chunk *c, const struct iovec *iov,
 			  int cnt, off_t off)
 {
 	bool cur = off < 0;
@@ -344,6 +410,8 @@ static ssize_t vec_common(struct pl_chunk *c, const struct iovec *iov,
 		return -1;
 	}
 	pthread_mutex_lock(&c->lock);
+	if (cur && gone_unlock(fd, c))
+		return RETRY;
 	if (cur)
 		off = c->off;
 	for (int i = 0; i < cnt; i++) {
@@ -361,25 +429,25 @@ static ssize_t vec_common(struct pl_chunk *c, const struct iovec *iov,
 	return (ssize_t)total;
 }
 
-SERVED(ssize_t, readv, (int fd, const struct iovec *iov, int cnt),
-       (fd, iov, cnt), vec_common(c, iov, cnt, -1))
+AT_OFFSET(ssize_t, readv, (int fd, const struct iovec *iov, int cnt),
+	  (fd, iov, cnt), vec_common(fd, c, iov, cnt, -1))
 
-static ssize_t preadv_common(struct pl_chunk *c, const struct iovec *iov,
-			     int cnt, off_t off)
+static ssize_t preadv_common(int fd, struct pl_chunk *c,
+			     const struct iovec *iov, int cnt, off_t off)
 {
 	if (off < 0 && !c->wr) {
 		pl_put(c);
 		errno = EINVAL;
 		return -1;
 	}
-	return vec_common(c, iov, cnt, off);
+	return vec_common(fd, c, iov, cnt, off);
 }
 
 SERVED(ssize_t, preadv, (int fd, const struct iovec *iov, int cnt, off_t off),
-       (fd, iov, cnt, off), preadv_common(c, iov, cnt, off))
+       (fd, iov, cnt, off), preadv_common(fd, c, iov, cnt, off))
 SERVED(ssize_t, preadv64,
        (int fd, const struct iovec *iov, int cnt, off_t off),
-       (fd, iov, cnt, off), preadv_common(c, iov, cnt, off))
+       (fd, iov, cnt, off), preadv_common(fd, c, iov, cnt, off))
 
 /* preadv2's flags served from memory (RWF_HIPRI, RWF_DSYNC, RWF_SYNC,
  * RWF_APPEND: nothing to a read of memory); any other (RWF_NOWAIT...)
@@ -390,14 +458,24 @@ SERVED(ssize_t, preadv64,
 	EXPORT ssize_t name(int fd, const struct iovec *iov, int cnt,     \
 			    offt off, int flags)                         \
 	{                                                                \
-		struct pl_chunk *c = pl_get_any(fd);                     \
+		struct pl_chunk *c;                                      \
+		ssize_t r;                                               \
 		REAL(name);                                              \
+	again:                                                           \
+		c = pl_get_any(fd);                                      \
 		if (c && !c->wr && (flags & ~PREADV2_SERVED)) {          \
 			if (pl_realize(fd, c))                           \
 				return -1;                               \
 			c = NULL;                                        \
 		}                                                        \
-		if (c && c->memfd) { /* the kernel's read */             \
+		if (c && c->memfd && off == -1) { /* the kernel's read */ \
+			MEMFD_LOCKED(fd, c, r,                           \
+				     r_##name(fd, iov, cnt, off, flags)); \
+			if (r == RETRY)                                  \
+				goto again;                              \
+			return r;                                        \
+		}                                                        \
+		if (c && c->memfd) {                                     \
 			pl_put(c);                                       \
 			c = NULL;                                        \
 		}                                                        \
@@ -408,7 +486,10 @@ SERVED(ssize_t, preadv64,
 			errno = EINVAL;                                  \
 			return -1;                                       \
 		}                                                        \
-		return vec_common(c, iov, cnt, off); /* -1: the offset's */ \
+		r = vec_common(fd, c, iov, cnt, off); /* -1: the offset's */ \
+		if (r == RETRY)                                          \
+			goto again;                                      \
+		return r;                                                \
 	}
 PREADV2(preadv2, off_t)
 PREADV2(preadv64v2, off64_t)
@@ -421,6 +502,8 @@ static off_t seek_common(int fd, struct pl_chunk *c, off_t off, int whence)
 	if (c->wr)
 		return pl_wr_seek(fd, c, off, whence);
 	pthread_mutex_lock(&c->lock);
+	if (gone_unlock(fd, c))
+		return RETRY;
 	base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? c->off :
 	       (off_t)c->size;
 	if (whence == SEEK_DATA || whence == SEEK_HOLE) {
@@ -439,10 +522,10 @@ static off_t seek_common(int fd, struct pl_chunk *c, off_t off, int whence)
 	return r;
 }
 
-SERVED(off_t, lseek, (int fd, off_t off, int whence), (fd, off, whence),
-       seek_common(fd, c, off, whence))
-SERVED(off_t, lseek64, (int fd, off_t off, int whence), (fd, off, whence),
-       seek_common(fd, c, off, whence))
+AT_OFFSET(off_t, lseek, (int fd, off_t off, int whence), (fd, off, whence),
+	  seek_common(fd, c, off, whence))
+AT_OFFSET(off_t, lseek64, (int fd, off_t off, int whence), (fd, off, whence),
+	  seek_common(fd, c, off, whence))
 
 
 /* Writes: EBADF on a chunk opened for reading; buffered on one being
@@ -577,6 +660,10 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 			return -1;
 		c = NULL;
 	}
+	/* a dup: under c->lock, so that a hand-over to the real file
+	 * (pl_realize) comes wholly before it or after */
+	if (c && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
+		pthread_mutex_lock(&c->lock);
 	if (is64) {
 		REAL(fcntl64);
 		r = c && cmd == F_GETFL ? 0 : r_fcntl64(fd, cmd, arg);
@@ -586,8 +673,11 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 	}
 	if (c && cmd == F_GETFL) /* what the chunk's own fd says: */
 		r = O_RDONLY | 0100000 | c->oflags; /* O_LARGEFILE, forced */
-	if (c && r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))
-		add(r, c);
+	if (c && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+		if (r >= 0 && !c->gone)
+			add(r, c);
+		pthread_mutex_unlock(&c->lock);
+	}
 	if (c)
 		pl_put(c);
 	return r;
@@ -640,11 +730,15 @@ EXPORT int dup(int fd)
 	if (err)
 		return -1;
 	REAL(dup);
+	if (c) /* see fcntl_common */
+		pthread_mutex_lock(&c->lock);
 	r = r_dup(fd);
-	if (c && r >= 0)
+	if (c && r >= 0 && !c->gone)
 		add(r, c);
-	if (c)
+	if (c) {
+		pthread_mutex_unlock(&c->lock);
 		pl_put(c);
+	}
 	return r;
 }
 
@@ -659,8 +753,13 @@ static int dup_onto(int fd, int nfd, int flags, bool three)
 		return -1;
 	/* nfd being written: settled, so the implicit close publishes it
 	 * as the kernel's close would (a close that reports nothing) */
-	if (fd != nfd && pl_wr_settle_fd(nfd))
+	if (fd != nfd && pl_wr_settle_fd(nfd)) {
+		if (c)
+			pl_put(c);
 		return -1;
+	}
+	if (c) /* see fcntl_common */
+		pthread_mutex_lock(&c->lock);
 	if (three) {
 		REAL(dup3);
 		r = r_dup3(fd, nfd, flags);
@@ -669,13 +768,15 @@ static int dup_onto(int fd, int nfd, int flags, bool three)
 		r = r_dup2(fd, nfd);
 	}
 	if (r >= 0 && fd != nfd) {
-		if (c)
+		if (c && !c->gone)
 			add(r, c);
 		else if (nfd >= 0 && nfd < TAB_MAX)
 			pl_forget(nfd);
 	}
-	if (c)
+	if (c) {
+		pthread_mutex_unlock(&c->lock);
 		pl_put(c);
+	}
 	return r;
 }
 
@@ -806,8 +907,9 @@ static bool is_ours(int fd, const struct pl_chunk *c)
  * rfd, a real fd of c's bytes (the file, or a memfd of them), takes the
  * place of fd and of every dup of it in the table (dup3, each one's
  * close-on-exec kept), at c's offset: they then share rfd's description,
- * as the kernel's dups would, and leave the table. c->lock held. Returns
- * 0, or -1 with errno (fd unchanged).
+ * as the kernel's dups would, and leave the table; c is marked gone (a
+ * call that waited for c->lock is made again, on the real file). c->lock
+ * held. Returns 0, or -1 with errno (fd unchanged).
  */
 static int take_place(int fd, struct pl_chunk *c, int rfd)
 {
@@ -821,6 +923,7 @@ static int take_place(int fd, struct pl_chunk *c, int rfd)
 	if (fdfl < 0 || r_lseek(rfd, c->off, SEEK_SET) < 0 ||
 	    r_dup3(rfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
 		return -1;
+	c->gone = 1;
 	forget_if(fd, c);
 	pthread_mutex_lock(&tab_lock);
 	refs = c->refs; /* the caller's, and one per other fd or call */
@@ -851,6 +954,8 @@ static struct pl_chunk *chunk_like(struct pl_chunk *c, size_t cap)
 	}
 	pthread_mutex_lock(&c->lock);
 	n->st = c->st;
+	n->sum = c->sum; /* the same bytes */
+	n->has_sum = c->has_sum;
 	pthread_mutex_unlock(&c->lock);
 	n->dirlen = c->dirlen;
 	n->oflags = c->oflags;
@@ -894,31 +999,109 @@ static int to_memfd(int fd, struct pl_chunk *c)
 	return rc;
 }
 
-int pl_realize(int fd, struct pl_chunk *c)
+/* XXH3-64 of the bytes c serves (its buffer; a memfd entry's: fd's
+ * pages), computed once. Returns 0, or -1. */
+static int served_sum(int fd, struct pl_chunk *c, uint64_t *sum)
 {
 	struct stat st;
+	uint64_t s;
+	size_t len;
+	void *p;
+	int has;
+
+	pthread_mutex_lock(&c->lock);
+	has = c->has_sum;
+	*sum = c->sum;
+	len = (size_t)c->st.st_size;
+	pthread_mutex_unlock(&c->lock);
+	if (has)
+		return 0;
+	if (!c->memfd) {
+		s = XXH3_64bits(c->buf, c->size);
+	} else {
+		REAL(fstat);
+		REAL(mmap);
+		/* the memfd holds the version's st_size bytes, read-only */
+		if (r_fstat(fd, &st) || st.st_size != (off_t)len || !len)
+			return -1;
+		p = r_mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED)
+			return -1;
+		s = XXH3_64bits(p, len);
+		munmap(p, len);
+	}
+	pthread_mutex_lock(&c->lock);
+	c->sum = s;
+	c->has_sum = 1;
+	pthread_mutex_unlock(&c->lock);
+	*sum = s;
+	return 0;
+}
+
+/*
+ * Whether rfd, c's name opened again, holds the very bytes c serves: the
+ * same file (st_dev, st_ino) and size, and user.kvfs.checksum of the
+ * version rfd opened (the daemon's XXH3-64 of its bytes; each version has
+ * its own inode in the kernel, so fgetxattr of rfd answers for that one,
+ * and ENODATA or ESTALE for a replaced one it no longer knows) is XXH3-64
+ * of the served bytes. st_ino alone is not enough: a path file keeps it
+ * through new versions (kvfs(7)), so an O_TRUNC rewrite of the name would
+ * pass.
+ */
+static bool same_bytes(int fd, struct pl_chunk *c, int rfd)
+{
+	struct stat st;
+	char v[24], *end;
+	uint64_t want, sum;
+	ssize_t n;
+
+	REAL(fstat);
+	REAL(fgetxattr);
+	pthread_mutex_lock(&c->lock);
+	want = (uint64_t)c->st.st_size;
+	pthread_mutex_unlock(&c->lock);
+	if (r_fstat(rfd, &st) || st.st_dev != c->st.st_dev ||
+	    st.st_ino != c->st.st_ino || (uint64_t)st.st_size != want)
+		return false;
+	n = r_fgetxattr(rfd, KVFS_XATTR_CHECKSUM, v, sizeof(v) - 1);
+	if (n != 16)
+		return false;
+	v[n] = '\0';
+	errno = 0;
+	want = strtoull(v, &end, 16);
+	return !errno && end == v + 16 && served_sum(fd, c, &sum) == 0 &&
+	       sum == want;
+}
+
+int pl_realize(int fd, struct pl_chunk *c)
+{
 	int rfd = -1, err = ESTALE;
 
 	REAL(openat);
-	REAL(fstat);
 	REAL(close);
 	if (c->wr)
 		return pl_wr_settle(fd, c);
-	/* the name as the open reached it, its version checked: a name
-	 * that now holds another file (or none) is ESTALE, never that one */
+	/* the name as the open reached it, its bytes checked: a name that
+	 * now holds another version (or none) is ESTALE, never that one */
 	if (c->path)
 		rfd = r_openat(AT_FDCWD, c->path, O_RDONLY | O_CLOEXEC |
 			       c->oflags);
 	if (rfd < 0 && c->path && errno != ENOENT && errno != ELOOP &&
 	    errno != ENOTDIR && errno != ESTALE)
 		err = errno;
-	if (rfd >= 0 && !r_fstat(rfd, &st) && st.st_dev == c->st.st_dev &&
-	    st.st_ino == c->st.st_ino) {
+	if (rfd >= 0 && same_bytes(fd, c, rfd)) {
 		REAL(lseek);
+		/* the hand-over under c->lock: a read or seek of fd or a
+		 * dup comes wholly before (the offset taken here has it) or
+		 * after (it finds c gone and is made on the real file) */
 		pthread_mutex_lock(&c->lock);
-		if (c->memfd) /* its offset is the kernel's */
+		if (c->gone) /* another thread's hand-over came first */
+			err = 0;
+		else if (c->memfd) /* its offset is the kernel's */
 			c->off = r_lseek(fd, 0, SEEK_CUR);
-		err = c->off < 0 ? errno : take_place(fd, c, rfd) ? errno : 0;
+		if (!c->gone)
+			err = c->off < 0 ? errno :
+			      take_place(fd, c, rfd) ? errno : 0;
 		pthread_mutex_unlock(&c->lock);
 	}
 	if (rfd >= 0)

@@ -36,8 +36,13 @@ struct pl_wr {
  * any file). Freed when the last descriptor is closed.
  */
 struct pl_chunk {
-	pthread_mutex_t lock; /* protects off */
+	pthread_mutex_t lock; /* protects off, gone, st; held across a
+			       * memfd's offset-moving read or seek and
+			       * across pl_realize's hand-over */
 	off_t off;
+	int gone;             /* realized (or made a memfd by fdopen): its
+			       * fds are the real file's now; a call that
+			       * waited on lock retries as the real call */
 	unsigned refs;        /* descriptors + calls in flight (table lock) */
 	dev_t sock_dev;       /* the socket that stands for it (see */
 	ino_t sock_ino;       /* pl_fd_serve), or the memfd */
@@ -61,6 +66,9 @@ struct pl_chunk {
 	int keyns;            /* a key namespace's (immutable) chunk */
 	uint64_t mnt_id;      /* statx's stx_mnt_id of the namespace; 0:
 			       * unknown */
+	uint64_t sum;         /* XXH3-64 of the bytes (user.kvfs.checksum),
+			       * when has_sum: pl_realize's version check */
+	int has_sum;
 };
 
 /* pl_buf_get - a buffer of at least *cap bytes (its room in *cap): a
@@ -116,11 +124,14 @@ void pl_forget(int fd);
 
 /* pl_realize - fd, served from c (a chunk being read; c referenced,
  * the reference dropped), becomes the real file, before a call the
- * library does not emulate: c->path opened again, checked to be the same
- * version (st_dev and st_ino of the served stat), and dup3'd onto fd and
- * every dup of it (the offset and close-on-exec kept); they leave the
- * table. Returns 0, or -1 with errno (ESTALE: the name holds another
- * version or none; else the real open's errno), fd then still served. */
+ * library does not emulate: c->path opened again, checked to hold the
+ * same bytes (st_dev, st_ino and st_size of the served stat, and the
+ * opened version's user.kvfs.checksum equal to XXH3-64 of the served
+ * bytes: a path file keeps its st_ino through new versions), and dup3'd
+ * onto fd and every dup of it (the offset and close-on-exec kept), c
+ * marked gone, all under c->lock; they leave the table. Returns 0, or -1
+ * with errno (ESTALE: the name holds another version or none; else the
+ * real open's errno), fd then still served. */
 int pl_realize(int fd, struct pl_chunk *c);
 
 /* pl_fd_real - pl_realize of fd when it stands for a chunk being read,

@@ -3,7 +3,8 @@
  * served fd (lib/preload/README.md, "Calls on a served fd"): the fd is
  * made the real file's first (pl_fd_real: a chunk being written is
  * settled, one being read is realized: its name opened again, checked
- * to be the same version, dup3'd onto the fd), then the real call runs
+ * to hold the same bytes (preload_fd.c, same_bytes), dup3'd onto the
+ * fd), then the real call runs
  * on it, so its answer is the kernel's. Where the name no longer holds
  * the version served (replaced, removed), fchmod, fchown and futimens
  * change that version as the kernel would change the old inode (the
@@ -46,15 +47,36 @@
 
 /* ------------------------------- paths through a served fd's link */
 
-/* A path through a served fd's magic link (/proc/self/fd/N, /dev/fd/N):
- * the fd is made the real file's first, so that the call reaches the
- * file, not the socket (or memfd). Returns 0, or -1 with errno. */
-static int link_real(const char *path)
+/* The fd number path names through its magic link (/proc/self/fd/N,
+ * /dev/fd/N), else -1 (NULL allowed). */
+static int link_fd(const char *path)
 {
 	const char *volatile p = path;
-	int fd = p && p[0] == '/' ? pl_fd_of_name(p) : -1;
+
+	return p && p[0] == '/' ? pl_fd_of_name(p) : -1;
+}
+
+/* A path through a served fd's magic link: the fd is made the real
+ * file's first, so that the call reaches the file, not the socket (or
+ * memfd). Returns 0, or -1 with errno. */
+static int link_real(const char *path)
+{
+	int fd = link_fd(path);
 
 	return fd >= 0 ? pl_fd_real(fd) : 0;
+}
+
+/* The served fd (a chunk being read or written) that path names through
+ * its magic link, else -1. */
+static int served_link(const char *path)
+{
+	int fd = link_fd(path);
+	struct pl_chunk *c = fd >= 0 ? pl_get_any(fd) : NULL;
+
+	if (!c)
+		return -1;
+	pl_put(c);
+	return fd;
 }
 
 /* ---------------------------------------- the real file's answer */
@@ -483,15 +505,46 @@ EXPORT int futimes(int fd, const struct timeval tv[2])
 	return futimens(fd, tv_ts(tv, ts));
 }
 
+/* chmod, chown, utimes of a served fd's link (/proc/self/fd/N) are its
+ * fchmod, fchown, futimes (they follow the link to the fd's file): the
+ * real file's where the name still holds the bytes served, else the
+ * served version's alone, as for the fd */
+EXPORT int chmod(const char *path, mode_t mode)
+{
+	int fd = served_link(path);
+
+	REAL(chmod);
+	return fd >= 0 ? fchmod(fd, mode) : r_chmod(path, mode);
+}
+
+EXPORT int chown(const char *path, uid_t uid, gid_t gid)
+{
+	int fd = served_link(path);
+
+	REAL(chown);
+	return fd >= 0 ? fchown(fd, uid, gid) : r_chown(path, uid, gid);
+}
+
+EXPORT int utimes(const char *path, const struct timeval t[2])
+{
+	int fd = served_link(path);
+
+	REAL(utimes);
+	return fd >= 0 ? futimes(fd, t) : r_utimes(path, t);
+}
+
 /* utimensat(fd, NULL, t, 0) is futimens(fd, t) */
 EXPORT int utimensat(int fd, const char *path, const struct timespec t[2],
 		     int flags)
 {
 	const char *volatile p = path;
+	int lfd;
 
 	REAL(utimensat);
 	if (!p && !flags && fd >= 0)
 		return futimens(fd, t);
+	if (!flags && (lfd = served_link(path)) >= 0)
+		return futimens(lfd, t);
 	if (link_real(path))
 		return -1;
 	return r_utimensat(fd, path, t, flags);
@@ -542,9 +595,6 @@ EXPORT int faccessat(int fd, const char *path, int mode, int flags)
 			return -1;                                       \
 		return r_##name args;                                    \
 	}
-VIA_LINK(int, chmod, (const char *path, mode_t mode), (path, mode))
-VIA_LINK(int, chown, (const char *path, uid_t uid, gid_t gid),
-	 (path, uid, gid))
 VIA_LINK(int, truncate, (const char *path, off_t len), (path, len))
 VIA_LINK(int, truncate64, (const char *path, off64_t len), (path, len))
 VIA_LINK(int, setxattr, (const char *path, const char *name, const void *v,
@@ -555,8 +605,6 @@ VIA_LINK(ssize_t, listxattr, (const char *path, char *list, size_t n),
 	 (path, list, n))
 VIA_LINK(int, removexattr, (const char *path, const char *name),
 	 (path, name))
-VIA_LINK(int, utimes, (const char *path, const struct timeval t[2]),
-	 (path, t))
 VIA_LINK(int, stat, (const char *path, struct stat *st), (path, st))
 VIA_LINK(int, stat64, (const char *path, struct stat64 *st), (path, st))
 VIA_LINK(int, access, (const char *path, int mode), (path, mode))

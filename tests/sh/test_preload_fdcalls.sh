@@ -18,8 +18,16 @@
 #   6 preadv2 (Python's os.preadv)
 #   7 /proc/self/fd/N reopened, fstatfs, readahead, fadvise, the xattrs,
 #     F_GETFL, fsync, faccessat(AT_EMPTY_PATH)
+#   8 a path file rewritten in place (O_TRUNC: the same st_ino) after the
+#     read-only open: fchmod, chmod of the fd's link (the old version's
+#     mode changes), flock, fsync, fgetxattr (ESTALE) must not turn the fd
+#     into the new version (its reads and fstat stay the old version's,
+#     the name keeps its mode and new bytes)
+#   9 one thread reads a served fd (or a dup of it) to EOF in 4 KiB reads
+#     while another fchmods it (turning it into the real file): the bytes
+#     read are the file's, no block twice or missed
 # The preload's runs must have been served (GETs counted).
-# Runs in about 2 s.
+# Runs in about 5 s.
 set -u
 T=test_preload_fdcalls
 # shellcheck source=tests/sh/preload_test.sh
@@ -307,6 +315,72 @@ def s7():
     out(7, "F_GETFL O_NONBLOCK", fcntl.fcntl(fd, fcntl.F_GETFL))
     os.close(fd)
 section(7, s7)
+# 8: the name rewritten in place (O_TRUNC) after the open; lines "8x"
+# (the calls' own answers: ESTALE preloaded where the plain fd's old inode
+# answers) are shown, not compared
+def s8():
+    v1, v2 = b"1" * 300000, b"2" * 1000
+    for what in ("fchmod", "flock", "fsync", "fgetxattr", "link chmod"):
+        p = f"{pq}/{tag}-trunc-{what.replace(' ', '')}"
+        with open(p, "wb") as f:
+            f.write(v1)
+        fd = os.open(p, os.O_RDONLY)
+        b = os.read(fd, 10)
+        with open(p, "wb") as f:  # O_TRUNC: a new version, the same st_ino
+            f.write(v2)
+        call_ = None
+        if what == "fchmod":
+            out(8, what, call(lambda: os.fchmod(fd, 0o600)))
+        elif what == "link chmod":  # as fchmod
+            out(8, what, call(lambda: os.chmod(f"/proc/self/fd/{fd}", 0o600)))
+        elif what == "flock":
+            call_ = lambda: fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        elif what == "fsync":
+            call_ = lambda: os.fsync(fd)
+        else:
+            call_ = lambda: os.getxattr(fd, "user.kvfs.tier")
+        if call_:
+            out("8x", what, call(call_))
+        b += os.read(fd, 400000)
+        out(8, f"{what}: the fd reads the old version", (len(b), b == v1))
+        out(8, f"{what}: fstat size, mode", (os.fstat(fd).st_size, oct(os.fstat(fd).st_mode)))
+        out(8, f"{what}: pread at 0", os.pread(fd, 5, 0))
+        os.close(fd)
+        out(8, f"{what}: the name", (oct(os.stat(p).st_mode), rd(p, 1 << 20) == v2))
+
+section(8, s8)
+# 9: reads in one thread, a realize (fchmod) in another, on one fd
+def s9():
+    import threading
+    p = f"{pq}/{tag}-threads"
+    data = os.urandom(1 << 20)
+    with open(p, "wb") as f:
+        f.write(data)
+    bad = []
+    for it in range(150):
+        fd = os.open(p, os.O_RDONLY)
+        rfd = os.dup(fd) if it % 2 else fd
+        got = []
+        def reader():
+            b = []
+            while True:
+                x = os.read(rfd, 4096)
+                if not x:
+                    break
+                b.append(x)
+            got.append(b"".join(b))
+        t = threading.Thread(target=reader)
+        t.start()
+        os.fchmod(fd, 0o644)
+        t.join()
+        if rfd != fd:
+            os.close(rfd)
+        os.close(fd)
+        if got[0] != data:
+            bad.append(len(got[0]))
+    out(9, "wrong reads of 150", (len(bad), bad[:4]))
+
+section(9, s9)
 EOF
 
 libkvfs=$PWD/${KVFS_PLAIN_BUILD:-build}/libkvfs.so
@@ -331,7 +405,7 @@ for mode in pre memfd; do
 	fi
 	gets1=$gets2
 	diff "$tmp/plain.out" "$tmp/$mode.out" | sed "s/^/  # $mode: /"
-	for f in 1 2 3 4 5 6 7; do
+	for f in 1 2 3 4 5 6 7 8 9; do
 		if [ -s "$tmp/plain.out" ] && grep -q "^$f " "$tmp/$mode.out" &&
 			diff <(grep "^$f " "$tmp/plain.out") <(grep "^$f " "$tmp/$mode.out") >/dev/null; then
 			ok "$mode $f: answers as plain"
@@ -356,6 +430,22 @@ expect "4: the other process's flock is refused" "4 another process's flock LOCK
 expect "4: the other process's F_GETLK finds the lock" "4 another process's F_GETLK finds it: ('ok', True)"
 expect "5: close_range over a writer publishes" "5 closerange over a writer: published: True"
 expect "5: a subprocess leaves served fds" "5 a served fd after a subprocess: True"
+expect "8: fchmod of an fd whose name was rewritten (O_TRUNC): 0" "8 fchmod: ok"
+expect "8: ... the fd still reads the old version" "8 fchmod: the fd reads the old version: (300000, True)"
+expect "8: ... the name keeps its mode" "8 fchmod: the name: ('0o100644', True)"
+expect "8: ... the fd's fstat: the old size, the new mode" "8 fchmod: fstat size, mode: (300000, '0o100600')"
+expect "8: chmod of its /proc/self/fd link: as fchmod" "8 link chmod: fstat size, mode: (300000, '0o100600')"
+expect "9: reads racing a realize: all the file's bytes" "9 wrong reads of 150: (0, [])"
+# the calls that need the file, where the name holds another version now:
+# ESTALE preloaded (lib/preload/README.md), the fd kept as it was
+for what in flock fsync fgetxattr; do
+	if grep -qxF "8x $what: ESTALE" "$tmp/pre.out" &&
+		grep -qxF "8x $what: ESTALE" "$tmp/memfd.out"; then
+		ok "8: $what of a rewritten name's fd: ESTALE"
+	else
+		bad "8: $what of a rewritten name's fd: not ESTALE"
+	fi
+done
 expect "2: kvfs_get under the preload: the 3 MiB chunk" \
 	"2 kvfs_get: (3145728, '$(sha1sum <"$tmp/k" | cut -c1-40)')"
 
