@@ -944,8 +944,11 @@ static void test_put_get(void **state)
 		}
 		assert_int_equal(kvfs_test_stat(&mnt, "requests", "open"),
 				 op + 4);
-		assert_int_equal(kvfs_test_stat(&mnt, "requests", "getattr"),
-				 ga);
+		/* at most the namespace directory's own GETATTR, when its
+		 * attributes' 1 s expire during a slow (ASan, loaded) run;
+		 * before statx, each get sent one (4) */
+		assert_in_range(kvfs_test_stat(&mnt, "requests", "getattr"),
+				ga, ga + 1);
 	}
 	/* A chunk without bytes is never published. */
 	assert_int_equal(kvfs_put(fd, &keys[1], buf, 0), -ENODATA);
