@@ -302,14 +302,6 @@ static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
 		pthread_rwlock_unlock(&w->lock);
 		return err;
 	}
-	pthread_mutex_lock(&p->lock);
-	if (to_set & FUSE_SET_ATTR_MODE)
-		w->mode = attr->st_mode & 07777;
-	if (to_set & FUSE_SET_ATTR_UID)
-		w->uid = attr->st_uid;
-	if (to_set & FUSE_SET_ATTR_GID)
-		w->gid = attr->st_gid;
-	pthread_mutex_unlock(&p->lock);
 	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
 		__atomic_store_n(&w->atime_ns, now, __ATOMIC_RELAXED);
 	else if (to_set & FUSE_SET_ATTR_ATIME)
@@ -329,11 +321,19 @@ static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
 		      FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW |
 		      FUSE_SET_ATTR_MTIME_NOW))
 		__atomic_store_n(&w->ctime_ns, now, __ATOMIC_RELAXED);
-	if (published) {
-		pthread_mutex_lock(&p->lock);
-		fs_path_writer_attr_set(fs, w);
-		pthread_mutex_unlock(&p->lock);
-	}
+	pthread_mutex_lock(&p->lock);
+	if (to_set & FUSE_SET_ATTR_MODE)
+		w->mode = attr->st_mode & 07777;
+	if (to_set & FUSE_SET_ATTR_UID)
+		w->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		w->gid = attr->st_gid;
+	/* in the same hold: a new version being written over a published
+	 * path file takes the change, the version it replaces only what
+	 * narrows (never shown wider in between) */
+	if (published)
+		fs_path_writer_attr_set(fs, w, attr, to_set);
+	pthread_mutex_unlock(&p->lock);
 	pthread_rwlock_unlock(&w->lock);
 	return 0;
 }

@@ -21,6 +21,7 @@
  * memory speed, MAP_SHARED works); safe because chunks are immutable and a
  * new publication is a new inode.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -109,6 +110,45 @@ bool fs_task_killed_by_signal(pid_t pid)
 			code = strtoull(tok, NULL, 10);
 	}
 	return (flags & 0x4) && (code & 0x7f);
+}
+
+/*
+ * Does task pid hold an fd open for writing on the file whose st_ino is
+ * ino (/proc/<pid>/fdinfo: "flags:" in octal, "ino:")? Asked when a path
+ * file's new version is closed before anything was written to it: a
+ * shell's `cmd > file` closes the fd it opened and writes through its
+ * dup. The fd being closed is out of the table already. Unknown
+ * (unreadable) counts as holding one.
+ */
+bool fs_task_writes_ino(pid_t pid, uint64_t ino)
+{
+	char dir[64], name[300], buf[512];
+	struct dirent *de;
+	bool found = false;
+	DIR *d;
+
+	if (pid <= 0)
+		return true;
+	snprintf(dir, sizeof(dir), "/proc/%d/fdinfo", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		return true;
+	while (!found && (de = readdir(d)) != NULL) {
+		const char *f, *i;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(name, sizeof(name), "fdinfo/%s", de->d_name);
+		if (!proc_read(pid, name, buf, sizeof(buf)))
+			continue;
+		f = strstr(buf, "flags:");
+		i = strstr(buf, "\nino:");
+		found = f && i && (strtoull(f + 6, NULL, 8) & O_ACCMODE) !=
+				  O_RDONLY &&
+			strtoull(i + 5, NULL, 10) == ino;
+	}
+	closedir(d);
+	return found;
 }
 
 /* Thread group of a task, from /proc/<tid>/status; 0 when unknown. */

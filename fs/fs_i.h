@@ -600,6 +600,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* Is task pid exiting because a signal killed it (fs_chunk.c)? */
 bool fs_task_killed_by_signal(pid_t pid);
+/* Does task pid hold an fd open for writing on st_ino ino (fs_chunk.c)? */
+bool fs_task_writes_ino(pid_t pid, uint64_t ino);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi);
@@ -684,7 +686,8 @@ struct fs_path_ops {
 	int (*attach_locked)(struct fs *fs, struct fs_inode *nsi);
 	void (*detach_locked)(struct fs *fs, struct fs_inode *nsi);
 	void (*forget_locked)(struct fs *fs, uint64_t ino, uint64_t n);
-	void (*writer_attr_set)(struct fs *fs, struct fs_wr *w);
+	void (*writer_attr_set)(struct fs *fs, struct fs_wr *w,
+				const struct stat *attr, int to_set);
 	void (*chunk_attr_locked)(struct fs *fs, const struct fs_inode *nsi,
 				  struct fs_inode *in,
 				  const struct kvfs_key *key, uint64_t gen,
@@ -755,9 +758,12 @@ void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 			       struct fs_inode *in, const struct kvfs_key *key,
 			       uint64_t gen, struct stat *st);
 /* fs_path_writer_attr_set: path writer w, already published, had its
- * mode, owner or times changed (fs_attr.c): its name shows them too.
- * w.lock held (read), priv.lock held. */
-void fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w);
+ * mode, owner or times changed by attr/to_set (fs_attr.c, in the same
+ * priv.lock hold): its name shows them too, and a new version being
+ * written over it takes them (fs_path.c). w.lock held (read), priv.lock
+ * held. */
+void fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w,
+			     const struct stat *attr, int to_set);
 /* fs_path_names_set: user.kvfs.names of namespace ns ("keys"|"paths"):
  * -EINVAL, -EBUSY (not empty), -ENOENT, -ENOMEM. No lock held. */
 int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);

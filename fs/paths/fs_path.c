@@ -101,7 +101,7 @@ void fs_path_detach_writer(struct fs *fs, struct fs_pent *e, struct fs_wr *w)
 
 /* A published file's name shows what its writer showed: mode, owner,
  * mtime (its last write or utimensat), st_ino. priv.lock held. */
-static void name_takes_attr(struct fs_pent *e, struct fs_wr *w)
+void pth_name_takes_attr(struct fs_pent *e, struct fs_wr *w)
 {
 	uint64_t mt = __atomic_load_n(&w->mtime_ns, __ATOMIC_RELAXED);
 
@@ -112,55 +112,6 @@ static void name_takes_attr(struct fs_pent *e, struct fs_wr *w)
 	e->has_mtime = true;
 	e->mtime.tv_sec = (time_t)(mt / 1000000000ULL);
 	e->mtime.tv_nsec = (long)(mt % 1000000000ULL);
-}
-
-/* The attributes of published file e (keyed) or directory d changed
- * (chmod, chown, utimensat): the journal appends their record, L3's copy
- * is written again (priv.lock held). Here, not in fs_pattr.c, which the
- * journal and fs_pl3.c call. */
-static void pattr_changed_file(struct fs *fs, const struct fs_pent *e)
-{
-	if (!e->keyed)
-		return;
-	fs_pjournal_changed(fs, e->parent->ns, &e->key, 0);
-	fs_pattr_note(fs, e);
-	tier_l3_pattr_changed(fs->tier, e->parent->ns, &e->key);
-}
-
-static void pattr_changed_dir(struct fs *fs, const struct fs_pdir *d)
-{
-	if (!d->self)
-		return;
-	fs_pjournal_changed(fs, d->ns, NULL, d->ino);
-	fs_path_l3_remark_locked(fs, d);
-}
-
-void pth_writer_attr_set(struct fs *fs, struct fs_wr *w)
-{
-	struct fs_pent *e;
-
-	if (!w->path || !w->has_key)
-		return;
-	e = fs_ptree_by_key(paths_of(fs), w->ns, &w->key);
-	if (!e || !e->keyed || e->gen != w->final_gen)
-		return;
-	if (e->wr && e->wr != w) { /* an O_TRUNC version of it, one inode to
-				    * the kernel: it takes the change; w, the
-				    * version it replaces, only what narrows
-				    * (writer_attr_set) */
-		e->wr->mode = w->mode;
-		e->wr->uid = w->uid;
-		e->wr->gid = w->gid;
-		if (e->has_attr) {
-			w->mode &= e->mode & 07777;
-			w->uid = e->uid;
-			w->gid = e->gid;
-		}
-	}
-	if (!e->busy) {
-		name_takes_attr(e, w);
-		pattr_changed_file(fs, e); /* journal, L3 */
-	}
 }
 
 /* key of ns was just published: the one published before it in ns (*prev,
@@ -242,7 +193,7 @@ int fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	if (!err) {
 		w->has_key = true;
 		fs_ptree_key(t, e, &key, gen);
-		name_takes_attr(e, w);
+		pth_name_takes_attr(e, w);
 		e->was_wr = true;
 		has_prev = follow_last(t, ns, &key, &prev);
 	} else {
@@ -496,7 +447,7 @@ static void writer_closed(struct fs *fs, struct fs_wr *w)
 
 /* --------------------------------------------------------- attributes */
 
-static void dir_attr(const struct fs_pdir *d, struct stat *st)
+void pth_dir_attr(const struct fs_pdir *d, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = d->ino;
@@ -579,7 +530,7 @@ again:
 	ns = d->ns;
 	if (e->dir) {
 		e->dir->nlookup++;
-		dir_attr(e->dir, &ep.attr);
+		pth_dir_attr(e->dir, &ep.attr);
 		ep.ino = e->dir->ino;
 		/* names change only through this kernel, which updates its
 		 * cache itself; a file's cached entry that a new version or
@@ -627,66 +578,6 @@ void pth_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
 
 /* ------------------------------------------------- getattr and setattr */
 
-static void set_mtime(struct timespec *mt, const struct stat *attr,
-		      int to_set)
-{
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-		clock_gettime(CLOCK_REALTIME, mt);
-	else if (to_set & FUSE_SET_ATTR_MTIME)
-		*mt = attr->st_mtim;
-}
-
-/* The file entry of published chunk inode ino in a path namespace
- * (priv.lock held), or NULL. */
-static struct fs_pent *chunk_ent(struct fs *fs, uint64_t ino)
-{
-	struct fs_inode *in = fs_ino_find(fs->priv, ino), *nsi;
-	struct fs_pent *e;
-
-	if (!in || in->kind != FS_K_CHUNK)
-		return NULL;
-	nsi = fs_ns_find(fs->priv, in->ns);
-	if (!nsi || !nsi->pdir)
-		return NULL;
-	e = fs_ptree_by_key(paths_of(fs), in->ns, &in->key);
-	return e && e->gen == in->gen ? e : NULL;
-}
-
-void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
-			   struct fs_inode *in, const struct kvfs_key *key,
-			   uint64_t gen, struct stat *st)
-{
-	struct fs_inode mem;
-	struct fs_pent *e;
-
-	if (!nsi || !nsi->pdir)
-		return;
-	if (!in) {
-		memset(&mem, 0, sizeof(mem));
-		in = &mem;
-	}
-	e = fs_ptree_by_key(paths_of(fs), nsi->ns, key);
-	if (e && e->keyed && e->gen == gen) {
-		/* its name's version: what the name shows, remembered for
-		 * fds that outlive the name (or this version of it) */
-		in->path_ino = e->ino;
-		/* writable by its owner: O_TRUNC makes a new version */
-		in->mode = e->has_attr ? e->mode : 0644;
-		in->uid = e->has_attr ? e->uid : st->st_uid;
-		in->gid = e->has_attr ? e->gid : st->st_gid;
-		in->mtime = e->has_mtime ? e->mtime : st->st_mtim;
-	} else if (!in->path_ino) {
-		st->st_mode = S_IFREG | 0644; /* never seen by name here */
-		return;
-	}
-	st->st_ino = in->path_ino;
-	st->st_mode = S_IFREG | (in->mode & 07777);
-	st->st_uid = in->uid;
-	st->st_gid = in->gid;
-	st->st_mtim = in->mtime;
-	st->st_ctim = in->mtime;
-}
-
 void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -724,139 +615,12 @@ void fs_path_op_getattr(fuse_req_t req, fuse_ino_t ino,
 	pthread_mutex_lock(&fs->priv->lock);
 	d = fs_ptree_dir(fs, ino);
 	if (d && !d->removed)
-		dir_attr(d, &st);
+		pth_dir_attr(d, &st);
 	pthread_mutex_unlock(&fs->priv->lock);
 	if (!d || d->removed)
 		fuse_reply_err(req, ENOENT);
 	else
 		fuse_reply_attr(req, &st, FS_PATH_TTL);
-}
-
-/* A chmod, chown or utimensat of a published file while an O_TRUNC
- * version of it is being written (priv.lock held): to the kernel they are
- * one inode, so the version that replaces it at close takes the change
- * (else an fchmod 0600 on the writer's fd would be undone by its close).
- * The version being replaced takes only what narrows who may read it
- * (mode bits cleared, never set; its owner stays): its bytes must never
- * reach users they did not reach before, as on a local filesystem, where
- * the O_TRUNC open already dropped them. */
-static void owner_set(mode_t *mode, uid_t *uid, gid_t *gid,
-		      const struct stat *attr, int to_set)
-{
-	if (to_set & FUSE_SET_ATTR_MODE)
-		*mode = attr->st_mode & 07777;
-	if (to_set & FUSE_SET_ATTR_UID)
-		*uid = attr->st_uid;
-	if (to_set & FUSE_SET_ATTR_GID)
-		*gid = attr->st_gid;
-}
-
-static void writer_attr_set(struct fs_wr *w, const struct stat *attr,
-			    int to_set, const struct timespec *mt)
-{
-	owner_set(&w->mode, &w->uid, &w->gid, attr, to_set);
-	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
-		__atomic_store_n(&w->mtime_ns,
-				 (uint64_t)mt->tv_sec * 1000000000ULL +
-				 (uint64_t)mt->tv_nsec, __ATOMIC_RELAXED);
-}
-
-/*
- * chmod, chown and utimensat of published path file ino (priv.lock
- * held): kept with its name (and remembered by the inode for fds that
- * outlive it); its bytes and size never change. 0, or -ENOENT when ino
- * is no published path file, -EPERM for a size.
- */
-static int published_attr_set(struct fs *fs, uint64_t ino,
-			      const struct stat *attr, int to_set,
-			      struct stat *st)
-{
-	struct fs_inode *in = fs_ino_find(fs->priv, ino), *nsi;
-	struct fs_pent *e;
-
-	if (!in || in->kind != FS_K_CHUNK)
-		return -ENOENT;
-	nsi = fs_ns_find(fs->priv, in->ns);
-	if (!nsi || !nsi->pdir)
-		return -ENOENT;
-	if (to_set & FUSE_SET_ATTR_SIZE)
-		return -EPERM;
-	e = chunk_ent(fs, ino);
-	if (!e && !in->path_ino)
-		return -ENOENT; /* never shown by name: as before */
-	/* in's fields as its name shows them now */
-	memset(st, 0, sizeof(*st));
-	st->st_uid = nsi->uid;
-	st->st_gid = nsi->gid;
-	fs_path_chunk_attr_locked(fs, nsi, in, &in->key, in->gen, st);
-	set_mtime(&in->mtime, attr, to_set);
-	if (e && e->wr) { /* a new version being written: see there */
-		writer_attr_set(e->wr, attr, to_set, &in->mtime);
-		if (to_set & FUSE_SET_ATTR_MODE)
-			in->mode &= attr->st_mode & 07777;
-	} else {
-		owner_set(&in->mode, &in->uid, &in->gid, attr, to_set);
-	}
-	if (e) {
-		e->has_attr = true;
-		e->mode = in->mode;
-		e->uid = in->uid;
-		e->gid = in->gid;
-		e->mtime = in->mtime;
-		e->has_mtime = true;
-		pattr_changed_file(fs, e); /* journal, L3 */
-	}
-	return 0;
-}
-
-void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-			int to_set, struct fuse_file_info *fi)
-{
-	struct fs *fs = fs_req(req);
-	struct fs_priv *p = fs->priv;
-	struct fs_pdir *d;
-	struct fs_pent *e;
-	struct stat st;
-
-	pthread_mutex_lock(&p->lock);
-	if (fs_is_pdir_ino(ino)) {
-		d = fs_ptree_dir(fs, ino);
-		if (!d || d->removed) {
-			pthread_mutex_unlock(&p->lock);
-			fuse_reply_err(req, ENOENT);
-			return;
-		}
-		if (to_set & FUSE_SET_ATTR_SIZE) {
-			pthread_mutex_unlock(&p->lock);
-			fuse_reply_err(req, EISDIR);
-			return;
-		}
-		if (to_set & FUSE_SET_ATTR_MODE)
-			d->mode = S_IFDIR | (attr->st_mode & 07777);
-		if (to_set & FUSE_SET_ATTR_UID)
-			d->uid = attr->st_uid;
-		if (to_set & FUSE_SET_ATTR_GID)
-			d->gid = attr->st_gid;
-		set_mtime(&d->mtime, attr, to_set);
-		clock_gettime(CLOCK_REALTIME, &d->ctime);
-		pattr_changed_dir(fs, d); /* the journal */
-		dir_attr(d, &st);
-		pthread_mutex_unlock(&p->lock);
-		fuse_reply_attr(req, &st, FS_PATH_TTL);
-		return;
-	}
-	if (published_attr_set(fs, ino, attr, to_set, &st) == 0) {
-		pthread_mutex_unlock(&p->lock);
-		fs_op_getattr(req, ino, fi);
-		return;
-	}
-	e = chunk_ent(fs, ino);
-	pthread_mutex_unlock(&p->lock);
-	if (e) { /* a size: published files never change */
-		fuse_reply_err(req, EPERM);
-		return;
-	}
-	fs_op_setattr(req, ino, attr, to_set, fi);
 }
 
 /* ------------------------------------------------ create, open, release */
@@ -1128,18 +892,30 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 
 	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
 		struct fs_wr *w = fh->wr;
+		bool dup = false, blank;
+		uint64_t sino;
 
+		/* a new version with nothing written yet (nor fsync'ed),
+		 * whose closer holds another fd writing to it: a dup (a
+		 * shell's `cmd > file` closes the fd it opened, then fstats
+		 * and writes through its dup), so it stays open, to
+		 * readers' settles too, until its release publishes it, as
+		 * fs_op_flush leaves an empty key chunk; else it is
+		 * published now as any new version */
+		pthread_mutex_lock(&fs->priv->lock);
+		blank = w->opens == 1 && w->pent && w->pent->wr == w &&
+			w->pent->keyed &&
+			!__atomic_load_n(&w->nwrites, __ATOMIC_RELAXED) &&
+			!__atomic_load_n(&w->sync, __ATOMIC_ACQUIRE);
+		sino = w->st_ino;
+		pthread_mutex_unlock(&fs->priv->lock);
+		if (blank)
+			dup = fs_task_writes_ino(fuse_req_ctx(req)->pid, sino);
 		pthread_mutex_lock(&fs->priv->lock);
 		if (w->opens == 1) {
 			bool rewrite = w->pent && w->pent->wr == w &&
 				       w->pent->keyed;
-			/* a new version with nothing written yet: a dup of
-			 * the fd may write still (a shell's `cmd > file`
-			 * closes the fd it opened, then fstats and writes
-			 * through its dup), so it stays open, to readers'
-			 * settles too, until its release publishes it, as
-			 * fs_op_flush leaves an empty key chunk */
-			bool empty = rewrite &&
+			bool empty = rewrite && dup &&
 				     !__atomic_load_n(&w->nwrites,
 						      __ATOMIC_RELAXED);
 

@@ -365,7 +365,13 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 int pth_attach_locked(struct fs *fs, struct fs_inode *nsi);
 void pth_detach_locked(struct fs *fs, struct fs_inode *nsi);
 void pth_forget_locked(struct fs *fs, uint64_t ino, uint64_t n);
-void pth_writer_attr_set(struct fs *fs, struct fs_wr *w);
+/* fs_path.c: a published file's name takes its writer's mode, owner,
+ * mtime; a directory's stat (priv.lock held, both). */
+void pth_name_takes_attr(struct fs_pent *e, struct fs_wr *w);
+void pth_dir_attr(const struct fs_pdir *d, struct stat *st);
+/* fs_psetattr.c */
+void pth_writer_attr_set(struct fs *fs, struct fs_wr *w,
+			 const struct stat *attr, int to_set);
 void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 			   struct fs_inode *in, const struct kvfs_key *key,
 			   uint64_t gen, struct stat *st);
