@@ -917,7 +917,9 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 				       w->pent->keyed;
 			bool empty = rewrite && dup &&
 				     !__atomic_load_n(&w->nwrites,
-						      __ATOMIC_RELAXED);
+						      __ATOMIC_RELAXED) &&
+				     !__atomic_load_n(&w->sync,
+						      __ATOMIC_ACQUIRE);
 
 			w->closing = !empty;
 			/* a write failed: close() reports it (fs_op_flush)
