@@ -42,7 +42,6 @@
 #include "kvfs.h"
 #include "lib/preload/preload_i.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
 #define MAX_DEFAULT (64ull << 20) /* largest chunk served (KVFS_PRELOAD_MAX) */
 #define NS_SLOTS 64               /* namespaces remembered */

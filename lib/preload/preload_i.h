@@ -1,10 +1,11 @@
 /*
  * preload_i.h - inside libkvfs_preload.so: the open side (preload.c) and
- * the served descriptors (preload_fd.c).
+ * the served descriptors (preload_fd.c, preload_realize.c).
  */
 #ifndef KVFS_PRELOAD_I_H
 #define KVFS_PRELOAD_I_H
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -13,6 +14,18 @@
 #include <sys/uio.h>
 
 #include "kvfs.h"
+
+/* fds served: 0..TAB_MAX-1 (preload_fd.c) */
+#define TAB_MAX 65536
+
+/* An interposed call, exported from the library. */
+#define EXPORT __attribute__((visibility("default")))
+
+/* The real call: resolved once, on first use. */
+#define REAL(name)                                                       \
+	static __typeof__(&name) r_##name;                               \
+	if (!r_##name)                                                   \
+		r_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
 /*
  * A chunk being written through the library (preload_wr.c): its bytes
@@ -121,6 +134,14 @@ void pl_put(struct pl_chunk *c);
 
 /* pl_forget - fd stands for nothing any more (closed or settled). */
 void pl_forget(int fd);
+
+/* pl_take_place - rfd, a real fd of c's bytes, takes the place of fd and
+ * of every dup of it in the table, at c's offset; c is marked gone. c->lock
+ * held. 0, or -1 with errno (fd unchanged). (preload_fd.c) */
+int pl_take_place(int fd, struct pl_chunk *c, int rfd);
+/* pl_to_memfd - fd, served from c, becomes a read-only memfd of its bytes
+ * at the same number and offset (fdopen). 0, or -1. (preload_realize.c) */
+int pl_to_memfd(int fd, struct pl_chunk *c);
 
 /* pl_realize - fd, served from c (a chunk being read; c referenced,
  * the reference dropped), becomes the real file, before a call the

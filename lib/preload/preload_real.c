@@ -37,13 +37,7 @@
 
 #include "lib/preload/preload_i.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
-/* The real call: resolved once, on first use. */
-#define REAL(name)                                                       \
-	static __typeof__(&name) r_##name;                               \
-	if (!r_##name)                                                   \
-		r_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
 /* ------------------------------- paths through a served fd's link */
 

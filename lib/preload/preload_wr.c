@@ -35,13 +35,7 @@
 #include "kvfs.h"
 #include "lib/preload/preload_i.h"
 
-#define EXPORT __attribute__((visibility("default")))
 
-/* The real call: resolved once, on first use. */
-#define REAL(name)                                                       \
-	static __typeof__(&name) r_##name;                               \
-	if (!r_##name)                                                   \
-		r_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name)
 
 static uint64_t max_bytes = 64ull << 20; /* KVFS_PRELOAD_MAX */
 static _Atomic size_t size_hint = 256u << 10; /* last chunk published */
