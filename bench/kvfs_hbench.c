@@ -274,6 +274,23 @@ static double raw_setget(const struct rt_server *s, int nsrv, bool cluster,
 	return t;
 }
 
+/* CONFIG SET maxmemory 0 then FLUSHALL on every node (each request
+ * writes nchunks x nlayers chunks; the tests' servers start with
+ * maxmemory 512mb and allkeys-lru, which evicts a request's chunks before
+ * B reads them and leaves B waiting for bytes that are gone), so that
+ * each request starts on an empty server. 0 or -1. */
+static int redis_reset(const struct rt_server *s, int n)
+{
+	char out[256];
+
+	for (int i = 0; i < n; i++)
+		if (rt_cli(&s[i], out, sizeof(out), "CONFIG", "SET",
+			   "maxmemory", "0", NULL) ||
+		    rt_cli(&s[i], out, sizeof(out), "FLUSHALL", NULL))
+			return -1;
+	return 0;
+}
+
 /* ------------------------------------------------------------ a table */
 
 static int one_setup(const char *kind, const char *url,
@@ -291,6 +308,7 @@ static int one_setup(const char *kind, const char *url,
 	       t_kv, c0, c1;
 	int pace;
 	long long cmd0, cmd1;
+	bool ok = true;
 	const char *args[] = { "-f", "-o", opts, "@DIR@", NULL };
 
 	snprintf(opts, sizeof(opts), "l1_size=%llu,max_chunk=%zu,l3=%s,"
@@ -340,13 +358,20 @@ static int one_setup(const char *kind, const char *url,
 		r.pace = (int)(2 * best * 1e3 + 1);
 	}
 	pace = r.pace;
+	if (redis_reset(srv, nsrv)) {
+		fprintf(stderr, "hbench: CONFIG SET / FLUSHALL failed\n");
+		ok = false;
+	}
 	cmd0 = redis_cmds(srv, nsrv);
-	for (int q = 0; q < requests; q++) {
+	for (int q = 0; ok && q < requests; q++) {
+		if (q)
+			redis_reset(srv, nsrv);
 		if (run_req(&r, (uint64_t)q + 1)) {
 			fprintf(stderr, "hbench: request failed (%d); A's L3 "
 				"queue dropped %lld writes (a pace the server "
 				"cannot take: --pace-ms)\n", r.err,
 				kvfs_test_stat(&a, "l3", "queue_drops"));
+			ok = false;
 			break;
 		}
 		for (int l = 0; l < nlayers; l++)
@@ -359,15 +384,22 @@ static int one_setup(const char *kind, const char *url,
 	 * compare best with best) */
 	r.pace = 0;
 	t_kv = 1e9;
-	for (int q = 0; q < 2; q++) {
-		double t0 = now_s(), t;
+	for (int q = 0; ok && q < 2; q++) {
+		double t0, t;
 
-		if (run_req(&r, 1000 + (uint64_t)q))
-			fprintf(stderr, "hbench: unpaced request failed (%d)\n",
-				r.err);
+		redis_reset(srv, nsrv);
+		t0 = now_s();
+		if (run_req(&r, 1000 + (uint64_t)q)) {
+			fprintf(stderr, "hbench: unpaced request failed (%d); "
+				"A's L3 queue dropped %lld writes\n", r.err,
+				kvfs_test_stat(&a, "l3", "queue_drops"));
+			ok = false;
+			break;
+		}
 		t = now_s() - t0;
 		t_kv = t < t_kv ? t : t_kv;
 	}
+	redis_reset(srv, nsrv);
 	t_raw = 1e9;
 	for (int q = 0; q < 3; q++) {
 		double t = raw_setget(srv, nsrv, cluster, r.src, bytes,
@@ -375,7 +407,7 @@ static int one_setup(const char *kind, const char *url,
 
 		t_raw = t < t_raw ? t : t_raw;
 	}
-	if (k) {
+	if (ok) {
 		double med = pct(lat, k, 0.5), p99 = pct(lat, k, 0.99);
 
 		printf("%-10s %-7s %5d %9.2f %9.2f %9.2f %9.2f %8.0f %8.0f "
@@ -399,7 +431,7 @@ static int one_setup(const char *kind, const char *url,
 	free(r.t_pub);
 	free(r.t_got);
 	free(lat);
-	return k ? 0 : -1;
+	return ok ? 0 : -1;
 }
 
 int main(int argc, char **argv)
