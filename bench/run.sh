@@ -73,17 +73,22 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-failed=() skipped=() ran=0
+failed=() skipped=() ran=0 order=()
 
 run() { # name cmd...
 	local name=$1 rc extra_var extra
 	shift
 	extra_var=KVFS_BENCH_ARGS_${name//[^A-Za-z0-9_]/_}
 	extra=${!extra_var:-}
-	printf '\n=== %s\n' "$name"
+	order+=("$name")
+	# the previous benchmark's dirty pages (L2 segments, checkpoints)
+	# written back now, not under the next one's timing
+	sync
+	printf '\n=== %s (load average %s)\n' "$name" \
+		"$(cut -d' ' -f1-3 /proc/loadavg)"
 	# shellcheck disable=SC2086 # extra args are meant to be split
-	timeout -k 10 "$LIMIT" "$@" $extra
-	rc=$?
+	timeout -k 10 "$LIMIT" "$@" $extra 2>&1 | tee "$WORK/$name.log"
+	rc=${PIPESTATUS[0]}
 	case $rc in
 	0) ran=$((ran + 1)) ;;
 	77) skipped+=("$name") ;;
@@ -123,6 +128,14 @@ if [ -f bench/paths_bench.py ]; then
 			--preload "$BUILD_ABS/libkvfs_preload.so"
 	fi
 fi
+
+# every target verdict the benchmarks printed, in one place
+printf '\n=== targets (issue 26), as each benchmark printed them\n'
+for b in "${order[@]}"; do
+	[ -f "$WORK/$b.log" ] || continue
+	grep -E '(^|[^a-z])(met|MISSED)([^a-z]|$)' "$WORK/$b.log" |
+		sed "s|^ *|$b: |"
+done
 
 printf '\n=== bench summary: %d ran, %d skipped, %d failed\n' \
 	"$ran" "${#skipped[@]}" "${#failed[@]}"
