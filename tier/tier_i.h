@@ -518,6 +518,7 @@ struct tier_l2_ops {
 	bool (*full)(struct tier *t, uint64_t need);
 	void (*order_changed)(struct tier *t);
 	void (*ahead_thread)(void);
+	void (*link_learned)(struct tier *t, struct tier_rec *r);
 };
 struct tier_l3_ops {
 	void (*on_publish)(struct tier *t, struct tier_rec *r);
@@ -570,6 +571,11 @@ void tier_l2_close(struct tier *t);
 /* Readahead's learned order changed: the periodic checkpoint keeps it. */
 #define tier_l2_order_changed(t) \
 	((t)->l2ops->order_changed(t))
+/* r learned its parent or depth after its L2 record was written (a
+ * batched lookup stamped it): the record's entry takes it, so the
+ * checkpoint keeps it across a restart (item 3 of issue 26). */
+#define tier_l2_link_learned(t, r) \
+	((t)->l2ops->link_learned(t, r))
 /* r is being unlinked: frees its L2 record; true when there was one (then
  * call tier_l2_sync_frees after dropping tier.lock). */
 #define tier_l2_forget(t, r) \

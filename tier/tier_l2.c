@@ -263,6 +263,18 @@ static void tl2_order_changed(struct tier *t)
 		l2_ckpt_dirty(t->l2->l2);
 }
 
+static void tl2_link_learned(struct tier *t, struct tier_rec *r)
+{
+	struct tier_l2 *t2 = t->l2;
+	struct tl2_loc l;
+
+	if (!t2 || !t2->l2 || !(r->flags & TREC_L2))
+		return;
+	loc_get(r, &l);
+	l2_set_link(t2->l2, &l.loc, (r->flags & TREC_HAS_PARENT) ?
+		    &r->parent : NULL, r->pi.depth);
+}
+
 static void tl2_ahead_thread(void)
 {
 	l2_read_alone(true);
@@ -720,4 +732,5 @@ const struct tier_l2_ops tier_l2_hooks = {
 	.full = tl2_full,
 	.order_changed = tl2_order_changed,
 	.ahead_thread = tl2_ahead_thread,
+	.link_learned = tl2_link_learned,
 };

@@ -414,17 +414,24 @@ int tier_set_user_pin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 void tier_rec_set_parent(struct tier *t, struct tier_rec *r,
 			 const struct kvfs_key *parent, uint32_t depth)
 {
+	bool learned = false;
+
 	if (parent && !(r->flags & TREC_HAS_PARENT) &&
 	    !tier_key_eq(parent, &r->key)) {
 		r->parent = *parent;
 		r->flags |= TREC_HAS_PARENT;
 		tier_ra_link(t, r->ns, parent, &r->key);
+		learned = true;
 	}
 	if (depth && !r->pi.depth) {
 		r->pi.depth = depth;
 		if (r->where == TIER_L1 && t->pops->update)
 			t->pops->update(t->pol, &r->pi);
+		learned = true;
 	}
+	/* a record already on disk keeps it through its entry there */
+	if (learned && (r->flags & TREC_L2))
+		tier_l2_link_learned(t, r);
 	/* Also (re)counts a child whose parent was published after it. */
 	if (parent && (r->flags & TREC_HAS_PARENT) && tier_key_eq(parent, &r->parent))
 		tier_count_parent(t, r);

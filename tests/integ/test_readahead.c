@@ -10,7 +10,9 @@
  * ahead in the order a first pass taught, with their bytes.
  * Restarts: parent links (and depths) survive a clean unmount (the L2
  * checkpoint) and a SIGKILL (the record headers, scanned), so the first
- * reader after the restart is followed; an order learned by reading
+ * reader after the restart is followed (links a batched lookup stamped
+ * after the chunks reached L2 too, through the checkpoint); an order
+ * learned by reading
  * survives a clean unmount and a SIGKILL after the periodic checkpoint;
  * so does the order chunks without links were written in, which the
  * first reader after the restart is followed along.
@@ -530,6 +532,38 @@ static void test_links_survive_kill(void **state)
 	do_umount(&m);
 }
 
+/* Links a batched lookup stamped on chunks already in L2 (their writers
+ * set none, and wrote them in the other order) are kept too: the record's
+ * entry takes them, so the checkpoint of a clean unmount holds them. */
+static void test_stamped_links_survive_clean_unmount(void **state)
+{
+	struct kvfs_key keys[N];
+	struct kvfs_mnt m;
+	char p[PATH_MAX], hex[33];
+	int fd;
+
+	(void)state;
+	assert_int_equal(do_mount(&m, "ingest=all"), 0);
+	write_all_chain(&m, false);
+	for (uint64_t i = 0; i < N; i++) {
+		kvfs_test_key_name(i, hex);
+		assert_int_equal(kvfs_key_parse(hex, 32, &keys[i]), 0);
+	}
+	fd = open(kvfs_test_path(&m, p, "%s", NS), O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	/* depths from 1, as the writers' links would say */
+	assert_int_equal(kvfs_lookup(fd, keys, N, 1, 0, 0, NULL), N);
+	close(fd);
+	links_are_back(&m, 5);
+	remount_clean(&m);
+	assert_int_equal(kvfs_test_stat(&m, "l2_recovery", "ckpt_records"), N);
+	links_are_back(&m, 5);
+	links_are_back(&m, 21);
+	assert_true(read_in_order(&m, 0, 20) >= 8);
+	assert_int_equal(kvfs_test_stat(&m, "l2", "corrupt"), 0);
+	do_umount(&m);
+}
+
 /* No links: one pass teaches the order; after the restart the first pass
  * is read ahead. */
 static void learn_order(struct kvfs_mnt *m)
@@ -737,6 +771,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_links_survive_clean_unmount,
 					  test_teardown),
 		cmocka_unit_test_teardown(test_links_survive_kill, test_teardown),
+		cmocka_unit_test_teardown(test_stamped_links_survive_clean_unmount,
+					  test_teardown),
 		cmocka_unit_test_teardown(test_learned_order_survives_clean_unmount,
 					  test_teardown),
 		cmocka_unit_test_teardown(test_write_order_after_clean_unmount,

@@ -320,6 +320,15 @@ void l2_flush(struct l2 *l2);
 
 void l2_get_stats(struct l2 *l2, struct l2_stats *st);
 
+/* l2_set_link - the chain link (parent key, depth) of the live record at
+ * loc, learned after the record was written (a batched lookup stamped
+ * it): the next checkpoint keeps it, and a reclaim that moves the record
+ * writes it into the moved copy's header. Fills only what the record does
+ * not know yet, as tier_rec_set_parent does. 0, or -ENOENT (no such live
+ * record). */
+int l2_set_link(struct l2 *l2, const struct l2_loc *loc,
+		const struct kvfs_key *parent, uint32_t depth);
+
 /* l2_ckpt_dirty - what ckpt_save returns has changed: the periodic
  * checkpoint is due even when no record changed. Any thread, any lock
  * (one atomic add). */

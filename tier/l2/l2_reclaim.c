@@ -127,9 +127,19 @@ static int move_add(struct l2 *l2, struct l2_seg *seg,
 	struct move_ctx *m;
 	struct l2_req *r;
 	int rc = read_back(l2, seg, info, &rec);
+	struct kvfs_key parent;
+	uint32_t depth;
+	bool has;
 
 	if (rc)
 		return rc;
+	/* a link learned after the record was written (l2_set_link) goes
+	 * into the moved copy's header, so it outlives the checkpoint */
+	has = kvrec_hdr_link(rec->hdr, &parent, &depth);
+	if ((info->has_parent && !has) || (info->depth && !depth))
+		l2_rec_set_link(l2, rec, info->has_parent ? &info->parent :
+				has ? &parent : NULL,
+				info->depth ? info->depth : depth);
 	m = malloc(sizeof(*m));
 	r = calloc(1, sizeof(*r));
 	if (!m || !r) {

@@ -75,6 +75,35 @@ void l2_ent_live(struct l2 *l2, struct l2_ent *e)
 	e->state = ENT_LIVE;
 }
 
+int l2_set_link(struct l2 *l2, const struct l2_loc *loc,
+		const struct kvfs_key *parent, uint32_t depth)
+{
+	struct l2_seg *seg;
+	struct l2_ent *e;
+	bool changed = false;
+
+	pthread_mutex_lock(&l2->lock);
+	seg = l2_seg_find(l2, loc->seg);
+	e = seg ? l2_ent_find(seg, loc->blk) : NULL;
+	if (!e || e->state != ENT_LIVE || e->nblk != loc->nblk) {
+		pthread_mutex_unlock(&l2->lock);
+		return -ENOENT;
+	}
+	if (parent && !e->has_parent) {
+		e->parent = *parent;
+		e->has_parent = true;
+		changed = true;
+	}
+	if (depth && !e->depth) {
+		e->depth = depth;
+		changed = true;
+	}
+	if (changed)
+		l2->changes++; /* the next checkpoint keeps it */
+	pthread_mutex_unlock(&l2->lock);
+	return 0;
+}
+
 /* l2.lock held. The fd stays open while requests use it, so a reclaimed
  * (unlinked) segment can still finish its reads. */
 void l2_seg_unref(struct l2 *l2, struct l2_seg *seg)
