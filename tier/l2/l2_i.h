@@ -292,6 +292,10 @@ struct l2_ent *l2_ent_add_rec(struct l2 *l2, struct l2_seg *seg,
 			      const struct l2_rec *rec, uint32_t blk);
 struct l2_seg *l2_seg_find(struct l2 *l2, uint32_t id);
 struct l2_ent *l2_ent_find(struct l2_seg *seg, uint32_t blk);
+/* l2.lock held: the live entry at loc (all three fields) and its
+ * segment, or NULL. */
+struct l2_ent *l2_ent_at(struct l2 *l2, const struct l2_loc *loc,
+			 struct l2_seg **seg);
 /* l2.lock held: a zeroed entry at the end of seg (NULL: no memory). */
 struct l2_ent *l2_ent_append(struct l2_seg *seg);
 /* l2.lock held: the index of the interned name, or -ENOMEM. */

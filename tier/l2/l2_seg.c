@@ -51,6 +51,19 @@ struct l2_ent *l2_ent_find(struct l2_seg *seg, uint32_t blk)
 	return NULL;
 }
 
+struct l2_ent *l2_ent_at(struct l2 *l2, const struct l2_loc *loc,
+			 struct l2_seg **seg)
+{
+	struct l2_seg *s = l2_seg_find(l2, loc->seg);
+	struct l2_ent *e = s ? l2_ent_find(s, loc->blk) : NULL;
+
+	if (!e || e->state != ENT_LIVE || e->nblk != loc->nblk)
+		return NULL;
+	if (seg)
+		*seg = s;
+	return e;
+}
+
 /* l2.lock held: a record leaves the live set. */
 void l2_ent_kill(struct l2 *l2, struct l2_ent *e)
 {
@@ -78,14 +91,12 @@ void l2_ent_live(struct l2 *l2, struct l2_ent *e)
 int l2_set_link(struct l2 *l2, const struct l2_loc *loc,
 		const struct kvfs_key *parent, uint32_t depth)
 {
-	struct l2_seg *seg;
 	struct l2_ent *e;
 	bool changed = false;
 
 	pthread_mutex_lock(&l2->lock);
-	seg = l2_seg_find(l2, loc->seg);
-	e = seg ? l2_ent_find(seg, loc->blk) : NULL;
-	if (!e || e->state != ENT_LIVE || e->nblk != loc->nblk) {
+	e = l2_ent_at(l2, loc, NULL);
+	if (!e) {
 		pthread_mutex_unlock(&l2->lock);
 		return -ENOENT;
 	}

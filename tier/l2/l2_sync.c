@@ -45,13 +45,10 @@ static int seg_sync(struct l2 *l2, struct l2_seg *seg)
 int l2_sync(struct l2 *l2, const struct l2_loc *loc)
 {
 	struct l2_seg *seg;
-	struct l2_ent *e;
 	int rc;
 
 	pthread_mutex_lock(&l2->lock);
-	seg = l2_seg_find(l2, loc->seg);
-	e = seg ? l2_ent_find(seg, loc->blk) : NULL;
-	if (!e || e->state != ENT_LIVE || e->nblk != loc->nblk) {
+	if (!l2_ent_at(l2, loc, &seg)) {
 		pthread_mutex_unlock(&l2->lock);
 		return -ENOENT;
 	}
