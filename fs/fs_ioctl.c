@@ -610,17 +610,23 @@ static int check_args(unsigned int nr, const void *in_buf)
 		    (lk.flags & ~(flags_ok | KVFS_LOOKUP_WAIT |
 				  KVFS_LOOKUP_KEYS_AT | KVFS_WAIT_MS_MASK)) ||
 		    (!(lk.flags & KVFS_LOOKUP_WAIT) &&
-		     KVFS_WAIT_MS_OF(lk.flags)))
+		     KVFS_WAIT_MS_OF(lk.flags)) ||
+		    (uint64_t)lk.depth_base + lk.nkeys > UINT32_MAX)
 			return -EINVAL;
 		return 0;
 	}
 	case _IOC_NR(KVFS_IOC_GROUP_LOOKUP): {
 		const struct kvfs_group_lookup *g = in_buf;
 		uint32_t hdr[6]; /* version size flags nkeys nns lease_ms */
+		uint32_t depth_base;
 
 		memcpy(hdr, in_buf, sizeof(hdr));
+		memcpy(&depth_base, (const char *)in_buf +
+		       offsetof(struct kvfs_group_lookup, depth_base),
+		       sizeof(depth_base));
 		if (hdr[3] == 0 || hdr[3] > KVFS_GROUP_KEYS_MAX || hdr[4] == 0 ||
-		    hdr[4] > KVFS_GROUP_MAX || (hdr[2] & ~flags_ok))
+		    hdr[4] > KVFS_GROUP_MAX || (hdr[2] & ~flags_ok) ||
+		    (uint64_t)depth_base + hdr[3] > UINT32_MAX)
 			return -EINVAL;
 		for (uint32_t i = 0; i < hdr[4]; i++) {
 			size_t len = strnlen(g->ns[i], sizeof(g->ns[i]));

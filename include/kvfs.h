@@ -291,7 +291,8 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  *      most 86400000 (24 h); with PIN the lease time granted is written
  *      back to lease_ms.
  *      depth_base: the depth of keys[0] (its index in the whole chain, for
- *      callers that split a long chain into several calls).
+ *      callers that split a long chain into several calls);
+ *      depth_base + nkeys must fit in 32 bits (else EINVAL).
  *      With KVFS_LOOKUP_KEYS_AT the chain is not in keys[] but at address
  *      keys_at of the caller's memory, 1 <= nkeys <= KVFS_LOOKUP_AT_MAX
  *      (a restricted ioctl carries at most 16,383 bytes, fewer than
@@ -320,7 +321,7 @@ int kvfs_key_parse(const char *name, size_t len, struct kvfs_key *out);
  *      written back. "Closed" means the open file's last close: dup'd and
  *      inherited fds share it, and a killed process's fds are closed by
  *      the kernel, which releases its leases.
- * Errors: EINVAL (version/size/nkeys/flags), EACCES (caller may not read the
+ * Errors: EINVAL (version/size/nkeys/flags/depth_base), EACCES (caller may not read the
  *      namespace), ENOTTY (not a namespace directory), ENOSPC (too many
  *      leases: 65536 per mount, of which one user other than root may
  *      hold 16384), ENOENT (the namespace was removed); with WAIT also

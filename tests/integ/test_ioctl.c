@@ -404,6 +404,12 @@ static void test_bad_args(void **state)
 	lk->flags = 0x80;
 	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), -EINVAL);
 	lk->flags = 0;
+	/* depths past 2^32 - 1 (they wrapped to 0, "not known", before) */
+	lk->depth_base = UINT32_MAX - 2;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), -EINVAL);
+	lk->depth_base = UINT32_MAX - 4;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), 0);
+	lk->depth_base = 0;
 	assert_int_equal(raw_ioctl(fd, KVFS_IOC_LOOKUP, lk), 0);
 	assert_int_equal(lk->found, 4);
 	free(lk);
@@ -617,6 +623,9 @@ static void test_group(void **state)
 	assert_int_equal(raw_ioctl(rootfd, KVFS_IOC_GROUP_LOOKUP, g), -EINVAL);
 	strcpy(g->ns[0], "g.r0");
 	memcpy(g->keys, keys, sizeof(keys[0]));
+	g->depth_base = UINT32_MAX;
+	assert_int_equal(raw_ioctl(rootfd, KVFS_IOC_GROUP_LOOKUP, g), -EINVAL);
+	g->depth_base = 0;
 	assert_int_equal(raw_ioctl(rootfd, KVFS_IOC_GROUP_LOOKUP, g), 0);
 	assert_int_equal(g->found, 1);
 	free(g);
