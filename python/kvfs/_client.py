@@ -258,6 +258,15 @@ def parse_key(k):
                     % type(k).__name__)
 
 
+def _u64(v, name):
+    """v as an unsigned 64-bit field of a transfer entry: ValueError for a
+    negative value or one past 2**64 - 1 (ctypes would cut it silently)."""
+    v = int(v)
+    if v < 0 or v >= 1 << 64:
+        raise ValueError("%s: %d is not in 0..2**64-1" % (name, v))
+    return v
+
+
 def _key_chain(keys):
     """keys (any iterable of what parse_key takes) as one bytes object of
     16 bytes per key. A list of 16-byte bytes objects, what keys() and
@@ -1043,9 +1052,9 @@ class Connector:
                 io[i].buf = addr
                 io[i].len = size
                 if offsets is not None:
-                    io[i].offset = int(offsets[i])
+                    io[i].offset = _u64(offsets[i], "offsets")
                 if lengths is not None:
-                    io[i].length = int(lengths[i])
+                    io[i].length = _u64(lengths[i], "lengths")
             lib = load_library()
             if not hasattr(lib, "kvfs_mget"):
                 raise OSError(_errno.ENOSYS, "this libkvfs has no kvfs_mget")
@@ -1097,7 +1106,8 @@ class Connector:
         copied), ERANGE (the range reaches past the chunk's end), EFAULT.
         Raises OSError for the whole call (EACCES, EPERM...), TypeError for
         a read-only buffer or no buffer at all, ValueError for a buffer
-        that is not contiguous or a key count that differs.
+        that is not contiguous, a key count that differs, or an offset or
+        length outside 0..2**64-1.
         wait=SECONDS: first wait until every key is present (in order, as
         a chain) or SECONDS pass, then copy what is there (the rest:
         None). A signal handler that returns lets the wait go on (PEP

@@ -250,6 +250,11 @@ class GetPutManyTest(unittest.TestCase):
             self.c.put_many(keys[:1], ["not bytes"])  # str: no buffer
         with self.assertRaises(ValueError):  # not contiguous
             self.c.get_many(keys[:1], [memoryview(bytearray(20))[::2]])
+        # ranges outside the 64-bit fields (ctypes cut 2**64 + 5 to 5)
+        for off, ln in ((2**64 + 5, 0), (-1, 0), (0, 2**64), (0, -1)):
+            with self.assertRaises(ValueError):
+                self.c.get_many(keys[:1], [bytearray(8)], offsets=[off],
+                                lengths=[ln])
         if np is not None:
             a = np.zeros((8, 8), dtype=np.uint8)[:, ::2]
             with self.assertRaises(ValueError):  # not contiguous
