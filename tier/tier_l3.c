@@ -114,8 +114,9 @@ struct tl3_job {
 	struct kvfs_key key;
 	/* for its BlockStored(REMOTE) (stored_event) */
 	uint32_t ns_id;
-	bool has_parent;
+	bool has_parent;  /* and in the record's header (its chain link) */
 	struct kvfs_key parent;
+	uint32_t depth;
 	uint64_t gen;     /* the record's, at queueing */
 	uint32_t bucket;  /* of tier_l3.forgets */
 	uint64_t forgets; /* tier_l3.forgets[bucket] at queueing */
@@ -173,6 +174,8 @@ static int build(struct tier *t, struct tl3_job *j, const void *src,
 	struct tier_l3 *t3 = t->l3;
 	struct kvrec_desc d = { .ns = j->ns, .key = &j->key,
 				.raw_len = j->size,
+				.parent = j->has_parent ? &j->parent : NULL,
+				.depth = j->depth,
 				.attr = j->has_attr ? &j->attr : NULL };
 	struct timespec now;
 	uint8_t *buf;
@@ -334,6 +337,7 @@ static void queue_put(struct tier *t, struct tier_rec *r, void *raw)
 	j->ns_id = r->ns;
 	j->has_parent = (r->flags & TREC_HAS_PARENT) != 0;
 	j->parent = r->parent;
+	j->depth = r->pi.depth;
 	j->gen = r->gen;
 	if (t->cfg.pattr_get) {
 		struct tier_pattr a;
@@ -743,6 +747,17 @@ static int tl3_promote(struct tier *t, uint32_t ns, const struct kvfs_key *key)
 	rx.w->l3_forgets = forgets;
 	/* checked: kept, not recomputed */
 	tier_wr_set_checksum(rx.w, rx.hdr.h.raw_sum);
+	/* the chain link its writer's node knew (user.kvfs.parent, depth):
+	 * the prefix policy and readahead know the chain here too */
+	{
+		struct kvfs_key parent;
+		uint32_t depth;
+		bool has = kvrec_hdr_link(&rx.hdr.h, &parent, &depth);
+
+		if (has || depth)
+			tier_wr_set_parent(t, rx.w, has ? &parent : NULL,
+					   depth);
+	}
 	/* its attributes, known to the mount before anyone can open it
 	 * (and again after: the mount may have dropped them meanwhile, as
 	 * the key's earlier copy left) */

@@ -7,7 +7,8 @@
  * order) is followed on the second pass; a damaged record met by
  * readahead is a miss for the reader, never bad bytes; pinned chunks stay
  * in L1 under readahead; chunks only in L3 (a real redis-server) are read
- * ahead in the order a first pass taught, with their bytes.
+ * ahead in the order a first pass taught, with their bytes, and come
+ * with the parent links their writer set (the L3 record carries them).
  * Restarts: parent links (and depths) survive a clean unmount (the L2
  * checkpoint) and a SIGKILL (the record headers, scanned), so the first
  * reader after the restart is followed (links a batched lookup stamped
@@ -45,6 +46,7 @@
 
 #define MIB (1u << 20)
 #define NS "ra.bf16"
+#define NS_LINKED "ra.linked.bf16" /* test_l3_chain's chain with links */
 #define N 28 /* chunks of 1 MiB; L1 holds 8 */
 
 static char l2dir[PATH_MAX];
@@ -397,11 +399,16 @@ static void test_l3_chain(void **state)
 	assert_int_equal(kvfs_test_mount(&a, opts), 0);
 	mounted = &a;
 	assert_int_equal(mkdir(kvfs_test_path(&a, p, "%s", NS), 0755), 0);
+	assert_int_equal(mkdir(kvfs_test_path(&a, p, "%s", NS_LINKED), 0755),
+			 0);
 	for (uint64_t i = 0; i < 16; i++)
 		put(&a, NS, i, false);
-	for (int i = 0; i < 300 && kvfs_test_stat(&a, "l3", "puts") < 16; i++)
+	/* and a chain whose writer set its links */
+	for (uint64_t i = 0; i < 4; i++)
+		put(&a, NS_LINKED, i, true);
+	for (int i = 0; i < 300 && kvfs_test_stat(&a, "l3", "puts") < 20; i++)
 		sleep_ms(20);
-	assert_int_equal(kvfs_test_stat(&a, "l3", "puts"), 16);
+	assert_int_equal(kvfs_test_stat(&a, "l3", "puts"), 20);
 	snprintf(opts, sizeof(opts), "l1_size=8M,max_chunk=1M,l3=%s,"
 		 "l3_auth_file=%s,l3_timeout_ms=1000", url, auth);
 	assert_int_equal(kvfs_test_mount(&b, opts), 0);
@@ -415,6 +422,26 @@ static void test_l3_chain(void **state)
 		      ra(&b, "promotions"), ra(&b, "hits"));
 	assert_true(ra(&b, "promotions") >= 4);
 	assert_true(ra(&b, "hits") >= 4);
+	/* the links travel in the L3 record: B promoted chunk 3 with them */
+	{
+		char want[33], got[64];
+		ssize_t r;
+
+		assert_int_equal(mkdir(kvfs_test_path(&b, p, "%s", NS_LINKED),
+				       0755), 0);
+		assert_int_equal(check(&b, NS_LINKED, 3), 0);
+		kvfs_test_key_name(2, want);
+		r = getxattr(chunk_path(&b, p, NS_LINKED, 3), KVFS_XATTR_PARENT,
+			     got, sizeof(got) - 1);
+		assert_int_equal(r, 32);
+		got[r] = 0;
+		assert_string_equal(got, want);
+		r = getxattr(chunk_path(&b, p, NS_LINKED, 3), KVFS_XATTR_DEPTH,
+			     got, sizeof(got) - 1);
+		assert_true(r > 0);
+		got[r] = 0;
+		assert_string_equal(got, "4");
+	}
 	assert_int_equal(kvfs_test_stat(&b, "l3", "corrupt"), 0);
 	mounted2 = NULL;
 	assert_int_equal(kvfs_test_umount(&b), 0);
