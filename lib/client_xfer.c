@@ -25,8 +25,9 @@
  * nothing then: a signal before it read the request) and on EAGAIN (the
  * daemon runs as many batches, or waiters, as it lets run at once,
  * nothing done), backing off from 50 us to 5 ms, for about 10 s at most.
- * With a deadline (a waiting GET) each try carries the time left, and a
- * signal during the wait ends it: -EINTR. */
+ * With a deadline (a waiting GET) each try carries the time left, EAGAIN
+ * is retried until the deadline and then for ~10 s without waiting, and
+ * a signal during the wait ends it: -EINTR. */
 static int xfer_ioctl(int fd, unsigned long cmd, struct kvfs_xfer *b,
 		      uint64_t deadline)
 {
@@ -43,7 +44,13 @@ static int xfer_ioctl(int fd, unsigned long cmd, struct kvfs_xfer *b,
 		if (errno == EINTR && deadline)
 			break;
 		if (errno == EAGAIN) {
-			if (waited >= 10u * 1000 * 1000)
+			/* a waiting GET refused (past the daemon's waiter
+			 * bounds) tries again until its deadline, then once
+			 * more without waiting (kvfs_wait_flags drops the
+			 * flag), as the lookup does; the rest for ~10 s */
+			if (deadline && kvfs_wait_now_ns() < deadline)
+				waited = 0;
+			else if (waited >= 10u * 1000 * 1000)
 				break;
 			usleep(us);
 			waited += us;

@@ -398,6 +398,23 @@ static void test_local_flood(void **state)
 	await_waiting(&loc, 2);
 	assert_int_equal(raw_lookup(fd, keys, 2, KVFS_LOOKUP_WAIT |
 				    KVFS_WAIT_MS(5000), &lk), -EAGAIN);
+	/* kvfs_mget_wait, refused so, tries again until its own timeout,
+	 * then answers what is there (a miss), not EAGAIN: libkvfs gave up
+	 * after 10 s whatever the timeout before */
+	{
+		char b[64];
+		struct kvfs_io io = { .key = keys[0], .buf = b, .len = 64 };
+		struct timespec t0, t1;
+		double took;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		assert_int_equal(kvfs_mget_wait(fd, &io, 1, 0, 10800), 0);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		took = (double)(t1.tv_sec - t0.tv_sec) +
+		       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		assert_int_equal(io.result, -ENOENT);
+		assert_true(took >= 10.7);
+	}
 	/* another user (nobody) still gets to wait, and is woken */
 	assert_int_equal(pipe(pfd), 0);
 	pid = fork();
