@@ -216,10 +216,10 @@ ssize_t pl_wr_write(int fd, struct pl_chunk *c, const struct iovec *iov,
 		return r_pwritev(fd, iov, cnt, at);
 	}
 	/* a hole: zeros, as the kernel's (the buffer may be another
-	 * chunk's, reused); a write of nothing makes none */
+	 * chunk's, reused); a write of nothing makes none, nor copies */
 	if (total && pos > c->size)
 		memset(c->buf + c->size, 0, pos - c->size);
-	for (int i = 0; i < cnt; i++) {
+	for (int i = 0; i < cnt && total; i++) {
 		memcpy(c->buf + pos, iov[i].iov_base, iov[i].iov_len);
 		pos += iov[i].iov_len;
 	}

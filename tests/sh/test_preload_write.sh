@@ -333,6 +333,7 @@ if case == "hole":  # a buffer another chunk's read left behind
     w = os.open(k, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     os.write(w, b"hello")
     out = [at_fd_limit(lambda: os.pwrite(w, b"Z", 200000)),
+           os.pwrite(w, b"", 500000), os.lseek(w, 0, os.SEEK_END),
            err(lambda: os.close(w))]
     b = open(k, "rb").read()
     out.append(b == b"hello" + bytes(200000 - 5) + b"Z")
@@ -377,7 +378,7 @@ wf() { # CASE WANT [ENV...]: the case's outcome, preloaded
 		bad "write not served nor settled: $case: want $want, got $got"
 	fi
 }
-wf hole "[1, None, True]"
+wf hole "[1, 0, 200001, None, True]"
 wf max "['EMFILE', 'EMFILE', 'EMFILE', False]" KVFS_PRELOAD_MAX=300000
 wf lazy "[65536, True, 'EEXIST', True, 'EEXIST', 'EEXIST', 'EEXIST', 'EXISTING\n']" \
 	KVFS_PRELOAD_WRITES=lazy KVFS_PRELOAD_MAX=1000000
