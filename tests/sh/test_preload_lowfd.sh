@@ -35,13 +35,13 @@ EOF
 }
 for mode in 1 memfd; do
 	for f in "k/$K CHUNKDATA" "p/f PATHDATA"; do
-		set -- $f
+		read -r rel want <<<"$f"
 		gets0=$(stat ioctl.xfer.gets)
-		got=$(lowread "$tmp/m/$1" "$mode")
-		if [ "$got" = "0 $2" ] && [ "$(stat ioctl.xfer.gets)" -gt "$gets0" ]; then
-			ok "KVFS_PRELOAD=$mode: close(0), first open of $1: served as fd 0"
+		got=$(lowread "$tmp/m/$rel" "$mode")
+		if [ "$got" = "0 $want" ] && [ "$(stat ioctl.xfer.gets)" -gt "$gets0" ]; then
+			ok "KVFS_PRELOAD=$mode: close(0), first open of $rel: served as fd 0"
 		else
-			bad "KVFS_PRELOAD=$mode: close(0), open of $1: $got (want fd 0, one GET)"
+			bad "KVFS_PRELOAD=$mode: close(0), open of $rel: $got (want fd 0, one GET)"
 		fi
 	done
 done
