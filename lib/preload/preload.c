@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -46,6 +47,7 @@
 #define MAX_DEFAULT (64ull << 20) /* largest chunk served (KVFS_PRELOAD_MAX) */
 #define NS_SLOTS 64               /* namespaces remembered */
 #define DEV_SLOTS 16              /* devices remembered (kvfs or not) */
+#define FD_BASE 512               /* the library's own fds: at or above */
 
 /* Flags a served open for writing may carry besides O_WRONLY | O_CREAT
  * (not O_APPEND, O_SYNC, O_DSYNC, O_DIRECT, O_TMPFILE...). */
@@ -141,6 +143,23 @@ static bool sandboxed(void)
 }
 
 /* --------------------------------------------------- namespaces, devices */
+
+/*
+ * A dup of fd (close-on-exec) at FD_BASE or above (below RLIMIT_NOFILE:
+ * half of it, where the limit is lower), for a descriptor the library
+ * keeps (a namespace directory, a writer's): open(2) returns the lowest
+ * free fd, and `close(1); open(key); exec` must get 1. Returns it, or -1.
+ */
+static int fd_high(int fd)
+{
+	struct rlimit rl;
+	int r = fcntl(fd, F_DUPFD_CLOEXEC, FD_BASE);
+
+	if (r < 0 && errno == EINVAL && !getrlimit(RLIMIT_NOFILE, &rl) &&
+	    rl.rlim_cur / 2 < FD_BASE)
+		r = fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur / 2));
+	return r;
+}
 
 enum ns_kind { NS_KEYS = 1, NS_PATHS = 2, NS_OTHER = 3 };
 
@@ -256,6 +275,12 @@ static struct ns_slot *ns_add(int dirfd, const char *dir, const struct stat *st)
 	s->fd = -1;
 	s->kind = NS_OTHER;
 	fd = real.openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) { /* kept: away from the fd the caller gets next */
+		int hi = fd_high(fd);
+
+		close(fd);
+		fd = hi;
+	}
 	if (fd < 0) {
 		/* no read permission now; another uid (setuid) may have it */
 		memset(s, 0, sizeof(*s));
@@ -435,18 +460,23 @@ static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t *size,
 
 /* The memfd as the caller asked for it: reopened read-only (so a write is
  * EBADF and F_GETFL says O_RDONLY, as for the chunk), with O_CLOEXEC and
- * O_NONBLOCK as asked. Takes mfd. */
+ * O_NONBLOCK as asked, at mfd's number (the lowest free at the open, as
+ * open(2) returns: dup3 over mfd). Takes mfd. */
 static int reopen_rdonly(int mfd, int flags)
 {
 	char p[40];
-	int fd;
+	int fd, r;
 
+	REAL(dup3);
 	snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
 	fd = real.openat(AT_FDCWD, p, O_RDONLY |
 			 (flags & (O_CLOEXEC | O_NONBLOCK)));
 	if (fd >= 0) {
-		close(mfd);
-		return fd;
+		r = r_dup3(fd, mfd, flags & O_CLOEXEC);
+		close(fd);
+		if (r < 0)
+			close(mfd);
+		return r;
 	}
 	/* no /proc: the memfd itself, sealed (writes fail EPERM there) */
 	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
@@ -567,7 +597,7 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 	}
 	if (writing) {
 		/* the writer's own: kept until its close or settling */
-		nsfd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+		nsfd = fd_high(s->fd);
 		pthread_rwlock_unlock(&lock);
 		return nsfd >= 0 ? serve_write(nsfd, name, key, flags, mode) :
 				   -1;

@@ -40,6 +40,10 @@ struct pl_wr {
 	mode_t mode;          /* the open's mode (the kernel applies umask) */
 	int flags;            /* the open's flags */
 	int settled;          /* the fd is a real writer fd now */
+	int err;              /* a write failed (it could not be buffered
+			       * nor settled): never published, later
+			       * writes, the settling and close fail with
+			       * it (as the daemon dooms a writer) */
 	pid_t pid;            /* the process that opened it */
 };
 

@@ -13,10 +13,17 @@
  * extra fd publishes nothing), and given the buffered bytes and the
  * offset; from then on the fd is the plain path's. fstat, fsync,
  * ftruncate, fcntl (but F_GETFL/F_GETFD/F_SETFD), dup, mmap, fdopen,
- * xattrs, ioctl (preload_real.c's calls), a write past the end (a hole)
- * or past KVFS_PRELOAD_MAX, fork, exec and posix_spawn all settle; a whole-batch error of the PUT
- * (EACCES, EPERM, a removed namespace...) and an empty chunk settle at
- * close, so that the kernel answers.
+ * xattrs, ioctl (preload_real.c's calls), a write past KVFS_PRELOAD_MAX
+ * or one there is no memory for, fork, exec and posix_spawn all settle;
+ * a whole-batch error of the PUT (EACCES, EPERM, a removed namespace...)
+ * and an empty chunk settle at close, so that the kernel answers. A write
+ * past the end is buffered, the hole zeroed (buffers are reused).
+ *
+ * A write that can be neither buffered nor settled (the settling's open
+ * failed: EEXIST of a key published meanwhile, EMFILE...) fails with that
+ * errno, copies nothing, and dooms the chunk as the daemon dooms a writer
+ * whose write failed: later writes, the settling and close fail with the
+ * same errno, and nothing is published.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -85,6 +92,10 @@ static int settle_locked(int fd, struct pl_chunk *c)
 	REAL(lseek);
 	if (w->settled)
 		return 0;
+	if (w->err) { /* doomed: a real writer would publish the rest */
+		errno = w->err;
+		return -1;
+	}
 	fdfl = r_fcntl(fd, F_GETFD);
 	rfd = r_openat(w->nsfd, w->name, O_WRONLY | O_CREAT | O_EXCL |
 		       O_CLOEXEC | (w->flags & (O_NONBLOCK | O_NOCTTY)),
@@ -139,9 +150,30 @@ static int room(struct pl_chunk *c, uint64_t need)
 {
 	size_t cap = c->cap;
 
+	if (need > SIZE_MAX / 2) { /* KVFS_PRELOAD_MAX set past memory */
+		errno = ENOMEM;
+		return -1;
+	}
 	while (cap < need)
 		cap *= 2;
 	return cap == c->cap ? 0 : pl_chunk_resize(c, cap);
+}
+
+/*
+ * Whether a write of total bytes at pos can be buffered: it fits in
+ * KVFS_PRELOAD_MAX and in memory. Else the chunk is settled (c->lock
+ * held); where that fails too, the chunk is doomed with its errno
+ * (returns -1): the write must copy nothing.
+ */
+static int can_buffer(int fd, struct pl_chunk *c, uint64_t pos,
+		      uint64_t total)
+{
+	if (pos + total <= max_bytes && !room(c, pos + total))
+		return 0;
+	if (!settle_locked(fd, c) || c->wr->settled)
+		return 0; /* settled (a failed copy: the daemon dooms it) */
+	c->wr->err = errno ? errno : EIO;
+	return -1;
 }
 
 ssize_t pl_wr_write(int fd, struct pl_chunk *c, const struct iovec *iov,
@@ -165,9 +197,14 @@ ssize_t pl_wr_write(int fd, struct pl_chunk *c, const struct iovec *iov,
 	}
 	pthread_mutex_lock(&c->lock);
 	pos = at < 0 ? (uint64_t)c->off : (uint64_t)at;
-	if (!c->wr->settled && (pos > c->size || pos + total > max_bytes ||
-				room(c, pos + total)))
-		settle_locked(fd, c); /* a hole, too big, no memory */
+	if (!c->wr->settled && (c->wr->err || (total &&
+	    can_buffer(fd, c, pos, total)))) {
+		/* doomed: what the daemon answers a doomed writer's write */
+		errno = c->wr->err;
+		pthread_mutex_unlock(&c->lock);
+		pl_put(c);
+		return -1;
+	}
 	if (c->wr->settled) {
 		pthread_mutex_unlock(&c->lock);
 		pl_put(c);
@@ -178,11 +215,15 @@ ssize_t pl_wr_write(int fd, struct pl_chunk *c, const struct iovec *iov,
 		REAL(pwritev);
 		return r_pwritev(fd, iov, cnt, at);
 	}
-	for (int i = 0; i < cnt; i++) {
+	/* a hole: zeros, as the kernel's (the buffer may be another
+	 * chunk's, reused); a write of nothing makes none, nor copies */
+	if (total && pos > c->size)
+		memset(c->buf + c->size, 0, pos - c->size);
+	for (int i = 0; i < cnt && total; i++) {
 		memcpy(c->buf + pos, iov[i].iov_base, iov[i].iov_len);
 		pos += iov[i].iov_len;
 	}
-	if (pos > c->size)
+	if (total && pos > c->size)
 		c->size = pos;
 	if (at < 0)
 		c->off = (off_t)pos;
@@ -225,7 +266,10 @@ int pl_wr_close(int fd, struct pl_chunk *c)
 
 	REAL(close);
 	pthread_mutex_lock(&c->lock);
-	if (!c->wr->settled && c->size > 0) {
+	if (!c->wr->settled && c->wr->err) {
+		err = c->wr->err; /* doomed: nothing published */
+		rc = 0;
+	} else if (!c->wr->settled && c->size > 0) {
 		memset(&io, 0, sizeof(io));
 		io.key = c->wr->key;
 		io.buf = c->buf;

@@ -295,5 +295,94 @@ os.write(fd, b"n" * 5000); os.close(fd); print("stored")' "$1/$k"
 	fi
 fi
 
+# --- a write the library can neither buffer nor settle (review3 t19,
+# t20): it fails with the settling's errno, copies nothing (a served
+# reader's buffer beside the writer's stays the chunk's), and close
+# publishes nothing; a hole is zeros even in a reused buffer, at the fd
+# limit too (no settling)
+mkdir "$tmp/m/wf" || exit 1
+head -c 200000 /dev/urandom >"$tmp/wf_r"
+cp "$tmp/wf_r" "$tmp/m/wf/00000000000000000000000000000001" || exit 1
+echo EXISTING >"$tmp/m/wf/00000000000000000000000000000002" || exit 1
+cat >"$tmp/wf.py" <<'EOF2'
+import errno, os, resource, subprocess, sys
+ns, ref, case = sys.argv[1], sys.argv[2], sys.argv[3]
+R, E = f"{ns}/{1:032x}", f"{ns}/{2:032x}"
+want = open(ref, "rb").read()
+def err(f):
+    try:
+        return f()
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def at_fd_limit(f):
+    """f() with no fd left (the lowest free fd is the limit)"""
+    old = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = os.dup(0); os.close(top)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (top, old[1]))
+    try:
+        return err(f)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, old)
+def reader():
+    return os.open(R, os.O_RDONLY)
+def intact(r):
+    return os.pread(r, 300000, 0) == want
+if case == "hole":  # a buffer another chunk's read left behind
+    r = reader(); os.read(r, 300000); os.close(r)
+    k = f"{ns}/{0x10:032x}"
+    w = os.open(k, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(w, b"hello")
+    out = [at_fd_limit(lambda: os.pwrite(w, b"Z", 200000)),
+           os.pwrite(w, b"", 500000), os.lseek(w, 0, os.SEEK_END),
+           err(lambda: os.close(w))]
+    b = open(k, "rb").read()
+    out.append(b == b"hello" + bytes(200000 - 5) + b"Z")
+elif case == "max":  # past KVFS_PRELOAD_MAX at the fd limit: EMFILE
+    r = reader(); os.read(r, 300000); os.close(r)
+    k = f"{ns}/{0x11:032x}"
+    w = os.open(k, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(w, b"hello")
+    out = [at_fd_limit(lambda: os.pwrite(w, b"Z", 300000)),
+           err(lambda: os.write(w, b"more")), err(lambda: os.close(w)),
+           os.path.exists(k)]
+elif case == "lazy":  # an existing key: settling is EEXIST
+    w = os.open(E, os.O_WRONLY | os.O_CREAT, 0o644)
+    r = reader()  # its buffer: the slab slot after the writer's
+    os.write(w, b"hello")
+    out = [err(lambda: os.pwrite(w, b"Z" * 65536, 262144)), intact(r),
+           err(lambda: os.write(w, b"Z" * 1100000)), intact(r),
+           err(lambda: os.write(w, b"x")), err(lambda: os.fsync(w)),
+           err(lambda: os.close(w)), open(E, "rb").read().decode()]
+elif case == "race":  # default mode: another process publishes the key
+    k = f"{ns}/{0x12:032x}"
+    env = dict(os.environ); env.pop("LD_PRELOAD")
+    # started first: no child is made while the writer is open
+    other = subprocess.Popen(["sh", "-c", f"read x; echo OTHER > {k}"],
+                             env=env, stdin=subprocess.PIPE)
+    w = os.open(k, os.O_WRONLY | os.O_CREAT, 0o644)
+    other.stdin.write(b"go\n"); other.stdin.close()
+    other.wait()
+    r = reader()
+    os.write(w, b"hello")
+    out = [err(lambda: os.write(w, b"Z" * 1100000)), intact(r),
+           err(lambda: os.close(w)), open(k, "rb").read().decode()]
+print(case, out)
+EOF2
+wf() { # CASE WANT [ENV...]: the case's outcome, preloaded
+	local case=$1 want=$2 got; shift 2
+	got=$(env "$@" LD_PRELOAD="$PRELOAD" "$PY" "$tmp/wf.py" "$tmp/m/wf" \
+		"$tmp/wf_r" "$case" 2>&1)
+	if [ "$got" = "$case $want" ]; then
+		ok "write not served nor settled: $case: $want"
+	else
+		bad "write not served nor settled: $case: want $want, got $got"
+	fi
+}
+wf hole "[1, 0, 200001, None, True]"
+wf max "['EMFILE', 'EMFILE', 'EMFILE', False]" KVFS_PRELOAD_MAX=300000
+wf lazy "[65536, True, 'EEXIST', True, 'EEXIST', 'EEXIST', 'EEXIST', 'EXISTING\n']" \
+	KVFS_PRELOAD_WRITES=lazy KVFS_PRELOAD_MAX=1000000
+wf race "['EEXIST', True, 'EEXIST', 'OTHER\n']" KVFS_PRELOAD_MAX=1000000
+
 echo "1..$n"
 [ "$fails" = 0 ]
