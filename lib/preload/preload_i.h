@@ -45,6 +45,8 @@ struct pl_wr {
 			       * writes, the settling and close fail with
 			       * it (as the daemon dooms a writer) */
 	pid_t pid;            /* the process that opened it */
+	int fork_err;         /* why its settling before a fork failed (the
+			       * fd limit...): the child dooms its copy */
 };
 
 /*

@@ -266,7 +266,9 @@ int pl_wr_close(int fd, struct pl_chunk *c)
 
 	REAL(close);
 	pthread_mutex_lock(&c->lock);
-	if (!c->wr->settled && c->wr->err) {
+	if (!c->wr->settled && c->wr->fork_err && c->wr->pid != getpid()) {
+		rc = 0; /* a fork's copy of the parent's chunk: not ours */
+	} else if (!c->wr->settled && c->wr->err) {
 		err = c->wr->err; /* doomed: nothing published */
 		rc = 0;
 	} else if (!c->wr->settled && c->size > 0) {
@@ -308,7 +310,28 @@ static void settle_one(int fd, struct pl_chunk *c)
 		pl_put(c);
 		return;
 	}
-	pl_wr_settle(fd, c);
+	c->wr->fork_err = 0;
+	if (pl_wr_settle(fd, c) && !c->wr->settled)
+		c->wr->fork_err = errno ? errno : EIO;
+}
+
+/* In a fork's child: a chunk the fork could not settle (fork_err) is
+ * the parent's alone. The child's copy is doomed (its writes fail with
+ * fork_err), and its close publishes nothing and says 0, as the close
+ * of one of two descriptors of a real writer would: the parent's bytes
+ * are the parent's to publish. The child is single-threaded here: no
+ * lock is taken (one another thread held in the parent stays held). */
+static void doom_in_child(int fd, struct pl_chunk *c)
+{
+	(void)fd;
+	if (!c->wr->settled && c->wr->fork_err && !c->wr->err)
+		c->wr->err = c->wr->fork_err;
+	pl_put(c);
+}
+
+static void fork_child(void)
+{
+	pl_wr_each(doom_in_child);
 }
 
 static void close_one(int fd, struct pl_chunk *c)
@@ -336,7 +359,7 @@ __attribute__((constructor(103))) static void pl_wr_init(void)
 	 * prepare handlers run last-registered first, so this settles (and
 	 * frees buffers) before the table's and the buffers' locks are
 	 * taken */
-	pthread_atfork(fork_prepare, NULL, NULL);
+	pthread_atfork(fork_prepare, NULL, fork_child);
 }
 
 __attribute__((destructor)) static void pl_wr_fini(void)

@@ -109,6 +109,23 @@ if pid == 0:
 os.waitpid(pid, 0)
 os.write(fd, data[4000:8000])
 out["fork"] = [err(lambda: os.close(fd)), published(12)]
+# 12b fork at the fd limit (the library cannot settle its writer then):
+# the child's close publishes nothing, the parent's writes all land
+import resource
+fd = wopen(91)
+os.write(fd, data[:4000])
+top = os.dup(0)
+os.close(top)
+lim = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (top, lim[1]))
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if err(lambda: os.close(fd)) == ("ok", None) else 1)
+st = os.waitpid(pid, 0)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, lim)
+os.write(fd, data[4000:8000])
+out["fork_at_fd_limit"] = [os.waitstatus_to_exitcode(st),
+                               err(lambda: os.close(fd)), published(91)]
 # 13 exit, _exit, SIGKILL, exec without a close (a child process each)
 prog = """
 import os, signal, sys
