@@ -1,7 +1,8 @@
 /*
  * fs_ptree.c - the directory trees of path namespaces: directories,
- * names, the three tables that find them (by inode number, by parent and
- * name, by chunk key) and the paths that give files their keys. No FUSE
+ * names, the tables that find them (by inode number, by parent and name,
+ * by chunk key; files renamed since they were published also by st_ino)
+ * and the paths that give files their keys. No FUSE
  * and no engine calls here; fs_priv.lock protects everything (the caller
  * holds it). See fs_ptree.h.
  */
