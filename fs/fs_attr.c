@@ -277,10 +277,18 @@ static void set_times(struct timespec *mt, struct timespec *ct,
  * w.lock is held throughout, so a publication copies what is set here.
  */
 static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
-		      int to_set)
+		      int to_set, uid_t caller)
 {
 	struct fs_priv *p = fs->priv;
 	uint64_t now = fs_now_ns();
+	uint64_t was_ns[3] = {
+		__atomic_load_n(&w->atime_ns, __ATOMIC_RELAXED),
+		__atomic_load_n(&w->mtime_ns, __ATOMIC_RELAXED),
+		__atomic_load_n(&w->ctime_ns, __ATOMIC_RELAXED),
+	};
+	mode_t was_mode;
+	uid_t was_uid;
+	gid_t was_gid;
 	bool published;
 	int err = 0;
 
@@ -322,6 +330,9 @@ static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
 		      FUSE_SET_ATTR_MTIME_NOW))
 		__atomic_store_n(&w->ctime_ns, now, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&p->lock);
+	was_mode = w->mode;
+	was_uid = w->uid;
+	was_gid = w->gid;
 	if (to_set & FUSE_SET_ATTR_MODE)
 		w->mode = attr->st_mode & 07777;
 	if (to_set & FUSE_SET_ATTR_UID)
@@ -330,12 +341,22 @@ static int set_writer(struct fs *fs, struct fs_wr *w, const struct stat *attr,
 		w->gid = attr->st_gid;
 	/* in the same hold: a new version being written over a published
 	 * path file takes the change, the version it replaces only what
-	 * narrows (never shown wider in between) */
+	 * narrows (never shown wider in between); one renamed away, the
+	 * name it has now, unless that is another's by now (undone) */
 	if (published)
-		fs_path_writer_attr_set(fs, w, attr, to_set);
+		err = fs_path_writer_attr_set(fs, w, attr, to_set, was_uid,
+					      caller);
+	if (err) {
+		w->mode = was_mode;
+		w->uid = was_uid;
+		w->gid = was_gid;
+		__atomic_store_n(&w->atime_ns, was_ns[0], __ATOMIC_RELAXED);
+		__atomic_store_n(&w->mtime_ns, was_ns[1], __ATOMIC_RELAXED);
+		__atomic_store_n(&w->ctime_ns, was_ns[2], __ATOMIC_RELAXED);
+	}
 	pthread_mutex_unlock(&p->lock);
 	pthread_rwlock_unlock(&w->lock);
-	return 0;
+	return err;
 }
 
 void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -383,7 +404,7 @@ void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 				     FUSE_SET_ATTR_GID)))
 		fs_nsmeta_save(fs);
 	if (w) {
-		err = set_writer(fs, w, attr, to_set);
+		err = set_writer(fs, w, attr, to_set, fuse_req_ctx(req)->uid);
 		fs_wr_unref(fs, w);
 	}
 	if (!err)

@@ -686,8 +686,9 @@ struct fs_path_ops {
 	int (*attach_locked)(struct fs *fs, struct fs_inode *nsi);
 	void (*detach_locked)(struct fs *fs, struct fs_inode *nsi);
 	void (*forget_locked)(struct fs *fs, uint64_t ino, uint64_t n);
-	void (*writer_attr_set)(struct fs *fs, struct fs_wr *w,
-				const struct stat *attr, int to_set);
+	int (*writer_attr_set)(struct fs *fs, struct fs_wr *w,
+			       const struct stat *attr, int to_set,
+			       uid_t was_uid, uid_t caller);
 	void (*chunk_attr_locked)(struct fs *fs, const struct fs_inode *nsi,
 				  struct fs_inode *in,
 				  const struct kvfs_key *key, uint64_t gen,
@@ -759,11 +760,14 @@ void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 			       uint64_t gen, struct stat *st);
 /* fs_path_writer_attr_set: path writer w, already published, had its
  * mode, owner or times changed by attr/to_set (fs_attr.c, in the same
- * priv.lock hold): its name shows them too, and a new version being
- * written over it takes them (fs_path.c). w.lock held (read), priv.lock
- * held. */
-void fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w,
-			     const struct stat *attr, int to_set);
+ * priv.lock hold; was_uid: its owner before, caller: the caller's uid):
+ * its name shows them too, and a new version being written over it takes
+ * them (fs_psetattr.c). 0, or -EPERM where its name is another's by now
+ * (renamed, then chown'ed): the caller undoes the change. w.lock held
+ * (read), priv.lock held. */
+int fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w,
+			    const struct stat *attr, int to_set,
+			    uid_t was_uid, uid_t caller);
 /* fs_path_names_set: user.kvfs.names of namespace ns ("keys"|"paths"):
  * -EINVAL, -EBUSY (not empty), -ENOENT, -ENOMEM. No lock held. */
 int fs_path_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);

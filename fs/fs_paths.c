@@ -91,13 +91,14 @@ void fs_path_forget_locked(struct fs *fs, uint64_t ino, uint64_t n)
 		o->forget_locked(fs, ino, n);
 }
 
-void fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w,
-			     const struct stat *attr, int to_set)
+int fs_path_writer_attr_set(struct fs *fs, struct fs_wr *w,
+			    const struct stat *attr, int to_set,
+			    uid_t was_uid, uid_t caller)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;
 
-	if (o)
-		o->writer_attr_set(fs, w, attr, to_set);
+	return o ? o->writer_attr_set(fs, w, attr, to_set, was_uid, caller) :
+		   0;
 }
 
 void fs_path_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,

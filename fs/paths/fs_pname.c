@@ -395,6 +395,10 @@ again:
 		err = -EEXIST;
 		goto out;
 	}
+	/* the kernel's inode of e's published version stays the name's:
+	 * its chmod and chown go to e (fs_psetattr.c) */
+	if (e->keyed && (err = fs_ptree_moved(paths_of(fs), e)))
+		goto out;
 	if (!e->wr) { /* published: its bytes move to the new key */
 		err = copy_to_writer(fs, e, ctx->uid, ctx->gid);
 		if (err == -EBUSY)

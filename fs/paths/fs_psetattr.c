@@ -45,16 +45,115 @@ static void owner_set(mode_t *mode, uid_t *uid, gid_t *gid,
 		*gid = attr->st_gid;
 }
 
-void pth_writer_attr_set(struct fs *fs, struct fs_wr *w,
-			 const struct stat *attr, int to_set)
+static void set_mtime(struct timespec *mt, const struct stat *attr,
+		      int to_set)
+{
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		clock_gettime(CLOCK_REALTIME, mt);
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		*mt = attr->st_mtim;
+}
+
+/* A chmod, chown or utimensat of a published file while an O_TRUNC
+ * version of it is being written (priv.lock held): to the kernel they are
+ * one inode, so the version that replaces it at close takes the change
+ * (else an fchmod 0600 on the writer's fd would be undone by its close).
+ * The version being replaced takes only what narrows who may read it
+ * (mode bits cleared, never set; its owner stays): its bytes must never
+ * reach users they did not reach before, as on a local filesystem, where
+ * the O_TRUNC open already dropped them. */
+static void writer_attr_set(struct fs_wr *w, const struct stat *attr,
+			    int to_set, const struct timespec *mt)
+{
+	owner_set(&w->mode, &w->uid, &w->gid, attr, to_set);
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
+		__atomic_store_n(&w->mtime_ns,
+				 (uint64_t)mt->tv_sec * 1000000000ULL +
+				 (uint64_t)mt->tv_nsec, __ATOMIC_RELAXED);
+}
+
+/*
+ * The name a rename took file version (ns, key) off, whose inode the
+ * kernel still holds (st_ino: the name's st_ino, as that inode showed
+ * it): the entry with that st_ino now under another key
+ * (fs_ptree_moved), or NULL. Under the same key, the inode is that of a
+ * version its own O_TRUNC rewrite replaced: no redirection (see
+ * writer_attr_set). priv.lock held.
+ */
+static struct fs_pent *renamed_ent(struct fs *fs, uint32_t ns,
+				   uint64_t st_ino, const struct kvfs_key *key)
+{
+	struct fs_pent *e;
+
+	if (!st_ino)
+		return NULL;
+	e = fs_ptree_by_ino(fs->priv->paths, ns, st_ino);
+	if (!e || (e->keyed && !memcmp(e->key.b, key->b, sizeof(key->b))))
+		return NULL;
+	return e;
+}
+
+/*
+ * A chmod, chown or utimensat through the inode of a version renamed
+ * away: renamed file e takes it, as through its own inode (a new version
+ * being written in full, the published one only what narrows); mt: the
+ * mtime set, if any. The kernel checked the caller (uid caller) against
+ * that inode's owner, was_uid: unless e is still that user's (it was
+ * chown'ed through its new inode since), only root may: else -EPERM,
+ * nothing changed. priv.lock held.
+ */
+static int renamed_attr_set(struct fs *fs, struct fs_pent *e,
+			    const struct stat *attr, int to_set,
+			    const struct timespec *mt, uid_t was_uid,
+			    uid_t caller)
+{
+	if (!e->has_attr) { /* 0644 and the namespace's owner, so far */
+		const struct fs_inode *nsi =
+			fs_ns_find(fs->priv, e->parent->ns);
+
+		e->mode = 0644;
+		e->uid = nsi ? nsi->uid : 0;
+		e->gid = nsi ? nsi->gid : 0;
+	}
+	if (e->uid != was_uid && caller != 0)
+		return -EPERM;
+	e->has_attr = true;
+	if (e->wr) {
+		writer_attr_set(e->wr, attr, to_set, mt);
+		if (to_set & FUSE_SET_ATTR_MODE)
+			e->mode &= attr->st_mode & 07777;
+	} else {
+		owner_set(&e->mode, &e->uid, &e->gid, attr, to_set);
+	}
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		e->mtime = *mt;
+		e->has_mtime = true;
+	}
+	pattr_changed_file(fs, e); /* journal, L3 */
+	return 0;
+}
+
+int pth_writer_attr_set(struct fs *fs, struct fs_wr *w,
+			const struct stat *attr, int to_set, uid_t was_uid,
+			uid_t caller)
 {
 	struct fs_pent *e;
 
 	if (!w->path || !w->has_key)
-		return;
+		return 0;
 	e = fs_ptree_by_key(fs->priv->paths, w->ns, &w->key);
-	if (!e || !e->keyed || e->gen != w->final_gen)
-		return;
+	if (!e || !e->keyed || e->gen != w->final_gen) {
+		/* not its name's version: a rename may have moved the name
+		 * on (w's inode is what the kernel has for it) */
+		struct timespec mt;
+		uint64_t mns = __atomic_load_n(&w->mtime_ns, __ATOMIC_RELAXED);
+
+		e = renamed_ent(fs, w->ns, w->st_ino, &w->key);
+		mt.tv_sec = (time_t)(mns / 1000000000ULL);
+		mt.tv_nsec = (long)(mns % 1000000000ULL);
+		return e ? renamed_attr_set(fs, e, attr, to_set, &mt, was_uid,
+					    caller) : 0;
+	}
 	if (e->wr && e->wr != w) { /* an O_TRUNC version of it, one inode to
 				    * the kernel: it takes the change; w, the
 				    * version it replaces, only what narrows
@@ -76,15 +175,7 @@ void pth_writer_attr_set(struct fs *fs, struct fs_wr *w,
 		pth_name_takes_attr(e, w);
 		pattr_changed_file(fs, e); /* journal, L3 */
 	}
-}
-
-static void set_mtime(struct timespec *mt, const struct stat *attr,
-		      int to_set)
-{
-	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-		clock_gettime(CLOCK_REALTIME, mt);
-	else if (to_set & FUSE_SET_ATTR_MTIME)
-		*mt = attr->st_mtim;
+	return 0;
 }
 
 /* The file entry of published chunk inode ino in a path namespace
@@ -138,33 +229,16 @@ void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 	st->st_ctim = in->mtime;
 }
 
-/* A chmod, chown or utimensat of a published file while an O_TRUNC
- * version of it is being written (priv.lock held): to the kernel they are
- * one inode, so the version that replaces it at close takes the change
- * (else an fchmod 0600 on the writer's fd would be undone by its close).
- * The version being replaced takes only what narrows who may read it
- * (mode bits cleared, never set; its owner stays): its bytes must never
- * reach users they did not reach before, as on a local filesystem, where
- * the O_TRUNC open already dropped them. */
-static void writer_attr_set(struct fs_wr *w, const struct stat *attr,
-			    int to_set, const struct timespec *mt)
-{
-	owner_set(&w->mode, &w->uid, &w->gid, attr, to_set);
-	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
-		__atomic_store_n(&w->mtime_ns,
-				 (uint64_t)mt->tv_sec * 1000000000ULL +
-				 (uint64_t)mt->tv_nsec, __ATOMIC_RELAXED);
-}
-
 /*
  * chmod, chown and utimensat of published path file ino (priv.lock
  * held): kept with its name (and remembered by the inode for fds that
  * outlive it); its bytes and size never change. 0, or -ENOENT when ino
- * is no published path file, -EPERM for a size.
+ * is no published path file, -EPERM for a size or for a version renamed
+ * away whose name is another's by now (renamed_attr_set).
  */
 static int published_attr_set(struct fs *fs, uint64_t ino,
 			      const struct stat *attr, int to_set,
-			      struct stat *st)
+			      uid_t caller, struct stat *st)
 {
 	struct fs_inode *in = fs_ino_find(fs->priv, ino), *nsi;
 	struct fs_pent *e;
@@ -184,6 +258,20 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 	st->st_uid = nsi->uid;
 	st->st_gid = nsi->gid;
 	fs_path_chunk_attr_locked(fs, nsi, in, &in->key, in->gen, st);
+	if (!e && (e = renamed_ent(fs, in->ns, in->path_ino, &in->key))) {
+		/* a version renamed away: the name takes the change */
+		struct timespec mt = in->mtime;
+		int err;
+
+		set_mtime(&mt, attr, to_set);
+		err = renamed_attr_set(fs, e, attr, to_set, &mt, in->uid,
+				       caller);
+		if (!err) {
+			in->mtime = mt;
+			owner_set(&in->mode, &in->uid, &in->gid, attr, to_set);
+		}
+		return err;
+	}
 	set_mtime(&in->mtime, attr, to_set);
 	if (e && e->wr) { /* a new version being written: see there */
 		writer_attr_set(e->wr, attr, to_set, &in->mtime);
@@ -212,6 +300,7 @@ void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct fs_pdir *d;
 	struct fs_pent *e;
 	struct stat st;
+	int rc;
 
 	pthread_mutex_lock(&p->lock);
 	if (fs_is_pdir_ino(ino)) {
@@ -240,14 +329,18 @@ void fs_path_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fuse_reply_attr(req, &st, FS_PATH_TTL);
 		return;
 	}
-	if (published_attr_set(fs, ino, attr, to_set, &st) == 0) {
+	rc = published_attr_set(fs, ino, attr, to_set, fuse_req_ctx(req)->uid,
+				&st);
+	if (rc == 0) {
 		pthread_mutex_unlock(&p->lock);
 		fs_op_getattr(req, ino, fi);
 		return;
 	}
 	e = chunk_ent(fs, ino);
 	pthread_mutex_unlock(&p->lock);
-	if (e) { /* a size: published files never change */
+	/* a size (published files never change), or a file renamed away
+	 * that is another's by now */
+	if (e || rc == -EPERM) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}

@@ -1,7 +1,8 @@
 /*
  * fs_ptree.c - the directory trees of path namespaces: directories,
- * names, the three tables that find them (by inode number, by parent and
- * name, by chunk key) and the paths that give files their keys. No FUSE
+ * names, the tables that find them (by inode number, by parent and name,
+ * by chunk key; files renamed since they were published also by st_ino)
+ * and the paths that give files their keys. No FUSE
  * and no engine calls here; fs_priv.lock protects everything (the caller
  * holds it). See fs_ptree.h.
  */
@@ -15,6 +16,15 @@
 #define SALT_PINO  (UINT64_C(0x7069) << 48) /* path directory inodes */
 #define SALT_PNAME (UINT64_C(0x706e) << 48) /* entries by (parent, name) */
 #define SALT_PKEY  (UINT64_C(0x706b) << 48) /* | ns: files by key */
+#define SALT_PMOVE (UINT64_C(0x706d) << 48) /* renamed files by st_ino */
+
+/* An entry of fs_paths.mtab: fs_pent has no node of its own for it, as
+ * few names are renamed once published (each such rename copies). */
+struct fs_pmoved {
+	struct htab_node node;
+	uint64_t ino;
+	struct fs_pent *e;
+};
 
 static uint64_t hash_name(uint64_t parent, const char *name, size_t len)
 {
@@ -86,6 +96,49 @@ struct fs_pent *fs_ptree_by_key(struct fs_paths *t, uint32_t ns,
 			return e;
 	}
 	return NULL;
+}
+
+static struct fs_pmoved *moved_find(struct fs_paths *t, uint64_t ino)
+{
+	struct htab_node *n;
+
+	htab_for_each_hash(&t->mtab, htab_hash(SALT_PMOVE, &ino, sizeof(ino)),
+			   n) {
+		struct fs_pmoved *m = container_of(n, struct fs_pmoved, node);
+
+		if (m->ino == ino)
+			return m;
+	}
+	return NULL;
+}
+
+int fs_ptree_moved(struct fs_paths *t, struct fs_pent *e)
+{
+	struct fs_pmoved *m;
+
+	if (e->moved)
+		return 0;
+	m = malloc(sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->ino = e->ino;
+	m->e = e;
+	if (htab_add(&t->mtab, &m->node,
+		     htab_hash(SALT_PMOVE, &m->ino, sizeof(m->ino)))) {
+		free(m);
+		return -ENOMEM;
+	}
+	e->moved = true;
+	t->bytes += sizeof(*m);
+	return 0;
+}
+
+struct fs_pent *fs_ptree_by_ino(struct fs_paths *t, uint32_t ns,
+				uint64_t ino)
+{
+	struct fs_pmoved *m = moved_find(t, ino);
+
+	return m && m->e->parent->ns == ns ? m->e : NULL;
 }
 
 struct fs_pdir *fs_ptree_root(uint32_t ns, uint64_t ino)
@@ -233,6 +286,13 @@ void fs_ptree_remove(struct fs_paths *t, struct fs_pent *e)
 	ent_unlink(t, e);
 	if (e->keyed)
 		fs_ptree_unkey(t, e);
+	if (e->moved) {
+		struct fs_pmoved *m = moved_find(t, e->ino);
+
+		htab_del(&t->mtab, &m->node);
+		free(m);
+		t->bytes -= sizeof(*m);
+	}
 	t->bytes -= sizeof(*e) + e->len + 1;
 	if (e->dir) {
 		t->ndirs--;
@@ -459,6 +519,7 @@ void fs_ptree_free(struct fs *fs, struct fs_paths *t)
 	htab_free(&t->itab);
 	htab_free(&t->ntab);
 	htab_free(&t->ktab);
+	htab_free(&t->mtab); /* empty: every entry was removed */
 	pthread_cond_destroy(&t->idle);
 }
 

@@ -51,6 +51,7 @@ struct fs_pent {
 	bool was_wr;             /* just published from a writer whose
 				  * entry the kernel may hold (until the
 				  * background thread dropped it) */
+	bool moved;              /* in fs_paths.mtab (fs_ptree_moved) */
 	mode_t mode;             /* permission bits (chmod) */
 	uid_t uid;
 	gid_t gid;
@@ -100,6 +101,8 @@ struct fs_paths {
 	struct htab itab;        /* subdirectories by inode number */
 	struct htab ntab;        /* entries by (parent inode, name) */
 	struct htab ktab;        /* keyed files by (ns, key) */
+	struct htab mtab;        /* files a rename took off their key, by
+				  * st_ino (fs_ptree_moved) */
 	uint64_t next_ino;
 	uint64_t ndirs, nfiles, max_dirs, bytes;
 	struct fs_wr pending;    /* closed writers waiting to publish */
@@ -185,6 +188,18 @@ void fs_ptree_remove(struct fs_paths *t, struct fs_pent *e);
 /* Moves e to name in d (-ENOMEM: e stays). */
 int fs_ptree_move(struct fs_paths *t, struct fs_pent *e, struct fs_pdir *d,
 		  const char *name, size_t len);
+/*
+ * File e, keyed, is renamed: the kernel may go on sending chmod, chown
+ * and utimensat to the inode of the version its old key holds (its entry
+ * of the new name until the daemon's invalidation reaches it, an fd
+ * opened before for good), and those are the name's (fs_psetattr.c).
+ * Indexes e by its st_ino (e->ino) for the life of the name; once is
+ * enough. 0, -ENOMEM. by_ino: the entry so indexed with st_ino ino in
+ * ns, or NULL.
+ */
+int fs_ptree_moved(struct fs_paths *t, struct fs_pent *e);
+struct fs_pent *fs_ptree_by_ino(struct fs_paths *t, uint32_t ns,
+				uint64_t ino);
 /* Files: (un)indexes e under key. */
 void fs_ptree_key(struct fs_paths *t, struct fs_pent *e,
 		  const struct kvfs_key *key, uint64_t gen);
@@ -370,8 +385,9 @@ void pth_forget_locked(struct fs *fs, uint64_t ino, uint64_t n);
 void pth_name_takes_attr(struct fs_pent *e, struct fs_wr *w);
 void pth_dir_attr(const struct fs_pdir *d, struct stat *st);
 /* fs_psetattr.c */
-void pth_writer_attr_set(struct fs *fs, struct fs_wr *w,
-			 const struct stat *attr, int to_set);
+int pth_writer_attr_set(struct fs *fs, struct fs_wr *w,
+			const struct stat *attr, int to_set, uid_t was_uid,
+			uid_t caller);
 void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 			   struct fs_inode *in, const struct kvfs_key *key,
 			   uint64_t gen, struct stat *st);

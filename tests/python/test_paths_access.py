@@ -564,6 +564,141 @@ class KeptAcrossRestarts(unittest.TestCase):
         self.check("keep2", data, "after SIGKILL")
 
 
+
+class ChmodAfterCopyingRename(unittest.TestCase):
+    """rename(p.tmp, f) of a file already published (a GET or LOOKUP
+    publishes closed files at once, the background thread 0.2 s after
+    their close) copies it to f's key; the kernel keeps p.tmp's inode
+    for f until the daemon's invalidation reaches it, and an fd opened
+    before the rename keeps it for good. A chmod or chown through that
+    inode (fchmod of such an fd; chmod(f) in that window, as
+    `rename(p.tmp, f); chmod(f, 0600)` right after a GET) returned 0
+    and changed only the old version: f stayed 0644 and root's, nobody
+    read it by open and by GET, and it came back so after a restart.
+    Now the name takes it, as on a local filesystem."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.m = pathmount.new_mount(
+            ["names=paths", "l1_size=16M", "max_chunk=4M", "l2_size=64M",
+             "ingest=evicted", "flush_on_exit=1", "allow_other"])
+        cls.top = os.path.join(cls.m.mnt, "cp")
+        os.mkdir(cls.top, 0o755)
+        os.chmod(cls.top, 0o755)
+        cls.dir = os.path.join(cls.top, "d")
+        os.mkdir(cls.dir, 0o755)
+
+    @classmethod
+    def tearDownClass(cls):
+        pathmount.drop_mount(cls.m)
+
+    def nobody_reads(self, names):
+        """[GET result or -errno, open's bytes or errno] of each name for
+        nobody."""
+        return pathmount.run_as(
+            "import json, kvfs\n"
+            "c = kvfs.Connector(%r, 'cp', create=False)\n"
+            "ns = %r\n"
+            "res = c.get_many(kvfs.path_keys(['d/' + n for n in ns]),"
+            " [bytearray(64) for _ in ns])\n"
+            "out = []\n"
+            "for n, r in zip(ns, res):\n"
+            "    g = r if not isinstance(r, OSError) else -r.errno\n"
+            "    try:\n"
+            "        o = open(%r + '/' + n, 'rb').read().decode()\n"
+            "    except OSError as e:\n"
+            "        o = e.errno\n"
+            "    out.append([g, o])\n"
+            "print(json.dumps(out))\n" % (self.m.mnt, names, self.dir))
+
+    def test_chmod_through_the_old_inode(self):
+        c = kvfs.Connector(self.m.mnt, "cp", create=False)
+        other = kvfs.path_keys(["none"])
+        names, want = [], {}
+        for i in range(24):
+            how = ("fchmod", "fchmod-late", "fchown", "chmod")[i % 4]
+            n = "f%d" % i
+            tmp = os.path.join(self.dir, n + ".tmp")
+            with open(tmp, "wb") as f:
+                f.write(b"SECRET %d" % i)
+            os.chmod(tmp, 0o644)
+            c.lookup(other)  # publishes the closed file (op_ioctl)
+            if how == "fchmod-late":
+                time.sleep(0.3)  # the kernel's entry of tmp dropped
+            fd = os.open(tmp, os.O_RDONLY)
+            os.rename(tmp, os.path.join(self.dir, n))
+            if how == "chmod":
+                os.chmod(os.path.join(self.dir, n), 0o600)
+            elif how == "fchown":
+                os.fchown(fd, OWNER, OWNER)
+                os.fchmod(fd, 0o600)
+            else:
+                os.fchmod(fd, 0o600)
+            os.close(fd)
+            names.append(n)
+            want[n] = (0o100600, OWNER if how == "fchown" else 0)
+        c.close()
+        out = self.nobody_reads(names)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        got = dict(zip(names, json.loads(out.stdout)))
+        leaks = {n: r for n, r in got.items()
+                 if (r[0] is not None and r[0] >= 0) or
+                 isinstance(r[1], str)}
+        self.assertEqual(leaks, {})
+        time.sleep(0.3)  # the kernel's entries of the names renewed
+        for when in ("before", "after a clean remount"):
+            st = {n: (os.stat(os.path.join(self.dir, n)).st_mode,
+                      os.stat(os.path.join(self.dir, n)).st_uid)
+                  for n in names}
+            self.assertEqual(st, want, when)
+            if when == "before":
+                self.m.remount()
+        out = self.nobody_reads(names)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual([r[1] for r in json.loads(out.stdout)],
+                         [errno.EACCES] * len(names))
+
+    def test_old_fd_of_a_file_chowned_since(self):
+        """nobody's fd of its file, opened before root renamed the file
+        and chown'ed it (by its new name) to uid 1000: nobody's fchmod
+        through it is EPERM (the kernel let it through: that inode is
+        still nobody's), and the file keeps uid 1000's mode."""
+        tmp = os.path.join(self.dir, "n.tmp")
+        f = os.path.join(self.dir, "n")
+        with open(tmp, "wb") as fp:
+            fp.write(b"of nobody")
+        os.chown(tmp, NOBODY, NOBODY)
+        with kvfs.Connector(self.m.mnt, "cp", create=False) as c:
+            c.lookup(kvfs.path_keys(["none"]))  # published
+        h = subprocess.Popen(
+            [sys.executable, "-c",
+             "import os, sys\n"
+             "fd = os.open(%r, os.O_RDONLY)\n"
+             "print('open', flush=True)\n"
+             "sys.stdin.readline()\n"
+             "try:\n"
+             "    os.fchmod(fd, 0o666)\n"
+             "    print(0)\n"
+             "except OSError as e:\n"
+             "    print(e.errno)\n" % tmp],
+            user=NOBODY, group=NOBODY, extra_groups=[], text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            self.assertEqual(h.stdout.readline(), "open\n")
+            os.rename(tmp, f)
+            time.sleep(0.3)  # the kernel's entry of f renewed
+            os.chown(f, OWNER, OWNER)
+            os.chmod(f, 0o640)
+            out, _ = h.communicate("go\n", timeout=30)
+        finally:
+            if h.poll() is None:
+                h.kill()
+                h.wait()
+        self.assertEqual(out.split(), [str(errno.EPERM)])
+        st = os.stat(f)
+        self.assertEqual((oct(st.st_mode), st.st_uid),
+                         (oct(0o100640), OWNER))
+
 if __name__ == "__main__":
     try:
         kvfs.load_library()
