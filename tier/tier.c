@@ -232,6 +232,7 @@ void tier_destroy(struct tier *t)
 	tier_l3_notify_close(t); /* its writers announced their last */
 	tier_l2_close(t); /* flush_on_exit; callbacks still see the index */
 	free(t->ra_saved); /* the last checkpoint above kept it */
+	free(t->ra_scanned); /* readahead off: never taken */
 	/* The policy only links records; drop it before freeing them. */
 	t->pops->destroy(t->pol);
 	htab_for_each_safe(&t->idx, i, e, nx)

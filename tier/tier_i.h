@@ -336,6 +336,17 @@ struct tier {
 				      * tier_ra_save's layout), or NULL */
 	size_t ra_saved_len;         /* tier.lock */
 	uint32_t ra_saved_count;     /* tier.lock */
+	/* tier.lock: the chunks L2's recovery found by scanning (written
+	 * after its checkpoint: a crash lost their order of writing with
+	 * the checkpoint it never wrote), in log order, for readahead's
+	 * open to learn that order again (with ingest=all log order is the
+	 * order of publication; otherwise that of fsyncs and evictions,
+	 * the best order of time that survived); freed there */
+	struct tier_ra_scanned {
+		uint32_t ns;
+		struct kvfs_key key;
+	} *ra_scanned;
+	size_t ra_scanned_n, ra_scanned_cap; /* tier.lock */
 	char logbuf[256];            /* tier.lock: a log line waiting for
 				      * tier_unlock */
 	bool events_on;              /* tier.lock: tier_events_start ran */

@@ -204,6 +204,25 @@ static void tl2_sync_frees(struct tier *t)
 
 /* --------------------------------------------------- log callbacks */
 
+/* A chunk recovered by scanning, for readahead's order of writing
+ * (tier.lock held; t->ra_scanned). Without memory: not learned. */
+static void scanned_add(struct tier *t, uint32_t ns,
+			const struct kvfs_key *key)
+{
+	if (t->ra_scanned_n == t->ra_scanned_cap) {
+		size_t cap = t->ra_scanned_cap ? 2 * t->ra_scanned_cap : 1024;
+		struct tier_ra_scanned *v = realloc(t->ra_scanned,
+						    cap * sizeof(*v));
+
+		if (!v)
+			return;
+		t->ra_scanned = v;
+		t->ra_scanned_cap = cap;
+	}
+	t->ra_scanned[t->ra_scanned_n].ns = ns;
+	t->ra_scanned[t->ra_scanned_n++].key = *key;
+}
+
 static int on_recover(void *arg, const struct l2_rec_info *ri)
 {
 	struct tier *t = arg;
@@ -253,6 +272,8 @@ static int on_recover(void *arg, const struct l2_rec_info *ri)
 	tier_idx_insert(t, ns, r);
 	if (ns->last_size < ri->raw_len)
 		ns->last_size = ri->raw_len;
+	if (ri->scanned && !(r->flags & TREC_HAS_PARENT))
+		scanned_add(t, id, &ri->key);
 	tier_unlock(t);
 	return 0;
 }

@@ -79,7 +79,10 @@
  * chunk that has a parent), and the whole table (what was learned by
  * reading, too) is kept in the L2 checkpoint (tier_ra_save, KVCKPT_ORDER
  * in record.h) and taken back at the next mount (tier_ra_load): the
- * first reader after a restart is followed along its chain.
+ * first reader after a restart is followed along its chain. Chunks
+ * written after the last checkpoint (a kill before the next one) are
+ * learned again as WRITTEN in the order L2's scan found their records
+ * (t->ra_scanned, ra_restore).
  *
  * Everything here: tier.lock, except the worker threads' own life.
  */
@@ -895,6 +898,19 @@ static void ra_restore(struct tier *t)
 	t->ra_saved_len = 0;
 	t->ra_saved_count = 0;
 	t->ra->changed = false; /* as the checkpoint has it */
+	/* what the checkpoint could not hold (written after it, then a
+	 * crash): learned again in the order L2's scan found it, as their
+	 * publications taught it (the next checkpoint keeps it) */
+	for (size_t k = 0; k < t->ra_scanned_n; k++) {
+		struct tier_rec *r = tier_idx_find(t, t->ra_scanned[k].ns,
+						   &t->ra_scanned[k].key);
+
+		if (r && !(r->flags & (TREC_HAS_PARENT | TREC_ZOMBIE)))
+			tier_ra_published(t, r);
+	}
+	free(t->ra_scanned);
+	t->ra_scanned = NULL;
+	t->ra_scanned_n = t->ra_scanned_cap = 0;
 }
 
 /* ------------------------------------------------------- life cycle */

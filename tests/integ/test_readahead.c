@@ -16,7 +16,8 @@
  * learned by reading
  * survives a clean unmount and a SIGKILL after the periodic checkpoint;
  * so does the order chunks without links were written in, which the
- * first reader after the restart is followed along.
+ * first reader after the restart is followed along (after a SIGKILL
+ * before any checkpoint too: the scan of the log gives it).
  * A full L1 over an L2 at its l2_size (a cache's steady state): readahead
  * goes on, nothing paused (test_full_l2_reads_ahead; a disk that cut L2
  * below l2_size pauses it: test_l2_full).
@@ -654,16 +655,22 @@ static void test_learned_order_survives_kill(void **state)
  * SIGKILL after the periodic checkpoint; a reader that jumps around them
  * opens no window.
  */
-static void write_order_case(bool kill_it)
+enum restart { CLEAN, KILL_AFTER_CKPT, KILL_NO_CKPT };
+
+static void write_order_case(enum restart how)
 {
+	bool kill_it = how != CLEAN;
 	/* never the chunk written after the one read before */
 	static const uint64_t jumps[] = { 20, 15, 24, 17, 27, 14, 22, 18, 25,
 					  16 };
 	struct kvfs_mnt m;
 	char p[PATH_MAX];
 
-	assert_int_equal(do_mount(&m, kill_it ? "ingest=all,l2_checkpoint_s=1"
-					       : "ingest=all"), 0);
+	assert_int_equal(do_mount(&m, how == KILL_AFTER_CKPT ?
+					       "ingest=all,l2_checkpoint_s=1" :
+				       how == KILL_NO_CKPT ?
+					       "ingest=all,l2_checkpoint_s=0" :
+					       "ingest=all"), 0);
 	assert_int_equal(mkdir(kvfs_test_path(&m, p, "%s", NS), 0755), 0);
 	for (uint64_t i = 0; i < N; i++)
 		put(&m, NS, i, false);
@@ -671,7 +678,7 @@ static void write_order_case(bool kill_it)
 		assert_true(tries < 3000);
 		sleep_ms(10);
 	}
-	if (kill_it) {
+	if (how == KILL_AFTER_CKPT) {
 		/* a periodic checkpoint holds every record, so the order
 		 * of their publication (set before their L2 writes) */
 		for (int tries = 0; kvfs_test_stat(&m, "l2_recovery",
@@ -680,11 +687,15 @@ static void write_order_case(bool kill_it)
 			assert_true(tries < 500);
 			sleep_ms(10);
 		}
-		remount_killed(&m);
-	} else {
-		remount_clean(&m);
 	}
-	assert_int_equal(kvfs_test_stat(&m, "l2_recovery", "ckpt_records"), N);
+	if (kill_it)
+		remount_killed(&m);
+	else
+		remount_clean(&m);
+	/* no checkpoint at all: the order comes from the scan of the log
+	 * (ingest=all writes it in the order of publication) */
+	assert_int_equal(kvfs_test_stat(&m, "l2_recovery", how == KILL_NO_CKPT ?
+					"scan_records" : "ckpt_records"), N);
 	assert_int_equal(ra(&m, "promotions"), 0);
 	/* jumping first (among chunks the in-order reader will not read):
 	 * no window, nothing promoted ahead */
@@ -704,13 +715,19 @@ static void write_order_case(bool kill_it)
 static void test_write_order_after_clean_unmount(void **state)
 {
 	(void)state;
-	write_order_case(false);
+	write_order_case(CLEAN);
 }
 
 static void test_write_order_after_kill(void **state)
 {
 	(void)state;
-	write_order_case(true);
+	write_order_case(KILL_AFTER_CKPT);
+}
+
+static void test_write_order_after_kill_before_checkpoint(void **state)
+{
+	(void)state;
+	write_order_case(KILL_NO_CKPT);
 }
 
 /*
@@ -806,6 +823,9 @@ int main(void)
 					  test_teardown),
 		cmocka_unit_test_teardown(test_write_order_after_kill,
 					  test_teardown),
+		cmocka_unit_test_teardown(
+			test_write_order_after_kill_before_checkpoint,
+			test_teardown),
 		cmocka_unit_test_teardown(test_learned_order_survives_kill,
 					  test_teardown),
 		cmocka_unit_test_teardown(test_full_l2_reads_ahead, test_teardown),

@@ -77,6 +77,8 @@ struct l2_rec_info {
 	bool has_parent;        /* the chain link the record carries */
 	uint32_t depth;         /* 0: not known */
 	struct kvfs_key parent; /* when has_parent */
+	bool scanned;           /* recover: found by scanning a segment, not
+				 * in the checkpoint */
 };
 
 enum l2_reclaim_verdict {

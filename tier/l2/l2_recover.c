@@ -660,6 +660,7 @@ int l2_recover(struct l2 *l2, char *err, size_t errlen)
 			continue;
 		valid++;
 		l2_info_from_ent(l2, seg, e, &info);
+		info.scanned = !s.c[i].ckpt;
 		if (l2->cfg.recover && l2->cfg.recover(l2->cfg.cb_arg, &info)) {
 			e->state = ENT_DEAD;
 			punch_sync(l2, seg, e);
