@@ -175,19 +175,23 @@ void pl_forget(int fd)
 }
 
 static void forget_if(int fd, struct pl_chunk *c);
-static bool is_ours(int fd, const struct pl_chunk *c);
 
-/* The chunk fd stands for, with a reference for the call (memfd: its
- * memfd entries too); NULL for any fd this library does not serve. */
-static struct pl_chunk *get(int fd, bool memfd)
+/* Whether fd is still the socket that stands for c. */
+static inline __attribute__((always_inline)) bool is_ours(int fd,
+						     const struct pl_chunk *c)
+{
+	struct stat st;
+
+	REAL(fstat);
+	return !r_fstat(fd, &st) && st.st_dev == c->sock_dev &&
+	       st.st_ino == c->sock_ino;
+}
+
+/* fd's entry, with a reference (for get(): not a memfd's unless memfd) */
+static inline struct pl_chunk *ref(int fd, bool memfd)
 {
 	struct pl_chunk *c;
-	bool locked = false;
 
-	if (fd < 0 || fd >= TAB_MAX || !atomic_load_explicit(&tab[fd],
-							      memory_order_acquire))
-		return NULL;
-again:
 	pthread_mutex_lock(&tab_lock);
 	c = atomic_load(&tab[fd]);
 	if (c)
@@ -197,26 +201,45 @@ again:
 		pl_put(c);
 		c = NULL;
 	}
-	/* still our socket (memfd)? (a raw close, the number reused) */
-	if (!c || is_ours(fd, c))
-		goto out;
-	/* a dup2 onto fd may have changed the kernel's fd and not yet the
-	 * table: once no dup2 is under way, look again; a vfork child
-	 * (its fd, the parent's table) forgets nothing */
-	if (!locked && pl_table_mine()) {
-		pl_put(c);
-		pthread_mutex_lock(&dup_lock);
-		locked = true;
-		goto again;
-	}
-	if (locked)
-		forget_if(fd, c);
-	pl_put(c);
-	c = NULL;
-out:
-	if (locked)
-		pthread_mutex_unlock(&dup_lock);
 	return c;
+}
+
+/* get() of an fd that is not c's socket (c referenced): a raw close and
+ * the number reused, or a dup2 onto fd that changed the kernel's fd and
+ * not yet the table: once no dup2 is under way, looked at again, and
+ * the entry forgotten if it still is not fd's. A vfork child (its fd,
+ * the parent's table) forgets nothing. */
+static __attribute__((noinline)) struct pl_chunk *
+get_stale(int fd, struct pl_chunk *c, bool memfd)
+{
+	pl_put(c);
+	if (!pl_table_mine())
+		return NULL;
+	pthread_mutex_lock(&dup_lock);
+	c = ref(fd, memfd);
+	if (c && !is_ours(fd, c)) {
+		forget_if(fd, c);
+		pl_put(c);
+		c = NULL;
+	}
+	pthread_mutex_unlock(&dup_lock);
+	return c;
+}
+
+/* The chunk fd stands for, with a reference for the call (memfd: its
+ * memfd entries too); NULL for any fd this library does not serve. */
+static struct pl_chunk *get(int fd, bool memfd)
+{
+	struct pl_chunk *c;
+
+	if (fd < 0 || fd >= TAB_MAX || !atomic_load_explicit(&tab[fd],
+							      memory_order_acquire))
+		return NULL;
+	c = ref(fd, memfd);
+	/* still our socket (memfd)? */
+	if (!c || is_ours(fd, c))
+		return c;
+	return get_stale(fd, c, memfd);
 }
 
 struct pl_chunk *pl_get(int fd)
@@ -393,27 +416,33 @@ static ssize_t refuse(struct pl_chunk *c)
 	return -1;
 }
 
-/* Copies up to n bytes at off into buf; returns how many, or -1 (EFAULT)
- * for a buffer below the lowest mappable address (NULL and near it; any
- * other unmapped buffer faults in memcpy: README, "Limits"). */
+/* Copies up to n bytes at off into buf; returns how many, or -1 (the
+ * caller's EFAULT) for a buffer below the lowest mappable address (NULL
+ * and near it; any other unmapped buffer faults in memcpy: README,
+ * "Limits"). */
 static ssize_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
 {
 	if (off < 0 || (uint64_t)off >= c->size || !n)
 		return 0;
 	if (n > c->size - (uint64_t)off)
 		n = (size_t)(c->size - (uint64_t)off);
-	if ((uintptr_t)buf < min_addr) {
-		errno = EFAULT;
+	if ((uintptr_t)buf < min_addr)
 		return -1;
-	}
 	memcpy(buf, c->buf + off, n);
 	return (ssize_t)n;
+}
+
+/* r, and EFAULT where r is copy_at's -1 */
+static ssize_t efault(ssize_t r)
+{
+	if (r < 0)
+		errno = EFAULT;
+	return r;
 }
 
 static ssize_t read_common(int fd, struct pl_chunk *c, void *buf, size_t n)
 {
 	ssize_t k;
-	int err;
 
 	if (c->wr)
 		return refuse(c); /* opened for writing only */
@@ -421,13 +450,11 @@ static ssize_t read_common(int fd, struct pl_chunk *c, void *buf, size_t n)
 	if (gone_unlock(fd, c))
 		return RETRY;
 	k = copy_at(c, buf, n, c->off);
-	err = errno;
 	if (k > 0)
 		c->off += (off_t)k;
 	pthread_mutex_unlock(&c->lock);
 	pl_put(c);
-	errno = err;
-	return k;
+	return efault(k);
 }
 
 AT_OFFSET(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n),
@@ -437,7 +464,6 @@ static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
 			    off_t off)
 {
 	ssize_t k;
-	int err;
 
 	if (c->wr)
 		return refuse(c);
@@ -447,10 +473,8 @@ static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
 		return -1;
 	}
 	k = copy_at(c, buf, n, off);
-	err = errno;
 	pl_put(c);
-	errno = err;
-	return k;
+	return efault(k);
 }
 
 /* name(params): the expression served on a served fd (c holds a reference
@@ -477,7 +501,7 @@ static ssize_t vec_common(int fd, struct pl_chunk *c, const struct iovec *iov,
 {
 	bool cur = off < 0;
 	size_t total = 0;
-	int err = 0;
+	bool fault = false;
 
 	if (c->wr)
 		return refuse(c);
@@ -496,7 +520,7 @@ static ssize_t vec_common(int fd, struct pl_chunk *c, const struct iovec *iov,
 				    off + (off_t)total);
 
 		if (k < 0) { /* EFAULT, unless bytes came before */
-			err = total ? 0 : errno;
+			fault = !total;
 			break;
 		}
 		total += (size_t)k;
@@ -507,11 +531,7 @@ static ssize_t vec_common(int fd, struct pl_chunk *c, const struct iovec *iov,
 		c->off += (off_t)total;
 	pthread_mutex_unlock(&c->lock);
 	pl_put(c);
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return (ssize_t)total;
+	return efault(fault ? -1 : (ssize_t)total);
 }
 
 AT_OFFSET(ssize_t, readv, (int fd, const struct iovec *iov, int cnt),
@@ -800,7 +820,7 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 
 /* A served chunk being written is settled first (fd's writer then
  * shares its description with the copy, as the kernel's). */
-static struct pl_chunk *get_settled(int fd, int *err)
+static inline struct pl_chunk *get_settled(int fd, int *err)
 {
 	struct pl_chunk *c = pl_get(fd);
 
@@ -1011,16 +1031,6 @@ static void forget_if(int fd, struct pl_chunk *c)
 	pthread_mutex_unlock(&tab_lock);
 	if (c)
 		pl_put(c);
-}
-
-/* Whether fd is still the socket that stands for c. */
-static bool is_ours(int fd, const struct pl_chunk *c)
-{
-	struct stat st;
-
-	REAL(fstat);
-	return !r_fstat(fd, &st) && st.st_dev == c->sock_dev &&
-	       st.st_ino == c->sock_ino;
 }
 
 /*
