@@ -14,8 +14,10 @@
  * table (glibc-internal reads, a child after exec, a raw syscall) fails
  * on it and never sees other bytes. Each call checks that the fd is still
  * that socket (a closefrom() or a raw close may have let the kernel give
- * the number to another file), else it forgets the entry and passes the
- * call on.
+ * the number to another file), else it forgets the entry (once no dup2
+ * onto the number is under way: dup_lock) and passes the call on. A
+ * vfork child, which shares this table but not the fds, never changes
+ * it (pl_table_mine).
  */
 #include <dlfcn.h>
 #include <errno.h>
