@@ -14,8 +14,10 @@
  * table (glibc-internal reads, a child after exec, a raw syscall) fails
  * on it and never sees other bytes. Each call checks that the fd is still
  * that socket (a closefrom() or a raw close may have let the kernel give
- * the number to another file), else it forgets the entry and passes the
- * call on.
+ * the number to another file), else it forgets the entry (once no dup2
+ * onto the number is under way: dup_lock) and passes the call on. A
+ * vfork child, which shares this table but not the fds, never changes
+ * it (pl_table_mine).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -48,23 +50,60 @@
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_chunk *_Atomic tab[TAB_MAX];
 static atomic_uint writers; /* chunks being written (pl_wr_each) */
-/* the process whose table this is: a vfork child (which shares it, not
- * the fds) leaves it alone in close and close_range */
+/* dup_lock: held across a dup2/dup3 onto a served number (the kernel's
+ * call and the table's update), and by get() before it forgets an entry
+ * whose fd is another file now (a dup2 onto it may be between the two:
+ * it looks again once that is done). Lock order: a chunk's lock,
+ * dup_lock, tab_lock. */
+static pthread_mutex_t dup_lock = PTHREAD_MUTEX_INITIALIZER;
+/* the process whose table this is (set again in a fork's child): a
+ * vfork child, or posix_spawn's clone(CLONE_VM), shares this memory but
+ * has fds of its own, and leaves the table alone (pl_table_mine) */
 static pid_t owner;
+/* the lowest address a process may map (vm.mmap_min_addr): a read into
+ * a buffer below it is EFAULT, as the kernel's */
+static uintptr_t min_addr = 4096;
 
-static void atfork_prepare(void) { pthread_mutex_lock(&tab_lock); }
-static void atfork_unlock(void) { pthread_mutex_unlock(&tab_lock); }
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&dup_lock);
+	pthread_mutex_lock(&tab_lock);
+}
+static void atfork_unlock(void)
+{
+	pthread_mutex_unlock(&tab_lock);
+	pthread_mutex_unlock(&dup_lock);
+}
 static void atfork_child(void)
 {
 	owner = getpid();
-	pthread_mutex_unlock(&tab_lock);
+	atfork_unlock();
 }
 
 /* before preload_wr.c's (see there) */
 __attribute__((constructor(102))) static void pl_fd_init(void)
 {
+	char v[32];
+	long fd, n;
+
 	owner = getpid();
 	pthread_atfork(atfork_prepare, atfork_unlock, atfork_child);
+	/* raw calls: this library's open is not ready yet */
+	fd = syscall(SYS_openat, AT_FDCWD, "/proc/sys/vm/mmap_min_addr",
+		     O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = syscall(SYS_read, fd, v, sizeof(v) - 1);
+	syscall(SYS_close, fd);
+	if (n > 0) {
+		v[n] = '\0';
+		min_addr = (uintptr_t)strtoull(v, NULL, 10);
+	}
+}
+
+bool pl_table_mine(void)
+{
+	return getpid() == owner;
 }
 
 struct pl_chunk *pl_chunk_new(size_t cap)
@@ -137,36 +176,72 @@ void pl_forget(int fd)
 		pl_put(c);
 }
 
-/* The chunk fd stands for, with a reference for the call (memfd: its
- * memfd entries too); NULL for any fd this library does not serve. */
-static struct pl_chunk *get(int fd, bool memfd)
+static void forget_if(int fd, struct pl_chunk *c);
+
+/* Whether fd is still the socket that stands for c. */
+static inline __attribute__((always_inline)) bool is_ours(int fd,
+						     const struct pl_chunk *c)
 {
-	struct pl_chunk *c;
 	struct stat st;
 
-	if (fd < 0 || fd >= TAB_MAX || !atomic_load_explicit(&tab[fd],
-							      memory_order_acquire))
-		return NULL;
+	REAL(fstat);
+	return !r_fstat(fd, &st) && st.st_dev == c->sock_dev &&
+	       st.st_ino == c->sock_ino;
+}
+
+/* fd's entry, with a reference (for get(): not a memfd's unless memfd) */
+static inline struct pl_chunk *ref(int fd, bool memfd)
+{
+	struct pl_chunk *c;
+
 	pthread_mutex_lock(&tab_lock);
 	c = atomic_load(&tab[fd]);
 	if (c)
 		c->refs++;
 	pthread_mutex_unlock(&tab_lock);
-	if (!c)
-		return NULL;
-	if (c->memfd && !memfd) { /* its reads are the kernel's */
+	if (c && c->memfd && !memfd) { /* its reads are the kernel's */
 		pl_put(c);
-		return NULL;
-	}
-	/* still our socket (memfd)? (a raw close, the number reused) */
-	REAL(fstat);
-	if (r_fstat(fd, &st) || st.st_dev != c->sock_dev ||
-	    st.st_ino != c->sock_ino) {
-		pl_put(c);
-		pl_forget(fd);
-		return NULL;
+		c = NULL;
 	}
 	return c;
+}
+
+/* get() of an fd that is not c's socket (c referenced): a raw close and
+ * the number reused, or a dup2 onto fd that changed the kernel's fd and
+ * not yet the table: once no dup2 is under way, looked at again, and
+ * the entry forgotten if it still is not fd's. A vfork child (its fd,
+ * the parent's table) forgets nothing. */
+static __attribute__((noinline)) struct pl_chunk *
+get_stale(int fd, struct pl_chunk *c, bool memfd)
+{
+	pl_put(c);
+	if (!pl_table_mine())
+		return NULL;
+	pthread_mutex_lock(&dup_lock);
+	c = ref(fd, memfd);
+	if (c && !is_ours(fd, c)) {
+		forget_if(fd, c);
+		pl_put(c);
+		c = NULL;
+	}
+	pthread_mutex_unlock(&dup_lock);
+	return c;
+}
+
+/* The chunk fd stands for, with a reference for the call (memfd: its
+ * memfd entries too); NULL for any fd this library does not serve. */
+static struct pl_chunk *get(int fd, bool memfd)
+{
+	struct pl_chunk *c;
+
+	if (fd < 0 || fd >= TAB_MAX || !atomic_load_explicit(&tab[fd],
+							      memory_order_acquire))
+		return NULL;
+	c = ref(fd, memfd);
+	/* still our socket (memfd)? */
+	if (!c || is_ours(fd, c))
+		return c;
+	return get_stale(fd, c, memfd);
 }
 
 struct pl_chunk *pl_get(int fd)
@@ -217,6 +292,10 @@ int pl_fd_serve(struct pl_chunk *c, int flags)
 	int fd;
 
 	REAL(fstat);
+	if (!pl_table_mine()) { /* a vfork child: the real open's */
+		pl_chunk_free(c);
+		return -1;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM |
 		    ((flags & O_CLOEXEC) ? SOCK_CLOEXEC : 0), 0);
 	if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st)) {
@@ -238,7 +317,8 @@ void pl_fd_track(int fd, struct pl_chunk *c)
 	struct stat st;
 
 	REAL(fstat);
-	if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st)) {
+	/* (a vfork child's memfd stays the kernel's alone) */
+	if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st) || !pl_table_mine()) {
 		pl_chunk_free(c);
 		return;
 	}
@@ -248,9 +328,27 @@ void pl_fd_track(int fd, struct pl_chunk *c)
 	add(fd, c); /* its reference is the fd's */
 }
 
-/* ------------------------------------------------------------- reads */
+int pl_settle(int fd, struct pl_chunk *c)
+{
+	if (!pl_table_mine()) {
+		pl_put(c);
+		return 0;
+	}
+	return pl_wr_settle(fd, c);
+}
 
-static void forget_if(int fd, struct pl_chunk *c);
+int pl_settle_fd(int fd)
+{
+	struct pl_chunk *c = pl_get(fd);
+
+	if (c && !c->wr) {
+		pl_put(c);
+		c = NULL;
+	}
+	return c ? pl_settle(fd, c) : 0;
+}
+
+/* ------------------------------------------------------------- reads */
 
 /* What a served call answers when c was handed to the real file
  * (pl_realize, fdopen's memfd) while the call waited for c->lock: the
@@ -320,20 +418,33 @@ static ssize_t refuse(struct pl_chunk *c)
 	return -1;
 }
 
-/* Copies up to n bytes at off into buf; returns how many. */
-static size_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
+/* Copies up to n bytes at off into buf; returns how many, or -1 (the
+ * caller's EFAULT) for a buffer below the lowest mappable address (NULL
+ * and near it; any other unmapped buffer faults in memcpy: README,
+ * "Limits"). */
+static ssize_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
 {
-	if (off < 0 || (uint64_t)off >= c->size)
+	if (off < 0 || (uint64_t)off >= c->size || !n)
 		return 0;
 	if (n > c->size - (uint64_t)off)
 		n = (size_t)(c->size - (uint64_t)off);
+	if ((uintptr_t)buf < min_addr)
+		return -1;
 	memcpy(buf, c->buf + off, n);
-	return n;
+	return (ssize_t)n;
+}
+
+/* r, and EFAULT where r is copy_at's -1 */
+static ssize_t efault(ssize_t r)
+{
+	if (r < 0)
+		errno = EFAULT;
+	return r;
 }
 
 static ssize_t read_common(int fd, struct pl_chunk *c, void *buf, size_t n)
 {
-	size_t k;
+	ssize_t k;
 
 	if (c->wr)
 		return refuse(c); /* opened for writing only */
@@ -341,10 +452,11 @@ static ssize_t read_common(int fd, struct pl_chunk *c, void *buf, size_t n)
 	if (gone_unlock(fd, c))
 		return RETRY;
 	k = copy_at(c, buf, n, c->off);
-	c->off += (off_t)k;
+	if (k > 0)
+		c->off += (off_t)k;
 	pthread_mutex_unlock(&c->lock);
 	pl_put(c);
-	return (ssize_t)k;
+	return efault(k);
 }
 
 AT_OFFSET(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n),
@@ -353,7 +465,7 @@ AT_OFFSET(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n),
 static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
 			    off_t off)
 {
-	size_t k;
+	ssize_t k;
 
 	if (c->wr)
 		return refuse(c);
@@ -364,7 +476,7 @@ static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
 	}
 	k = copy_at(c, buf, n, off);
 	pl_put(c);
-	return (ssize_t)k;
+	return efault(k);
 }
 
 /* name(params): the expression served on a served fd (c holds a reference
@@ -391,6 +503,7 @@ static ssize_t vec_common(int fd, struct pl_chunk *c, const struct iovec *iov,
 {
 	bool cur = off < 0;
 	size_t total = 0;
+	bool fault = false;
 
 	if (c->wr)
 		return refuse(c);
@@ -405,18 +518,22 @@ static ssize_t vec_common(int fd, struct pl_chunk *c, const struct iovec *iov,
 	if (cur)
 		off = c->off;
 	for (int i = 0; i < cnt; i++) {
-		size_t k = copy_at(c, iov[i].iov_base, iov[i].iov_len,
-				   off + (off_t)total);
+		ssize_t k = copy_at(c, iov[i].iov_base, iov[i].iov_len,
+				    off + (off_t)total);
 
-		total += k;
-		if (k < iov[i].iov_len)
+		if (k < 0) { /* EFAULT, unless bytes came before */
+			fault = !total;
+			break;
+		}
+		total += (size_t)k;
+		if ((size_t)k < iov[i].iov_len)
 			break;
 	}
 	if (cur)
 		c->off += (off_t)total;
 	pthread_mutex_unlock(&c->lock);
 	pl_put(c);
-	return (ssize_t)total;
+	return efault(fault ? -1 : (ssize_t)total);
 }
 
 AT_OFFSET(ssize_t, readv, (int fd, const struct iovec *iov, int cnt),
@@ -566,7 +683,7 @@ static int stat_common(struct pl_chunk *c, void *st)
 		struct pl_chunk *c = pl_get_any(fd);                     \
 		REAL(name);                                              \
 		if (c && c->wr) {                                        \
-			if (pl_wr_settle(fd, c))                         \
+			if (pl_settle(fd, c))                         \
 				return -1;                               \
 			c = NULL;                                        \
 		}                                                        \
@@ -602,7 +719,7 @@ static bool empty_path(const char *path)
 		if ((flags & AT_EMPTY_PATH) && empty_path(path))         \
 			c = pl_get_any(fd);                              \
 		if (c && c->wr) {                                        \
-			if (pl_wr_settle(fd, c))                         \
+			if (pl_settle(fd, c))                         \
 				return -1;                               \
 			c = NULL;                                        \
 		}                                                        \
@@ -637,7 +754,7 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 			return O_WRONLY | 0100000 | (c->wr->flags & O_NONBLOCK);
 		}
 		if (cmd != F_GETFD && cmd != F_SETFD) {
-			if (pl_wr_settle(fd, c))
+			if (pl_settle(fd, c))
 				return -1;
 		} else {
 			pl_put(c); /* the socket's fd flags are the fd's */
@@ -648,6 +765,12 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 	if (c && !own) {
 		if (pl_realize(fd, c))
 			return -1;
+		c = NULL;
+	}
+	/* a vfork child's dup is its own (the table is its parent's) */
+	if (c && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) &&
+	    !pl_table_mine()) {
+		pl_put(c);
 		c = NULL;
 	}
 	/* a dup: under c->lock, so that a hand-over to the real file
@@ -699,13 +822,18 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 
 /* A served chunk being written is settled first (fd's writer then
  * shares its description with the copy, as the kernel's). */
-static struct pl_chunk *get_settled(int fd, int *err)
+static inline struct pl_chunk *get_settled(int fd, int *err)
 {
 	struct pl_chunk *c = pl_get(fd);
 
 	*err = 0;
 	if (c && c->wr) {
-		*err = pl_wr_settle(fd, c);
+		*err = pl_settle(fd, c);
+		c = NULL;
+	}
+	/* a vfork child's fd is its own: the kernel's call on the socket */
+	if (c && !pl_table_mine()) {
+		pl_put(c);
 		c = NULL;
 	}
 	return c;
@@ -732,37 +860,55 @@ EXPORT int dup(int fd)
 	return r;
 }
 
-/* dup2/dup3 onto a served fd closes it: forget it first either way */
+static int real_dup_onto(int fd, int nfd, int flags, bool three)
+{
+	if (three) {
+		REAL(dup3);
+		return r_dup3(fd, nfd, flags);
+	}
+	REAL(dup2);
+	return r_dup2(fd, nfd);
+}
+
+static bool in_tab(int fd)
+{
+	return fd >= 0 && fd < TAB_MAX &&
+	       atomic_load_explicit(&tab[fd], memory_order_acquire);
+}
+
+/* dup2/dup3 from or onto a served fd: the kernel's call and the table's
+ * update under dup_lock (get() waits for both before it forgets nfd's
+ * entry); nfd's entry, if the copy is not served, forgotten. In a vfork
+ * child: the kernel's call alone. */
 static int dup_onto(int fd, int nfd, int flags, bool three)
 {
 	int err;
-	struct pl_chunk *c = get_settled(fd, &err);
+	struct pl_chunk *c;
 	int r;
 
+	if ((!in_tab(fd) && !in_tab(nfd)) || !pl_table_mine())
+		return real_dup_onto(fd, nfd, flags, three);
+	c = get_settled(fd, &err);
 	if (err)
 		return -1;
 	/* nfd being written: settled, so the implicit close publishes it
 	 * as the kernel's close would (a close that reports nothing) */
-	if (fd != nfd && pl_wr_settle_fd(nfd)) {
+	if (fd != nfd && pl_settle_fd(nfd)) {
 		if (c)
 			pl_put(c);
 		return -1;
 	}
 	if (c) /* see fcntl_common */
 		pthread_mutex_lock(&c->lock);
-	if (three) {
-		REAL(dup3);
-		r = r_dup3(fd, nfd, flags);
-	} else {
-		REAL(dup2);
-		r = r_dup2(fd, nfd);
-	}
+	pthread_mutex_lock(&dup_lock);
+	r = real_dup_onto(fd, nfd, flags, three);
 	if (r >= 0 && fd != nfd) {
 		if (c && !c->gone)
 			add(r, c);
-		else if (nfd >= 0 && nfd < TAB_MAX)
+		else if (in_tab(nfd))
 			pl_forget(nfd);
 	}
+	pthread_mutex_unlock(&dup_lock);
 	if (c) {
 		pthread_mutex_unlock(&c->lock);
 		pl_put(c);
@@ -786,9 +932,7 @@ EXPORT int close(int fd)
 
 	REAL(close);
 	/* (a vfork child's close is its own: the table is its parent's) */
-	if (fd >= 0 && fd < TAB_MAX && atomic_load_explicit(&tab[fd],
-							    memory_order_acquire) &&
-	    getpid() == owner) {
+	if (in_tab(fd) && pl_table_mine()) {
 		c = pl_get(fd);
 		if (c && c->wr)
 			return pl_wr_close(fd, c); /* publishes */
@@ -804,9 +948,17 @@ EXPORT int close(int fd)
  * closes the rest (close() leaves the table alone in a vfork child). */
 static void close_served(unsigned lo, unsigned hi)
 {
-	for (unsigned fd = lo; fd <= hi && fd < TAB_MAX; fd++)
-		if (atomic_load_explicit(&tab[fd], memory_order_acquire))
-			close((int)fd);
+	int mine = -1; /* pl_table_mine(), asked at the first served fd */
+
+	for (unsigned fd = lo; fd <= hi && fd < TAB_MAX; fd++) {
+		if (!atomic_load_explicit(&tab[fd], memory_order_acquire))
+			continue;
+		if (mine < 0)
+			mine = pl_table_mine();
+		if (!mine)
+			return;
+		close((int)fd);
+	}
 }
 
 EXPORT int close_range(unsigned lo, unsigned hi, int flags)
@@ -881,16 +1033,6 @@ static void forget_if(int fd, struct pl_chunk *c)
 	pthread_mutex_unlock(&tab_lock);
 	if (c)
 		pl_put(c);
-}
-
-/* Whether fd is still the socket that stands for c. */
-static bool is_ours(int fd, const struct pl_chunk *c)
-{
-	struct stat st;
-
-	REAL(fstat);
-	return !r_fstat(fd, &st) && st.st_dev == c->sock_dev &&
-	       st.st_ino == c->sock_ino;
 }
 
 /*
@@ -1020,7 +1162,7 @@ EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd,
  * cat and friends fall back to read(). */
 EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
 {
-	int err = pl_wr_settle_fd(out);
+	int err = pl_settle_fd(out);
 	struct pl_chunk *c = err ? NULL : get_settled(in, &err);
 
 	if (err)
@@ -1042,7 +1184,7 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
 EXPORT ssize_t copy_file_range(int in, off_t *inoff, int out, off_t *outoff,
 			       size_t n, unsigned flags)
 {
-	int err = pl_wr_settle_fd(out);
+	int err = pl_settle_fd(out);
 	struct pl_chunk *c = err ? NULL : get_settled(in, &err);
 
 	if (err)

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -176,6 +177,22 @@ int pl_fd_of_name(const char *path);
  * real file's first (pl_fd_real) and -1 says the caller opens path.
  * -1 too for any other path. */
 int pl_fd_reopen(const char *path, int flags, int served_flags);
+
+/* pl_table_mine - whether the table is this process's: false in a vfork
+ * child (or posix_spawn's clone(CLONE_VM) child), which shares the
+ * parent's memory but has fds of its own: there the calls that would
+ * change the table (dup*, close*, a settling, pl_realize, a new served
+ * fd) are the kernel's alone, on the child's own descriptors. One
+ * getpid(): only where the table would change. */
+bool pl_table_mine(void);
+
+/* pl_settle - pl_wr_settle, but in a process whose table is not its own
+ * (pl_table_mine) c dropped and 0 (fd left the socket it is there). */
+int pl_settle(int fd, struct pl_chunk *c);
+
+/* pl_settle_fd - pl_settle of fd when it stands for a chunk being
+ * written; 0 when it does not. */
+int pl_settle_fd(int fd);
 
 /* pl_wr_each - calls fn(fd, c) for every fd that stands for a chunk
  * being written (c with a reference for the call). */

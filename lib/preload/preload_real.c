@@ -136,7 +136,7 @@ EXPORT ssize_t splice(int in, off64_t *inoff, int out, off64_t *outoff,
 	REAL(splice);
 	/* a chunk being read stays served: the socket answers EINVAL (as
 	 * sendfile's), and callers fall back to read */
-	if (pl_wr_settle_fd(in) || pl_wr_settle_fd(out))
+	if (pl_settle_fd(in) || pl_settle_fd(out))
 		return -1;
 	return r_splice(in, inoff, out, outoff, n, flags);
 }
@@ -152,7 +152,7 @@ static struct pl_chunk *reader(int fd, int *err, bool any)
 
 	*err = 0;
 	if (c && c->wr) {
-		*err = pl_wr_settle(fd, c);
+		*err = pl_settle(fd, c);
 		c = NULL;
 	}
 	return c;
@@ -438,7 +438,7 @@ static int attr_real(int fd, struct pl_chunk **cp)
 	if (!c)
 		return 0;
 	if (c->wr)
-		return pl_wr_settle(fd, c);
+		return pl_settle(fd, c);
 	kept = pl_get_any(fd); /* for old_version */
 	if (!pl_realize(fd, c)) {
 		if (kept)

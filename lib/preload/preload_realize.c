@@ -165,7 +165,11 @@ int pl_realize(int fd, struct pl_chunk *c)
 	REAL(openat);
 	REAL(close);
 	if (c->wr)
-		return pl_wr_settle(fd, c);
+		return pl_settle(fd, c);
+	if (!pl_table_mine()) { /* a vfork child: the socket answers */
+		pl_put(c);
+		return 0;
+	}
 	/* the name as the open reached it, its bytes checked: a name that
 	 * now holds another version (or none) is ESTALE, never that one */
 	if (c->path)
@@ -237,7 +241,7 @@ int pl_fd_reopen(const char *path, int flags, int served_flags)
 	if (fd < 0 || !(c = pl_get_any(fd)))
 		return -1;
 	if (c->wr) { /* the real writer's link answers */
-		pl_wr_settle(fd, c);
+		pl_settle(fd, c);
 		return -1;
 	}
 	/* a memfd's link: the kernel's reopen, standing for the same
