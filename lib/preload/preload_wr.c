@@ -170,6 +170,12 @@ static int can_buffer(int fd, struct pl_chunk *c, uint64_t pos,
 {
 	if (pos + total <= max_bytes && !room(c, pos + total))
 		return 0;
+	if (!pl_table_mine()) {
+		/* a vfork child: the parent's writer (this memory is the
+		 * parent's), neither settled nor doomed from here */
+		errno = EBADF;
+		return -1;
+	}
 	if (!settle_locked(fd, c) || c->wr->settled)
 		return 0; /* settled (a failed copy: the daemon dooms it) */
 	c->wr->err = errno ? errno : EIO;
@@ -200,9 +206,11 @@ ssize_t pl_wr_write(int fd, struct pl_chunk *c, const struct iovec *iov,
 	if (!c->wr->settled && (c->wr->err || (total &&
 	    can_buffer(fd, c, pos, total)))) {
 		/* doomed: what the daemon answers a doomed writer's write */
-		errno = c->wr->err;
+		int e = c->wr->err ? c->wr->err : errno;
+
 		pthread_mutex_unlock(&c->lock);
 		pl_put(c);
+		errno = e;
 		return -1;
 	}
 	if (c->wr->settled) {
@@ -239,8 +247,21 @@ off_t pl_wr_seek(int fd, struct pl_chunk *c, off_t off, int whence)
 
 	pthread_mutex_lock(&c->lock);
 	if (!c->wr->settled && whence != SEEK_SET && whence != SEEK_CUR &&
-	    whence != SEEK_END)
-		settle_locked(fd, c); /* SEEK_DATA, SEEK_HOLE: the kernel */
+	    whence != SEEK_END) {
+		/* SEEK_DATA, SEEK_HOLE...: the kernel's, on the real writer
+		 * (never from a vfork child: the parent's writer); where it
+		 * cannot be had, that error */
+		int e = EBADF;
+
+		if (pl_table_mine() && settle_locked(fd, c))
+			e = errno;
+		if (!c->wr->settled) {
+			pthread_mutex_unlock(&c->lock);
+			pl_put(c);
+			errno = e;
+			return -1;
+		}
+	}
 	if (c->wr->settled) {
 		pthread_mutex_unlock(&c->lock);
 		pl_put(c);
