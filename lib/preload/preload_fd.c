@@ -269,21 +269,32 @@ static void add(int fd, struct pl_chunk *c)
 		pl_put(old);
 }
 
-void pl_wr_each(void (*fn)(int fd, struct pl_chunk *c))
+/* fn(fd, c) for every fd standing for a chunk being written (wr) or
+ * read from memory (!wr), c referenced for the call. */
+static void each(bool wr, void (*fn)(int fd, struct pl_chunk *c))
 {
-	if (!atomic_load(&writers))
-		return;
 	for (int fd = 0; fd < TAB_MAX; fd++) {
 		struct pl_chunk *c = atomic_load_explicit(&tab[fd],
 							  memory_order_acquire);
 
-		if (c && c->wr && (c = pl_get(fd)) != NULL) {
-			if (c->wr)
+		if (c && !c->wr == !wr && (c = pl_get(fd)) != NULL) {
+			if (!c->wr == !wr)
 				fn(fd, c);
 			else
 				pl_put(c);
 		}
 	}
+}
+
+void pl_wr_each(void (*fn)(int fd, struct pl_chunk *c))
+{
+	if (atomic_load(&writers))
+		each(true, fn);
+}
+
+void pl_rd_each(void (*fn)(int fd, struct pl_chunk *c))
+{
+	each(false, fn);
 }
 
 int pl_fd_serve(struct pl_chunk *c, int flags)

@@ -198,6 +198,10 @@ int pl_settle_fd(int fd);
  * being written (c with a reference for the call). */
 void pl_wr_each(void (*fn)(int fd, struct pl_chunk *c));
 
+/* pl_rd_each - the same for every fd served from memory for reading (a
+ * socket's; memfd entries are the kernel's already). */
+void pl_rd_each(void (*fn)(int fd, struct pl_chunk *c));
+
 /* The written side (preload_wr.c). */
 
 /* pl_wr_open - serves openat(dirfd, path, flags, mode) of a new key for

@@ -374,6 +374,35 @@ static void fork_prepare(void)
 	pl_wr_each(settle_one);
 }
 
+/* Before exec (or a spawn) a served reader the new program inherits (not
+ * close-on-exec) becomes the real file (pl_realize: the same bytes), or,
+ * where its name holds another version by now, a memfd of the served
+ * bytes: the new program, which has no table of ours, reads through the
+ * kernel what this one would have read, from the same offset. Never in
+ * a vfork child (the table is its parent's: the socket is inherited, the
+ * documented limit). */
+static void realize_inherited(int fd, struct pl_chunk *c)
+{
+	int fl;
+
+	REAL(fcntl);
+	fl = pl_table_mine() ? r_fcntl(fd, F_GETFD) : -1;
+	if (fl < 0 || (fl & FD_CLOEXEC)) {
+		pl_put(c);
+		return;
+	}
+	if (pl_realize(fd, c) && (c = pl_get(fd)) != NULL) {
+		pl_to_memfd(fd, c);
+		pl_put(c);
+	}
+}
+
+static void before_exec(void)
+{
+	pl_wr_each(settle_one);
+	pl_rd_each(realize_inherited);
+}
+
 __attribute__((constructor(103))) static void pl_wr_init(void)
 {
 	/* registered after preload_fd.c's (102) and preload_buf.c's (101):
@@ -404,35 +433,35 @@ EXPORT void _Exit(int status)
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	REAL(execve);
-	pl_wr_each(settle_one);
+	before_exec();
 	return r_execve(path, argv, envp);
 }
 
 EXPORT int execv(const char *path, char *const argv[])
 {
 	REAL(execv);
-	pl_wr_each(settle_one);
+	before_exec();
 	return r_execv(path, argv);
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
 	REAL(execvp);
-	pl_wr_each(settle_one);
+	before_exec();
 	return r_execvp(file, argv);
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	REAL(execvpe);
-	pl_wr_each(settle_one);
+	before_exec();
 	return r_execvpe(file, argv, envp);
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	REAL(fexecve);
-	pl_wr_each(settle_one);
+	before_exec();
 	return r_fexecve(fd, argv, envp);
 }
 
@@ -485,7 +514,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path,
 		       char *const envp[])
 {
 	REAL(posix_spawn);
-	pl_wr_each(settle_one);
+	before_exec();
 	return r_posix_spawn(pid, path, fa, attr, argv, envp);
 }
 
@@ -495,7 +524,7 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file,
 			char *const envp[])
 {
 	REAL(posix_spawnp);
-	pl_wr_each(settle_one);
+	before_exec();
 	return r_posix_spawnp(pid, file, fa, attr, argv, envp);
 }
 

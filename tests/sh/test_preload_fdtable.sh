@@ -261,6 +261,10 @@ run() { # TAG [preload]
 		LD_PRELOAD=$p "$tmp/fdtable" race "$ns/$A" "$ns/$B" 5000
 		LD_PRELOAD=$p "$tmp/fdtable" efault "$ns/$A"
 		LD_PRELOAD=$p "$PY" "$tmp/sub.py" "$ns/$A" "$tmp/a"
+		# a served fd a new program inherits (exec after fork)
+		LD_PRELOAD=$p bash -c "md5sum < '$ns/$A'" | sed 's/^/exec stdin: /'
+		LD_PRELOAD=$p bash -c "exec 7< '$ns/$A'; read -r -N 10 x <&7; md5sum <&7" |
+			sed 's/^/exec fd 7 after 10 bytes: /'
 	} >"$tmp/$1.out" 2>&1
 }
 gets0=$(stat ioctl.xfer.gets)
@@ -296,6 +300,8 @@ expect "race: no failed or wrong read, fd 50 reads A" \
 expect "efault: read, pread, readv into address 16: EFAULT" "^read: \|^pread: \|^readv: \|^read of 0\|^then"
 expect "python: subprocess.run(stdin=DEVNULL) with fd 0 served" "^fd 0 after subprocess.run(stdin=DEVNULL): $h True"
 expect "python: subprocess.run with served fds at 3+" "^fds 3+ after subprocess.run: \[True, True, True\]"
+expect "exec: a served stdin read by the new program" "^exec stdin: "
+expect "exec: a served fd 7 read on from its offset by the new program" "^exec fd 7 after 10 bytes: "
 
 echo "1..$n"
 [ "$fails" = 0 ]
