@@ -225,10 +225,12 @@ static void drop_leases(int fd, struct kvfs_result *res)
 }
 
 static int check_lookup_args(const struct kvfs_key *keys, size_t nkeys,
-			     unsigned flags, size_t per_call,
-			     const struct kvfs_result *res)
+			     uint32_t depth_base, unsigned flags,
+			     size_t per_call, const struct kvfs_result *res)
 {
-	if (!keys || nkeys == 0 ||
+	/* depths past 2^32 - 1: the daemon's EINVAL, said here (a refused
+	 * KVFS_LOOKUP_KEYS_AT would be taken for an old daemon's) */
+	if (!keys || nkeys == 0 || nkeys > UINT32_MAX - depth_base ||
 	    (flags & ~(KVFS_LOOKUP_PIN | KVFS_LOOKUP_PREFETCH)))
 		return -EINVAL;
 	if ((flags & KVFS_LOOKUP_PIN) &&
@@ -278,7 +280,8 @@ static long lookup_chain(int nsfd, const struct kvfs_key *keys, size_t nkeys,
 	size_t off = 0;
 	int rc;
 
-	rc = check_lookup_args(keys, nkeys, flags, KVFS_LOOKUP_MAX, res);
+	rc = check_lookup_args(keys, nkeys, depth_base, flags, KVFS_LOOKUP_MAX,
+			       res);
 	if (rc)
 		return rc;
 	if (!res)
@@ -371,7 +374,8 @@ long kvfs_group_lookup_at(int fd, const char *const *ns, size_t nns,
 	size_t off = 0;
 	int rc;
 
-	rc = check_lookup_args(keys, nkeys, flags, KVFS_GROUP_KEYS_MAX, res);
+	rc = check_lookup_args(keys, nkeys, depth_base, flags,
+			       KVFS_GROUP_KEYS_MAX, res);
 	if (rc)
 		return rc;
 	if (!ns || nns == 0 || nns > KVFS_GROUP_MAX)

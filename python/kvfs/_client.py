@@ -9,6 +9,7 @@ import ctypes
 import ctypes.util
 import errno as _errno
 import mmap
+import operator
 import os
 import stat as _stat
 import threading
@@ -259,12 +260,23 @@ def parse_key(k):
 
 
 def _u64(v, name):
-    """v as an unsigned 64-bit field of a transfer entry: ValueError for a
-    negative value or one past 2**64 - 1 (ctypes would cut it silently)."""
-    v = int(v)
+    """v as an unsigned 64-bit field of a transfer entry: an integer
+    (TypeError for a float or a str, which int() would cut or parse),
+    ValueError for a negative value or one past 2**64 - 1 (ctypes would
+    cut it silently)."""
+    v = operator.index(v)
     if v < 0 or v >= 1 << 64:
         raise ValueError("%s: %d is not in 0..2**64-1" % (name, v))
     return v
+
+
+def _check_depths(depth_base, nkeys):
+    """depth_base an integer whose chain of nkeys depths fits 32 bits
+    (the daemon's EINVAL, said here: ctypes would cut it)."""
+    depth_base = operator.index(depth_base)
+    if depth_base < 0 or depth_base + nkeys > 0xFFFFFFFF:
+        raise ValueError("depth_base %d with %d keys: past 2**32 - 1"
+                         % (depth_base, nkeys))
 
 
 def _key_chain(keys):
@@ -843,6 +855,7 @@ class Connector:
         nkeys = len(chain) // 16
         if not nkeys:
             raise ValueError("lookup needs at least one key")
+        _check_depths(depth_base, nkeys)
         flags = (LOOKUP_PIN if pin else 0) | (LOOKUP_PREFETCH if prefetch
                                               else 0)
         ms = self.lease_ms if lease_ms is None else _lease_ms(lease_ms)
@@ -918,6 +931,7 @@ class Connector:
         nkeys = len(chain) // 16
         if not nkeys:
             raise ValueError("group_lookup needs at least one key")
+        _check_depths(depth_base, nkeys)
         flags = (LOOKUP_PIN if pin else 0) | (LOOKUP_PREFETCH if prefetch
                                               else 0)
         ms = self.lease_ms if lease_ms is None else _lease_ms(lease_ms)

@@ -428,6 +428,8 @@ static void test_bad_args(void **state)
 	/* The library refuses before the mount sees it. */
 	assert_int_equal(kvfs_lookup(fd, keys, 0, 0, 0, 0, &res), -EINVAL);
 	assert_int_equal(kvfs_lookup(fd, keys, 4, 0, 0x100, 0, &res), -EINVAL);
+	assert_int_equal(kvfs_lookup(fd, keys, 4, UINT32_MAX - 2, 0, 0, &res),
+			 -EINVAL);
 	assert_int_equal(kvfs_lookup(fd, keys, 4, 0, KVFS_LOOKUP_PIN, 0, NULL),
 			 -EINVAL);
 	close(fd);

@@ -133,6 +133,15 @@ class GetPutManyTest(unittest.TestCase):
         res = self.c.lookup(keys)
         l1, _, _ = ioctl_stats()
         self.assertEqual((res.found, l1 - l0), (3000, 1))
+        # depths past 2**32 - 1: ValueError, and no later chain loses
+        # its by-address round trip for it (the binding took the
+        # daemon's EINVAL for an old daemon's refusal)
+        for depth in (2**32 - 2, -1):
+            with self.assertRaises(ValueError):
+                self.c.lookup(keys[:600], depth_base=depth)
+        l0, _, _ = ioctl_stats()
+        self.assertEqual(self.c.lookup(keys).found, 3000)
+        self.assertEqual(ioctl_stats()[0] - l0, 1)
         # a gap past the first 512: the run stops there
         res = self.c.lookup(keys[:600] + kvfs.keys(range(8), 4, seed=110))
         self.assertEqual(res.found, 600)
@@ -250,11 +259,15 @@ class GetPutManyTest(unittest.TestCase):
             self.c.put_many(keys[:1], ["not bytes"])  # str: no buffer
         with self.assertRaises(ValueError):  # not contiguous
             self.c.get_many(keys[:1], [memoryview(bytearray(20))[::2]])
-        # ranges outside the 64-bit fields (ctypes cut 2**64 + 5 to 5)
+        # ranges outside the 64-bit fields (ctypes cut 2**64 + 5 to 5),
+        # and ranges that are no integers (int() cut 1.9 to 1)
         for off, ln in ((2**64 + 5, 0), (-1, 0), (0, 2**64), (0, -1)):
             with self.assertRaises(ValueError):
                 self.c.get_many(keys[:1], [bytearray(8)], offsets=[off],
                                 lengths=[ln])
+        for off in (1.9, "8"):
+            with self.assertRaises(TypeError):
+                self.c.get_many(keys[:1], [bytearray(8)], offsets=[off])
         if np is not None:
             a = np.zeros((8, 8), dtype=np.uint8)[:, ::2]
             with self.assertRaises(ValueError):  # not contiguous
