@@ -138,7 +138,7 @@ int pl_chunk_resize(struct pl_chunk *c, size_t cap)
 void pl_chunk_free(struct pl_chunk *c)
 {
 	pl_buf_put(c->buf, c->cap);
-	if (c->wr && c->wr->nsfd >= 0) {
+	if (c->wr && pl_wr_nsfd(c->wr) >= 0) {
 		REAL(close);
 		r_close(c->wr->nsfd);
 	}

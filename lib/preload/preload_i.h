@@ -35,7 +35,10 @@
  * (settled) before any call the library does not serve itself.
  */
 struct pl_wr {
-	int nsfd;             /* the namespace directory (a dup, O_CLOEXEC) */
+	int nsfd;             /* the namespace directory (a dup, O_CLOEXEC,
+			       * at 512+: pl_wr_nsfd checks it is still) */
+	dev_t ns_dev;         /* nsfd's fstat at the open */
+	ino_t ns_ino;
 	struct kvfs_key key;
 	char name[33];        /* the key as named */
 	mode_t mode;          /* the open's mode (the kernel applies umask) */
@@ -203,6 +206,11 @@ void pl_wr_each(void (*fn)(int fd, struct pl_chunk *c));
 void pl_rd_each(void (*fn)(int fd, struct pl_chunk *c));
 
 /* The written side (preload_wr.c). */
+
+/* pl_wr_nsfd - w's namespace fd when it still is the directory the open
+ * dup'ed (a program may dup2 anything onto a number the library took),
+ * else -1 with errno EBADF: never used nor closed then. */
+int pl_wr_nsfd(const struct pl_wr *w);
 
 /* pl_wr_open - serves openat(dirfd, path, flags, mode) of a new key for
  * writing (O_WRONLY | O_CREAT...), nsfd being the namespace's (taken);

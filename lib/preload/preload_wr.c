@@ -65,6 +65,19 @@ int pl_wr_open(int nsfd, const struct kvfs_key *key, const char *name,
 		close(nsfd);
 		return -1;
 	}
+	{
+		struct stat st;
+
+		REAL(fstat);
+		if (r_fstat(nsfd, &st)) {
+			pl_chunk_free(c);
+			free(w);
+			close(nsfd);
+			return -1;
+		}
+		w->ns_dev = st.st_dev;
+		w->ns_ino = st.st_ino;
+	}
 	w->nsfd = nsfd;
 	w->key = *key;
 	snprintf(w->name, sizeof(w->name), "%s", name);
@@ -73,6 +86,19 @@ int pl_wr_open(int nsfd, const struct kvfs_key *key, const char *name,
 	w->pid = getpid();
 	c->wr = w;
 	return pl_fd_serve(c, flags);
+}
+
+int pl_wr_nsfd(const struct pl_wr *w)
+{
+	struct stat st;
+
+	REAL(fstat);
+	if (w->nsfd < 0 || r_fstat(w->nsfd, &st) || st.st_dev != w->ns_dev ||
+	    st.st_ino != w->ns_ino || !S_ISDIR(st.st_mode)) {
+		errno = EBADF;
+		return -1;
+	}
+	return w->nsfd;
 }
 
 /*
@@ -97,7 +123,8 @@ static int settle_locked(int fd, struct pl_chunk *c)
 		return -1;
 	}
 	fdfl = r_fcntl(fd, F_GETFD);
-	rfd = r_openat(w->nsfd, w->name, O_WRONLY | O_CREAT | O_EXCL |
+	rfd = pl_wr_nsfd(w) < 0 ? -1 :
+	      r_openat(w->nsfd, w->name, O_WRONLY | O_CREAT | O_EXCL |
 		       O_CLOEXEC | (w->flags & (O_NONBLOCK | O_NOCTTY)),
 		       w->mode);
 	if (rfd < 0 || fdfl < 0)
@@ -297,7 +324,8 @@ int pl_wr_close(int fd, struct pl_chunk *c)
 		io.key = c->wr->key;
 		io.buf = c->buf;
 		io.len = c->size;
-		rc = kvfs_mput(c->wr->nsfd, &io, 1);
+		rc = pl_wr_nsfd(c->wr) < 0 ? -EBADF :
+		     kvfs_mput(c->wr->nsfd, &io, 1);
 		if (rc >= 0) {
 			/* stored, or an error of this chunk's own (EEXIST,
 			 * EMSGSIZE, EFBIG, ENOSPC...): the close's answer */

@@ -282,6 +282,32 @@ else
 	bad "lazy, an existing key: $out"
 fi
 
+# a program that dup2s another directory onto the library's own fd of
+# the writer's namespace (512+): never published elsewhere (it was, in
+# that directory's namespace), the close says EBADF
+mkdir "$tmp/m/other" || exit 1
+k6=00000000000000000000000000000ac2
+out=$(pre "$PY" -c 'import errno, os, sys
+before = set(os.listdir("/proc/self/fd"))
+fd = os.open(sys.argv[1] + "/" + sys.argv[3], os.O_WRONLY | os.O_CREAT, 0o644)
+mine = sorted(int(f) for f in set(os.listdir("/proc/self/fd")) - before
+              if int(f) >= 512)
+d = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
+for f in mine:
+    os.dup2(d, f)
+os.write(fd, b"a" * 100)
+try:
+    os.close(fd); print("close: 0")
+except OSError as e:
+    print("close:", errno.errorcode[e.errno])
+print("elsewhere:", os.path.exists(sys.argv[2] + "/" + sys.argv[3]))' 	"$tmp/m/pre" "$tmp/m/other" "$k6" 2>&1)
+if [ "$out" = "close: EBADF
+elsewhere: False" ]; then
+	ok "the writer's namespace fd clobbered: EBADF at close, nothing elsewhere"
+else
+	bad "the writer's namespace fd clobbered: $out"
+fi
+
 # --- who may create: the kernel's answer at open, for another uid
 if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 	echo "ok $((n + 1)) # skip EACCES as another uid: needs root and setpriv"
