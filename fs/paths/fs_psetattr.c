@@ -78,7 +78,11 @@ static void writer_attr_set(struct fs_wr *w, const struct stat *attr,
  * it): the entry with that st_ino now under another key
  * (fs_ptree_moved), or NULL. Under the same key, the inode is that of a
  * version its own O_TRUNC rewrite replaced: no redirection (see
- * writer_attr_set). priv.lock held.
+ * writer_attr_set), unless the name was renamed away and back (f -> g ->
+ * f: e->moved), whose copies replaced it (a file renamed once and later
+ * rewritten with O_TRUNC is taken for that too: the owner's change then
+ * reaches its name in full, as through the name's own inode). priv.lock
+ * held.
  */
 static struct fs_pent *renamed_ent(struct fs *fs, uint32_t ns,
 				   uint64_t st_ino, const struct kvfs_key *key)
@@ -88,7 +92,8 @@ static struct fs_pent *renamed_ent(struct fs *fs, uint32_t ns,
 	if (!st_ino)
 		return NULL;
 	e = fs_ptree_by_ino(fs->priv->paths, ns, st_ino);
-	if (!e || (e->keyed && !memcmp(e->key.b, key->b, sizeof(key->b))))
+	if (!e || (e->keyed && !e->moved &&
+		   !memcmp(e->key.b, key->b, sizeof(key->b))))
 		return NULL;
 	return e;
 }

@@ -699,6 +699,38 @@ class ChmodAfterCopyingRename(unittest.TestCase):
         self.assertEqual((oct(st.st_mode), st.st_uid),
                          (oct(0o100640), OWNER))
 
+    def test_renamed_away_and_back(self):
+        """An fd opened before f -> f.bak -> f (and d/x -> d2/x -> d/x):
+        the name is back under its old key with a copy, and an fchmod
+        through the fd's old inode was taken for that of a version an
+        O_TRUNC rewrite replaced: it returned 0, f stayed 0644 and
+        nobody read it."""
+        d2 = os.path.join(self.top, "d2")
+        os.makedirs(d2, exist_ok=True)
+        names = []
+        with kvfs.Connector(self.m.mnt, "cp", create=False) as c:
+            for i, away in enumerate(("b%d.bak", "../d2/b%d") * 2):
+                n = "b%d" % i
+                f = os.path.join(self.dir, n)
+                with open(f, "wb") as fp:
+                    fp.write(b"SECRET %d" % i)
+                os.chmod(f, 0o644)
+                c.lookup(kvfs.path_keys(["none"]))  # published
+                fd = os.open(f, os.O_RDONLY)
+                other = os.path.join(self.dir, away % i)
+                os.rename(f, other)
+                os.rename(other, f)
+                os.fchmod(fd, 0o600)
+                os.close(fd)
+                names.append(n)
+        out = self.nobody_reads(names)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual([r[1] for r in json.loads(out.stdout)],
+                         [errno.EACCES] * len(names))
+        time.sleep(0.3)  # the kernel's entries of the names renewed
+        self.assertEqual([oct(os.stat(os.path.join(self.dir, n)).st_mode)
+                          for n in names], [oct(0o100600)] * len(names))
+
 if __name__ == "__main__":
     try:
         kvfs.load_library()
