@@ -749,11 +749,14 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_rwlock_unlock(&w->lock);
 	if (ctx->pid != w->creator_tid) {
 		/* the creator thread usually closes itself; else compare
-		 * thread groups (a creator thread that is gone counts as
-		 * the same process) */
+		 * thread groups. A creator thread that is gone leaves its
+		 * process unknown: a forked child's exit (or its close of
+		 * the inherited fd) must not publish the parent's chunk
+		 * half written, so this flush publishes nothing and the
+		 * last close does (RELEASE, counted in late_publishes) */
 		pid_t creator = task_tgid(w->creator_tid);
 
-		if (creator && task_tgid(ctx->pid) != creator) {
+		if (!creator || task_tgid(ctx->pid) != creator) {
 			fuse_reply_err(req, 0);
 			return;
 		}

@@ -508,9 +508,31 @@ static void test_killed_writer(void **state)
 	}
 }
 
+/* A thread that creates a chunk, writes its first 100 bytes (of seed
+ * 44) and exits, the fd left open. */
+struct opener {
+	const char *path;
+	int fd;
+};
+
+static void *open_100(void *arg)
+{
+	struct opener *o = arg;
+	char buf[4096];
+
+	kvfs_test_fill(buf, sizeof(buf), 44, 0);
+	o->fd = open(o->path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+	if (o->fd >= 0 && write(o->fd, buf, 100) != 100) {
+		close(o->fd);
+		o->fd = -1;
+	}
+	return NULL;
+}
+
 /* A child that exits normally without closing still publishes (exit
  * closes its fds); a forked child closing an inherited fd does not
- * publish for its parent. */
+ * publish for its parent, whether or not the thread that created the
+ * chunk still lives. */
 static void test_exit_and_fork(void **state)
 {
 	char ns[PATH_MAX], p[PATH_MAX];
@@ -551,6 +573,36 @@ static void test_exit_and_fork(void **state)
 			 sizeof(buf) - 100);
 	assert_int_equal(close(fd), 0);
 	assert_int_equal(kvfs_test_read_check(p, 4096, 42), 0);
+
+	/* the same when the thread that created the chunk has exited: its
+	 * process is unknown then, and the child's close published the
+	 * parent's first 100 bytes (the parent's next write EPERM) */
+	key_path(p, ns, next_key++);
+	{
+		struct opener o = { p, -1 };
+		pthread_t th;
+
+		assert_int_equal(pthread_create(&th, NULL, open_100, &o), 0);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		fd = o.fd;
+	}
+	assert_true(fd >= 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fd);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(stat(p, &sb), -1); /* not published by the child */
+	kvfs_test_fill(buf, sizeof(buf), 44, 0);
+	assert_int_equal(pwrite(fd, buf + 100, sizeof(buf) - 100, 100),
+			 sizeof(buf) - 100);
+	assert_int_equal(close(fd), 0);
+	/* published by the last close (its RELEASE, just after) */
+	for (int i = 0; i < 200 && stat(p, &sb) != 0; i++)
+		usleep(10000);
+	assert_int_equal(kvfs_test_read_check(p, 4096, 44), 0);
 }
 
 /* Aborts the FUSE connection of the mount (its /sys/fs/fuse/connections
