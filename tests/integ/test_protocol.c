@@ -529,6 +529,23 @@ static void *open_100(void *arg)
 	return NULL;
 }
 
+/* A forked child closes its copy of writer fd and exits: path p is
+ * still not published. */
+static void child_closes(int fd, const char *p)
+{
+	struct stat sb;
+	pid_t pid = fork();
+	int st;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fd);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(stat(p, &sb), -1); /* not published by the child */
+}
+
 /* A child that exits normally without closing still publishes (exit
  * closes its fds); a forked child closing an inherited fd does not
  * publish for its parent, whether or not the thread that created the
@@ -561,14 +578,7 @@ static void test_exit_and_fork(void **state)
 	assert_true(fd >= 0);
 	kvfs_test_fill(buf, sizeof(buf), 42, 0);
 	assert_int_equal(write(fd, buf, 100), 100);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fd);
-		_exit(0);
-	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_int_equal(stat(p, &sb), -1); /* not published by the child */
+	child_closes(fd, p);
 	assert_int_equal(write(fd, buf + 100, sizeof(buf) - 100),
 			 sizeof(buf) - 100);
 	assert_int_equal(close(fd), 0);
@@ -587,14 +597,7 @@ static void test_exit_and_fork(void **state)
 		fd = o.fd;
 	}
 	assert_true(fd >= 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close(fd);
-		_exit(0);
-	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_int_equal(stat(p, &sb), -1); /* not published by the child */
+	child_closes(fd, p);
 	kvfs_test_fill(buf, sizeof(buf), 44, 0);
 	assert_int_equal(pwrite(fd, buf + 100, sizeof(buf) - 100, 100),
 			 sizeof(buf) - 100);
