@@ -36,7 +36,7 @@
  */
 struct pl_wr {
 	int nsfd;             /* the namespace directory (a dup, O_CLOEXEC,
-			       * at 512+: pl_wr_nsfd checks it is still) */
+			       * at 48+: pl_wr_nsfd checks it is still) */
 	dev_t ns_dev;         /* nsfd's fstat at the open */
 	ino_t ns_ino;
 	struct kvfs_key key;

@@ -291,7 +291,7 @@ out=$(pre "$PY" -c 'import errno, os, sys
 before = set(os.listdir("/proc/self/fd"))
 fd = os.open(sys.argv[1] + "/" + sys.argv[3], os.O_WRONLY | os.O_CREAT, 0o644)
 mine = sorted(int(f) for f in set(os.listdir("/proc/self/fd")) - before
-              if int(f) >= 512)
+              if int(f) >= 48)
 d = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)
 for f in mine:
     os.dup2(d, f)
