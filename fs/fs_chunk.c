@@ -162,6 +162,68 @@ static pid_t task_tgid(pid_t tid)
 	return s ? (pid_t)strtol(s + 6, NULL, 10) : 0;
 }
 
+/* Start of task pid (a thread's own: /proc/<pid>/stat field 22), in
+ * clock ticks since boot; 0 when unknown. */
+static unsigned long long task_start(pid_t pid)
+{
+	char buf[2048], *s, *tok, *save;
+	int field = 3;
+
+	if (pid <= 0 || !proc_read(pid, "stat", buf, sizeof(buf)))
+		return 0;
+	s = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+	if (!s)
+		return 0;
+	for (tok = strtok_r(s + 1, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save), field++)
+		if (field == 22)
+			return strtoull(tok, NULL, 10);
+	return 0;
+}
+
+unsigned long long fs_boot_ticks(void)
+{
+	static long hz;
+	struct timespec ts;
+
+	if (!hz)
+		hz = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (unsigned long long)ts.tv_sec * (unsigned long long)hz +
+	       (unsigned long long)ts.tv_nsec / (1000000000ULL /
+						 (unsigned long long)hz);
+}
+
+/*
+ * Whether task tid (a FLUSH's, not w's creator thread) is of the process
+ * that created w: the creator thread's thread group, if that thread
+ * still lives and started by w's creation (a tid is reused: a child
+ * forked since may hold it); if it is gone, the flushing process counts
+ * as w's only if it started by w's creation too (by the clock ticks of
+ * /proc, 10 ms here) and its pid is not above the creator thread's (a
+ * process's threads get ids after its own; a child forked since gets a
+ * higher pid, until pids wrap), so that a process forked since (whose
+ * exit closes its inherited fd) never publishes its parent's chunk half
+ * written. A process whose pids wrapped between its start and the
+ * creator thread's counts as another: its writer is then published by
+ * its last close (RELEASE), as fs.late_publishes.
+ */
+static bool same_process(const struct fs_wr *w, pid_t tid)
+{
+	pid_t mine = task_tgid(tid), creator = 0;
+	unsigned long long cs = task_start(w->creator_tid), ms;
+
+	if (cs && cs <= w->created_ticks)
+		creator = task_tgid(w->creator_tid);
+	if (creator)
+		return mine == creator;
+	/* unknown (another pid namespace: tid 0): as a close of its own */
+	if (!mine)
+		return true;
+	ms = task_start(mine);
+	return (!ms || ms <= w->created_ticks) && mine <= w->creator_tid;
+}
+
 struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -266,6 +328,7 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	w->mode = mode & 07777; /* the kernel applied the umask */
 	w->atime_ns = w->mtime_ns = w->ctime_ns = fs_now_ns();
 	w->creator_tid = ctx->pid;
+	w->created_ticks = fs_boot_ticks();
 	if (r == 1) {
 		w->temp = true;
 		w->name = strdup(name);
@@ -747,19 +810,10 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_rwlock_unlock(&w->lock);
-	if (ctx->pid != w->creator_tid) {
-		/* the creator thread usually closes itself; else compare
-		 * thread groups. A creator thread that is gone leaves its
-		 * process unknown: a forked child's exit (or its close of
-		 * the inherited fd) must not publish the parent's chunk
-		 * half written, so this flush publishes nothing and the
-		 * last close does (RELEASE, counted in late_publishes) */
-		pid_t creator = task_tgid(w->creator_tid);
-
-		if (!creator || task_tgid(ctx->pid) != creator) {
-			fuse_reply_err(req, 0);
-			return;
-		}
+	/* the creator thread usually closes itself */
+	if (ctx->pid != w->creator_tid && !same_process(w, ctx->pid)) {
+		fuse_reply_err(req, 0);
+		return;
 	}
 	if (fs_task_killed_by_signal(ctx->pid)) {
 		pthread_rwlock_wrlock(&w->lock);

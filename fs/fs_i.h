@@ -248,6 +248,7 @@ struct fs_wr {
 	bool want_pin;          /* priv.lock */
 	bool excl;              /* created with O_EXCL (see fs_op_flush) */
 	pid_t creator_tid;      /* set at create, then constant */
+	unsigned long long created_ticks; /* fs_boot_ticks() at create */
 	uid_t uid;              /* priv.lock: the creator's; chown */
 	gid_t gid;              /* priv.lock */
 	mode_t mode;            /* priv.lock: permission bits (create, chmod);
@@ -602,6 +603,9 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 bool fs_task_killed_by_signal(pid_t pid);
 /* Does task pid hold an fd open for writing on st_ino ino (fs_chunk.c)? */
 bool fs_task_writes_ino(pid_t pid, uint64_t ino);
+/* fs_boot_ticks - now, in the clock ticks since boot of /proc/<pid>/stat's
+ * start times (a writer's created_ticks). */
+unsigned long long fs_boot_ticks(void);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi);

@@ -376,6 +376,7 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 	}
 	w->st_ino = e->ino;
 	w->creator_tid = ctx->pid;
+	w->created_ticks = fs_boot_ticks();
 	w->temp = true;
 	w->path = true;
 	if (in) { /* the inode owns the reference fs_wr_new made */

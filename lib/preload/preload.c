@@ -255,7 +255,12 @@ static struct ns_slot *ns_find(dev_t dev, ino_t ino)
 
 static void ns_drop(struct ns_slot *s)
 {
-	if (s->fd >= 0)
+	struct stat fst;
+
+	/* closed only while still the directory opened: a program may have
+	 * dup2'd its own file onto that number since */
+	if (s->fd >= 0 && !fstat(s->fd, &fst) && fst.st_dev == s->dev &&
+	    fst.st_ino == s->ino)
 		close(s->fd);
 	free(s->path);
 	memset(s, 0, sizeof(*s));

@@ -85,5 +85,32 @@ EOF
 	done
 done
 
+# a program's own file dup2'd onto the number the library's first
+# namespace fd took, then more namespaces than the library remembers (64):
+# the slot's reuse never closes the program's file (it did, and the next
+# namespace's fd took its number)
+for i in $(seq 0 70); do
+	mkdir "$tmp/m/n$i" && echo "N$i" >"$tmp/m/n$i/$K" || exit 1
+done
+got=$(pre "$PY" - "$tmp/m" "$K" "$tmp/log" <<'EOF' 2>&1
+import os, sys
+top, k, log = sys.argv[1:]
+before = set(os.listdir("/proc/self/fd"))
+os.close(os.open(f"{top}/n0/{k}", os.O_RDONLY))
+libfd = min(int(f) for f in set(os.listdir("/proc/self/fd")) - before)
+fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.dup2(fd, libfd)
+for i in range(1, 71):
+    with open(f"{top}/n{i}/{k}", "rb") as f:
+        f.read()
+print(os.write(libfd, b"still mine\n"), os.readlink(f"/proc/self/fd/{libfd}"))
+EOF
+)
+if [ "$got" = "11 $tmp/log" ] && [ "$(cat "$tmp/log")" = "still mine" ]; then
+	ok "a program's fd on the library's old number survives 70 namespaces"
+else
+	bad "a program's fd on the library's old number: $got"
+fi
+
 echo "1..$n"
 [ "$fails" = 0 ]
