@@ -199,14 +199,14 @@ unsigned long long fs_boot_ticks(void)
  * that created w: the creator thread's thread group, if that thread
  * still lives and started by w's creation (a tid is reused: a child
  * forked since may hold it); if it is gone, the flushing process counts
- * as w's only if it started by w's creation too (by the clock ticks of
- * /proc, 10 ms here) and its pid is not above the creator thread's (a
- * process's threads get ids after its own; a child forked since gets a
- * higher pid, until pids wrap), so that a process forked since (whose
- * exit closes its inherited fd) never publishes its parent's chunk half
- * written. A process whose pids wrapped between its start and the
- * creator thread's counts as another: its writer is then published by
- * its last close (RELEASE), as fs.late_publishes.
+ * as w's only if it started before w's creation (by the clock ticks of
+ * /proc, 10 ms here), or within that tick with a pid not above the
+ * creator thread's (a process's threads get ids after its own; a child
+ * forked since gets a higher pid, until pids wrap), so that a process
+ * forked since (whose exit closes its inherited fd) never publishes its
+ * parent's chunk half written. Not told apart: an older process the fd
+ * was sent to (SCM_RIGHTS) once the creator thread is gone, and a child
+ * that is given the creator thread's id (the equal-tid fast path).
  */
 static bool same_process(const struct fs_wr *w, pid_t tid)
 {
@@ -221,7 +221,8 @@ static bool same_process(const struct fs_wr *w, pid_t tid)
 	if (!mine)
 		return true;
 	ms = task_start(mine);
-	return (!ms || ms <= w->created_ticks) && mine <= w->creator_tid;
+	return !ms || ms < w->created_ticks ||
+	       (ms == w->created_ticks && mine <= w->creator_tid);
 }
 
 struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
