@@ -208,7 +208,7 @@ unsigned long long fs_boot_ticks(void)
  * was sent to (SCM_RIGHTS) once the creator thread is gone, and a child
  * that is given the creator thread's id (the equal-tid fast path).
  */
-static bool same_process(const struct fs_wr *w, pid_t tid)
+bool fs_wr_same_process(const struct fs_wr *w, pid_t tid)
 {
 	pid_t mine = task_tgid(tid), creator = 0;
 	unsigned long long cs = task_start(w->creator_tid), ms;
@@ -812,7 +812,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	pthread_rwlock_unlock(&w->lock);
 	/* the creator thread usually closes itself */
-	if (ctx->pid != w->creator_tid && !same_process(w, ctx->pid)) {
+	if (ctx->pid != w->creator_tid && !fs_wr_same_process(w, ctx->pid)) {
 		fuse_reply_err(req, 0);
 		return;
 	}

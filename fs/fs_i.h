@@ -606,6 +606,9 @@ bool fs_task_writes_ino(pid_t pid, uint64_t ino);
 /* fs_boot_ticks - now, in the clock ticks since boot of /proc/<pid>/stat's
  * start times (a writer's created_ticks). */
 unsigned long long fs_boot_ticks(void);
+/* fs_wr_same_process - whether thread tid (a FLUSH's, not w's creator
+ * thread) is of the process that created w (fs_chunk.c). */
+bool fs_wr_same_process(const struct fs_wr *w, pid_t tid);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi);

@@ -891,7 +891,13 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 	bool synced = false;
 	int err = 0;
 
-	if (path_writer(fh) && fuse_req_ctx(req)->pid == fh->pid) {
+	pid_t tid = fuse_req_ctx(req)->pid;
+
+	/* the opener's close, or another thread's of its process (a
+	 * thread pool: fsync'ed and closed there, the publication must be
+	 * made durable before close returns all the same) */
+	if (path_writer(fh) &&
+	    (tid == fh->pid || fs_wr_same_process(fh->wr, tid))) {
 		struct fs_wr *w = fh->wr;
 		bool dup = false, blank;
 		uint64_t sino;
@@ -911,7 +917,7 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		sino = w->st_ino;
 		pthread_mutex_unlock(&fs->priv->lock);
 		if (blank)
-			dup = fs_task_writes_ino(fuse_req_ctx(req)->pid, sino);
+			dup = fs_task_writes_ino(tid, sino);
 		pthread_mutex_lock(&fs->priv->lock);
 		if (w->opens == 1) {
 			bool rewrite = w->pent && w->pent->wr == w &&
@@ -956,14 +962,14 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 			bool published;
 			uint64_t gen;
 
-			if (!fs_task_killed_by_signal(fh->pid))
+			if (!fs_task_killed_by_signal(tid))
 				err = fs_path_publish_closed(fs, w);
 			pthread_rwlock_rdlock(&w->lock);
 			published = w->state == FS_WR_PUBLISHED;
 			gen = w->final_gen;
 			pthread_rwlock_unlock(&w->lock);
 			fs_psuper_end(fs, &sup, ns, &key, published, gen);
-		} else if (synced && !fs_task_killed_by_signal(fh->pid)) {
+		} else if (synced && !fs_task_killed_by_signal(tid)) {
 			err = fs_path_publish_closed(fs, w);
 		}
 	}

@@ -6,7 +6,8 @@ path namespaces, ingest=evicted (nothing reaches L2 without an eviction)
 and ingest=all (written in the background, maybe not yet): write, fsync,
 close; a temporary fsync'ed and renamed onto its key; fdatasync; fsync of
 a reader's fd of a published chunk; in a path namespace a new version
-(O_TRUNC) fsync'ed, and a file fsync'ed, closed, then renamed. Without L2, fsync returns 0 (memory
+(O_TRUNC) fsync'ed, a file fsync'ed, closed, then renamed, and files
+opened by a thread that exited and fsync'ed and closed by another. Without L2, fsync returns 0 (memory
 only, as tmpfs); with L2 configured but disabled, EIO. Mounts real kvfs daemons ($KVFS_MOUNT_BIN); a few
 seconds.
 """
@@ -16,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -94,6 +96,24 @@ class FsyncCrashTest(unittest.TestCase):
             os.rename(tmp, os.path.join(pp, "sub", "renamed"))
             want[os.path.join(pp, "sub", "renamed")] = \
                 hashlib.sha1(data).hexdigest()
+            # a thread pool: opened by a thread that has exited, written,
+            # fsync'ed and closed by another thread of the process (a new
+            # file; a new version, O_TRUNC, of a published one)
+            write_file(os.path.join(pp, "pooled2"), os.urandom(100001),
+                       sync=None)
+            for name, flags in (("pooled", os.O_CREAT | os.O_EXCL),
+                                ("pooled2", os.O_TRUNC)):
+                path = os.path.join(pp, name)
+                box = []
+                t = threading.Thread(target=lambda p=path, f=flags: box.append(
+                    os.open(p, os.O_WRONLY | f, 0o644)))
+                t.start()
+                t.join()
+                data = os.urandom(180001)
+                os.write(box[0], data)
+                os.fsync(box[0])
+                os.close(box[0])
+                want[path] = hashlib.sha1(data).hexdigest()
             # published without fsync, then fsync'ed through a reader's fd
             for path in (os.path.join(kk, "%032x" % 0xfee0),
                          os.path.join(pp, "read-synced")):
