@@ -650,6 +650,19 @@ void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
  * (published: only the name's dentry). Takes qlock only. */
 void fs_queue_inval(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		    bool published);
+/* fs_expire_entry (fs_inval.c; the background thread, or a handler that
+ * may notify): the kernel's cached entry of name (NUL-terminated at len)
+ * in directory parent is expired, not dropped: the next walk of the name
+ * asks this daemon (a LOOKUP) and keeps the entry where it still names
+ * the same inode. libfuse 3.16's fuse_lowlevel_notify_expire_entry; 3.14
+ * has none, so the notification (FUSE_EXPIRE_ONLY, kernel 6.2 on) is
+ * written to the session's fd here; kernels before 6.2 take the flag for
+ * padding and drop the entry, as fuse_lowlevel_notify_inval_entry does.
+ * A dropped entry that a reader opened the name through turns that fd's
+ * /proc/self/fd link into "NAME (deleted)", a live file shown as gone.
+ * 0, or -errno (-ENOENT: the kernel holds no such entry). */
+int fs_expire_entry(struct fs *fs, uint64_t parent, const char *name,
+		    size_t len);
 /* The engine's on_gone callback (tier_config.on_gone, arg: the fs). */
 void fs_on_gone(void *arg, uint32_t ns, const struct kvfs_key *key,
 		enum tier_gone_reason why);

@@ -18,11 +18,46 @@
  * watchdog of kvfs-mount (mount/mount_dead.c) aborts the connection then.
  */
 #include <errno.h>
+#include <linux/fuse.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "fs/fs_i.h"
+
+#ifndef FUSE_EXPIRE_ONLY
+#define FUSE_EXPIRE_ONLY (1 << 0)
+#endif
+
+int fs_expire_entry(struct fs *fs, uint64_t parent, const char *name,
+		    size_t len)
+{
+	/* struct fuse_notify_inval_entry_out, whose flags older headers
+	 * call padding */
+	struct {
+		uint64_t parent;
+		uint32_t namelen;
+		uint32_t flags;
+	} arg = { parent, (uint32_t)len, FUSE_EXPIRE_ONLY };
+	struct fuse_out_header out;
+	struct iovec iov[3];
+
+	if (!fs->se)
+		return -ENOTCONN;
+	out.unique = 0; /* a notification */
+	out.error = FUSE_NOTIFY_INVAL_ENTRY;
+	out.len = (uint32_t)(sizeof(out) + sizeof(arg) + len + 1);
+	iov[0] = (struct iovec){ &out, sizeof(out) };
+	iov[1] = (struct iovec){ &arg, sizeof(arg) };
+	iov[2] = (struct iovec){ (void *)name, len + 1 }; /* and its NUL */
+	if (writev(fuse_session_fd(fs->se), iov, 3) >= 0)
+		return 0;
+	if (errno == EINVAL) /* a kernel that refuses the flag: dropped */
+		return fuse_lowlevel_notify_inval_entry(fs->se, parent, name,
+							len);
+	return -errno;
+}
 
 static void invalidate(struct fs *fs, const struct fs_gone *g)
 {

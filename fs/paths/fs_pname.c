@@ -1000,22 +1000,33 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 
 	pthread_mutex_lock(&fs->priv->lock);
 	e = paths_of(fs) ? fs_ptree_by_key(paths_of(fs), ns, key) : NULL;
-	/* where the kernel may hold the name's entry (see fs_inval.c): an
-	 * inode of an older version it looked up, or the inode of the
-	 * writer (its create, then the rename, left the entry: a reader's
-	 * open would revalidate it, get the published inode and look the
-	 * name up again; dropped here, the first read costs one LOOKUP) */
+	/* Where the kernel may hold the name's entry of an older version
+	 * (an inode of it looked up, with FS_PATH_TTL), that entry is
+	 * expired (fs_expire_entry): the next walk asks and finds the new
+	 * version. Never dropped: a reader may have opened the name since
+	 * the publication, through an entry of the new version, and a drop
+	 * would turn its fd's /proc/self/fd link into "NAME (deleted)"
+	 * (about 1 in 300 opens right after a rename did, when the writer's
+	 * entry was dropped here; the kernel checks no inode before it
+	 * drops). Nothing where the kernel looked the new version up since
+	 * (its entry is that version's), nor for the writer's own entry
+	 * (its create or rename left it, expired: fs_entry_writer): the
+	 * first read after a rename costs two LOOKUPs (the kernel's check
+	 * of the writer's entry, then the name's), kvfs.7. */
 	if (e && !e->wr && e->dropped_gen != e->gen &&
 	    (fs_chunk_find(fs->priv, ns, key) || e->was_wr)) {
-		parent = e->parent->ino;
-		len = e->len;
-		name = strndup(e->name, len);
 		gen = e->gen;
 		e->was_wr = false;
+		if (fs_chunk_find(fs->priv, ns, key) &&
+		    !fs_pversion_inode(fs, ns, key, gen)) {
+			parent = e->parent->ino;
+			len = e->len;
+			name = strndup(e->name, len);
+		}
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
 	if (name && fs->se)
-		fuse_lowlevel_notify_inval_entry(fs->se, parent, name, len);
+		fs_expire_entry(fs, parent, name, len);
 	free(name);
 	if (!gen)
 		return;

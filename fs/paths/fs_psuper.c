@@ -109,8 +109,8 @@ void fs_psuper_expire(struct fs *fs)
 
 /* The inode of publication gen of (ns, key), if the kernel has it
  * (priv.lock held). */
-static struct fs_inode *version_inode(struct fs *fs, uint32_t ns,
-				      const struct kvfs_key *key, uint64_t gen)
+struct fs_inode *fs_pversion_inode(struct fs *fs, uint32_t ns,
+				   const struct kvfs_key *key, uint64_t gen)
 {
 	struct fs_inode *in = gen ? fs_ino_find(fs->priv, FS_INO_CHUNK + gen)
 				  : NULL;
@@ -139,7 +139,7 @@ void fs_psuper_begin(struct fs *fs, struct fs_pent *e, uint32_t ns,
 	s->name[e->len] = '\0';
 	s->gen = e->keyed ? e->gen : 0;
 	s->ino = 0;
-	in = version_inode(fs, ns, key, s->gen);
+	in = fs_pversion_inode(fs, ns, key, s->gen);
 	if (!in || in->superseded)
 		return;
 	in->superseded = true;
@@ -174,7 +174,7 @@ void fs_psuper_end(struct fs *fs, struct fs_psuper *s, uint32_t ns,
 		in->superseded = false;
 		held_drop_locked(fs, s->ino);
 	} else if (published && !rc &&
-		   (in = version_inode(fs, ns, key, s->gen)) != NULL) {
+		   (in = fs_pversion_inode(fs, ns, key, s->gen)) != NULL) {
 		/* made by a lookup that found the old version before the
 		 * publication (its entry went with the invalidation, which
 		 * waited for that lookup's reply) */

@@ -277,6 +277,10 @@ struct fs_psuper {
 };
 void fs_psuper_begin(struct fs *fs, struct fs_pent *e, uint32_t ns,
 		     const struct kvfs_key *key, struct fs_psuper *s);
+/* The inode of version gen of (ns, key) where the kernel looked it up
+ * (and holds it), else NULL. priv.lock held. */
+struct fs_inode *fs_pversion_inode(struct fs *fs, uint32_t ns,
+				   const struct kvfs_key *key, uint64_t gen);
 void fs_psuper_end(struct fs *fs, struct fs_psuper *s, uint32_t ns,
 		   const struct kvfs_key *key, bool published, uint64_t pub_gen);
 void fs_psuper_expire(struct fs *fs);

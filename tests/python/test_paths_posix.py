@@ -261,6 +261,30 @@ class Paths(unittest.TestCase):
         old.close()
         self.assertEqual(os.listdir(ns), ["v"])
 
+    def test_fd_link_of_a_just_renamed_file(self):
+        """A file written under a temporary name, renamed and opened at
+        once (vLLM's and LMCache's stores, then a reader): the fd's
+        /proc/self/fd link is the name, never "NAME (deleted)". The
+        daemon's background thread dropped the kernel's entry of the
+        writer after the rename; a reader that had opened the name
+        first had its entry dropped with it (about 1 in 300 here)."""
+        ns = self.ns("fdlink")
+        bad = []
+        for i in range(600):
+            p = os.path.join(ns, "f%d" % i)
+            put(p + ".tmp", b"x" * 4000)
+            os.rename(p + ".tmp", p)
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                time.sleep(0.001)  # the background thread's turn
+                link = os.readlink("/proc/self/fd/%d" % fd)
+                if link != p:
+                    bad.append(link)
+                self.assertEqual(os.read(fd, 5000), b"x" * 4000)
+            finally:
+                os.close(fd)
+        self.assertEqual(bad, [])
+
     def test_shell_redirect_over_a_file(self):
         """`echo x > file` over a published file: the shell opens it
         O_TRUNC, dup2s the fd to 1 and closes the fd it opened before
