@@ -599,15 +599,16 @@ void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		 size_t size, off_t off, struct fuse_file_info *fi);
 void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-/* Is task pid exiting because a signal killed it (fs_chunk.c)? */
+/* Is task pid exiting because a signal killed it (fs_task.c)? */
 bool fs_task_killed_by_signal(pid_t pid);
-/* Does task pid hold an fd open for writing on st_ino ino (fs_chunk.c)? */
+/* Does task pid hold an fd open for writing on st_ino ino (fs_task.c)? */
 bool fs_task_writes_ino(pid_t pid, uint64_t ino);
 /* fs_boot_ticks - now, in the clock ticks since boot of /proc/<pid>/stat's
  * start times (a writer's created_ticks). */
 unsigned long long fs_boot_ticks(void);
-/* fs_wr_same_process - whether thread tid (a FLUSH's, not w's creator
- * thread) is of the process that created w (fs_chunk.c). */
+/* fs_wr_same_process - whether thread tid (a FLUSH's) is of the process
+ * that created w (fs_task.c; a task in execve(): false, after at most
+ * 50 ms). */
 bool fs_wr_same_process(const struct fs_wr *w, pid_t tid);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,

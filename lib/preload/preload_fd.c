@@ -3,11 +3,11 @@
  * (lib/preload/README.md): a table from fd to struct pl_chunk, and the
  * libc calls interposed on such an fd (its buffer: preload_buf.c): read,
  * pread, readv, preadv, preadv2, lseek, write, pwrite, writev (EBADF),
- * fstat, fcntl, dup, dup2, dup3, close, close_range, closefrom, fdopen,
+ * fcntl, dup, dup2, dup3, close, close_range, closefrom, fdopen,
  * mmap, and sendfile / copy_file_range (EINVAL, so callers fall back to
  * read); an open of /proc/self/fd/N (pl_fd_reopen); pl_realize, which
  * turns a served fd into the real file for the calls the library does not
- * emulate (preload_real.c).
+ * emulate (preload_real.c). fstat and fstatat: preload_stat.c.
  * Every other fd goes straight to libc after one atomic load.
  *
  * The fd is an unconnected AF_UNIX socket: a call that bypasses this
@@ -673,77 +673,7 @@ SERVED(ssize_t, pwrite64, (int fd, const void *buf, size_t n, off_t off),
 SERVED(ssize_t, writev, (int fd, const struct iovec *iov, int cnt),
        (fd, iov, cnt), c->wr ? pl_wr_write(fd, c, iov, cnt, -1) : refuse(c))
 
-/* ---------------------------------------------------- fstat, fcntl */
-
-static int stat_common(struct pl_chunk *c, void *st)
-{
-	/* struct stat and struct stat64 are one layout on LP64; lock:
-	 * preload_real.c's old_version may change it */
-	pthread_mutex_lock(&c->lock);
-	memcpy(st, &c->st, sizeof(c->st));
-	pthread_mutex_unlock(&c->lock);
-	pl_put(c);
-	return 0;
-}
-
-/* A chunk being written: settled, then the kernel's answer (its writer's
- * inode, mode, owner and times are the daemon's). */
-#define WR_SETTLED(name, params, args)                                   \
-	EXPORT int name params                                           \
-	{                                                                \
-		struct pl_chunk *c = pl_get_any(fd);                     \
-		REAL(name);                                              \
-		if (c && c->wr) {                                        \
-			if (pl_settle(fd, c))                         \
-				return -1;                               \
-			c = NULL;                                        \
-		}                                                        \
-		if (!c)                                                  \
-			return r_##name args;                            \
-		return stat_common(c, st);                               \
-	}
-WR_SETTLED(fstat, (int fd, struct stat *st), (fd, st))
-WR_SETTLED(fstat64, (int fd, struct stat64 *st), (fd, st))
-/* what programs built against glibc before 2.33 call for fstat (manylinux
- * wheels, conda's builds): still glibc's (compat) symbols */
-int __fxstat(int ver, int fd, struct stat *st);
-int __fxstat64(int ver, int fd, struct stat64 *st);
-int __fxstatat(int ver, int fd, const char *path, struct stat *st,
-	       int flags);
-int __fxstatat64(int ver, int fd, const char *path, struct stat64 *st,
-		 int flags);
-WR_SETTLED(__fxstat, (int ver, int fd, struct stat *st), (ver, fd, st))
-WR_SETTLED(__fxstat64, (int ver, int fd, struct stat64 *st), (ver, fd, st))
-
-#define COMMA ,
-
-/* fstatat(fd, "", st, AT_EMPTY_PATH) is fstat(fd) (NULL too, Linux 6.11) */
-static bool empty_path(const char *path)
-{
-	return !path || !*path;
-}
-
-#define FSTATAT(name, type, ver, vers)                                    \
-	EXPORT int name(ver int fd, const char *path, type *st, int flags) \
-	{                                                                \
-		struct pl_chunk *c = NULL;                               \
-		if ((flags & AT_EMPTY_PATH) && empty_path(path))         \
-			c = pl_get_any(fd);                              \
-		if (c && c->wr) {                                        \
-			if (pl_settle(fd, c))                         \
-				return -1;                               \
-			c = NULL;                                        \
-		}                                                        \
-		if (!c) {                                                \
-			REAL(name);                                      \
-			return r_##name(vers fd, path, st, flags);       \
-		}                                                        \
-		return stat_common(c, st);                               \
-	}
-FSTATAT(fstatat, struct stat, , )
-FSTATAT(fstatat64, struct stat64, , )
-FSTATAT(__fxstatat, struct stat, int v COMMA, v COMMA)
-FSTATAT(__fxstatat64, struct stat64, int v COMMA, v COMMA)
+/* ------------------------------------------------------------ fcntl */
 
 static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 {

@@ -20,7 +20,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -627,67 +626,6 @@ static void test_exit_and_fork(void **state)
 	assert_int_equal(stat(p, &sb), -1);
 }
 
-/* Aborts the FUSE connection of the mount (its /sys/fs/fuse/connections
- * entry): what a test does when the daemon no longer answers, so that a
- * hang fails the test instead of wedging every process that touches it. */
-static void abort_mount(void)
-{
-	char path[128];
-	struct stat sb;
-	FILE *f;
-
-	if (stat(mnt.dir, &sb) != 0 && errno != ENOTCONN)
-		return;
-	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort",
-		 minor(sb.st_dev));
-	f = fopen(path, "w");
-	if (f) {
-		fputs("1", f);
-		fclose(f);
-	}
-}
-
-/* A writer that execs without closing: execve() closes its close-on-exec
- * fd, an implicit close that publishes, as exit's does. It used to hang
- * both the exec and a daemon worker for good: the FLUSH asked
- * /proc/PID/stat whether the writer was being killed, and that read waits
- * for the exec to end. The child's fd is O_CLOEXEC, as Python's open()
- * makes every fd. */
-static void test_exec_closes_writer(void **state)
-{
-	char ns[PATH_MAX], p[PATH_MAX];
-	int st = 0, waited = 0;
-	pid_t pid;
-
-	new_ns(ns, "exec");
-	key_path(p, ns, next_key++);
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char buf[8192];
-		int fd = open(p, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC,
-			      0644);
-
-		kvfs_test_fill(buf, sizeof(buf), 43, 0);
-		if (fd < 0 || write(fd, buf, sizeof(buf)) != sizeof(buf))
-			_exit(1);
-		execl("/bin/true", "true", (char *)NULL);
-		_exit(2);
-	}
-	while (waitpid(pid, &st, WNOHANG) == 0 && waited < 20000) {
-		usleep(10000);
-		waited += 10;
-	}
-	if (waited >= 20000) {
-		abort_mount(); /* the mount is lost for the tests after */
-		waitpid(pid, &st, 0);
-		fail_msg("the exec of a writer hung for 20 s (FLUSH)");
-	}
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_int_equal(kvfs_test_read_check(p, 8192, 43), 0);
-}
-
 /* Shell redirection (`cmd > key`) opens, dup2()s and closes the original
  * fd before any byte is written; `touch key` writes nothing at all (and
  * publishes nothing). */
@@ -1164,7 +1102,6 @@ int main(void)
 		cmocka_unit_test(test_chunk_bytes),
 		cmocka_unit_test(test_killed_writer),
 		cmocka_unit_test(test_exit_and_fork),
-		cmocka_unit_test(test_exec_closes_writer),
 		cmocka_unit_test(test_dup_and_shell),
 		cmocka_unit_test(test_mmap),
 		cmocka_unit_test(test_unlink_under_reader),
