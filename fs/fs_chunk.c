@@ -556,6 +556,8 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 	if (!err) {
 		__atomic_add_fetch(&w->nwrites, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->last_write_tid, fuse_req_ctx(req)->pid,
+				 __ATOMIC_RELAXED);
 		fs_wr_touch(w);
 	}
 	if (err && err != -EINTR && w->w)
@@ -572,7 +574,9 @@ void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
  * the closing task. A keyed writer publishes on a flush from its own
  * thread group once bytes have arrived, so close() reports EEXIST,
  * EMSGSIZE, ENOSPC or EFBIG. Flushes that publish nothing:
- *  - from another process (a forked child closing an inherited fd);
+ *  - from another process (a forked child closing an inherited fd); if
+ *    that process was killed by a signal and made the last write, the
+ *    chunk is failed, never published (fs_wr_killed_writer);
  *  - before any write: a shell's `cmd > key` opens, dup2()s and closes
  *    the original fd before cmd writes a byte (an O_EXCL writer in a
  *    namespace with chunk_bytes still gets EMSGSIZE from that close);
@@ -618,6 +622,20 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_rwlock_unlock(&w->lock);
 	/* the creator thread usually closes itself */
 	if (ctx->pid != w->creator_tid && !fs_wr_same_process(w, ctx->pid)) {
+		/* another process's close publishes nothing; one killed by
+		 * a signal that wrote the chunk last leaves it failed: its
+		 * last close (RELEASE) or its owner's would publish it half
+		 * written (the owner's close and writes then say EIO) */
+		if (fs_wr_killed_writer(w, ctx->pid)) {
+			pthread_rwlock_rdlock(&w->lock);
+			fs_wr_fail(fs, w, -EIO);
+			pthread_rwlock_unlock(&w->lock);
+			__atomic_add_fetch(&p->writers_killed, 1,
+					   __ATOMIC_RELAXED);
+			fs_log(fs, "writer pid %d (another process than its "
+			       "creator's) killed by a signal: chunk "
+			       "discarded", (int)ctx->pid);
+		}
 		fuse_reply_err(req, 0);
 		return;
 	}

@@ -248,6 +248,8 @@ struct fs_wr {
 	bool want_pin;          /* priv.lock */
 	bool excl;              /* created with O_EXCL (see fs_op_flush) */
 	pid_t creator_tid;      /* set at create, then constant */
+	pid_t last_write_tid;   /* atomic: the thread whose write landed
+				 * last (fs_wr_killed_writer) */
 	unsigned long long created_ticks; /* fs_boot_ticks() at create */
 	uid_t uid;              /* priv.lock: the creator's; chown */
 	gid_t gid;              /* priv.lock */
@@ -606,6 +608,11 @@ bool fs_task_writes_ino(pid_t pid, uint64_t ino);
 /* fs_boot_ticks - now, in the clock ticks since boot of /proc/<pid>/stat's
  * start times (a writer's created_ticks). */
 unsigned long long fs_boot_ticks(void);
+/* fs_wr_killed_writer - whether thread tid (a FLUSH's from another
+ * process than w's creator's) is of a process killed by a signal that
+ * made w's last write (or whose last writer's thread is gone): its chunk
+ * may be half written (fs_task.c). */
+bool fs_wr_killed_writer(const struct fs_wr *w, pid_t tid);
 /* fs_wr_same_process - whether thread tid (a FLUSH's) is of the process
  * that created w (fs_task.c; a task in execve(): false, after at most
  * 50 ms). */

@@ -289,6 +289,28 @@ unsigned long long fs_boot_ticks(void)
  * was sent to (SCM_RIGHTS) once the creator thread is gone, and a child
  * that is given the creator thread's id (the equal-tid fast path).
  */
+/*
+ * Another process's close of w's fd, that process killed by a signal: a
+ * forked child that wrote the chunk (its parent closed first, with
+ * nothing written, so the last close publishes) may have died half way,
+ * so the chunk is failed (never published) where the killed process made
+ * the last write, or where the thread that did is gone and cannot be
+ * told. A killed process that only held the fd (a pool worker
+ * terminated) leaves the chunk alone.
+ */
+bool fs_wr_killed_writer(const struct fs_wr *w, pid_t tid)
+{
+	pid_t last = __atomic_load_n(&w->last_write_tid, __ATOMIC_RELAXED);
+	pid_t lg;
+
+	if (!last || !fs_task_killed_by_signal(tid))
+		return false;
+	if (last == tid)
+		return true;
+	lg = task_tgid(last);
+	return !lg || lg == task_tgid(tid);
+}
+
 bool fs_wr_same_process(const struct fs_wr *w, pid_t tid)
 {
 	pid_t mine, creator = 0;

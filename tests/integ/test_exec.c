@@ -1,8 +1,10 @@
 /*
- * test_exec.c - writers closed by execve() on a real mount: the exec
- * closes a close-on-exec writer's fd (Python opens every fd so), an
- * implicit close that must neither hang nor publish another process's
- * unfinished chunk. The FLUSH of such a close used to read
+ * test_exec.c - writers closed by execve() or by another process than
+ * their creator's, on a real mount. The exec closes a close-on-exec
+ * writer's fd (Python opens every fd so), an implicit close that must
+ * neither hang nor publish another process's unfinished chunk; a forked
+ * child that writes the chunk and is killed half way must not have it
+ * published by the last close. The FLUSH of such a close used to read
  * /proc/PID/stat of the exec'ing task, which waits for the exec to end:
  * execve and a daemon worker stuck for good, the process beyond SIGKILL.
  * Each case fails (and aborts the mount) after 20 s instead of hanging.
@@ -11,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -238,12 +241,72 @@ static void test_child_exec_leaves_parent_writer(void **state)
 	assert_int_equal(kvfs_test_read_check(p, sizeof(buf), 48), 0);
 }
 
+/* The parent creates the chunk and closes its fd with nothing written;
+ * a forked child writes it (the last close, the child's, publishes):
+ * killed half way, nothing is published; done, all of it is. A child
+ * that only held the fd and was killed leaves the parent's chunk. */
+static void test_child_killed_writing(void **state)
+{
+	char ns[PATH_MAX], p[PATH_MAX], buf[8192];
+	struct stat sb;
+	int fd, st;
+	pid_t pid;
+
+	new_ns(ns, "child-writes", false);
+	kvfs_test_fill(buf, sizeof(buf), 49, 0);
+	for (int killed = 1; killed >= 0; killed--) {
+		key_path(p, ns);
+		fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
+		assert_true(fd >= 0);
+		fflush(NULL);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			usleep(100000); /* the parent's close first */
+			if (write(fd, buf, 4096) != 4096)
+				_exit(1);
+			if (killed)
+				kill(getpid(), SIGKILL);
+			if (write(fd, buf + 4096, 4096) != 4096)
+				_exit(1);
+			_exit(0);
+		}
+		assert_int_equal(close(fd), 0);
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		if (killed) {
+			assert_true(WIFSIGNALED(st));
+			usleep(200000); /* the RELEASE of its fd */
+			assert_int_equal(stat(p, &sb), -1);
+			assert_int_equal(errno, ENOENT);
+		} else {
+			assert_true(WIFEXITED(st) && !WEXITSTATUS(st));
+			assert_int_equal(wait_check(p, sizeof(buf), 49), 0);
+		}
+	}
+	/* a killed child that never wrote: the parent's chunk stands */
+	key_path(p, ns);
+	fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, buf, 4096), 4096);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		kill(getpid(), SIGKILL);
+		_exit(1);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(write(fd, buf + 4096, 4096), 4096);
+	assert_int_equal(close(fd), 0);
+	assert_int_equal(kvfs_test_read_check(p, sizeof(buf), 49), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exec_closes_writer),
 		cmocka_unit_test(test_exec_closes_thread_writer),
 		cmocka_unit_test(test_child_exec_leaves_parent_writer),
+		cmocka_unit_test(test_child_killed_writing),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
