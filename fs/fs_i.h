@@ -615,7 +615,7 @@ unsigned long long fs_boot_ticks(void);
 bool fs_wr_killed_writer(const struct fs_wr *w, pid_t tid);
 /* fs_wr_same_process - whether thread tid (a FLUSH's) is of the process
  * that created w (fs_task.c; a task in execve(): false, after at most
- * 50 ms). */
+ * 250 ms). */
 bool fs_wr_same_process(const struct fs_wr *w, pid_t tid);
 void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,

@@ -219,7 +219,8 @@ static void *start_reader(void *arg)
  * is answered. (statm, status, fdinfo do not wait: task_has_mm.)
  */
 #define TASK_BLOCKED ULLONG_MAX
-#define START_WAIT_MS 50
+/* a read takes microseconds; a loaded machine may delay the thread */
+#define START_WAIT_MS 250
 
 static unsigned long long task_start(pid_t pid)
 {
