@@ -55,16 +55,26 @@ struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
 
 void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 {
+	struct tier_chunk *pinned = NULL;
+
 	fs_ioctl_release(fs, (uint64_t)(uintptr_t)fh);
 	pthread_mutex_lock(&fs->priv->lock);
 	fh->prev->next = fh->next;
 	fh->next->prev = fh->prev;
 	if (fh->wr) {
-		if (!--fh->wr->opens)
+		if (fh->wmode)
+			fh->wr->wopens--;
+		if (!--fh->wr->opens) {
 			fh->wr->closed_ms = fs_now_ms();
+			/* no fd reads it now (a read holds its fd) */
+			pinned = fh->wr->pub_chunk;
+			fh->wr->pub_chunk = NULL;
+		}
 		fs_wr_unref_locked(fs, fh->wr);
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
+	if (pinned)
+		tier_put(fs->tier, pinned);
 	if (fh->chunk)
 		tier_put(fs->tier, fh->chunk);
 	free(fh->snap);
@@ -77,6 +87,8 @@ void fs_fh_attach_wr_locked(struct fs_fh *fh, struct fs_wr *w, uint32_t ns)
 {
 	w->refs++;
 	w->opens++;
+	w->wopens++; /* a create, or an O_TRUNC start */
+	fh->wmode = true;
 	fh->wr = w;
 	fh->ns = ns;
 	fh->ino = w->ino;
@@ -370,6 +382,10 @@ void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 		w->opens++;
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			w->wopens++;
+			fh->wmode = true;
+		}
 		fh->wr = w;
 		fh->ns = w->ns;
 		pthread_mutex_unlock(&p->lock);
@@ -413,6 +429,12 @@ static long read_published(struct fs *fs, struct fs_wr *w, void *buf,
 	struct tier_chunk *c;
 	long r;
 
+	if (w->pub_chunk) { /* pinned for readers that joined the writer */
+		r = tier_chunk_read(fs->tier, w->pub_chunk, buf, size, off);
+		if (r > 0)
+			tier_count_served(fs->tier, (uint64_t)r);
+		return r;
+	}
 	if (tier_get_flags(fs->tier, w->ns, &w->key, TIER_GET_NOCOUNT, &c))
 		return -EBADF;
 	r = tier_chunk_gen(c) == w->final_gen ?

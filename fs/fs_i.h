@@ -128,6 +128,8 @@ struct fs_fh {
 	/* fs/ private below (not fs_ioctl.c's) */
 	uint64_t ino;
 	struct fs_wr *wr;          /* FS_FH_WRITER */
+	bool wmode;                /* FS_FH_WRITER opened for writing
+				    * (counted in wr->wopens) */
 	struct fs_dirsnap *snap;   /* directories */
 	bool snap_read;            /* readdir used snap: offset 0 retakes it */
 	bool psnap;                /* snap is fs_path.c's (a path directory) */
@@ -232,6 +234,13 @@ struct fs_wr {
 
 	unsigned refs;          /* priv.lock */
 	unsigned opens;         /* priv.lock: open fhs */
+	struct tier_chunk *pub_chunk; /* path files: the published version,
+				 * pinned for readers that joined the
+				 * writer (read_published); dropped with
+				 * the last fd. lock (set), priv.lock */
+	unsigned wopens;        /* priv.lock: those that may write (a
+				 * path file is closed when these are,
+				 * whatever readers hold it) */
 	uint64_t ino;           /* set at fs_wr_new, then constant */
 	uint32_t ns;            /* priv.lock (set at create) */
 	bool has_key;           /* priv.lock */

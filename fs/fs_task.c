@@ -207,8 +207,10 @@ static void *start_reader(void *arg)
 
 /*
  * Start of task pid (a thread's own: /proc/<pid>/stat field 22), in clock
- * ticks since boot; 0 when unknown; TASK_BLOCKED when the read did not
- * end within START_WAIT_MS.
+ * ticks since boot; 0 when it cannot be read (the task is gone);
+ * TASK_BLOCKED when the read did not end within START_WAIT_MS, or could
+ * not be tried (no memory, no thread): not told, never taken for the
+ * creator's.
  *
  * The read is a thread's of its own, waited for a while: reading
  * /proc/<pid>/stat of a task in execve() blocks until the exec is over,
@@ -221,6 +223,42 @@ static void *start_reader(void *arg)
 #define TASK_BLOCKED ULLONG_MAX
 /* a read takes microseconds; a loaded machine may delay the thread */
 #define START_WAIT_MS 250
+/* a task whose read timed out is taken as blocked at once for this long:
+ * an exec closing many writers would wait START_WAIT_MS for each */
+#define BLOCKED_KEEP_MS 2000
+
+static pthread_mutex_t blocked_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	pid_t pid;
+	uint64_t until_ms;
+} blocked[16];
+
+static bool known_blocked(pid_t pid)
+{
+	uint64_t now = fs_now_ms();
+	bool found = false;
+
+	pthread_mutex_lock(&blocked_lock);
+	for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
+		if (blocked[i].pid == pid && blocked[i].until_ms > now)
+			found = true;
+	pthread_mutex_unlock(&blocked_lock);
+	return found;
+}
+
+static void note_blocked(pid_t pid)
+{
+	uint64_t now = fs_now_ms();
+	size_t slot = 0;
+
+	pthread_mutex_lock(&blocked_lock);
+	for (size_t i = 0; i < sizeof(blocked) / sizeof(blocked[0]); i++)
+		if (blocked[i].until_ms < blocked[slot].until_ms)
+			slot = i; /* the oldest (or a free one) */
+	blocked[slot].pid = pid;
+	blocked[slot].until_ms = now + BLOCKED_KEEP_MS;
+	pthread_mutex_unlock(&blocked_lock);
+}
 
 static unsigned long long task_start(pid_t pid)
 {
@@ -231,8 +269,10 @@ static unsigned long long task_start(pid_t pid)
 	pthread_t th;
 	int rc;
 
-	if (pid <= 0 || !(j = calloc(1, sizeof(*j))))
+	if (pid <= 0)
 		return 0;
+	if (known_blocked(pid) || !(j = calloc(1, sizeof(*j))))
+		return TASK_BLOCKED;
 	pthread_mutex_init(&j->lock, NULL);
 	pthread_cond_init(&j->done_cond, NULL);
 	j->pid = pid;
@@ -244,7 +284,7 @@ static unsigned long long task_start(pid_t pid)
 	if (rc) {
 		j->refs = 1;
 		job_unref(j);
-		return 0;
+		return TASK_BLOCKED;
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += START_WAIT_MS / 1000;
@@ -260,6 +300,8 @@ static unsigned long long task_start(pid_t pid)
 	v = j->done ? j->start : TASK_BLOCKED;
 	pthread_mutex_unlock(&j->lock);
 	job_unref(j);
+	if (v == TASK_BLOCKED)
+		note_blocked(pid);
 	return v;
 }
 
@@ -326,15 +368,16 @@ bool fs_wr_same_process(const struct fs_wr *w, pid_t tid)
 		creator = task_tgid(w->creator_tid);
 	if (creator)
 		return mine == creator;
-	/* unknown (another pid namespace: tid 0): as a close of its own */
+	/* not told (its status unreadable), as below: another process's */
 	if (!mine)
-		return true;
-	ms = task_start(mine);
-	/* in execve() (the exec closes the fd): not told; as another
-	 * process's close, whose fd's last close (RELEASE) publishes,
-	 * where a child forked since may be exec'ing */
-	if (ms == TASK_BLOCKED)
 		return false;
-	return !ms || ms < w->created_ticks ||
+	ms = task_start(mine);
+	/* in execve() (the exec closes the fd), or not told: as another
+	 * process's close, whose fd's last close (RELEASE) publishes,
+	 * where a child forked since may be exec'ing (when in doubt, a
+	 * close that publishes nothing) */
+	if (!ms || ms == TASK_BLOCKED)
+		return false;
+	return ms < w->created_ticks ||
 	       (ms == w->created_ticks && mine <= w->creator_tid);
 }

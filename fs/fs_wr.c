@@ -96,6 +96,8 @@ void fs_wr_unref_locked(struct fs *fs, struct fs_wr *w)
 {
 	if (--w->refs)
 		return;
+	if (w->pub_chunk)
+		tier_put(fs->tier, w->pub_chunk);
 	if (w->w) {
 		tier_wr_abort(fs->tier, w->w);
 		w->w = NULL;

@@ -49,13 +49,18 @@ static struct fs_paths *paths_of(struct fs *fs)
 	return fs->priv->paths;
 }
 
-/* Is w closed, as readers and renames see it: no fd open, or only the one
- * whose close(2) already returned (its RELEASE comes asynchronously)?
- * priv.lock held. */
+/* Is w closed, as readers and renames see it: no fd open for writing, or
+ * only the one whose close(2) already returned (its RELEASE comes
+ * asynchronously)? Readers that joined it do not keep it open: a
+ * program's close publishes its file (and makes an fsync'ed one
+ * durable) whoever reads it meanwhile. priv.lock held. */
 static bool closed_locked(const struct fs_wr *w)
 {
-	return !w->opens || (w->opens == 1 && w->closing);
+	return !w->wopens || (w->wopens == 1 && w->closing);
 }
+
+static void pin_for_readers(struct fs *fs, struct fs_wr *w, uint32_t ns,
+			    const struct kvfs_key *key, uint64_t gen);
 
 /* ------------------------------------------------------ pending writers */
 
@@ -186,6 +191,8 @@ int fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 	pthread_rwlock_rdlock(&w->lock);
 	gen = w->final_gen;
 	pthread_rwlock_unlock(&w->lock);
+	if (!err) /* e is still busy: no next version yet */
+		pin_for_readers(fs, w, ns, &key, gen);
 
 	pthread_mutex_lock(&p->lock);
 	fs_ptree_pub(t, ns, &key, false);
@@ -316,6 +323,7 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 		return -ENOMEM;
 	}
 	pthread_mutex_lock(&p->lock);
+again:
 	if (key) {
 		while ((e = fs_ptree_by_key(paths_of(fs), ns, key)) &&
 		       e->busy)
@@ -328,6 +336,18 @@ static int writer_start(fuse_req_t req, uint32_t ns, uint64_t dir_ino,
 	}
 	if (err)
 		goto fail;
+	if (key && e->wr && closed_locked(e->wr)) {
+		/* closed, not yet published (its close returned): published
+		 * first, then replaced as any published file (joined, a
+		 * killed O_TRUNC writer would take it with its own) */
+		w = e->wr;
+		w->refs++;
+		pthread_mutex_unlock(&p->lock);
+		fs_path_publish_closed(fs, w);
+		fs_wr_unref(fs, w);
+		pthread_mutex_lock(&p->lock);
+		goto again;
+	}
 	if (e->wr) {
 		/* join the version being written (e is idle, so it is not
 		 * being published; counted open, no publication starts) */
@@ -399,6 +419,35 @@ fail:
 	return err;
 }
 
+/* Readers that joined w while it was written keep reading the version
+ * it became, as any reader of a published file, after a next version
+ * replaced it: that version is pinned for them until the last fd of w
+ * goes (fs_fh_free). No lock held. */
+static void pin_for_readers(struct fs *fs, struct fs_wr *w, uint32_t ns,
+			    const struct kvfs_key *key, uint64_t gen)
+{
+	struct tier_chunk *c = NULL;
+	bool readers;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	readers = w->opens > w->wopens;
+	pthread_mutex_unlock(&fs->priv->lock);
+	if (!readers || tier_get_flags(fs->tier, ns, key, TIER_GET_NOCOUNT, &c))
+		return;
+	if (tier_chunk_gen(c) == gen) {
+		pthread_rwlock_wrlock(&w->lock);
+		pthread_mutex_lock(&fs->priv->lock);
+		if (!w->pub_chunk && w->opens > w->wopens) {
+			w->pub_chunk = c; /* fs_fh_free drops it */
+			c = NULL;
+		}
+		pthread_mutex_unlock(&fs->priv->lock);
+		pthread_rwlock_unlock(&w->lock);
+	}
+	if (c)
+		tier_put(fs->tier, c);
+}
+
 /* The last close of a path writer (fs_op_release dropped the fh). */
 static void writer_closed(struct fs *fs, struct fs_wr *w)
 {
@@ -411,13 +460,19 @@ static void writer_closed(struct fs *fs, struct fs_wr *w)
 	st = w->state;
 	pthread_rwlock_unlock(&w->lock);
 	pthread_mutex_lock(&p->lock);
-	if (w->opens || st == FS_WR_PUBLISHED) {
-		/* still open, or published when its close(2) returned */
+	if (w->wopens || st == FS_WR_PUBLISHED) {
+		/* still open for writing, or published when its close(2)
+		 * returned */
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
 	if (st != FS_WR_OPEN || !w->pent) {
-		/* killed (discarded by flush), or nameless: drop it now */
+		/* killed (discarded by flush), or nameless: dropped once the
+		 * last fd goes (an unlinked file's readers read on) */
+		if (w->opens) {
+			pthread_mutex_unlock(&p->lock);
+			return;
+		}
 		if (w->pent) {
 			w->refs++;
 			fs_path_detach_writer(fs, w->pent, w);
@@ -429,6 +484,10 @@ static void writer_closed(struct fs *fs, struct fs_wr *w)
 		fs_wr_discard(fs, w, FS_DISCARD_UNLINKED);
 		pthread_rwlock_unlock(&w->lock);
 		fs_wr_unref(fs, w);
+		return;
+	}
+	if (w->pending) { /* a reader's last close, after the writer's */
+		pthread_mutex_unlock(&p->lock);
 		return;
 	}
 	w->closed_ms = fs_now_ms();
@@ -725,6 +784,10 @@ again:
 		pending_del(paths_of(fs), w);
 		w->refs++;
 		w->opens++;
+		if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+			w->wopens++;
+			fh->wmode = true;
+		}
 		fh->wr = w;
 		fh->ns = w->ns;
 		pthread_mutex_unlock(&p->lock);
@@ -896,7 +959,7 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 	/* the opener's close, or another thread's of its process (a
 	 * thread pool: fsync'ed and closed there, the publication must be
 	 * made durable before close returns all the same) */
-	if (path_writer(fh) &&
+	if (path_writer(fh) && fh->wmode &&
 	    (tid == fh->pid || fs_wr_same_process(fh->wr, tid))) {
 		struct fs_wr *w = fh->wr;
 		bool dup = false, blank;
@@ -910,7 +973,7 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		 * fs_op_flush leaves an empty key chunk; else it is
 		 * published now as any new version */
 		pthread_mutex_lock(&fs->priv->lock);
-		blank = w->opens == 1 && w->pent && w->pent->wr == w &&
+		blank = w->wopens == 1 && w->pent && w->pent->wr == w &&
 			w->pent->keyed &&
 			!__atomic_load_n(&w->nwrites, __ATOMIC_RELAXED) &&
 			!__atomic_load_n(&w->sync, __ATOMIC_ACQUIRE);
@@ -919,7 +982,7 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		if (blank)
 			dup = fs_task_writes_ino(tid, sino);
 		pthread_mutex_lock(&fs->priv->lock);
-		if (w->opens == 1) {
+		if (w->wopens == 1) {
 			bool rewrite = w->pent && w->pent->wr == w &&
 				       w->pent->keyed;
 			bool empty = rewrite && dup &&

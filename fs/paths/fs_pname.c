@@ -449,7 +449,7 @@ again:
 		e->has_mtime = oattr.has_mtime;
 		e->mtime = oattr.mtime;
 	}
-	if (!w->opens || (w->opens == 1 && w->closing)) {
+	if (!w->wopens || (w->wopens == 1 && w->closing)) {
 		/* closed: published now, under the new name */
 		publish = true;
 		w->refs++;

@@ -7,7 +7,8 @@ and ingest=all (written in the background, maybe not yet): write, fsync,
 close; a temporary fsync'ed and renamed onto its key; fdatasync; fsync of
 a reader's fd of a published chunk; in a path namespace a new version
 (O_TRUNC) fsync'ed, a file fsync'ed, closed, then renamed, and files
-opened by a thread that exited and fsync'ed and closed by another. Without L2, fsync returns 0 (memory
+opened by a thread that exited and fsync'ed and closed by another, and
+files a reader opened while they were written. Without L2, fsync returns 0 (memory
 only, as tmpfs); with L2 configured but disabled, EIO. Mounts real kvfs daemons ($KVFS_MOUNT_BIN); a few
 seconds.
 """
@@ -114,6 +115,23 @@ class FsyncCrashTest(unittest.TestCase):
                 os.fsync(box[0])
                 os.close(box[0])
                 want[path] = hashlib.sha1(data).hexdigest()
+            # a reader opens the file while it is written: the writer's
+            # fsync and close publish it all the same (a new file; a new
+            # version, O_TRUNC), the reader's fd kept past the kill (it
+            # joined the writer and kept the close from publishing)
+            readers = []
+            write_file(os.path.join(pp, "read-held2"), os.urandom(90001),
+                       sync=None)
+            for name, flags in (("read-held", os.O_CREAT | os.O_EXCL),
+                                ("read-held2", os.O_TRUNC)):
+                path = os.path.join(pp, name)
+                data = os.urandom(190001)
+                fd = os.open(path, os.O_WRONLY | flags, 0o644)
+                os.write(fd, data)
+                os.fsync(fd)
+                readers.append(os.open(path, os.O_RDONLY))
+                os.close(fd)
+                want[path] = hashlib.sha1(data).hexdigest()
             # published without fsync, then fsync'ed through a reader's fd
             for path in (os.path.join(kk, "%032x" % 0xfee0),
                          os.path.join(pp, "read-synced")):
@@ -128,6 +146,11 @@ class FsyncCrashTest(unittest.TestCase):
             st = pathmount.stats(m.mnt)["l2"]
 
             kill_and_remount(m)
+            for fd in readers:  # of the dead mount: ENOTCONN
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             lost = [p for p, h in sorted(want.items())
                     if not os.path.exists(p) or sha(p) != h]
             self.assertEqual(lost, [], "fsync'ed files lost by a "

@@ -285,6 +285,39 @@ class Paths(unittest.TestCase):
                 os.close(fd)
         self.assertEqual(bad, [])
 
+    def test_reader_joined_while_written(self):
+        """A reader that opens a file while it is written reads what was
+        written so far; the writer's close publishes the file all the
+        same (the reader kept it unpublished: a killed O_TRUNC writer
+        then joined it and had its 200 torn bytes published, the
+        closed version gone), and the reader keeps that version's bytes
+        after a next version replaced it (it read the next one)."""
+        ns = self.ns("joined")
+        p = os.path.join(ns, "f")
+        v1 = b"1" * 6000
+        w = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(w, v1[:3000])
+        r = os.open(p, os.O_RDONLY)
+        self.assertEqual(os.pread(r, 10000, 0), v1[:3000])
+        os.write(w, v1[3000:])
+        os.close(w)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+                os.write(fd, b"2" * 200)
+            finally:
+                os.kill(os.getpid(), signal.SIGKILL)
+        os.waitpid(pid, 0)
+        time.sleep(0.3)
+        self.assertEqual(get(p), v1)  # the killed writer published nothing
+        self.assertEqual(os.pread(r, 10000, 0), v1)
+        put(p, b"3" * 1000)  # a next version, whole
+        self.assertEqual(get(p), b"3" * 1000)
+        self.assertEqual(os.pread(r, 10000, 0), v1)  # still the one it read
+        os.close(r)
+        self.assertEqual(get(p), b"3" * 1000)
+
     def test_shell_redirect_over_a_file(self):
         """`echo x > file` over a published file: the shell opens it
         O_TRUNC, dup2s the fd to 1 and closes the fd it opened before
