@@ -648,7 +648,7 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		 * a signal that wrote the chunk last leaves it failed: its
 		 * last close (RELEASE) or its owner's would publish it half
 		 * written (the owner's close and writes then say EIO) */
-		if (fs_wr_killed_writer(w, ctx->pid)) {
+		if (fh->wmode && fs_wr_killed_writer(w, ctx->pid)) {
 			pthread_rwlock_rdlock(&w->lock);
 			fs_wr_fail(fs, w, -EIO);
 			pthread_rwlock_unlock(&w->lock);
@@ -658,6 +658,12 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			       "creator's) killed by a signal: chunk "
 			       "discarded", (int)ctx->pid);
 		}
+		fuse_reply_err(req, 0);
+		return;
+	}
+	/* a killed process's reader fd (joined while it was written)
+	 * never wrote: its close is nobody's */
+	if (!fh->wmode) {
 		fuse_reply_err(req, 0);
 		return;
 	}
@@ -677,6 +683,11 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, 0);
 		return;
 	}
+	/* its owner's close: what was written so far is what it meant
+	 * (fs_wr_killed_writer) */
+	__atomic_store_n(&w->closed_nwrites,
+			 __atomic_load_n(&w->nwrites, __ATOMIC_RELAXED) + 1,
+			 __ATOMIC_RELAXED);
 	if (w->temp || !__atomic_load_n(&w->nwrites, __ATOMIC_RELAXED)) {
 		struct tier_ns_info ni;
 

@@ -259,6 +259,9 @@ struct fs_wr {
 	pid_t creator_tid;      /* set at create, then constant */
 	pid_t last_write_tid;   /* atomic: the thread whose write landed
 				 * last (fs_wr_killed_writer) */
+	uint64_t closed_nwrites; /* atomic: nwrites + 1 at the last close
+				 * of a writable fd by its creator's
+				 * process (0: none yet) */
 	unsigned long long created_ticks; /* fs_boot_ticks() at create */
 	uid_t uid;              /* priv.lock: the creator's; chown */
 	gid_t gid;              /* priv.lock */

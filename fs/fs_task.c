@@ -186,16 +186,25 @@ static void job_unref(struct start_job *j)
 	}
 }
 
-static void *start_reader(void *arg)
+/* /proc/<pid>/stat field 22 (starttime), read here: 0 if unreadable.
+ * Waits for an exec of pid to end (see task_start). */
+static unsigned long long start_read(pid_t pid)
 {
 	static const int field = 22; /* starttime */
-	struct start_job *j = arg;
 	unsigned long long v = 0;
 	char buf[2048];
 
-	if (!proc_read(j->pid, "stat", buf, sizeof(buf)) ||
+	if (pid <= 0 || !proc_read(pid, "stat", buf, sizeof(buf)) ||
 	    !stat_fields(buf, &field, &v, 1))
-		v = 0;
+		return 0;
+	return v;
+}
+
+static void *start_reader(void *arg)
+{
+	struct start_job *j = arg;
+	unsigned long long v = start_read(j->pid);
+
 	pthread_mutex_lock(&j->lock);
 	j->start = v;
 	j->done = true;
@@ -338,23 +347,48 @@ unsigned long long fs_boot_ticks(void)
  * nothing written, so the last close publishes) may have died half way,
  * so the chunk is failed (never published) where the killed process made
  * the last write, or where the thread that did is gone and cannot be
- * told. A killed process that only held the fd (a pool worker
- * terminated) leaves the chunk alone.
+ * told, unless nothing was written since the creator's process closed
+ * its fd (what it closed is what it meant). A killed process that only
+ * held the fd (a pool worker terminated), or a reader's fd, leaves the
+ * chunk alone.
  */
+static bool same_process(const struct fs_wr *w, pid_t tid,
+			 unsigned long long (*start)(pid_t));
+
 bool fs_wr_killed_writer(const struct fs_wr *w, pid_t tid)
 {
 	pid_t last = __atomic_load_n(&w->last_write_tid, __ATOMIC_RELAXED);
+	uint64_t closed = __atomic_load_n(&w->closed_nwrites,
+					  __ATOMIC_RELAXED);
 	pid_t lg;
 
-	if (!last || !fs_task_killed_by_signal(tid))
+	/* nothing written since its owner's close: the owner's chunk */
+	if (closed &&
+	    closed - 1 == __atomic_load_n(&w->nwrites, __ATOMIC_RELAXED))
+		return false;
+	if (!fs_task_killed_by_signal(tid))
+		return false;
+	/* the creator's own process, which fs_wr_same_process could not
+	 * tell in time (a CPU-throttled daemon): told now, waiting, as a
+	 * task being killed is in no exec */
+	if (same_process(w, tid, start_read))
+		return true;
+	if (!last)
 		return false;
 	if (last == tid)
 		return true;
+	/* the last writer's thread gone: not told, the chunk left */
 	lg = task_tgid(last);
-	return !lg || lg == task_tgid(tid);
+	return lg && lg == task_tgid(tid);
 }
 
 bool fs_wr_same_process(const struct fs_wr *w, pid_t tid)
+{
+	return same_process(w, tid, task_start);
+}
+
+static bool same_process(const struct fs_wr *w, pid_t tid,
+			 unsigned long long (*start)(pid_t))
 {
 	pid_t mine, creator = 0;
 	unsigned long long cs, ms;
@@ -363,7 +397,7 @@ bool fs_wr_same_process(const struct fs_wr *w, pid_t tid)
 	if (tid == w->creator_tid)
 		return true;
 	mine = task_tgid(tid);
-	cs = task_start(w->creator_tid);
+	cs = start(w->creator_tid);
 	if (cs && cs != TASK_BLOCKED && cs <= w->created_ticks)
 		creator = task_tgid(w->creator_tid);
 	if (creator)
@@ -371,7 +405,7 @@ bool fs_wr_same_process(const struct fs_wr *w, pid_t tid)
 	/* not told (its status unreadable), as below: another process's */
 	if (!mine)
 		return false;
-	ms = task_start(mine);
+	ms = start(mine);
 	/* in execve() (the exec closes the fd), or not told: as another
 	 * process's close, whose fd's last close (RELEASE) publishes,
 	 * where a child forked since may be exec'ing (when in doubt, a

@@ -241,6 +241,21 @@ static void test_child_exec_leaves_parent_writer(void **state)
 	assert_int_equal(kvfs_test_read_check(p, sizeof(buf), 48), 0);
 }
 
+struct writer_arg {
+	int fd;
+	const char *buf;
+	size_t len; /* 0 once written */
+};
+
+static void *write_part(void *arg)
+{
+	struct writer_arg *a = arg;
+
+	if (write(a->fd, a->buf, a->len) == (ssize_t)a->len)
+		a->len = 0;
+	return NULL;
+}
+
 /* The parent creates the chunk and closes its fd with nothing written;
  * a forked child writes it (the last close, the child's, publishes):
  * killed half way, nothing is published; done, all of it is. A child
@@ -283,21 +298,38 @@ static void test_child_killed_writing(void **state)
 			assert_int_equal(wait_check(p, sizeof(buf), 49), 0);
 		}
 	}
-	/* a killed child that never wrote: the parent's chunk stands */
-	key_path(p, ns);
-	fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, buf, 4096), 4096);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		kill(getpid(), SIGKILL);
-		_exit(1);
+	/* a killed child that never wrote (holding the parent's fd and a
+	 * reader's of its own): the parent's chunk stands, also where the
+	 * thread that wrote it last has exited */
+	for (int thread = 0; thread < 2; thread++) {
+		key_path(p, ns);
+		fd = open(p, O_CREAT | O_EXCL | O_WRONLY, 0644);
+		assert_true(fd >= 0);
+		if (thread) {
+			struct writer_arg a = { fd, buf, 4096 };
+			pthread_t th;
+
+			assert_int_equal(pthread_create(&th, NULL, write_part,
+							&a), 0);
+			assert_int_equal(pthread_join(th, NULL), 0);
+			assert_int_equal(a.len, 0);
+		} else {
+			assert_int_equal(write(fd, buf, 4096), 4096);
+		}
+		fflush(NULL);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			if (open(p, O_RDONLY) < 0)
+				_exit(1);
+			kill(getpid(), SIGKILL);
+			_exit(1);
+		}
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_int_equal(write(fd, buf + 4096, 4096), 4096);
+		assert_int_equal(close(fd), 0);
+		assert_int_equal(kvfs_test_read_check(p, sizeof(buf), 49), 0);
 	}
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_int_equal(write(fd, buf + 4096, 4096), 4096);
-	assert_int_equal(close(fd), 0);
-	assert_int_equal(kvfs_test_read_check(p, sizeof(buf), 49), 0);
 }
 
 int main(void)
