@@ -974,7 +974,6 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		 * published now as any new version */
 		pthread_mutex_lock(&fs->priv->lock);
 		blank = w->wopens == 1 && w->pent && w->pent->wr == w &&
-			w->pent->keyed &&
 			!__atomic_load_n(&w->nwrites, __ATOMIC_RELAXED) &&
 			!__atomic_load_n(&w->sync, __ATOMIC_ACQUIRE);
 		sino = w->st_ino;
@@ -985,13 +984,17 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		if (w->wopens == 1) {
 			bool rewrite = w->pent && w->pent->wr == w &&
 				       w->pent->keyed;
-			bool empty = rewrite && dup &&
+			/* a dup writes on (a new name too: `cmd > new`
+			 * with a reader's open meanwhile published it
+			 * empty, and cmd's writes got EPERM) */
+			bool stays = dup &&
 				     !__atomic_load_n(&w->nwrites,
 						      __ATOMIC_RELAXED) &&
 				     !__atomic_load_n(&w->sync,
 						      __ATOMIC_ACQUIRE);
+			bool empty = rewrite && stays;
 
-			w->closing = !empty;
+			w->closing = !stays;
 			/* a write failed: close() reports it (fs_op_flush)
 			 * and the file goes now, not at publication */
 			doomed = fs_wr_error(w) != 0;

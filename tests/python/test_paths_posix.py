@@ -344,6 +344,19 @@ class Paths(unittest.TestCase):
         os.close(os.open(p, os.O_WRONLY | os.O_TRUNC))
         self.assertEqual(os.stat(p).st_size, 0)
         self.assertEqual(get(p), b"")
+        # a new name written through the shell's dup, read meanwhile
+        # (`tail -f`): the reader's open does not publish it half
+        # written (the shell's close of its first fd made it look
+        # closed: the later echo got EPERM)
+        q = os.path.join(ns, "log")
+        sh = subprocess.Popen(["sh", "-c", "(echo a; sleep 0.4; echo b) > " + q],
+                              stderr=subprocess.PIPE)
+        time.sleep(0.2)
+        with open(q, "rb") as f:
+            self.assertEqual(f.read(), b"a\n")
+        _, err = sh.communicate(timeout=10)
+        self.assertEqual((sh.returncode, err), (0, b""))
+        self.assertEqual(get(q), b"a\nb\n")
         # fsync'ed while a dup is open: published (and durable) by the
         # close, as fsync promised
         put(p, b"v4")
