@@ -642,13 +642,19 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	pthread_rwlock_unlock(&w->lock);
+	/* a reader's fd (joined while the file was written) never wrote:
+	 * its close is nobody's, whoever closes it */
+	if (!fh->wmode) {
+		fuse_reply_err(req, 0);
+		return;
+	}
 	/* the creator thread usually closes itself */
 	if (ctx->pid != w->creator_tid && !fs_wr_same_process(w, ctx->pid)) {
 		/* another process's close publishes nothing; one killed by
 		 * a signal that wrote the chunk last leaves it failed: its
 		 * last close (RELEASE) or its owner's would publish it half
 		 * written (the owner's close and writes then say EIO) */
-		if (fh->wmode && fs_wr_killed_writer(w, ctx->pid)) {
+		if (fs_wr_killed_writer(w, ctx->pid)) {
 			pthread_rwlock_rdlock(&w->lock);
 			fs_wr_fail(fs, w, -EIO);
 			pthread_rwlock_unlock(&w->lock);
@@ -658,12 +664,6 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			       "creator's) killed by a signal: chunk "
 			       "discarded", (int)ctx->pid);
 		}
-		fuse_reply_err(req, 0);
-		return;
-	}
-	/* a killed process's reader fd (joined while it was written)
-	 * never wrote: its close is nobody's */
-	if (!fh->wmode) {
 		fuse_reply_err(req, 0);
 		return;
 	}

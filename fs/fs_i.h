@@ -620,10 +620,11 @@ bool fs_task_writes_ino(pid_t pid, uint64_t ino);
 /* fs_boot_ticks - now, in the clock ticks since boot of /proc/<pid>/stat's
  * start times (a writer's created_ticks). */
 unsigned long long fs_boot_ticks(void);
-/* fs_wr_killed_writer - whether thread tid (a FLUSH's from another
- * process than w's creator's) is of a process killed by a signal that
- * made w's last write (or whose last writer's thread is gone): its chunk
- * may be half written (fs_task.c). */
+/* fs_wr_killed_writer - whether thread tid (a FLUSH of a writable fd, not
+ * told to be the creator's process in time) is of a process killed by a
+ * signal that is w's creator's or made w's last write, with bytes
+ * written since the creator's last close: its chunk may be half written
+ * (fs_task.c). */
 bool fs_wr_killed_writer(const struct fs_wr *w, pid_t tid);
 /* fs_wr_same_process - whether thread tid (a FLUSH's) is of the process
  * that created w (fs_task.c; a task in execve(): false, after at most

@@ -201,7 +201,6 @@ int fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 		w->has_key = true;
 		fs_ptree_key(t, e, &key, gen);
 		pth_name_takes_attr(e, w);
-		e->was_wr = true;
 		has_prev = follow_last(t, ns, &key, &prev);
 	} else {
 		/* not published (a write failed: close and fsync said so):
@@ -222,9 +221,10 @@ int fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 		fs_pev_forget(t, ns, &key);
 	if (!err) /* other nodes find its directories by name */
 		fs_path_l3_mark(fs, dir_ino);
-	if (!err) /* the kernel's entry of the writer goes (pth_published):
-		   * fs_wr_publish_replace queued it before the name had the
-		   * key, so the background thread may have missed it */
+	if (!err) /* the kernel's entry of an older version expires
+		   * (pth_published): fs_wr_publish_replace queued it before
+		   * the name had the key, so the background thread may have
+		   * missed it */
 		fs_queue_inval(fs, ns, &key, true);
 	if (has_prev) /* read back in the order stored: readahead follows */
 		tier_order_hint(fs->tier, ns, &prev, &key);

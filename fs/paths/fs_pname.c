@@ -1014,11 +1014,9 @@ void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	 * first read after a rename costs two LOOKUPs (the kernel's check
 	 * of the writer's entry, then the name's), kvfs.7. */
 	if (e && !e->wr && e->dropped_gen != e->gen &&
-	    (fs_chunk_find(fs->priv, ns, key) || e->was_wr)) {
+	    fs_chunk_find(fs->priv, ns, key)) {
 		gen = e->gen;
-		e->was_wr = false;
-		if (fs_chunk_find(fs->priv, ns, key) &&
-		    !fs_pversion_inode(fs, ns, key, gen)) {
+		if (!fs_pversion_inode(fs, ns, key, gen)) {
 			parent = e->parent->ino;
 			len = e->len;
 			name = strndup(e->name, len);

@@ -48,9 +48,6 @@ struct fs_pent {
 				  * write or utimensat), not publication */
 	bool has_attr;           /* mode, uid, gid set (else 0644 and the
 				  * namespace's owner) */
-	bool was_wr;             /* just published from a writer whose
-				  * entry the kernel may hold (until the
-				  * background thread dropped it) */
 	bool moved;              /* in fs_paths.mtab (fs_ptree_moved) */
 	mode_t mode;             /* permission bits (chmod) */
 	uid_t uid;
