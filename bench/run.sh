@@ -42,6 +42,11 @@
 #   KVFS_LIB          BUILD/libkvfs.so (for Python's ctypes)
 #   TMPDIR            a fresh directory for this run
 # Each program has a deadline (KVFS_BENCH_TIMEOUT seconds, default 180).
+#
+# FUSE over io_uring: the mounts use it where the kernel offers it
+# (fuse_uring=auto; kvfs-mount(8)); run as root, this script turns the
+# fuse module's enable_uring on for the run and back as it was after
+# (KVFS_BENCH_URING=0: leave it as it is, e.g. to compare /dev/fuse).
 set -u
 BUILD=${1:-build}
 cd "$(dirname "$0")/.." || exit 1
@@ -70,7 +75,13 @@ cleanup() {
 	fi
 	rm -rf --one-file-system "$WORK"
 }
-trap cleanup EXIT
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_SAVED=
+if [ "${KVFS_BENCH_URING:-1}" = 1 ] && [ -w "$URING_PARAM" ]; then
+	URING_SAVED=$(cat "$URING_PARAM")
+	echo Y >"$URING_PARAM" || URING_SAVED=
+fi
+trap 'cleanup; [ -z "$URING_SAVED" ] || echo "$URING_SAVED" >"$URING_PARAM"' EXIT
 trap 'exit 130' INT TERM HUP
 
 failed=() skipped=() ran=0 order=()
@@ -98,6 +109,7 @@ run() { # name cmd...
 }
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
+echo "FUSE over io_uring (fuse module's enable_uring): $(cat "$URING_PARAM" 2>/dev/null || echo 'not in this kernel')"
 for b in kvfs_bench kvfs_pbench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l2churn kvfs_l3bench kvfs_hbench kvfs_ibench \
 	kvfs_xbench kvfs_gpubench kvfs_evbench; do
 	if [ -x "$BUILD/bench/$b" ]; then

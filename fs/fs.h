@@ -54,6 +54,16 @@ enum fs_atime {
 	FS_ATIME_STRICT,       /* strictatime: every read */
 };
 
+/* The daemon's FUSE transport (mount/mount_uring.h), for the stats
+ * (kvfs(7) COUNTERS, fuse.*). */
+struct fs_uring_counts {
+	uint64_t queues;   /* rings in use (one per possible CPU), 0 when
+			    * /dev/fuse alone serves */
+	uint64_t entries;  /* ring entries, each with a thread of its own */
+	uint64_t requests; /* requests served through the rings */
+	uint64_t foreign;  /* their replies sent by another thread */
+};
+
 struct fs_config {
 	enum fs_cache cache;
 	uint32_t lease_ms;       /* default lease of KVFS_LOOKUP_PIN */
@@ -79,6 +89,11 @@ struct fs_config {
 	bool ctl_gid_set;        /* /.kvfs's group is ctl_gid, else the
 				  * mount owner's */
 	gid_t ctl_gid;
+	/* FUSE requests over io_uring (mount/mount_uring.h): 0 off, 1 auto,
+	 * 2 on; the daemon's transport, shown in .kvfs/config, its counters
+	 * read through uring_counts (NULL: zeros) */
+	int fuse_uring;
+	void (*uring_counts)(struct fs_uring_counts *c);
 };
 
 /*

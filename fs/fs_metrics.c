@@ -107,6 +107,7 @@ struct snap {
 	struct tier_wait_stats wait;   /* waiting lookups and GETs */
 	struct fs_wait_counts fwait;
 	struct ev_stats ev;
+	struct fs_uring_counts uring;  /* the daemon's transport */
 	const char *version, *ev_ep, *ev_replay;
 	uint64_t l3_on, ev_on;
 	/* derived (sums and unit changes of the rows above) */
@@ -129,6 +130,8 @@ static void snap_take(struct fs *fs, struct snap *s)
 	tier_wait_stats(fs->tier, &s->wait);
 	fs_wait_counts(fs->wait, &s->fwait);
 	s->ev_on = fs_events_counts(fs, &s->ev, &s->ev_ep, &s->ev_replay);
+	if (fs->cfg.uring_counts)
+		fs->cfg.uring_counts(&s->uring);
 	s->version = KVFS_VERSION_STRING;
 	s->l3_on = s->t.l3_on;
 	for (int i = 0; i < TIER_FROM_N; i++)
@@ -429,6 +432,18 @@ static const struct fs_metric metrics[] = {
 	RQ("write", FS_RQ_WRITE),
 	RQ("flush", FS_RQ_FLUSH),
 	RQ("release", FS_RQ_RELEASE),
+	/* the transport: FUSE over io_uring (mount/mount_uring.h) */
+	G("fuse", "uring_queues", "fuse_uring_queues", NULL,
+	  "Rings of FUSE over io_uring in use, one per possible CPU (0: "
+	  "/dev/fuse alone serves)", uring.queues),
+	G("fuse", "uring_entries", "fuse_uring_entries", NULL,
+	  "Entries of those rings, each served by a thread of its own",
+	  uring.entries),
+	C("fuse", "uring_requests", "fuse_uring_requests_total", NULL,
+	  "FUSE requests served through the rings", uring.requests),
+	C("fuse", "uring_foreign_replies", "fuse_uring_foreign_replies_total",
+	  NULL, "Ring requests replied to by another thread than the "
+	  "entry's", uring.foreign),
 	/* path namespaces */
 	G("paths", "dirs", "path_dirs", NULL,
 	  "Directories of path namespaces", paths.dirs),

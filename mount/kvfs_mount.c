@@ -48,6 +48,7 @@
 #include "mount/mount_http.h"
 #include "mount/mount_log.h"
 #include "mount/mount_opts.h"
+#include "mount/mount_uring.h"
 #include "tier/policy/policy.h"
 #include "tier/tier.h"
 
@@ -91,6 +92,19 @@ static void raise_readahead(const char *mnt, bool page_cache)
 	}
 	if (fd >= 0)
 		close(fd);
+}
+
+/* Threads per online CPU's ring (mount_uring.h): the classic loop's
+ * workers (fs_workers() + wait_max) spread over the online CPUs, at least
+ * 4, so a CPU's callers may wait in as many requests at once as one CPU's
+ * share of the workers. */
+static unsigned uring_per_cpu(uint32_t wait_max)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = (fs_workers() + wait_max) /
+		     (unsigned)(cpus > 0 ? cpus : 1);
+
+	return n < 4 ? 4 : n;
 }
 
 static void ev_log(void *arg, const char *msg)
@@ -207,6 +221,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		snprintf(fc->config_text + n, sizeof(fc->config_text) - n,
 			 "metrics_http=%s\n", bound);
 	}
+	fc->uring_counts = mount_uring_counts;
 	r = fs_create(fc, tc, &fs, err, sizeof(err));
 	mopts_forget_secrets(); /* L3 has a copy */
 	if (r) {
@@ -241,6 +256,13 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		fprintf(stderr, "kvfs-mount: cannot install signal handlers\n");
 		goto out_se;
 	}
+	if (fc->fuse_uring == MOUNT_URING_ON &&
+	    (r = mount_uring_prepare(MOUNT_URING_ON))) {
+		fprintf(stderr, "kvfs-mount: fuse_uring=on: %s\n",
+			r == -ENOTSUP ? "this kernel's fuse has no io_uring"
+				      : strerror(-r));
+		goto out_sig;
+	}
 	if (fuse_session_mount(se, mnt)) {
 		fprintf(stderr, "kvfs-mount: cannot mount on %s\n", mnt);
 		goto out_sig;
@@ -251,6 +273,14 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		/* (not a stat of mnt: nobody would answer it yet) */
 		if (mount_dead_find(mnt, &dev))
 			mount_watchdog_conn(dev);
+	}
+	/* each online CPU's ring gets as many threads as the classic loop
+	 * has workers per CPU, waiters' included (mount_uring.c) */
+	r = mount_uring_install(se, (enum mount_uring_mode)fc->fuse_uring,
+				uring_per_cpu(fc->wait_max));
+	if (r) {
+		fprintf(stderr, "kvfs-mount: fuse_uring: %s\n", strerror(-r));
+		goto out_unmount;
 	}
 	raise_readahead(mnt, fc->cache == FS_CACHE_PAGE);
 	r = fs_start(fs, se);
@@ -287,6 +317,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(lc);
 	}
+	mount_uring_stop(); /* its threads serve requests too */
 	/* flushing L2 may take a while: systemd shows why */
 	sd_notify(0, "STOPPING=1\nSTATUS=stopping: flushing and unmounting");
 out_stop:
@@ -380,8 +411,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* a dead kvfs there (its daemon was killed): detach it first. (A
-	 * statfs, not a stat: the root's attributes may be cached) */
-	if (statvfs(o.args[o.nargs - 1], &sv) && errno == ENOTCONN)
+	 * statfs, not a stat: the root's attributes may be cached;
+	 * ECONNABORTED: one caught while the rings of FUSE over io_uring
+	 * are torn down) */
+	if (statvfs(o.args[o.nargs - 1], &sv) &&
+	    (errno == ENOTCONN || errno == ECONNABORTED))
 		mount_dead_recover(prog, o.args[o.nargs - 1]);
 	if (!realpath(o.args[o.nargs - 1], mnt) || stat(mnt, &st)) {
 		int e = errno;

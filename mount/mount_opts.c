@@ -68,6 +68,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("ctl_gid=%s", ctl_gid),
 	MOPT("readahead=%s", readahead),
 	MOPT("wait_max=%s", wait_max),
+	MOPT("fuse_uring=%s", fuse_uring),
 	MOPT("wait_max_uid=%s", wait_max_uid),
 	MOPT("wait_recheck_ms=%s", wait_recheck_ms),
 	MOPT("l3_notify=%s", l3_notify),
@@ -168,6 +169,9 @@ void mopts_usage(FILE *f, const char *prog)
 "                     (32) and per user (8); past them: EAGAIN\n"
 "  -o wait_recheck_ms=MS   waiters re-check L3 this often (50, <= 100)\n"
 "  -o l3_notify=0|1   announce L3 stores to other nodes' waiters (1)\n"
+"  -o fuse_uring=auto|on|off  FUSE requests over io_uring, each CPU's\n"
+"                     served on that CPU (auto: where the kernel offers\n"
+"                     it; on: sets fuse's enable_uring, else fails)\n"
 "  -o tmp_timeout=SECONDS   drop closed, unrenamed temporaries (60)\n"
 "  -o write_wait_ms=MS  a write waits this long for room in L1 before\n"
 "                     ENOSPC (3000; 0 = not at all)\n"
@@ -635,6 +639,16 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 			return -1;
 		tc->policy = o->policy;
 	}
+	fc->fuse_uring = 1; /* auto */
+	if (o->fuse_uring) {
+		static const char *const urings[] = { "off", "auto", "on",
+						      NULL };
+		int c = one_of("fuse_uring", o->fuse_uring, urings);
+
+		if (c < 0)
+			return -1;
+		fc->fuse_uring = c;
+	}
 	if (o->cache) {
 		int c = one_of("cache", o->cache, caches);
 
@@ -847,6 +861,8 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 	CFG("wait_max_uid=%u\n", fc->wait_max_uid);
 	CFG("wait_recheck_ms=%u\n", tc->wait_recheck_ms);
 	CFG("l3_notify=%d\n", tc->l3_notify_off ? 0 : 1);
+	CFG("fuse_uring=%s\n", fc->fuse_uring == 0 ? "off" :
+	    fc->fuse_uring == 1 ? "auto" : "on");
 	CFG("max_write=1048576\n");
 	/* L3 (never the password) */
 	CFG("l3=%s\n", tc->l3 ? tc->l3 : "");
@@ -883,7 +899,7 @@ void mopts_free(struct mopts *o)
 		       &o->names, &o->max_dirs, &o->metrics_http,
 		       &o->ctl_mode, &o->ctl_gid, &o->readahead,
 		       &o->wait_max, &o->wait_max_uid, &o->wait_recheck_ms,
-		       &o->l3_notify, &o->args[0],
+		       &o->l3_notify, &o->fuse_uring, &o->args[0],
 		       &o->args[1] };
 
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {

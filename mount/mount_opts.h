@@ -33,6 +33,7 @@ struct mopts {
 	struct mount_http_addr http; /* metrics_http, parsed */
 	char *readahead;         /* chain readahead window (chunks) */
 	char *wait_max, *wait_max_uid, *wait_recheck_ms, *l3_notify;
+	char *fuse_uring;        /* off, auto, on (mount/mount_uring.h) */
 	int foreground, debug, help, version;
 	int overmount;           /* may mount over an existing kvfs mount */
 	int atime;               /* enum fs_atime */

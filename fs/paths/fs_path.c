@@ -753,6 +753,12 @@ static void settle(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	}
 }
 
+void pth_settle_key(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	pthread_mutex_lock(&fs->priv->lock);
+	settle(fs, ns, key); /* drops priv.lock */
+}
+
 /*
  * An open of path writer w's inode (w referenced, priv.lock NOT held).
  * While w is being written, the open joins it (readers read what was

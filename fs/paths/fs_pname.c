@@ -855,7 +855,7 @@ uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 		   uint32_t n, struct fs_cred *c, int mask, int *why)
 {
 	struct fs_inode *nsi;
-	uint32_t i = 0;
+	uint32_t i = 0, first_wr = UINT32_MAX;
 	int rc = 0;
 
 	pthread_mutex_lock(&fs->priv->lock);
@@ -878,6 +878,8 @@ again:
 			     nameless_reach(fs, ns, &keys[i], c, mask);
 			if (rc)
 				break;
+			if (e && e->wr && first_wr == UINT32_MAX)
+				first_wr = i;
 		}
 	}
 	if (rc == -EAGAIN) {
@@ -888,6 +890,11 @@ again:
 		goto again;
 	}
 	pthread_mutex_unlock(&fs->priv->lock);
+	/* names being written: one whose close(2) returned is published
+	 * now, as an open of it would (its RELEASE may come after this
+	 * request, on another CPU's ring: mount/mount_uring.h) */
+	for (uint32_t j = first_wr; j < i; j++)
+		pth_settle_key(fs, ns, &keys[j]);
 	if (why)
 		*why = rc;
 	return i;

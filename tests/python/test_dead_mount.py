@@ -82,7 +82,11 @@ class DeadMountTest(unittest.TestCase):
         log.close()
         with self.assertRaises(OSError) as cm:
             os.statvfs(self.mnt)
-        self.assertEqual(cm.exception.errno, errno.ENOTCONN)
+        # ECONNABORTED: a request caught while the kernel tears down the
+        # rings of FUSE over io_uring (fuse_uring; the rings outlive the
+        # process a moment)
+        self.assertIn(cm.exception.errno, (errno.ENOTCONN,
+                                           errno.ECONNABORTED))
         # kvfs-mount again: recovers the mount point and mounts
         r = subprocess.run([BIN, "-o", self.opts, self.mnt],
                            stderr=subprocess.PIPE, text=True, timeout=120)
