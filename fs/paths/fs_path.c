@@ -252,6 +252,8 @@ void pth_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
 		     n < 16 && done + n < max; w = w->pnext) {
 			if (w->closed_ms > cutoff_ms)
 				break; /* the list is in closing order */
+			if (cutoff_ms != UINT64_MAX && w->wopens)
+				continue; /* flushed, its RELEASE to come */
 			w->refs++;
 			batch[n++] = w;
 		}
@@ -1010,6 +1012,15 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 			synced = !doomed && !replaces && w->pent &&
 				 w->pent->wr == w &&
 				 __atomic_load_n(&w->sync, __ATOMIC_ACQUIRE);
+			/* closed as readers see it from now on: a GET or
+			 * lookup by key publishes it first (its RELEASE may
+			 * be served after them, on another thread); the
+			 * background thread waits for the RELEASE */
+			if (w->closing && !doomed && w->pent &&
+			    w->pent->wr == w && !w->pending) {
+				w->closed_ms = fs_now_ms();
+				pending_add(paths_of(fs), w);
+			}
 		}
 		if (replaces) {
 			/* the kernel's entry of the name goes before the
