@@ -89,7 +89,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * the counters does not move them. */
 static void count(fuse_req_t req, fuse_ino_t ino, enum fs_req_kind k)
 {
-	if (ino >= FS_INO_CHUNK)
+	if (ino >= FS_INO_NS_FIRST)
 		__atomic_add_fetch(&fs_req(req)->priv->req[k], 1,
 				   __ATOMIC_RELAXED);
 }

@@ -54,13 +54,19 @@ enum fs_atime {
 	FS_ATIME_STRICT,       /* strictatime: every read */
 };
 
+/* Inodes below this are the root and /.kvfs: requests on them are left
+ * out of the request counters, so that reading the counters does not
+ * move them (fs.c, mount/mount_uring.c). */
+#define FS_INO_NS_FIRST 16ULL
+
 /* The daemon's FUSE transport (mount/mount_uring.h), for the stats
  * (kvfs(7) COUNTERS, fuse.*). */
 struct fs_uring_counts {
 	uint64_t queues;   /* rings in use (one per possible CPU), 0 when
 			    * /dev/fuse alone serves */
 	uint64_t entries;  /* ring entries, each with a thread of its own */
-	uint64_t requests; /* requests served through the rings */
+	uint64_t requests; /* requests served through the rings (on inodes
+			    * from FS_INO_NS_FIRST) */
 	uint64_t foreign;  /* their replies sent by another thread */
 };
 

@@ -163,7 +163,7 @@ struct fs {
 
 #define FS_INO_KVFS 2       /* /.kvfs */
 #define FS_INO_CTL_FIRST 3  /* /.kvfs/<file>, one per enum fs_ctl_file */
-#define FS_INO_CHUNK 16ULL  /* + gen */
+#define FS_INO_CHUNK FS_INO_NS_FIRST /* + gen */
 #define FS_INO_OBJ (1ULL << 63)
 
 /* Attribute and entry cache times (seconds). Chunks are immutable and

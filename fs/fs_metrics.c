@@ -440,7 +440,8 @@ static const struct fs_metric metrics[] = {
 	  "Entries of those rings, each served by a thread of its own",
 	  uring.entries),
 	C("fuse", "uring_requests", "fuse_uring_requests_total", NULL,
-	  "FUSE requests served through the rings", uring.requests),
+	  "FUSE requests on namespaces' files and directories served through "
+	  "the rings", uring.requests),
 	C("fuse", "uring_foreign_replies", "fuse_uring_foreign_replies_total",
 	  NULL, "Ring requests replied to by another thread than the "
 	  "entry's", uring.foreign),

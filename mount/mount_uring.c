@@ -250,7 +250,8 @@ static void mu_serve(struct mu_ent *e)
 	size_t opsz;
 
 	memcpy(&ih, e->hdr.in_out, sizeof(ih));
-	__atomic_add_fetch(&mu.requests, 1, __ATOMIC_RELAXED);
+	if (ih.nodeid >= FS_INO_NS_FIRST) /* as fs.c counts requests */
+		__atomic_add_fetch(&mu.requests, 1, __ATOMIC_RELAXED);
 	if (ih.len < sizeof(ih) + (size_t)psz ||
 	    (opsz = ih.len - sizeof(ih) - psz) > MU_OP_SZ ||
 	    psz > e->buf_sz - MU_PREFIX) {
@@ -682,8 +683,13 @@ void mount_uring_stop(void)
 
 void mount_uring_counts(struct fs_uring_counts *c)
 {
+	int st;
+
 	memset(c, 0, sizeof(*c));
-	if (__atomic_load_n(&mu.state, __ATOMIC_ACQUIRE) != 2)
+	pthread_mutex_lock(&mu.lock);
+	st = mu.state;
+	pthread_mutex_unlock(&mu.lock);
+	if (st != 1 && st != 2) /* not negotiated, or refused */
 		return;
 	c->queues = mu.nqueues;
 	c->entries = mu.nents;

@@ -77,6 +77,22 @@ static void chain(struct kvfs_key *k, size_t n, uint32_t run)
  * installed): every sample's family has HELP and TYPE before it, counter
  * names end in _total and only counters' do, no label is named ns.
  */
+/* text without its kvfs_fuse_uring_requests_total sample: requests served
+ * through the rings may move it between two reads (an earlier close's
+ * RELEASE, which the kernel sends after close(2) returned, served late) */
+static char *without_ring_requests(char *text)
+{
+	char *l = strstr(text, "\nkvfs_fuse_uring_requests_total ");
+
+	if (l) {
+		char *end = strchr(l + 1, '\n');
+
+		memmove(l, end ? end : l + strlen(l),
+			strlen(end ? end : l + strlen(l)) + 1);
+	}
+	return text;
+}
+
 static void lint(const char *text)
 {
 	char fam[128] = "", type[16] = "";
@@ -322,7 +338,9 @@ static void test_http(void **state)
 	assert_string_equal(info, "200 text/plain; version=0.0.4; charset=utf-8");
 	body = kvfs_test_slurp(out, NULL);
 	file = ctl(&m, "metrics");
-	assert_string_equal(body, file); /* what root reads, byte for byte */
+	/* what root reads, byte for byte */
+	assert_string_equal(without_ring_requests(body),
+			    without_ring_requests(file));
 	assert_non_null(strstr(body, "namespace=\"private\""));
 	lint(body);
 	free(body);
