@@ -129,7 +129,7 @@ static void mu_set_state(int st)
 {
 	pthread_mutex_lock(&mu.lock);
 	if (mu.state == 1)
-		mu.state = st;
+		__atomic_store_n(&mu.state, st, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&mu.cond);
 	pthread_mutex_unlock(&mu.lock);
 }
@@ -297,7 +297,7 @@ static void mu_registered(struct mu_ent *e)
 		return; /* the loop reads the error */
 	pthread_mutex_lock(&mu.lock);
 	if (++mu.registered == mu.nents && mu.state == 1)
-		mu.state = 2;
+		__atomic_store_n(&mu.state, 2, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&mu.cond);
 	pthread_mutex_unlock(&mu.lock);
 }
@@ -537,7 +537,7 @@ static void mu_init_reply(struct iovec *iov, int count)
 	}
 	flags2 |= MU_INIT_OVER_IO_URING;
 	memcpy(o + MU_INIT_OUT_FLAGS2, &flags2, 4);
-	mu.state = 1;
+	__atomic_store_n(&mu.state, 1, __ATOMIC_RELEASE);
 }
 
 /* ---- the custom io ---- */
@@ -595,7 +595,8 @@ static ssize_t mu_writev(int fd, struct iovec *iov, int count, void *userdata)
 			mu_init_reply(iov, count);
 		init = mu.state == 1;
 	}
-	e = mu.state > 0 ? mu_find(oh->unique) : NULL;
+	e = __atomic_load_n(&mu.state, __ATOMIC_ACQUIRE) > 0 ?
+	    mu_find(oh->unique) : NULL;
 	if (!e) {
 		r = writev(fd, iov, count);
 		if (init) {
@@ -646,18 +647,6 @@ int mount_uring_install(struct fuse_session *se, enum mount_uring_mode mode,
 	if (mode == MOUNT_URING_OFF)
 		return 0;
 	return fuse_session_custom_io(se, &io, mu.fd);
-}
-
-int mount_uring_wait_ready(void)
-{
-	int st;
-
-	pthread_mutex_lock(&mu.lock);
-	while (mu.state == 0 || mu.state == 1)
-		pthread_cond_wait(&mu.cond, &mu.lock);
-	st = mu.state;
-	pthread_mutex_unlock(&mu.lock);
-	return st == 2 ? 0 : -ENOTSUP;
 }
 
 void mount_uring_stop(void)

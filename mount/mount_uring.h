@@ -30,7 +30,9 @@ enum mount_uring_mode {
 	MOUNT_URING_OFF,  /* classic /dev/fuse only */
 	MOUNT_URING_AUTO, /* the ring when the kernel offers it (default) */
 	MOUNT_URING_ON,   /* the ring, enable_uring set if it is not; the
-			   * mount fails where the kernel has none */
+			   * mount fails where the kernel's fuse has no
+			   * io_uring (a ring the kernel then refuses at
+			   * REGISTER is logged, /dev/fuse serves) */
 };
 
 /*
@@ -49,13 +51,6 @@ int mount_uring_prepare(enum mount_uring_mode mode);
  */
 int mount_uring_install(struct fuse_session *se, enum mount_uring_mode mode,
 			unsigned per_cpu);
-
-/*
- * mount_uring_wait_ready - for MOUNT_URING_ON: waits until INIT has
- * negotiated the ring and every entry is registered. Returns 0, or
- * -ENOTSUP when the kernel did not offer it or registration failed.
- */
-int mount_uring_wait_ready(void);
 
 /* mount_uring_stop - after the session loop returned: stops and joins the
  * ring threads (each finishes the request it serves first). */
