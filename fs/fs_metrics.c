@@ -532,7 +532,8 @@ static const struct fs_metric metrics[] = {
 	C("wait", "interrupted", "wait_interrupted_total", NULL,
 	  "Waits ended by a signal (EINTR)", wait.interrupted),
 	C("wait", "refused", "wait_refused_total", NULL,
-	  "Waits refused past wait_max or wait_max_uid (EAGAIN)",
+	  "Waits refused past wait_max, wait_max_uid or half a FUSE ring "
+	  "(EAGAIN)",
 	  fwait.refused),
 	C("wait", "wakeups", "wait_wakeups_total", NULL,
 	  "Waiters woken by a publish here or a notification from L3",

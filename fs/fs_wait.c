@@ -23,7 +23,13 @@ struct fs_wait {
 	uint32_t nusers;             /* mu: users[0..nusers) have n > 0 */
 	struct fs_wait_user *users;  /* mu: max entries */
 	uint64_t refused;            /* mu */
+	uint32_t *ring;              /* mu: holders per ring (fs_ring_hold),
+				      * NULL without rings */
+	uint32_t ring_max;           /* (imm) */
 };
+
+/* rings, at most (a CPU number beyond: no bound) */
+#define FS_RING_SLOTS 4096
 
 int fs_wait_create(struct fs *fs, struct fs_wait **out)
 {
@@ -39,9 +45,46 @@ int fs_wait_create(struct fs *fs, struct fs_wait **out)
 		free(fw);
 		return -ENOMEM;
 	}
+	if (fs->cfg.ring_cpu && fs->cfg.ring_hold_max) {
+		fw->ring = calloc(FS_RING_SLOTS, sizeof(*fw->ring));
+		if (!fw->ring) {
+			free(fw->users);
+			free(fw);
+			return -ENOMEM;
+		}
+		fw->ring_max = fs->cfg.ring_hold_max;
+	}
 	pthread_mutex_init(&fw->mu, NULL);
 	*out = fw;
 	return 0;
+}
+
+int fs_ring_hold(struct fs *fs)
+{
+	struct fs_wait *fw = fs->wait;
+	int cpu = fw && fw->ring ? fs->cfg.ring_cpu() : -1;
+	int rc = cpu;
+
+	if (cpu < 0 || cpu >= FS_RING_SLOTS)
+		return -1;
+	pthread_mutex_lock(&fw->mu);
+	if (fw->ring[cpu] < fw->ring_max)
+		fw->ring[cpu]++;
+	else
+		rc = -EAGAIN; /* the caller counts it */
+	pthread_mutex_unlock(&fw->mu);
+	return rc;
+}
+
+void fs_ring_release(struct fs *fs, int ring)
+{
+	struct fs_wait *fw = fs->wait;
+
+	if (ring < 0 || !fw || !fw->ring)
+		return;
+	pthread_mutex_lock(&fw->mu);
+	fw->ring[ring]--;
+	pthread_mutex_unlock(&fw->mu);
 }
 
 void fs_wait_destroy(struct fs_wait *fw)
@@ -49,6 +92,7 @@ void fs_wait_destroy(struct fs_wait *fw)
 	if (!fw)
 		return;
 	pthread_mutex_destroy(&fw->mu);
+	free(fw->ring);
 	free(fw->users);
 	free(fw);
 }
@@ -176,7 +220,7 @@ int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 	struct tier_waiter w;
 	struct intr_ctx ic;
 	uint64_t deadline;
-	int rc;
+	int rc, ring;
 
 	deadline = tier_now_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
 	chain = reachable_chain(fs, req, ns, keys, &nkeys, &rc);
@@ -184,7 +228,14 @@ int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 		return rc;
 	if (chain)
 		keys = chain;
-	if (!take(fs->wait, uid)) {
+	ring = fs_ring_hold(fs);
+	if (ring == -EAGAIN) {
+		pthread_mutex_lock(&fs->wait->mu);
+		fs->wait->refused++;
+		pthread_mutex_unlock(&fs->wait->mu);
+	}
+	if (ring == -EAGAIN || !take(fs->wait, uid)) {
+		fs_ring_release(fs, ring);
 		/* past a bound: a complete chain is still an answer */
 		rc = tier_lookup(fs->tier, ns, keys, nkeys, depth_base, false,
 				 false, found, NULL, NULL);
@@ -206,6 +257,7 @@ int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 	fuse_req_interrupt_func(req, NULL, NULL);
 	tier_waiter_fini(&w);
 	give(fs->wait, uid);
+	fs_ring_release(fs, ring);
 	free(chain);
 	return rc;
 }

@@ -8,7 +8,9 @@
  * A waiting request occupies a FUSE worker thread while it sleeps:
  * kvfs-mount runs fs_workers() + wait_max workers, so waiters never
  * take the workers every other request needs (and INTERRUPT, which
- * another worker delivers, always finds one).
+ * another worker delivers, always finds one). With FUSE over io_uring a
+ * request stays on its caller's CPU's ring: there, at most half of a
+ * ring's entries wait or transfer at once (fs_ring_hold).
  */
 #ifndef KVFS_FS_WAIT_H
 #define KVFS_FS_WAIT_H
@@ -40,5 +42,17 @@ void fs_wait_counts(struct fs_wait *fw, struct fs_wait_counts *c);
 int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 		  const struct kvfs_key *keys, uint32_t nkeys,
 		  uint32_t depth_base, uint32_t timeout_ms, uint32_t *found);
+
+/*
+ * fs_ring_hold - before a request that may hold its FUSE ring entry long
+ * (a wait, a batched transfer): takes a place on the calling thread's ring
+ * (fs_config ring_cpu, ring_hold_max). Returns the place's ring (>= 0),
+ * -1 when no bound applies (/dev/fuse, or no rings), -EAGAIN when the
+ * ring has ring_hold_max such requests already (the caller counts it:
+ * wait.refused, ioctl.xfer.busy).
+ * fs_ring_release gives back what fs_ring_hold returned (< 0: nothing).
+ */
+int fs_ring_hold(struct fs *fs);
+void fs_ring_release(struct fs *fs, int ring);
 
 #endif /* KVFS_FS_WAIT_H */

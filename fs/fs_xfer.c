@@ -778,7 +778,7 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		    struct fs_fh *fh, uint64_t owner, const void *in_buf,
 		    bool put)
 {
-	int rc;
+	int rc, ring;
 
 	if (!put && (rc = wait_batch(fs, req, fh, in_buf)) < 0) {
 		if (rc != -EINTR && rc != -EAGAIN)
@@ -788,15 +788,21 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		fuse_reply_err(req, -rc);
 		return 0;
 	}
-	if (__atomic_add_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL) >
+	/* and at most half of a FUSE ring's entries (fs_ring_hold) */
+	ring = fs_ring_hold(fs);
+	if (ring == -EAGAIN ||
+	    __atomic_add_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL) >
 	    x->max_inflight) {
-		__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
+		if (ring != -EAGAIN)
+			__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
+		fs_ring_release(fs, ring);
 		count(&x->busy, 1);
 		fuse_reply_err(req, EAGAIN); /* not logged: libkvfs retries */
 		return 0;
 	}
 	rc = run_batch(fs, x, req, fh, owner, in_buf, put);
 	__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
+	fs_ring_release(fs, ring);
 	return rc;
 }
 

@@ -222,6 +222,11 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 			 "metrics_http=%s\n", bound);
 	}
 	fc->uring_counts = mount_uring_counts;
+	if (fc->fuse_uring != MOUNT_URING_OFF) {
+		/* half a ring's entries may wait or transfer at once */
+		fc->ring_cpu = mount_uring_cpu;
+		fc->ring_hold_max = uring_per_cpu(fc->wait_max) / 2;
+	}
 	r = fs_create(fc, tc, &fs, err, sizeof(err));
 	mopts_forget_secrets(); /* L3 has a copy */
 	if (r) {

@@ -670,6 +670,13 @@ void mount_uring_stop(void)
 	mu.stop_fd = -1;
 }
 
+int mount_uring_cpu(void)
+{
+	struct mu_ent *e = mu_cur;
+
+	return e ? (int)e->qid : -1;
+}
+
 void mount_uring_counts(struct fs_uring_counts *c)
 {
 	int st;

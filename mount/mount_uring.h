@@ -56,6 +56,10 @@ int mount_uring_install(struct fuse_session *se, enum mount_uring_mode mode,
  * ring threads (each finishes the request it serves first). */
 void mount_uring_stop(void);
 
+/* mount_uring_cpu - the ring (CPU) whose request the calling thread
+ * serves, or -1 (/dev/fuse, or another thread): fs_config's ring_cpu. */
+int mount_uring_cpu(void);
+
 /* mount_uring_counts - struct fs_uring_counts (fs/fs.h; zeros while
  * /dev/fuse alone serves): the fs_config's uring_counts. */
 void mount_uring_counts(struct fs_uring_counts *c);

@@ -205,6 +205,63 @@ class Ring(unittest.TestCase):
             p.wait()
 
 
+class RingBound(unittest.TestCase):
+    def test_waits_take_half_a_ring_at_most(self):
+        """Waiting lookups from callers on one CPU hold at most half of
+        that CPU's ring entries (the rest EAGAIN, counted in
+        wait.refused; the binding retries): the CPU's other requests are
+        still served at once."""
+        m = pathmount.Mount(["l1_size=16M", "fuse_uring=on", "wait_max=512",
+                             "wait_max_uid=512"], l2=False)
+        mnt = m.mount()
+        try:
+            fu = stats(mnt)["fuse"]
+            online = len(os.sched_getaffinity(0))
+            per_cpu = (fu["uring_entries"] - (fu["uring_queues"] - online)) \
+                // online
+            n = per_cpu // 2 + 3
+            cpu = min(os.sched_getaffinity(0))
+            done = []
+
+            def waiter(i):
+                os.sched_setaffinity(0, {cpu})
+                with kvfs.Connector(mnt, "rb") as c:
+                    r = c.lookup([bytes([i + 1]) * 16], wait=4)
+                    done.append(r.found)
+
+            os.makedirs(os.path.join(mnt, "rb"), exist_ok=True)
+            ts = [threading.Thread(target=waiter, args=(i,))
+                  for i in range(n)]
+            for t in ts:
+                t.start()
+            time.sleep(1.5)
+            refused = stats(mnt)["wait"]["refused"]
+            self.assertGreater(refused, 0)
+            # the CPU's other requests: served while the waits go on
+            res = []
+
+            def other():
+                os.sched_setaffinity(0, {cpu})
+                t0 = time.monotonic()
+                p = os.path.join(mnt, "rb", key(7))
+                with open(p, "wb") as f:
+                    f.write(b"o" * 1000)
+                with open(p, "rb") as f:
+                    res.append((f.read() == b"o" * 1000,
+                                time.monotonic() - t0))
+
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+            self.assertTrue(res[0][0])
+            self.assertLess(res[0][1], 1.0)
+            for t in ts:
+                t.join()
+            self.assertEqual(done, [0] * n)  # timed out, nothing there
+        finally:
+            m.cleanup()
+
+
 class Lifecycle(unittest.TestCase):
     def tearDown(self):
         set_param(SAVED)
