@@ -62,8 +62,11 @@ void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 	fh->prev->next = fh->next;
 	fh->next->prev = fh->prev;
 	if (fh->wr) {
-		if (fh->wmode)
+		if (fh->wmode) {
 			fh->wr->wopens--;
+			if (fh->wflushed)
+				fh->wr->wflushed--;
+		}
 		if (!--fh->wr->opens) {
 			fh->wr->closed_ms = fs_now_ms();
 			/* no fd reads it now (a read holds its fd) */

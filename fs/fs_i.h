@@ -130,6 +130,8 @@ struct fs_fh {
 	struct fs_wr *wr;          /* FS_FH_WRITER */
 	bool wmode;                /* FS_FH_WRITER opened for writing
 				    * (counted in wr->wopens) */
+	bool wflushed;             /* wmode: its opener closed it (FLUSH;
+				    * fs_wr.wflushed), priv.lock */
 	struct fs_dirsnap *snap;   /* directories */
 	bool snap_read;            /* readdir used snap: offset 0 retakes it */
 	bool psnap;                /* snap is fs_path.c's (a path directory) */
@@ -281,6 +283,8 @@ struct fs_wr {
 	bool path;              /* a file of a path namespace (constant) */
 	bool closing;           /* priv.lock: its last fd was closed (FLUSH);
 				 * the RELEASE that follows is async */
+	uint32_t wflushed;      /* priv.lock: of wopens, the fds whose
+				 * opener's close (FLUSH) came already */
 	uint64_t st_ino;        /* priv.lock: path files: the st_ino stat
 				 * shows (its name's, fs_pent.ino), kept
 				 * after publication; 0: ino */
@@ -721,6 +725,7 @@ struct fs_cred;
 struct fs_path_ops {
 	void (*tick)(struct fs *fs);
 	void (*publish_pending)(struct fs *fs, uint64_t cutoff_ms, size_t max);
+	void (*publish_flushed)(struct fs *fs, uint32_t ns);
 	void (*gone)(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 	void (*published)(struct fs *fs, uint32_t ns,
 			  const struct kvfs_key *key);
@@ -774,6 +779,9 @@ void fs_path_tick(struct fs *fs);
  * cutoff_ms (UINT64_MAX: all), at most max. No lock held (a writer's
  * lock may be: others' are taken). */
 void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max);
+/* fs_path_publish_flushed: and those of namespace ns whose FLUSH said
+ * closed, their RELEASE not come yet (a GET by key right after close). */
+void fs_path_publish_flushed(struct fs *fs, uint32_t ns);
 /* fs_path_gone (background thread, no lock held): (ns, key) left the
  * engine; its name goes too unless a newer version holds it. */
 void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);

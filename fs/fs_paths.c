@@ -27,6 +27,14 @@ void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
 		o->publish_pending(fs, cutoff_ms, max);
 }
 
+void fs_path_publish_flushed(struct fs *fs, uint32_t ns)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	if (o)
+		o->publish_flushed(fs, ns);
+}
+
 uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 		       uint32_t n, struct fs_cred *c, int mask, int *why)
 {

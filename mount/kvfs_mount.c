@@ -96,15 +96,15 @@ static void raise_readahead(const char *mnt, bool page_cache)
 
 /* Threads per online CPU's ring (mount_uring.h): the classic loop's
  * workers (fs_workers() + wait_max) spread over the online CPUs, at least
- * 4, so a CPU's callers may wait in as many requests at once as one CPU's
- * share of the workers. */
+ * 8, so a CPU's callers may be in as many requests at once as one CPU's
+ * share of the workers (half of them waiting at most: fs_ring_hold). */
 static unsigned uring_per_cpu(uint32_t wait_max)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = (fs_workers() + wait_max) /
 		     (unsigned)(cpus > 0 ? cpus : 1);
 
-	return n < 4 ? 4 : n;
+	return n < 8 ? 8 : n;
 }
 
 static void ev_log(void *arg, const char *msg)

@@ -92,6 +92,8 @@ struct mu_ent {
 	int cpu;       /* pinned to, or -1 */
 	pthread_t thread;
 	bool started;
+	bool reregistered; /* a REGISTER after a refused commit, no request
+			    * since: another refusal ends the thread */
 	struct io_uring ring;
 	bool ring_ok;
 	/* the request being served: unique (atomic, 0 when none) and its
@@ -141,13 +143,17 @@ int mount_uring_prepare(enum mount_uring_mode mode)
 
 	if (mode != MOUNT_URING_ON)
 		return 0;
-	fd = open(MU_PARAM, O_RDWR | O_CLOEXEC);
+	fd = open(MU_PARAM, O_RDONLY | O_CLOEXEC); /* on already: any user */
 	if (fd < 0)
 		return errno == ENOENT ? -ENOTSUP : -errno;
 	if (pread(fd, &v, 1, 0) == 1 && (v == 'Y' || v == '1')) {
 		close(fd);
 		return 0;
 	}
+	close(fd);
+	fd = open(MU_PARAM, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
 	if (pwrite(fd, "Y", 1, 0) != 1) {
 		int e = -errno;
 
@@ -356,14 +362,29 @@ static void *mu_thread(void *arg)
 				err = -EIO;
 			continue;
 		}
+		if (res < 0 && e->started && !e->reregistered &&
+		    res != -ENOTCONN &&
+		    res != -ECONNABORTED && res != -ECANCELED &&
+		    res != -ENODEV) {
+			/* a commit the kernel refused (its request ended
+			 * meanwhile): the entry is not the kernel's any more;
+			 * registered again, or its CPU's ring shrinks */
+			fuse_log(FUSE_LOG_ERR, "kvfs-mount: ring %u: %s; "
+				 "entry registered again\n", e->qid,
+				 strerror(-res));
+			e->reregistered = true;
+			if (!mu_cmd_sqe(e, MU_CMD_REGISTER, 0) ||
+			    io_uring_submit(&e->ring) != 1)
+				err = -EIO;
+			continue;
+		}
 		if (res < 0) {
 			err = res;
 			break;
 		}
-		if (!e->started) {
-			/* the first request: the REGISTER was taken */
-			e->started = true;
-		}
+		/* a request: the (first or renewed) REGISTER was taken */
+		e->started = true;
+		e->reregistered = false;
 		mu_serve(e);
 	}
 	if (err && err != -ENOTCONN && err != -ECONNABORTED &&

@@ -50,13 +50,20 @@ static struct fs_paths *paths_of(struct fs *fs)
 }
 
 /* Is w closed, as readers and renames see it: no fd open for writing, or
- * only the one whose close(2) already returned (its RELEASE comes
+ * only those whose close(2) already returned (their RELEASE comes
  * asynchronously)? Readers that joined it do not keep it open: a
  * program's close publishes its file (and makes an fsync'ed one
  * durable) whoever reads it meanwhile. priv.lock held. */
 static bool closed_locked(const struct fs_wr *w)
 {
-	return !w->wopens || (w->wopens == 1 && w->closing);
+	return fs_path_wr_closed_locked(w);
+}
+
+bool fs_path_wr_closed_locked(const struct fs_wr *w)
+{
+	/* (several fds: each closed by its opener, the last one's FLUSH
+	 * set closing; their RELEASEs may come in any order after) */
+	return !w->wopens || (w->wopens == w->wflushed && w->closing);
 }
 
 static void pin_for_readers(struct fs *fs, struct fs_wr *w, uint32_t ns,
@@ -238,8 +245,11 @@ int fs_path_publish_closed(struct fs *fs, struct fs_wr *w)
 }
 
 /* Publishes closed writers: those closed before cutoff_ms (every one for
- * UINT64_MAX), at most max. priv.lock NOT held. */
-void pth_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
+ * UINT64_MAX), at most max; of those closed by their FLUSH whose RELEASE
+ * has not come (an fd may still be open: a dup), only flushed_ns's
+ * (UINT32_MAX: none). priv.lock NOT held. */
+static void publish_some(struct fs *fs, uint64_t cutoff_ms, size_t max,
+			 uint32_t flushed_ns)
 {
 	struct fs_paths *t = paths_of(fs);
 	struct fs_wr *batch[16];
@@ -252,7 +262,7 @@ void pth_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
 		     n < 16 && done + n < max; w = w->pnext) {
 			if (w->closed_ms > cutoff_ms)
 				break; /* the list is in closing order */
-			if (cutoff_ms != UINT64_MAX && w->wopens)
+			if (w->wopens && w->ns != flushed_ns)
 				continue; /* flushed, its RELEASE to come */
 			w->refs++;
 			batch[n++] = w;
@@ -264,6 +274,16 @@ void pth_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
 		}
 		done += n;
 	} while (n == 16 && done < max);
+}
+
+void pth_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max)
+{
+	publish_some(fs, cutoff_ms, max, UINT32_MAX);
+}
+
+void pth_publish_flushed(struct fs *fs, uint32_t ns)
+{
+	publish_some(fs, UINT64_MAX, SIZE_MAX, ns);
 }
 
 void pth_tick(struct fs *fs)
@@ -970,7 +990,7 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 	if (path_writer(fh) && fh->wmode &&
 	    (tid == fh->pid || fs_wr_same_process(fh->wr, tid))) {
 		struct fs_wr *w = fh->wr;
-		bool dup = false, blank;
+		bool dup = false, blank, last;
 		uint64_t sino;
 
 		/* a new version with nothing written yet (nor fsync'ed),
@@ -981,7 +1001,10 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		 * fs_op_flush leaves an empty key chunk; else it is
 		 * published now as any new version */
 		pthread_mutex_lock(&fs->priv->lock);
-		blank = w->wopens == 1 && w->pent && w->pent->wr == w &&
+		/* the last fd open for writing: the others' openers closed
+		 * them (their RELEASE may come after this FLUSH) */
+		last = w->wopens - w->wflushed - !fh->wflushed == 0;
+		blank = last && w->pent && w->pent->wr == w &&
 			!__atomic_load_n(&w->nwrites, __ATOMIC_RELAXED) &&
 			!__atomic_load_n(&w->sync, __ATOMIC_ACQUIRE);
 		sino = w->st_ino;
@@ -989,7 +1012,8 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 		if (blank)
 			dup = fs_task_writes_ino(tid, sino);
 		pthread_mutex_lock(&fs->priv->lock);
-		if (w->wopens == 1) {
+		last = w->wopens - w->wflushed - !fh->wflushed == 0;
+		if (last) {
 			bool rewrite = w->pent && w->pent->wr == w &&
 				       w->pent->keyed;
 			/* a dup writes on (a new name too: `cmd > new`
@@ -1003,6 +1027,10 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 			bool empty = rewrite && stays;
 
 			w->closing = !stays;
+			if (!stays && !fh->wflushed) {
+				fh->wflushed = true;
+				w->wflushed++;
+			}
 			/* a write failed: close() reports it (fs_op_flush)
 			 * and the file goes now, not at publication */
 			doomed = fs_wr_error(w) != 0;
@@ -1012,15 +1040,19 @@ void fs_path_op_flush(fuse_req_t req, fuse_ino_t ino,
 			synced = !doomed && !replaces && w->pent &&
 				 w->pent->wr == w &&
 				 __atomic_load_n(&w->sync, __ATOMIC_ACQUIRE);
-			/* closed as readers see it from now on: a GET or
-			 * lookup by key publishes it first (its RELEASE may
-			 * be served after them, on another thread); the
-			 * background thread waits for the RELEASE */
+			/* closed as readers see it from now on: a GET in
+			 * its namespace publishes it first (its RELEASE may
+			 * be served after the GET, on another thread); the
+			 * rest wait for the RELEASE (a dup may write on) */
 			if (w->closing && !doomed && w->pent &&
 			    w->pent->wr == w && !w->pending) {
 				w->closed_ms = fs_now_ms();
 				pending_add(paths_of(fs), w);
 			}
+		} else if (!fh->wflushed) {
+			/* another fd of it stays open: this one is closed */
+			fh->wflushed = true;
+			w->wflushed++;
 		}
 		if (replaces) {
 			/* the kernel's entry of the name goes before the

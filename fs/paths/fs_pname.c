@@ -449,7 +449,7 @@ again:
 		e->has_mtime = oattr.has_mtime;
 		e->mtime = oattr.mtime;
 	}
-	if (!w->wopens || (w->wopens == 1 && w->closing)) {
+	if (fs_path_wr_closed_locked(w)) {
 		/* closed: published now, under the new name */
 		publish = true;
 		w->refs++;
@@ -851,11 +851,42 @@ static int nameless_reach(struct fs *fs, uint32_t ns,
 	return 0;
 }
 
+/* How long a GET of a key that has no name waits for its publication in
+ * flight, or one whose name is being republished for that */
+#define CHECK_WAIT_MS 200
+
+/* Waits, at most CHECK_WAIT_MS, for publications of keys[0..n) in flight
+ * (another thread publishing a file closed before this request: its key
+ * is not in the engine yet). No lock held. */
+static void wait_published(struct fs *fs, uint32_t ns,
+			   const struct kvfs_key *keys, uint32_t n)
+{
+	struct timespec until;
+	uint32_t i = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += CHECK_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&fs->priv->lock);
+	while (i < n) {
+		if (!fs_ptree_publishing(paths_of(fs), ns, &keys[i])) {
+			i++;
+			continue;
+		}
+		if (pthread_cond_timedwait(&paths_of(fs)->idle,
+					   &fs->priv->lock, &until))
+			break; /* still in flight: the caller sees a miss */
+	}
+	pthread_mutex_unlock(&fs->priv->lock);
+}
+
 uint32_t pth_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 		   uint32_t n, struct fs_cred *c, int mask, int *why)
 {
 	struct fs_inode *nsi;
 	uint32_t i = 0, first_wr = UINT32_MAX;
+	bool pubs = false;
 	int rc = 0;
 
 	pthread_mutex_lock(&fs->priv->lock);
@@ -880,6 +911,9 @@ again:
 				break;
 			if (e && e->wr && first_wr == UINT32_MAX)
 				first_wr = i;
+			if (!pubs)
+				pubs = fs_ptree_publishing(paths_of(fs), ns,
+							   &keys[i]);
 		}
 	}
 	if (rc == -EAGAIN) {
@@ -895,14 +929,13 @@ again:
 	 * request, on another CPU's ring: mount/mount_uring.h) */
 	for (uint32_t j = first_wr; j < i; j++)
 		pth_settle_key(fs, ns, &keys[j]);
+	if (pubs)
+		wait_published(fs, ns, keys, i);
 	if (why)
 		*why = rc;
 	return i;
 }
 
-/* How long a GET of a key that has no name waits for its publication in
- * flight, or one whose name is being republished for that */
-#define CHECK_WAIT_MS 200
 
 /* One pass of pth_check (priv.lock held): 0 or -errno, or 1 to wait for
  * an entry to go idle. */
@@ -1056,6 +1089,7 @@ void pth_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 static const struct fs_path_ops pth_ops = {
 	.tick = pth_tick,
 	.publish_pending = pth_publish_pending,
+	.publish_flushed = pth_publish_flushed,
 	.gone = pth_gone,
 	.published = pth_published,
 	.attach_locked = pth_attach_locked,

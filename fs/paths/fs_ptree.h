@@ -376,10 +376,14 @@ int fs_pjournal_flush(struct fs *fs);
  * fs_path_create in fs_pname.c. */
 void pth_tick(struct fs *fs);
 void pth_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max);
+void pth_publish_flushed(struct fs *fs, uint32_t ns);
 /* pth_settle_key (fs_path.c; pth_reach, no lock held): a GET or lookup of
  * (ns, key) by key finds what an open of its name would: a publication of
  * the name in flight waited for, a closed new version published. */
 void pth_settle_key(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
+/* fs_path_wr_closed_locked (fs_path.c): is w closed, as readers, renames
+ * and lookups see it? priv.lock held. */
+bool fs_path_wr_closed_locked(const struct fs_wr *w);
 void pth_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 void pth_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 int pth_attach_locked(struct fs *fs, struct fs_inode *nsi);
