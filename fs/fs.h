@@ -101,12 +101,11 @@ struct fs_config {
 	int fuse_uring;
 	void (*uring_counts)(struct fs_uring_counts *c);
 	/* ring_cpu (NULL: no rings): the CPU whose ring serves the calling
-	 * handler thread's request, -1 for /dev/fuse. Requests that may hold
-	 * their ring entry long (waits, batched transfers) are at most
-	 * ring_hold_max at once on one ring, the rest refused EAGAIN as past
-	 * wait_max: each CPU keeps entries for its other requests, the READs
-	 * a batch's page faults on a kvfs mmap need among them
-	 * (fs_wait.h fs_ring_hold) */
+	 * handler thread's request, -1 for /dev/fuse. Waits are at most
+	 * ring_hold_max at once on one ring, waits and batched transfers
+	 * half as many again, the rest refused EAGAIN as past wait_max: each
+	 * CPU keeps entries for its other requests, the READs a batch's page
+	 * faults on a kvfs mmap need among them (fs_wait.h fs_ring_hold) */
 	int (*ring_cpu)(void);
 	uint32_t ring_hold_max;
 };

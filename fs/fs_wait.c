@@ -24,8 +24,10 @@ struct fs_wait {
 	struct fs_wait_user *users;  /* mu: max entries */
 	uint64_t refused;            /* mu */
 	uint32_t *ring;              /* mu: holders per ring (fs_ring_hold),
+				      * two per ring: [2c] waits, [2c+1] all;
 				      * NULL without rings */
-	uint32_t ring_max;           /* (imm) */
+	uint32_t ring_max;           /* (imm) waits per ring */
+	uint32_t ring_all_max;       /* (imm) waits and batches per ring */
 };
 
 /* rings, at most (a CPU number beyond: no bound) */
@@ -46,44 +48,57 @@ int fs_wait_create(struct fs *fs, struct fs_wait **out)
 		return -ENOMEM;
 	}
 	if (fs->cfg.ring_cpu && fs->cfg.ring_hold_max) {
-		fw->ring = calloc(FS_RING_SLOTS, sizeof(*fw->ring));
+		fw->ring = calloc(2 * FS_RING_SLOTS, sizeof(*fw->ring));
 		if (!fw->ring) {
 			free(fw->users);
 			free(fw);
 			return -ENOMEM;
 		}
 		fw->ring_max = fs->cfg.ring_hold_max;
+		/* batches past the waits' half, to three quarters: a PUT that
+		 * would end the waits is never refused for them */
+		fw->ring_all_max = fs->cfg.ring_hold_max +
+				   (fs->cfg.ring_hold_max + 1) / 2;
 	}
 	pthread_mutex_init(&fw->mu, NULL);
 	*out = fw;
 	return 0;
 }
 
-int fs_ring_hold(struct fs *fs)
+int fs_ring_hold(struct fs *fs, bool wait)
 {
 	struct fs_wait *fw = fs->wait;
 	int cpu = fw && fw->ring ? fs->cfg.ring_cpu() : -1;
-	int rc = cpu;
+	uint32_t *w, *all;
+	int rc;
 
 	if (cpu < 0 || cpu >= FS_RING_SLOTS)
 		return -1;
+	w = &fw->ring[2 * cpu];
+	all = w + 1;
 	pthread_mutex_lock(&fw->mu);
-	if (fw->ring[cpu] < fw->ring_max)
-		fw->ring[cpu]++;
-	else
+	if (*all < fw->ring_all_max && (!wait || *w < fw->ring_max)) {
+		++*all;
+		*w += wait;
+		/* the place: ring * 2 + 1 for a wait */
+		rc = 2 * cpu + wait;
+	} else {
 		rc = -EAGAIN; /* the caller counts it */
+	}
 	pthread_mutex_unlock(&fw->mu);
 	return rc;
 }
 
-void fs_ring_release(struct fs *fs, int ring)
+void fs_ring_release(struct fs *fs, int place)
 {
 	struct fs_wait *fw = fs->wait;
+	int cpu = place / 2;
 
-	if (ring < 0 || !fw || !fw->ring)
+	if (place < 0 || !fw || !fw->ring)
 		return;
 	pthread_mutex_lock(&fw->mu);
-	fw->ring[ring]--;
+	fw->ring[2 * cpu + 1]--;
+	fw->ring[2 * cpu] -= (uint32_t)(place & 1);
 	pthread_mutex_unlock(&fw->mu);
 }
 
@@ -228,7 +243,7 @@ int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 		return rc;
 	if (chain)
 		keys = chain;
-	ring = fs_ring_hold(fs);
+	ring = fs_ring_hold(fs, true);
 	if (ring == -EAGAIN) {
 		pthread_mutex_lock(&fs->wait->mu);
 		fs->wait->refused++;

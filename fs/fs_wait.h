@@ -45,14 +45,16 @@ int fs_wait_chain(struct fs *fs, fuse_req_t req, uint32_t ns,
 
 /*
  * fs_ring_hold - before a request that may hold its FUSE ring entry long
- * (a wait, a batched transfer): takes a place on the calling thread's ring
- * (fs_config ring_cpu, ring_hold_max). Returns the place's ring (>= 0),
- * -1 when no bound applies (/dev/fuse, or no rings), -EAGAIN when the
- * ring has ring_hold_max such requests already (the caller counts it:
- * wait.refused, ioctl.xfer.busy).
- * fs_ring_release gives back what fs_ring_hold returned (< 0: nothing).
+ * (wait: a waiting lookup or GET; else a batched transfer): takes a place
+ * on the calling thread's ring (fs_config ring_cpu). Waits may hold
+ * ring_hold_max entries of a ring, waits and batches together half as
+ * many again: a batch that would end the waits (a PUT of what they wait
+ * for) still finds a place. Returns the place (>= 0), -1 when no bound
+ * applies (/dev/fuse, or no rings), -EAGAIN past the bound (the caller
+ * counts it: wait.refused, ioctl.xfer.busy). fs_ring_release gives back
+ * what fs_ring_hold returned (< 0: nothing).
  */
-int fs_ring_hold(struct fs *fs);
-void fs_ring_release(struct fs *fs, int ring);
+int fs_ring_hold(struct fs *fs, bool wait);
+void fs_ring_release(struct fs *fs, int place);
 
 #endif /* KVFS_FS_WAIT_H */

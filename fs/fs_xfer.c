@@ -790,8 +790,8 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		fuse_reply_err(req, -rc);
 		return 0;
 	}
-	/* and at most half of a FUSE ring's entries (fs_ring_hold) */
-	ring = fs_ring_hold(fs);
+	/* and a bounded share of a FUSE ring's entries (fs_ring_hold) */
+	ring = fs_ring_hold(fs, false);
 	if (ring == -EAGAIN ||
 	    __atomic_add_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL) >
 	    x->max_inflight) {

@@ -223,7 +223,8 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	}
 	fc->uring_counts = mount_uring_counts;
 	if (fc->fuse_uring != MOUNT_URING_OFF) {
-		/* half a ring's entries may wait or transfer at once */
+		/* half a ring's entries may wait at once (and batches a
+		 * quarter more: fs_ring_hold) */
 		fc->ring_cpu = mount_uring_cpu;
 		fc->ring_hold_max = uring_per_cpu(fc->wait_max) / 2;
 	}

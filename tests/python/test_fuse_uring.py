@@ -209,8 +209,8 @@ class RingBound(unittest.TestCase):
     def test_waits_take_half_a_ring_at_most(self):
         """Waiting lookups from callers on one CPU hold at most half of
         that CPU's ring entries (the rest EAGAIN, counted in
-        wait.refused; the binding retries): the CPU's other requests are
-        still served at once."""
+        wait.refused; the binding retries): the CPU's other requests,
+        and the PUT that ends the waits, are still served at once."""
         m = pathmount.Mount(["l1_size=16M", "fuse_uring=on", "wait_max=512",
                              "wait_max_uid=512"], l2=False)
         mnt = m.mount()
@@ -226,7 +226,7 @@ class RingBound(unittest.TestCase):
             def waiter(i):
                 os.sched_setaffinity(0, {cpu})
                 with kvfs.Connector(mnt, "rb") as c:
-                    r = c.lookup([bytes([i + 1]) * 16], wait=4)
+                    r = c.lookup([b"\x07" * 16], wait=20)
                     done.append(r.found)
 
             os.makedirs(os.path.join(mnt, "rb"), exist_ok=True)
@@ -255,9 +255,24 @@ class RingBound(unittest.TestCase):
             t.join()
             self.assertTrue(res[0][0])
             self.assertLess(res[0][1], 1.0)
+            # a PUT of the awaited key from that CPU gets an entry (the
+            # waits hold only their share) and ends every wait
+            put = []
+
+            def putter():
+                os.sched_setaffinity(0, {cpu})
+                t0 = time.monotonic()
+                with kvfs.Connector(mnt, "rb") as c:
+                    c.put_many([b"\x07" * 16], [b"p" * 4096])
+                put.append(time.monotonic() - t0)
+
+            t = threading.Thread(target=putter)
+            t.start()
+            t.join()
+            self.assertLess(put[0], 5.0)
             for t in ts:
                 t.join()
-            self.assertEqual(done, [0] * n)  # timed out, nothing there
+            self.assertEqual(done, [1] * n)
         finally:
             m.cleanup()
 
