@@ -206,6 +206,9 @@ class Ring(unittest.TestCase):
 
 
 class RingBound(unittest.TestCase):
+    def tearDown(self):
+        set_param(SAVED)
+
     def test_waits_take_half_a_ring_at_most(self):
         """Waiting lookups from callers on one CPU hold at most half of
         that CPU's ring entries (the rest EAGAIN, counted in
