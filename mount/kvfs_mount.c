@@ -418,10 +418,11 @@ int main(int argc, char **argv)
 	}
 	/* a dead kvfs there (its daemon was killed): detach it first. (A
 	 * statfs, not a stat: the root's attributes may be cached;
-	 * ECONNABORTED: one caught while the rings of FUSE over io_uring
-	 * are torn down) */
+	 * ECONNABORTED, ECANCELED: one caught while the rings of FUSE over
+	 * io_uring are torn down) */
 	if (statvfs(o.args[o.nargs - 1], &sv) &&
-	    (errno == ENOTCONN || errno == ECONNABORTED))
+	    (errno == ENOTCONN || errno == ECONNABORTED ||
+	     errno == ECANCELED))
 		mount_dead_recover(prog, o.args[o.nargs - 1]);
 	if (!realpath(o.args[o.nargs - 1], mnt) || stat(mnt, &st)) {
 		int e = errno;
