@@ -779,8 +779,9 @@ void fs_path_tick(struct fs *fs);
  * cutoff_ms (UINT64_MAX: all), at most max. No lock held (a writer's
  * lock may be: others' are taken). */
 void fs_path_publish_pending(struct fs *fs, uint64_t cutoff_ms, size_t max);
-/* fs_path_publish_flushed: and those of namespace ns whose FLUSH said
- * closed, their RELEASE not come yet (a GET by key right after close). */
+/* fs_path_publish_flushed: as fs_path_publish_pending for every one, and
+ * also those of namespace ns whose FLUSH said closed, their RELEASE not
+ * come yet (a GET by key right after close). */
 void fs_path_publish_flushed(struct fs *fs, uint32_t ns);
 /* fs_path_gone (background thread, no lock held): (ns, key) left the
  * engine; its name goes too unless a newer version holds it. */

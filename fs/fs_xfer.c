@@ -691,9 +691,9 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	}
 	if (paths) {
 		/* files closed before this GET are its to read: published
-		 * first, as a lookup does (fs.c), and in its namespace
-		 * those whose close(2) returned before their RELEASE came */
-		fs_path_publish_pending(fs, UINT64_MAX, SIZE_MAX);
+		 * first, as a lookup does (fs.c), and in its namespace also
+		 * those whose close(2) returned before their RELEASE came
+		 * (one pass over the pending list does both) */
 		fs_path_publish_flushed(fs, fh->ns);
 		/* groups: dirs differ; root: its capabilities say, read
 		 * when a mode first denies it (root reading its own files

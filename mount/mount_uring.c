@@ -116,13 +116,11 @@ static struct {
 	struct mu_ent *ents;
 	unsigned nents, nqueues, nthreads;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
 	int state;              /* 0 not yet, 1 registering, 2 ready,
 				 * -errno: classic for good */
 	unsigned registered;
 	uint64_t requests, foreign; /* (atomic) */
-} mu = { .fd = -1, .stop_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
-	 .cond = PTHREAD_COND_INITIALIZER };
+} mu = { .fd = -1, .stop_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread struct mu_ent *mu_cur; /* the entry this thread serves */
 
@@ -132,7 +130,6 @@ static void mu_set_state(int st)
 	pthread_mutex_lock(&mu.lock);
 	if (mu.state == 1)
 		__atomic_store_n(&mu.state, st, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&mu.cond);
 	pthread_mutex_unlock(&mu.lock);
 }
 
@@ -304,7 +301,6 @@ static void mu_registered(struct mu_ent *e)
 	pthread_mutex_lock(&mu.lock);
 	if (++mu.registered == mu.nents && mu.state == 1)
 		__atomic_store_n(&mu.state, 2, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&mu.cond);
 	pthread_mutex_unlock(&mu.lock);
 }
 
@@ -391,8 +387,8 @@ static void *mu_thread(void *arg)
 	    err != -ECANCELED && err != -ENODEV)
 		fuse_log(FUSE_LOG_ERR, "kvfs-mount: ring %u: %s\n", e->qid,
 			 strerror(-err));
-	if (!e->started)
-		mu_set_state(err ? err : -ECANCELED);
+	if (!e->started && err) /* never registered: the rings failed */
+		mu_set_state(err);
 	return NULL;
 }
 
