@@ -207,7 +207,7 @@ $(BUILD)/kvfsctl: $(CTL_SRC:%.c=$(BUILD)/%.o) $(EV_LIB) $(ENGINE)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(EV_LIBS) -ljansson $(LIBS)
 
 MOUNT_OBJ := $(BUILD)/mount/kvfs_mount.o $(BUILD)/mount/mount_opts.o $(BUILD)/mount/mount_log.o \
-	$(BUILD)/mount/mount_uring.o \
+	$(BUILD)/mount/mount_uring.o $(BUILD)/mount/mount_stop.o \
 	$(BUILD)/mount/mount_events.o $(BUILD)/mount/mount_http.o $(BUILD)/mount/mount_dead.o
 # -o metrics_http (mount/mount_http.c): libmicrohttpd
 MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)

@@ -48,6 +48,7 @@
 #include "mount/mount_http.h"
 #include "mount/mount_log.h"
 #include "mount/mount_opts.h"
+#include "mount/mount_stop.h"
 #include "mount/mount_uring.h"
 #include "tier/policy/policy.h"
 #include "tier/tier.h"
@@ -186,6 +187,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	sigset_t block, old;
 	struct ready rd = { .fd = ready_fd };
 	struct mount_http *http = NULL;
+	struct mount_stop *stop = NULL;
 	bool ready_started = false;
 	int ret = 1, r;
 
@@ -258,10 +260,6 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		fprintf(stderr, "kvfs-mount: cannot start a FUSE session\n");
 		goto out_args;
 	}
-	if (fuse_set_signal_handlers(se)) {
-		fprintf(stderr, "kvfs-mount: cannot install signal handlers\n");
-		goto out_se;
-	}
 	if (fc->fuse_uring == MOUNT_URING_ON &&
 	    (r = mount_uring_prepare(MOUNT_URING_ON))) {
 		fprintf(stderr, "kvfs-mount: fuse_uring=on: %s\n",
@@ -294,6 +292,14 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		fprintf(stderr, "kvfs-mount: %s\n", strerror(-r));
 		goto out_unmount;
 	}
+	/* a stop signal stops the background thread before the loop stops
+	 * serving (mount/mount_stop.h) */
+	r = mount_stop_install(se, fs, &stop);
+	if (r) {
+		fprintf(stderr, "kvfs-mount: cannot install signal handlers "
+			"(%s)\n", strerror(-r));
+		goto out_stop;
+	}
 	if (ready_fd >= 0 || getenv("NOTIFY_SOCKET")) {
 		/* started with the stop signals still blocked: they stay
 		 * with the loop's thread */
@@ -323,10 +329,12 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(lc);
 	}
+	mount_stop_settle(stop); /* a stop in progress ends first */
 	mount_uring_stop(); /* its threads serve requests too */
 	/* flushing L2 may take a while: systemd shows why */
 	sd_notify(0, "STOPPING=1\nSTATUS=stopping: flushing and unmounting");
 out_stop:
+	mount_stop_settle(stop); /* (a stop thread's fs_stop ends first) */
 	fs_stop(fs);
 out_unmount:
 	fuse_session_unmount(se);
@@ -334,8 +342,7 @@ out_unmount:
 	if (ready_started)
 		pthread_join(rd.thread, NULL);
 out_sig:
-	fuse_remove_signal_handlers(se);
-out_se:
+	mount_stop_remove(stop);
 	fuse_session_destroy(se);
 out_args:
 	fuse_opt_free_args(&args);

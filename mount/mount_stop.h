@@ -1,0 +1,46 @@
+/*
+ * mount_stop.h - how kvfs-mount stops on SIGTERM, SIGINT or SIGHUP
+ * (mount_stop.c), in place of libfuse's fuse_set_signal_handlers.
+ *
+ * The daemon's background thread (fs_inval.c) sends the kernel entry
+ * invalidations, and an invalidation waits, uninterruptibly, for its
+ * directory's lock, which a client's create or lookup holds until this
+ * daemon answers it. libfuse's handler ends the session at once: the
+ * serving threads stop reading requests, a create caught in flight is
+ * never answered, the background thread waits for its lock for ever, and
+ * the daemon, joining it, never exits (with every process that touches
+ * the mount stuck too). So a stop signal here wakes a thread of its own
+ * that first stops the background thread (fs_stop) while requests are
+ * still served (by the loop's workers or the rings), and only then ends
+ * the session and wakes the loop.
+ */
+#ifndef KVFS_MOUNT_STOP_H
+#define KVFS_MOUNT_STOP_H
+
+struct fs;
+struct fuse_session;
+struct mount_stop;
+
+/*
+ * mount_stop_install - the stop signals' handler and the thread that acts
+ * on them; SIGPIPE is ignored, as libfuse's handlers did. Call from the
+ * thread that will run the session loop (the one woken at a stop), after
+ * fs_start, with the stop signals blocked (the stop thread keeps them
+ * blocked). 0 or -errno; *out is NULL on failure.
+ */
+int mount_stop_install(struct fuse_session *se, struct fs *fs,
+		       struct mount_stop **out);
+
+/*
+ * mount_stop_settle - the loop returned: waits for a stop in progress
+ * (its fs_stop) and ends the stop thread; a later stop signal does
+ * nothing more. Call before the transport's threads stop and before
+ * fs_stop. NULL-safe, idempotent.
+ */
+void mount_stop_settle(struct mount_stop *ms);
+
+/* mount_stop_remove - settles, then gives the signals their earlier
+ * handlers back and frees ms. NULL-safe. */
+void mount_stop_remove(struct mount_stop *ms);
+
+#endif
