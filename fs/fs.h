@@ -129,8 +129,10 @@ const struct fuse_lowlevel_ops *fs_ops(void);
  */
 int fs_start(struct fs *fs, struct fuse_session *se);
 
-/* fs_stop - stops the background thread; call after the loop returned and
- * before fuse_session_unmount/destroy. Idempotent. */
+/* fs_stop - stops the background thread; call while the loop still
+ * serves (a stop signal: mount/mount_stop.c; the thread's invalidations may
+ * wait for requests to be answered) or after it returned, before
+ * fuse_session_unmount/destroy, from one thread at a time. Idempotent. */
 void fs_stop(struct fs *fs);
 
 /* fs_metrics_prom (fs_metrics.c) - the Prometheus text root reads in
