@@ -98,14 +98,21 @@ static void raise_readahead(const char *mnt, bool page_cache)
 /* Threads per online CPU's ring (mount_uring.h): the classic loop's
  * workers (fs_workers() + wait_max) spread over the online CPUs, at least
  * 8, so a CPU's callers may be in as many requests at once as one CPU's
- * share of the workers (half of them waiting at most: fs_ring_hold). */
+ * share of the workers (half of them waiting at most: fs_ring_hold). On a
+ * host of more than 64 CPUs the floor falls so that the floor's threads
+ * stay near URING_THREADS (at least 2 a CPU): each thread holds an entry
+ * whose buffer (max_write and a page) stays resident once a large request
+ * used it, 8 a CPU on 224 CPUs would be 1,792 threads and as many MiB. */
+#define URING_THREADS 512
 static unsigned uring_per_cpu(uint32_t wait_max)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = (fs_workers() + wait_max) /
-		     (unsigned)(cpus > 0 ? cpus : 1);
+	unsigned c = (unsigned)(cpus > 0 ? cpus : 1);
+	unsigned n = (fs_workers() + wait_max) / c;
+	unsigned floor = URING_THREADS / c;
 
-	return n < 8 ? 8 : n;
+	floor = floor > 8 ? 8 : floor < 2 ? 2 : floor;
+	return n < floor ? floor : n;
 }
 
 static void ev_log(void *arg, const char *msg)
