@@ -129,6 +129,16 @@ const struct fuse_lowlevel_ops *fs_ops(void);
  */
 int fs_start(struct fs *fs, struct fuse_session *se);
 
+/*
+ * fs_quiesce - the first step of a stop, while the loop still serves: no
+ * request handler starts a kernel invalidation from now on, those in
+ * flight end (they wait for directory locks that clients' requests hold
+ * until they are answered), and the background thread stops (fs_stop),
+ * within timeout_ms. 0, or -ETIMEDOUT (a notification still waits in the
+ * kernel: abort the connection, then fs_stop joins what is left).
+ */
+int fs_quiesce(struct fs *fs, unsigned timeout_ms);
+
 /* fs_stop - stops the background thread; call while the loop still
  * serves (a stop signal: mount/mount_stop.c; the thread's invalidations may
  * wait for requests to be answered) or after it returned, before

@@ -416,6 +416,7 @@ struct fs_priv {
 	struct fs_gone *q;
 	size_t qlen, qcap;
 	bool stop;
+	bool bg_done;           /* qlock: the background thread returned */
 	bool thread_started;    /* fs_start/fs_stop only */
 	pthread_t thread;
 
@@ -775,6 +776,10 @@ void fs_path_free(struct fs *fs);
 /* fs_path_tick (background thread, no lock held): publishes files closed
  * a while ago, syncs the journal. */
 void fs_path_tick(struct fs *fs);
+/* fs_path_quiesce_locked (fs_psuper.c; priv.lock held): from now on no
+ * close invalidates a name's entry itself (fs_quiesce); returns how many
+ * closes are doing so now. */
+unsigned fs_path_quiesce_locked(struct fs *fs);
 /* fs_path_publish_pending: publishes the closed path files closed before
  * cutoff_ms (UINT64_MAX: all), at most max. No lock held (a writer's
  * lock may be: others' are taken). */

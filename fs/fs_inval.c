@@ -3,7 +3,7 @@
  * queued (the engine let go of them, or just published them), sends the
  * kernel's notify_delete (or notify_inval_entry) and notify_inval_inode
  * for them, and expires abandoned temporaries; its start and stop
- * (fs_start, fs_stop).
+ * (fs_start, fs_stop), and the quiescing a stop begins with (fs_quiesce).
  *
  * An entry invalidation (notify_delete, notify_inval_entry) takes the
  * parent directory's lock in the kernel, uninterruptibly; a client's
@@ -167,6 +167,7 @@ static void *bg_main(void *arg)
 		}
 		pthread_mutex_lock(&p->qlock);
 	}
+	p->bg_done = true;
 	pthread_mutex_unlock(&p->qlock);
 	free(batch);
 	return NULL;
@@ -182,6 +183,40 @@ int fs_start(struct fs *fs, struct fuse_session *se)
 	if (r)
 		return -r;
 	p->thread_started = true;
+	return 0;
+}
+
+int fs_quiesce(struct fs *fs, unsigned timeout_ms)
+{
+	struct fs_priv *p = fs->priv;
+	const struct timespec nap = { 0, 1000000 };
+	uint64_t end = fs_now_ms() + timeout_ms;
+	unsigned busy;
+	bool done;
+
+	for (;;) { /* closes invalidating their names' entries (fs_psuper) */
+		pthread_mutex_lock(&p->lock);
+		busy = fs_path_quiesce_locked(fs);
+		pthread_mutex_unlock(&p->lock);
+		if (!busy || fs_now_ms() >= end)
+			break;
+		nanosleep(&nap, NULL);
+	}
+	pthread_mutex_lock(&p->qlock);
+	p->stop = true;
+	pthread_cond_signal(&p->qcond);
+	pthread_mutex_unlock(&p->qlock);
+	for (;;) {
+		pthread_mutex_lock(&p->qlock);
+		done = !p->thread_started || p->bg_done;
+		pthread_mutex_unlock(&p->qlock);
+		if (done || fs_now_ms() >= end)
+			break;
+		nanosleep(&nap, NULL);
+	}
+	if (!done || busy)
+		return -ETIMEDOUT;
+	fs_stop(fs); /* (the thread has returned: the join is at once) */
 	return 0;
 }
 

@@ -195,6 +195,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	struct ready rd = { .fd = ready_fd };
 	struct mount_http *http = NULL;
 	struct mount_stop *stop = NULL;
+	dev_t conn = 0; /* the FUSE connection's device, once mounted */
 	bool ready_started = false;
 	int ret = 1, r;
 
@@ -207,6 +208,9 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGHUP);
+	/* a write to a closed socket (L3, events, metrics) is an error, not
+	 * the end of the daemon: ignored from the start to the exit */
+	signal(SIGPIPE, SIG_IGN);
 	/* before any thread, and before /dev/fuse is open */
 	r = mount_watchdog_start(ready_fd < 0); /* stderr when foreground */
 	if (r)
@@ -278,13 +282,11 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		fprintf(stderr, "kvfs-mount: cannot mount on %s\n", mnt);
 		goto out_sig;
 	}
-	{
-		dev_t dev;
-
-		/* (not a stat of mnt: nobody would answer it yet) */
-		if (mount_dead_find(mnt, &dev))
-			mount_watchdog_conn(dev);
-	}
+	/* (not a stat of mnt: nobody would answer it yet) */
+	if (mount_dead_find(mnt, &conn))
+		mount_watchdog_conn(conn);
+	else
+		conn = 0;
 	/* each online CPU's ring gets as many threads as the classic loop
 	 * has workers per CPU, waiters' included (mount_uring.c) */
 	r = mount_uring_install(se, (enum mount_uring_mode)fc->fuse_uring,
@@ -301,7 +303,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	}
 	/* a stop signal stops the background thread before the loop stops
 	 * serving (mount/mount_stop.h) */
-	r = mount_stop_install(se, fs, &stop);
+	r = mount_stop_install(se, fs, conn, &stop);
 	if (r) {
 		fprintf(stderr, "kvfs-mount: cannot install signal handlers "
 			"(%s)\n", strerror(-r));
@@ -332,14 +334,18 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		fuse_loop_cfg_set_max_threads(lc, fs_workers() +
 					      fc->wait_max);
 		fuse_loop_cfg_set_idle_threads(lc, 8);
-		/* > 0: the signal that stopped it (a clean stop) */
+		/* < 0: the session failed (a stop, an unmount, or an
+		 * abort of the connection end it with 0) */
 		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(lc);
 	}
 	mount_stop_settle(stop); /* a stop in progress ends first */
 	mount_uring_stop(); /* its threads serve requests too */
-	/* flushing L2 may take a while: systemd shows why */
-	sd_notify(0, "STOPPING=1\nSTATUS=stopping: flushing and unmounting");
+	/* flushing L2 may take a while: systemd shows why (a stop signal's
+	 * thread said so already) */
+	if (!mount_stop_requested(stop))
+		sd_notify(0, "STOPPING=1\nSTATUS=stopping: flushing and "
+			  "unmounting");
 out_stop:
 	mount_stop_settle(stop); /* (a stop thread's fs_stop ends first) */
 	fs_stop(fs);
@@ -349,7 +355,6 @@ out_unmount:
 	if (ready_started)
 		pthread_join(rd.thread, NULL);
 out_sig:
-	mount_stop_remove(stop);
 	fuse_session_destroy(se);
 out_args:
 	fuse_opt_free_args(&args);
@@ -362,6 +367,7 @@ out_mask:
 	ev_pub_destroy(fc->events); /* sends what is still queued */
 	fc->events = NULL;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	mount_stop_remove(stop); /* after the flush: a second stop waits */
 	mount_log_flush(); /* no suppressed count is lost */
 	/* the mount never worked: the parent says so and exits non-zero */
 	report(__atomic_exchange_n(&rd.fd, -1, __ATOMIC_ACQ_REL), 1);

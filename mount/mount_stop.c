@@ -1,8 +1,16 @@
 /*
  * mount_stop.c - the stop signals (mount_stop.h): the handler only counts
- * the signal into an eventfd; a thread of ours, woken by it, stops the
- * background thread while the session still serves, then ends the
- * session and wakes the loop's thread.
+ * the signal into an eventfd; a thread of ours, woken by it, quiesces the
+ * filesystem (fs_quiesce: no more kernel invalidations from request
+ * handlers, those in flight and the background thread end) while the
+ * session still serves, then ends the session and wakes the loop's
+ * thread. Where the quiescing does not end within STOP_QUIESCE_MS (an
+ * invalidation still waits in the kernel), the FUSE connection is aborted
+ * (as the watchdog does for a killed daemon): the callers' requests fail,
+ * the invalidation returns, and the loop ends.
+ *
+ * A stop signal the parent left ignored (nohup, a background job of a
+ * non-interactive shell) stays ignored, as with libfuse's handlers.
  *
  * Waking the loop: libfuse 3.14's fuse_session_loop_mt waits on a
  * semaphore between checks of the session's exit flag, and only a signal
@@ -25,11 +33,14 @@
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
+#include <systemd/sd-daemon.h>
 
 #include "fs/fs.h"
+#include "mount/mount_dead.h"
 #include "mount/mount_stop.h"
 
 #define STOP_KICK_MS 20
+#define STOP_QUIESCE_MS 10000
 
 static const int stop_sigs[] = { SIGTERM, SIGINT, SIGHUP };
 #define NSIGS (sizeof(stop_sigs) / sizeof(stop_sigs[0]))
@@ -39,11 +50,14 @@ static volatile int stop_fd = -1; /* the handler's eventfd (one install at a tim
 struct mount_stop {
 	struct fuse_session *se;
 	struct fs *fs;
+	dev_t dev;                  /* the FUSE connection's, or 0 */
 	pthread_t loop;             /* the thread woken at a stop */
 	pthread_t thread;
 	bool started;               /* thread runs (or ran, not joined) */
 	atomic_bool settled;        /* the loop returned */
-	struct sigaction old[NSIGS], old_pipe;
+	atomic_bool stopping;       /* a stop signal was acted on */
+	bool mine[NSIGS];           /* handled here (not left ignored) */
+	struct sigaction old[NSIGS];
 };
 
 static void on_stop(int sig)
@@ -68,9 +82,18 @@ static void *stop_main(void *arg)
 		;
 	if (atomic_load(&ms->settled)) /* the loop ended on its own */
 		return NULL;
-	/* its notifications finish while the serving threads still answer
-	 * the requests whose directory locks they wait for */
-	fs_stop(ms->fs);
+	atomic_store(&ms->stopping, true);
+	/* systemd hears it now (once: serve() says nothing more) */
+	sd_notify(0, "STOPPING=1\nSTATUS=stopping: flushing and unmounting");
+	/* the notifications in flight finish while the serving threads
+	 * still answer the requests whose directory locks they wait for */
+	if (fs_quiesce(ms->fs, STOP_QUIESCE_MS)) {
+		fuse_log(FUSE_LOG_ERR, "kvfs-mount: stop: a kernel "
+			 "invalidation still waits after %d s; aborting the "
+			 "FUSE connection\n", STOP_QUIESCE_MS / 1000);
+		if (ms->dev)
+			mount_conn_abort(ms->dev);
+	}
 	fuse_session_exit(ms->se);
 	while (!atomic_load(&ms->settled)) {
 		pthread_kill(ms->loop, SIGTERM);
@@ -79,11 +102,11 @@ static void *stop_main(void *arg)
 	return NULL;
 }
 
-int mount_stop_install(struct fuse_session *se, struct fs *fs,
+int mount_stop_install(struct fuse_session *se, struct fs *fs, dev_t dev,
 		       struct mount_stop **out)
 {
 	struct mount_stop *ms = calloc(1, sizeof(*ms));
-	struct sigaction sa, ign;
+	struct sigaction sa;
 	size_t i;
 	int r;
 
@@ -102,23 +125,25 @@ int mount_stop_install(struct fuse_session *se, struct fs *fs,
 	}
 	ms->se = se;
 	ms->fs = fs;
+	ms->dev = dev;
 	ms->loop = pthread_self();
 	atomic_init(&ms->settled, false);
+	atomic_init(&ms->stopping, false);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
-	memset(&ign, 0, sizeof(ign));
-	ign.sa_handler = SIG_IGN;
-	sigemptyset(&ign.sa_mask);
-	for (i = 0; i < NSIGS; i++)
-		sigaction(stop_sigs[i], &sa, &ms->old[i]);
-	sigaction(SIGPIPE, &ign, &ms->old_pipe);
+	for (i = 0; i < NSIGS; i++) {
+		sigaction(stop_sigs[i], NULL, &ms->old[i]);
+		ms->mine[i] = ms->old[i].sa_handler != SIG_IGN;
+		if (ms->mine[i])
+			sigaction(stop_sigs[i], &sa, NULL);
+	}
 	/* (the caller has the stop signals blocked: so has the thread) */
 	r = pthread_create(&ms->thread, NULL, stop_main, ms);
 	if (r) {
 		for (i = 0; i < NSIGS; i++)
-			sigaction(stop_sigs[i], &ms->old[i], NULL);
-		sigaction(SIGPIPE, &ms->old_pipe, NULL);
+			if (ms->mine[i])
+				sigaction(stop_sigs[i], &ms->old[i], NULL);
 		close(stop_fd);
 		stop_fd = -1;
 		free(ms);
@@ -144,6 +169,11 @@ void mount_stop_settle(struct mount_stop *ms)
 	ms->started = false;
 }
 
+bool mount_stop_requested(struct mount_stop *ms)
+{
+	return ms && atomic_load(&ms->stopping);
+}
+
 void mount_stop_remove(struct mount_stop *ms)
 {
 	int fd;
@@ -152,8 +182,8 @@ void mount_stop_remove(struct mount_stop *ms)
 		return;
 	mount_stop_settle(ms);
 	for (size_t i = 0; i < NSIGS; i++)
-		sigaction(stop_sigs[i], &ms->old[i], NULL);
-	sigaction(SIGPIPE, &ms->old_pipe, NULL);
+		if (ms->mine[i])
+			sigaction(stop_sigs[i], &ms->old[i], NULL);
 	fd = stop_fd;
 	stop_fd = -1;
 	close(fd);

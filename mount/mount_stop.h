@@ -7,28 +7,34 @@
  * directory's lock, which a client's create or lookup holds until this
  * daemon answers it. libfuse's handler ends the session at once: the
  * serving threads stop reading requests, a create caught in flight is
- * never answered, the background thread waits for its lock for ever, and
- * the daemon, joining it, never exits (with every process that touches
- * the mount stuck too). So a stop signal here wakes a thread of its own
- * that first stops the background thread (fs_stop) while requests are
- * still served (by the loop's workers or the rings), and only then ends
- * the session and wakes the loop.
+ * never answered, the background thread (or a close of a path file
+ * invalidating its name, fs/paths/fs_psuper.c) waits for its lock for
+ * ever, and the daemon, joining it, never exits (with every process that
+ * touches the mount stuck too). So a stop signal here wakes a thread of
+ * its own that first quiesces the filesystem (fs_quiesce) while requests
+ * are still served (by the loop's workers or the rings), and only then
+ * ends the session and wakes the loop.
  */
 #ifndef KVFS_MOUNT_STOP_H
 #define KVFS_MOUNT_STOP_H
+
+#include <stdbool.h>
+#include <sys/types.h>
 
 struct fs;
 struct fuse_session;
 struct mount_stop;
 
 /*
- * mount_stop_install - the stop signals' handler and the thread that acts
- * on them; SIGPIPE is ignored, as libfuse's handlers did. Call from the
- * thread that will run the session loop (the one woken at a stop), after
- * fs_start, with the stop signals blocked (the stop thread keeps them
- * blocked). 0 or -errno; *out is NULL on failure.
+ * mount_stop_install - the stop signals' handler (each one not left
+ * ignored by the parent) and the thread that acts on them. dev: the FUSE
+ * connection's device (mount_dead_find), aborted where quiescing does not
+ * end; 0 if unknown. Call from the thread that will run the session loop
+ * (the one woken at a stop), after fs_start, with the stop signals
+ * blocked (the stop thread keeps them blocked). 0 or -errno; *out is NULL
+ * on failure.
  */
-int mount_stop_install(struct fuse_session *se, struct fs *fs,
+int mount_stop_install(struct fuse_session *se, struct fs *fs, dev_t dev,
 		       struct mount_stop **out);
 
 /*
@@ -39,8 +45,13 @@ int mount_stop_install(struct fuse_session *se, struct fs *fs,
  */
 void mount_stop_settle(struct mount_stop *ms);
 
+/* mount_stop_requested - whether a stop signal was acted on (it told
+ * systemd STOPPING=1 then). NULL-safe. */
+bool mount_stop_requested(struct mount_stop *ms);
+
 /* mount_stop_remove - settles, then gives the signals their earlier
- * handlers back and frees ms. NULL-safe. */
+ * handlers back and frees ms. Call last (a second stop signal during the
+ * teardown, an L2 flush, does nothing until then). NULL-safe. */
 void mount_stop_remove(struct mount_stop *ms);
 
 #endif

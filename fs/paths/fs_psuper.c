@@ -23,7 +23,8 @@
  * directory are answered; at most a quarter of the workers wait so at
  * once (nsync), so they are never all taken. Past that, the background
  * thread invalidates (pth_published) and the old version's inode stays
- * unmarked until it did.
+ * unmarked until it did. A stop (fs_quiesce) lets those in flight end
+ * while requests are still served, and no close starts one after.
  */
 #include <errno.h>
 #include <string.h>
@@ -128,7 +129,7 @@ void fs_psuper_begin(struct fs *fs, struct fs_pent *e, uint32_t ns,
 	s->on = false;
 	if (!t->nsync_max)
 		t->nsync_max = fs_workers() / 4 ? fs_workers() / 4 : 1;
-	if (!fs->se || t->nsync >= t->nsync_max ||
+	if (!fs->se || t->stopping || t->nsync >= t->nsync_max ||
 	    e->len >= sizeof(s->name))
 		return;
 	s->on = true;
@@ -145,6 +146,16 @@ void fs_psuper_begin(struct fs *fs, struct fs_pent *e, uint32_t ns,
 	in->superseded = true;
 	s->ino = in->ino;
 	held_add_locked(fs, in);
+}
+
+unsigned fs_path_quiesce_locked(struct fs *fs)
+{
+	struct fs_paths *t = paths_of(fs);
+
+	if (!t)
+		return 0;
+	t->stopping = true;
+	return t->nsync;
 }
 
 void fs_psuper_end(struct fs *fs, struct fs_psuper *s, uint32_t ns,

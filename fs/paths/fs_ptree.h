@@ -137,6 +137,7 @@ struct fs_paths {
 	} held[FS_PHELD];
 	uint64_t held_bytes, l1_cap;
 	unsigned nsync, nsync_max;
+	bool stopping;          /* fs_quiesce: no close invalidates now */
 	uint64_t superseded_opens; /* (priv.lock) open_superseded */
 	struct fs_pjournal *journal; /* fs_pjournal.c; NULL without L2 */
 	/* names whose attributes changed (chmod, chown, utimensat), their
