@@ -7,7 +7,9 @@ a directory lock (held by a client whose lookup waits on the daemon: here
 a lookup that asks L3, a real redis-server stopped with SIGSTOP) is not
 left stuck: its watchdog aborts the connection (before, the daemon stayed
 a zombie with one thread in D state, and the mount hung, until someone
-wrote to /sys/fs/fuse/connections/N/abort).
+wrote to /sys/fs/fuse/connections/N/abort). The same scenario at a
+clean stop (SIGTERM) with the lock held past the stop's 10 s bound: the
+daemon aborts its own connection and exits.
 
 kvfs-mount on a mount point whose kvfs daemon is dead ("Transport endpoint
 is not connected") aborts the dead FUSE connection, detaches the mount
@@ -226,6 +228,60 @@ class StuckInvalidationTest(unittest.TestCase):
         self.assertIn(cm.exception.errno, (errno.ENOTCONN,
                                            errno.ECONNABORTED,
                                            errno.ECANCELED))
+
+    def test_sigterm_while_invalidating(self):
+        """A stop (SIGTERM) while the background thread's invalidation
+        waits for a directory lock that a client's lookup holds past the
+        stop's quiescing bound (10 s: the lookup waits on a stopped L3 for
+        up to 15 s): kvfs-mount aborts its FUSE connection, says so, and
+        exits; before, a stop caught here never ended."""
+        before = os.stat(self.mnt).st_dev
+        log = tempfile.TemporaryFile()
+        self.addCleanup(log.close)
+        d = subprocess.Popen(
+            [BIN, "-f", "-o", "l1_size=4M,max_chunk=1M,l3=redis://127.0.0.1:"
+             "%d,l3_timeout_ms=15000,fuse_uring=off" % self.port, self.mnt],
+            stderr=log)
+        self.assertTrue(wait_for(lambda: d.poll() is not None or
+                                 os.stat(self.mnt).st_dev != before))
+        ns = os.path.join(self.mnt, "ns")
+        other = os.path.join(self.mnt, "other")
+        os.mkdir(ns)
+        os.mkdir(other)
+        with open(os.path.join(ns, KEY), "wb") as f:
+            f.write(b"k" * (1 << 20))
+        os.stat(os.path.join(ns, KEY))  # the kernel holds its name
+        time.sleep(1)                   # L3 connected
+        self.redis.send_signal(signal.SIGSTOP)
+        missing = os.path.join(ns, "e" * 32)
+        th = threading.Thread(target=lambda: os.path.exists(missing),
+                              daemon=True)
+        th.start()
+        time.sleep(0.5)
+        self.assertTrue(th.is_alive(), "the lookup did not wait on L3")
+        for i in range(4):  # evict KEY: its delete notification waits
+            f = open(os.path.join(other, ".t%d" % i), "wb")
+            self.addCleanup(close_quietly, f)
+            f.write(b"o" * (800 << 10))
+            f.flush()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        d.send_signal(signal.SIGTERM)
+        try:
+            d.wait(40)
+        except subprocess.TimeoutExpired:
+            abort_conn(self.mnt)
+            d.wait(10)
+            self.fail("the stopped daemon stayed stuck in the kernel")
+        finally:
+            th.join(20)
+        took = time.monotonic() - t0
+        log.seek(0)
+        text = log.read().decode(errors="replace")
+        self.assertIn("stop: a kernel invalidation still waits after 10 s; "
+                      "aborting the FUSE connection", text)
+        self.assertGreater(took, 9, text[-400:])
+        self.assertFalse(th.is_alive())
 
 
 if __name__ == "__main__":
