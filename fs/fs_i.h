@@ -762,6 +762,7 @@ struct fs_path_ops {
 			    const struct tier_pattr *a);
 	void (*counts)(struct fs *fs, struct fs_path_counts *c);
 	int (*sync)(struct fs *fs);
+	unsigned (*quiesce_locked)(struct fs *fs);
 };
 
 /* fs_path_create / fs_path_destroy (fs.c): the mount's path state, and at
@@ -776,9 +777,9 @@ void fs_path_free(struct fs *fs);
 /* fs_path_tick (background thread, no lock held): publishes files closed
  * a while ago, syncs the journal. */
 void fs_path_tick(struct fs *fs);
-/* fs_path_quiesce_locked (fs_psuper.c; priv.lock held): from now on no
- * close invalidates a name's entry itself (fs_quiesce); returns how many
- * closes are doing so now. */
+/* fs_path_quiesce_locked (fs/paths/fs_psuper.c; priv.lock held): from now
+ * on no close invalidates a name's entry itself (fs_quiesce); returns how
+ * many closes are doing so now. */
 unsigned fs_path_quiesce_locked(struct fs *fs);
 /* fs_path_publish_pending: publishes the closed path files closed before
  * cutoff_ms (UINT64_MAX: all), at most max. No lock held (a writer's

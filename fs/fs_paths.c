@@ -68,6 +68,13 @@ void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 		o->gone(fs, ns, key);
 }
 
+unsigned fs_path_quiesce_locked(struct fs *fs)
+{
+	const struct fs_path_ops *o = fs->priv->pathops;
+
+	return o ? o->quiesce_locked(fs) : 0;
+}
+
 void fs_path_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;

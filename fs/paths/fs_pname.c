@@ -1109,6 +1109,7 @@ static const struct fs_path_ops pth_ops = {
 	.pattr_found = pth_pattr_found,
 	.counts = pth_counts,
 	.sync = fs_pjournal_flush,
+	.quiesce_locked = fs_psuper_quiesce_locked,
 };
 
 int fs_path_create(struct fs *fs, const char *l2_dir)

@@ -148,7 +148,7 @@ void fs_psuper_begin(struct fs *fs, struct fs_pent *e, uint32_t ns,
 	held_add_locked(fs, in);
 }
 
-unsigned fs_path_quiesce_locked(struct fs *fs)
+unsigned fs_psuper_quiesce_locked(struct fs *fs)
 {
 	struct fs_paths *t = paths_of(fs);
 

@@ -282,6 +282,8 @@ struct fs_inode *fs_pversion_inode(struct fs *fs, uint32_t ns,
 void fs_psuper_end(struct fs *fs, struct fs_psuper *s, uint32_t ns,
 		   const struct kvfs_key *key, bool published, uint64_t pub_gen);
 void fs_psuper_expire(struct fs *fs);
+/* (fs_path_quiesce_locked, fs_i.h) */
+unsigned fs_psuper_quiesce_locked(struct fs *fs);
 int fs_psuper_pin(struct fs *fs, uint64_t ino, struct tier_chunk **c,
 		  uint32_t *ns, struct kvfs_key *key);
 
