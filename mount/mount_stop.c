@@ -45,7 +45,8 @@
 static const int stop_sigs[] = { SIGTERM, SIGINT, SIGHUP };
 #define NSIGS (sizeof(stop_sigs) / sizeof(stop_sigs[0]))
 
-static volatile int stop_fd = -1; /* the handler's eventfd (one install at a time) */
+/* the handler's eventfd (one install at a time) */
+static volatile int stop_fd = -1;
 
 struct mount_stop {
 	struct fuse_session *se;
