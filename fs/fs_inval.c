@@ -16,8 +16,9 @@
  * there cannot exit (the thread holds /dev/fuse open, so the kernel never
  * aborts the connection, so the client never gets its reply): the
  * watchdog of kvfs-mount (mount/mount_dead.c) aborts the connection then.
- * For the same reason a clean stop calls fs_stop while requests are still
- * served (mount/mount_stop.c), not after the loop returned.
+ * For the same reason a clean stop quiesces (fs_quiesce, which stops this
+ * thread) while requests are still served (mount/mount_stop.c), not after
+ * the loop returned.
  */
 #include <errno.h>
 #include <linux/fuse.h>
