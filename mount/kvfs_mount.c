@@ -139,6 +139,7 @@ struct ready {
 	const char *mnt;
 	int fd;                  /* the parent's pipe (or -1); taken by exchange */
 	struct fuse_session *se;
+	struct mount_stop *stop;
 	pthread_t thread;
 };
 
@@ -160,8 +161,10 @@ static void *ready_main(void *arg)
 		kill(getpid(), SIGTERM);
 		return NULL;
 	}
-	/* a no-op without NOTIFY_SOCKET; systemd needs no reply */
-	sd_notifyf(0, "READY=1\nSTATUS=serving %s", rd->mnt);
+	/* a stop that began meanwhile: not ready (the parent of a daemon
+	 * is told it failed, as a stop before the mount answered was) */
+	if (!mount_stop_ready(rd->stop, rd->mnt))
+		return NULL;
 	fd = __atomic_exchange_n(&rd->fd, -1, __ATOMIC_ACQ_REL);
 	if (fd >= 0) {
 		int nul = open("/dev/null", O_RDWR);
@@ -316,6 +319,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 			 mnt);
 		rd.mnt = mnt;
 		rd.se = se;
+		rd.stop = stop;
 		if (pthread_create(&rd.thread, NULL, ready_main, &rd)) {
 			fprintf(stderr, "kvfs-mount: cannot start a thread\n");
 			goto out_stop;
@@ -339,6 +343,8 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(lc);
 	}
+	if (mount_stop_aborted(stop)) /* callers' requests failed */
+		ret = 1;
 	mount_stop_settle(stop); /* a stop in progress ends first */
 	mount_uring_stop(); /* its threads serve requests too */
 	/* flushing L2 may take a while: systemd shows why (a stop signal's

@@ -57,6 +57,8 @@ struct mount_stop {
 	bool started;               /* thread runs (or ran, not joined) */
 	atomic_bool settled;        /* the loop returned */
 	atomic_bool stopping;       /* a stop signal was acted on */
+	atomic_bool aborted;        /* the stop aborted the connection */
+	pthread_mutex_t notify_mu;  /* orders READY=1 before STOPPING=1 */
 	bool mine[NSIGS];           /* handled here (not left ignored) */
 	struct sigaction old[NSIGS];
 };
@@ -64,10 +66,10 @@ struct mount_stop {
 static void on_stop(int sig)
 {
 	uint64_t one = 1;
-	int e = errno;
+	int e = errno, fd = stop_fd; /* read once: remove may close it */
 
 	(void)sig;
-	if (stop_fd >= 0 && write(stop_fd, &one, sizeof(one)) < 0) {
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
 		/* a full count (2^64 - 1 signals): already woken */
 	}
 	errno = e;
@@ -83,17 +85,31 @@ static void *stop_main(void *arg)
 		;
 	if (atomic_load(&ms->settled)) /* the loop ended on its own */
 		return NULL;
+	/* systemd hears it now (once: serve() says nothing more; never
+	 * before READY=1, nor READY=1 after it: mount_stop_ready) */
+	pthread_mutex_lock(&ms->notify_mu);
 	atomic_store(&ms->stopping, true);
-	/* systemd hears it now (once: serve() says nothing more) */
 	sd_notify(0, "STOPPING=1\nSTATUS=stopping: flushing and unmounting");
+	pthread_mutex_unlock(&ms->notify_mu);
 	/* the notifications in flight finish while the serving threads
 	 * still answer the requests whose directory locks they wait for */
 	if (fs_quiesce(ms->fs, STOP_QUIESCE_MS)) {
-		fuse_log(FUSE_LOG_ERR, "kvfs-mount: stop: a kernel "
-			 "invalidation still waits after %d s; aborting the "
-			 "FUSE connection\n", STOP_QUIESCE_MS / 1000);
-		if (ms->dev)
-			mount_conn_abort(ms->dev);
+		int r = ms->dev ? mount_conn_abort(ms->dev) : -ENODEV;
+
+		if (!r) {
+			atomic_store(&ms->aborted, true);
+			fuse_log(FUSE_LOG_ERR, "kvfs-mount: stop: a kernel "
+				 "invalidation still waits after %d s; aborting "
+				 "the FUSE connection\n",
+				 STOP_QUIESCE_MS / 1000);
+		} else {
+			fuse_log(FUSE_LOG_ERR, "kvfs-mount: stop: a kernel "
+				 "invalidation still waits after %d s, and the "
+				 "FUSE connection cannot be aborted (%s): the stop "
+				 "waits for it\n", STOP_QUIESCE_MS / 1000,
+				 r == -ENODEV ? "its number is not known"
+					      : strerror(-r));
+		}
 	}
 	fuse_session_exit(ms->se);
 	while (!atomic_load(&ms->settled)) {
@@ -130,6 +146,8 @@ int mount_stop_install(struct fuse_session *se, struct fs *fs, dev_t dev,
 	ms->loop = pthread_self();
 	atomic_init(&ms->settled, false);
 	atomic_init(&ms->stopping, false);
+	atomic_init(&ms->aborted, false);
+	pthread_mutex_init(&ms->notify_mu, NULL);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
@@ -175,6 +193,25 @@ bool mount_stop_requested(struct mount_stop *ms)
 	return ms && atomic_load(&ms->stopping);
 }
 
+bool mount_stop_aborted(struct mount_stop *ms)
+{
+	return ms && atomic_load(&ms->aborted);
+}
+
+bool mount_stop_ready(struct mount_stop *ms, const char *mnt)
+{
+	bool ok;
+
+	if (ms)
+		pthread_mutex_lock(&ms->notify_mu);
+	ok = !mount_stop_requested(ms);
+	if (ok) /* a no-op without NOTIFY_SOCKET; systemd needs no reply */
+		sd_notifyf(0, "READY=1\nSTATUS=serving %s", mnt);
+	if (ms)
+		pthread_mutex_unlock(&ms->notify_mu);
+	return ok;
+}
+
 void mount_stop_remove(struct mount_stop *ms)
 {
 	int fd;
@@ -188,5 +225,6 @@ void mount_stop_remove(struct mount_stop *ms)
 	fd = stop_fd;
 	stop_fd = -1;
 	close(fd);
+	pthread_mutex_destroy(&ms->notify_mu);
 	free(ms);
 }

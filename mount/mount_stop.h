@@ -49,6 +49,15 @@ void mount_stop_settle(struct mount_stop *ms);
  * systemd STOPPING=1 then). NULL-safe. */
 bool mount_stop_requested(struct mount_stop *ms);
 
+/* mount_stop_aborted - whether the stop had to abort the FUSE connection
+ * (callers' requests failed: kvfs-mount exits 1). NULL-safe. */
+bool mount_stop_aborted(struct mount_stop *ms);
+
+/* mount_stop_ready - tells systemd READY=1 (STATUS=serving mnt) unless a
+ * stop began: false then, and nothing is sent (a stop's STOPPING=1 never
+ * comes before READY=1). NULL-safe (no stop thread: sends). */
+bool mount_stop_ready(struct mount_stop *ms, const char *mnt);
+
 /* mount_stop_remove - settles, then gives the signals their earlier
  * handlers back and frees ms. Call last (a second stop signal during the
  * teardown, an L2 flush, does nothing until then). NULL-safe. */

@@ -234,7 +234,7 @@ class StuckInvalidationTest(unittest.TestCase):
         waits for a directory lock that a client's lookup holds past the
         stop's quiescing bound (10 s: the lookup waits on a stopped L3 for
         up to 15 s): kvfs-mount aborts its FUSE connection, says so, and
-        exits; before, a stop caught here never ended."""
+        exits 1; before, a stop caught here never ended."""
         before = os.stat(self.mnt).st_dev
         log = tempfile.TemporaryFile()
         self.addCleanup(log.close)
@@ -268,13 +268,14 @@ class StuckInvalidationTest(unittest.TestCase):
         t0 = time.monotonic()
         d.send_signal(signal.SIGTERM)
         try:
-            d.wait(40)
+            rc = d.wait(40)
         except subprocess.TimeoutExpired:
             abort_conn(self.mnt)
             d.wait(10)
             self.fail("the stopped daemon stayed stuck in the kernel")
         finally:
             th.join(20)
+        self.assertEqual(rc, 1)  # callers' requests failed: not clean
         took = time.monotonic() - t0
         log.seek(0)
         text = log.read().decode(errors="replace")

@@ -114,6 +114,37 @@ class NotifyTest(unittest.TestCase):
         with self.assertRaises(socket.timeout):
             self.sock.recv(4096)  # nothing else was sent
 
+    def test_stop_during_start_keeps_the_order(self):
+        # SIGTERM as the mount comes up: the stop serves on while it
+        # quiesces, so the ready check may still pass; READY=1 must then
+        # not follow STOPPING=1 (review 13 saw it in 11 starts of 20)
+        for i in range(20):
+            with self.subTest(i=i):
+                self.start(self.sock_path)
+                deadline = time.monotonic() + 60
+                while (os.stat(self.mnt).st_dev == self.dev and
+                       self.daemon.poll() is None and
+                       time.monotonic() < deadline):
+                    time.sleep(0.0005)  # the signal right as it mounts
+                time.sleep(0.0005 * (i % 4))
+                self.daemon.send_signal(signal.SIGTERM)
+                self.assertEqual(self.daemon.wait(60), 0)
+                self.sock.settimeout(0.2)
+                got = []
+                try:
+                    while True:
+                        msg = self.sock.recv(4096).decode()
+                        got += [ln for ln in msg.split("\n")
+                                if ln in ("READY=1", "STOPPING=1")]
+                except socket.timeout:
+                    pass
+                self.assertIn("STOPPING=1", got)
+                self.assertEqual(got.count("STOPPING=1"), 1, got)
+                if "READY=1" in got:
+                    self.assertLess(got.index("READY=1"),
+                                    got.index("STOPPING=1"), got)
+                self.assertFalse(mounted(self.mnt))
+
     def test_no_notify_socket(self):
         # no NOTIFY_SOCKET: as before; one nobody listens on: no harm
         for notify in (None, os.path.join(self.tmp, "absent")):
