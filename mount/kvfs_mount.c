@@ -304,7 +304,7 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		fprintf(stderr, "kvfs-mount: %s\n", strerror(-r));
 		goto out_unmount;
 	}
-	/* a stop signal stops the background thread before the loop stops
+	/* a stop signal quiesces the filesystem before the loop stops
 	 * serving (mount/mount_stop.h) */
 	r = mount_stop_install(se, fs, conn, &stop);
 	if (r) {
@@ -343,9 +343,9 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 		ret = fuse_session_loop_mt(se, lc) < 0 ? 1 : 0;
 		fuse_loop_cfg_destroy(lc);
 	}
+	mount_stop_settle(stop); /* a stop in progress ends first */
 	if (mount_stop_aborted(stop)) /* callers' requests failed */
 		ret = 1;
-	mount_stop_settle(stop); /* a stop in progress ends first */
 	mount_uring_stop(); /* its threads serve requests too */
 	/* flushing L2 may take a while: systemd shows why (a stop signal's
 	 * thread said so already) */
