@@ -174,13 +174,16 @@ class StuckInvalidationTest(unittest.TestCase):
             subprocess.call(["umount", "-l", self.mnt])
         shutil.rmtree(self.mnt, ignore_errors=True)
 
-    def test_killed_while_invalidating(self):
+    def stuck(self, opts):
+        """A daemon whose background thread's invalidation waits in the
+        kernel for ns's lock, held by a lookup that waits on L3 (stopped):
+        (the daemon, its log, the lookup's thread)."""
         before = os.stat(self.mnt).st_dev
         log = tempfile.TemporaryFile()
         self.addCleanup(log.close)
         d = subprocess.Popen(
             [BIN, "-f", "-o", "l1_size=4M,max_chunk=1M,l3=redis://127.0.0.1:"
-             "%d,l3_timeout_ms=8000" % self.port, self.mnt], stderr=log)
+             "%d,%s" % (self.port, opts), self.mnt], stderr=log)
         self.assertTrue(wait_for(lambda: d.poll() is not None or
                                  os.stat(self.mnt).st_dev != before))
         ns = os.path.join(self.mnt, "ns")
@@ -201,14 +204,16 @@ class StuckInvalidationTest(unittest.TestCase):
         self.assertTrue(th.is_alive(), "the lookup did not wait on L3")
         # evict KEY (writers in another namespace need its room): the
         # daemon's delete notification for it waits for ns's lock
-        files = []
         for i in range(4):
             f = open(os.path.join(other, ".t%d" % i), "wb")
             self.addCleanup(close_quietly, f)
             f.write(b"o" * (800 << 10))
             f.flush()
-            files.append(f)
         time.sleep(0.5)
+        return d, log, th
+
+    def test_killed_while_invalidating(self):
+        d, log, th = self.stuck("l3_timeout_ms=8000")
         d.send_signal(signal.SIGKILL)
         try:
             d.wait(10)
@@ -235,36 +240,7 @@ class StuckInvalidationTest(unittest.TestCase):
         stop's quiescing bound (10 s: the lookup waits on a stopped L3 for
         up to 15 s): kvfs-mount aborts its FUSE connection, says so, and
         exits 1; before, a stop caught here never ended."""
-        before = os.stat(self.mnt).st_dev
-        log = tempfile.TemporaryFile()
-        self.addCleanup(log.close)
-        d = subprocess.Popen(
-            [BIN, "-f", "-o", "l1_size=4M,max_chunk=1M,l3=redis://127.0.0.1:"
-             "%d,l3_timeout_ms=15000,fuse_uring=off" % self.port, self.mnt],
-            stderr=log)
-        self.assertTrue(wait_for(lambda: d.poll() is not None or
-                                 os.stat(self.mnt).st_dev != before))
-        ns = os.path.join(self.mnt, "ns")
-        other = os.path.join(self.mnt, "other")
-        os.mkdir(ns)
-        os.mkdir(other)
-        with open(os.path.join(ns, KEY), "wb") as f:
-            f.write(b"k" * (1 << 20))
-        os.stat(os.path.join(ns, KEY))  # the kernel holds its name
-        time.sleep(1)                   # L3 connected
-        self.redis.send_signal(signal.SIGSTOP)
-        missing = os.path.join(ns, "e" * 32)
-        th = threading.Thread(target=lambda: os.path.exists(missing),
-                              daemon=True)
-        th.start()
-        time.sleep(0.5)
-        self.assertTrue(th.is_alive(), "the lookup did not wait on L3")
-        for i in range(4):  # evict KEY: its delete notification waits
-            f = open(os.path.join(other, ".t%d" % i), "wb")
-            self.addCleanup(close_quietly, f)
-            f.write(b"o" * (800 << 10))
-            f.flush()
-        time.sleep(0.5)
+        d, log, th = self.stuck("l3_timeout_ms=15000,fuse_uring=off")
         t0 = time.monotonic()
         d.send_signal(signal.SIGTERM)
         try:
