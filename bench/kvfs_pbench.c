@@ -4,10 +4,13 @@
  *
  * Mounts kvfs (kvfs-mount -f in the background, with a deadline), makes a
  * directory on /dev/shm (tmpfs), writes the same chunks to both, then for
- * 2 MiB and 256 KiB chunks and 1 and 2 threads runs rounds of four reader
+ * 2 MiB and 256 KiB chunks and 1 and 2 threads runs rounds of five reader
  * processes, in an order that rotates every round: plain reads of kvfs,
- * the same reads with LD_PRELOAD=libkvfs_preload.so (served from memory,
- * and KVFS_PRELOAD=memfd), and plain reads of tmpfs. Each reader is this program run again (--reader), so the preload
+ * the same reads with LD_PRELOAD=libkvfs_preload.so (served from memory
+ * after a GET at the open; with KVFS_PRELOAD_READS=lazy, "preload lazy",
+ * one GET at the read straight into the reader's buffer; and
+ * KVFS_PRELOAD=memfd), and plain reads of tmpfs. Each reader is this
+ * program run again (--reader), so the preload
  * is loaded exactly where it is measured; it opens, reads the chunk's size
  * and closes every file once, checks each chunk's stamp, and prints its
  * time. Medians per mode; the targets of issue 26 for the plain read path
@@ -313,6 +316,7 @@ static double run_reader(enum mode m, const char *dir, size_t size,
 			unsetenv("LD_PRELOAD");
 		setenv("KVFS_PRELOAD", m == M_MEMFD ? "memfd" : "1", 1);
 		setenv("KVFS_PRELOAD_WRITES", m == M_LAZY ? "lazy" : "1", 1);
+		setenv("KVFS_PRELOAD_READS", m == M_LAZY ? "lazy" : "0", 1);
 		execl(self_path, self_path, role, dir, ssize, sn, st,
 		      (char *)NULL);
 		_exit(127);
@@ -371,10 +375,10 @@ static double run_rows(bool write, size_t size, unsigned n, unsigned th,
 {
 	static const enum mode wmodes[] = { M_PLAIN, M_PRELOAD, M_LAZY, M_TMPFS,
 					    M_BASE };
-	static const enum mode rmodes[] = { M_PLAIN, M_PRELOAD, M_MEMFD, M_TMPFS,
-					    M_BASE };
+	static const enum mode rmodes[] = { M_PLAIN, M_PRELOAD, M_LAZY,
+					    M_MEMFD, M_TMPFS, M_BASE };
 	const enum mode *modes = write ? wmodes : rmodes;
-	unsigned nm = 4 + (base_lib ? 1 : 0);
+	unsigned nm = (write ? 4 : 5) + (base_lib ? 1 : 0);
 	double t[M_COUNT][MAX_ROUNDS], med[M_COUNT];
 	const char *sz = size == (2u << 20) ? "2 MiB" : "256 KiB";
 	char dir[PATH_MAX + 64];

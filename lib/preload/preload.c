@@ -111,6 +111,8 @@ static int enabled = -1;     /* -1 until read, else OFF / SERVE_* */
 static uint64_t max_bytes;   /* KVFS_PRELOAD_MAX */
 static bool writes;          /* KVFS_PRELOAD_WRITES (default on) */
 static bool lazy;            /* KVFS_PRELOAD_WRITES=lazy: no LOOKUP at open */
+static bool lazy_reads;      /* KVFS_PRELOAD_READS=lazy: the GET at the
+			      * first read, into the caller's buffer */
 static bool sandbox_ok;      /* KVFS_PRELOAD_SANDBOXED=1 */
 
 static void read_env(void)
@@ -129,6 +131,8 @@ static void read_env(void)
 	w = getenv("KVFS_PRELOAD_WRITES");
 	writes = !(w && strcmp(w, "0") == 0);
 	lazy = w && strcmp(w, "lazy") == 0;
+	w = getenv("KVFS_PRELOAD_READS");
+	lazy_reads = w && strcmp(w, "lazy") == 0;
 	w = getenv("KVFS_PRELOAD_SANDBOXED");
 	sandbox_ok = w && strcmp(w, "1") == 0;
 	pl_wr_set_max(max_bytes);
@@ -469,6 +473,28 @@ static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t *size,
 	return pl_fd_serve(c, flags);
 }
 
+/* KVFS_PRELOAD_READS=lazy: a chunk of a key namespace served without its
+ * bytes yet (pl_fill, pl_lazy_get fetch them when a call needs them):
+ * the open asks the daemon nothing. Returns the fd, or -1. */
+static int get_lazy(const struct kvfs_key *key, const struct stat *nsst,
+		    const struct src *src, int flags)
+{
+	struct pl_chunk *c = pl_chunk_new(0);
+
+	if (!c)
+		return -1;
+	if (describe(c, src, flags)) {
+		pl_chunk_free(c);
+		return -1;
+	}
+	c->size = (uint64_t)src->st->st_size;
+	c->key = *key;
+	c->ns_dev = nsst->st_dev;
+	c->ns_ino = nsst->st_ino;
+	c->lazy = 1;
+	return pl_fd_serve(c, flags);
+}
+
 /* The memfd as the caller asked for it: reopened read-only (so a write is
  * EBADF and F_GETFL says O_RDONLY, as for the chunk), with O_CLOEXEC and
  * O_NONBLOCK as asked, at mfd's number (the lowest free at the open, as
@@ -582,6 +608,23 @@ static void ns_forget(const struct stat *st, bool gone, bool stale)
 	pthread_rwlock_unlock(&lock);
 }
 
+long pl_lazy_get(const struct pl_chunk *c, void *buf, uint64_t cap)
+{
+	struct stat nsst = { .st_dev = c->ns_dev, .st_ino = c->ns_ino };
+	struct ns_slot *s;
+	uint64_t size = 0;
+	bool gone = false, stale = false;
+	long n = -1;
+
+	pthread_rwlock_rdlock(&lock);
+	s = ns_find(c->ns_dev, c->ns_ino);
+	if (ns_live(s, NS_KEYS, &stale))
+		n = get_into(s->fd, &c->key, buf, cap, &size, &gone, NULL);
+	pthread_rwlock_unlock(&lock);
+	ns_forget(&nsst, gone, stale);
+	return n;
+}
+
 /*
  * A read-only open of a chunk of a key namespace, or a new one for
  * writing, dir (st) being the directory of its name. Returns the fd, or
@@ -625,7 +668,9 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 	}
 	src = (struct src){ .st = &fst, .dir = s->path, .below = name,
 			    .mnt_id = s->mnt_id, .keyns = true };
-	if (kind == SERVE_MEM) {
+	if (kind == SERVE_MEM && lazy_reads) {
+		mfd = get_lazy(key, st, &src, flags);
+	} else if (kind == SERVE_MEM) {
 		mfd = get_mem(nsfd, key, &size, &gone, &src, flags);
 	} else {
 		mfd = get_memfd(nsfd, key, (uint64_t)fst.st_size, &size,

@@ -119,6 +119,7 @@ struct pl_chunk *pl_chunk_new(size_t cap)
 	}
 	c->cap = cap;
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->fill_mu, NULL);
 	return c;
 }
 
@@ -147,6 +148,7 @@ void pl_chunk_free(struct pl_chunk *c)
 	free(c->wr);
 	free(c->path);
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->fill_mu);
 	free(c);
 }
 
@@ -429,27 +431,34 @@ static ssize_t refuse(struct pl_chunk *c)
 	return -1;
 }
 
-/* Copies up to n bytes at off into buf; returns how many, or -1 (the
- * caller's EFAULT) for a buffer below the lowest mappable address (NULL
- * and near it; any other unmapped buffer faults in memcpy: README,
- * "Limits"). */
+/* Copies up to n bytes at off into buf; returns how many, or -1 with
+ * errno: EFAULT for a buffer below the lowest mappable address (NULL and
+ * near it; any other unmapped buffer faults in memcpy: README,
+ * "Limits"), or, for a lazy chunk, why its bytes could not be had
+ * (pl_lazy_copy). */
 static ssize_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
 {
 	if (off < 0 || (uint64_t)off >= c->size || !n)
 		return 0;
 	if (n > c->size - (uint64_t)off)
 		n = (size_t)(c->size - (uint64_t)off);
-	if ((uintptr_t)buf < min_addr)
+	if ((uintptr_t)buf < min_addr) {
+		errno = EFAULT;
 		return -1;
+	}
+	if (c->lazy && !atomic_load_explicit(&c->filled, memory_order_acquire))
+		return pl_lazy_copy(c, buf, n, off);
 	memcpy(buf, c->buf + off, n);
 	return (ssize_t)n;
 }
 
-/* r, and EFAULT where r is copy_at's -1 */
-static ssize_t efault(ssize_t r)
+/* Drops the call's reference to c and returns r, errno kept. */
+static ssize_t put_ret(struct pl_chunk *c, ssize_t r)
 {
-	if (r < 0)
-		errno = EFAULT;
+	int err = errno;
+
+	pl_put(c);
+	errno = err;
 	return r;
 }
 
@@ -466,8 +475,7 @@ static ssize_t read_common(int fd, struct pl_chunk *c, void *buf, size_t n)
 	if (k > 0)
 		c->off += (off_t)k;
 	pthread_mutex_unlock(&c->lock);
-	pl_put(c);
-	return efault(k);
+	return put_ret(c, k);
 }
 
 AT_OFFSET(ssize_t, read, (int fd, void *buf, size_t n), (fd, buf, n),
@@ -486,8 +494,7 @@ static ssize_t pread_common(struct pl_chunk *c, void *buf, size_t n,
 		return -1;
 	}
 	k = copy_at(c, buf, n, off);
-	pl_put(c);
-	return efault(k);
+	return put_ret(c, k);
 }
 
 /* name(params): the expression served on a served fd (c holds a reference
@@ -532,7 +539,7 @@ static ssize_t vec_common(int fd, struct pl_chunk *c, const struct iovec *iov,
 		ssize_t k = copy_at(c, iov[i].iov_base, iov[i].iov_len,
 				    off + (off_t)total);
 
-		if (k < 0) { /* EFAULT, unless bytes came before */
+		if (k < 0) { /* the error, unless bytes came before */
 			fault = !total;
 			break;
 		}
@@ -543,8 +550,7 @@ static ssize_t vec_common(int fd, struct pl_chunk *c, const struct iovec *iov,
 	if (cur)
 		c->off += (off_t)total;
 	pthread_mutex_unlock(&c->lock);
-	pl_put(c);
-	return efault(fault ? -1 : (ssize_t)total);
+	return put_ret(c, fault ? -1 : (ssize_t)total);
 }
 
 AT_OFFSET(ssize_t, readv, (int fd, const struct iovec *iov, int cnt),
@@ -1064,8 +1070,7 @@ static void *mmap_common(struct pl_chunk *c, void *addr, size_t len,
 	p = r_mmap(addr, len, PROT_READ | PROT_WRITE,
 		   (flags & ~MAP_TYPE) | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p != MAP_FAILED) {
-		copy_at(c, p, len, off);
-		if (mprotect(p, len, prot)) {
+		if (copy_at(c, p, len, off) < 0 || mprotect(p, len, prot)) {
 			int err = errno;
 
 			munmap(p, len);
@@ -1073,7 +1078,7 @@ static void *mmap_common(struct pl_chunk *c, void *addr, size_t len,
 			p = MAP_FAILED;
 		}
 	}
-	pl_put(c);
+	put_ret(c, 0);
 	return p;
 }
 

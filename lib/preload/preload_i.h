@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -92,7 +93,39 @@ struct pl_chunk {
 	uint64_t sum;         /* XXH3-64 of the bytes (user.kvfs.checksum),
 			       * when has_sum: pl_realize's version check */
 	int has_sum;
+	/* KVFS_PRELOAD_READS=lazy (a key namespace's chunk): the bytes are
+	 * fetched at the first call that needs them, not at the open; a
+	 * read of the whole chunk at offset 0 is one GET straight into the
+	 * caller's buffer (buf stays NULL), any other call fills buf
+	 * first (pl_fill) */
+	int lazy;
+	atomic_int filled;    /* buf holds the size bytes (set once, under
+			       * fill_mu, release) */
+	pthread_mutex_t fill_mu;
+	struct kvfs_key key;  /* the chunk's key, for the GET */
+	dev_t ns_dev;         /* its namespace directory (preload.c's */
+	ino_t ns_ino;         /* table of them: the GET's fd) */
 };
+
+/* pl_lazy_get - one GET of lazy chunk c's key into [buf, buf + cap) on
+ * its namespace's fd (the library's table of namespaces; none there any
+ * more: -1). Returns the bytes the daemon copied, or -1. (preload.c) */
+long pl_lazy_get(const struct pl_chunk *c, void *buf, uint64_t cap);
+
+/* pl_fill - gives lazy chunk c its bytes in buf (no-op for any other, or
+ * once filled): pl_lazy_get into a buffer of pl_buf_get, else, where the
+ * GET could not copy exactly c->size bytes (a miss, a refused GET), the
+ * real file at c->path read through the kernel (a key's bytes are the
+ * key's, whichever copy). Returns 0, or -1 with errno: ESTALE when the
+ * chunk is gone (removed or evicted since the open), else the real
+ * open's or read's. (preload_fd.c) */
+int pl_fill(struct pl_chunk *c);
+
+/* pl_lazy_copy - copy_at of a lazy chunk not filled yet: n bytes at off
+ * (within the chunk) into buf; the whole chunk at 0 by one GET into buf,
+ * else pl_fill and a copy. Returns n, or -1 with errno (EFAULT: buf is
+ * not the caller's writable memory; else pl_fill's). (preload_lazy.c) */
+ssize_t pl_lazy_copy(struct pl_chunk *c, void *buf, size_t n, off_t off);
 
 /* pl_buf_get - a buffer of at least *cap bytes (its room in *cap): a
  * 2 MiB-aligned THP mapping of its own (from a pool of freed ones) above

@@ -63,9 +63,17 @@ int pl_to_memfd(int fd, struct pl_chunk *c)
 
 	REAL(openat);
 	REAL(close);
-	mfd = memfd_create("kvfs-preload", MFD_CLOEXEC);
-	if (mfd < 0)
+	if (pl_fill(c)) { /* a lazy chunk's bytes, first */
+		if (meta)
+			pl_chunk_free(meta);
 		return -1;
+	}
+	mfd = memfd_create("kvfs-preload", MFD_CLOEXEC);
+	if (mfd < 0) {
+		if (meta)
+			pl_chunk_free(meta);
+		return -1;
+	}
 	if (pl_chunk_write(mfd, c) == 0) {
 		snprintf(p, sizeof(p), "/proc/self/fd/%d", mfd);
 		rfd = r_openat(AT_FDCWD, p, O_RDONLY | O_CLOEXEC);
@@ -101,6 +109,8 @@ static int served_sum(int fd, struct pl_chunk *c, uint64_t *sum)
 	pthread_mutex_unlock(&c->lock);
 	if (has)
 		return 0;
+	if (pl_fill(c)) /* a lazy chunk's bytes, first */
+		return -1;
 	if (!c->memfd) {
 		s = XXH3_64bits(c->buf, c->size);
 	} else {
@@ -262,7 +272,7 @@ int pl_fd_reopen(const char *path, int flags, int served_flags)
 	/* a new open of the same version, read-only: its own copy and
 	 * offset, as the kernel's reopen is a new description */
 	if ((flags & O_ACCMODE) == O_RDONLY && !(flags & ~served_flags) &&
-	    (n = chunk_like(c, c->size)) != NULL) {
+	    !pl_fill(c) && (n = chunk_like(c, c->size)) != NULL) {
 		memcpy(n->buf, c->buf, c->size);
 		n->size = c->size;
 		n->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);

@@ -3,11 +3,12 @@
 # this finds the library (PRELOAD: KVFS_PRELOAD_LIB, else the plain
 # build's libkvfs_preload.so) and the tools (exits 1 or 77), makes tmp
 # (0755, for other uids), and gives the TAP helpers ok / bad / check DESC
-# CMD... (fails, n: the count), stat NAME (a counter of $tmp/m/.kvfs/stats
+# CMD... (fails, n: the count), pyrun DESC CMD..., stat NAME (a counter of $tmp/m/.kvfs/stats
 # by dotted path: requests.open) and pre CMD... (CMD with LD_PRELOAD).
 # preload_mount mounts $tmp/m (l1_size=64M, allow_other as root: checks
 # run as another uid) with an EXIT trap that unmounts it and removes tmp;
-# a caller that mounts otherwise sets its own trap. The caller ends with
+# a caller that mounts otherwise sets its own trap; preload_chunks (below)
+# writes three chunks. The caller ends with
 # `echo "1..$n"; [ "$fails" = 0 ]`.
 # shellcheck shell=bash
 PY=/usr/bin/python3
@@ -43,6 +44,16 @@ for k in sys.argv[2].split("."):
 print(v)' "$tmp/m/.kvfs/stats" "$1"
 }
 pre() { LD_PRELOAD=$PRELOAD "$@"; }
+# pyrun DESC CMD... (a Python script on stdin, as CMD's): its output as
+# TAP comments, ok when it exits 0
+pyrun() {
+	local d=$1 out rc
+	shift
+	out=$("$@" 2>&1)
+	rc=$?
+	printf '%s\n' "$out" | sed 's/^/  # /'
+	if [ "$rc" = 0 ]; then ok "$d"; else bad "$d"; fi
+}
 preload_cleanup() {
 	kvfs_sh_umount "$tmp/m" || echo "not ok - daemon lingered"
 	rm -rf "$tmp"
@@ -52,4 +63,19 @@ preload_mount() {
 	[ "$(id -u)" = 0 ] && opts=$opts,allow_other
 	trap preload_cleanup EXIT
 	kvfs_sh_mount "$tmp/m" -o "$opts"
+}
+# preload_chunks: after preload_mount, the key namespace ns=$tmp/m/ns with
+# three chunks of random bytes, their copies in $tmp/k1..k3: K1 (2 MiB),
+# K2 (256 KiB), K3 (1,000 bytes).
+preload_chunks() {
+	ns=$tmp/m/ns
+	K1=0123456789abcdef0123456789abcdef
+	K2=00000000000000000000000000000002
+	K3=00000000000000000000000000000003
+	mkdir "$ns" || return 1
+	head -c 2097152 /dev/urandom >"$tmp/k1" &&
+		head -c 262144 /dev/urandom >"$tmp/k2" &&
+		head -c 1000 /dev/urandom >"$tmp/k3" &&
+		cp "$tmp/k1" "$ns/$K1" && cp "$tmp/k2" "$ns/$K2" &&
+		cp "$tmp/k3" "$ns/$K3"
 }

@@ -13,18 +13,8 @@ T=test_preload
 # shellcheck source=tests/sh/preload_test.sh
 . "$(dirname "$0")/preload_test.sh"
 preload_mount || exit 1
-ns=$tmp/m/ns
-mkdir "$ns" || exit 1
-K1=0123456789abcdef0123456789abcdef # 2 MiB
-K2=00000000000000000000000000000002 # 256 KiB
-K3=00000000000000000000000000000003 # 1,000 bytes
+preload_chunks || exit 1 # $ns: K1 2 MiB, K2 256 KiB, K3 1,000 bytes
 MISS=ffffffffffffffffffffffffffffffff
-head -c 2097152 /dev/urandom >"$tmp/k1"
-head -c 262144 /dev/urandom >"$tmp/k2"
-head -c 1000 /dev/urandom >"$tmp/k3"
-for k in 1 2 3; do
-	eval "cp \"\$tmp/k$k\" \"\$ns/\$K$k\"" || exit 1
-done
 
 # --- served: exact bytes, one GET per open, no FUSE open/read
 gets0=$(stat ioctl.xfer.gets) open0=$(stat requests.open)

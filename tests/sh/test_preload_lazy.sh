@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# test_preload_lazy.sh - KVFS_PRELOAD_READS=lazy (lib/preload/preload_lazy.c)
+# against a real mount: an open of a key namespace's chunk asks the
+# daemon nothing (ioctl.xfer.gets and requests.open do not move); a read
+# of the whole chunk is one KVFS_IOC_GET straight into the caller's
+# buffer; partial reads, seeks, pread, readv, mmap, dup, numpy and cat
+# read exactly the published bytes (one more GET fills the library's
+# copy, once); threads agree; a chunk removed between the open and the
+# first read is ESTALE, never other bytes, and a key written again is
+# served; where no GET can be made at the read (the library's namespace
+# fd dup2'd over) the kernel's reads serve the bytes instead; a path
+# namespace's file is still fetched at its open (its version pinned).
+set -u
+T=test_preload_lazy
+# shellcheck source=tests/sh/preload_test.sh
+. "$(dirname "$0")/preload_test.sh"
+preload_mount || exit 1
+preload_chunks || exit 1 # $ns: K1 2 MiB, K2 256 KiB, K3 1,000 bytes
+lazy() { KVFS_PRELOAD_READS=lazy LD_PRELOAD=$PRELOAD "$@"; }
+
+# --- the GETs: none at the open, one per whole read
+open0=$(stat requests.open)
+read0=$(stat requests.read)
+pyrun "lazy: no GET at the open, one per whole read, one fill" \
+	lazy "$PY" - "$ns" "$tmp" "$K1" "$K2" "$K3" <<'EOF'
+import json, os, sys
+ns, tmp, keys = sys.argv[1], sys.argv[2], sys.argv[3:6]
+want = [open(f"{tmp}/k{i + 1}", "rb").read() for i in range(3)]
+stats = f"{ns}/../.kvfs/stats"
+def gets():
+    with open(stats) as f:
+        return json.load(f)["ioctl"]["xfer"]["gets"]
+fails = []
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        fails.append(what)
+g0 = gets()
+fds = [os.open(f"{ns}/{k}", os.O_RDONLY) for k in keys]
+check(gets() == g0, "three opens: no GET")
+check([os.fstat(fd).st_size for fd in fds] == [len(w) for w in want],
+      "fstat of an fd not read yet: the chunk's size")
+for fd, w in zip(fds, want):
+    check(os.read(fd, len(w) + 1) == w, f"a whole read of {len(w)} bytes")
+check(gets() == g0 + 3, f"three whole reads: three GETs ({gets() - g0})")
+check(all(os.read(fd, 10) == b"" for fd in fds), "then end of file")
+check(os.pread(fds[0], 16, 100) == want[0][100:116],
+      "a pread after the whole read")
+check(os.pread(fds[0], 16, 200) == want[0][200:216], "another pread")
+check(gets() == g0 + 4, f"the library's copy filled once ({gets() - g0})")
+for fd in fds:
+    os.close(fd)
+sys.exit(1 if fails else 0)
+EOF
+if [ "$(stat requests.open)" = "$open0" ] && [ "$(stat requests.read)" = "$read0" ]; then
+	ok "lazy: requests.open and requests.read did not move"
+else
+	bad "lazy: requests.open $open0 -> $(stat requests.open), read $read0 -> $(stat requests.read)"
+fi
+
+# --- every way of reading: exact bytes
+check "lazy: cat of a 2 MiB chunk (128 KiB reads): exact bytes" \
+	cmp <(lazy cat "$ns/$K1") "$tmp/k1"
+check "lazy: cat of a 1,000-byte chunk: exact bytes" \
+	cmp <(lazy cat "$ns/$K3") "$tmp/k3"
+pyrun "lazy, python: read/partial/seek/pread/readv/mmap/dup/numpy/threads" \
+	lazy "$PY" - "$ns" "$tmp" "$K1" "$K2" "$K3" <<'EOF'
+import mmap, os, sys, threading
+ns, tmp, keys = sys.argv[1], sys.argv[2], sys.argv[3:6]
+want = [open(f"{tmp}/k{i + 1}", "rb").read() for i in range(3)]
+fails = []
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        fails.append(what)
+for k, w in zip(keys, want):
+    p = f"{ns}/{k}"
+    with open(p, "rb") as f:
+        check(f.read() == w, f"open().read() of {len(w)} bytes")
+    with open(p, "rb") as f:  # the first read a part: the copy filled
+        check(f.read(100) == w[:100], "a first read of 100 bytes")
+        check(f.read() == w[100:], "the rest")
+    with open(p, "rb") as f:
+        f.seek(len(w) // 2)
+        check(f.read(100) == w[len(w) // 2:len(w) // 2 + 100], "seek+read")
+    fd = os.open(p, os.O_RDONLY)
+    check(os.pread(fd, 10, 5) == w[5:15], "a first pread")
+    os.close(fd)
+    fd = os.open(p, os.O_RDONLY)
+    a, b = bytearray(7), bytearray(len(w))
+    check(os.readv(fd, [a, b]) == len(w) and bytes(a + b)[:len(w)] == w,
+          "a first readv of two buffers")
+    os.close(fd)
+    fd = os.open(p, os.O_RDONLY)
+    with mmap.mmap(fd, 0, prot=mmap.PROT_READ) as m:
+        check(m[:] == w, "a first mmap")
+    os.close(fd)
+    fd = os.open(p, os.O_RDONLY)
+    d = os.dup(fd)
+    check(os.read(d, len(w)) == w and os.read(fd, 1) == b"",
+          "a dup shares the offset the whole read moved")
+    os.close(d)
+    os.close(fd)
+try:
+    import numpy as np
+    a = np.fromfile(f"{ns}/{keys[0]}", dtype=np.uint8)
+    check(a.tobytes() == want[0], "numpy.fromfile")
+except ImportError:
+    print("skip: numpy not installed")
+bad = []
+def worker(r):
+    for i in range(50):
+        j = (i + r) % 3
+        with open(f"{ns}/{keys[j]}", "rb") as f:
+            if (f.read() if i % 2 else f.read(333) + f.read()) != want[j]:
+                bad.append(j)
+th = [threading.Thread(target=worker, args=(r,)) for r in range(4)]
+[t.start() for t in th]
+[t.join() for t in th]
+check(not bad, "4 threads x 50 opens, whole and partial reads: exact bytes")
+# one fd, many threads' first preads at once: one fill, the same bytes
+fd = os.open(f"{ns}/{keys[1]}", os.O_RDONLY)
+got = []
+def pr(off):
+    got.append(os.pread(fd, 4096, off) == want[1][off:off + 4096])
+th = [threading.Thread(target=pr, args=(o * 4096,)) for o in range(8)]
+[t.start() for t in th]
+[t.join() for t in th]
+os.close(fd)
+check(len(got) == 8 and all(got), "8 threads' first preads of one fd")
+sys.exit(1 if fails else 0)
+EOF
+
+# --- gone between the open and the first read: ESTALE, never other bytes
+pyrun "lazy: unlinked before the first read: ESTALE; written again: served" \
+	lazy "$PY" - "$ns" "$tmp" "$K3" <<'EOF'
+import errno, os, shutil, sys
+ns, tmp, key = sys.argv[1], sys.argv[2], sys.argv[3]
+want = open(f"{tmp}/k3", "rb").read()
+p = f"{ns}/{key}"
+fails = []
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        fails.append(what)
+fd = os.open(p, os.O_RDONLY)
+os.unlink(p)
+for how in ("read", "pread"):
+    try:
+        r = os.read(fd, 4096) if how == "read" else os.pread(fd, 10, 0)
+        check(False, f"a {how} after the unlink fails ({len(r)} bytes)")
+    except OSError as e:
+        check(e.errno == errno.ESTALE, f"a {how} after the unlink: ESTALE ({e})")
+os.close(fd)
+fd = os.open(f"{tmp}/k3", os.O_RDONLY)  # not kvfs: the real call
+check(os.read(fd, 5) == want[:5], "a file elsewhere is untouched")
+os.close(fd)
+# the key written again before the read: its bytes are the key's
+shutil.copyfile(f"{tmp}/k3", p)
+fd = os.open(p, os.O_RDONLY)
+os.unlink(p)
+shutil.copyfile(f"{tmp}/k3", p)
+check(os.read(fd, 4096) == want, "the key written again: served")
+os.close(fd)
+sys.exit(1 if fails else 0)
+EOF
+
+# --- no GET possible at the read (the library's namespace fd taken over
+# by the program's dup2): the kernel's reads serve the bytes
+read1=$(stat requests.read)
+pyrun "lazy, the namespace fd dup2'd over before the read: exact bytes" \
+	lazy "$PY" - "$ns" "$tmp" "$K2" <<'EOF'
+import os, sys
+ns, tmp, key = sys.argv[1], sys.argv[2], sys.argv[3]
+want = open(f"{tmp}/k2", "rb").read()
+fd = os.open(f"{ns}/{key}", os.O_RDONLY)
+nsfd = [int(f) for f in os.listdir("/proc/self/fd")
+        if os.path.realpath(f"/proc/self/fd/{f}") == os.path.realpath(ns)]
+print("namespace fds", nsfd)
+other = os.open(f"{tmp}/k1", os.O_RDONLY)
+for n in nsfd:
+    os.dup2(other, n)
+got = os.read(fd, len(want) + 1)
+os.close(fd)
+print("exact" if got == want else f"WRONG: {len(got)} bytes")
+sys.exit(0 if nsfd and got == want else 1)
+EOF
+if [ "$(stat requests.read)" -gt "$read1" ]; then
+	ok "those bytes came through the kernel (requests.read moved)"
+else
+	bad "requests.read did not move: where did the bytes come from?"
+fi
+
+# --- a path namespace's file: fetched at the open (its version pinned)
+pns=$tmp/m/pns
+mkdir "$pns" &&
+	"$PY" -c 'import os, sys; os.setxattr(sys.argv[1], "user.kvfs.names", b"paths")' "$pns" &&
+	printf 'version one' >"$pns/f.bin" || exit 1
+pyrun "lazy, a path namespace: the version open saw, not the rewrite" \
+	lazy "$PY" - "$pns/f.bin" <<'EOF'
+import os, sys
+p = sys.argv[1]
+fd = os.open(p, os.O_RDONLY)
+with open(p, "wb") as f:  # O_TRUNC: a new version of the same name
+    f.write(b"version two")
+r = os.read(fd, 100)
+os.close(fd)
+print(r)
+sys.exit(0 if r == b"version one" else 1)
+EOF
+
+echo "1..$n"
+[ "$fails" = 0 ]
