@@ -77,6 +77,19 @@ static void atfork_unlock(void)
 static void atfork_child(void)
 {
 	owner = getpid();
+	/* the child's one thread: a chunk's lock another thread held at
+	 * the fork (a read of a served fd in flight, a lazy chunk's GET
+	 * among them) would stay held for ever, and the child's reads and
+	 * its exec (which hands inherited readers over to the real files)
+	 * would wait on it; what it guarded is as that thread left it (an
+	 * offset it had not moved yet: the child reads those bytes again) */
+	for (int fd = 0; fd < TAB_MAX; fd++) {
+		struct pl_chunk *c = atomic_load_explicit(&tab[fd],
+							  memory_order_relaxed);
+
+		if (c)
+			pthread_mutex_init(&c->lock, NULL);
+	}
 	atfork_unlock();
 }
 
@@ -119,7 +132,6 @@ struct pl_chunk *pl_chunk_new(size_t cap)
 	}
 	c->cap = cap;
 	pthread_mutex_init(&c->lock, NULL);
-	pthread_mutex_init(&c->fill_mu, NULL);
 	return c;
 }
 
@@ -148,7 +160,10 @@ void pl_chunk_free(struct pl_chunk *c)
 	free(c->wr);
 	free(c->path);
 	pthread_mutex_destroy(&c->lock);
-	pthread_mutex_destroy(&c->fill_mu);
+	if (c->fill) {
+		pl_buf_put(c->fill->buf, c->fill->cap);
+		free(c->fill);
+	}
 	free(c);
 }
 
@@ -446,9 +461,9 @@ static ssize_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
 		errno = EFAULT;
 		return -1;
 	}
-	if (c->lazy && !atomic_load_explicit(&c->filled, memory_order_acquire))
+	if (c->lazy && !pl_bytes(c))
 		return pl_lazy_copy(c, buf, n, off);
-	memcpy(buf, c->buf + off, n);
+	memcpy(buf, pl_bytes(c) + off, n);
 	return (ssize_t)n;
 }
 
@@ -957,7 +972,7 @@ int pl_chunk_write(int fd, const struct pl_chunk *c)
 {
 	REAL(pwrite);
 	for (uint64_t done = 0; done < c->size;) {
-		ssize_t k = r_pwrite(fd, c->buf + done, c->size - done,
+		ssize_t k = r_pwrite(fd, pl_bytes(c) + done, c->size - done,
 				     (off_t)done);
 
 		if (k < 0 && errno == EINTR)

@@ -54,6 +54,12 @@ struct pl_wr {
 			       * fd limit...): the child dooms its copy */
 };
 
+/* A lazy chunk's copy of its bytes (pl_fill). */
+struct pl_fill {
+	char *buf;            /* cap bytes from pl_buf_get, the chunk's first */
+	size_t cap;
+};
+
 /*
  * A chunk served from memory: its bytes, copied by one KVFS_IOC_GET, and
  * the offset its descriptors share (dup'ed descriptors share one, as for
@@ -96,12 +102,12 @@ struct pl_chunk {
 	/* KVFS_PRELOAD_READS=lazy (a key namespace's chunk): the bytes are
 	 * fetched at the first call that needs them, not at the open; a
 	 * read of the whole chunk at offset 0 is one GET straight into the
-	 * caller's buffer (buf stays NULL), any other call fills buf
-	 * first (pl_fill) */
+	 * caller's buffer, any other call fills the chunk's copy first
+	 * (pl_fill; pl_bytes then finds it) */
 	int lazy;
-	atomic_int filled;    /* buf holds the size bytes (set once, under
-			       * fill_mu, release) */
-	pthread_mutex_t fill_mu;
+	struct pl_fill *_Atomic fill; /* the copy: set once (a compare and
+			       * exchange, no lock: a fork may land
+			       * anywhere), NULL until then */
 	struct kvfs_key key;  /* the chunk's key, for the GET */
 	dev_t ns_dev;         /* its namespace directory (preload.c's */
 	ino_t ns_ino;         /* table of them: the GET's fd) */
@@ -112,20 +118,35 @@ struct pl_chunk {
  * more: -1). Returns the bytes the daemon copied, or -1. (preload.c) */
 long pl_lazy_get(const struct pl_chunk *c, void *buf, uint64_t cap);
 
-/* pl_fill - gives lazy chunk c its bytes in buf (no-op for any other, or
- * once filled): pl_lazy_get into a buffer of pl_buf_get, else, where the
- * GET could not copy exactly c->size bytes (a miss, a refused GET), the
- * real file at c->path read through the kernel (a key's bytes are the
- * key's, whichever copy). Returns 0, or -1 with errno: ESTALE when the
- * chunk is gone (removed or evicted since the open), else the real
- * open's or read's. (preload_fd.c) */
+/* pl_fill - gives lazy chunk c its copy of the bytes (no-op for any
+ * other, or once it has one): pl_lazy_get into a buffer of pl_buf_get,
+ * else, where the GET could not copy exactly c->size bytes (a miss, a
+ * refused GET), the real file at c->path read through the kernel (a
+ * key's bytes are the key's, whichever copy). Threads filling one chunk
+ * at once each fetch; the first copy set is kept. Returns 0, or -1 with
+ * errno: ESTALE when the chunk is gone (removed or evicted since the
+ * open), ENOMEM, else the real open's or read's (EACCES: the process
+ * may no longer read it). (preload_lazy.c) */
 int pl_fill(struct pl_chunk *c);
 
-/* pl_lazy_copy - copy_at of a lazy chunk not filled yet: n bytes at off
- * (within the chunk) into buf; the whole chunk at 0 by one GET into buf,
- * else pl_fill and a copy. Returns n, or -1 with errno (EFAULT: buf is
- * not the caller's writable memory; else pl_fill's). (preload_lazy.c) */
+/* pl_lazy_copy - copy_at of a lazy chunk without its copy: n bytes at
+ * off (within the chunk) into buf; the whole chunk at 0 by one GET into
+ * buf, else (or where that GET did not copy it) pl_fill and a copy.
+ * Returns n, or -1 with pl_fill's errno. (preload_lazy.c) */
 ssize_t pl_lazy_copy(struct pl_chunk *c, void *buf, size_t n, off_t off);
+
+/* pl_bytes - where c's bytes are: a lazy chunk's copy (NULL before
+ * pl_fill), else its buffer. */
+static inline const char *pl_bytes(const struct pl_chunk *c)
+{
+	struct pl_fill *f;
+
+	if (!c->lazy)
+		return c->buf;
+	f = atomic_load_explicit(&((struct pl_chunk *)c)->fill,
+				 memory_order_acquire);
+	return f ? f->buf : NULL;
+}
 
 /* pl_buf_get - a buffer of at least *cap bytes (its room in *cap): a
  * 2 MiB-aligned THP mapping of its own (from a pool of freed ones) above

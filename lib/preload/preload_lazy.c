@@ -9,7 +9,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -55,55 +57,67 @@ static int fill_real(struct pl_chunk *c, char *p)
 	return err ? -1 : 0;
 }
 
+/* pl_fill, the GET first (get) or straight to the real file. */
+static int fill(struct pl_chunk *c, bool get)
+{
+	struct pl_fill *f, *none = NULL;
+	int err;
+
+	if (!c->lazy || atomic_load_explicit(&c->fill, memory_order_acquire))
+		return 0;
+	f = malloc(sizeof(*f));
+	if (!f) {
+		errno = ENOMEM;
+		return -1;
+	}
+	f->cap = (size_t)c->size;
+	f->buf = pl_buf_get(&f->cap);
+	if (!f->buf) {
+		free(f);
+		errno = ENOMEM;
+		return -1;
+	}
+	if ((!get || pl_lazy_get(c, f->buf, f->cap) != (long)c->size) &&
+	    fill_real(c, f->buf)) {
+		err = errno;
+		pl_buf_put(f->buf, f->cap);
+		free(f);
+		errno = err;
+		return -1;
+	}
+	/* no lock: a fork while one was held would leave it held in the
+	 * child for ever; where another thread's copy came first, this one
+	 * goes (the same key's bytes) */
+	if (!atomic_compare_exchange_strong_explicit(&c->fill, &none, f,
+						     memory_order_acq_rel,
+						     memory_order_acquire)) {
+		pl_buf_put(f->buf, f->cap);
+		free(f);
+	}
+	return 0;
+}
+
 int pl_fill(struct pl_chunk *c)
 {
-	size_t cap = (size_t)c->size;
-	int rc = 0;
-	char *p;
-
-	if (!c->lazy || atomic_load_explicit(&c->filled, memory_order_acquire))
-		return 0;
-	pthread_mutex_lock(&c->fill_mu);
-	if (atomic_load_explicit(&c->filled, memory_order_relaxed))
-		goto out;
-	p = pl_buf_get(&cap);
-	if (!p) {
-		errno = ENOMEM;
-		rc = -1;
-		goto out;
-	}
-	if (pl_lazy_get(c, p, cap) != (long)c->size && fill_real(c, p)) {
-		int err = errno;
-
-		pl_buf_put(p, cap);
-		errno = err;
-		rc = -1;
-		goto out;
-	}
-	c->buf = p;
-	c->cap = cap;
-	atomic_store_explicit(&c->filled, 1, memory_order_release);
-out:
-	pthread_mutex_unlock(&c->fill_mu);
-	return rc;
+	return fill(c, true);
 }
 
 ssize_t pl_lazy_copy(struct pl_chunk *c, void *buf, size_t n, off_t off)
 {
-	/* the whole chunk: one GET into the caller's buffer, exactly the
-	 * chunk's size (a larger chunk now is EMSGSIZE: nothing copied) */
-	if (off == 0 && n == c->size) {
-		long got = pl_lazy_get(c, buf, n);
+	bool get = true;
 
-		if (got == (long)n)
+	/* the whole chunk: one GET into the caller's buffer, exactly the
+	 * chunk's size (a larger chunk now is EMSGSIZE: nothing copied);
+	 * where it did not copy that, the GET is not tried again: the
+	 * kernel's reads (a miss is theirs to say; memory the daemon could
+	 * not write, a device's, is written here by memcpy) */
+	if (off == 0 && n == c->size) {
+		if (pl_lazy_get(c, buf, n) == (long)n)
 			return (ssize_t)n;
-		if (got == -EFAULT) {
-			errno = EFAULT;
-			return -1;
-		}
+		get = false;
 	}
-	if (pl_fill(c))
+	if (fill(c, get))
 		return -1;
-	memcpy(buf, c->buf + off, n);
+	memcpy(buf, pl_bytes(c) + off, n);
 	return (ssize_t)n;
 }

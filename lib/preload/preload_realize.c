@@ -112,7 +112,7 @@ static int served_sum(int fd, struct pl_chunk *c, uint64_t *sum)
 	if (pl_fill(c)) /* a lazy chunk's bytes, first */
 		return -1;
 	if (!c->memfd) {
-		s = XXH3_64bits(c->buf, c->size);
+		s = XXH3_64bits(pl_bytes(c), c->size);
 	} else {
 		REAL(fstat);
 		REAL(mmap);
@@ -273,7 +273,7 @@ int pl_fd_reopen(const char *path, int flags, int served_flags)
 	 * offset, as the kernel's reopen is a new description */
 	if ((flags & O_ACCMODE) == O_RDONLY && !(flags & ~served_flags) &&
 	    !pl_fill(c) && (n = chunk_like(c, c->size)) != NULL) {
-		memcpy(n->buf, c->buf, c->size);
+		memcpy(n->buf, pl_bytes(c), c->size);
 		n->size = c->size;
 		n->oflags = flags & (O_NONBLOCK | O_DIRECT | O_NOFOLLOW);
 		pl_put(c);
