@@ -49,6 +49,9 @@
  * atomic load) to let other fds through at once. */
 static pthread_mutex_t tab_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pl_chunk *_Atomic tab[TAB_MAX];
+/* one more than the highest fd ever served (set under tab_lock): what a
+ * walk of the whole table (a fork's child, exec) needs to look at */
+static atomic_int tab_top;
 static atomic_uint writers; /* chunks being written (pl_wr_each) */
 /* dup_lock: held across a dup2/dup3 onto a served number (the kernel's
  * call and the table's update), and by get() before it forgets an entry
@@ -83,7 +86,7 @@ static void atfork_child(void)
 	 * its exec (which hands inherited readers over to the real files)
 	 * would wait on it; what it guarded is as that thread left it (an
 	 * offset it had not moved yet: the child reads those bytes again) */
-	for (int fd = 0; fd < TAB_MAX; fd++) {
+	for (int fd = 0; fd < atomic_load(&tab_top); fd++) {
 		struct pl_chunk *c = atomic_load_explicit(&tab[fd],
 							  memory_order_relaxed);
 
@@ -281,6 +284,8 @@ static void add(int fd, struct pl_chunk *c)
 	pthread_mutex_lock(&tab_lock);
 	c->refs++;
 	old = atomic_exchange(&tab[fd], c);
+	if (fd >= atomic_load_explicit(&tab_top, memory_order_relaxed))
+		atomic_store(&tab_top, fd + 1);
 	pthread_mutex_unlock(&tab_lock);
 	if (old)
 		pl_put(old);
@@ -290,7 +295,9 @@ static void add(int fd, struct pl_chunk *c)
  * read from memory (!wr), c referenced for the call. */
 static void each(bool wr, void (*fn)(int fd, struct pl_chunk *c))
 {
-	for (int fd = 0; fd < TAB_MAX; fd++) {
+	int top = atomic_load(&tab_top);
+
+	for (int fd = 0; fd < top; fd++) {
 		struct pl_chunk *c = atomic_load_explicit(&tab[fd],
 							  memory_order_acquire);
 
@@ -911,8 +918,9 @@ EXPORT int close(int fd)
 static void close_served(unsigned lo, unsigned hi)
 {
 	int mine = -1; /* pl_table_mine(), asked at the first served fd */
+	unsigned top = (unsigned)atomic_load(&tab_top);
 
-	for (unsigned fd = lo; fd <= hi && fd < TAB_MAX; fd++) {
+	for (unsigned fd = lo; fd <= hi && fd < top; fd++) {
 		if (!atomic_load_explicit(&tab[fd], memory_order_acquire))
 			continue;
 		if (mine < 0)
@@ -1022,7 +1030,7 @@ int pl_take_place(int fd, struct pl_chunk *c, int rfd)
 	pthread_mutex_lock(&tab_lock);
 	refs = c->refs; /* the caller's, and one per other fd or call */
 	pthread_mutex_unlock(&tab_lock);
-	for (int i = 0; refs > 1 && i < TAB_MAX; i++) {
+	for (int i = 0; refs > 1 && i < atomic_load(&tab_top); i++) {
 		if (atomic_load_explicit(&tab[i], memory_order_acquire) != c)
 			continue;
 		fdfl = is_ours(i, c) ? r_fcntl(i, F_GETFD) : -1;
