@@ -234,9 +234,19 @@ static inline struct pl_chunk *ref(int fd, bool memfd)
 static __attribute__((noinline)) struct pl_chunk *
 get_stale(int fd, struct pl_chunk *c, bool memfd)
 {
-	pl_put(c);
-	if (!pl_table_mine())
+	if (!pl_table_mine()) {
+		pl_put(c);
 		return NULL;
+	}
+	/* a chunk being written whose fd another thread is settling
+	 * (preload_wr.c, settle_locked: c->lock held from the dup3 of the
+	 * real writer onto fd until its bytes and offset are in): the call
+	 * waits for that, so it writes after them, at the chunk's offset */
+	if (c->wr) {
+		pthread_mutex_lock(&c->lock);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pl_put(c);
 	pthread_mutex_lock(&dup_lock);
 	c = ref(fd, memfd);
 	if (c && !is_ours(fd, c)) {

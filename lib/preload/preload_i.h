@@ -45,6 +45,10 @@ struct pl_wr {
 	mode_t mode;          /* the open's mode (the kernel applies umask) */
 	int flags;            /* the open's flags */
 	int settled;          /* the fd is a real writer fd now */
+	int closed;           /* its close has been made (c->lock): a
+			       * settling after it (a fork's, racing the
+			       * close in another thread) does nothing, as
+			       * fd may be another file's by then */
 	int err;              /* a write failed (it could not be buffered
 			       * nor settled): never published, later
 			       * writes, the settling and close fail with

@@ -3,7 +3,7 @@
  * whose open asked the daemon nothing (preload.c's get_lazy). The first
  * read of the whole chunk at offset 0 is one KVFS_IOC_GET straight into
  * the caller's buffer (one copy: the daemon's); any other call that needs
- * the bytes fills the chunk's own buffer once (pl_fill) and is served
+ * the bytes fills the chunk's own copy once (pl_fill) and is served
  * from it as an eager chunk is. lib/preload/README.md, "Lazy reads".
  */
 #include <errno.h>

@@ -118,6 +118,10 @@ static int settle_locked(int fd, struct pl_chunk *c)
 	REAL(lseek);
 	if (w->settled)
 		return 0;
+	if (w->closed) { /* closed by another thread meanwhile */
+		errno = EBADF;
+		return -1;
+	}
 	if (w->err) { /* doomed: a real writer would publish the rest */
 		errno = w->err;
 		return -1;
@@ -129,16 +133,23 @@ static int settle_locked(int fd, struct pl_chunk *c)
 		       w->mode);
 	if (rfd < 0 || fdfl < 0)
 		goto fail;
-	/* before any byte: closing rfd (a FLUSH) publishes nothing */
+	/* before any byte: closing rfd (a FLUSH) publishes nothing. From
+	 * the dup3 on, fd is the real writer, but its entry stays in the
+	 * table until the buffered bytes are in and the offset is the
+	 * chunk's: another thread's call on fd finds fd is no longer the
+	 * socket and waits for c->lock (get_stale) before it writes, else
+	 * its write would land at offset 0 under the buffered bytes */
 	if (r_dup3(rfd, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
 		goto fail;
 	r_close(rfd);
 	w->settled = 1;
+	err = pl_chunk_write(fd, c) || r_lseek(fd, c->off, SEEK_SET) < 0 ?
+	      errno : 0;
 	pl_forget(fd);
-	if (pl_chunk_write(fd, c))
-		return -1; /* the writer is doomed: close says so */
-	if (r_lseek(fd, c->off, SEEK_SET) < 0)
+	if (err) { /* the writer is doomed: close says so */
+		errno = err;
 		return -1;
+	}
 	return 0;
 fail:
 	err = errno;
@@ -314,8 +325,11 @@ int pl_wr_close(int fd, struct pl_chunk *c)
 
 	REAL(close);
 	pthread_mutex_lock(&c->lock);
-	if (!c->wr->settled && c->wr->fork_err && c->wr->pid != getpid()) {
-		rc = 0; /* a fork's copy of the parent's chunk: not ours */
+	if (!c->wr->settled && c->wr->pid != getpid()) {
+		/* a fork's copy of the parent's chunk, settled or not by the
+		 * fork (one another thread opened while the fork settled the
+		 * others): the parent's to publish, never this copy */
+		rc = 0;
 	} else if (!c->wr->settled && c->wr->err) {
 		err = c->wr->err; /* doomed: nothing published */
 		rc = 0;
@@ -338,6 +352,7 @@ int pl_wr_close(int fd, struct pl_chunk *c)
 	 * namespace gone...): the kernel answers, as without the library */
 	if (rc < 0 && !c->wr->settled && settle_locked(fd, c))
 		err = errno;
+	c->wr->closed = 1;
 	pthread_mutex_unlock(&c->lock);
 	pl_put(c);
 	pl_forget(fd);
@@ -359,22 +374,39 @@ static void settle_one(int fd, struct pl_chunk *c)
 		pl_put(c);
 		return;
 	}
+	/* under c->lock, and c read only before it is let go: a close in
+	 * another thread may drop the last other reference meanwhile */
+	pthread_mutex_lock(&c->lock);
 	c->wr->fork_err = 0;
-	if (pl_wr_settle(fd, c) && !c->wr->settled)
+	if (settle_locked(fd, c) && !c->wr->settled && !c->wr->closed)
 		c->wr->fork_err = errno ? errno : EIO;
+	pthread_mutex_unlock(&c->lock);
+	pl_put(c);
 }
 
-/* In a fork's child: a chunk the fork could not settle (fork_err) is
- * the parent's alone. The child's copy is doomed (its writes fail with
- * fork_err), and its close publishes nothing and says 0, as the close
- * of one of two descriptors of a real writer would: the parent's bytes
- * are the parent's to publish. The child is single-threaded here: no
- * lock is taken (one another thread held in the parent stays held). */
+/* In a fork's child: a chunk the fork did not settle is the parent's
+ * alone: one it could not (fork_err), or one another thread opened
+ * after the fork's walk had passed (the open raced the fork). The
+ * child's copy is doomed (its writes fail with fork_err, else EIO; its
+ * bytes dropped), and its close publishes nothing and says 0, as the close of one of two
+ * descriptors of a real writer would: the parent's bytes are the
+ * parent's to publish (pl_wr_close). The child is single-threaded here:
+ * no lock is taken (the chunks' locks were set free by preload_fd.c's
+ * handler). */
 static void doom_in_child(int fd, struct pl_chunk *c)
 {
 	(void)fd;
-	if (!c->wr->settled && c->wr->fork_err && !c->wr->err)
-		c->wr->err = c->wr->fork_err;
+	if (!c->wr->settled) {
+		if (!c->wr->err)
+			c->wr->err = c->wr->fork_err ? c->wr->fork_err : EIO;
+		/* its buffer is as the parent's writing thread left it at
+		 * the fork, maybe halfway through a resize (the old buffer
+		 * given back, the new one not yet set): never used nor
+		 * given back here (left to the child's exit) */
+		c->buf = NULL;
+		c->cap = 0;
+		c->size = 0;
+	}
 	pl_put(c);
 }
 
