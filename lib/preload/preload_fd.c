@@ -308,15 +308,17 @@ static void each(bool wr, void (*fn)(int fd, struct pl_chunk *c))
 	int top = atomic_load(&tab_top);
 
 	for (int fd = 0; fd < top; fd++) {
-		struct pl_chunk *c = atomic_load_explicit(&tab[fd],
-							  memory_order_acquire);
+		struct pl_chunk *c;
 
-		if (c && !c->wr == !wr && (c = pl_get(fd)) != NULL) {
-			if (!c->wr == !wr)
-				fn(fd, c);
-			else
-				pl_put(c);
-		}
+		/* referenced before it is looked at: a close in another
+		 * thread may free an entry read from the table alone */
+		if (!atomic_load_explicit(&tab[fd], memory_order_acquire) ||
+		    (c = pl_get(fd)) == NULL)
+			continue;
+		if (!c->wr == !wr)
+			fn(fd, c);
+		else
+			pl_put(c);
 	}
 }
 

@@ -241,10 +241,13 @@ ssize_t pl_wr_write(int fd, struct pl_chunk *c, const struct iovec *iov,
 	}
 	pthread_mutex_lock(&c->lock);
 	pos = at < 0 ? (uint64_t)c->off : (uint64_t)at;
-	if (!c->wr->settled && (c->wr->err || (total &&
+	if (!c->wr->settled && (c->wr->closed || c->wr->err || (total &&
 	    can_buffer(fd, c, pos, total)))) {
-		/* doomed: what the daemon answers a doomed writer's write */
-		int e = c->wr->err ? c->wr->err : errno;
+		/* closed by another thread while this one waited (its bytes
+		 * would be in no chunk: EBADF, as a write after the kernel's
+		 * close), or doomed: what the daemon answers a doomed
+		 * writer's write */
+		int e = c->wr->closed ? EBADF : c->wr->err ? c->wr->err : errno;
 
 		pthread_mutex_unlock(&c->lock);
 		pl_put(c);
@@ -284,6 +287,12 @@ off_t pl_wr_seek(int fd, struct pl_chunk *c, off_t off, int whence)
 	off_t base, r = -1;
 
 	pthread_mutex_lock(&c->lock);
+	if (!c->wr->settled && c->wr->closed) { /* closed meanwhile */
+		pthread_mutex_unlock(&c->lock);
+		pl_put(c);
+		errno = EBADF;
+		return -1;
+	}
 	if (!c->wr->settled && whence != SEEK_SET && whence != SEEK_CUR &&
 	    whence != SEEK_END) {
 		/* SEEK_DATA, SEEK_HOLE...: the kernel's, on the real writer
