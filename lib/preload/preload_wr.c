@@ -397,9 +397,9 @@ static void settle_one(int fd, struct pl_chunk *c)
  * alone: one it could not (fork_err), or one another thread opened
  * after the fork's walk had passed (the open raced the fork). The
  * child's copy is doomed (its writes fail with fork_err, else EIO; its
- * bytes dropped), and its close publishes nothing and says 0, as the close of one of two
- * descriptors of a real writer would: the parent's bytes are the
- * parent's to publish (pl_wr_close). The child is single-threaded here:
+ * bytes dropped), and its close publishes nothing and says 0, as the
+ * close of one of two descriptors of a real writer would: the parent's
+ * bytes are the parent's to publish (pl_wr_close). The child is single-threaded here:
  * no lock is taken (the chunks' locks were set free by preload_fd.c's
  * handler). */
 static void doom_in_child(int fd, struct pl_chunk *c)
