@@ -52,8 +52,42 @@ void pl_wr_set_max(uint64_t max)
 	max_bytes = max;
 }
 
+/*
+ * Exit and exec walk the table once (publishing, or settling, the chunks
+ * being written); a writer another thread opened after the walk had
+ * passed would be lost with the process image, its writes having said
+ * success. So from the walk on, new writers are not served (the real
+ * open: the kernel's close at exit or exec publishes them): walking,
+ * set under walk_lock, which each served writer's open holds (read)
+ * from its check to its place in the table. An exec that fails, and a
+ * spawn, clear it again. A fork holds it (write) across its own walk,
+ * so no writer is opened between that walk and the fork.
+ */
+static pthread_rwlock_t walk_lock = PTHREAD_RWLOCK_INITIALIZER;
+static bool walking;
+
+static int wr_open(int nsfd, const struct kvfs_key *key, const char *name,
+		   int flags, mode_t mode);
+
 int pl_wr_open(int nsfd, const struct kvfs_key *key, const char *name,
 	       int flags, mode_t mode)
+{
+	int fd;
+
+	pthread_rwlock_rdlock(&walk_lock);
+	if (walking) { /* exiting or exec'ing: the real open */
+		pthread_rwlock_unlock(&walk_lock);
+		REAL(close);
+		r_close(nsfd);
+		return -1;
+	}
+	fd = wr_open(nsfd, key, name, flags, mode);
+	pthread_rwlock_unlock(&walk_lock);
+	return fd;
+}
+
+static int wr_open(int nsfd, const struct kvfs_key *key, const char *name,
+		   int flags, mode_t mode)
 {
 	struct pl_chunk *c = pl_chunk_new(atomic_load(&size_hint));
 	struct pl_wr *w = calloc(1, sizeof(*w));
@@ -334,6 +368,14 @@ int pl_wr_close(int fd, struct pl_chunk *c)
 
 	REAL(close);
 	pthread_mutex_lock(&c->lock);
+	if (c->wr->closed) {
+		/* closed already, by the thread whose close this walk (exit,
+		 * closefrom) raced: fd may be another file's by now */
+		pthread_mutex_unlock(&c->lock);
+		pl_put(c);
+		errno = EBADF;
+		return -1;
+	}
 	if (!c->wr->settled && c->wr->pid != getpid()) {
 		/* a fork's copy of the parent's chunk, settled or not by the
 		 * fork (one another thread opened while the fork settled the
@@ -421,6 +463,7 @@ static void doom_in_child(int fd, struct pl_chunk *c)
 
 static void fork_child(void)
 {
+	pthread_rwlock_init(&walk_lock, NULL);
 	pl_wr_each(doom_in_child);
 }
 
@@ -440,7 +483,13 @@ static void close_one(int fd, struct pl_chunk *c)
  * close-on-exec or the new program's fds hold them. */
 static void fork_prepare(void)
 {
+	pthread_rwlock_wrlock(&walk_lock);
 	pl_wr_each(settle_one);
+}
+
+static void fork_parent(void)
+{
+	pthread_rwlock_unlock(&walk_lock);
 }
 
 /* Before exec (or a spawn) a served reader the new program inherits (not
@@ -466,8 +515,36 @@ static void realize_inherited(int fd, struct pl_chunk *c)
 	}
 }
 
+
+/* (neither in a vfork child: it shares this memory, and its exec or
+ * _exit ends no writer of the parent's) */
+static void walk_begin(void)
+{
+	if (!pl_table_mine())
+		return;
+	pthread_rwlock_wrlock(&walk_lock);
+	walking = true;
+	pthread_rwlock_unlock(&walk_lock);
+}
+
+/* rc, after an exec that returned (failed) or a spawn: writers are
+ * served again; errno kept. */
+static int walk_end(int rc)
+{
+	int err = errno;
+
+	if (pl_table_mine()) {
+		pthread_rwlock_wrlock(&walk_lock);
+		walking = false;
+		pthread_rwlock_unlock(&walk_lock);
+	}
+	errno = err;
+	return rc;
+}
+
 static void before_exec(void)
 {
+	walk_begin();
 	pl_wr_each(settle_one);
 	pl_rd_each(realize_inherited);
 }
@@ -478,17 +555,19 @@ __attribute__((constructor(103))) static void pl_wr_init(void)
 	 * prepare handlers run last-registered first, so this settles (and
 	 * frees buffers) before the table's and the buffers' locks are
 	 * taken */
-	pthread_atfork(fork_prepare, NULL, fork_child);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 __attribute__((destructor)) static void pl_wr_fini(void)
 {
+	walk_begin();
 	pl_wr_each(close_one);
 }
 
 EXPORT void _exit(int status)
 {
 	REAL(_exit);
+	walk_begin();
 	pl_wr_each(close_one);
 	r__exit(status);
 	__builtin_unreachable();
@@ -503,35 +582,35 @@ EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	REAL(execve);
 	before_exec();
-	return r_execve(path, argv, envp);
+	return walk_end(r_execve(path, argv, envp));
 }
 
 EXPORT int execv(const char *path, char *const argv[])
 {
 	REAL(execv);
 	before_exec();
-	return r_execv(path, argv);
+	return walk_end(r_execv(path, argv));
 }
 
 EXPORT int execvp(const char *file, char *const argv[])
 {
 	REAL(execvp);
 	before_exec();
-	return r_execvp(file, argv);
+	return walk_end(r_execvp(file, argv));
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	REAL(execvpe);
 	before_exec();
-	return r_execvpe(file, argv, envp);
+	return walk_end(r_execvpe(file, argv, envp));
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	REAL(fexecve);
 	before_exec();
-	return r_fexecve(fd, argv, envp);
+	return walk_end(r_fexecve(fd, argv, envp));
 }
 
 /* execl, execlp, execle: their arguments as an argv (and envp). */
@@ -584,7 +663,7 @@ EXPORT int posix_spawn(pid_t *pid, const char *path,
 {
 	REAL(posix_spawn);
 	before_exec();
-	return r_posix_spawn(pid, path, fa, attr, argv, envp);
+	return walk_end(r_posix_spawn(pid, path, fa, attr, argv, envp));
 }
 
 EXPORT int posix_spawnp(pid_t *pid, const char *file,
@@ -594,7 +673,7 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file,
 {
 	REAL(posix_spawnp);
 	before_exec();
-	return r_posix_spawnp(pid, file, fa, attr, argv, envp);
+	return walk_end(r_posix_spawnp(pid, file, fa, attr, argv, envp));
 }
 
 /* The calls that settle a chunk being written (and realize one being
