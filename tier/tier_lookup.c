@@ -17,20 +17,40 @@
 #define LOOKUP_TOUCH_RUN 512
 
 /*
- * The access of the n chunks of run[] (keys[*touched..] of one lookup,
- * tier.lock held since they were found), deepest first. They share one
- * tick, and the prefix policy orders equal ticks deepest first: told in
- * chain order, each chunk would be placed behind every shallower one of
- * the run, a walk of i places for the i-th key (O(n^2) per lookup, 25% of
- * the daemon's CPU in kvfs_ibench); told deepest first, each lands next to
- * the one before it. The final order is the same either way.
+ * The access of the n chunks in L1 of run[] (found by one lookup in chain
+ * order, tier.lock held since), deepest first. They share one tick, and
+ * the prefix policy orders equal ticks deepest first: told in chain order,
+ * each chunk would be placed behind every shallower one of the run, a walk
+ * of i places for the i-th key (O(n^2) per lookup, 25% of the daemon's CPU
+ * in kvfs_ibench); told deepest first, each lands next to the one before
+ * it. The final order is the same either way. A policy with access_run
+ * takes the run at once: the prefix policy moves a chain that lies in
+ * order as one block, or leaves it where it is.
  */
-static void touch_run(struct tier *t, struct tier_rec **run, uint32_t n,
-		      uint64_t tick, uint64_t now_ns, uint32_t *touched)
+static void touch_run(struct tier *t, struct policy_item **run, uint32_t n,
+		      uint64_t tick)
 {
-	for (uint32_t k = n; k-- > 0;)
-		tier_touch_at(t, run[k], tick, now_ns);
-	*touched += n;
+	if (t->pops->access_run) {
+		t->pops->access_run(t->pol, run, n, tick);
+		return;
+	}
+	for (uint32_t k = n; k-- > 0;) {
+		run[k]->atime = tick;
+		t->pops->access(t->pol, run[k]);
+	}
+}
+
+/* The parts of tier_rec_set_parent a chunk looked up again needs: none
+ * when its parent is this one, counted, and its depth known. */
+static inline void set_parent(struct tier *t, struct tier_rec *r,
+			      const struct kvfs_key *parent, uint32_t depth)
+{
+	if (parent && r->pi.depth &&
+	    (r->flags & (TREC_HAS_PARENT | TREC_COUNTED)) ==
+		    (TREC_HAS_PARENT | TREC_COUNTED) &&
+	    tier_key_eq(parent, &r->parent))
+		return;
+	tier_rec_set_parent(t, r, parent, depth);
 }
 
 /* tier_lookup and tier_lookup_pinned; gens (with pin) may be NULL.
@@ -45,11 +65,12 @@ static int lookup_run(struct tier *t, uint32_t ns,
 		      uint32_t *in_l2)
 {
 	uint32_t i = 0, l1 = 0, l2 = 0, l3run = 0, l3from = 0, promoted = 0;
-	uint32_t touched = 0; /* keys[0..touched) told the policy */
+	uint32_t nrun = 0; /* the found chunks in L1 not yet told the policy */
 	uint32_t blk = 0, ahead; /* keys[blk..ahead) hashed into hs[] */
 	uint64_t hs[TIER_IDX_AHEAD];
 	bool asked_l3 = false, repromoted = false;
-	struct tier_rec *r, *stack_run[LOOKUP_TOUCH_RUN], **run = stack_run;
+	struct policy_item *stack_run[LOOKUP_TOUCH_RUN], **run = stack_run;
+	struct tier_rec *r;
 	uint32_t cap = LOOKUP_TOUCH_RUN;
 	uint64_t tick, now_ns;
 
@@ -89,14 +110,19 @@ local:
 		r = tier_idx_find_h(t, ns, &keys[i], hs[i - blk]);
 		if (!r)
 			break;
-		tier_rec_set_parent(t, r, i ? &keys[i - 1] : NULL, depth_base + i);
-		if (i - touched == cap)
-			touch_run(t, run, i - touched, tick, now_ns, &touched);
-		run[i - touched] = r;
-		if (r->where == TIER_L1)
+		set_parent(t, r, i ? &keys[i - 1] : NULL, depth_base + i);
+		r->atime_ns = now_ns;
+		if (r->where == TIER_L1) {
+			if (nrun == cap) {
+				touch_run(t, run, nrun, tick);
+				nrun = 0;
+			}
+			run[nrun++] = &r->pi;
 			l1++;
-		else
+		} else {
+			r->pi.atime = tick;
 			l2++;
+		}
 		if (prefetch && r->where == TIER_L2)
 			tier_l2_prefetch(t, r);
 		if (pin) {
@@ -106,7 +132,8 @@ local:
 				gens[i] = r->gen;
 		}
 	}
-	touch_run(t, run, i - touched, tick, now_ns, &touched);
+	touch_run(t, run, nrun, tick);
+	nrun = 0;
 	/* a chunk promoted for the pins was evicted before it was pinned
 	 * (L1 under pressure): promoted once more, from there */
 	if (pin && asked_l3 && !repromoted && i < l3from + promoted) {

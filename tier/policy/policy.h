@@ -68,6 +68,13 @@ struct policy_ops {
 	void (*insert)(struct policy *p, struct policy_item *it);
 	/* A hit on a chunk in L1. */
 	void (*access)(struct policy *p, struct policy_item *it);
+	/* Hits on a run of chunks in L1 at one logical time, items[0..n) in
+	 * chain order (shallowest first): sets each one's atime to atime
+	 * and does what access would, as if told deepest first. May be
+	 * NULL: the engine sets atime and calls access on each, deepest
+	 * first. */
+	void (*access_run)(struct policy *p, struct policy_item **items,
+			   uint32_t n, uint64_t atime);
 	/* A chunk left L1 for a reason other than eviction by this policy
 	 * (unlink, namespace removal). */
 	void (*remove)(struct policy *p, struct policy_item *it);

@@ -34,6 +34,9 @@
 /* policy_item.q */
 enum { PFX_NONE = 0, PFX_LEAF = 1, PFX_INNER = 2, PFX_PARKED = 3 };
 
+/* Chunks access_run moves as one block at most. */
+#define PFX_BLOCK 128
+
 /* Parked chunks looked at again per eviction (see pfx_unpark). */
 #define PFX_UNPARK_PER_EVICT 4
 
@@ -130,6 +133,118 @@ static void pfx_reposition(struct policy *p, struct policy_item *it)
 	pfx_place(p, it);
 }
 
+/* The list (queue) it belongs in. */
+static uint8_t pfx_want(const struct policy_item *it)
+{
+	return it->nchildren ? PFX_INNER : PFX_LEAF;
+}
+
+/*
+ * Places seg[0..n) as one block: they are linked in that order in one list
+ * (the one each belongs in), share one atime and are in order among
+ * themselves. A block already in order with its neighbours stays (a chain
+ * hit again with nothing touched since: the usual case); else it is cut
+ * out and put where its first chunk goes, if its last one is in order
+ * there too, or else chunk by chunk.
+ */
+static void pfx_place_block(struct policy *p, struct policy_item **seg,
+			    uint32_t n)
+{
+	struct policy_item *first = seg[0], *last = seg[n - 1];
+	struct plist *l = first->q == PFX_INNER ? &p->interior : &p->leaves;
+	struct policy_item *prev = first->prev, *next = last->next, *pos;
+
+	if ((!prev || !pfx_before(first, prev)) &&
+	    (!next || !pfx_before(next, last)))
+		return;
+	if (prev)
+		prev->next = next;
+	else
+		l->head = next;
+	if (next)
+		next->prev = prev;
+	else
+		l->tail = prev;
+	first->prev = last->next = NULL;
+	l->n -= n;
+	/* where pfx_place would put first: before pos (NULL: at the tail) */
+	if (!l->head) {
+		pos = NULL;
+	} else if (first->atime < l->head->atime ||
+		   (first->atime <= l->tail->atime &&
+		    first->atime - l->head->atime <
+			    l->tail->atime - first->atime)) {
+		for (pos = l->head; pos && !pfx_before(first, pos);
+		     pos = pos->next)
+			;
+	} else {
+		for (pos = l->tail; pos && pfx_before(first, pos);
+		     pos = pos->prev)
+			;
+		pos = pos ? pos->next : l->head;
+	}
+	if (pos && pfx_before(pos, last)) { /* pos belongs inside: one by one */
+		for (uint32_t k = 0; k < n; k++) {
+			seg[k]->prev = seg[k]->next = NULL;
+			pfx_place(p, seg[k]);
+		}
+		return;
+	}
+	prev = pos ? pos->prev : l->tail;
+	first->prev = prev;
+	if (prev)
+		prev->next = first;
+	else
+		l->head = first;
+	last->next = pos;
+	if (pos)
+		pos->prev = last;
+	else
+		l->tail = last;
+	l->n += n;
+}
+
+/*
+ * access_run: the chunks of a chain told together, items[] shallowest
+ * first. Each block of them linked deepest first in their list (a chain
+ * placed by an earlier lookup lies so, at the tail) takes its new atime
+ * and moves as one, or not at all; the others are re-placed one at a
+ * time, deepest first. Each chunk's atime is set only as its block is
+ * placed, so the lists stay sorted for every walk in between.
+ */
+static void pfx_access_run(struct policy *p, struct policy_item **items,
+			   uint32_t n, uint64_t atime)
+{
+	struct policy_item *blk[PFX_BLOCK];
+	uint32_t i = n, m;
+
+	while (i > 0) {
+		struct policy_item *a = items[--i];
+
+		if (a->q != pfx_want(a)) { /* parked, or in the wrong list */
+			a->atime = atime;
+			pfx_reposition(p, a);
+			continue;
+		}
+		/* the block, in list order: linked one after the other, each
+		 * in its list, depth not increasing (their order once they
+		 * share an atime) */
+		blk[0] = a;
+		a->atime = atime;
+		for (m = 1; i > 0 && m < PFX_BLOCK; m++) {
+			struct policy_item *b = items[i - 1];
+
+			if (a->next != b || pfx_want(b) != a->q ||
+			    b->depth > a->depth)
+				break;
+			b->atime = atime;
+			blk[m] = a = b;
+			i--;
+		}
+		pfx_place_block(p, blk, m);
+	}
+}
+
 static void pfx_remove(struct policy *p, struct policy_item *it)
 {
 	pfx_unlink(p, it);
@@ -211,6 +326,7 @@ const struct policy_ops policy_prefix_ops = {
 	.destroy = pfx_destroy,
 	.insert = pfx_insert,
 	.access = pfx_reposition,
+	.access_run = pfx_access_run,
 	.remove = pfx_remove,
 	.update = pfx_reposition,
 	.evict = pfx_evict,
