@@ -252,6 +252,7 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 	struct kvfs_group_lookup *g;
 	uint32_t ids[KVFS_GROUP_MAX], got[KVFS_GROUP_MAX] = { 0 };
 	uint32_t gl1[KVFS_GROUP_MAX] = { 0 }, gl2[KVFS_GROUP_MAX] = { 0 };
+	uint64_t kh[KVFS_GROUP_KEYS_MAX];
 	uint32_t n, l1, l2, i, k, npinned = 0;
 	struct lease_pin *pins = NULL;
 	uint64_t *gens = NULL; /* with PIN: [rank * nkeys + k] */
@@ -320,18 +321,15 @@ static int do_group(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 			n = fs_path_reach(fs, ids[i], g->keys, n, &pcred, 0,
 					  NULL);
 		}
+	/* the chain hashed once for all the ranks */
+	if (n)
+		tier_key_hashes(g->keys, n, kh);
 	for (i = 0; i < g->nns && n; i++) {
-		if (pin)
-			rc = tier_lookup_pinned(fs->tier, ids[i], g->keys, n,
-						g->depth_base,
-						g->flags & KVFS_LOOKUP_PREFETCH,
-						&gens[(size_t)i * g->nkeys],
-						&got[i], &l1, &l2);
-		else
-			rc = tier_lookup(fs->tier, ids[i], g->keys, n,
-					 g->depth_base, false,
-					 g->flags & KVFS_LOOKUP_PREFETCH,
-					 &got[i], &l1, &l2);
+		rc = tier_lookup_kh(fs->tier, ids[i], g->keys, kh, n,
+				    g->depth_base,
+				    g->flags & KVFS_LOOKUP_PREFETCH,
+				    pin ? &gens[(size_t)i * g->nkeys] : NULL,
+				    &got[i], &l1, &l2);
 		if (rc) {
 			got[i] = 0;
 			break;

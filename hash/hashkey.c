@@ -40,14 +40,21 @@ uint64_t hashkey_sum_final(struct hashkey_sum *s)
 	return XXH3_64bits_digest((XXH3_state_t *)(void *)s->state);
 }
 
-/* The index hash is htab_hash (hash/htab.h): XXH3 keyed with a seed drawn
- * at random once per process, so writers cannot aim keys at one bucket.
- * The namespace id salts the seed rather than joining the key's bytes: a
- * 20-byte copy of both, read back by XXH3 as 8-byte words one of which
- * spans the two stores, stalled every lookup on a failed store-to-load
- * forward (a third of tier_lookup's time). */
-uint64_t hashkey_index(uint32_t ns, const struct kvfs_key *key)
+/* The index hash is htab_hash (hash/htab.h) of the key's 16 bytes: XXH3
+ * keyed with a seed drawn at random once per process, so writers cannot
+ * aim keys at one bucket. The namespace id is xored in after it
+ * (hashkey_ns) rather than joining the key's bytes: a 20-byte copy of
+ * both, read back by XXH3 as 8-byte words one of which spans the two
+ * stores, stalled every lookup on a failed store-to-load forward (a third
+ * of tier_lookup's time); and a group lookup hashes its chain once for
+ * all of its ranks. */
+uint64_t hashkey_key(const struct kvfs_key *key)
 {
 	_Static_assert(sizeof(key->b) == 16, "htab_hash16");
-	return htab_hash16(ns, key->b);
+	return htab_hash16(0, key->b);
+}
+
+uint64_t hashkey_index(uint32_t ns, const struct kvfs_key *key)
+{
+	return hashkey_ns(ns, hashkey_key(key));
 }

@@ -18,9 +18,22 @@ void hashkey_sum_init(struct hashkey_sum *s);
 void hashkey_sum_update(struct hashkey_sum *s, const void *buf, size_t len);
 uint64_t hashkey_sum_final(struct hashkey_sum *s);
 
-/* A well-mixed 64-bit hash of (namespace id, key), for hash tables: keyed
- * with a random per-process seed, so writers cannot aim keys at one bucket
- * (the value differs between processes: never store it). */
+/* The key's part of hashkey_index: XXH3 of its 16 bytes, keyed with a
+ * random per-process seed, so writers cannot aim keys at one bucket (the
+ * value differs between processes: never store it). */
+uint64_t hashkey_key(const struct kvfs_key *key);
+
+/* hashkey_index from the key's part: the namespace id times an odd
+ * constant, xored in. The same key in different namespaces (a chain's
+ * tensor-parallel ranks) lands in buckets that differ in their low bits,
+ * and a group lookup hashes its chain once for all its ranks. */
+static inline uint64_t hashkey_ns(uint32_t ns, uint64_t kh)
+{
+	return kh ^ ((uint64_t)ns * 0xD6E8FEB86659FD93ull);
+}
+
+/* A well-mixed 64-bit hash of (namespace id, key), for hash tables:
+ * hashkey_ns(ns, hashkey_key(key)). */
 uint64_t hashkey_index(uint32_t ns, const struct kvfs_key *key);
 
 #endif

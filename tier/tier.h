@@ -558,6 +558,20 @@ int tier_lookup_pinned(struct tier *t, uint32_t ns,
 		       uint32_t *found, uint32_t *in_l1, uint32_t *in_l2);
 
 /*
+ * tier_key_hashes / tier_lookup_kh - a chain looked up in several
+ * namespaces (a group lookup's ranks) hashed once: tier_key_hashes writes
+ * the namespace-free part of each key's index hash to kh[0..n), and
+ * tier_lookup_kh is tier_lookup (gens NULL: no pins) or tier_lookup_pinned
+ * (gens non-NULL) of keys with their kh[]. The hashes change with every
+ * process: never store them.
+ */
+void tier_key_hashes(const struct kvfs_key *keys, uint32_t n, uint64_t *kh);
+int tier_lookup_kh(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		   const uint64_t *kh, uint32_t nkeys, uint32_t depth_base,
+		   bool prefetch, uint64_t *gens, uint32_t *found,
+		   uint32_t *in_l1, uint32_t *in_l2);
+
+/*
  * tier_unpin_gen - gives back one key pin taken on generation gen of key:
  * the indexed chunk if it is that generation, else the unlinked chunk of
  * that generation still held by pins. Unlike tier_unpin_key it never

@@ -59,10 +59,10 @@ static inline void set_parent(struct tier *t, struct tier_rec *r,
  * first (a pin needs a local copy) and pinned like the rest; with
  * prefetch (no pin) it is promoted in the background. */
 static int lookup_run(struct tier *t, uint32_t ns,
-		      const struct kvfs_key *keys, uint32_t nkeys,
-		      uint32_t depth_base, bool pin, bool prefetch,
-		      uint64_t *gens, uint32_t *found, uint32_t *in_l1,
-		      uint32_t *in_l2)
+		      const struct kvfs_key *keys, const uint64_t *kh,
+		      uint32_t nkeys, uint32_t depth_base, bool pin,
+		      bool prefetch, uint64_t *gens, uint32_t *found,
+		      uint32_t *in_l1, uint32_t *in_l2)
 {
 	uint32_t i = 0, l1 = 0, l2 = 0, l3run = 0, l3from = 0, promoted = 0;
 	uint32_t nrun = 0; /* the found chunks in L1 not yet told the policy */
@@ -103,7 +103,13 @@ local:
 			uint32_t n = nkeys - i < TIER_IDX_AHEAD ?
 				     nkeys - i : TIER_IDX_AHEAD;
 
-			tier_idx_prefetch(t, ns, keys + i, n, hs);
+			if (kh) {
+				for (uint32_t k = 0; k < n; k++)
+					hs[k] = hashkey_ns(ns, kh[i + k]);
+				tier_idx_prefetch_h(t, hs, n);
+			} else {
+				tier_idx_prefetch(t, ns, keys + i, n, hs);
+			}
 			blk = i;
 			ahead = i + n;
 		}
@@ -188,8 +194,8 @@ int tier_lookup(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
 		uint32_t nkeys, uint32_t depth_base, bool pin, bool prefetch,
 		uint32_t *found, uint32_t *in_l1, uint32_t *in_l2)
 {
-	return lookup_run(t, ns, keys, nkeys, depth_base, pin, prefetch, NULL,
-			  found, in_l1, in_l2);
+	return lookup_run(t, ns, keys, NULL, nkeys, depth_base, pin, prefetch,
+			  NULL, found, in_l1, in_l2);
 }
 
 int tier_lookup_pinned(struct tier *t, uint32_t ns,
@@ -199,8 +205,23 @@ int tier_lookup_pinned(struct tier *t, uint32_t ns,
 {
 	if (!gens)
 		return -EINVAL;
-	return lookup_run(t, ns, keys, nkeys, depth_base, true, prefetch, gens,
-			  found, in_l1, in_l2);
+	return lookup_run(t, ns, keys, NULL, nkeys, depth_base, true, prefetch,
+			  gens, found, in_l1, in_l2);
+}
+
+void tier_key_hashes(const struct kvfs_key *keys, uint32_t n, uint64_t *kh)
+{
+	for (uint32_t k = 0; k < n; k++)
+		kh[k] = hashkey_key(&keys[k]);
+}
+
+int tier_lookup_kh(struct tier *t, uint32_t ns, const struct kvfs_key *keys,
+		   const uint64_t *kh, uint32_t nkeys, uint32_t depth_base,
+		   bool prefetch, uint64_t *gens, uint32_t *found,
+		   uint32_t *in_l1, uint32_t *in_l2)
+{
+	return lookup_run(t, ns, keys, kh, nkeys, depth_base, gens != NULL,
+			  prefetch, gens, found, in_l1, in_l2);
 }
 
 int tier_pin_key(struct tier *t, uint32_t ns, const struct kvfs_key *key)

@@ -287,6 +287,39 @@ static void test_index_hash(void **state)
 	assert_true(h1 != h2);
 	k.b[15] ^= 1;
 	assert_true(hashkey_index(1, &k) != h1);
+	/* a group lookup hashes a key once for all ranks */
+	assert_int_equal(hashkey_index(9, &k), hashkey_ns(9, hashkey_key(&k)));
+}
+
+/*
+ * One chain of 384 keys in 8 namespaces (tensor-parallel ranks, ids 1-8):
+ * each key's 8 copies land in 8 different buckets of a 4096-bucket table,
+ * and the 3,072 copies spread as random keys would (no bucket with more
+ * than 8).
+ */
+static void test_index_ranks(void **state)
+{
+	static uint8_t load[4096];
+	struct kvfs_key k;
+	unsigned most = 0;
+
+	(void)state;
+	for (uint64_t i = 0; i < 384; i++) {
+		uint64_t seen[8];
+
+		memset(k.b, 0, sizeof(k.b));
+		memcpy(k.b, &i, sizeof(i));
+		for (uint32_t ns = 1; ns <= 8; ns++) {
+			uint64_t b = hashkey_index(ns, &k) & 4095;
+
+			for (uint32_t j = 1; j < ns; j++)
+				assert_true(seen[j - 1] != b);
+			seen[ns - 1] = b;
+			if (++load[b] > most)
+				most = load[b];
+		}
+	}
+	assert_true(most <= 8);
 }
 
 /*
@@ -324,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_checksum),
 		cmocka_unit_test(test_index_hash),
 		cmocka_unit_test(test_index_flood),
+		cmocka_unit_test(test_index_ranks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
