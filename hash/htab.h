@@ -2,8 +2,8 @@
  * htab.h - the one hash table of kvfs: small, intrusive, chained, keyed.
  *
  * The caller embeds a struct htab_node in its own object and computes the
- * 64-bit hash itself, with htab_hash() (or hashkey_index(), which is
- * htab_hash() of a key salted with its namespace id). Both are XXH3 keyed
+ * 64-bit hash itself, with htab_hash() (or hashkey_index(): htab_hash()
+ * of a key, its namespace id xored in after it). Both are XXH3 keyed
  * with a seed drawn at random once per process, so names and keys chosen
  * by whoever writes to the mount cannot be aimed at one bucket (hash
  * flooding).
@@ -79,8 +79,8 @@ static inline struct htab_node *htab_first(const struct htab *t, uint64_t h)
  * every process. */
 uint64_t htab_hash(uint64_t salt, const void *p, size_t n);
 
-/* htab_hash(salt, p, 16), the length known at compile time (a key, salted
- * with its namespace id: hashkey_index, on every index lookup). */
+/* htab_hash(salt, p, 16), the length known at compile time (a key:
+ * hashkey_key, on every index lookup). */
 uint64_t htab_hash16(uint64_t salt, const void *p);
 
 /* htab_hash of a 64-bit integer (inode numbers, lease ids, uids). */

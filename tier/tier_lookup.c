@@ -25,7 +25,8 @@
  * in kvfs_ibench); told deepest first, each lands next to the one before
  * it. The final order is the same either way. A policy with access_run
  * takes the run at once: the prefix policy moves a chain that lies in
- * order as one block, or leaves it where it is.
+ * order as one block, or leaves it where it is (chunks of equal depth in
+ * one run may then come out in either order: both are sorted).
  */
 static void touch_run(struct tier *t, struct policy_item **run, uint32_t n,
 		      uint64_t tick)

@@ -295,7 +295,8 @@ static void test_index_hash(void **state)
  * One chain of 384 keys in 8 namespaces (tensor-parallel ranks, ids 1-8):
  * each key's 8 copies land in 8 different buckets of a 4096-bucket table,
  * and the 3,072 copies spread as random keys would (no bucket with more
- * than 8).
+ * than 12: the load is about Poisson(0.75), so more than 8 happens once
+ * in ~2,400 seeds, more than 12 practically never).
  */
 static void test_index_ranks(void **state)
 {
@@ -319,7 +320,7 @@ static void test_index_ranks(void **state)
 				most = load[b];
 		}
 	}
-	assert_true(most <= 8);
+	assert_true(most <= 12);
 }
 
 /*

@@ -10,7 +10,8 @@
  *     clock);
  *   - among equal atime, the deeper chunk first (it extends the longest
  *     prefix, which fewer requests share); depth 0 (unknown) counts as the
- *     shallowest; equal depth keeps insertion order.
+ *     shallowest; equal depth: insertion order, except within one
+ *     lookup's run (access_run), where either may come first.
  *
  * Two lists, leaves and interior, each kept sorted by that order; update()
  * moves a chunk between them when its nchildren crosses zero. A chunk is
