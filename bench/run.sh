@@ -18,7 +18,9 @@
 #   BUILD/bench/kvfs_ibench    batched lookup vs stat, group lookup
 #   BUILD/bench/kvfs_xbench    batched GET/PUT vs tmpfs read()/write(); again
 #                              with the other core busy, into malloc'd and
-#                              into kvfs_buf_alloc's buffers
+#                              into kvfs_buf_alloc's buffers; each ends
+#                              with memcpy's rate for the 256 KiB chunks
+#                              (the floor under that target)
 #   BUILD/bench/kvfs_gpubench  GPU copy paths (skips without a GPU)
 #   BUILD/bench/kvfs_evbench   KV events: publisher rate, writes off vs on
 #   bench/py_bench.py          the Python binding vs os.read/os.write; again
