@@ -14,44 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "tests/unit/policy_test.h"
 #include "tier/policy/policy.h"
-
-static struct policy *mk(const char *name, uint64_t cap,
-			 const struct policy_ops **ops)
-{
-	struct policy *p = NULL;
-
-	*ops = policy_find(name);
-	assert_non_null(*ops);
-	assert_int_equal((*ops)->create(&p, cap), 0);
-	assert_non_null(p);
-	return p;
-}
-
-static void items_init(struct policy_item *it, size_t n)
-{
-	memset(it, 0, n * sizeof(*it));
-	for (size_t i = 0; i < n; i++) {
-		it[i].hkey = 1000 + i;
-		it[i].atime = i + 1;
-	}
-}
-
-/* Evicts everything and checks the victims come out as want[] (indices
- * into it[]), then NULL. */
-static void expect_order(const struct policy_ops *ops, struct policy *p,
-			 struct policy_item *it, const int *want, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct policy_item *v = ops->evict(p);
-
-		assert_non_null(v);
-		if (v != &it[want[i]])
-			fail_msg("%s: victim %zu is item %td, want %d", ops->name,
-				 i, v - it, want[i]);
-	}
-	assert_null(ops->evict(p));
-}
 
 /* ------------------------------------------------------------- table */
 
@@ -776,112 +740,7 @@ static void test_prefix_access(void **state)
 	ops->destroy(p);
 }
 
-/*
- * A run of hits as the engine tells it (tier_lookup.c touch_run): items in
- * chain order, through access_run where the policy has it, else atime set
- * and access called on each, deepest first.
- */
-static void touch_run(const struct policy_ops *ops, struct policy *p,
-		      struct policy_item **items, uint32_t n, uint64_t atime)
-{
-	if (ops->access_run) {
-		ops->access_run(p, items, n, atime);
-		return;
-	}
-	for (uint32_t k = n; k-- > 0;) {
-		items[k]->atime = atime;
-		ops->access(p, items[k]);
-	}
-}
-
-/*
- * access_run on prefix: two chains (0-3 and 4-7, depth 1-4, the last of
- * each a leaf) touched as runs in turn, the second time each lying in
- * order at the tail (moved as a block, or left in place); a run whose
- * chunks are not linked in order (reversed depths) is placed chunk by
- * chunk; a block that cannot go in whole (an item of the same atime and
- * a depth between its own) falls back to one at a time. The order after
- * each is what access on each would give.
- */
-static void test_prefix_access_run(void **state)
-{
-	const struct policy_ops *ops;
-	struct policy *p = mk("prefix", 16, &ops);
-	struct policy_item it[10], *a[4], *b[4];
-	/* interior (0-2, 4-6) evicted after every leaf (3, 7, 8, 9) */
-	const int want1[] = { 8, 9, 7, 3, 6, 5, 4, 2, 1, 0 };
-	const int want2[] = { 8, 9, 3, 7, 2, 1, 0, 6, 5, 4 };
-
-	assert_non_null(ops->access_run);
-	items_init(it, 10);
-	for (int i = 0; i < 8; i++) {
-		it[i].depth = (uint32_t)(i % 4 + 1);
-		it[i].nchildren = i % 4 == 3 ? 0 : 1;
-	}
-	for (int i = 0; i < 4; i++) {
-		a[i] = &it[i];
-		b[i] = &it[4 + i];
-	}
-	for (int i = 0; i < 10; i++)
-		ops->insert(p, &it[i]);
-	touch_run(ops, p, a, 4, 20);
-	touch_run(ops, p, b, 4, 21);
-	touch_run(ops, p, a, 4, 22); /* a block, moved to the tail */
-	touch_run(ops, p, a, 4, 23); /* a block in place */
-	expect_order(ops, p, it, want1, 10);
-
-	for (int i = 0; i < 10; i++)
-		ops->insert(p, &it[i]);
-	touch_run(ops, p, b, 4, 30);
-	touch_run(ops, p, a, 4, 31);
-	touch_run(ops, p, b, 4, 32);
-	/* reversed: 7, 6, 5, 4 not linked in the order told */
-	for (int i = 0; i < 4; i++)
-		b[i] = &it[7 - i];
-	touch_run(ops, p, b, 4, 33);
-	expect_order(ops, p, it, want2, 10);
-	ops->destroy(p);
-}
-
-/* A block whose place is split by a chunk of the same atime and a depth
- * between its first and last: placed chunk by chunk, in order. */
-static void test_prefix_access_run_split(void **state)
-{
-	const struct policy_ops *ops;
-	struct policy *p = mk("prefix", 16, &ops);
-	struct policy_item it[4], *run[3];
-	const int want[] = { 0, 3, 1, 2 }; /* depth 5, 4, 3, 1 */
-
-	items_init(it, 4);
-	it[0].depth = 5;
-	it[1].depth = 3;
-	it[2].depth = 1;
-	it[3].depth = 4;
-	for (int i = 0; i < 4; i++) {
-		it[i].nchildren = 1;
-		ops->insert(p, &it[i]); /* in order 0..3 (atime 1..4) */
-	}
-	it[3].atime = 9;
-	ops->access(p, &it[3]); /* 0 1 2 3 */
-	run[0] = &it[2]; /* chain order: 2 (depth 1), 1, 0 (depth 5) */
-	run[1] = &it[1];
-	run[2] = &it[0];
-	touch_run(ops, p, run, 3, 9); /* 3 (depth 4) belongs inside */
-	expect_order(ops, p, it, want, 4);
-	ops->destroy(p);
-}
-
 /* --------------------------------------------------- randomized model */
-
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-
-static uint64_t rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
 
 static int before_prefix(const struct policy_item *a,
 			 const struct policy_item *b)
@@ -1091,8 +950,6 @@ int main(void)
 		cmocka_unit_test(test_s3fifo_ghost),
 		cmocka_unit_test(test_s3fifo_ghost_bounded),
 		cmocka_unit_test(test_s3fifo_ghost_churn),
-		cmocka_unit_test(test_prefix_access_run),
-		cmocka_unit_test(test_prefix_access_run_split),
 		cmocka_unit_test(test_prefix_leaves_first),
 		cmocka_unit_test(test_prefix_parent_when_leaves_pinned),
 		cmocka_unit_test(test_prefix_ties_deeper_first),
