@@ -42,8 +42,6 @@
 #include "kvfs.h"
 #include "lib/preload/preload_i.h"
 
-
-
 static uint64_t max_bytes = 64ull << 20; /* KVFS_PRELOAD_MAX */
 static _Atomic size_t size_hint = 256u << 10; /* last chunk published */
 
@@ -441,9 +439,9 @@ static void settle_one(int fd, struct pl_chunk *c)
  * child's copy is doomed (its writes fail with fork_err, else EIO; its
  * bytes dropped), and its close publishes nothing and says 0, as the
  * close of one of two descriptors of a real writer would: the parent's
- * bytes are the parent's to publish (pl_wr_close). The child is single-threaded here:
- * no lock is taken (the chunks' locks were set free by preload_fd.c's
- * handler). */
+ * bytes are the parent's to publish (pl_wr_close). The child is
+ * single-threaded here: no lock is taken (the chunks' locks were set free
+ * by preload_fd.c's handler). */
 static void doom_in_child(int fd, struct pl_chunk *c)
 {
 	(void)fd;
@@ -515,9 +513,9 @@ static void realize_inherited(int fd, struct pl_chunk *c)
 	}
 }
 
-
-/* (neither in a vfork child: it shares this memory, and its exec or
- * _exit ends no writer of the parent's) */
+/* From here on new writers take the plain open (walking, above). Not in
+ * a vfork child: it shares this memory, and its exec or _exit ends no
+ * writer of the parent's. */
 static void walk_begin(void)
 {
 	if (!pl_table_mine())
