@@ -71,6 +71,45 @@ static inline void plist_del(struct plist *l, struct policy_item *it)
 	l->n--;
 }
 
+/* Unlinks the n items first..last, linked in that order in l; they keep
+ * the links among themselves (first->prev and last->next are cleared). */
+static inline void plist_cut(struct plist *l, struct policy_item *first,
+			     struct policy_item *last, uint64_t n)
+{
+	if (first->prev)
+		first->prev->next = last->next;
+	else
+		l->head = last->next;
+	if (last->next)
+		last->next->prev = first->prev;
+	else
+		l->tail = first->prev;
+	first->prev = last->next = NULL;
+	l->n -= n;
+}
+
+/* Links the n items first..last (linked among themselves) into l just
+ * before pos (pos == NULL: at the tail). */
+static inline void plist_splice_before(struct plist *l,
+				       struct policy_item *pos,
+				       struct policy_item *first,
+				       struct policy_item *last, uint64_t n)
+{
+	struct policy_item *prev = pos ? pos->prev : l->tail;
+
+	first->prev = prev;
+	if (prev)
+		prev->next = first;
+	else
+		l->head = first;
+	last->next = pos;
+	if (pos)
+		pos->prev = last;
+	else
+		l->tail = last;
+	l->n += n;
+}
+
 /*
  * How many pinned items evict walks past in place before it starts moving
  * them out of the way. Up to this many, the victim is exactly the oldest

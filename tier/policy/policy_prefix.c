@@ -57,29 +57,35 @@ static bool pfx_before(const struct policy_item *a,
 	return a->depth > b->depth;
 }
 
-static void pfx_place(struct policy *p, struct policy_item *it)
+/* Where it goes in sorted l: the item it goes before (NULL: the tail),
+ * walking from whichever end its atime is closer to. */
+static struct policy_item *pfx_pos(const struct plist *l,
+				   const struct policy_item *it)
 {
-	struct plist *l = it->nchildren ? &p->interior : &p->leaves;
 	struct policy_item *pos;
 
-	it->q = it->nchildren ? PFX_INNER : PFX_LEAF;
-	if (!l->head) {
-		plist_push_tail(l, it);
-		return;
-	}
+	if (!l->head)
+		return NULL;
 	if (it->atime < l->head->atime ||
 	    (it->atime <= l->tail->atime &&
 	     it->atime - l->head->atime < l->tail->atime - it->atime)) {
 		/* From the head: skip everything not after it. */
 		for (pos = l->head; pos && !pfx_before(it, pos); pos = pos->next)
 			;
-		plist_insert_before(l, pos, it);
-		return;
+		return pos;
 	}
 	/* From the tail: skip everything after it. */
 	for (pos = l->tail; pos && pfx_before(it, pos); pos = pos->prev)
 		;
-	plist_insert_before(l, pos ? pos->next : l->head, it);
+	return pos ? pos->next : l->head;
+}
+
+static void pfx_place(struct policy *p, struct policy_item *it)
+{
+	struct plist *l = it->nchildren ? &p->interior : &p->leaves;
+
+	it->q = it->nchildren ? PFX_INNER : PFX_LEAF;
+	plist_insert_before(l, pfx_pos(l, it), it);
 }
 
 static void pfx_unlink(struct policy *p, struct policy_item *it)
@@ -158,32 +164,8 @@ static void pfx_place_block(struct policy *p, struct policy_item **seg,
 	if ((!prev || !pfx_before(first, prev)) &&
 	    (!next || !pfx_before(next, last)))
 		return;
-	if (prev)
-		prev->next = next;
-	else
-		l->head = next;
-	if (next)
-		next->prev = prev;
-	else
-		l->tail = prev;
-	first->prev = last->next = NULL;
-	l->n -= n;
-	/* where pfx_place would put first: before pos (NULL: at the tail) */
-	if (!l->head) {
-		pos = NULL;
-	} else if (first->atime < l->head->atime ||
-		   (first->atime <= l->tail->atime &&
-		    first->atime - l->head->atime <
-			    l->tail->atime - first->atime)) {
-		for (pos = l->head; pos && !pfx_before(first, pos);
-		     pos = pos->next)
-			;
-	} else {
-		for (pos = l->tail; pos && pfx_before(first, pos);
-		     pos = pos->prev)
-			;
-		pos = pos ? pos->next : l->head;
-	}
+	plist_cut(l, first, last, n);
+	pos = pfx_pos(l, first); /* where pfx_place would put first */
 	if (pos && pfx_before(pos, last)) { /* pos belongs inside: one by one */
 		for (uint32_t k = 0; k < n; k++) {
 			seg[k]->prev = seg[k]->next = NULL;
@@ -191,18 +173,7 @@ static void pfx_place_block(struct policy *p, struct policy_item **seg,
 		}
 		return;
 	}
-	prev = pos ? pos->prev : l->tail;
-	first->prev = prev;
-	if (prev)
-		prev->next = first;
-	else
-		l->head = first;
-	last->next = pos;
-	if (pos)
-		pos->prev = last;
-	else
-		l->tail = last;
-	l->n += n;
+	plist_splice_before(l, pos, first, last, n);
 }
 
 /*
