@@ -1145,7 +1145,7 @@ void fs_ioctl_destroy(struct fs *fs);
 struct fs_xfer_counts {
 	uint64_t gets, puts, get_entries, put_entries, get_bytes, put_bytes;
 	uint64_t misses, exists, entry_errors, batch_errors, interrupted;
-	uint64_t busy, bounced, registers, device_entries;
+	uint64_t busy, bounced, registers, device_entries, small;
 };
 struct fs_xfer;
 void fs_xfer_counts(struct fs_xfer *x, struct fs_xfer_counts *c);

@@ -583,6 +583,9 @@ static size_t ioc_size(unsigned int nr)
 	case _IOC_NR(KVFS_IOC_GET):
 	case _IOC_NR(KVFS_IOC_PUT):
 		return sizeof(struct kvfs_xfer);
+	case _IOC_NR(KVFS_IOC_GET_SMALL):
+	case _IOC_NR(KVFS_IOC_PUT_SMALL):
+		return sizeof(struct kvfs_xfer_small);
 	case _IOC_NR(KVFS_IOC_XFER_REGISTER):
 		return sizeof(struct kvfs_xfer_register);
 	default:
@@ -701,6 +704,8 @@ int fs_ioctl(struct fs *fs, fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
 		return do_l3_drop(fs, req, fh, in_buf);
 	case _IOC_NR(KVFS_IOC_GET):
 	case _IOC_NR(KVFS_IOC_PUT):
+	case _IOC_NR(KVFS_IOC_GET_SMALL):
+	case _IOC_NR(KVFS_IOC_PUT_SMALL):
 	case _IOC_NR(KVFS_IOC_XFER_REGISTER):
 		return fs_xfer_ioctl(fs, ((struct fs_ioctl_state *)
 					  fs->ioctl_state)->xfer,

@@ -92,6 +92,7 @@ struct fs_xfer {
 	struct fs *fs;
 	/* counters, atomics (no lock) */
 	uint64_t gets, puts;             /* batches */
+	uint64_t small;                  /* of them, in the _SMALL form */
 	uint64_t get_entries, put_entries;
 	uint64_t get_bytes, put_bytes;
 	uint64_t entry_errors;           /* entries with a result < 0,
@@ -402,14 +403,15 @@ static bool key_eq(const struct kvfs_key *a, const struct kvfs_key *b)
 	return memcmp(a->b, b->b, sizeof(a->b)) == 0;
 }
 
-/* EINVAL checks of a whole batch, before anything is done. */
-static int check_batch(const struct kvfs_xfer *b, bool put)
+/* EINVAL checks of a whole batch of at most max entries (the form's),
+ * before anything is done. */
+static int check_batch(const struct kvfs_xfer *b, bool put, uint32_t max)
 {
 	const uint32_t get_ok = KVFS_XFER_DEVICE | KVFS_XFER_WAIT |
 				KVFS_XFER_NAMED | KVFS_WAIT_MS_MASK;
 
 	/* a timeout only with KVFS_XFER_WAIT */
-	if (b->nents == 0 || b->nents > KVFS_XFER_MAX ||
+	if (b->nents == 0 || b->nents > max ||
 	    (b->flags & ~(put ? 0u : get_ok)) ||
 	    (!(b->flags & KVFS_XFER_WAIT) && KVFS_WAIT_MS_OF(b->flags)))
 		return -EINVAL;
@@ -636,7 +638,7 @@ static void pool_stop(struct pool *p)
 
 static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		     struct fs_fh *fh, uint64_t owner, const void *in_buf,
-		     bool put)
+		     bool put, uint32_t max)
 {
 	const char *what = put ? "PUT" : "GET";
 	struct tier_ns_info nsi;
@@ -653,10 +655,12 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	b = malloc(sizeof(*b));
 	if (!b)
 		return reply_batch_err(fs, x, req, what, NULL, ENOMEM);
-	memcpy(b, in_buf, sizeof(*b));
+	/* the small form's struct is the long one's first entries */
+	memcpy(b, in_buf, max == KVFS_XFER_MAX ? sizeof(*b) :
+	       sizeof(struct kvfs_xfer_small));
 	/* Entries name keys; in a path namespace, the keys of paths
 	 * (kvfs_path_key), each checked against its name (get_one). */
-	rc = check_batch(b, put);
+	rc = check_batch(b, put, max);
 	/* X_OK too: open(2) and creat(2) of a chunk need search permission
 	 * on its namespace, and a batch must not reach what they cannot */
 	if (rc == 0)
@@ -720,6 +724,8 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 	b->done = j.ok;
 	b->bytes = j.bytes;
 	count(put ? &x->puts : &x->gets, 1);
+	if (max != KVFS_XFER_MAX)
+		count(&x->small, 1);
 	count(put ? &x->put_entries : &x->get_entries, j.done);
 	count(put ? &x->put_bytes : &x->get_bytes, j.bytes);
 	fuse_reply_ioctl(req, 0, b,
@@ -746,7 +752,7 @@ fail:
  * EACCES, ENOENT).
  */
 static int wait_batch(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
-		      const void *in_buf)
+		      const void *in_buf, uint32_t max)
 {
 	const struct kvfs_xfer *b = in_buf;
 	struct kvfs_key *keys;
@@ -759,7 +765,7 @@ static int wait_batch(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 		return 0;
 	if (fh->kind != FS_FH_NS)
 		return -ENOTTY;
-	if (nents == 0 || nents > KVFS_XFER_MAX)
+	if (nents == 0 || nents > max)
 		return -EINVAL; /* check_batch says the rest */
 	rc = fs_ns_access(fs, req, fh->ns, R_OK | X_OK);
 	if (rc)
@@ -778,11 +784,11 @@ static int wait_batch(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 /* Admission: at most max_inflight batches at once (see the cap above). */
 static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		    struct fs_fh *fh, uint64_t owner, const void *in_buf,
-		    bool put)
+		    bool put, uint32_t max)
 {
 	int rc, ring;
 
-	if (!put && (rc = wait_batch(fs, req, fh, in_buf)) < 0) {
+	if (!put && (rc = wait_batch(fs, req, fh, in_buf, max)) < 0) {
 		if (rc != -EINTR && rc != -EAGAIN)
 			return reply_batch_err(fs, x, req, "GET", NULL, -rc);
 		/* a signal, or past the waiter bounds: routine, not logged */
@@ -802,7 +808,7 @@ static int do_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		fuse_reply_err(req, EAGAIN); /* not logged: libkvfs retries */
 		return 0;
 	}
-	rc = run_batch(fs, x, req, fh, owner, in_buf, put);
+	rc = run_batch(fs, x, req, fh, owner, in_buf, put, max);
 	__atomic_sub_fetch(&x->inflight, 1, __ATOMIC_ACQ_REL);
 	fs_ring_release(fs, ring);
 	return rc;
@@ -886,9 +892,17 @@ int fs_xfer_ioctl(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 
 	switch (nr) {
 	case _IOC_NR(KVFS_IOC_GET):
-		return do_batch(fs, x, req, fh, fi->fh, in_buf, false);
+		return do_batch(fs, x, req, fh, fi->fh, in_buf, false,
+				KVFS_XFER_MAX);
 	case _IOC_NR(KVFS_IOC_PUT):
-		return do_batch(fs, x, req, fh, fi->fh, in_buf, true);
+		return do_batch(fs, x, req, fh, fi->fh, in_buf, true,
+				KVFS_XFER_MAX);
+	case _IOC_NR(KVFS_IOC_GET_SMALL):
+		return do_batch(fs, x, req, fh, fi->fh, in_buf, false,
+				KVFS_XFER_SMALL_MAX);
+	case _IOC_NR(KVFS_IOC_PUT_SMALL):
+		return do_batch(fs, x, req, fh, fi->fh, in_buf, true,
+				KVFS_XFER_SMALL_MAX);
 	default:
 		return do_register(fs, x, req, fh, fi->fh, in_buf);
 	}
@@ -951,6 +965,7 @@ void fs_xfer_counts(struct fs_xfer *x, struct fs_xfer_counts *c)
 		return;
 	c->gets = LD(gets);
 	c->puts = LD(puts);
+	c->small = LD(small);
 	c->get_entries = LD(get_entries);
 	c->put_entries = LD(put_entries);
 	c->get_bytes = LD(get_bytes);

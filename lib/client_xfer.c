@@ -1,10 +1,13 @@
 /*
  * client_xfer.c - libkvfs's batched transfers (kvfs.h section 4a):
  * kvfs_mget / kvfs_mput cut a list of chunks into KVFS_IOC_GET / _PUT
- * calls of KVFS_XFER_MAX entries, send again what a signal left undone,
- * and name the daemon as this process's ptracer when it asks (Yama).
+ * calls of KVFS_XFER_MAX entries (their _SMALL forms for a batch of
+ * KVFS_XFER_SMALL_MAX or fewer: less to copy each way), send again what a
+ * signal left undone, and name the daemon as this process's ptracer when
+ * it asks (Yama).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -60,13 +63,31 @@ static int xfer_ioctl(int fd, unsigned long cmd, struct kvfs_xfer *b,
 	return rc < 0 ? -errno : 0;
 }
 
-/* Fills b with the entries io[idx[0..m)) (those still to do). */
-static void fill(struct kvfs_xfer *b, unsigned flags, bool put,
-		 const struct kvfs_io *io, const size_t *idx, size_t m)
+/* Set once a daemon answered a _SMALL form with ENOTTY where the long
+ * one worked (a daemon older than them): the long form from then on. */
+static atomic_bool small_unknown;
+
+/* The _SMALL form of cmd (KVFS_IOC_GET or _PUT) when m entries fit it
+ * and the daemon knows it, else cmd. */
+static unsigned long form(unsigned long cmd, size_t m)
+{
+	if (m > KVFS_XFER_SMALL_MAX ||
+	    atomic_load_explicit(&small_unknown, memory_order_relaxed))
+		return cmd;
+	return cmd == KVFS_IOC_PUT ? KVFS_IOC_PUT_SMALL : KVFS_IOC_GET_SMALL;
+}
+
+/* Fills b with the entries io[idx[0..m)) (those still to do), for the
+ * ioctl cmd (the long form or the small one, whose struct is b's
+ * prefix). */
+static void fill(struct kvfs_xfer *b, unsigned long cmd, unsigned flags,
+		 bool put, const struct kvfs_io *io, const size_t *idx,
+		 size_t m)
 {
 	memset(b, 0, offsetof(struct kvfs_xfer, ents));
 	b->version = KVFS_ABI_VERSION;
-	b->size = sizeof(*b);
+	b->size = cmd == KVFS_IOC_GET || cmd == KVFS_IOC_PUT ?
+		  sizeof(*b) : sizeof(struct kvfs_xfer_small);
 	b->flags = flags;
 	b->nents = (uint32_t)m;
 	for (size_t k = 0; k < m; k++) {
@@ -100,10 +121,19 @@ static int run_batch(int fd, unsigned long cmd, unsigned flags, bool put,
 	int rc;
 
 	while (m) {
+		unsigned long c = form(cmd, m);
 		size_t left = 0;
 
-		fill(b, flags, put, io, idx, m);
-		rc = xfer_ioctl(fd, cmd, b, deadline);
+		fill(b, c, flags, put, io, idx, m);
+		rc = xfer_ioctl(fd, c, b, deadline);
+		if (rc == -ENOTTY && c != cmd) {
+			/* a daemon without the small form, or not a
+			 * namespace fd: the long form says which */
+			fill(b, cmd, flags, put, io, idx, m);
+			rc = xfer_ioctl(fd, cmd, b, deadline);
+			if (rc != -ENOTTY)
+				atomic_store(&small_unknown, true);
+		}
 		if (rc == -EPERM && !*ptracer_set && b->daemon_pid > 0) {
 			/* Yama: let the daemon reach this process */
 			*ptracer_set = true;

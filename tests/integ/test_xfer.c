@@ -326,6 +326,88 @@ static void test_bad_batches(void **state)
 	close(fd);
 }
 
+/* The short form (KVFS_IOC_GET_SMALL / _PUT_SMALL), raw: the results of
+ * the long form; more than KVFS_XFER_SMALL_MAX entries, none, or the long
+ * form's size under its number is EINVAL, the root ENOTTY. kvfs_mput /
+ * kvfs_mget send a batch of 8 in it (xfer.small) and one of 9 in the
+ * long form, the bytes the same. */
+static void test_small_form(void **state)
+{
+	struct kvfs_xfer *b = xfer_arg(2);
+	struct kvfs_io io[9], back[9];
+	char data[2][300], out[2][300], *src, *dst;
+	unsigned long long s0 = stat_of("xfer", "small");
+	int fd = ns_create("small", 0755), rfd;
+
+	(void)state;
+	b->size = sizeof(struct kvfs_xfer_small);
+	for (int i = 0; i < 2; i++) {
+		memset(data[i], 'a' + i, sizeof(data[i]));
+		key_of(6, (uint32_t)i, &b->ents[i].key);
+		b->ents[i].addr = (uintptr_t)data[i];
+		b->ents[i].length = sizeof(data[i]);
+	}
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_PUT_SMALL, b), 0);
+	assert_int_equal(b->done, 2);
+	assert_int_equal(b->ents[0].result, 0);
+	assert_int_equal(b->ents[1].result, 0);
+	memset(out, 0, sizeof(out));
+	for (int i = 0; i < 2; i++) {
+		b->ents[i].addr = (uintptr_t)out[i];
+		b->ents[i].cap = sizeof(out[i]);
+		b->ents[i].length = 0;
+	}
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_GET_SMALL, b), 0);
+	assert_int_equal(b->done, 2);
+	assert_int_equal(b->bytes, sizeof(out));
+	assert_int_equal(b->ents[1].result, sizeof(out[1]));
+	assert_int_equal(b->ents[1].size, sizeof(out[1]));
+	assert_memory_equal(out, data, sizeof(data));
+	assert_int_equal(stat_of("xfer", "small") - s0, 2);
+
+	b->nents = KVFS_XFER_SMALL_MAX + 1;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_GET_SMALL, b), -EINVAL);
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_PUT_SMALL, b), -EINVAL);
+	b->nents = 0;
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_GET_SMALL, b), -EINVAL);
+	b->nents = 2;
+	b->size = sizeof(*b); /* the long form's size, the short number */
+	assert_int_equal(raw_ioctl(fd, KVFS_IOC_GET_SMALL, b), -EINVAL);
+	b->size = sizeof(struct kvfs_xfer_small);
+	rfd = kvfs_mount_open(mnt.dir);
+	assert_true(rfd >= 0);
+	assert_int_equal(raw_ioctl(rfd, KVFS_IOC_GET_SMALL, b), -ENOTTY);
+	close(rfd);
+	assert_int_equal(stat_of("xfer", "small") - s0, 2);
+
+	src = make_io(io, 9, 7, CHUNK);
+	dst = calloc(9, CHUNK);
+	assert_non_null(dst);
+	assert_int_equal(kvfs_mput(fd, io, 8), 8);
+	assert_int_equal(stat_of("xfer", "small") - s0, 3);
+	assert_int_equal(kvfs_mput(fd, io, 9), 9); /* 8 there already */
+	assert_int_equal(io[7].result, -EEXIST);
+	assert_int_equal(io[8].result, 0);
+	assert_int_equal(stat_of("xfer", "small") - s0, 3);
+	memset(back, 0, sizeof(back));
+	for (size_t i = 0; i < 9; i++) {
+		back[i].key = io[i].key;
+		back[i].buf = dst + i * CHUNK;
+		back[i].len = CHUNK;
+	}
+	assert_int_equal(kvfs_mget(fd, back, 8, 0), 8);
+	assert_int_equal(stat_of("xfer", "small") - s0, 4);
+	assert_memory_equal(src, dst, 8 * (size_t)CHUNK);
+	memset(dst, 0, 9 * (size_t)CHUNK);
+	assert_int_equal(kvfs_mget(fd, back, 9, 0), 9);
+	assert_int_equal(stat_of("xfer", "small") - s0, 4);
+	assert_memory_equal(src, dst, 9 * (size_t)CHUNK);
+	free(src);
+	free(dst);
+	free(b);
+	close(fd);
+}
+
 /* Per-entry size errors: above max_chunk (4M here) EFBIG; against the
  * namespace's chunk_bytes EMSGSIZE; the others in the batch are stored. */
 static void test_sizes(void **state)
@@ -501,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_overlap),
 		cmocka_unit_test(test_source_on_mount),
 		cmocka_unit_test(test_bad_batches),
+		cmocka_unit_test(test_small_form),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_l2),
 		cmocka_unit_test(test_empty_put),
