@@ -560,7 +560,8 @@ static int do_l3_drop(struct fs *fs, fuse_req_t req, struct fs_fh *fh,
 static const char *ioc_name(unsigned int nr)
 {
 	static const char *const names[] = { "(unknown)", "LOOKUP",
-		"GROUP_LOOKUP", "UNPIN", "HANDLE", "HANDLE_RELEASE" };
+		"GROUP_LOOKUP", "UNPIN", "HANDLE", "HANDLE_RELEASE", "GET",
+		"PUT", "XFER_REGISTER", "GET_SMALL", "PUT_SMALL" };
 
 	return nr < sizeof(names) / sizeof(names[0]) ? names[nr] : names[0];
 }

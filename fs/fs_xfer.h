@@ -17,9 +17,10 @@ int fs_xfer_create(struct fs *fs, struct fs_xfer **out);
 void fs_xfer_destroy(struct fs_xfer *x);
 
 /*
- * fs_xfer_ioctl - handles ioctl number nr (_IOC_NR of KVFS_IOC_GET, _PUT,
- * their _SMALL forms or _XFER_REGISTER) on the open file fi whose header fs_ioctl.c checked;
- * in_buf holds the caller's struct. Replies to req exactly once; returns 0.
+ * fs_xfer_ioctl - handles ioctl number nr (_IOC_NR of KVFS_IOC_GET,
+ * _PUT, their _SMALL forms or _XFER_REGISTER) on the open file fi whose
+ * header fs_ioctl.c checked; in_buf holds the caller's struct. Replies to
+ * req exactly once; returns 0.
  */
 int fs_xfer_ioctl(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		  struct fuse_file_info *fi, unsigned int nr,

@@ -639,9 +639,9 @@ struct kvfs_xfer_register {
 /*
  * The same calls for batches of at most KVFS_XFER_SMALL_MAX entries, in a
  * struct of that many (struct kvfs_xfer_small: the same header and
- * entries, size = sizeof(struct kvfs_xfer_small), 536 bytes): FUSE
+ * entries, size = sizeof(struct kvfs_xfer_small), 544 bytes): FUSE
  * copies a restricted ioctl's whole struct into the kernel and on to the
- * daemon (with room for as much back), and the 15,384 bytes of struct
+ * daemon (with room for as much back), and the 15,392 bytes of struct
  * kvfs_xfer made a one-entry GET of 4 KiB a third slower (22 against
  * 15 us a round trip, docs/transfers.md).
  * kvfs_mget/kvfs_mput use these for batches of KVFS_XFER_SMALL_MAX or

@@ -73,6 +73,12 @@ ABI_AT(kvfs_xfer, flags, 8); ABI_AT(kvfs_xfer, nents, 12);
 ABI_AT(kvfs_xfer, done, 16); ABI_AT(kvfs_xfer, daemon_pid, 20);
 ABI_AT(kvfs_xfer, bytes, 24); ABI_AT(kvfs_xfer, ents, 32);
 
+ABI_SIZE(kvfs_xfer_small, 544, 8);
+ABI_AT(kvfs_xfer_small, version, 0); ABI_AT(kvfs_xfer_small, size, 4);
+ABI_AT(kvfs_xfer_small, flags, 8); ABI_AT(kvfs_xfer_small, nents, 12);
+ABI_AT(kvfs_xfer_small, done, 16); ABI_AT(kvfs_xfer_small, daemon_pid, 20);
+ABI_AT(kvfs_xfer_small, bytes, 24); ABI_AT(kvfs_xfer_small, ents, 32);
+
 ABI_SIZE(kvfs_xfer_register, 96, 8);
 ABI_AT(kvfs_xfer_register, version, 0); ABI_AT(kvfs_xfer_register, size, 4);
 ABI_AT(kvfs_xfer_register, device, 8);

@@ -64,7 +64,9 @@ static int xfer_ioctl(int fd, unsigned long cmd, struct kvfs_xfer *b,
 }
 
 /* Set once a daemon answered a _SMALL form with ENOTTY where the long
- * one worked (a daemon older than them): the long form from then on. */
+ * one was taken (a daemon older than them): the long form from then on,
+ * in this process (a process using an old and a new daemon at once sends
+ * the new one the long form too: slower, never wrong). */
 static atomic_bool small_unknown;
 
 /* The _SMALL form of cmd (KVFS_IOC_GET or _PUT) when m entries fit it
@@ -128,10 +130,11 @@ static int run_batch(int fd, unsigned long cmd, unsigned flags, bool put,
 		rc = xfer_ioctl(fd, c, b, deadline);
 		if (rc == -ENOTTY && c != cmd) {
 			/* a daemon without the small form, or not a
-			 * namespace fd: the long form says which */
+			 * namespace fd: the long form says which (a signal
+			 * or a busy daemon says neither) */
 			fill(b, cmd, flags, put, io, idx, m);
 			rc = xfer_ioctl(fd, cmd, b, deadline);
-			if (rc != -ENOTTY)
+			if (rc != -ENOTTY && rc != -EINTR && rc != -EAGAIN)
 				atomic_store(&small_unknown, true);
 		}
 		if (rc == -EPERM && !*ptracer_set && b->daemon_pid > 0) {

@@ -25,9 +25,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const unsigned int cmds[] = {
 		KVFS_IOC_LOOKUP, KVFS_IOC_GROUP_LOOKUP, KVFS_IOC_UNPIN,
 		KVFS_IOC_HANDLE, KVFS_IOC_HANDLE_RELEASE,
+		KVFS_IOC_GET, KVFS_IOC_PUT, KVFS_IOC_GET_SMALL,
+		KVFS_IOC_PUT_SMALL,
 		_IOW(KVFS_IOC_MAGIC, 1, struct kvfs_lookup),
 		_IOWR(KVFS_IOC_MAGIC, 2, struct kvfs_lookup),
-		_IOWR(KVFS_IOC_MAGIC, 9, struct kvfs_unpin),
+		_IOWR(KVFS_IOC_MAGIC, 9, struct kvfs_xfer),
+		_IOWR(KVFS_IOC_MAGIC, 11, struct kvfs_unpin),
 		_IOWR(KVFS_IOC_MAGIC, 0, struct kvfs_unpin),
 		0x5401 /* TCGETS */,
 	};
