@@ -269,6 +269,12 @@ $(BUILD)/tests/unit/test_preload_path: $(BUILD)/tests/unit/test_preload_path.o \
 		$(BUILD)/lib/preload/preload_path.o $(TEST_COMMON_OBJ)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ -lcmocka $(LIBS)
+# libkvfs's choice of the transfer ioctl's form: the daemon's answers
+# are the test's (a daemon without the short form cannot run on this tree)
+$(BUILD)/tests/unit/test_client_xfer: $(BUILD)/tests/unit/test_client_xfer.o \
+		$(BUILD)/libkvfs.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -Wl,--wrap=ioctl -o $@ $^ -lcmocka $(LIBS)
 # the rate limiter of the daemon's log, tested alone
 $(BUILD)/tests/unit/test_mount_log: $(BUILD)/tests/unit/test_mount_log.o \
 		$(BUILD)/mount/mount_log.o $(TEST_COMMON_OBJ)
