@@ -2,7 +2,7 @@
  * client_xfer.c - libkvfs's batched transfers (kvfs.h section 4a):
  * kvfs_mget / kvfs_mput cut a list of chunks into KVFS_IOC_GET / _PUT
  * calls of KVFS_XFER_MAX entries (their _SMALL forms for a batch of
- * KVFS_XFER_SMALL_MAX or fewer: less to copy each way), send again what a
+ * KVFS_XFER_SMALL_MAX or fewer: less for FUSE to copy in), send again what a
  * signal left undone, and name the daemon as this process's ptracer when
  * it asks (Yama).
  */
