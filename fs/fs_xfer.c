@@ -889,23 +889,16 @@ int fs_xfer_ioctl(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 		  const void *in_buf)
 {
 	struct fs_fh *fh = fs_fh_of(fi);
+	bool put = nr == _IOC_NR(KVFS_IOC_PUT) ||
+		   nr == _IOC_NR(KVFS_IOC_PUT_SMALL);
+	bool small = nr == _IOC_NR(KVFS_IOC_GET_SMALL) ||
+		     nr == _IOC_NR(KVFS_IOC_PUT_SMALL);
 
-	switch (nr) {
-	case _IOC_NR(KVFS_IOC_GET):
-		return do_batch(fs, x, req, fh, fi->fh, in_buf, false,
-				KVFS_XFER_MAX);
-	case _IOC_NR(KVFS_IOC_PUT):
-		return do_batch(fs, x, req, fh, fi->fh, in_buf, true,
-				KVFS_XFER_MAX);
-	case _IOC_NR(KVFS_IOC_GET_SMALL):
-		return do_batch(fs, x, req, fh, fi->fh, in_buf, false,
-				KVFS_XFER_SMALL_MAX);
-	case _IOC_NR(KVFS_IOC_PUT_SMALL):
-		return do_batch(fs, x, req, fh, fi->fh, in_buf, true,
-				KVFS_XFER_SMALL_MAX);
-	default:
+	if (nr == _IOC_NR(KVFS_IOC_XFER_REGISTER))
 		return do_register(fs, x, req, fh, fi->fh, in_buf);
-	}
+	/* a GET or a PUT, in either form: the same batch, its own limit */
+	return do_batch(fs, x, req, fh, fi->fh, in_buf, put,
+			small ? KVFS_XFER_SMALL_MAX : KVFS_XFER_MAX);
 }
 
 void fs_xfer_release(struct fs_xfer *x, uint64_t owner)
