@@ -34,7 +34,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -47,13 +46,6 @@
 #define MAX_DEFAULT (64ull << 20) /* largest chunk served (KVFS_PRELOAD_MAX) */
 #define NS_SLOTS 64               /* namespaces remembered */
 #define DEV_SLOTS 16              /* devices remembered (kvfs or not) */
-/* The library's own fds: at or above. Under 64, the fds a process's
- * table holds before the kernel must grow it (NR_OPEN_DEFAULT): growing
- * it in a process with threads waits for an RCU grace period
- * (expand_fdtable's synchronize_rcu), 10-15 ms here, which at 512 every
- * reader process paid once at its first namespace (kvfs_pbench's 2 MiB
- * preloaded reads: 23 ms a 32-file run against 9-11 ms). */
-#define FD_BASE 48
 
 /* Flags a served open for writing may carry besides O_WRONLY | O_CREAT
  * (not O_APPEND, O_SYNC, O_DSYNC, O_DIRECT, O_TMPFILE...). */
@@ -153,23 +145,6 @@ static bool sandboxed(void)
 }
 
 /* --------------------------------------------------- namespaces, devices */
-
-/*
- * A dup of fd (close-on-exec) at FD_BASE or above (below RLIMIT_NOFILE:
- * half of it, where the limit is lower), for a descriptor the library
- * keeps (a namespace directory, a writer's): open(2) returns the lowest
- * free fd, and `close(1); open(key); exec` must get 1. Returns it, or -1.
- */
-static int fd_high(int fd)
-{
-	struct rlimit rl;
-	int r = fcntl(fd, F_DUPFD_CLOEXEC, FD_BASE);
-
-	if (r < 0 && errno == EINVAL && !getrlimit(RLIMIT_NOFILE, &rl) &&
-	    rl.rlim_cur / 2 < FD_BASE)
-		r = fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur / 2));
-	return r;
-}
 
 enum ns_kind { NS_KEYS = 1, NS_PATHS = 2, NS_OTHER = 3 };
 
@@ -291,7 +266,7 @@ static struct ns_slot *ns_add(int dirfd, const char *dir, const struct stat *st)
 	s->kind = NS_OTHER;
 	fd = real.openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0) { /* kept: away from the fd the caller gets next */
-		int hi = fd_high(fd);
+		int hi = pl_fd_high(fd);
 
 		close(fd);
 		fd = hi;
@@ -651,7 +626,7 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 	}
 	if (writing) {
 		/* the writer's own: kept until its close or settling */
-		nsfd = fd_high(s->fd);
+		nsfd = pl_fd_high(s->fd);
 		pthread_rwlock_unlock(&lock);
 		return nsfd >= 0 ? serve_write(nsfd, name, key, flags, mode) :
 				   -1;

@@ -18,6 +18,9 @@
  * onto the number is under way: dup_lock) and passes the call on. A
  * vfork child, which shares this table but not the fds, never changes
  * it (pl_table_mine).
+ * The close of the last fd that stands for a chunk being read keeps its
+ * socket for the next open (preload_spare.c); only then (nfds), so two
+ * chunks never share one.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -191,6 +194,8 @@ void pl_forget(int fd)
 
 	pthread_mutex_lock(&tab_lock);
 	c = atomic_exchange(&tab[fd], NULL);
+	if (c)
+		c->nfds--;
 	pthread_mutex_unlock(&tab_lock);
 	if (c)
 		pl_put(c);
@@ -293,7 +298,10 @@ static void add(int fd, struct pl_chunk *c)
 		return; /* unreachable by get(): calls on it fail, safely */
 	pthread_mutex_lock(&tab_lock);
 	c->refs++;
+	c->nfds++;
 	old = atomic_exchange(&tab[fd], c);
+	if (old)
+		old->nfds--;
 	if (fd >= atomic_load_explicit(&tab_top, memory_order_relaxed))
 		atomic_store(&tab_top, fd + 1);
 	pthread_mutex_unlock(&tab_lock);
@@ -343,13 +351,16 @@ int pl_fd_serve(struct pl_chunk *c, int flags)
 		pl_chunk_free(c);
 		return -1;
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM |
-		    ((flags & O_CLOEXEC) ? SOCK_CLOEXEC : 0), 0);
-	if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st)) {
-		if (fd >= 0)
-			close(fd);
-		pl_chunk_free(c);
-		return -1;
+	fd = pl_spare_take(flags & O_CLOEXEC, &st.st_dev, &st.st_ino);
+	if (fd < 0) {
+		fd = socket(AF_UNIX, SOCK_STREAM |
+			    ((flags & O_CLOEXEC) ? SOCK_CLOEXEC : 0), 0);
+		if (fd < 0 || fd >= TAB_MAX || r_fstat(fd, &st)) {
+			if (fd >= 0)
+				close(fd);
+			pl_chunk_free(c);
+			return -1;
+		}
 	}
 	c->sock_dev = st.st_dev;
 	c->sock_ino = st.st_ino;
@@ -914,12 +925,26 @@ EXPORT int close(int fd)
 	REAL(close);
 	/* (a vfork child's close is its own: the table is its parent's) */
 	if (in_tab(fd) && pl_table_mine()) {
-		c = pl_get(fd);
+		bool keep = false;
+		dev_t dev = 0;
+		ino_t ino = 0;
+
+		c = pl_get(fd); /* (fd checked to be still its socket) */
 		if (c && c->wr)
 			return pl_wr_close(fd, c); /* publishes */
-		if (c)
+		if (c) {
+			/* its socket kept when no other fd stands for it */
+			pthread_mutex_lock(&tab_lock);
+			keep = !c->memfd && !c->gone && c->nfds == 1 &&
+			       atomic_load(&tab[fd]) == c;
+			dev = c->sock_dev;
+			ino = c->sock_ino;
+			pthread_mutex_unlock(&tab_lock);
 			pl_put(c);
+		}
 		pl_forget(fd);
+		if (keep)
+			pl_spare_keep(fd, dev, ino);
 	}
 	return r_close(fd);
 }
@@ -1012,6 +1037,8 @@ static void forget_if(int fd, struct pl_chunk *c)
 	pthread_mutex_lock(&tab_lock);
 	if (!atomic_compare_exchange_strong(&tab[fd], &e, NULL))
 		c = NULL;
+	else
+		c->nfds--;
 	pthread_mutex_unlock(&tab_lock);
 	if (c)
 		pl_put(c);

@@ -20,6 +20,15 @@
 /* fds served: 0..TAB_MAX-1 (preload_fd.c) */
 #define TAB_MAX 65536
 
+/* The library's own fds (namespace directories, a writer's, the spare
+ * sockets of preload_fd.c): at or above. Under 64, the fds a process's
+ * table holds before the kernel must grow it (NR_OPEN_DEFAULT): growing
+ * it in a process with threads waits for an RCU grace period
+ * (expand_fdtable's synchronize_rcu), 10-15 ms here, which at 512 every
+ * reader process paid once at its first namespace (kvfs_pbench's 2 MiB
+ * preloaded reads: 23 ms a 32-file run against 9-11 ms). */
+#define FD_BASE 48
+
 /* An interposed call, exported from the library. */
 #define EXPORT __attribute__((visibility("default")))
 
@@ -78,6 +87,7 @@ struct pl_chunk {
 			       * fds are the real file's now; a call that
 			       * waited on lock retries as the real call */
 	unsigned refs;        /* descriptors + calls in flight (table lock) */
+	unsigned nfds;        /* of refs: the table's entries (table lock) */
 	dev_t sock_dev;       /* the socket that stands for it (see */
 	ino_t sock_ino;       /* pl_fd_serve), or the memfd */
 	int memfd;            /* the fd is a memfd of the bytes (KVFS_PRELOAD=
@@ -180,7 +190,8 @@ void pl_chunk_free(struct pl_chunk *c);
 /* pl_fd_serve - a new descriptor that stands for c (takes c): an
  * unconnected AF_UNIX socket, so that any call this library does not
  * interpose fails (ENOTCONN, EINVAL, ENODEV) instead of reading other
- * bytes; O_CLOEXEC as flags ask. Returns the fd, or -1 (c freed). */
+ * bytes (a spare one the close of a served fd kept, else a new one);
+ * O_CLOEXEC as flags ask. Returns the fd, or -1 (c freed). */
 int pl_fd_serve(struct pl_chunk *c, int flags);
 
 /* The table of served fds (preload_fd.c), for preload_wr.c. */
@@ -238,6 +249,25 @@ int pl_fd_of_name(const char *path);
  * real file's first (pl_fd_real) and -1 says the caller opens path.
  * -1 too for any other path. */
 int pl_fd_reopen(const char *path, int flags, int served_flags);
+
+/* pl_fd_high - a dup of fd (close-on-exec) at FD_BASE or above (below
+ * RLIMIT_NOFILE: half of it, where the limit is lower), for a descriptor
+ * the library keeps (a namespace directory, a writer's, a spare socket):
+ * open(2) returns the lowest free fd, and `close(1); open(key); exec`
+ * must get 1. Returns it, or -1. (preload_spare.c) */
+int pl_fd_high(int fd);
+
+/* pl_spare_take - a socket the close of a served fd kept (its fstat
+ * identity in *dev, *ino), dup'ed down to the lowest free fd
+ * (close-on-exec if cloexec); -1 when none is kept, or none is still the
+ * socket it was. (preload_spare.c) */
+int pl_spare_take(bool cloexec, dev_t *dev, ino_t *ino);
+
+/* pl_spare_keep - fd, the last descriptor of a chunk being read (dev,
+ * ino: its socket, checked; about to be closed), has its socket kept
+ * for pl_spare_take at a number of the library's while there is room.
+ * (preload_spare.c) */
+void pl_spare_keep(int fd, dev_t dev, ino_t ino);
 
 /* pl_table_mine - whether the table is this process's: false in a vfork
  * child (or posix_spawn's clone(CLONE_VM) child), which shares the

@@ -13,6 +13,12 @@
 #          while another preads fd 50: no read fails or reads other
 #          bytes, and fd 50 reads A after the last dup2 of A
 #   efault read / pread / readv into address 16: EFAULT
+#   spare  the socket a closed reader leaves (lib/preload/README.md,
+#          "Spare sockets"): the next open gets the lowest free number
+#          and its own bytes; a socket whose fd's dup is still open is
+#          not reused (the dup reads its own chunk); spares closed
+#          behind the library (a raw close_range) and their numbers
+#          reused by the program's files: those files are left alone
 # Runs in about 3 s.
 set -u
 T=test_preload_fdtable
@@ -214,9 +220,65 @@ static int efault_main(const char *a)
 	return 0;
 }
 
+/* whether fd is still the file st says */
+static int same(int fd, const struct stat *st)
+{
+	struct stat s2;
+
+	return !fstat(fd, &s2) && s2.st_dev == st->st_dev &&
+	       s2.st_ino == st->st_ino;
+}
+
+static int spare_main(const char *a, const char *b, const char *log)
+{
+	struct stat lst;
+	int fd, x, y, z, lg, kept = 0;
+
+	fd = open(a, O_RDONLY);
+	close(fd);
+	x = open(a, O_RDONLY);
+	printf("spare: reopened at the same number: %d\n", x == fd);
+	drain("spare: reopened", x);
+	close(x);
+	/* b's dup outlives its fd: b's socket is not a spare */
+	x = open(b, O_RDONLY);
+	pread(x, bb, 64, 0);
+	y = dup(x);
+	close(x);
+	z = open(a, O_RDONLY);
+	drain("spare: the dup of b", y);
+	drain("spare: a, opened after", z);
+	/* a raw dup2 of a's fd onto b's dup: the kernel's y is a's now,
+	 * and the library must not serve b there */
+	syscall(SYS_dup3, z, y, 0);
+	printf("spare: b's bytes at y after a raw dup2 of a's fd onto it: %d\n",
+	       pread(y, ba, 64, 0) == 64 && !memcmp(ba, bb, 64));
+	close(y);
+	close(z);
+	/* every number from 40 closed behind the library, then the
+	 * program's own file at 40..63 */
+	syscall(SYS_close_range, 40u, ~0u, 0);
+	lg = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	fstat(lg, &lst);
+	for (int i = 40; i < 64; i++)
+		dup2(lg, i);
+	for (int i = 0; i < 4; i++) {
+		x = open(a, O_RDONLY);
+		drain("spare: a, after the raw close_range", x);
+		close(x);
+	}
+	for (int i = 40; i < 64; i++)
+		kept += same(i, &lst);
+	printf("spare: the program's fds at 40..63 kept: %d of 24\n", kept);
+	printf("spare: write to fd 48: %zd\n", write(48, "mine\n", 5));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(argv[1], "spare"))
+		return spare_main(argv[2], argv[3], argv[4]);
 	if (!strcmp(argv[1], "vfork"))
 		return vfork_main(argv[2], argv[3]);
 	if (!strcmp(argv[1], "race"))
@@ -260,6 +322,7 @@ run() { # TAG [preload]
 		LD_PRELOAD=$p "$tmp/fdtable" vfork "$ns/$A" "$ns/0000000000000000000000000000$1"
 		LD_PRELOAD=$p "$tmp/fdtable" race "$ns/$A" "$ns/$B" 5000
 		LD_PRELOAD=$p "$tmp/fdtable" efault "$ns/$A"
+		LD_PRELOAD=$p "$tmp/fdtable" spare "$ns/$A" "$ns/$B" "$tmp/log$1"
 		LD_PRELOAD=$p "$PY" "$tmp/sub.py" "$ns/$A" "$tmp/a"
 		# a served fd a new program inherits (exec after fork)
 		LD_PRELOAD=$p bash -c "md5sum < '$ns/$A'" | sed 's/^/exec stdin: /'
@@ -301,6 +364,13 @@ expect "efault: read, pread, readv into address 16: EFAULT" "^read: \|^pread: \|
 expect "python: subprocess.run(stdin=DEVNULL) with fd 0 served" "^fd 0 after subprocess.run(stdin=DEVNULL): $h True"
 expect "python: subprocess.run with served fds at 3+" "^fds 3+ after subprocess.run: \[True, True, True\]"
 expect "exec: a served stdin read by the new program" "^exec stdin: "
+expect "spare: a reopened reader gets the lowest number and its bytes" \
+	"^spare: reopened"
+expect "spare: a socket whose dup is open is not reused" \
+	"^spare: the dup of b: 4096 \|^spare: a, opened after: $h \|^spare: b's bytes at y after a raw dup2 of a's fd onto it: 0"
+expect "spare: spares closed behind the library, numbers reused: the program's files kept" \
+	"^spare: a, after the raw close_range: $h \|^spare: the program's fds at 40..63 kept: 24 of 24\|^spare: write to fd 48: 5"
+check "spare: the program's writes landed in its file" test "$(cat "$tmp/log0002")" = "mine"
 expect "exec: a served fd 7 read on from its offset by the new program" "^exec fd 7 after 10 bytes: "
 
 echo "1..$n"
