@@ -62,7 +62,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
 ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) \
 	$(SANFLAGS) -Iinclude -I. $(PKG_CFLAGS) -MMD -MP
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
-LIBS := -luring -lzstd -lhiredis -ldl -lm
+LIBS := -luring -lzstd -lxxhash -lhiredis -ldl -lm
 FUSE_LIBS := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null || echo -lfuse3)
 
 # ---------------------------------------------------------------- sources

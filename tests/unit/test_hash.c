@@ -20,8 +20,13 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <stdlib.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "hash/hashkey.h"
+#include "tier/record/record.h"
 #include "kvfs.h"
 
 static void hex_of(const struct kvfs_key *k, char out[33])
@@ -277,6 +282,55 @@ static void test_checksum(void **state)
 	assert_int_equal(hashkey_sum_final(&s), 0x2d06800538d394c2ull);
 }
 
+/* The checksums of chunks and records go through libxxhash's run-time
+ * dispatch (hash/xxh_fast.h: AVX-512 / AVX2): every value must be the
+ * compiled-in XXH3's, which earlier builds stored in L2 and L3 records,
+ * whole and streamed, at lengths around each of XXH3's paths (<= 16,
+ * <= 128, <= 240 bytes, stripes of 64, blocks of 1,024, 2 MiB). */
+static void test_checksum_dispatch(void **state)
+{
+	static const size_t lens[] = { 0, 1, 16, 17, 128, 129, 240, 241,
+				       1023, 1024, 1025, 4096 + 13, 65536,
+				       262144, 262144 + 63, 2u << 20 };
+	size_t max = (2u << 20) + 64;
+	unsigned char *buf = malloc(max);
+	struct kvrec_sum_state *rs = kvrec_sum_new();
+	struct hashkey_sum s;
+	uint64_t x = 0x9E3779B97F4A7C15ull;
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(rs);
+	for (size_t i = 0; i < max; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		buf[i] = (unsigned char)x;
+	}
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		size_t n = lens[k], cut = n / 3;
+		/* an unaligned start too */
+		for (size_t at = 0; at < 2; at++) {
+			const unsigned char *p = buf + at * 7;
+			uint64_t want = XXH3_64bits(p, n);
+
+			assert_int_equal(hashkey_checksum(p, n), want);
+			hashkey_sum_init(&s);
+			hashkey_sum_update(&s, p, cut);
+			hashkey_sum_update(&s, p + cut, n - cut);
+			assert_int_equal(hashkey_sum_final(&s), want);
+			assert_int_equal(kvrec_sum(p, n, 0), want);
+			assert_int_equal(kvrec_sum(p, n, 12345),
+					 XXH3_64bits_withSeed(p, n, 12345));
+			kvrec_sum_reset(rs, 777);
+			kvrec_sum_add(rs, p, cut);
+			kvrec_sum_add(rs, p + cut, n - cut);
+			assert_int_equal(kvrec_sum_end(rs),
+					 XXH3_64bits_withSeed(p, n, 777));
+		}
+	}
+	kvrec_sum_free(rs);
+	free(buf);
+}
+
 static void test_index_hash(void **state)
 {
 	struct kvfs_key k = { { 1, 2, 3 } };
@@ -356,6 +410,7 @@ int main(void)
 		cmocka_unit_test(test_chaining),
 		cmocka_unit_test(test_hex),
 		cmocka_unit_test(test_checksum),
+		cmocka_unit_test(test_checksum_dispatch),
 		cmocka_unit_test(test_index_hash),
 		cmocka_unit_test(test_index_flood),
 		cmocka_unit_test(test_index_ranks),

@@ -11,11 +11,12 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "hash/xxh_fast.h"
 #include "tier/record/codec.h"
 
 uint64_t kvrec_sum(const void *p, size_t len, uint64_t seed)
 {
-	return XXH3_64bits_withSeed(p, len, seed);
+	return xxh_fast_seed(p, len, seed);
 }
 
 struct kvrec_sum_state {
@@ -39,7 +40,7 @@ void kvrec_sum_reset(struct kvrec_sum_state *s, uint64_t seed)
 
 void kvrec_sum_add(struct kvrec_sum_state *s, const void *p, size_t len)
 {
-	XXH3_64bits_update(&s->x, p, len);
+	xxh_fast_update(&s->x, p, len);
 }
 
 uint64_t kvrec_sum_end(const struct kvrec_sum_state *s)
