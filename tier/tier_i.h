@@ -444,6 +444,11 @@ void tier_idx_prefetch(struct tier *t, uint32_t ns,
 		       const struct kvfs_key *keys, uint32_t n, uint64_t *h);
 /* The same for n hashes already computed (keys of several namespaces). */
 void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n);
+/* A lookup run's pipeline (tier_lookup.c), one key at a time: the bucket
+ * of hash h prefetched (stage 1), then, some keys later, read and its
+ * first record's lines prefetched (stage 2); hints only. */
+void tier_idx_prefetch_bucket(struct tier *t, uint64_t h);
+void tier_idx_prefetch_rec(struct tier *t, uint64_t h);
 struct lease_pin;
 /* tier_unpin_gen of pins[0..n) (tier_lookup.c): the engine lock taken
  * once per run of them and their index misses overlapped, as a lookup

@@ -54,6 +54,27 @@ static inline void set_parent(struct tier *t, struct tier_rec *r,
 	tier_rec_set_parent(t, r, parent, depth);
 }
 
+/*
+ * A run's index misses overlap in a pipeline: key k's bucket is
+ * prefetched BUCKET_AHEAD keys before k is looked up, its first record
+ * (node, key and namespace lines) REC_AHEAD keys before, from the bucket
+ * prefetched earlier; so each key's lookup finds its lines arriving or
+ * there. (Blocks of 16, bucket and record prefetched back to back, left
+ * each record's miss waiting on its bucket's.)
+ */
+#define PIPE 32
+#define BUCKET_AHEAD 16
+#define REC_AHEAD 8
+_Static_assert(BUCKET_AHEAD < PIPE && REC_AHEAD < BUCKET_AHEAD,
+	       "the pipeline's stages");
+
+/* keys[k]'s index hash: from its key part kh[k] when given. */
+static inline uint64_t key_hash(uint32_t ns, const struct kvfs_key *keys,
+				const uint64_t *kh, uint32_t k)
+{
+	return kh ? hashkey_ns(ns, kh[k]) : hashkey_index(ns, &keys[k]);
+}
+
 /* tier_lookup and tier_lookup_pinned; gens (with pin) may be NULL.
  * Past the local run, L3 is asked about the rest in one round trip per
  * node: found counts the run L3 has too. With pin that part is promoted
@@ -67,8 +88,7 @@ static int lookup_run(struct tier *t, uint32_t ns,
 {
 	uint32_t i = 0, l1 = 0, l2 = 0, l3run = 0, l3from = 0, promoted = 0;
 	uint32_t nrun = 0; /* the found chunks in L1 not yet told the policy */
-	uint32_t blk = 0, ahead; /* keys[blk..ahead) hashed into hs[] */
-	uint64_t hs[TIER_IDX_AHEAD];
+	uint64_t hs[PIPE]; /* key k's index hash at hs[k % PIPE] */
 	bool asked_l3 = false, repromoted = false;
 	struct policy_item *stack_run[LOOKUP_TOUCH_RUN], **run = stack_run;
 	struct tier_rec *r;
@@ -98,23 +118,24 @@ static int lookup_run(struct tier *t, uint32_t ns,
 	tick = ++t->clock;
 	now_ns = tier_now_ns();
 local:
-	ahead = i;
+	/* the pipeline filled from key i: buckets to BUCKET_AHEAD, records
+	 * to REC_AHEAD */
+	for (uint32_t k = i; k < nkeys && k < i + BUCKET_AHEAD; k++) {
+		hs[k % PIPE] = key_hash(ns, keys, kh, k);
+		tier_idx_prefetch_bucket(t, hs[k % PIPE]);
+	}
+	for (uint32_t k = i; k < nkeys && k < i + REC_AHEAD; k++)
+		tier_idx_prefetch_rec(t, hs[k % PIPE]);
 	for (; i < nkeys; i++) {
-		if (i == ahead) { /* the next keys' misses, overlapped */
-			uint32_t n = nkeys - i < TIER_IDX_AHEAD ?
-				     nkeys - i : TIER_IDX_AHEAD;
+		if (i + BUCKET_AHEAD < nkeys) {
+			uint32_t k = i + BUCKET_AHEAD;
 
-			if (kh) {
-				for (uint32_t k = 0; k < n; k++)
-					hs[k] = hashkey_ns(ns, kh[i + k]);
-				tier_idx_prefetch_h(t, hs, n);
-			} else {
-				tier_idx_prefetch(t, ns, keys + i, n, hs);
-			}
-			blk = i;
-			ahead = i + n;
+			hs[k % PIPE] = key_hash(ns, keys, kh, k);
+			tier_idx_prefetch_bucket(t, hs[k % PIPE]);
 		}
-		r = tier_idx_find_h(t, ns, &keys[i], hs[i - blk]);
+		if (i + REC_AHEAD < nkeys)
+			tier_idx_prefetch_rec(t, hs[(i + REC_AHEAD) % PIPE]);
+		r = tier_idx_find_h(t, ns, &keys[i], hs[i % PIPE]);
 		if (!r)
 			break;
 		set_parent(t, r, i ? &keys[i - 1] : NULL, depth_base + i);
