@@ -438,11 +438,8 @@ struct tier_rec *tier_idx_find_h(struct tier *t, uint32_t ns,
 				 const struct kvfs_key *key, uint64_t h);
 /* Keys a batched lookup hashes and prefetches at a time. */
 #define TIER_IDX_AHEAD 16
-/* Hashes n <= TIER_IDX_AHEAD keys into h[] and prefetches their buckets
- * and first records (hints only), for tier_idx_find_h. */
-void tier_idx_prefetch(struct tier *t, uint32_t ns,
-		       const struct kvfs_key *keys, uint32_t n, uint64_t *h);
-/* The same for n hashes already computed (keys of several namespaces). */
+/* Prefetches the buckets and first records of n <= TIER_IDX_AHEAD index
+ * hashes (hints only), for tier_idx_find_h. */
 void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n);
 /* A lookup run's pipeline (tier_lookup.c), one key at a time: the bucket
  * of hash h prefetched (stage 1), then, some keys later, read and its

@@ -26,18 +26,10 @@ struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 	return tier_idx_find_h(t, ns, key, hashkey_index(ns, key));
 }
 
-/* Hashes keys[0..n) (at most TIER_IDX_AHEAD) into h[] and starts loading
- * their buckets, then the first record of each chain (its link, key and
- * namespace lines): a batch's misses overlap instead of following one
- * another. Only hints: nothing is changed or faulted in. */
-void tier_idx_prefetch(struct tier *t, uint32_t ns,
-		       const struct kvfs_key *keys, uint32_t n, uint64_t *h)
-{
-	for (uint32_t k = 0; k < n; k++)
-		h[k] = hashkey_index(ns, &keys[k]);
-	tier_idx_prefetch_h(t, h, n);
-}
-
+/* Starts loading the buckets of h[0..n) (at most TIER_IDX_AHEAD), then
+ * the first record of each chain (its link, key and namespace lines): a
+ * batch's misses overlap instead of following one another. Only hints:
+ * nothing is changed or faulted in. */
 void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n)
 {
 	uint32_t k;
