@@ -63,6 +63,14 @@ ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fPIC -pthread $(WARN) $(CFLAGS) \
 	$(SANFLAGS) -Iinclude -I. $(PKG_CFLAGS) -MMD -MP
 LDFLAGS_ALL := $(SANFLAGS) -pthread $(LDFLAGS)
 LIBS := -luring -lzstd -lxxhash -lhiredis -ldl -lm
+# libxxhash's run-time dispatched XXH3 (hash/xxh_fast.h): Debian's amd64
+# build exports it; against a libxxhash without it (DISPATCH=0 builds,
+# or not yet installed), the compiled-in XXH3
+XXH_DISPATCH := $(shell printf 'unsigned long long XXH3_64bits_dispatch(const void *, unsigned long);\nint main(void) { return !XXH3_64bits_dispatch("", 0); }\n' | \
+	$(CC) -x c - -o /dev/null -lxxhash 2>/dev/null && echo 1)
+ifneq ($(XXH_DISPATCH),1)
+ALL_CFLAGS += -DKVFS_XXH_NO_DISPATCH
+endif
 FUSE_LIBS := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null || echo -lfuse3)
 
 # ---------------------------------------------------------------- sources

@@ -9,7 +9,9 @@
  * a call costs more than their hash.
  *
  * Include after <xxhash.h> (XXH_INLINE_ALL); link -lxxhash. Only x86-64
- * builds of libxxhash have these: elsewhere, the compiled-in functions.
+ * builds of libxxhash made with its DISPATCH=1 have these (Debian's):
+ * elsewhere, and where the Makefile's probe finds none
+ * (KVFS_XXH_NO_DISPATCH), the compiled-in functions.
  * The state is the one XXH3_64bits_reset made (the same header and
  * layout): reset and digest stay compiled in.
  */

@@ -87,7 +87,8 @@ int tier_arena_checksum(struct tier *t, uint64_t off, uint64_t len,
 		*sum = hashkey_checksum((const char *)t->arena.host + off, len);
 		return 0;
 	}
-	s = malloc(sizeof(*s));
+	/* its alignment (64: XXH3's state) is more than malloc's */
+	s = aligned_alloc(_Alignof(struct hashkey_sum), sizeof(*s));
 	buf = malloc(1u << 20);
 	if (!s || !buf) {
 		free(s);

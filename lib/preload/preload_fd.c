@@ -779,7 +779,7 @@ static int fcntl_common(int fd, int cmd, unsigned long arg, bool is64)
 	if (c && cmd == F_GETFL) /* what the chunk's own fd says: */
 		r = O_RDONLY | 0100000 | c->oflags; /* O_LARGEFILE, forced */
 	if (c && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
-		if (r >= 0 && !c->gone)
+		if (r >= 0 && !c->gone && !c->kept)
 			add(r, c);
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -843,7 +843,7 @@ EXPORT int dup(int fd)
 	if (c) /* see fcntl_common */
 		pthread_mutex_lock(&c->lock);
 	r = r_dup(fd);
-	if (c && r >= 0 && !c->gone)
+	if (c && r >= 0 && !c->gone && !c->kept)
 		add(r, c);
 	if (c) {
 		pthread_mutex_unlock(&c->lock);
@@ -895,7 +895,7 @@ static int dup_onto(int fd, int nfd, int flags, bool three)
 	pthread_mutex_lock(&dup_lock);
 	r = real_dup_onto(fd, nfd, flags, three);
 	if (r >= 0 && fd != nfd) {
-		if (c && !c->gone)
+		if (c && !c->gone && !c->kept)
 			add(r, c);
 		else if (in_tab(nfd))
 			pl_forget(nfd);
@@ -918,6 +918,49 @@ EXPORT int dup3(int fd, int nfd, int flags)
 	return dup_onto(fd, nfd, flags, true);
 }
 
+/*
+ * close(fd), fd standing for c (referenced; dropped here): fd's entry
+ * forgotten, and where fd is the last fd standing for c, c's socket kept
+ * for the next open (preload_spare.c). That is decided, the socket moved
+ * and fd closed under c->lock, which a dup holds from its kernel call to
+ * its entry, and fd's entry is forgotten only after the kernel closed fd
+ * (a call that finds no entry makes the kernel's call: a dup of fd
+ * between the two would be a copy of the socket the library no longer
+ * knows of). So a dup of fd comes wholly before (fd is not the last
+ * then) or after fd is closed (the kernel's EBADF, and c is kept: it adds
+ * no entry): no entry ever stands for a kept socket, nor any fd but the
+ * spare's.
+ */
+static int close_reader(int fd, struct pl_chunk *c)
+{
+	bool keep;
+	int r, err;
+
+	REAL(close);
+	pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&tab_lock);
+	keep = !c->memfd && !c->gone && c->nfds == 1 &&
+	       atomic_load(&tab[fd]) == c;
+	if (keep)
+		c->kept = 1;
+	pthread_mutex_unlock(&tab_lock);
+	if (!keep) {
+		pthread_mutex_unlock(&c->lock);
+		pl_put(c);
+		pl_forget(fd);
+		return r_close(fd);
+	}
+	pl_spare_keep(fd, c->sock_dev, c->sock_ino);
+	r = r_close(fd);
+	err = errno;
+	/* (fd's number may be another open's entry already: left alone) */
+	forget_if(fd, c);
+	pthread_mutex_unlock(&c->lock);
+	pl_put(c);
+	errno = err;
+	return r;
+}
+
 EXPORT int close(int fd)
 {
 	struct pl_chunk *c;
@@ -925,26 +968,12 @@ EXPORT int close(int fd)
 	REAL(close);
 	/* (a vfork child's close is its own: the table is its parent's) */
 	if (in_tab(fd) && pl_table_mine()) {
-		bool keep = false;
-		dev_t dev = 0;
-		ino_t ino = 0;
-
 		c = pl_get(fd); /* (fd checked to be still its socket) */
 		if (c && c->wr)
 			return pl_wr_close(fd, c); /* publishes */
-		if (c) {
-			/* its socket kept when no other fd stands for it */
-			pthread_mutex_lock(&tab_lock);
-			keep = !c->memfd && !c->gone && c->nfds == 1 &&
-			       atomic_load(&tab[fd]) == c;
-			dev = c->sock_dev;
-			ino = c->sock_ino;
-			pthread_mutex_unlock(&tab_lock);
-			pl_put(c);
-		}
+		if (c)
+			return close_reader(fd, c);
 		pl_forget(fd);
-		if (keep)
-			pl_spare_keep(fd, dev, ino);
 	}
 	return r_close(fd);
 }

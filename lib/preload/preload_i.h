@@ -88,6 +88,10 @@ struct pl_chunk {
 			       * waited on lock retries as the real call */
 	unsigned refs;        /* descriptors + calls in flight (table lock) */
 	unsigned nfds;        /* of refs: the table's entries (table lock) */
+	int kept;             /* its socket was kept (preload_spare.c) at the
+			       * close of its last fd (lock and table lock):
+			       * no fd stands for it again (a dup waiting
+			       * for lock finds fd closed) */
 	dev_t sock_dev;       /* the socket that stands for it (see */
 	ino_t sock_ino;       /* pl_fd_serve), or the memfd */
 	int memfd;            /* the fd is a memfd of the bytes (KVFS_PRELOAD=

@@ -8,12 +8,13 @@
  * 256 KiB chunk. The dup of a kept one costs 0.3-0.5 us. So the close of
  * the last fd standing for a chunk being read (preload_fd.c's close,
  * which checked that fd is still the socket and that no other entry of
- * the table stands for it) moves the socket to a number at FD_BASE or
- * above, close-on-exec, instead of closing it; the next pl_fd_serve
- * takes it, checks that number is still that socket (a raw close or
- * closefrom may have given the number to another file: then the entry
- * is forgotten and the file left alone), and dups it down to the lowest
- * free fd, as socket() would have returned.
+ * the table stands for it, nor ever will: close_forget) moves the
+ * socket to a number at FD_BASE or above, close-on-exec, checked to be
+ * that socket, instead of closing it; the next pl_fd_serve takes it,
+ * checks that number is still that socket (a raw close or closefrom may
+ * have given the number to another file: then the entry is forgotten
+ * and the file left alone), and dups it down to the lowest free fd, as
+ * socket() would have returned.
  *
  * A fork's child inherits the spares with the fds (its own copies); a
  * vfork child never gets here (pl_table_mine); exec closes them.
@@ -28,8 +29,9 @@
 
 #include "lib/preload/preload_i.h"
 
-/* a few, under the 64 fds a process starts with (FD_BASE) */
-#define SPARE_MAX 4
+/* two (a reader per core here), under the 64 fds a process starts with
+ * (FD_BASE); each is one of the process's RLIMIT_NOFILE */
+#define SPARE_MAX 2
 
 struct spare {
 	int fd;
@@ -37,8 +39,13 @@ struct spare {
 	ino_t ino;
 };
 
-/* lock: protects spares and nspares; held across no call but a fork's
- * (atfork handlers below) */
+/* lock: protects spares and nspares, and is held across the calls that
+ * move a spare's fd (a fork then never sees one half moved: the child's
+ * fds are the spares it is told). A leaf: no other lock of the library
+ * is taken under it. Its atfork handlers are registered first (the
+ * constructor's priority), so a fork takes it last, after the locks
+ * under which an open reaches pl_spare_take (the namespace table's,
+ * preload_wr.c's walk_lock). */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct spare spares[SPARE_MAX];
 static unsigned nspares;
@@ -46,7 +53,7 @@ static unsigned nspares;
 static void atfork_prepare(void) { pthread_mutex_lock(&lock); }
 static void atfork_done(void) { pthread_mutex_unlock(&lock); }
 
-__attribute__((constructor)) static void spare_init(void)
+__attribute__((constructor(101))) static void spare_init(void)
 {
 	pthread_atfork(atfork_prepare, atfork_done, atfork_done);
 }
@@ -64,68 +71,62 @@ int pl_fd_high(int fd)
 	return r;
 }
 
-/* s back among the spares, or closed when they are full. */
-static void give_back(const struct spare *s)
+/* Whether fd is the socket dev, ino. */
+static bool is_sock(int fd, dev_t dev, ino_t ino)
 {
-	bool kept;
+	struct stat st;
 
-	pthread_mutex_lock(&lock);
-	kept = nspares < SPARE_MAX;
-	if (kept)
-		spares[nspares++] = *s;
-	pthread_mutex_unlock(&lock);
-	if (!kept) {
-		REAL(close);
-		r_close(s->fd);
-	}
+	REAL(fstat);
+	return !r_fstat(fd, &st) && st.st_dev == dev && st.st_ino == ino;
 }
 
 int pl_spare_take(bool cloexec, dev_t *dev, ino_t *ino)
 {
-	struct spare s;
-	struct stat st;
-	int fd;
+	int fd = -1;
 
-	REAL(fstat);
 	REAL(fcntl);
 	REAL(close);
-	for (;;) {
-		pthread_mutex_lock(&lock);
-		if (!nspares) {
-			pthread_mutex_unlock(&lock);
-			return -1;
-		}
-		s = spares[--nspares];
-		pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&lock);
+	while (fd < 0 && nspares) {
+		struct spare *s = &spares[nspares - 1];
+
 		/* another file's number now: forgotten, left alone */
-		if (r_fstat(s.fd, &st) || st.st_dev != s.dev ||
-		    st.st_ino != s.ino)
+		if (!is_sock(s->fd, s->dev, s->ino)) {
+			nspares--;
 			continue;
-		fd = r_fcntl(s.fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+		}
+		fd = r_fcntl(s->fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
 		if (fd >= TAB_MAX) { /* (a table that full: a new socket's
 				      * number would be too) */
 			r_close(fd);
 			fd = -1;
 		}
-		if (fd < 0) { /* EMFILE...: kept for later */
-			give_back(&s);
-			return -1;
-		}
-		r_close(s.fd);
-		*dev = s.dev;
-		*ino = s.ino;
-		return fd;
+		if (fd < 0) /* EMFILE...: kept for later */
+			break;
+		r_close(s->fd);
+		*dev = s->dev;
+		*ino = s->ino;
+		nspares--;
 	}
+	pthread_mutex_unlock(&lock);
+	return fd;
 }
 
 void pl_spare_keep(int fd, dev_t dev, ino_t ino)
 {
-	struct spare s = { .dev = dev, .ino = ino };
-	bool room;
+	int hi;
 
+	REAL(close);
 	pthread_mutex_lock(&lock);
-	room = nspares < SPARE_MAX;
+	if (nspares < SPARE_MAX && (hi = pl_fd_high(fd)) >= 0) {
+		/* fd may be another file already (a dup2 onto it racing
+		 * its close): then that copy goes */
+		if (is_sock(hi, dev, ino))
+			spares[nspares++] = (struct spare){ .fd = hi,
+							    .dev = dev,
+							    .ino = ino };
+		else
+			r_close(hi);
+	}
 	pthread_mutex_unlock(&lock);
-	if (room && (s.fd = pl_fd_high(fd)) >= 0)
-		give_back(&s);
 }

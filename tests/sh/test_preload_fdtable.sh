@@ -19,7 +19,12 @@
 #          not reused (the dup reads its own chunk); spares closed
 #          behind the library (a raw close_range) and their numbers
 #          reused by the program's files: those files are left alone
-# Runs in about 3 s.
+#   closedup close(fd) of a served reader racing another thread's dup(fd),
+#          then dup2(pipe, fd) (review 20): no dup ever shares a socket
+#          with another chunk's fd (a raw dup3 of B's fd onto A's dup
+#          never reads A's bytes), and the program's pipe is never kept
+#          open by the library (its reader sees EOF)
+# Runs in about 6 s.
 set -u
 T=test_preload_fdtable
 # shellcheck source=tests/sh/preload_test.sh
@@ -274,9 +279,106 @@ static int spare_main(const char *a, const char *b, const char *log)
 	return 0;
 }
 
+static atomic_int go, acted, racefd, racesrc;
+static int dupres;
+
+/* waits for go, then dup(racefd) (racesrc < 0) or dup2(racesrc, racefd) */
+static void *racer(void *x)
+{
+	for (;;) {
+		int g;
+
+		while (!(g = atomic_load(&go)))
+			;
+		if (g < 0)
+			return x;
+		if (atomic_load(&racesrc) < 0)
+			dupres = dup(atomic_load(&racefd));
+		else
+			dup2(atomic_load(&racesrc), atomic_load(&racefd));
+		atomic_store(&go, 0);
+		atomic_store(&acted, 1);
+	}
+}
+
+/* close(fd) in this thread, the racer's call in the other, their start
+ * a few cycles apart (i varies it) */
+static void race_close(int fd, int src, int i)
+{
+	atomic_store(&racefd, fd);
+	atomic_store(&racesrc, src);
+	atomic_store(&acted, 0);
+	atomic_store(&go, 1);
+	for (volatile int s = 0; s < (i % 64) * 8; s++)
+		;
+	close(fd);
+	while (!atomic_load(&acted))
+		;
+}
+
+static ino_t raw_ino(int fd)
+{
+	struct stat st;
+
+	return syscall(SYS_fstat, fd, &st) ? 0 : st.st_ino;
+}
+
+static int closedup_main(const char *a, const char *b, int iters)
+{
+	static char ra[4096], x[4096];
+	int shared = 0, wrong = 0, same = 0, p[2], fd;
+	pthread_t t;
+	char c;
+
+	fd = open(a, O_RDONLY);
+	pread(fd, ra, sizeof(ra), 0);
+	close(fd);
+	if (pipe(p))
+		return 1;
+	pthread_create(&t, NULL, racer, NULL);
+	for (int i = 0; i < iters; i++) {
+		race_close(open(a, O_RDONLY), -1, i);
+		if (dupres < 0)
+			continue;
+		fd = open(b, O_RDONLY);
+		if (raw_ino(fd) == raw_ino(dupres)) {
+			shared++;
+			syscall(SYS_dup3, fd, dupres, 0);
+			wrong += pread(dupres, x, sizeof(x), 0) ==
+				 (ssize_t)sizeof(x) && !memcmp(x, ra, sizeof(x));
+		}
+		close(fd);
+		close(dupres);
+	}
+	for (int i = 0; i < iters; i++) {
+		fd = open(a, O_RDONLY);
+		race_close(fd, p[1], i);
+		close(fd); /* whichever file is there now */
+	}
+	atomic_store(&go, -1);
+	pthread_join(t, NULL);
+	for (int k = 0; k < 4; k++) {
+		int fa = open(a, O_RDONLY), fb = open(b, O_RDONLY);
+
+		same += raw_ino(fa) == raw_ino(fb);
+		close(fa);
+		close(fb);
+	}
+	close(p[1]);
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	printf("closedup: A's dup and B on one socket %d times, A's bytes on B's copy %d\n",
+	       shared, wrong);
+	printf("closedup: then A and B on one socket %d of 4 times\n", same);
+	printf("closedup: the pipe's reader after its last write end closed: %s\n",
+	       read(p[0], &c, 1) == 0 ? "EOF" : "no EOF");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(argv[1], "closedup"))
+		return closedup_main(argv[2], argv[3], atoi(argv[4]));
 	if (!strcmp(argv[1], "spare"))
 		return spare_main(argv[2], argv[3], argv[4]);
 	if (!strcmp(argv[1], "vfork"))
@@ -323,6 +425,7 @@ run() { # TAG [preload]
 		LD_PRELOAD=$p "$tmp/fdtable" race "$ns/$A" "$ns/$B" 5000
 		LD_PRELOAD=$p "$tmp/fdtable" efault "$ns/$A"
 		LD_PRELOAD=$p "$tmp/fdtable" spare "$ns/$A" "$ns/$B" "$tmp/log$1"
+		LD_PRELOAD=$p "$tmp/fdtable" closedup "$ns/$A" "$ns/$B" 10000
 		LD_PRELOAD=$p "$PY" "$tmp/sub.py" "$ns/$A" "$tmp/a"
 		# a served fd a new program inherits (exec after fork)
 		LD_PRELOAD=$p bash -c "md5sum < '$ns/$A'" | sed 's/^/exec stdin: /'
@@ -371,6 +474,10 @@ expect "spare: a socket whose dup is open is not reused" \
 expect "spare: spares closed behind the library, numbers reused: the program's files kept" \
 	"^spare: a, after the raw close_range: $h \|^spare: the program's fds at 40..63 kept: 24 of 24\|^spare: write to fd 48: 5"
 check "spare: the program's writes landed in its file" test "$(cat "$tmp/log0002")" = "mine"
+expect "closedup: a dup racing close: no socket shared with another chunk, never its bytes" \
+	"^closedup: A's dup and B on one socket 0 times, A's bytes on B's copy 0\|^closedup: then A and B on one socket 0 of 4"
+expect "closedup: a dup2 racing close: the program's pipe not kept open" \
+	"^closedup: the pipe's reader after its last write end closed: EOF"
 expect "exec: a served fd 7 read on from its offset by the new program" "^exec fd 7 after 10 bytes: "
 
 echo "1..$n"
