@@ -3,9 +3,9 @@
  * (lib/preload/README.md): a table from fd to struct pl_chunk, and the
  * libc calls interposed on such an fd (its buffer: preload_buf.c): read,
  * pread, readv, preadv, preadv2, lseek, write, pwrite, writev (EBADF),
- * fcntl, dup, dup2, dup3, close, close_range, closefrom, fdopen,
- * mmap, and sendfile / copy_file_range (EINVAL, so callers fall back to
- * read); an open of /proc/self/fd/N (pl_fd_reopen); pl_realize, which
+ * fcntl, dup, dup2, dup3, close, close_range, closefrom (fdopen, mmap,
+ * sendfile, copy_file_range: preload_map.c); an open of /proc/self/fd/N
+ * (pl_fd_reopen); pl_realize, which
  * turns a served fd into the real file for the calls the library does not
  * emulate (preload_real.c). fstat and fstatat: preload_stat.c.
  * Every other fd goes straight to libc after one atomic load.
@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -497,6 +496,11 @@ static ssize_t copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
 	return (ssize_t)n;
 }
 
+ssize_t pl_copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off)
+{
+	return copy_at(c, buf, n, off);
+}
+
 /* Drops the call's reference to c and returns r, errno kept. */
 static ssize_t put_ret(struct pl_chunk *c, ssize_t r)
 {
@@ -814,7 +818,7 @@ EXPORT int fcntl64(int fd, int cmd, ...)
 
 /* A served chunk being written is settled first (fd's writer then
  * shares its description with the copy, as the kernel's). */
-static inline struct pl_chunk *get_settled(int fd, int *err)
+struct pl_chunk *pl_get_settled(int fd, int *err)
 {
 	struct pl_chunk *c = pl_get(fd);
 
@@ -834,7 +838,7 @@ static inline struct pl_chunk *get_settled(int fd, int *err)
 EXPORT int dup(int fd)
 {
 	int err;
-	struct pl_chunk *c = get_settled(fd, &err);
+	struct pl_chunk *c = pl_get_settled(fd, &err);
 	int r;
 
 	if (err)
@@ -880,7 +884,7 @@ static int dup_onto(int fd, int nfd, int flags, bool three)
 
 	if ((!in_tab(fd) && !in_tab(nfd)) || !pl_table_mine())
 		return real_dup_onto(fd, nfd, flags, three);
-	c = get_settled(fd, &err);
+	c = pl_get_settled(fd, &err);
 	if (err)
 		return -1;
 	/* nfd being written: settled, so the implicit close publishes it
@@ -1020,27 +1024,7 @@ EXPORT void closefrom(int lo)
 	}
 }
 
-/* -------------------------------------------------- stdio, mmap */
-
-static ssize_t ck_read(void *ck, char *buf, size_t n)
-{
-	return read((int)(intptr_t)ck, buf, n);
-}
-
-static int ck_seek(void *ck, off64_t *pos, int whence)
-{
-	off_t r = lseek((int)(intptr_t)ck, *pos, whence);
-
-	if (r < 0)
-		return -1;
-	*pos = r;
-	return 0;
-}
-
-static int ck_close(void *ck)
-{
-	return close((int)(intptr_t)ck);
-}
+/* ------------------------------------------- writing a chunk, hand-over */
 
 int pl_chunk_write(int fd, const struct pl_chunk *c)
 {
@@ -1107,130 +1091,4 @@ int pl_take_place(int fd, struct pl_chunk *c, int rfd)
 		forget_if(i, c); /* a dup, or a number reused behind us */
 	}
 	return 0;
-}
-
-/* A FILE on a served fd: the fd becomes a memfd first (pl_to_memfd), so
- * fileno, fstat, fadvise and glibc's own reads work on it; where that
- * fails, a stream whose reads, seeks and close come back here (fileno
- * -1). */
-EXPORT FILE *fdopen(int fd, const char *mode)
-{
-	static const cookie_io_functions_t io = { .read = ck_read,
-		.seek = ck_seek, .close = ck_close };
-	int err, saved = errno;
-	struct pl_chunk *c = get_settled(fd, &err);
-
-	if (err)
-		return NULL;
-	if (c && mode && mode[0] == 'r' && !strchr(mode, '+') &&
-	    pl_to_memfd(fd, c) == 0) {
-		pl_put(c);
-		c = NULL;
-		errno = saved;
-	}
-	if (!c) {
-		REAL(fdopen);
-		return r_fdopen(fd, mode);
-	}
-	pl_put(c);
-	if (!mode || mode[0] != 'r' || strchr(mode, '+')) {
-		errno = EINVAL;
-		return NULL;
-	}
-	return fopencookie((void *)(intptr_t)fd, "r", io);
-}
-
-/* A private copy: a served chunk has no pages to share. MAP_SHARED with
- * PROT_WRITE is EACCES, as for a file opened read-only. */
-static void *mmap_common(struct pl_chunk *c, void *addr, size_t len,
-			 int prot, int flags, off_t off)
-{
-	void *p;
-
-	if ((flags & MAP_TYPE) != MAP_PRIVATE && (prot & PROT_WRITE)) {
-		pl_put(c);
-		errno = EACCES;
-		return MAP_FAILED;
-	}
-	if (off < 0 || off % sysconf(_SC_PAGESIZE) || !len) {
-		pl_put(c);
-		errno = EINVAL;
-		return MAP_FAILED;
-	}
-	REAL(mmap);
-	p = r_mmap(addr, len, PROT_READ | PROT_WRITE,
-		   (flags & ~MAP_TYPE) | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p != MAP_FAILED) {
-		if (copy_at(c, p, len, off) < 0 || mprotect(p, len, prot)) {
-			int err = errno;
-
-			munmap(p, len);
-			errno = err;
-			p = MAP_FAILED;
-		}
-	}
-	put_ret(c, 0);
-	return p;
-}
-
-EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd,
-		  off_t off)
-{
-	int err = 0;
-	struct pl_chunk *c = (flags & MAP_ANONYMOUS) ? NULL :
-			     get_settled(fd, &err);
-
-	if (err)
-		return MAP_FAILED;
-	if (!c) {
-		REAL(mmap);
-		return r_mmap(addr, len, prot, flags, fd, off);
-	}
-	return mmap_common(c, addr, len, prot, flags, off);
-}
-
-EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd,
-		    off_t off)
-{
-	return mmap(addr, len, prot, flags, fd, off);
-}
-
-/* Kernel-side copies cannot reach a served chunk: EINVAL, on which cp,
- * cat and friends fall back to read(). */
-EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t n)
-{
-	int err = pl_settle_fd(out);
-	struct pl_chunk *c = err ? NULL : get_settled(in, &err);
-
-	if (err)
-		return -1;
-	if (!c) {
-		REAL(sendfile);
-		return r_sendfile(out, in, off, n);
-	}
-	pl_put(c);
-	errno = EINVAL;
-	return -1;
-}
-
-EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t n)
-{
-	return sendfile(out, in, off, n);
-}
-
-EXPORT ssize_t copy_file_range(int in, off_t *inoff, int out, off_t *outoff,
-			       size_t n, unsigned flags)
-{
-	int err = pl_settle_fd(out);
-	struct pl_chunk *c = err ? NULL : get_settled(in, &err);
-
-	if (err)
-		return -1;
-	if (!c) {
-		REAL(copy_file_range);
-		return r_copy_file_range(in, inoff, out, outoff, n, flags);
-	}
-	pl_put(c);
-	errno = EINVAL;
-	return -1;
 }

@@ -212,6 +212,17 @@ struct pl_chunk *pl_get_any(int fd);
  * need the file are the library's, as for a socket's. */
 void pl_fd_track(int fd, struct pl_chunk *c);
 
+/* pl_get_settled - pl_get, a chunk being written settled onto its real
+ * writer first (then NULL: the fd is the real file's; *err the
+ * settling's failure, else 0); NULL in a vfork child (the fd is its
+ * own). (preload_fd.c) */
+struct pl_chunk *pl_get_settled(int fd, int *err);
+
+/* pl_copy_at - up to n bytes of c at off into buf (a lazy chunk's
+ * fetched first); how many, or -1 with errno (EFAULT for a buffer below
+ * the lowest mappable address). (preload_fd.c) */
+ssize_t pl_copy_at(struct pl_chunk *c, void *buf, size_t n, off_t off);
+
 /* pl_put - drops a reference pl_get or pl_fd_serve took. */
 void pl_put(struct pl_chunk *c);
 
