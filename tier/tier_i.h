@@ -433,9 +433,22 @@ struct tier_ns *tier_ns_by_name(struct tier *t, const char *name);
 /* ------------------------------------------- tier_index.c */
 struct tier_rec *tier_idx_find(struct tier *t, uint32_t ns,
 			       const struct kvfs_key *key);
-/* tier_idx_find with the key's hashkey_index(ns, key) already in h. */
-struct tier_rec *tier_idx_find_h(struct tier *t, uint32_t ns,
-				 const struct kvfs_key *key, uint64_t h);
+/* tier_idx_find with the key's hashkey_index(ns, key) already in h
+ * (inline: a batched lookup's inner loop). */
+static inline struct tier_rec *tier_idx_find_h(struct tier *t, uint32_t ns,
+					       const struct kvfs_key *key,
+					       uint64_t h)
+{
+	struct htab_node *e;
+
+	htab_for_each_hash(&t->idx, h, e) {
+		struct tier_rec *r = idx_rec(e);
+
+		if (r->ns == ns && tier_key_eq(&r->key, key))
+			return r;
+	}
+	return NULL;
+}
 /* Keys a batched lookup hashes and prefetches at a time. */
 #define TIER_IDX_AHEAD 16
 /* Prefetches the buckets and first records of n <= TIER_IDX_AHEAD index
@@ -444,8 +457,22 @@ void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n);
 /* A lookup run's pipeline (tier_lookup.c), one key at a time: the bucket
  * of hash h prefetched (stage 1), then, some keys later, read and its
  * first record's lines prefetched (stage 2); hints only. */
-void tier_idx_prefetch_bucket(struct tier *t, uint64_t h);
-void tier_idx_prefetch_rec(struct tier *t, uint64_t h);
+static inline void tier_idx_prefetch_bucket(struct tier *t, uint64_t h)
+{
+	if (t->idx.nb)
+		__builtin_prefetch(&t->idx.b[h & (t->idx.nb - 1)]);
+}
+
+static inline void tier_idx_prefetch_rec(struct tier *t, uint64_t h)
+{
+	struct htab_node *e = htab_first(&t->idx, h);
+
+	if (e) {
+		__builtin_prefetch(e);
+		__builtin_prefetch(&idx_rec(e)->key);
+		__builtin_prefetch(&idx_rec(e)->ns);
+	}
+}
 struct lease_pin;
 /* tier_unpin_gen of pins[0..n) (tier_lookup.c): the engine lock taken
  * once per run of them and their index misses overlapped, as a lookup

@@ -47,37 +47,6 @@ void tier_idx_prefetch_h(struct tier *t, const uint64_t *h, uint32_t n)
 	}
 }
 
-void tier_idx_prefetch_bucket(struct tier *t, uint64_t h)
-{
-	if (t->idx.nb)
-		__builtin_prefetch(&t->idx.b[h & (t->idx.nb - 1)]);
-}
-
-void tier_idx_prefetch_rec(struct tier *t, uint64_t h)
-{
-	struct htab_node *e = htab_first(&t->idx, h);
-
-	if (e) {
-		__builtin_prefetch(e);
-		__builtin_prefetch(&idx_rec(e)->key);
-		__builtin_prefetch(&idx_rec(e)->ns);
-	}
-}
-
-struct tier_rec *tier_idx_find_h(struct tier *t, uint32_t ns,
-				 const struct kvfs_key *key, uint64_t h)
-{
-	struct htab_node *e;
-
-	htab_for_each_hash(&t->idx, h, e) {
-		struct tier_rec *r = idx_rec(e);
-
-		if (r->ns == ns && tier_key_eq(&r->key, key))
-			return r;
-	}
-	return NULL;
-}
-
 static bool orphan_add(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		       uint32_t n);
 static uint32_t orphan_take(struct tier *t, uint32_t ns,
