@@ -2,7 +2,10 @@
  * test_tier_xfer.c - tier_xfer.c on its own (no mount): a writer's extent
  * handed out for a batched PUT's single copy (tier_wr_map), the checksum
  * the writer computed kept at publication (tier_wr_set_checksum), the
- * refusals of tier_wr_map, and device imports refused by a host arena.
+ * refusals of tier_wr_map, device imports refused by a host arena, and
+ * the streaming copy into the arena (tier_stream_copy: every length and
+ * alignment around its threshold and its 16-byte stores exact, nothing
+ * written past the end; a plain writer's pieces at odd offsets).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -116,12 +119,82 @@ static void test_import_host(void **state)
 	tier_destroy(t);
 }
 
+/* tier_stream_copy copies exactly len bytes whatever the alignment of
+ * either side and the length around TIER_STREAM_MIN, and stops there. */
+static void test_stream_copy(void **state)
+{
+	static const size_t lens[] = {
+		0, 1, 15, 16, 17, 63, 64, 65, TIER_STREAM_MIN - 1,
+		TIER_STREAM_MIN, TIER_STREAM_MIN + 1, TIER_STREAM_MIN + 63,
+		(256u << 10) + 13, (1u << 20) + 7,
+	};
+	const size_t cap = (1u << 20) + 256;
+	uint8_t *src = malloc(cap), *dst = malloc(cap);
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	for (size_t i = 0; i < cap; i++)
+		src[i] = (uint8_t)(i * 131 + 7);
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+		for (size_t da = 0; da < 17; da += 3)
+			for (size_t sa = 0; sa < 17; sa += 5) {
+				memset(dst, 0xA5, cap);
+				tier_stream_copy(dst + da, src + sa, lens[l]);
+				assert_memory_equal(dst + da, src + sa,
+						    lens[l]);
+				for (size_t i = 0; i < da; i++)
+					assert_int_equal(dst[i], 0xA5);
+				for (size_t i = da + lens[l];
+				     i < da + lens[l] + 64 && i < cap; i++)
+					assert_int_equal(dst[i], 0xA5);
+			}
+	free(src);
+	free(dst);
+}
+
+/* A plain writer's pieces (tier_wr_pwrite: streamed from TIER_STREAM_MIN
+ * bytes) at offsets that are not 16-byte aligned read back exact, and the
+ * checksum computed later is of those bytes. */
+static void test_pwrite_streamed(void **state)
+{
+	struct tier *t = mk();
+	const size_t len = (300u << 10) + 5, cut = 100001;
+	uint8_t *buf = malloc(len);
+	struct tier_wr *w;
+	struct tier_chunk *c;
+	struct kvfs_key k;
+	uint64_t sum;
+	uint32_t ns;
+
+	(void)state;
+	assert_non_null(buf);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(i * 29 + 3);
+	assert_int_equal(tier_ns_create(t, "n", &ns), 0);
+	key(&k, 9);
+	assert_int_equal(tier_wr_begin(t, ns, &k, len, &w), 0);
+	assert_int_equal(tier_wr_pwrite(t, w, buf + cut, len - cut, cut), 0);
+	assert_int_equal(tier_wr_pwrite(t, w, buf, cut, 0), 0);
+	assert_int_equal(tier_wr_publish(t, w, NULL), 0);
+	assert_int_equal(tier_get(t, ns, &k, &c), 0);
+	assert_int_equal(tier_chunk_size(c), len);
+	assert_memory_equal(tier_chunk_ptr(c), buf, len);
+	tier_put(t, c);
+	assert_int_equal(tier_checksum(t, ns, &k, 0, &sum), 0);
+	assert_true(sum == hashkey_checksum(buf, len));
+	free(buf);
+	tier_destroy(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_map_publish),
 		cmocka_unit_test(test_map_refusals),
 		cmocka_unit_test(test_import_host),
+		cmocka_unit_test(test_stream_copy),
+		cmocka_unit_test(test_pwrite_streamed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
