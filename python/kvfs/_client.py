@@ -1131,7 +1131,7 @@ class Connector:
     def put_many(self, keys, buffers):
         """Publishes many chunks from buffer objects (bytes, bytearray,
         memoryview, numpy arrays, mmap; C-contiguous), 240 per ioctl: each
-        is copied once by the daemon, checksummed and published atomically.
+        is copied by the daemon, checksummed and published atomically.
         Returns one result per key: True (stored), False (already there:
         EEXIST, count it as stored), or an OSError instance for that key
         alone (EFBIG above max_chunk, EMSGSIZE against the namespace's
