@@ -13,11 +13,12 @@
  * daemon, and the arena is never exposed to the engine. A registered
  * shared-memory ring would cost the engine a second copy out of the ring
  * into its own buffers unless it allocated its KV pool from our memory.
- * A PUT of TIER_STREAM_MIN bytes or more copies twice, on purpose: the
- * caller's bytes into a 256 KiB buffer of the daemon's thread that stays
- * in the cache (checksummed there), then into the arena with streaming
- * stores (tier_stream_copy), which do not read the arena's cold lines
- * first: 25-30% less daemon CPU than the kernel's one copy into the arena
+ * A PUT entry of TIER_STREAM_MIN bytes or more bound for a host arena
+ * (where TIER_STREAM) copies twice, on purpose: the caller's bytes into a
+ * 256 KiB buffer of the daemon's thread that stays in the cache
+ * (checksummed there), then into the arena with streaming stores
+ * (tier_stream_copy), which do not read the arena's cold lines first:
+ * 25-30% less daemon CPU than the kernel's one copy into the arena
  * (put_copy, thread_bounce).
  *
  * ------------------------------------------------------------- security
@@ -372,9 +373,9 @@ static char *thread_bounce(void)
 
 /* Copies the caller's len bytes at addr into the writer w, checksumming
  * them a piece at a time while they are in the cache: through the
- * thread's bounce buffer (device-memory L1: then tier_wr_pwrite; a host
- * extent of TIER_STREAM_MIN bytes or more: then streaming stores), or
- * straight into a short host extent. */
+ * thread's bounce buffer (device-memory L1: then tier_wr_pwrite; pieces
+ * of TIER_STREAM_MIN bytes or more of a host extent, where TIER_STREAM:
+ * then streaming stores), or straight into the host extent. */
 static int put_copy(struct fs *fs, const struct caller *cl,
 		    struct fs_xfer *x, struct tier_wr *w, uint64_t addr,
 		    uint64_t len)
@@ -392,7 +393,7 @@ static int put_copy(struct fs *fs, const struct caller *cl,
 		count(&x->bounced, 1);
 		device = true;
 		rc = 0;
-	} else if (rc == 0 && len >= TIER_STREAM_MIN) {
+	} else if (rc == 0 && TIER_STREAM && len >= TIER_STREAM_MIN) {
 		bounce = thread_bounce(); /* NULL: straight in, as below */
 	}
 	if (rc)
@@ -400,14 +401,17 @@ static int put_copy(struct fs *fs, const struct caller *cl,
 	hashkey_sum_init(&sum);
 	for (uint64_t done = 0; rc == 0 && done < len;) {
 		uint64_t k = len - done < XFER_PIECE ? len - done : XFER_PIECE;
-		char *dst = bounce ? bounce : p + done;
+		/* a host extent's short last piece goes straight in: too short
+		 * to stream (tier_stream_copy would memcpy it again) */
+		bool via = device || (bounce && k >= TIER_STREAM_MIN);
+		char *dst = via ? bounce : p + done;
 
 		rc = vm_copy(cl, false, dst, addr + done, k);
 		if (rc == 0)
 			hashkey_sum_update(&sum, dst, k);
 		if (rc == 0 && device)
 			rc = tier_wr_pwrite(fs->tier, w, bounce, k, done);
-		else if (rc == 0 && bounce)
+		else if (rc == 0 && via)
 			tier_stream_copy(p + done, bounce, k);
 		done += k;
 	}

@@ -471,10 +471,11 @@ struct kvfs_l3_drop {
  *
  * Many chunks per ioctl, copied by the daemon straight between its arena
  * and the CALLER's memory with process_vm_readv/process_vm_writev on the
- * pid of the FUSE request: one copy per byte for GET (a PUT of 64 KiB or
- * more goes through a cache-resident buffer of the daemon's, then into the
- * arena with streaming stores: faster than one copy into cold memory), no
- * FUSE data transfer, one round trip per batch. The arena is never mapped
+ * pid of the FUSE request: one copy per byte for GET (a PUT entry of 64
+ * KiB or more bound for a host-memory L1 on x86-64 goes through a
+ * cache-resident buffer of the daemon's, then into the arena with
+ * streaming stores: faster than one copy into cold memory), no FUSE data
+ * transfer, one round trip per batch. The arena is never mapped
  * into or exposed to the caller. On a namespace directory fd. Entries name chunks by key (a
  * namespace of 32-hex names); namespaces whose chunks have path names
  * will take a later entry form (another ioctl number), not this one.

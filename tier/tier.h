@@ -376,12 +376,19 @@ int tier_wr_map(struct tier *t, struct tier_wr *w, uint64_t len, void **ptr);
 /*
  * tier_stream_copy (tier_arena.c) - fills len bytes at dst, in an extent
  * tier_wr_map gave, from src: with streaming stores from TIER_STREAM_MIN
- * bytes (x86-64; memcpy elsewhere and below), which write the arena's
- * lines without reading them first and leave them out of the cache, all
- * of them done (ordered) before the call returns. tier_wr_pwrite and the
- * other writes into a host arena copy this way.
+ * bytes where TIER_STREAM is 1 (x86-64; memcpy elsewhere and below),
+ * which write the arena's lines without reading them first and leave
+ * them out of the cache, all of them done (ordered) before the call
+ * returns. A writer's bytes reach a host arena this way (tier_wr_pwrite,
+ * a batched PUT); promotions from L2 and L3, read at once by the reader
+ * waiting for them, keep plain stores.
  */
 #define TIER_STREAM_MIN (64u << 10)
+#if defined(__x86_64__)
+#define TIER_STREAM 1
+#else
+#define TIER_STREAM 0
+#endif
 void tier_stream_copy(void *dst, const void *src, size_t len);
 
 /* tier_wr_set_checksum (tier_xfer.c) - the XXH3-64 (seed 0) of the bytes

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__)
+#include "tier/tier.h"
+#if TIER_STREAM
 #include <emmintrin.h>
 #endif
 
@@ -35,7 +36,7 @@ void tier_stream_copy(void *dst_, const void *src_, size_t len)
 {
 	char *dst = dst_;
 	const char *src = src_;
-#if defined(__x86_64__)
+#if TIER_STREAM
 	size_t head = (size_t)(-(uintptr_t)dst & 15);
 
 	if (len < TIER_STREAM_MIN) {
@@ -59,7 +60,9 @@ void tier_stream_copy(void *dst_, const void *src_, size_t len)
 		_mm_stream_si128((__m128i *)(dst + 48), d);
 	}
 	/* streaming stores are weakly ordered: all of them before anything
-	 * the caller stores next (the write's size, a publication) */
+	 * the caller stores next (the write's size, a publication under a
+	 * lock that readers on other CPUs take). No test can see this line
+	 * go: a reordering needs another CPU reading at the wrong moment */
 	_mm_sfence();
 	memcpy(dst, src, len);
 #else

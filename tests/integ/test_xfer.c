@@ -4,7 +4,8 @@
  * boundaries, byte ranges, per-entry errors (ENOENT, EMSGSIZE, ERANGE,
  * EFAULT for unmapped and read-only memory, EEXIST, EFBIG, EMSGSIZE of
  * chunk_bytes), malformed batches (EINVAL, nothing done), ENOTTY,
- * overlapping entries, a source mapped from the mount itself, L2
+ * overlapping entries, a source mapped from the mount itself, the
+ * checksum a PUT keeps (sizes around the streaming threshold), L2
  * promotion, the ioctl count of a 1,024-chunk prompt, and empty chunks
  * that evict nothing.
  *
@@ -13,10 +14,12 @@
  * test_xfer_callers.c.
  */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <sys/mman.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "hash/hashkey.h"
 #include "tests/integ/xfer_test.h"
 
 /* -------------------------------------------------------------- tests */
@@ -69,6 +72,80 @@ static void test_roundtrip(void **state)
 	free(dst);
 	free(io);
 	free(back);
+	close(fd);
+}
+
+/* The checksum a PUT keeps is the XXH3-64 of exactly the bytes stored, for
+ * chunk sizes on either side of the streaming threshold (64 KiB) and of
+ * the daemon's 256 KiB pieces, from sources at odd addresses; so is the
+ * one computed for a file written with write(2) in odd pieces. */
+static void test_put_checksums(void **state)
+{
+	static const size_t lens[] = {
+		1000, (64u << 10) - 1, 64u << 10, (64u << 10) + 1,
+		(100u << 10) + 3, 256u << 10, (256u << 10) + 13, 300u << 10,
+		(512u << 10) + (64u << 10) - 1, 1u << 20, (2u << 20) + 77,
+	};
+	enum { N = sizeof(lens) / sizeof(lens[0]) };
+	const size_t slot = 3u << 20;
+	struct kvfs_io io[N], back[N];
+	char *src = malloc(N * slot), *dst = malloc(N * slot);
+	char path[PATH_MAX], hex[33], sum[32], want[32];
+	size_t off;
+	int fd = ns_create("cks", 0755), wfd;
+
+	(void)state;
+	assert_true(src && dst);
+	memset(io, 0, sizeof(io));
+	memset(back, 0, sizeof(back));
+	for (int i = 0; i < N; i++) {
+		key_of(31, (unsigned)i, &io[i].key);
+		io[i].buf = src + (size_t)i * slot + (size_t)(i * 7) % 61;
+		io[i].len = lens[i];
+		kvfs_test_fill(io[i].buf, lens[i], 900 + (uint64_t)i, 0);
+		back[i].key = io[i].key;
+		back[i].buf = dst + (size_t)i * slot;
+		back[i].len = slot;
+	}
+	assert_int_equal(kvfs_mput(fd, io, N), N);
+	assert_int_equal(kvfs_mget(fd, back, N, 0), N);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(io[i].result, 0);
+		assert_int_equal(back[i].result, (int64_t)lens[i]);
+		assert_memory_equal(back[i].buf, io[i].buf, lens[i]);
+		kvfs_key_hex(&io[i].key, hex);
+		kvfs_test_path(&mnt, path, "cks/%s", hex);
+		memset(sum, 0, sizeof(sum));
+		assert_int_equal(getxattr(path, KVFS_XATTR_CHECKSUM, sum, 31),
+				 16);
+		snprintf(want, sizeof(want), "%016" PRIx64,
+			 hashkey_checksum(io[i].buf, lens[i]));
+		assert_string_equal(sum, want);
+	}
+
+	/* a plain writer: 128 KiB + 5 byte pieces, the last one short */
+	kvfs_test_path(&mnt, path, "cks/%032x", 0xC0FFEEu);
+	wfd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(wfd >= 0);
+	for (off = 0; off < lens[N - 1]; off += (128u << 10) + 5) {
+		size_t n = lens[N - 1] - off < (128u << 10) + 5
+				   ? lens[N - 1] - off
+				   : (128u << 10) + 5;
+
+		assert_int_equal(write(wfd, (const char *)io[N - 1].buf + off,
+				       n),
+				 (ssize_t)n);
+	}
+	assert_int_equal(close(wfd), 0);
+	assert_int_equal(kvfs_test_read_check(path, lens[N - 1], 900 + N - 1),
+			 0);
+	memset(sum, 0, sizeof(sum));
+	assert_int_equal(getxattr(path, KVFS_XATTR_CHECKSUM, sum, 31), 16);
+	snprintf(want, sizeof(want), "%016" PRIx64,
+		 hashkey_checksum(io[N - 1].buf, lens[N - 1]));
+	assert_string_equal(sum, want);
+	free(src);
+	free(dst);
 	close(fd);
 }
 
@@ -578,6 +655,7 @@ int main(void)
 		/* first, while L1 has room for the whole prompt */
 		cmocka_unit_test(test_ioctl_count),
 		cmocka_unit_test(test_roundtrip),
+		cmocka_unit_test(test_put_checksums),
 		cmocka_unit_test(test_ranges_and_misses),
 		cmocka_unit_test(test_efault),
 		cmocka_unit_test(test_overlap),
