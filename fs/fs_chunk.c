@@ -704,6 +704,15 @@ void fs_op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		err = !w->temp && w->excl &&
 		      !tier_ns_info(fs->tier, w->ns, &ni) &&
 		      ni.chunk_bytes > 0 ? EMSGSIZE : 0;
+		/* its key stays taken until the release, which the kernel
+		 * sends after this reply: a new writer of the key waits for
+		 * it (tier_wr_closed) rather than fail on the race */
+		if (!w->temp) {
+			pthread_rwlock_rdlock(&w->lock);
+			if (w->state == FS_WR_OPEN)
+				tier_wr_closed(fs->tier, w->w);
+			pthread_rwlock_unlock(&w->lock);
+		}
 		fuse_reply_err(req, err); /* rename publishes; or nothing yet */
 		return;
 	}

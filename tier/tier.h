@@ -241,7 +241,9 @@ long tier_ns_list(struct tier *t, uint32_t *ids, size_t max);
 /*
  * tier_wr_begin - starts writing a chunk.
  * key != NULL: the chunk will be published under key; the key is reserved
- *   now: a published chunk or another writer of the same key gives -EEXIST.
+ *   now: a published chunk or another writer of the same key gives -EEXIST
+ *   (a writer its owner closed, tier_wr_closed, is waited for first, up to
+ *   TIER_WR_CLOSED_WAIT_MS: the kernel's release of it follows the close).
  * key == NULL: a temporary, published later by tier_wr_publish(key).
  * size_hint: the size about to be written, taken in L1 now (-ENOSPC when
  *   it cannot be, even after eviction); or 0 (unknown): nothing is taken
@@ -254,6 +256,19 @@ long tier_ns_list(struct tier *t, uint32_t *ids, size_t max);
  */
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t size_hint, struct tier_wr **out);
+
+/*
+ * tier_wr_closed - the owner of keyed writer w closed it without a
+ * publication (nothing written yet: fs/'s FLUSH of an empty chunk), and it
+ * stays only for a dup of the fd that may still write, or until the
+ * kernel's RELEASE, which FUSE sends asynchronously right after the
+ * close. A new writer of its key (tier_wr_begin) waits up to
+ * TIER_WR_CLOSED_WAIT_MS for it to go before saying -EEXIST, so that the
+ * owner's next O_EXCL create of the name, or a PUT of it, does not fail
+ * on that race.
+ */
+#define TIER_WR_CLOSED_WAIT_MS 500
+void tier_wr_closed(struct tier *t, struct tier_wr *w);
 
 struct tier_wait;
 /* tier_wr_begin_wait - tier_wr_begin whose size_hint, when L1 is short of

@@ -241,6 +241,8 @@ struct tier_wr {
 	bool failed;                 /* (mu) tier_wr_fail: no extent, -EIO */
 	uint64_t seq;                /* tier.lock: begin order (room_wait) */
 	bool waiting;                /* tier.lock: in room_wait */
+	bool closed;                 /* tier.lock: its owner closed it
+				      * (tier_wr_closed) */
 };
 
 /* What tier_get hands out: a pin on a record, plus where its bytes are. */

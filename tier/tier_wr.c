@@ -86,6 +86,51 @@ static int room_wait(struct tier *t, struct tier_wr *w, uint64_t need,
 		     const struct tier_wait *wait, struct timespec *dl,
 		     bool *waited, unsigned *stuck);
 
+static void ts_add_ms(struct timespec *ts, uint64_t ms);
+static bool ts_before(const struct timespec *a, const struct timespec *b);
+
+/* Whether key is taken (tier.lock held): published, or another writer's.
+ * A writer its owner closed is waited for (it goes at its release), up to
+ * TIER_WR_CLOSED_WAIT_MS; tier.lock is dropped meanwhile. */
+static bool closed_wait(struct tier *t, uint32_t ns,
+			const struct kvfs_key *key)
+{
+	struct timespec dl, now;
+	struct tier_wr *o;
+	bool timed = false;
+
+	for (;;) {
+		if (tier_idx_find(t, ns, key))
+			return true;
+		o = find_writer(t, ns, key, NULL);
+		if (!o)
+			return false;
+		if (!o->closed)
+			return true;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (!timed) {
+			timed = true;
+			dl = now;
+			ts_add_ms(&dl, TIER_WR_CLOSED_WAIT_MS);
+		} else if (!ts_before(&now, &dl)) {
+			return true;
+		}
+		/* writer_drop broadcasts room (tier_room_made) */
+		t->room_sleepers++;
+		pthread_cond_timedwait(&t->room, &t->lock, &dl);
+		t->room_sleepers--;
+	}
+}
+
+void tier_wr_closed(struct tier *t, struct tier_wr *w)
+{
+	if (!w)
+		return;
+	tier_lock(t);
+	w->closed = true;
+	tier_unlock(t);
+}
+
 int tier_wr_begin(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t size_hint, struct tier_wr **out)
 {
@@ -120,9 +165,13 @@ int tier_wr_begin_wait(struct tier *t, uint32_t ns,
 		rc = -ENOENT;
 		goto err_unlock;
 	}
-	if (key && (tier_idx_find(t, ns, key) ||
-		    find_writer(t, ns, key, NULL))) {
+	if (key && closed_wait(t, ns, key)) {
 		rc = -EEXIST;
+		goto err_unlock;
+	}
+	n = tier_ns_get(t, ns); /* tier.lock may have been dropped */
+	if (!n) {
+		rc = -ENOENT;
 		goto err_unlock;
 	}
 	w->hint = size_hint ? size_hint : n->chunk_bytes ? n->chunk_bytes

@@ -178,6 +178,11 @@ while read -r name rest; do
 		bad "$name: plain $rest, preloaded ${got#"$name "}"
 	fi
 done <"$tmp/plain.out"
+# a run that stopped says where (its traceback), as TAP comments
+if ! cmp -s "$tmp/plain.out" "$tmp/pre.out"; then
+	sed 's/^/# plain: /' "$tmp/plain.out" | tail -n 15
+	sed 's/^/# preloaded: /' "$tmp/pre.out" | tail -n 15
+fi
 if [ "$(wc -l <"$tmp/plain.out")" -ge 20 ]; then
 	ok "every scenario ran"
 else

@@ -1,9 +1,11 @@
 /*
  * test_tier.c - the cache engine (tier/) with an L1 host arena: config
  * validation, namespaces, atomic publication, writer errors, concurrent
- * writes, stats of two engines. Pins are in test_tier_pin.c, eviction in
+ * writes, stats of two engines, the key of a writer its owner closed. Pins are in test_tier_pin.c, eviction in
  * test_tier_evict.c, the device arena in test_tier_device.c.
  */
+#include <time.h>
+
 #include "tier_test.h"
 
 /* ------------------------------------------------------------- config */
@@ -467,6 +469,65 @@ static void test_stats_two_engines(void **state)
 	tier_destroy(t2);
 }
 
+/* A writer its owner closed (tier_wr_closed) holds its key only until its
+ * abort, which a new writer of the key waits for; an open writer's key is
+ * EEXIST at once, a closed one that stays is EEXIST after the wait. */
+struct abort_later {
+	struct tier *t;
+	struct tier_wr *w;
+};
+
+static void *abort_later_main(void *arg)
+{
+	struct abort_later *a = arg;
+
+	usleep(50000);
+	tier_wr_abort(a->t, a->w);
+	return NULL;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void test_closed_writer(void **state)
+{
+	struct tier *t = mk(8u << 20, 1u << 20, "lru", NULL);
+	uint32_t ns = mkns(t, "cw");
+	struct kvfs_key k = mkkey(7);
+	struct tier_wr *w1, *w2;
+	struct abort_later a;
+	pthread_t th;
+	double t0;
+
+	(void)state;
+	assert_int_equal(tier_wr_begin(t, ns, &k, 0, &w1), 0);
+	/* open: taken, no wait */
+	t0 = mono_s();
+	assert_int_equal(tier_wr_begin(t, ns, &k, 0, &w2), -EEXIST);
+	assert_true(mono_s() - t0 < TIER_WR_CLOSED_WAIT_MS / 2000.0);
+	/* closed, then gone (its release): the new writer gets the key */
+	tier_wr_closed(t, w1);
+	a = (struct abort_later){ t, w1 };
+	assert_int_equal(pthread_create(&th, NULL, abort_later_main, &a), 0);
+	assert_int_equal(tier_wr_begin(t, ns, &k, 0, &w2), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	/* closed and staying (a dup of the fd lives on): EEXIST after the
+	 * wait */
+	tier_wr_closed(t, w2);
+	t0 = mono_s();
+	assert_int_equal(tier_wr_begin(t, ns, &k, 0, &w1), -EEXIST);
+	assert_true(mono_s() - t0 >= TIER_WR_CLOSED_WAIT_MS / 2000.0);
+	tier_wr_abort(t, w2);
+	assert_int_equal(tier_wr_begin(t, ns, &k, 0, &w1), 0);
+	tier_wr_abort(t, w1);
+	tier_destroy(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -479,6 +540,7 @@ int main(void)
 		cmocka_unit_test(test_emsgsize),
 		cmocka_unit_test(test_concurrent_pwrite),
 		cmocka_unit_test(test_stats_two_engines),
+		cmocka_unit_test(test_closed_writer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
