@@ -286,7 +286,11 @@ class MountTest(unittest.TestCase):
             self.assertEqual(c.get(k, out), len(data))
             self.assertEqual(bytes(out), data)
             self.assertTrue(c.exists(k))
-        self.assertEqual(getattrs() - before, 0)
+        # none per call: the 4 rounds would cost 4 or more. A directory
+        # on the way (the namespace, the root) whose attributes (FS_TTL,
+        # 1 s) expire during the loop costs one of its own: allowed
+        # (it failed a CI run of 2026-11-28 under load, 1 != 0)
+        self.assertLess(getattrs() - before, 3)
         # (get_mmap still costs one: Python's mmap.mmap fstat()s the fd)
         m = c.get_mmap(k)
         self.assertEqual(m[:], data)
