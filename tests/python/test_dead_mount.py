@@ -19,6 +19,7 @@ the connection if a thread of it was stuck in the kernel), and a dead
 mount of another filesystem is left alone. Real mounts ($KVFS_MOUNT_BIN).
 """
 import errno
+import glob
 import os
 import shutil
 import signal
@@ -148,6 +149,21 @@ def abort_conn(path):
 
 
 @unittest.skipUnless(shutil.which("redis-server"), "no redis-server")
+def on_dir_lock(pid):
+    """Whether a thread of process pid sleeps in the kernel's FUSE
+    invalidation, on the directory's lock (/proc's wchan names
+    fuse_reverse_inval_entry, or the rwsem slow path under it)."""
+    for t in glob.glob("/proc/%d/task/*/wchan" % pid):
+        try:
+            with open(t) as f:
+                w = f.read()
+            if "fuse_reverse_inval" in w or "rwsem" in w:
+                return True
+        except OSError:
+            pass
+    return False
+
+
 class StuckInvalidationTest(unittest.TestCase):
     def setUp(self):
         self.mnt = tempfile.mkdtemp(prefix="kvfs-stuck.")
@@ -209,7 +225,11 @@ class StuckInvalidationTest(unittest.TestCase):
             self.addCleanup(close_quietly, f)
             f.write(b"o" * (800 << 10))
             f.flush()
-        time.sleep(0.5)
+        # the eviction's notification reaches the kernel on the daemon's
+        # background thread, later under load: waited for (a thread of
+        # the daemon asleep on ns's lock), not assumed after a fixed nap
+        self.assertTrue(wait_for(lambda: on_dir_lock(d.pid), 20),
+                        "the daemon's invalidation did not wait for ns")
         return d, log, th
 
     def test_killed_while_invalidating(self):
