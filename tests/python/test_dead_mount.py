@@ -148,7 +148,6 @@ def abort_conn(path):
         f.write("1")
 
 
-@unittest.skipUnless(shutil.which("redis-server"), "no redis-server")
 def on_dir_lock(pid):
     """Whether a thread of process pid sleeps in the kernel's FUSE
     invalidation, on the directory's lock (/proc's wchan names
@@ -164,6 +163,7 @@ def on_dir_lock(pid):
     return False
 
 
+@unittest.skipUnless(shutil.which("redis-server"), "no redis-server")
 class StuckInvalidationTest(unittest.TestCase):
     def setUp(self):
         self.mnt = tempfile.mkdtemp(prefix="kvfs-stuck.")
