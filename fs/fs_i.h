@@ -751,7 +751,7 @@ struct fs_path_ops {
 			  struct fs_cred *c, int mask, int *why);
 	int (*check)(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		     uint64_t gen, struct fs_cred *c, bool named,
-		     uint64_t st_ino);
+		     uint64_t st_ino, const int64_t *mtime_ns);
 	void (*mode_saved)(struct fs *fs, const char *ns, bool paths);
 	bool (*event_hash)(struct fs *fs, uint32_t ns,
 			   const struct kvfs_key *key, uint64_t *h);
@@ -864,11 +864,13 @@ uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
  * holds another publication of it by now (-ENOENT). Root's capabilities
  * are read when a check would deny it (with them: no check). named
  * (KVFS_XFER_NAMED): the name also has st_ino and shows no new version
- * being written or copied (else -ESTALE). 0 or -errno.
+ * being written or copied (else -ESTALE); with mtime_ns
+ * (KVFS_XFER_MTIME), its stat's mtime is also *mtime_ns (else -ESTALE).
+ * 0 or -errno.
  */
 int fs_path_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t gen, struct fs_cred *c, bool named,
-		  uint64_t st_ino);
+		  uint64_t st_ino, const int64_t *mtime_ns);
 /* fs_path_evict_set, fs_path_quota_set: user.kvfs.evict ("policy" |
  * "never") and user.kvfs.quota_bytes of namespace ns, kept in the path
  * journal for a warm restart: 0 or -errno (kvfs.h). No lock held. */

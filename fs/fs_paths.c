@@ -49,7 +49,7 @@ uint32_t fs_path_reach(struct fs *fs, uint32_t ns, const struct kvfs_key *keys,
 
 int fs_path_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		  uint64_t gen, struct fs_cred *c, bool named,
-		  uint64_t st_ino)
+		  uint64_t st_ino, const int64_t *mtime_ns)
 {
 	const struct fs_path_ops *o = fs->priv->pathops;
 
@@ -57,7 +57,8 @@ int fs_path_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		c = NULL;
 	if (!o)
 		return named ? -ESTALE : 0;
-	return c || named ? o->check(fs, ns, key, gen, c, named, st_ino) : 0;
+	return c || named ? o->check(fs, ns, key, gen, c, named, st_ino,
+				     mtime_ns) : 0;
 }
 
 void fs_path_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)

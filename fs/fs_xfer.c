@@ -292,7 +292,7 @@ static int get_copy(struct fs *fs, const struct caller *cl,
 static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 		       const struct caller *cl, struct fs_cred *pcred,
 		       struct gpu_import *im, struct kvfs_xfer_ent *e,
-		       bool named, uint64_t st_ino)
+		       bool named, uint64_t st_ino, const int64_t *mtime_ns)
 {
 	struct tier_chunk *c;
 	uint64_t size, n;
@@ -312,7 +312,7 @@ static int64_t get_one(struct fs *fs, struct fs_xfer *x, uint32_t ns,
 	 * KVFS_XFER_NAMED: only the publication the caller's name shows */
 	if (pcred || named) {
 		rc = fs_path_check(fs, ns, &e->key, tier_chunk_gen(c), pcred,
-				   named, st_ino);
+				   named, st_ino, mtime_ns);
 		if (rc) {
 			tier_put(fs->tier, c);
 			return rc;
@@ -462,12 +462,14 @@ static bool key_eq(const struct kvfs_key *a, const struct kvfs_key *b)
 static int check_batch(const struct kvfs_xfer *b, bool put, uint32_t max)
 {
 	const uint32_t get_ok = KVFS_XFER_DEVICE | KVFS_XFER_WAIT |
-				KVFS_XFER_NAMED | KVFS_WAIT_MS_MASK;
+				KVFS_XFER_NAMED | KVFS_XFER_MTIME |
+				KVFS_WAIT_MS_MASK;
 
-	/* a timeout only with KVFS_XFER_WAIT */
+	/* a timeout only with KVFS_XFER_WAIT, a version only with a name */
 	if (b->nents == 0 || b->nents > max ||
 	    (b->flags & ~(put ? 0u : get_ok)) ||
-	    (!(b->flags & KVFS_XFER_WAIT) && KVFS_WAIT_MS_OF(b->flags)))
+	    (!(b->flags & KVFS_XFER_WAIT) && KVFS_WAIT_MS_OF(b->flags)) ||
+	    ((b->flags & KVFS_XFER_MTIME) && !(b->flags & KVFS_XFER_NAMED)))
 		return -EINVAL;
 	if (!put)
 		return 0;
@@ -519,6 +521,7 @@ struct job {
 	struct gpu_import *im; /* GET into a device buffer, else NULL */
 	bool put;
 	bool named;        /* KVFS_XFER_NAMED */
+	bool mtime;        /* KVFS_XFER_MTIME */
 	uint32_t next;     /* (atomic) next entry to take */
 	int stop;          /* (atomic) interrupted, or the caller is gone */
 	int fatal;         /* (atomic) -EPERM / -ESRCH seen, else 0 */
@@ -542,6 +545,7 @@ static void job_run(struct job *j)
 	       j->b->nents) {
 		struct kvfs_xfer_ent *e = &j->b->ents[i];
 		uint64_t st_ino = e->size; /* in: KVFS_XFER_NAMED's */
+		int64_t mt = e->result;    /* in: KVFS_XFER_MTIME's */
 		int64_t r;
 
 		e->size = 0;
@@ -558,7 +562,7 @@ static void job_run(struct job *j)
 		r = j->put ? put_one(j->fs, j->req, x, j->ns, j->chunk_bytes,
 				     j->cl, e)
 			   : get_one(j->fs, x, j->ns, j->cl, j->pcred, j->im,
-				     e, j->named, st_ino);
+				     e, j->named, st_ino, j->mtime ? &mt : NULL);
 		if (caller_fatal(r)) {
 			__atomic_store_n(&j->fatal, (int)r, __ATOMIC_RELAXED);
 			__atomic_store_n(&j->stop, 1, __ATOMIC_RELAXED);
@@ -743,6 +747,7 @@ static int run_batch(struct fs *fs, struct fs_xfer *x, fuse_req_t req,
 			  .im = r ? r->im : NULL, .put = put };
 	paths = !put && fs_path_ns(fs, fh->ns);
 	j.named = !put && (b->flags & KVFS_XFER_NAMED);
+	j.mtime = j.named && (b->flags & KVFS_XFER_MTIME);
 	if (j.named && !paths) {
 		rc = -EINVAL; /* a key namespace's names are its keys */
 		goto fail;

@@ -515,7 +515,8 @@ struct kvfs_l3_drop {
  *                  (unmapped, read-only): bytes before the fault may have
  *                  been written
  *        -ESTALE   KVFS_XFER_NAMED: the name of the key's path does not
- *                  show this publication now (nothing copied)
+ *                  show this publication now, or (KVFS_XFER_MTIME) not
+ *                  the mtime the caller's stat saw (nothing copied)
  *   PUT  0         stored by this call
  *        -EEXIST   already published, or being written by another writer
  *                  (count it as stored: the bytes there are the key's)
@@ -578,6 +579,15 @@ struct kvfs_l3_drop {
  * daemon's lock): the preload library serves path namespaces so
  * (lib/preload/README.md). */
 #define KVFS_XFER_NAMED 0x4u
+/* GET, with KVFS_XFER_NAMED only (alone: EINVAL): each entry's result is
+ * an input too: the st_mtim of that same stat, in nanoseconds since the
+ * epoch (tv_sec * 1000000000 + tv_nsec). The entry is also -ESTALE when
+ * the name's mtime is another now: st_ino is shared by every version of
+ * a name (an O_TRUNC rewrite keeps it), the mtime is its writer's, so
+ * this copies only the version that stat showed. (Two versions with one
+ * mtime, set by utimensat, are not told apart.) kvfs_mget: io.result is
+ * that input, kept across its resends. */
+#define KVFS_XFER_MTIME 0x8u
 
 struct kvfs_xfer_ent {
 	struct kvfs_key key;
@@ -959,7 +969,9 @@ struct kvfs_io {
  * flags: 0 (KVFS_XFER_DEVICE: see kvfs_mget_device), or KVFS_XFER_NAMED
  * (section 3b; path namespaces): then io[i].size is read too, as the
  * st_ino of the name the caller stat'ed, and an entry the name no longer
- * shows is -ESTALE.
+ * shows is -ESTALE; with KVFS_XFER_NAMED | KVFS_XFER_MTIME io[i].result
+ * is read too, as that stat's st_mtim in ns (an entry whose name shows
+ * another version now is -ESTALE).
  * Permission: when the daemon first answers EPERM (it does not run as
  * root and Yama restricts ptrace), this calls
  * prctl(PR_SET_PTRACER, daemon_pid) -- replacing any ptracer this process

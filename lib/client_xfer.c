@@ -107,6 +107,8 @@ static void fill(struct kvfs_xfer *b, unsigned long cmd, unsigned flags,
 			e->length = s->length;
 			if (flags & KVFS_XFER_NAMED)
 				e->size = s->size; /* the name's st_ino */
+			if (flags & KVFS_XFER_MTIME)
+				e->result = s->result; /* its stat's mtime */
 		}
 	}
 }
@@ -149,11 +151,16 @@ static int run_batch(int fd, unsigned long cmd, unsigned flags, bool put,
 		for (size_t k = 0; k < m; k++) {
 			struct kvfs_io *d = &io[idx[k]];
 
+			if (b->ents[k].result == -EINTR) {
+				/* size (and with KVFS_XFER_MTIME, result):
+				 * still the input */
+				idx[left++] = idx[k];
+				if (!(flags & KVFS_XFER_MTIME))
+					d->result = -EINTR;
+				continue;
+			}
 			d->result = b->ents[k].result;
-			if (d->result == -EINTR)
-				idx[left++] = idx[k]; /* size: still the input */
-			else
-				d->size = b->ents[k].size;
+			d->size = b->ents[k].size;
 		}
 		m = left;
 	}
@@ -230,7 +237,8 @@ static long mxfer(int fd, unsigned long cmd, unsigned flags, bool put,
 
 long kvfs_mget(int nsfd, struct kvfs_io *io, size_t n, unsigned flags)
 {
-	if (flags & ~(KVFS_XFER_DEVICE | KVFS_XFER_NAMED))
+	if ((flags & ~(KVFS_XFER_DEVICE | KVFS_XFER_NAMED | KVFS_XFER_MTIME)) ||
+	    ((flags & KVFS_XFER_MTIME) && !(flags & KVFS_XFER_NAMED)))
 		return -EINVAL;
 	return mxfer(nsfd, KVFS_IOC_GET, flags, false, io, n, 0);
 }

@@ -939,10 +939,31 @@ again:
 
 /* One pass of pth_check (priv.lock held): 0 or -errno, or 1 to wait for
  * an entry to go idle. */
+/* The mtime in ns that stat(2) of e's name shows for its publication
+ * gen (fs_psetattr.c's pth_inode_attr: its own, else the publication's
+ * time); priv.lock held. false: not known (no such publication now). */
+static bool shown_mtime(struct fs *fs, uint32_t ns, const struct fs_pent *e,
+			uint64_t gen, int64_t *mt)
+{
+	struct tier_info info;
+
+	if (e->has_mtime) {
+		*mt = (int64_t)e->mtime.tv_sec * 1000000000LL +
+		      e->mtime.tv_nsec;
+		return true;
+	}
+	if (tier_stat(fs->tier, ns, &e->key, &info) || info.gen != gen)
+		return false;
+	*mt = (int64_t)info.ptime_ns;
+	return true;
+}
+
 static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			uint64_t gen, const struct fs_cred *c, bool named,
-			uint64_t st_ino)
+			uint64_t st_ino, const int64_t *mtime_ns)
 {
+	int64_t mt;
+
 	struct fs_paths *t = paths_of(fs);
 	struct fs_inode *nsi = fs_ns_find(fs->priv, ns);
 	const struct fs_pent *e;
@@ -957,6 +978,11 @@ static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	 * closed, before its publication) or copied is left to the open */
 	if (named && !(e && e->keyed && !e->wr && !e->busy &&
 		       e->ino == st_ino && e->gen == gen))
+		return -ESTALE;
+	/* KVFS_XFER_MTIME: and the version the caller's stat showed (a
+	 * version published since has its writer's mtime) */
+	if (named && mtime_ns &&
+	    (!shown_mtime(fs, ns, e, gen, &mt) || mt != *mtime_ns))
 		return -ESTALE;
 	if (!c)
 		return 0;
@@ -986,14 +1012,16 @@ static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 }
 
 static int pth_check(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
-	      uint64_t gen, struct fs_cred *c, bool named, uint64_t st_ino)
+	      uint64_t gen, struct fs_cred *c, bool named, uint64_t st_ino,
+	      const int64_t *mtime_ns)
 {
 	struct timespec until;
 	bool timed = false;
 	int rc;
 
 	pthread_mutex_lock(&fs->priv->lock);
-	while ((rc = check_locked(fs, ns, key, gen, c, named, st_ino))) {
+	while ((rc = check_locked(fs, ns, key, gen, c, named, st_ino,
+				  mtime_ns))) {
 		if (rc == -EAGAIN) {
 			pthread_mutex_unlock(&fs->priv->lock);
 			fs_cred_caps(c);

@@ -106,6 +106,11 @@ static bool lazy;            /* KVFS_PRELOAD_WRITES=lazy: no LOOKUP at open */
 static bool lazy_reads;      /* KVFS_PRELOAD_READS=lazy: the GET at the
 			      * first read, into the caller's buffer */
 static bool sandbox_ok;      /* KVFS_PRELOAD_SANDBOXED=1 */
+/* The daemon refused KVFS_XFER_MTIME (EINVAL: one older than this
+ * library): path files' GETs name the st_ino alone, at the open (the
+ * version can then be told only by the bytes: README, "Path
+ * namespaces"), and none is read lazily. */
+static atomic_bool no_mtime;
 
 static void read_env(void)
 {
@@ -330,22 +335,34 @@ static const char *split_name(const char *path, char dir[PATH_MAX],
  * (>= 0) or -1; *size is set to the chunk's size when the daemon said it
  * (a -EMSGSIZE answer included), *gone when the namespace itself is gone.
  * named: a path namespace's file, as the caller's stat of its name says
- * (KVFS_XFER_NAMED: only that file, now), else NULL.
+ * (KVFS_XFER_NAMED: only that file, now; KVFS_XFER_MTIME: only the
+ * version that stat showed), else NULL.
  */
 static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
 		     uint64_t cap, uint64_t *size, bool *gone,
 		     const struct stat *named)
 {
+	bool mt = named && !atomic_load(&no_mtime);
 	struct kvfs_io io;
 	long rc;
 
+again:
 	memset(&io, 0, sizeof(io));
 	io.key = *key;
 	io.buf = buf;
 	io.len = cap;
 	if (named)
 		io.size = (uint64_t)named->st_ino;
-	rc = kvfs_mget(nsfd, &io, 1, named ? KVFS_XFER_NAMED : 0);
+	if (mt)
+		io.result = (int64_t)named->st_mtim.tv_sec * 1000000000LL +
+			    named->st_mtim.tv_nsec;
+	rc = kvfs_mget(nsfd, &io, 1, named ? KVFS_XFER_NAMED |
+			       (mt ? KVFS_XFER_MTIME : 0) : 0);
+	if (rc == -EINVAL && mt) { /* an older daemon */
+		atomic_store(&no_mtime, true);
+		mt = false;
+		goto again;
+	}
 	*gone = rc == -ENOENT || rc == -ENOTTY;
 	if (rc == 1 || io.result == -EMSGSIZE)
 		*size = rc == 1 ? (uint64_t)io.result : io.size;
@@ -448,9 +465,12 @@ static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t *size,
 	return pl_fd_serve(c, flags);
 }
 
-/* KVFS_PRELOAD_READS=lazy: a chunk of a key namespace served without its
- * bytes yet (pl_fill, pl_lazy_get fetch them when a call needs them):
- * the open asks the daemon nothing. Returns the fd, or -1. */
+/* KVFS_PRELOAD_READS=lazy: a chunk of a key namespace, or a file of a
+ * path namespace (src->keyns false: its GETs are KVFS_XFER_NAMED with the
+ * st_ino of src's stat), served without its bytes yet (pl_fill,
+ * pl_lazy_get fetch them when a call needs them): the open asks the
+ * daemon nothing. nsst: its namespace directory's stat. Returns the fd,
+ * or -1. */
 static int get_lazy(const struct kvfs_key *key, const struct stat *nsst,
 		    const struct src *src, int flags)
 {
@@ -593,8 +613,14 @@ long pl_lazy_get(const struct pl_chunk *c, void *buf, uint64_t cap)
 
 	pthread_rwlock_rdlock(&lock);
 	s = ns_find(c->ns_dev, c->ns_ino);
-	if (ns_live(s, NS_KEYS, &stale))
-		n = get_into(s->fd, &c->key, buf, cap, &size, &gone, NULL);
+	/* a path namespace's file: only the one whose st_ino the open's
+	 * stat found (KVFS_XFER_NAMED), as the eager GET at the open */
+	if (ns_live(s, c->keyns ? NS_KEYS : NS_PATHS, &stale))
+		n = get_into(s->fd, &c->key, buf, cap, &size, &gone,
+			     c->keyns ? NULL : &c->st);
+	/* a path file's version is known only with KVFS_XFER_MTIME */
+	if (!c->keyns && atomic_load(&no_mtime))
+		n = -1;
 	pthread_rwlock_unlock(&lock);
 	ns_forget(&nsst, gone, stale);
 	return n;
@@ -697,7 +723,9 @@ static int serve_path(int dirfd, const char *path, int flags, int kind)
 	}
 	src = (struct src){ .st = &fst, .dir = nsdir, .below = below,
 			    .mnt_id = s->mnt_id };
-	if (kind == SERVE_MEM) {
+	if (kind == SERVE_MEM && lazy_reads && !atomic_load(&no_mtime)) {
+		mfd = get_lazy(&key, &nst, &src, flags);
+	} else if (kind == SERVE_MEM) {
 		mfd = get_mem(s->fd, &key, &size, &gone, &src, flags);
 	} else {
 		mfd = get_memfd(s->fd, &key, (uint64_t)fst.st_size, &size,

@@ -1,10 +1,12 @@
 /*
- * preload_lazy.c - KVFS_PRELOAD_READS=lazy: a chunk of a key namespace
- * whose open asked the daemon nothing (preload.c's get_lazy). The first
- * read of the whole chunk at offset 0 is one KVFS_IOC_GET straight into
- * the caller's buffer (one copy: the daemon's); any other call that needs
- * the bytes fills the chunk's own copy once (pl_fill) and is served
- * from it as an eager chunk is. lib/preload/README.md, "Lazy reads".
+ * preload_lazy.c - KVFS_PRELOAD_READS=lazy: a chunk of a key namespace,
+ * or a file of a path namespace, whose open asked the daemon nothing
+ * (preload.c's get_lazy). The first read of the whole chunk at offset 0
+ * is one KVFS_IOC_GET straight into the caller's buffer (one copy: the
+ * daemon's; a path file's only of the version the open's stat showed:
+ * KVFS_XFER_NAMED | KVFS_XFER_MTIME); any other call that needs the bytes
+ * fills the chunk's own copy once (pl_fill) and is served from it as an
+ * eager chunk is. lib/preload/README.md, "Lazy reads".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +24,8 @@
  * plain FUSE open and reads) into p: where the GET was refused (EPERM of
  * a process the daemon may not ptrace, the namespace gone from the
  * library's table) or missed. Returns 0, or -1 with errno (ESTALE: no
- * such chunk now, or one of another size). */
+ * such chunk now, or one of another size; a path file: of another
+ * st_ino or mtime, another version than the open's stat showed). */
 static int fill_real(struct pl_chunk *c, char *p)
 {
 	struct stat st;
@@ -40,7 +43,10 @@ static int fill_real(struct pl_chunk *c, char *p)
 			errno == ESTALE ? ESTALE : errno;
 		return -1;
 	}
-	if (r_fstat(fd, &st) || (uint64_t)st.st_size != c->size)
+	if (r_fstat(fd, &st) || (uint64_t)st.st_size != c->size ||
+	    (!c->keyns && (st.st_ino != c->st.st_ino ||
+			   st.st_mtim.tv_sec != c->st.st_mtim.tv_sec ||
+			   st.st_mtim.tv_nsec != c->st.st_mtim.tv_nsec)))
 		err = ESTALE;
 	while (!err && done < c->size) {
 		ssize_t k = r_pread(fd, p + done, c->size - done, (off_t)done);

@@ -8,9 +8,12 @@
  * GET still gives the published bytes; after the writer's close (the
  * GET publishes closed files first) the check passes with the new bytes;
  * per-entry results in a mixed batch; a rename onto the name makes the
- * old st_ino -ESTALE; batches cut short by signals keep each entry's
- * st_ino when kvfs_mget sends them again; EINVAL for the whole batch in a
- * key namespace (by kvfs_mget and by the raw ioctl, nothing copied).
+ * old st_ino -ESTALE; KVFS_XFER_MTIME: the stat's mtime copies, another
+ * is -ESTALE, so an O_TRUNC rewrite of the same size (same st_ino) is
+ * told from the version the caller stat'ed; batches cut short by signals
+ * keep each entry's st_ino (and mtime) when kvfs_mget sends them again;
+ * EINVAL for the whole batch in a key namespace and for MTIME without
+ * NAMED (by kvfs_mget and by the raw ioctl, nothing copied).
  * Runs in about a second.
  */
 #include <fcntl.h>
@@ -51,6 +54,11 @@ static bool untouched(const char *buf, size_t len)
 		if ((unsigned char)buf[i] != 0xa5)
 			return false;
 	return true;
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
 }
 
 static uint64_t ino_of(const char *path)
@@ -178,6 +186,91 @@ static void test_named_rewrite(void **state)
 	close(nsfd);
 }
 
+/* KVFS_XFER_MTIME: only the version the caller's stat showed. An O_TRUNC
+ * rewrite of the same size keeps st_ino, so NAMED alone copies the new
+ * bytes for the old stat; with the old stat's mtime it is -ESTALE,
+ * nothing copied; the new stat's copies the new bytes. An mtime set by
+ * utimensat is the one to give after it. MTIME without NAMED: EINVAL. */
+static void test_named_mtime(void **state)
+{
+	char p[PATH_MAX], buf[FLEN + 100];
+	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 1700000000, 123456789 } };
+	struct kvfs_xfer *b = xfer_arg(1);
+	struct stat old, cur;
+	struct kvfs_io io;
+	char *nb = malloc(FLEN);
+	int nsfd, wfd;
+
+	assert_non_null(nb);
+
+	pns_create("pn5", &nsfd);
+	put_file(p, "pn5/v.bin", FLEN, 7);
+	assert_int_equal(stat(p, &old), 0);
+	named_io(&io, "v.bin", buf, sizeof(buf), old.st_ino);
+	io.result = mtime_ns(&old);
+	assert_int_equal(kvfs_mget(nsfd, &io, 1,
+				   KVFS_XFER_NAMED | KVFS_XFER_MTIME), 1);
+	assert_int_equal(io.result, FLEN);
+	assert_int_equal(kvfs_test_check(buf, FLEN, 7, 0), 0);
+	named_io(&io, "v.bin", buf, sizeof(buf), old.st_ino);
+	io.result = mtime_ns(&old) + 1;
+	assert_int_equal(kvfs_mget(nsfd, &io, 1,
+				   KVFS_XFER_NAMED | KVFS_XFER_MTIME), 0);
+	assert_int_equal(io.result, -ESTALE);
+	assert_true(untouched(buf, sizeof(buf)));
+
+	/* the same size again, a moment later: same st_ino, new mtime */
+	usleep(2000);
+	kvfs_test_fill(nb, FLEN, 8, 0);
+	wfd = open(p, O_WRONLY | O_TRUNC);
+	assert_true(wfd >= 0);
+	assert_int_equal(kvfs_test_write_all(wfd, nb, FLEN), 0);
+	assert_int_equal(close(wfd), 0);
+	assert_int_equal(stat(p, &cur), 0);
+	assert_int_equal(cur.st_ino, old.st_ino);
+	assert_true(mtime_ns(&cur) != mtime_ns(&old));
+	named_io(&io, "v.bin", buf, sizeof(buf), old.st_ino);
+	assert_int_equal(kvfs_mget(nsfd, &io, 1, KVFS_XFER_NAMED), 1);
+	assert_int_equal(kvfs_test_check(buf, FLEN, 8, 0), 0); /* the gap */
+	named_io(&io, "v.bin", buf, sizeof(buf), old.st_ino);
+	io.result = mtime_ns(&old);
+	assert_int_equal(kvfs_mget(nsfd, &io, 1,
+				   KVFS_XFER_NAMED | KVFS_XFER_MTIME), 0);
+	assert_int_equal(io.result, -ESTALE);
+	assert_true(untouched(buf, sizeof(buf)));
+	named_io(&io, "v.bin", buf, sizeof(buf), cur.st_ino);
+	io.result = mtime_ns(&cur);
+	assert_int_equal(kvfs_mget(nsfd, &io, 1,
+				   KVFS_XFER_NAMED | KVFS_XFER_MTIME), 1);
+	assert_int_equal(kvfs_test_check(buf, FLEN, 8, 0), 0);
+
+	/* utimensat: the mtime the name shows from then on */
+	assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+	assert_int_equal(stat(p, &cur), 0);
+	assert_int_equal(mtime_ns(&cur), 1700000000123456789LL);
+	named_io(&io, "v.bin", buf, sizeof(buf), cur.st_ino);
+	io.result = mtime_ns(&cur);
+	assert_int_equal(kvfs_mget(nsfd, &io, 1,
+				   KVFS_XFER_NAMED | KVFS_XFER_MTIME), 1);
+	assert_int_equal(kvfs_test_check(buf, FLEN, 8, 0), 0);
+
+	/* MTIME needs NAMED */
+	named_io(&io, "v.bin", buf, sizeof(buf), cur.st_ino);
+	io.result = mtime_ns(&cur);
+	assert_int_equal(kvfs_mget(nsfd, &io, 1, KVFS_XFER_MTIME), -EINVAL);
+	assert_true(untouched(buf, sizeof(buf)));
+	b->flags = KVFS_XFER_MTIME;
+	b->ents[0].key = io.key;
+	b->ents[0].addr = (uint64_t)(uintptr_t)buf;
+	b->ents[0].cap = sizeof(buf);
+	b->ents[0].result = mtime_ns(&cur);
+	assert_int_equal(raw_ioctl(nsfd, KVFS_IOC_GET, b), -EINVAL);
+	assert_true(untouched(buf, sizeof(buf)));
+	free(nb);
+	free(b);
+	close(nsfd);
+}
+
 /* A rename onto the name (write-then-os.replace): the name is another
  * file now, so the st_ino stat gave before is -ESTALE and the new stat's
  * copies the new bytes. */
@@ -209,8 +302,9 @@ static void test_named_replace(void **state)
 }
 
 /* Batches cut short by signals (entries -EINTR, sent again by kvfs_mget):
- * a resent entry still carries its st_ino (kvfs_mget keeps the input),
- * so every round completes with the files' bytes, never -ESTALE. */
+ * a resent entry still carries its st_ino and, with KVFS_XFER_MTIME (odd
+ * rounds), its mtime (kvfs_mget keeps the inputs), so every round
+ * completes with the files' bytes, never -ESTALE. */
 static void test_named_eintr(void **state)
 {
 	enum { N = 16, LEN = 2u << 20 };
@@ -218,6 +312,8 @@ static void test_named_eintr(void **state)
 	unsigned long long intr = stat_of("xfer", "interrupted");
 	char p[PATH_MAX], rel[32], *out = malloc((size_t)N * LEN);
 	uint64_t ino[N];
+	int64_t mt[N];
+	struct stat st;
 	int nsfd;
 
 	assert_non_null(out);
@@ -225,6 +321,8 @@ static void test_named_eintr(void **state)
 	for (int i = 0; i < N; i++) {
 		snprintf(rel, sizeof(rel), "pn4/f%d.bin", i);
 		ino[i] = put_file(p, rel, LEN, 40 + i);
+		assert_int_equal(stat(p, &st), 0);
+		mt[i] = mtime_ns(&st);
 	}
 	alarm_every(300);
 	for (int round = 0; round < 10; round++) {
@@ -232,8 +330,11 @@ static void test_named_eintr(void **state)
 			snprintf(rel, sizeof(rel), "f%d.bin", i);
 			named_io(&io[i], rel, out + (size_t)i * LEN, LEN,
 				 ino[i]);
+			io[i].result = mt[i];
 		}
-		assert_int_equal(kvfs_mget(nsfd, io, N, KVFS_XFER_NAMED), N);
+		assert_int_equal(kvfs_mget(nsfd, io, N, KVFS_XFER_NAMED |
+					   (round % 2 ? KVFS_XFER_MTIME : 0)),
+				 N);
 		for (int i = 0; i < N; i++) {
 			assert_int_equal(io[i].result, LEN);
 			assert_int_equal(kvfs_test_check(out + (size_t)i * LEN,
@@ -291,6 +392,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_named_ino),
 		cmocka_unit_test(test_named_rewrite),
+		cmocka_unit_test(test_named_mtime),
 		cmocka_unit_test(test_named_replace),
 		cmocka_unit_test(test_named_eintr),
 		cmocka_unit_test(test_named_keyns),

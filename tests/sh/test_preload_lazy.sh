@@ -10,8 +10,9 @@
 # served; where no GET can be made at the read (the library's namespace
 # fd dup2'd over) the kernel's reads serve the bytes instead; a fork
 # while another thread reads (the child reading, or exec'ing) never
-# hangs, in either mode; a path
-# namespace's file is still fetched at its open (its version pinned).
+# hangs, in either mode; a path namespace's file is lazy too, but read
+# only as the version its open's stat showed (a rewrite in between:
+# ESTALE), and is fetched at the open by default.
 set -u
 T=test_preload_lazy
 # shellcheck source=tests/sh/preload_test.sh
@@ -243,17 +244,87 @@ sys.exit(0 if not hung and not bad else 1)
 EOF
 done
 
-# --- a path namespace's file: fetched at the open (its version pinned)
+# --- a path namespace's file: lazy too, but only the version the open's
+# stat showed (KVFS_XFER_NAMED | KVFS_XFER_MTIME)
 pns=$tmp/m/pns
 mkdir "$pns" &&
 	"$PY" -c 'import os, sys; os.setxattr(sys.argv[1], "user.kvfs.names", b"paths")' "$pns" &&
-	printf 'version one' >"$pns/f.bin" || exit 1
-pyrun "lazy, a path namespace: the version open saw, not the rewrite" \
+	mkdir -p "$pns/a/b" &&
+	printf 'version one' >"$pns/f.bin" &&
+	head -c 300000 /dev/urandom >"$pns/a/b/blk.bin" || exit 1
+open0=$(stat requests.open)
+pyrun "lazy, a path namespace: no GET at the open, one at the whole read" \
+	lazy "$PY" - "$pns" <<'EOF'
+import json, os, sys
+pns = sys.argv[1]
+p = f"{pns}/a/b/blk.bin"
+want = open(p, "rb").read()  # through the library too: one GET
+stats = f"{pns}/../.kvfs/stats"
+def gets():
+    with open(stats) as f:
+        return json.load(f)["ioctl"]["xfer"]["gets"]
+fails = []
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        fails.append(what)
+g0 = gets()
+fd = os.open(p, os.O_RDONLY | os.O_DIRECT)  # vLLM's load_block
+check(gets() == g0, "an O_DIRECT open: no GET")
+check(os.fstat(fd).st_size == len(want), "fstat: the file's size")
+buf = bytearray(len(want))
+check(os.readv(fd, [buf]) == len(want) and bytes(buf) == want,
+      "readv of the whole file: exact bytes")
+check(gets() == g0 + 1, f"one GET ({gets() - g0})")
+os.close(fd)
+fd = os.open(p, os.O_RDONLY)
+check(os.pread(fd, 100, 1000) == want[1000:1100], "a partial pread first")
+check(os.read(fd, 10) == want[:10], "then a read at offset 0")
+os.close(fd)
+sys.exit(1 if fails else 0)
+EOF
+if [ "$(stat requests.open)" = "$open0" ]; then
+	ok "lazy, a path namespace: requests.open did not move"
+else
+	bad "lazy, a path namespace: requests.open $open0 -> $(stat requests.open)"
+fi
+pyrun "lazy, a path namespace: a rewrite between the open and the read is ESTALE, never its bytes" \
 	lazy "$PY" - "$pns/f.bin" <<'EOF'
+import errno, os, sys, time
+p = sys.argv[1]
+fails = []
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        fails.append(what)
+for size_kept in (True, False):
+    with open(p, "wb") as f:
+        f.write(b"version one")
+    fd = os.open(p, os.O_RDONLY)
+    time.sleep(0.002)  # another mtime for the next version
+    with open(p, "wb") as f:  # O_TRUNC: a new version of the same name
+        f.write(b"version two" if size_kept else b"version three")
+    try:
+        r = os.read(fd, 100)
+        check(False, f"read gave {r!r}")
+    except OSError as e:
+        check(e.errno == errno.ESTALE,
+              f"{'same' if size_kept else 'another'} size: "
+              f"{errno.errorcode.get(e.errno)}")
+    os.close(fd)
+fd = os.open(p, os.O_RDONLY)
+check(os.read(fd, 100) == b"version three", "a new open: the new version")
+os.close(fd)
+sys.exit(1 if fails else 0)
+EOF
+pyrun "default (eager), a path namespace: the version the open saw" \
+	pre "$PY" - "$pns/f.bin" <<'EOF'
 import os, sys
 p = sys.argv[1]
+with open(p, "wb") as f:
+    f.write(b"version one")
 fd = os.open(p, os.O_RDONLY)
-with open(p, "wb") as f:  # O_TRUNC: a new version of the same name
+with open(p, "wb") as f:
     f.write(b"version two")
 r = os.read(fd, 100)
 os.close(fd)
