@@ -47,8 +47,10 @@ choice and a file of the expected bytes; it times its own loop, so the
 process start is not counted): kvfs's loads with LD_PRELOAD=LIB
 (build/libkvfs_preload.so, lib/preload/: each open a KVFS_IOC_GET),
 tmpfs's and the disk's without it, the same way; load L1 also times
-kvfs's loads through a worker without the preload ("kvfs plain"), for
-the same run's comparison. --load-child runs the loads so without any
+kvfs's loads through a worker without the preload ("kvfs plain") and
+through one with the preload and KVFS_PRELOAD_READS=lazy ("kvfs lazy":
+the GET at the readv, straight into the caller's buffer), for the same
+run's comparison. --load-child runs the loads so without any
 preload (the plain counterpart of a --preload run).
 
 --requests counts the FUSE requests of each system call instead (the
@@ -246,14 +248,17 @@ def load_worker():
     return 0
 
 
-def run_loads(t, n, threads, ref, pid, preload):
+def run_loads(t, n, threads, ref, pid, preload, lazy=False):
     """(wall, CPU) seconds of target t's n loads in a load worker (a new
     process: this script with --load-worker), with LD_PRELOAD=preload if
-    given, else with no LD_PRELOAD at all."""
+    given, else with no LD_PRELOAD at all; lazy: with
+    KVFS_PRELOAD_READS=lazy too."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload:
         env["LD_PRELOAD"] = preload
+    if lazy:
+        env["KVFS_PRELOAD_READS"] = "lazy"
     job = {"paths": [t.path(i) for i in range(n)], "direct": t.direct,
            "threads": threads, "ref": ref, "pid": pid or 0}
     r = subprocess.run([sys.executable, os.path.abspath(__file__),
@@ -364,11 +369,14 @@ def main():
         kv = Target("kvfs", os.path.join(mnt, "vllm"))
         shm = Target("tmpfs", os.path.join(work_shm, "vllm"))
         disk = Target("disk", os.path.join(work_disk, "vllm"))
-        kv_plain = None
+        kv_plain = kv_lazy = None
         if a.preload:
-            # the same files, loaded through a worker without the preload
+            # the same files, loaded through a worker without the preload,
+            # and through one with it reading lazily
             kv_plain = copy.copy(kv)
             kv_plain.name = "kvfs plain"
+            kv_lazy = copy.copy(kv)
+            kv_lazy.name = "kvfs lazy"
         res = {}
         ref = None
         if child:
@@ -385,12 +393,13 @@ def main():
             return v["ioctl"]["xfer"]["gets"], v["requests"]["open"]
 
         def add(phase, t, fn, before=None):
-            pid = daemon.pid if t in (kv, kv_plain) else None
+            pid = daemon.pid if t in (kv, kv_plain, kv_lazy) else None
             o0 = opens()
             if fn is loads and child:
                 wall, cpu = timed(before, pid) if before else (0, 0)
                 w, c = run_loads(t, n, a.threads, ref, pid,
-                                 a.preload if t is kv else None)
+                                 a.preload if t in (kv, kv_lazy) else None,
+                                 t is kv_lazy)
                 wall, cpu = wall + w, cpu + c
             else:
                 wall, cpu = timed(lambda: (before and before(), fn(t)),
@@ -438,10 +447,11 @@ def main():
                 t.clear()
             for t in (kv, shm, disk):
                 add("store", t, stores)
-            # kvfs preloaded and plain take turns at going first (the
-            # first follows the stores more closely: L2 write-back)
-            kvs = (kv, kv_plain) if trial % 2 == 0 else (kv_plain, kv)
-            for t in kvs + (shm, disk):
+            # kvfs preloaded, plain and lazy take turns at going first
+            # (the first follows the stores more closely: L2 write-back)
+            kvs = [kv, kv_plain, kv_lazy]
+            kvs = kvs[trial % 3:] + kvs[:trial % 3]
+            for t in kvs + [shm, disk]:
                 if t:
                     add("load L1", t, loads)
         for trial in range(a.trials):
@@ -659,7 +669,7 @@ def report(res, n, trials, threads, kv, shm, disk, st):
     for phase, base, want in PHASES:
         b = res.get((phase, base))
         bc = res.get((phase, base, "cpu"))
-        for tname in ("kvfs", "kvfs plain", "tmpfs", "disk"):
+        for tname in ("kvfs", "kvfs plain", "kvfs lazy", "tmpfs", "disk"):
             v = res.get((phase, tname))
             if not v:
                 continue
@@ -671,16 +681,19 @@ def report(res, n, trials, threads, kv, shm, disk, st):
             print("%-20s %-10s %7.2f %6.2f-%-6.2f %7.2f %7.2f  %-11s %s" % (
                 phase, tname, med(v), min(v), max(v), max(v), med(vc), vs,
                 vsc))
-        v = res.get((phase, "kvfs"))
-        if want and v and b:
-            targets.append((phase, base, med(v) / med(b), want))
+        for tname in ("kvfs", "kvfs lazy"):
+            v = res.get((phase, tname))
+            if want and v and b:
+                targets.append((phase if tname == "kvfs" else
+                                phase + " (lazy)", base, med(v) / med(b),
+                                want))
     print("GB/s of raw block bytes (wall time); GB/cpu: GB per CPU-second "
           "(this process, and kvfs's daemon for kvfs)")
     print("kvfs L2: %.2f compression ratio; readahead promoted / read, each"
           " trial: %s" % (st["l2"]["compression_ratio"], "; ".join(
               "%s %s" % (p, " ".join("%d/%d" % x for x in res[(p, "ra")]))
               for p, _, _ in PHASES if (p, "ra") in res)))
-    for tname in ("kvfs", "kvfs plain"):
+    for tname in ("kvfs", "kvfs plain", "kvfs lazy"):
         if ("opens", tname) in res:
             seen = {}
             for phase, g, o in res[("opens", tname)]:

@@ -29,6 +29,8 @@
 #                              and the disk (O_DIRECT)
 #   paths_bench_preload        the same, its loads in child processes,
 #                              kvfs's with LD_PRELOAD=BUILD/libkvfs_preload.so
+#                              (load L1 also plain, and with the library's
+#                              KVFS_PRELOAD_READS=lazy: "kvfs lazy")
 #   BUILD/bench/kvfs_pmeta     metadata bytes per directory and file of a
 #                              path namespace
 #
