@@ -581,7 +581,9 @@ struct kvfs_l3_drop {
 #define KVFS_XFER_NAMED 0x4u
 /* GET, with KVFS_XFER_NAMED only (alone: EINVAL): each entry's result is
  * an input too: the st_mtim of that same stat, in nanoseconds since the
- * epoch (tv_sec * 1000000000 + tv_nsec). The entry is also -ESTALE when
+ * epoch, computed modulo 2^64 ((uint64_t)tv_sec * 1000000000 + tv_nsec,
+ * as int64_t: times before 1678 or after 2262 wrap, and still match
+ * themselves). The entry is also -ESTALE when
  * the name's mtime is another now: st_ino is shared by every version of
  * a name (an O_TRUNC rewrite keeps it), the mtime is its writer's, so
  * this copies only the version that stat showed. (Two versions with one

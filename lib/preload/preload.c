@@ -106,11 +106,6 @@ static bool lazy;            /* KVFS_PRELOAD_WRITES=lazy: no LOOKUP at open */
 static bool lazy_reads;      /* KVFS_PRELOAD_READS=lazy: the GET at the
 			      * first read, into the caller's buffer */
 static bool sandbox_ok;      /* KVFS_PRELOAD_SANDBOXED=1 */
-/* The daemon refused KVFS_XFER_MTIME (EINVAL: one older than this
- * library): path files' GETs name the st_ino alone, at the open (the
- * version can then be told only by the bytes: README, "Path
- * namespaces"), and none is read lazily. */
-static atomic_bool no_mtime;
 
 static void read_env(void)
 {
@@ -161,6 +156,10 @@ struct ns_slot {
 	char *path;       /* the directory's absolute path (/proc/self/fd),
 			   * for a served chunk's pl_realize; NULL: none */
 	uint64_t mnt_id;  /* statx's stx_mnt_id; 0: unknown */
+	bool no_mtime;    /* (atomic) its daemon refused KVFS_XFER_MTIME
+			   * (EINVAL: older than this library): its path
+			   * files' GETs name the st_ino alone, at the open
+			   * (README, "Path namespaces"), none read lazily */
 };
 
 struct dev_slot {
@@ -336,13 +335,15 @@ static const char *split_name(const char *path, char dir[PATH_MAX],
  * (a -EMSGSIZE answer included), *gone when the namespace itself is gone.
  * named: a path namespace's file, as the caller's stat of its name says
  * (KVFS_XFER_NAMED: only that file, now; KVFS_XFER_MTIME: only the
- * version that stat showed), else NULL.
+ * version that stat showed, unless its namespace's *no_mt says the
+ * daemon refuses that), else NULL. *stale (may be NULL): the daemon said
+ * the name shows another version now (-ESTALE).
  */
 static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
 		     uint64_t cap, uint64_t *size, bool *gone,
-		     const struct stat *named)
+		     const struct stat *named, bool *no_mt, bool *stale)
 {
-	bool mt = named && !atomic_load(&no_mtime);
+	bool mt = named && no_mt && !__atomic_load_n(no_mt, __ATOMIC_RELAXED);
 	struct kvfs_io io;
 	long rc;
 
@@ -354,15 +355,16 @@ again:
 	if (named)
 		io.size = (uint64_t)named->st_ino;
 	if (mt)
-		io.result = (int64_t)named->st_mtim.tv_sec * 1000000000LL +
-			    named->st_mtim.tv_nsec;
+		io.result = pl_mtime_ns(&named->st_mtim);
 	rc = kvfs_mget(nsfd, &io, 1, named ? KVFS_XFER_NAMED |
 			       (mt ? KVFS_XFER_MTIME : 0) : 0);
 	if (rc == -EINVAL && mt) { /* an older daemon */
-		atomic_store(&no_mtime, true);
+		__atomic_store_n(no_mt, true, __ATOMIC_RELAXED);
 		mt = false;
 		goto again;
 	}
+	if (stale)
+		*stale = rc == 0 && io.result == -ESTALE;
 	*gone = rc == -ENOENT || rc == -ENOTTY;
 	if (rc == 1 || io.result == -EMSGSIZE)
 		*size = rc == 1 ? (uint64_t)io.result : io.size;
@@ -372,7 +374,8 @@ again:
 /* KVFS_PRELOAD=memfd: the chunk in a new memfd (mode 0444), or -1 when
  * it is not exactly cap bytes. */
 static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
-		     uint64_t *size, bool *gone, const struct stat *named)
+		     uint64_t *size, bool *gone, const struct stat *named,
+		     bool *no_mt)
 {
 	void *p;
 	long n;
@@ -388,7 +391,7 @@ static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		 mfd, 0);
 	if (p == MAP_FAILED)
 		goto err_close;
-	n = get_into(nsfd, key, p, cap, size, gone, named);
+	n = get_into(nsfd, key, p, cap, size, gone, named, no_mt, NULL);
 	munmap(p, cap);
 	if (n < 0 || (uint64_t)n != cap ||
 	    ftruncate(mfd, (off_t)n) || fchmod(mfd, 0444))
@@ -407,6 +410,7 @@ struct src {
 	const char *below;     /* the name below it */
 	uint64_t mnt_id;       /* the namespace's (statx) */
 	bool keyns;            /* a key namespace's chunk */
+	bool *no_mt;           /* a path file's: its ns_slot's no_mtime */
 };
 
 /* c stands for the version src says (what fstat says: the stat of its
@@ -456,7 +460,7 @@ static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t *size,
 	if (!c)
 		return -1;
 	n = get_into(nsfd, key, c->buf, c->cap, size, gone,
-		     src->keyns ? NULL : st);
+		     src->keyns ? NULL : st, src->no_mt, NULL);
 	if (n != st->st_size || describe(c, src, flags)) {
 		pl_chunk_free(c);
 		return -1;
@@ -486,6 +490,8 @@ static int get_lazy(const struct kvfs_key *key, const struct stat *nsst,
 	c->key = *key;
 	c->ns_dev = nsst->st_dev;
 	c->ns_ino = nsst->st_ino;
+	c->lazy_ino = src->st->st_ino;
+	c->lazy_mtim = src->st->st_mtim;
 	c->lazy = 1;
 	return pl_fd_serve(c, flags);
 }
@@ -606,24 +612,33 @@ static void ns_forget(const struct stat *st, bool gone, bool stale)
 long pl_lazy_get(const struct pl_chunk *c, void *buf, uint64_t cap)
 {
 	struct stat nsst = { .st_dev = c->ns_dev, .st_ino = c->ns_ino };
+	/* a path file: the st_ino and mtime of the open's stat (c->st may
+	 * change under c->lock: pl_realize's version) */
+	struct stat named = { .st_ino = c->lazy_ino, .st_mtim = c->lazy_mtim };
 	struct ns_slot *s;
 	uint64_t size = 0;
-	bool gone = false, stale = false;
+	bool gone = false, stale = false, other = false;
 	long n = -1;
 
 	pthread_rwlock_rdlock(&lock);
 	s = ns_find(c->ns_dev, c->ns_ino);
-	/* a path namespace's file: only the one whose st_ino the open's
-	 * stat found (KVFS_XFER_NAMED), as the eager GET at the open */
-	if (ns_live(s, c->keyns ? NS_KEYS : NS_PATHS, &stale))
+	/* a path namespace's file: only the version the open's stat found
+	 * (KVFS_XFER_NAMED | KVFS_XFER_MTIME); where the daemon cannot tell
+	 * versions apart, no GET (the kernel's reads then, checked) */
+	if (ns_live(s, c->keyns ? NS_KEYS : NS_PATHS, &stale) &&
+	    (c->keyns || !__atomic_load_n(&s->no_mtime, __ATOMIC_RELAXED)))
 		n = get_into(s->fd, &c->key, buf, cap, &size, &gone,
-			     c->keyns ? NULL : &c->st);
-	/* a path file's version is known only with KVFS_XFER_MTIME */
-	if (!c->keyns && atomic_load(&no_mtime))
-		n = -1;
+			     c->keyns ? NULL : &named,
+			     c->keyns ? NULL : &s->no_mtime, &other);
+	if (!c->keyns && n >= 0 && __atomic_load_n(&s->no_mtime,
+						  __ATOMIC_RELAXED))
+		n = -1; /* refused, then copied by st_ino alone */
 	pthread_rwlock_unlock(&lock);
 	ns_forget(&nsst, gone, stale);
-	return n;
+	/* another version is the name's now: never the kernel's reads,
+	 * whose open would find that one (or the old bytes under the new
+	 * stat while a rewrite is open) */
+	return n < 0 && other && !c->keyns ? PL_LAZY_STALE : n;
 }
 
 /*
@@ -675,7 +690,7 @@ static int serve_key(int dirfd, const char *dir, const struct stat *st,
 		mfd = get_mem(nsfd, key, &size, &gone, &src, flags);
 	} else {
 		mfd = get_memfd(nsfd, key, (uint64_t)fst.st_size, &size,
-				&gone, NULL);
+				&gone, NULL, NULL);
 		if (mfd >= 0)
 			mfd = track(reopen_rdonly(mfd, flags), &src, flags);
 	}
@@ -722,14 +737,19 @@ static int serve_path(int dirfd, const char *path, int flags, int kind)
 		return -1;
 	}
 	src = (struct src){ .st = &fst, .dir = nsdir, .below = below,
-			    .mnt_id = s->mnt_id };
-	if (kind == SERVE_MEM && lazy_reads && !atomic_load(&no_mtime)) {
+			    .mnt_id = s->mnt_id, .no_mt = &s->no_mtime };
+	/* lazy: the version check needs KVFS_XFER_MTIME, and the open's
+	 * permission is the kernel's now (a path file has a mode of its
+	 * own: EACCES at the open, as open(2), not at the read) */
+	if (kind == SERVE_MEM && lazy_reads &&
+	    !__atomic_load_n(&s->no_mtime, __ATOMIC_RELAXED) &&
+	    !faccessat(dirfd, path, R_OK, AT_EACCESS)) {
 		mfd = get_lazy(&key, &nst, &src, flags);
 	} else if (kind == SERVE_MEM) {
 		mfd = get_mem(s->fd, &key, &size, &gone, &src, flags);
 	} else {
 		mfd = get_memfd(s->fd, &key, (uint64_t)fst.st_size, &size,
-				&gone, &fst);
+				&gone, &fst, &s->no_mtime);
 		if (mfd >= 0)
 			mfd = track(reopen_rdonly(mfd, flags), &src, flags);
 	}

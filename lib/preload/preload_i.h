@@ -129,11 +129,26 @@ struct pl_chunk {
 	struct kvfs_key key;  /* the chunk's key, for the GET */
 	dev_t ns_dev;         /* its namespace directory (preload.c's */
 	ino_t ns_ino;         /* table of them: the GET's fd) */
+	ino_t lazy_ino;       /* a path file: the st_ino and mtime of the */
+	struct timespec lazy_mtim; /* open's stat (set once): the version */
 };
+
+/* An mtime as KVFS_XFER_MTIME carries it: ns since the epoch, modulo
+ * 2^64 (times before 1678 or after 2262 wrap, the same on both sides). */
+static inline int64_t pl_mtime_ns(const struct timespec *t)
+{
+	return (int64_t)((uint64_t)t->tv_sec * 1000000000u +
+			 (uint64_t)t->tv_nsec);
+}
+
+/* pl_lazy_get's answer for a path file whose name shows another version
+ * now (the daemon's -ESTALE): ESTALE, no read through the kernel. */
+#define PL_LAZY_STALE (-2)
 
 /* pl_lazy_get - one GET of lazy chunk c's key into [buf, buf + cap) on
  * its namespace's fd (the library's table of namespaces; none there any
- * more: -1). Returns the bytes the daemon copied, or -1. (preload.c) */
+ * more: -1). Returns the bytes the daemon copied, -1, or PL_LAZY_STALE.
+ * (preload.c) */
 long pl_lazy_get(const struct pl_chunk *c, void *buf, uint64_t cap);
 
 /* pl_fill - gives lazy chunk c its copy of the bytes (no-op for any

@@ -44,9 +44,9 @@ static int fill_real(struct pl_chunk *c, char *p)
 		return -1;
 	}
 	if (r_fstat(fd, &st) || (uint64_t)st.st_size != c->size ||
-	    (!c->keyns && (st.st_ino != c->st.st_ino ||
-			   st.st_mtim.tv_sec != c->st.st_mtim.tv_sec ||
-			   st.st_mtim.tv_nsec != c->st.st_mtim.tv_nsec)))
+	    (!c->keyns && (st.st_ino != c->lazy_ino ||
+			   st.st_mtim.tv_sec != c->lazy_mtim.tv_sec ||
+			   st.st_mtim.tv_nsec != c->lazy_mtim.tv_nsec)))
 		err = ESTALE;
 	while (!err && done < c->size) {
 		ssize_t k = r_pread(fd, p + done, c->size - done, (off_t)done);
@@ -67,6 +67,7 @@ static int fill_real(struct pl_chunk *c, char *p)
 static int fill(struct pl_chunk *c, bool get)
 {
 	struct pl_fill *f, *none = NULL;
+	long n;
 	int err;
 
 	if (!c->lazy || atomic_load_explicit(&c->fill, memory_order_acquire))
@@ -83,8 +84,14 @@ static int fill(struct pl_chunk *c, bool get)
 		errno = ENOMEM;
 		return -1;
 	}
-	if ((!get || pl_lazy_get(c, f->buf, f->cap) != (long)c->size) &&
-	    fill_real(c, f->buf)) {
+	n = get ? pl_lazy_get(c, f->buf, f->cap) : -1;
+	if (n == PL_LAZY_STALE) {
+		pl_buf_put(f->buf, f->cap);
+		free(f);
+		errno = ESTALE;
+		return -1;
+	}
+	if (n != (long)c->size && fill_real(c, f->buf)) {
 		err = errno;
 		pl_buf_put(f->buf, f->cap);
 		free(f);
@@ -118,8 +125,14 @@ ssize_t pl_lazy_copy(struct pl_chunk *c, void *buf, size_t n, off_t off)
 	 * kernel's reads (a miss is theirs to say; memory the daemon could
 	 * not write, a device's, is written here by memcpy) */
 	if (off == 0 && n == c->size) {
-		if (pl_lazy_get(c, buf, n) == (long)n)
+		long k = pl_lazy_get(c, buf, n);
+
+		if (k == (long)n)
 			return (ssize_t)n;
+		if (k == PL_LAZY_STALE) {
+			errno = ESTALE;
+			return -1;
+		}
 		get = false;
 	}
 	if (fill(c, get))

@@ -32,6 +32,8 @@ chmod 755 "$tmp"
 fails=0 n=0
 ok()  { n=$((n + 1)); printf 'ok %d - %s\n' "$n" "$1"; }
 bad() { n=$((n + 1)); fails=$((fails + 1)); printf 'not ok %d - %s\n' "$n" "$1"; }
+skip() { n=$((n + 1)); printf 'ok %d # skip %s\n' "$n" "$1"; }
+say() { printf '%s\n' "$1" | sed 's/^/  # /'; } # TEXT as TAP comments
 check() { # DESC CMD...: ok when CMD succeeds
 	local d=$1; shift
 	if "$@"; then ok "$d"; else bad "$d"; fi

@@ -317,6 +317,55 @@ check(os.read(fd, 100) == b"version three", "a new open: the new version")
 os.close(fd)
 sys.exit(1 if fails else 0)
 EOF
+pyrun "lazy, a path namespace: a rewrite still open (its mtime set by futimens, as cp -p does) is ESTALE, never the old bytes under its stat" \
+	lazy "$PY" - "$pns" "$PY" <<'EOF'
+import errno, os, subprocess, sys
+ns, py = sys.argv[1], sys.argv[2]
+p = f"{ns}/cpp.bin"
+old, new = b"O" * 65536, b"N" * 65536
+with open(p, "wb") as f:
+    f.write(old)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+w = subprocess.Popen([py, "-c", f'''
+import os, sys
+fd = os.open({p!r}, os.O_WRONLY | os.O_TRUNC)
+os.write(fd, {new!r})
+os.utime(fd, ns=(1600000000 * 10**9 + 7, 1600000000 * 10**9 + 7))
+print("ready", flush=True)
+sys.stdin.read()
+os.close(fd)'''], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+w.stdout.readline()
+fd = os.open(p, os.O_RDONLY)
+st = os.fstat(fd)
+try:
+    b = os.read(fd, st.st_size + 1)
+    r = "OLD" if b == old else "NEW" if b == new else f"{len(b)} bytes"
+except OSError as e:
+    r = errno.errorcode.get(e.errno, e.errno)
+os.close(fd)
+w.stdin.close()
+w.wait()
+print(f"fstat mtime {st.st_mtime_ns}: read {r}")
+sys.exit(0 if r == "ESTALE" else 1)
+EOF
+if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+	skip "lazy, a path namespace, another uid: needs root and setpriv"
+else
+	head -c 5000 /dev/urandom >"$pns/secret" && chmod 600 "$pns/secret" &&
+		chmod 755 "$pns" || exit 1
+	out=$(setpriv --reuid=65534 --regid=65534 --clear-groups \
+		env KVFS_PRELOAD_READS=lazy LD_PRELOAD="$PRELOAD" "$PY" -c '
+import errno, os, sys
+try:
+    os.open(sys.argv[1], os.O_RDONLY)
+    print("opened")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))' "$pns/secret" 2>&1)
+	say "$out"
+	check "lazy, a path namespace: a file the caller may not read is EACCES at the open, as open(2)" \
+		test "$out" = EACCES
+fi
+
 pyrun "default (eager), a path namespace: the version the open saw" \
 	pre "$PY" - "$pns/f.bin" <<'EOF'
 import os, sys
