@@ -583,12 +583,12 @@ struct kvfs_l3_drop {
  * an input too: the st_mtim of that same stat, in nanoseconds since the
  * epoch, computed modulo 2^64 ((uint64_t)tv_sec * 1000000000 + tv_nsec,
  * as int64_t: times before 1678 or after 2262 wrap, and still match
- * themselves). The entry is also -ESTALE when
- * the name's mtime is another now: st_ino is shared by every version of
- * a name (an O_TRUNC rewrite keeps it), the mtime is its writer's, so
- * this copies only the version that stat showed. (Two versions with one
- * mtime, set by utimensat, are not told apart.) kvfs_mget: io.result is
- * that input, kept across its resends. */
+ * themselves). The entry is also -ESTALE when the name's mtime is
+ * another now: st_ino is shared by every version of a name (an O_TRUNC
+ * rewrite keeps it), the mtime is its writer's, so this copies only the
+ * version that stat showed. (Two versions given one mtime by utimensat
+ * are not told apart.) kvfs_mget: io.result is that input, kept across
+ * its resends. */
 #define KVFS_XFER_MTIME 0x8u
 
 struct kvfs_xfer_ent {

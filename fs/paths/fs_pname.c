@@ -937,8 +937,6 @@ again:
 }
 
 
-/* One pass of pth_check (priv.lock held): 0 or -errno, or 1 to wait for
- * an entry to go idle. */
 /* The mtime that stat(2) of e's name shows for its publication gen
  * (pth_chunk_attr_locked: its own, else the publication's time) as
  * KVFS_XFER_MTIME carries it: ns since the epoch modulo 2^64 (an owner
@@ -960,16 +958,17 @@ static bool shown_mtime(struct fs *fs, uint32_t ns, const struct fs_pent *e,
 	return true;
 }
 
+/* One pass of pth_check (priv.lock held): 0 or -errno, or 1 to wait for
+ * an entry to go idle. */
 static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 			uint64_t gen, const struct fs_cred *c, bool named,
 			uint64_t st_ino, const int64_t *mtime_ns)
 {
-	int64_t mt;
-
 	struct fs_paths *t = paths_of(fs);
 	struct fs_inode *nsi = fs_ns_find(fs->priv, ns);
 	const struct fs_pent *e;
 	struct tier_info info;
+	int64_t mt;
 	int rc;
 
 	if (!t || !nsi || !nsi->pdir) /* not (any more) a path namespace */

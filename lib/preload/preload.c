@@ -336,12 +336,14 @@ static const char *split_name(const char *path, char dir[PATH_MAX],
  * named: a path namespace's file, as the caller's stat of its name says
  * (KVFS_XFER_NAMED: only that file, now; KVFS_XFER_MTIME: only the
  * version that stat showed, unless its namespace's *no_mt says the
- * daemon refuses that), else NULL. *stale (may be NULL): the daemon said
- * the name shows another version now (-ESTALE).
+ * daemon refuses that; strict: then no GET at all), else NULL. *stale
+ * (may be NULL): the daemon said the name shows another version now
+ * (-ESTALE).
  */
 static long get_into(int nsfd, const struct kvfs_key *key, void *buf,
 		     uint64_t cap, uint64_t *size, bool *gone,
-		     const struct stat *named, bool *no_mt, bool *stale)
+		     const struct stat *named, bool *no_mt, bool strict,
+		     bool *stale)
 {
 	bool mt = named && no_mt && !__atomic_load_n(no_mt, __ATOMIC_RELAXED);
 	struct kvfs_io io;
@@ -361,7 +363,8 @@ again:
 	if (rc == -EINVAL && mt) { /* an older daemon */
 		__atomic_store_n(no_mt, true, __ATOMIC_RELAXED);
 		mt = false;
-		goto again;
+		if (!strict)
+			goto again;
 	}
 	if (stale)
 		*stale = rc == 0 && io.result == -ESTALE;
@@ -391,7 +394,8 @@ static int get_memfd(int nsfd, const struct kvfs_key *key, uint64_t cap,
 		 mfd, 0);
 	if (p == MAP_FAILED)
 		goto err_close;
-	n = get_into(nsfd, key, p, cap, size, gone, named, no_mt, NULL);
+	n = get_into(nsfd, key, p, cap, size, gone, named, no_mt, false,
+		     NULL);
 	munmap(p, cap);
 	if (n < 0 || (uint64_t)n != cap ||
 	    ftruncate(mfd, (off_t)n) || fchmod(mfd, 0444))
@@ -460,7 +464,7 @@ static int get_mem(int nsfd, const struct kvfs_key *key, uint64_t *size,
 	if (!c)
 		return -1;
 	n = get_into(nsfd, key, c->buf, c->cap, size, gone,
-		     src->keyns ? NULL : st, src->no_mt, NULL);
+		     src->keyns ? NULL : st, src->no_mt, false, NULL);
 	if (n != st->st_size || describe(c, src, flags)) {
 		pl_chunk_free(c);
 		return -1;
@@ -629,10 +633,7 @@ long pl_lazy_get(const struct pl_chunk *c, void *buf, uint64_t cap)
 	    (c->keyns || !__atomic_load_n(&s->no_mtime, __ATOMIC_RELAXED)))
 		n = get_into(s->fd, &c->key, buf, cap, &size, &gone,
 			     c->keyns ? NULL : &named,
-			     c->keyns ? NULL : &s->no_mtime, &other);
-	if (!c->keyns && n >= 0 && __atomic_load_n(&s->no_mtime,
-						  __ATOMIC_RELAXED))
-		n = -1; /* refused, then copied by st_ino alone */
+			     c->keyns ? NULL : &s->no_mtime, true, &other);
 	pthread_rwlock_unlock(&lock);
 	ns_forget(&nsst, gone, stale);
 	/* another version is the name's now: never the kernel's reads,
