@@ -937,27 +937,6 @@ again:
 }
 
 
-/* The mtime that stat(2) of e's name shows for its publication gen
- * (pth_chunk_attr_locked: its own, else the publication's time) as
- * KVFS_XFER_MTIME carries it: ns since the epoch modulo 2^64 (an owner
- * may set any time: no signed overflow); priv.lock held. false: not
- * known (no such publication now). */
-static bool shown_mtime(struct fs *fs, uint32_t ns, const struct fs_pent *e,
-			uint64_t gen, int64_t *mt)
-{
-	struct tier_info info;
-
-	if (e->has_mtime) {
-		*mt = (int64_t)((uint64_t)e->mtime.tv_sec * 1000000000u +
-				(uint64_t)e->mtime.tv_nsec);
-		return true;
-	}
-	if (tier_stat(fs->tier, ns, &e->key, &info) || info.gen != gen)
-		return false;
-	*mt = (int64_t)info.ptime_ns;
-	return true;
-}
-
 /* One pass of pth_check (priv.lock held): 0 or -errno, or 1 to wait for
  * an entry to go idle. */
 static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
@@ -983,7 +962,8 @@ static int check_locked(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	/* KVFS_XFER_MTIME: and the version the caller's stat showed (a
 	 * version published since has its writer's mtime) */
 	if (named && mtime_ns &&
-	    (!shown_mtime(fs, ns, e, gen, &mt) || mt != *mtime_ns))
+	    (!pth_shown_mtime_locked(fs, ns, e, gen, &mt) ||
+	     mt != *mtime_ns))
 		return -ESTALE;
 	if (!c)
 		return 0;

@@ -199,6 +199,27 @@ static struct fs_pent *chunk_ent(struct fs *fs, uint64_t ino)
 	return e && e->gen == in->gen ? e : NULL;
 }
 
+/* The mtime that stat(2) of e's name shows for its publication gen (as
+ * pth_chunk_attr_locked below: its own, else the publication's time), as
+ * KVFS_XFER_MTIME carries it: ns since the epoch modulo 2^64 (an owner
+ * may set any time: no signed overflow); priv.lock held. false: not
+ * known (no such publication now). */
+bool pth_shown_mtime_locked(struct fs *fs, uint32_t ns,
+			    const struct fs_pent *e, uint64_t gen, int64_t *mt)
+{
+	struct tier_info info;
+
+	if (e->has_mtime) {
+		*mt = (int64_t)((uint64_t)e->mtime.tv_sec * 1000000000u +
+				(uint64_t)e->mtime.tv_nsec);
+		return true;
+	}
+	if (tier_stat(fs->tier, ns, &e->key, &info) || info.gen != gen)
+		return false;
+	*mt = (int64_t)info.ptime_ns;
+	return true;
+}
+
 void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 			   struct fs_inode *in, const struct kvfs_key *key,
 			   uint64_t gen, struct stat *st)

@@ -403,6 +403,10 @@ int pth_writer_attr_set(struct fs *fs, struct fs_wr *w,
 void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 			   struct fs_inode *in, const struct kvfs_key *key,
 			   uint64_t gen, struct stat *st);
+/* The mtime stat(2) of e's name shows for publication gen, in
+ * KVFS_XFER_MTIME's form (ns mod 2^64); false: no such publication. */
+bool pth_shown_mtime_locked(struct fs *fs, uint32_t ns,
+			    const struct fs_pent *e, uint64_t gen, int64_t *mt);
 int pth_names_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 int pth_evict_set(struct fs *fs, uint32_t ns, const char *v, size_t len);
 int pth_quota_set(struct fs *fs, uint32_t ns, uint64_t quota);

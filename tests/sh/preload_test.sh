@@ -46,6 +46,39 @@ for k in sys.argv[2].split("."):
 print(v)' "$tmp/m/.kvfs/stats" "$1"
 }
 pre() { LD_PRELOAD=$PRELOAD "$@"; }
+# what the Python parts share (imported through PYTHONPATH=$tmp)
+cat >"$tmp/plt.py" <<'EOF'
+"""The preload tests' Python helpers (preload_test.sh): TAP-ish lines,
+the daemon's counters (PLT_STATS: its .kvfs/stats), a whole read."""
+import json
+import os
+import sys
+
+fails = []
+
+
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what)
+    if not cond:
+        fails.append(what)
+
+
+def counts():
+    """(ioctl.xfer.gets, requests.open) of the daemon now."""
+    with open(os.environ["PLT_STATS"]) as f:
+        v = json.load(f)
+    return v["ioctl"]["xfer"]["gets"], v["requests"]["open"]
+
+
+def pyread(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def done():
+    sys.exit(1 if fails else 0)
+EOF
+export PLT_STATS=$tmp/m/.kvfs/stats PYTHONPATH=$tmp
 # pyrun DESC CMD... (a Python script on stdin, as CMD's): its output as
 # TAP comments, ok when it exits 0
 pyrun() {

@@ -33,11 +33,7 @@ stats = f"{ns}/../.kvfs/stats"
 def gets():
     with open(stats) as f:
         return json.load(f)["ioctl"]["xfer"]["gets"]
-fails = []
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails.append(what)
+from plt import check, done
 g0 = gets()
 fds = [os.open(f"{ns}/{k}", os.O_RDONLY) for k in keys]
 check(gets() == g0, "three opens: no GET")
@@ -53,7 +49,7 @@ check(os.pread(fds[0], 16, 200) == want[0][200:216], "another pread")
 check(gets() == g0 + 4, f"the library's copy filled once ({gets() - g0})")
 for fd in fds:
     os.close(fd)
-sys.exit(1 if fails else 0)
+done()
 EOF
 if [ "$(stat requests.open)" = "$open0" ] && [ "$(stat requests.read)" = "$read0" ]; then
 	ok "lazy: requests.open and requests.read did not move"
@@ -71,11 +67,7 @@ pyrun "lazy, python: read/partial/seek/pread/readv/mmap/dup/numpy/threads" \
 import mmap, os, sys, threading
 ns, tmp, keys = sys.argv[1], sys.argv[2], sys.argv[3:6]
 want = [open(f"{tmp}/k{i + 1}", "rb").read() for i in range(3)]
-fails = []
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails.append(what)
+from plt import check, done
 for k, w in zip(keys, want):
     p = f"{ns}/{k}"
     with open(p, "rb") as f:
@@ -131,7 +123,7 @@ th = [threading.Thread(target=pr, args=(o * 4096,)) for o in range(8)]
 [t.join() for t in th]
 os.close(fd)
 check(len(got) == 8 and all(got), "8 threads' first preads of one fd")
-sys.exit(1 if fails else 0)
+done()
 EOF
 
 # --- gone between the open and the first read: ESTALE, never other bytes
@@ -141,11 +133,7 @@ import errno, os, shutil, sys
 ns, tmp, key = sys.argv[1], sys.argv[2], sys.argv[3]
 want = open(f"{tmp}/k3", "rb").read()
 p = f"{ns}/{key}"
-fails = []
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails.append(what)
+from plt import check, done
 fd = os.open(p, os.O_RDONLY)
 os.unlink(p)
 for how in ("read", "pread"):
@@ -165,7 +153,7 @@ os.unlink(p)
 shutil.copyfile(f"{tmp}/k3", p)
 check(os.read(fd, 4096) == want, "the key written again: served")
 os.close(fd)
-sys.exit(1 if fails else 0)
+done()
 EOF
 
 # --- no GET possible at the read (the library's namespace fd taken over
@@ -263,11 +251,7 @@ stats = f"{pns}/../.kvfs/stats"
 def gets():
     with open(stats) as f:
         return json.load(f)["ioctl"]["xfer"]["gets"]
-fails = []
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails.append(what)
+from plt import check, done
 g0 = gets()
 fd = os.open(p, os.O_RDONLY | os.O_DIRECT)  # vLLM's load_block
 check(gets() == g0, "an O_DIRECT open: no GET")
@@ -281,7 +265,7 @@ fd = os.open(p, os.O_RDONLY)
 check(os.pread(fd, 100, 1000) == want[1000:1100], "a partial pread first")
 check(os.read(fd, 10) == want[:10], "then a read at offset 0")
 os.close(fd)
-sys.exit(1 if fails else 0)
+done()
 EOF
 if [ "$(stat requests.open)" = "$open0" ]; then
 	ok "lazy, a path namespace: requests.open did not move"
@@ -292,11 +276,7 @@ pyrun "lazy, a path namespace: a rewrite between the open and the read is ESTALE
 	lazy "$PY" - "$pns/f.bin" <<'EOF'
 import errno, os, sys, time
 p = sys.argv[1]
-fails = []
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails.append(what)
+from plt import check, done
 for size_kept in (True, False):
     with open(p, "wb") as f:
         f.write(b"version one")
@@ -315,7 +295,7 @@ for size_kept in (True, False):
 fd = os.open(p, os.O_RDONLY)
 check(os.read(fd, 100) == b"version three", "a new open: the new version")
 os.close(fd)
-sys.exit(1 if fails else 0)
+done()
 EOF
 pyrun "lazy, a path namespace: a rewrite still open (its mtime set by futimens, as cp -p does) is ESTALE, never the old bytes under its stat" \
 	lazy "$PY" - "$pns" "$PY" <<'EOF'

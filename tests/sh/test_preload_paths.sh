@@ -96,39 +96,6 @@ cp "$tmp/small" "$ns/top.bin" && cp "$tmp/small" "$ns/a/b/sp ace é.bin" ||
 	exit 1
 : >"$ns/a/empty"
 
-# what the Python parts share (imported through PYTHONPATH=$tmp)
-cat >"$tmp/plt.py" <<'EOF'
-"""test_preload_paths.sh's Python helpers: TAP-ish lines, the daemon's
-counters (PLT_STATS: its .kvfs/stats), a whole read."""
-import json
-import os
-import sys
-
-fails = []
-
-
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails.append(what)
-
-
-def counts():
-    """(ioctl.xfer.gets, requests.open) of the daemon now."""
-    with open(os.environ["PLT_STATS"]) as f:
-        v = json.load(f)
-    return v["ioctl"]["xfer"]["gets"], v["requests"]["open"]
-
-
-def pyread(p):
-    with open(p, "rb") as f:
-        return f.read()
-
-
-def done():
-    sys.exit(1 if fails else 0)
-EOF
-export PLT_STATS=$tmp/m/.kvfs/stats PYTHONPATH=$tmp
 
 # --- served: vLLM's load_block, Python's open, relative paths, dirfd,
 # fstat; "." and ".." components and a miss take the real open
