@@ -279,10 +279,21 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 	e = chunk_ent(fs, ino);
 	if (!e && !in->path_ino)
 		return -ENOENT; /* never shown by name: as before */
-	/* in's fields as its name shows them now */
+	/* in's fields as its name shows them now: a name without an mtime
+	 * of its own (restored from a record without attributes) shows its
+	 * publication's time, which the change keeps */
 	memset(st, 0, sizeof(*st));
 	st->st_uid = nsi->uid;
 	st->st_gid = nsi->gid;
+	if (e && !e->has_mtime) {
+		struct tier_info info;
+
+		if (!tier_stat(fs->tier, in->ns, &in->key, &info) &&
+		    info.gen == in->gen) {
+			st->st_mtim.tv_sec = (time_t)(info.ptime_ns / 1000000000u);
+			st->st_mtim.tv_nsec = (long)(info.ptime_ns % 1000000000u);
+		}
+	}
 	fs_path_chunk_attr_locked(fs, nsi, in, &in->key, in->gen, st);
 	if (!e && (e = renamed_ent(fs, in->ns, in->path_ino, &in->key))) {
 		/* a version renamed away: the name takes the change */

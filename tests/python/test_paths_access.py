@@ -540,6 +540,21 @@ class KeptAcrossRestarts(unittest.TestCase):
                          (oct(0o100644), 0))
         st = os.stat(os.path.join(top, "priv"))
         self.assertEqual((oct(st.st_mode), st.st_uid), (oct(0o40755), 0))
+        # Such a file shows its publication's time; a chmod or chown
+        # keeps it (it saved 1970 once: the name had no mtime of its
+        # own), and so does the next restart.
+        f = os.path.join(top, "pub/f.bin")
+        shown = os.stat(f).st_mtime_ns
+        self.assertGreater(shown, 1_600_000_000 * 10**9)
+        os.chmod(f, 0o600)
+        os.chown(f, 0, 0)
+        st = os.stat(f)
+        self.assertEqual((oct(st.st_mode), st.st_mtime_ns),
+                         (oct(0o100600), shown))
+        self.m.remount()
+        st = os.stat(f)
+        self.assertEqual((oct(st.st_mode), st.st_mtime_ns),
+                         (oct(0o100600), shown))
 
     def test_crash(self):
         data = self.make("keep2")
