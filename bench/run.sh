@@ -7,6 +7,10 @@
 #   BUILD/bench/kvfs_bench     mount vs tmpfs: 2 MiB / 256 KiB chunks
 #   BUILD/bench/kvfs_pbench    plain reads vs LD_PRELOAD=libkvfs_preload.so
 #                              vs tmpfs
+#   BUILD/bench/kvfs_ptprobe   not kvfs: FUSE passthrough against the
+#                              classic FUSE path and tmpfs, files on tmpfs
+#                              (the ceiling of plain reads and writes with
+#                              L1 chunks in files: docs/time.md)
 #   BUILD/bench/kvfs_meta      metadata bytes per chunk, replay
 #   BUILD/bench/kvfs_l2bench   compression, L2 promotion vs O_DIRECT
 #   BUILD/bench/kvfs_ckptbench L2 warm restart: checkpoint vs SIGKILL vs full scan
@@ -114,7 +118,7 @@ run() { # name cmd...
 
 echo "kvfs benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, build $BUILD"
 echo "FUSE over io_uring (fuse module's enable_uring): $(cat "$URING_PARAM" 2>/dev/null || echo 'not in this kernel')"
-for b in kvfs_bench kvfs_pbench kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l2churn kvfs_l3bench kvfs_hbench kvfs_ibench \
+for b in kvfs_bench kvfs_pbench kvfs_ptprobe kvfs_meta kvfs_pmeta kvfs_l2bench kvfs_ckptbench kvfs_l2churn kvfs_l3bench kvfs_hbench kvfs_ibench \
 	kvfs_xbench kvfs_gpubench kvfs_evbench; do
 	if [ -x "$BUILD/bench/$b" ]; then
 		run "$b" "$BUILD/bench/$b"
