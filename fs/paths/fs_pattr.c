@@ -21,6 +21,7 @@ bool fs_pattr_of_file(const struct fs_pent *e, struct tier_pattr *a)
 	a->mode = e->mode & 07777;
 	a->uid = e->uid;
 	a->gid = e->gid;
+	/* 0 s and 0 ns: none of its own (fs_pattr_to_file) */
 	a->mtime_sec = e->has_mtime ? (int64_t)e->mtime.tv_sec : 0;
 	a->mtime_nsec = e->has_mtime ? (uint32_t)e->mtime.tv_nsec : 0;
 	return true;
@@ -37,7 +38,11 @@ void fs_pattr_of_dir(const struct fs_pdir *d, struct tier_pattr *a)
 
 void fs_pattr_to_file(const struct tier_pattr *a, struct fs_pent *e)
 {
-	e->has_attr = e->has_mtime = a != NULL;
+	/* an mtime of 0 s and 0 ns is none: what fs_pattr_of_file writes
+	 * for a file whose mtime was never its own (the name shows the
+	 * publication's time), not 1970 */
+	e->has_attr = a != NULL;
+	e->has_mtime = a && (a->mtime_sec || a->mtime_nsec);
 	if (!a)
 		return;
 	e->mode = a->mode & 07777;

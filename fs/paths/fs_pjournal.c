@@ -18,7 +18,8 @@
  *   u16 length of the path (0..KVFS_PATH_MAX), little-endian
  *   KVP2 only (24 bytes, little-endian): u32 mode (permission bits,
  *       07777), u32 uid, u32 gid, u32 mtime nanoseconds (< 10^9), i64
- *       mtime seconds
+ *       mtime seconds (0 s and 0 ns: the file has no mtime of its own,
+ *       its name shows the publication's time; fs_pattr.c)
  *   the namespace's name, then the path (no NULs)
  *
  * appended with one write(2) when a file is published or a directory made

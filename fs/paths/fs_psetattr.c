@@ -133,6 +133,15 @@ static int renamed_attr_set(struct fs *fs, struct fs_pent *e,
 	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
 		e->mtime = *mt;
 		e->has_mtime = true;
+	} else if (!e->has_mtime && e->keyed) {
+		/* the time its name shows, kept as its own from now on */
+		int64_t ns;
+
+		if (pth_shown_mtime_locked(fs, e->parent->ns, e, e->gen, &ns)) {
+			e->mtime.tv_sec = (time_t)((uint64_t)ns / 1000000000u);
+			e->mtime.tv_nsec = (long)((uint64_t)ns % 1000000000u);
+			e->has_mtime = true;
+		}
 	}
 	pattr_changed_file(fs, e); /* journal, L3 */
 	return 0;
@@ -255,6 +264,28 @@ void pth_chunk_attr_locked(struct fs *fs, const struct fs_inode *nsi,
 	st->st_ctim = in->mtime;
 }
 
+/* The publication's time of in's version into *ts, what stat(2) shows
+ * for a name without an mtime of its own: from the tier, else as in's
+ * last lookup or getattr saw it (the chunk may have left in between).
+ * false: not known. priv.lock held. */
+static bool publication_mtime(struct fs *fs, const struct fs_inode *in,
+			      struct timespec *ts)
+{
+	struct tier_info info;
+	uint64_t ns = 0;
+
+	if (!tier_stat(fs->tier, in->ns, &in->key, &info) &&
+	    info.gen == in->gen)
+		ns = info.ptime_ns;
+	else if (in->info.gen == in->gen)
+		ns = in->info.ptime_ns;
+	if (!ns)
+		return false;
+	ts->tv_sec = (time_t)(ns / 1000000000u);
+	ts->tv_nsec = (long)(ns % 1000000000u);
+	return true;
+}
+
 /*
  * chmod, chown and utimensat of published path file ino (priv.lock
  * held): kept with its name (and remembered by the inode for fds that
@@ -268,6 +299,7 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 {
 	struct fs_inode *in = fs_ino_find(fs->priv, ino), *nsi;
 	struct fs_pent *e;
+	bool known_mtime = true;
 
 	if (!in || in->kind != FS_K_CHUNK)
 		return -ENOENT;
@@ -285,15 +317,8 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 	memset(st, 0, sizeof(*st));
 	st->st_uid = nsi->uid;
 	st->st_gid = nsi->gid;
-	if (e && !e->has_mtime) {
-		struct tier_info info;
-
-		if (!tier_stat(fs->tier, in->ns, &in->key, &info) &&
-		    info.gen == in->gen) {
-			st->st_mtim.tv_sec = (time_t)(info.ptime_ns / 1000000000u);
-			st->st_mtim.tv_nsec = (long)(info.ptime_ns % 1000000000u);
-		}
-	}
+	if (e && !e->has_mtime)
+		known_mtime = publication_mtime(fs, in, &st->st_mtim);
 	fs_path_chunk_attr_locked(fs, nsi, in, &in->key, in->gen, st);
 	if (!e && (e = renamed_ent(fs, in->ns, in->path_ino, &in->key))) {
 		/* a version renamed away: the name takes the change */
@@ -323,7 +348,11 @@ static int published_attr_set(struct fs *fs, uint64_t ino,
 		e->uid = in->uid;
 		e->gid = in->gid;
 		e->mtime = in->mtime;
-		e->has_mtime = true;
+		/* not known (the chunk gone in between): still none of its
+		 * own, rather than 1970 */
+		e->has_mtime = known_mtime ||
+			       (to_set & (FUSE_SET_ATTR_MTIME |
+					  FUSE_SET_ATTR_MTIME_NOW));
 		pattr_changed_file(fs, e); /* journal, L3 */
 	}
 	return 0;

@@ -500,10 +500,11 @@ class KeptAcrossRestarts(unittest.TestCase):
         self.m.remount()
         self.check("keep1", data, "after a clean remount")
 
-    def test_old_journal(self):
-        """Records of an older daemon (KVP1, no attributes) are still
-        replayed, as before: files 0644, directories 0755, the
-        namespace's owner; the bytes are the files'."""
+    def rewrite_journal(self, how):
+        """Rewrites l2_dir/paths (the mount down) record by record: how
+        "kvp1" drops every record's attributes (an older daemon's
+        journal), "no_mtime" keeps them with an mtime of 0 s and 0 ns
+        (what a file whose mtime was never its own is written with)."""
         import ctypes
         import struct
         try:
@@ -512,8 +513,6 @@ class KeptAcrossRestarts(unittest.TestCase):
             self.skipTest("no libxxhash: %s" % e)
         xxh.XXH3_64bits.restype = ctypes.c_uint64
         xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-        data = self.make("keep3")
-        self.m.unmount()
         jpath = os.path.join(self.m.l2, "paths")
         with open(jpath, "rb") as f:
             old, new, at = f.read(), b"", 0
@@ -521,15 +520,27 @@ class KeptAcrossRestarts(unittest.TestCase):
             magic, = struct.unpack_from("<I", old, at)
             nl, pl = old[at + 9], struct.unpack_from("<H", old, at + 10)[0]
             extra = 24 if magic == 0x3250564b else 0
-            body = old[at + 8:at + 12] + \
-                old[at + 12 + extra:at + 12 + extra + nl + pl]
-            new += struct.pack("<II", 0x3150564b,
+            names = old[at + 12 + extra:at + 12 + extra + nl + pl]
+            if extra and how == "no_mtime":
+                body = old[at + 8:at + 24] + bytes(12) + names
+            else:
+                magic, body = 0x3150564b, old[at + 8:at + 12] + names
+            new += struct.pack("<II", magic,
                                xxh.XXH3_64bits(body, len(body)) &
                                0xffffffff) + body
             at += 12 + extra + nl + pl
-        self.assertLess(len(new), len(old))  # KVP2 records were there
         with open(jpath, "wb") as f:
             f.write(new)
+        return len(old) - len(new)
+
+    def test_old_journal(self):
+        """Records of an older daemon (KVP1, no attributes) are still
+        replayed, as before: files 0644, directories 0755, the
+        namespace's owner; the bytes are the files'."""
+        data = self.make("keep3")
+        self.m.unmount()
+        # KVP2 records were there
+        self.assertGreater(self.rewrite_journal("kvp1"), 0)
         self.m.mount()
         top = os.path.join(self.m.mnt, "keep3")
         for p, b in data.items():
@@ -555,6 +566,22 @@ class KeptAcrossRestarts(unittest.TestCase):
         st = os.stat(f)
         self.assertEqual((oct(st.st_mode), st.st_mtime_ns),
                          (oct(0o100600), shown))
+
+    def test_journal_without_mtime(self):
+        """A record with attributes but an mtime of 0 s and 0 ns (a file
+        whose mtime was never its own, chmod'ed once) comes back with its
+        mode and owner and the publication's time, not 1970."""
+        data = self.make("keep4")
+        self.m.unmount()
+        self.assertEqual(self.rewrite_journal("no_mtime"), 0)
+        self.m.mount()
+        f = os.path.join(self.m.mnt, "keep4", "pub/f.bin")
+        with open(f, "rb") as fh:
+            self.assertEqual(fh.read(), data["pub/f.bin"])
+        st = os.stat(f)
+        self.assertEqual((oct(st.st_mode), st.st_uid, st.st_gid),
+                         (oct(0o100600), OWNER, OWNER))
+        self.assertGreater(st.st_mtime_ns, 1_700_000_000 * 10**9)
 
     def test_crash(self):
         data = self.make("keep2")
