@@ -133,8 +133,8 @@ struct srv {
 	bool pt;
 	int fd;
 	const char *dir; /* the tmpfs directory of the read files */
-	char wdir[300];  /* and of the written ones */
-	char mnt[256];
+	char wdir[352];  /* and of the written ones */
+	char mnt[320];
 	int nread;
 	size_t size;
 	char *map[MAX_FILES]; /* copy: the read files, mapped */
@@ -143,7 +143,10 @@ struct srv {
 			       * not registered yet */
 	pthread_mutex_t lock;
 	pthread_t th[2];
-	bool inited, no_pt;
+	int nthreads;   /* started */
+	bool mounted;
+	unsigned conn;  /* /sys/fs/fuse/connections/<conn>, 0: not known */
+	bool no_pt;     /* the kernel did not offer passthrough */
 };
 
 static void reply(struct srv *s, uint64_t unique, int err, const void *p,
@@ -242,9 +245,6 @@ static void init_op(struct srv *s, struct pp_in *h, const void *arg)
 		o.max_stack_depth = 1;
 	}
 	reply(s, h->unique, 0, &o, sizeof(o));
-	pthread_mutex_lock(&s->lock);
-	s->inited = true;
-	pthread_mutex_unlock(&s->lock);
 }
 
 static void handle(struct srv *s, struct pp_in *h, char *arg)
@@ -288,6 +288,8 @@ static void handle(struct srv *s, struct pp_in *h, char *arg)
 		int id = 0;
 
 		if (h->nodeid < 2 || i >= (uint64_t)s->nread) {
+			/* a written file reopened: never, the rounds write
+			 * names unlinked before (pass) */
 			reply(s, h->unique, -EACCES, NULL, 0);
 			break;
 		}
@@ -349,6 +351,10 @@ static void handle(struct srv *s, struct pp_in *h, char *arg)
 		uint64_t i = (r->fh & 0xffffffffu) - 2;
 		size_t len = r->size;
 
+		if (i >= (uint64_t)s->nread || !s->map[i]) {
+			reply(s, h->unique, -EIO, NULL, 0); /* passthrough's */
+			break;
+		}
 		if (r->offset >= s->size)
 			len = 0;
 		else if (r->offset + len > s->size)
@@ -360,7 +366,11 @@ static void handle(struct srv *s, struct pp_in *h, char *arg)
 		const struct pp_rw_in *r = (const void *)arg;
 		uint64_t w = (r->fh & 0xffffffffu) - WR_BASE;
 		struct { uint32_t size, padding; } o = { 0, 0 };
-		ssize_t n = pwrite(s->wfd[w], arg + sizeof(*r), r->size,
+		ssize_t n = -1;
+
+		errno = EIO;
+		if (w < MAX_FILES && s->wfd[w] >= 0)
+			n = pwrite(s->wfd[w], arg + sizeof(*r), r->size,
 				   (off_t)r->offset);
 
 		o.size = n < 0 ? 0 : (uint32_t)n;
@@ -417,29 +427,32 @@ static void *serve(void *arg)
 	char *buf = malloc(cap);
 
 	for (;;) {
-		ssize_t n = read(s->fd, buf, cap);
+		ssize_t n = buf ? read(s->fd, buf, cap) : -1;
 
 		if (n < 0 && (errno == EINTR || errno == ENOENT ||
 			      errno == EAGAIN))
 			continue;
 		if (n < (ssize_t)sizeof(struct pp_in))
-			break; /* ENODEV: unmounted */
+			break; /* ENODEV: aborted or unmounted */
 		handle(s, (struct pp_in *)buf, buf + sizeof(struct pp_in));
 	}
 	free(buf);
 	return NULL;
 }
 
+/* s (zeroed by the caller) set up and mounted at top/pt or top/copy,
+ * its threads started; whatever was done is undone by srv_stop. */
 static int srv_start(struct srv *s, bool pt, const char *dir, int nread,
-		     size_t size, const char *tmp)
+		     size_t size, const char *top)
 {
 	char opts[256], path[512];
+	struct stat st;
 
-	memset(s, 0, sizeof(*s));
 	s->pt = pt;
 	s->dir = dir;
 	s->nread = nread;
 	s->size = size;
+	s->fd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	for (int i = 0; i < MAX_FILES; i++)
 		s->wfd[i] = -1;
@@ -448,18 +461,20 @@ static int srv_start(struct srv *s, bool pt, const char *dir, int nread,
 		return -errno;
 	for (int i = 0; i < nread && !pt; i++) {
 		int fd;
+		void *m;
 
 		snprintf(path, sizeof(path), "%s/r%d", dir, i);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return -errno;
-		s->map[i] = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+		m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 		close(fd);
-		if (s->map[i] == MAP_FAILED)
+		if (m == MAP_FAILED)
 			return -errno;
+		s->map[i] = m;
 	}
-	snprintf(s->mnt, sizeof(s->mnt), "%s/%s", tmp, pt ? "pt" : "copy");
-	if (mkdir(s->mnt, 0755) && errno != EEXIST)
+	snprintf(s->mnt, sizeof(s->mnt), "%s/%s", top, pt ? "pt" : "copy");
+	if (mkdir(s->mnt, 0755))
 		return -errno;
 	s->fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
 	if (s->fd < 0)
@@ -470,23 +485,30 @@ static int srv_start(struct srv *s, bool pt, const char *dir, int nread,
 	if (mount("kvfs-ptprobe", s->mnt, "fuse.kvfs-ptprobe",
 		  MS_NOSUID | MS_NODEV, opts))
 		return -errno;
-	for (int t = 0; t < 2; t++)
-		pthread_create(&s->th[t], NULL, serve, s);
+	s->mounted = true;
+	for (int t = 0; t < 2; t++) {
+		if (pthread_create(&s->th[t], NULL, serve, s))
+			return -EAGAIN;
+		s->nthreads++;
+	}
+	/* the connection's number (its abort file): st_dev of the mount's
+	 * root (INIT, then GETATTR, answered by the threads) */
+	if (lstat(s->mnt, &st))
+		return -errno;
+	s->conn = minor(st.st_dev);
 	return 0;
 }
 
-/* Unmounted, the connection aborted (the threads' reads end with
- * ENODEV), then the device closed. */
+/* The connection aborted (its threads' reads end with ENODEV), then
+ * unmounted, the threads joined, everything else let go. */
 static void srv_stop(struct srv *s)
 {
-	struct stat st;
 	char path[96];
 	int fd;
 
-	if (stat(s->mnt, &st) == 0) {
+	if (s->mounted && s->conn) {
 		snprintf(path, sizeof(path),
-			 "/sys/fs/fuse/connections/%u/abort", minor(st.st_dev));
-		umount2(s->mnt, MNT_DETACH);
+			 "/sys/fs/fuse/connections/%u/abort", s->conn);
 		fd = open(path, O_WRONLY | O_CLOEXEC);
 		if (fd >= 0) {
 			if (write(fd, "1", 1) < 0)
@@ -494,16 +516,21 @@ static void srv_stop(struct srv *s)
 			close(fd);
 		}
 	}
-	for (int t = 0; t < 2; t++)
+	if (s->mounted && umount2(s->mnt, MNT_DETACH))
+		perror("kvfs_ptprobe: umount");
+	for (int t = 0; t < s->nthreads; t++)
 		pthread_join(s->th[t], NULL);
-	close(s->fd);
+	if (s->fd >= 0)
+		close(s->fd);
 	for (int i = 0; i < MAX_FILES; i++) {
 		if (s->map[i])
 			munmap(s->map[i], s->size);
 		if (s->wfd[i] >= 0)
 			close(s->wfd[i]);
 	}
-	rmdir(s->mnt);
+	if (s->mnt[0])
+		rmdir(s->mnt);
+	pthread_mutex_destroy(&s->lock);
 }
 
 static double now_us(void)
@@ -516,11 +543,12 @@ static double now_us(void)
 
 /* us per file: open, whole read or write, close, of n files in dir:
  * reads of r<i>, writes of w<i> (in one half of the names or the other,
- * round by round: the other half is unlinked for the next round) */
+ * round by round: the other half is unlinked for the next round); -1
+ * after an error (said). */
 static double pass(const char *dir, int n, char *buf, size_t size,
 		   bool wr, int round)
 {
-	char path[512];
+	char path[1024];
 	double t0 = now_us();
 
 	for (int i = 0; i < n; i++) {
@@ -538,7 +566,7 @@ static double pass(const char *dir, int n, char *buf, size_t size,
 		if (fd < 0) {
 			fprintf(stderr, "kvfs_ptprobe: %s: %s\n", path,
 				strerror(errno));
-			exit(1);
+			return -1;
 		}
 		while (done < size) {
 			ssize_t r = wr ? write(fd, buf + done, size - done) :
@@ -547,7 +575,8 @@ static double pass(const char *dir, int n, char *buf, size_t size,
 			if (r <= 0) {
 				fprintf(stderr, "kvfs_ptprobe: %s: %s\n",
 					path, r ? strerror(errno) : "short");
-				exit(1);
+				close(fd);
+				return -1;
 			}
 			done += (size_t)r;
 		}
@@ -571,50 +600,115 @@ static int cmp_d(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* One size: tmpfs, passthrough, copy alternating (the order rotating),
- * reads then writes; returns 0, or 77 when passthrough is refused. */
+/* the median of v[0..n), sorted */
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(double), cmp_d);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Prints one size's table: tmpfs, passthrough and copy alternating (the
+ * order rotating), reads then writes, in rounds. */
+static int rounds_run(struct srv *pt, struct srv *cp, const char *shm,
+		      const char *tw, char *buf, size_t size, int n,
+		      int rounds)
+{
+	static double t[2][3][64];
+	const char *name[3] = { "tmpfs", "passthrough", "copy" };
+
+	for (int r = 0; r < rounds; r++)
+		for (int wr = 0; wr < 2; wr++)
+			for (int k = 0; k < 3; k++) {
+				int m = (k + r) % 3;
+				const char *dir = m == 0 ? (wr ? tw : shm) :
+						  m == 1 ? pt->mnt : cp->mnt;
+
+				t[wr][m][r] = pass(dir, n, buf, size, wr, r);
+				if (t[wr][m][r] < 0)
+					return 1;
+			}
+	printf("\n%zu KiB files, %d per round, %d rounds (us per file: "
+	       "open, whole read or write, close)\n", size >> 10, n, rounds);
+	printf("| path | op | us/file median (range) | files/s | vs tmpfs |\n"
+	       "|---|---|---|---|---|\n");
+	for (int wr = 0; wr < 2; wr++) {
+		double med[3];
+
+		for (int m = 0; m < 3; m++)
+			med[m] = median(t[wr][m], rounds);
+		for (int m = 0; m < 3; m++)
+			printf("| %s | %s | %.1f (%.1f-%.1f) | %.0f | "
+			       "%.2fx |\n", name[m], wr ? "write" : "read",
+			       med[m], t[wr][m][0], t[wr][m][rounds - 1],
+			       1e6 / med[m], med[0] / med[m]);
+	}
+	return 0;
+}
+
+/* One size, in a directory of its own under tmp holding a private tmpfs
+ * (the files; bench/run.sh unmounts what a killed run leaves) and the
+ * two mounts; 0, 1 (a failure, said), or 77 (skipped, said). */
 static int probe(const char *tmp, size_t size, int n, int rounds)
 {
-	char shm[] = "/dev/shm/kvfs-ptprobe.XXXXXX", path[512];
+	char top[256], shm[288], tw[320], path[400];
 	char *buf = aligned_alloc(4096, size);
-	static struct srv pt, cp;
-	double t[2][3][64];
-	const char *name[3] = { "tmpfs", "passthrough", "copy" };
-	int rc = 0;
+	struct srv *pt = calloc(1, sizeof(*pt)), *cp = calloc(1, sizeof(*cp));
+	bool shm_mounted = false;
+	int rc = 1, fd;
 
-	char tw[sizeof(shm) + 8];
-
-	if (!mkdtemp(shm) || !buf)
+	snprintf(top, sizeof(top), "%s/kvfs-ptprobe.XXXXXX", tmp);
+	if (!buf || !pt || !cp || !mkdtemp(top)) {
+		perror("kvfs_ptprobe: setup");
+		free(buf);
+		free(pt);
+		free(cp);
 		return 1;
+	}
+	pt->fd = cp->fd = -1;
+	pthread_mutex_init(&pt->lock, NULL);
+	pthread_mutex_init(&cp->lock, NULL);
+	for (int i = 0; i < MAX_FILES; i++)
+		pt->wfd[i] = cp->wfd[i] = -1;
+	snprintf(shm, sizeof(shm), "%s/tmpfs", top);
 	snprintf(tw, sizeof(tw), "%s/tmpfs-w", shm);
+	if (mkdir(shm, 0755) ||
+	    mount("kvfs-ptprobe", shm, "tmpfs", MS_NOSUID | MS_NODEV,
+		  "mode=0755")) {
+		printf("kvfs_ptprobe: a tmpfs at %s: %s: skipped\n", shm,
+		       strerror(errno));
+		rc = 77;
+		goto out;
+	}
+	shm_mounted = true;
 	if (mkdir(tw, 0755))
-		return 1;
+		goto out;
 	for (size_t k = 0; k < size; k++)
 		buf[k] = (char)(k * 2654435761u >> 13);
 	for (int i = 0; i < n; i++) {
-		int fd;
-
 		snprintf(path, sizeof(path), "%s/r%d", shm, i);
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		buf[0] = (char)i;
-		if (fd < 0 || write(fd, buf, size) != (ssize_t)size)
-			return 1;
+		if (fd < 0 || write(fd, buf, size) != (ssize_t)size) {
+			perror(path);
+			if (fd >= 0)
+				close(fd);
+			goto out;
+		}
 		close(fd);
 	}
-	if ((rc = srv_start(&pt, true, shm, n, size, tmp)) ||
-	    (rc = srv_start(&cp, false, shm, n, size, tmp))) {
+	if ((rc = srv_start(pt, true, shm, n, size, top)) ||
+	    (rc = srv_start(cp, false, shm, n, size, top))) {
 		printf("kvfs_ptprobe: mount: %s: skipped\n", strerror(-rc));
 		rc = 77;
 		goto out;
 	}
 	/* the first open: passthrough refused (no kernel support, or no
 	 * CAP_SYS_ADMIN for backing files) is EIO or EPERM here */
-	snprintf(path, sizeof(path), "%s/r0", pt.mnt);
-	int fd = open(path, O_RDONLY);
-
-	if (fd < 0 || pt.no_pt) {
+	snprintf(path, sizeof(path), "%s/r0", pt->mnt);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || pt->no_pt) {
 		printf("kvfs_ptprobe: FUSE passthrough refused (%s): "
-		       "skipped\n", pt.no_pt ? "the kernel does not offer "
+		       "skipped\n", pt->no_pt ? "the kernel does not offer "
 		       "it" : strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -622,49 +716,24 @@ static int probe(const char *tmp, size_t size, int n, int rounds)
 		goto out;
 	}
 	close(fd);
-	for (int r = 0; r < rounds; r++)
-		for (int wr = 0; wr < 2; wr++)
-			for (int k = 0; k < 3; k++) {
-				int m = (k + r) % 3;
-				const char *dir = m == 0 ? (wr ? tw : shm) :
-						  m == 1 ? pt.mnt : cp.mnt;
-
-				t[wr][m][r] = pass(dir, n, buf, size, wr, r);
-			}
-	printf("\n%zu KiB files, %d per round, %d rounds (us per file: "
-	       "open, whole %s, close)\n", size >> 10, n, rounds,
-	       "read or write");
-	printf("| path | op | us/file median (range) | files/s | vs tmpfs |\n"
-	       "|---|---|---|---|---|\n");
-	for (int wr = 0; wr < 2; wr++) {
-		double med[3];
-
-		for (int m = 0; m < 3; m++) {
-			qsort(t[wr][m], (size_t)rounds, sizeof(double), cmp_d);
-			med[m] = t[wr][m][rounds / 2];
-		}
-		for (int m = 0; m < 3; m++)
-			printf("| %s | %s | %.1f (%.1f-%.1f) | %.0f | "
-			       "%.2fx |\n", name[m], wr ? "write" : "read",
-			       med[m], t[wr][m][0], t[wr][m][rounds - 1],
-			       1e6 / med[m], med[0] / med[m]);
-	}
+	rc = rounds_run(pt, cp, shm, tw, buf, size, n, rounds);
 out:
-	if (pt.fd > 0)
-		srv_stop(&pt);
-	if (cp.fd > 0)
-		srv_stop(&cp);
-	snprintf(path, sizeof(path), "rm -rf '%s'", shm);
-	if (system(path) != 0)
-		fprintf(stderr, "kvfs_ptprobe: could not remove %s\n", shm);
+	srv_stop(pt);
+	srv_stop(cp);
+	if (shm_mounted && umount2(shm, MNT_DETACH))
+		perror("kvfs_ptprobe: umount tmpfs");
+	rmdir(shm);
+	rmdir(top);
 	free(buf);
+	free(pt);
+	free(cp);
 	return rc;
 }
 
 int main(int argc, char **argv)
 {
 	const char *tmp = getenv("TMPDIR");
-	int rounds = 5, files = 512, rc;
+	int rounds = 5, files = 256, rc;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--rounds") && i + 1 < argc)

@@ -8,9 +8,10 @@
 #   BUILD/bench/kvfs_pbench    plain reads vs LD_PRELOAD=libkvfs_preload.so
 #                              vs tmpfs
 #   BUILD/bench/kvfs_ptprobe   not kvfs: FUSE passthrough against the
-#                              classic FUSE path and tmpfs, files on tmpfs
-#                              (the ceiling of plain reads and writes with
-#                              L1 chunks in files: docs/time.md)
+#                              classic FUSE path and tmpfs, files on a tmpfs
+#                              it mounts under TMPDIR (the ceiling of plain
+#                              reads and writes with L1 chunks in files:
+#                              docs/time.md)
 #   BUILD/bench/kvfs_meta      metadata bytes per chunk, replay
 #   BUILD/bench/kvfs_l2bench   compression, L2 promotion vs O_DIRECT
 #   BUILD/bench/kvfs_ckptbench L2 warm restart: checkpoint vs SIGKILL vs full scan
