@@ -440,8 +440,9 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-/* s (zeroed by the caller) set up and mounted at top/pt or top/copy,
- * its threads started; whatever was done is undone by srv_stop. */
+/* s (zeroed, its lock made, fd and wfd[] -1: probe) set up and mounted
+ * at top/pt or top/copy, its threads started; whatever was done is
+ * undone by srv_stop. */
 static int srv_start(struct srv *s, bool pt, const char *dir, int nread,
 		     size_t size, const char *top)
 {
@@ -452,10 +453,6 @@ static int srv_start(struct srv *s, bool pt, const char *dir, int nread,
 	s->dir = dir;
 	s->nread = nread;
 	s->size = size;
-	s->fd = -1;
-	pthread_mutex_init(&s->lock, NULL);
-	for (int i = 0; i < MAX_FILES; i++)
-		s->wfd[i] = -1;
 	snprintf(s->wdir, sizeof(s->wdir), "%s/%s-w", dir, pt ? "pt" : "cp");
 	if (mkdir(s->wdir, 0755))
 		return -errno;
