@@ -44,11 +44,7 @@ out=$(KVFS_PRELOAD=$1 pre "$PY" - "$ns" "$tmp" "$K1" "$K2" "$K3" "$1" <<'EOF' 2>
 import errno, mmap, os, sys, threading
 ns, tmp, keys, mode = sys.argv[1], sys.argv[2], sys.argv[3:6], sys.argv[6]
 want = [open(f"{tmp}/k{i + 1}", "rb").read() for i in range(3)]
-fails = []
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails.append(what)
+from plt import check, fails
 for k, w in zip(keys, want):
     with open(f"{ns}/{k}", "rb") as f:
         check(f.read() == w, f"open().read() of {len(w)} bytes")
@@ -167,11 +163,7 @@ import ctypes, errno, os, sys
 ns, tmp, keys = sys.argv[1], sys.argv[2], sys.argv[3:6]
 want = [open(f"{tmp}/k{i + 1}", "rb").read() for i in range(3)]
 libc = ctypes.CDLL(None, use_errno=True)
-fails = []
-def check(cond, what):
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        fails.append(what)
+from plt import check, fails
 def low():
     return sorted(int(f) for f in os.listdir("/proc/self/fd"))
 def lib_read(fd):  # the library's read (interposed), 64 bytes or -errno
