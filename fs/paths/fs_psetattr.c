@@ -54,6 +54,14 @@ static void set_mtime(struct timespec *mt, const struct stat *attr,
 		*mt = attr->st_mtim;
 }
 
+/* ns since the epoch (as fs_wr.mtime_ns and KVFS_XFER_MTIME carry an
+ * mtime, modulo 2^64) as a timespec */
+static struct timespec ns_ts(uint64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000u),
+				  .tv_nsec = (long)(ns % 1000000000u) };
+}
+
 /* A chmod, chown or utimensat of a published file while an O_TRUNC
  * version of it is being written (priv.lock held): to the kernel they are
  * one inode, so the version that replaces it at close takes the change
@@ -138,8 +146,7 @@ static int renamed_attr_set(struct fs *fs, struct fs_pent *e,
 		int64_t ns;
 
 		if (pth_shown_mtime_locked(fs, e->parent->ns, e, e->gen, &ns)) {
-			e->mtime.tv_sec = (time_t)((uint64_t)ns / 1000000000u);
-			e->mtime.tv_nsec = (long)((uint64_t)ns % 1000000000u);
+			e->mtime = ns_ts((uint64_t)ns);
 			e->has_mtime = true;
 		}
 	}
@@ -159,12 +166,10 @@ int pth_writer_attr_set(struct fs *fs, struct fs_wr *w,
 	if (!e || !e->keyed || e->gen != w->final_gen) {
 		/* not its name's version: a rename may have moved the name
 		 * on (w's inode is what the kernel has for it) */
-		struct timespec mt;
-		uint64_t mns = __atomic_load_n(&w->mtime_ns, __ATOMIC_RELAXED);
+		struct timespec mt = ns_ts(__atomic_load_n(&w->mtime_ns,
+							   __ATOMIC_RELAXED));
 
 		e = renamed_ent(fs, w->ns, w->st_ino, &w->key);
-		mt.tv_sec = (time_t)(mns / 1000000000ULL);
-		mt.tv_nsec = (long)(mns % 1000000000ULL);
 		return e ? renamed_attr_set(fs, e, attr, to_set, &mt, was_uid,
 					    caller) : 0;
 	}
@@ -281,8 +286,7 @@ static bool publication_mtime(struct fs *fs, const struct fs_inode *in,
 		ns = in->info.ptime_ns;
 	if (!ns)
 		return false;
-	ts->tv_sec = (time_t)(ns / 1000000000u);
-	ts->tv_nsec = (long)(ns % 1000000000u);
+	*ts = ns_ts(ns);
 	return true;
 }
 
