@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_pt.h"
 
 static void tier_log_cb(void *arg, const char *msg)
 {
@@ -284,6 +285,7 @@ void fs_destroy(struct fs *fs)
 		fs_inode_free(fs, container_of(e, struct fs_inode, inode));
 	fs_path_free(fs);
 	pthread_mutex_unlock(&p->lock);
+	fs_pt_destroy(fs); /* the shadows, once no inode refers to them */
 	fs_events_unmount(fs);
 	tier_destroy(fs->tier);
 	fs_events_destroy(fs);

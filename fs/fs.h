@@ -41,6 +41,7 @@ static inline unsigned fs_workers(void)
 enum fs_cache {
 	FS_CACHE_DIRECT = 0, /* direct_io: reads reply from the arena */
 	FS_CACHE_PAGE,       /* page cache + keep_cache for published chunks */
+	FS_CACHE_PASSTHROUGH, /* the kernel reads shadows (fs_pt.h) */
 };
 
 /* -o max_dirs default: directories of path namespaces, in all */
@@ -72,6 +73,7 @@ struct fs_uring_counts {
 
 struct fs_config {
 	enum fs_cache cache;
+	uint64_t pt_mem;         /* cache=passthrough: bytes of shadows */
 	uint32_t lease_ms;       /* default lease of KVFS_LOOKUP_PIN */
 	/* waiting lookups and GETs (fs/fs_wait.h): waiters in all and per
 	 * caller uid (0 = the defaults there); kvfs-mount adds wait_max

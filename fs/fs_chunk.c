@@ -19,7 +19,9 @@
  * mmap(MAP_SHARED) fails with ENODEV, as for any direct_io file.
  * cache=page uses the kernel page cache with keep_cache (repeated reads at
  * memory speed, MAP_SHARED works); safe because chunks are immutable and a
- * new publication is a new inode.
+ * new publication is a new inode. cache=passthrough: the kernel reads a
+ * key namespace's chunk from its shadow when it has one (fs_pt.c), else
+ * as cache=direct.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_pt.h"
 
 struct fs_fh *fs_fh_new(fuse_req_t req, enum fs_fh_kind kind, uint64_t ino)
 {
@@ -78,6 +81,7 @@ void fs_fh_free(struct fs *fs, struct fs_fh *fh)
 	pthread_mutex_unlock(&fs->priv->lock);
 	if (pinned)
 		tier_put(fs->tier, pinned);
+	fs_pt_close(fs, fh->ino, (enum fs_pt_mode)fh->pt);
 	if (fh->chunk)
 		tier_put(fs->tier, fh->chunk);
 	free(fh->snap);
@@ -267,15 +271,19 @@ static void open_published(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	fs_open_chunk_reply(fs, req, ino, ns, key, c, fi);
+	fs_open_chunk_reply(fs, req, ino, ns, key, c, !paths, fi);
 }
 
 void fs_open_chunk_reply(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 			 uint32_t ns, const struct kvfs_key *key,
-			 struct tier_chunk *c, struct fuse_file_info *fi)
+			 struct tier_chunk *c, bool shadow,
+			 struct fuse_file_info *fi)
 {
 	struct fs_priv *p = fs->priv;
+	enum fs_pt_mode pt = FS_PT_NONE;
 	struct fs_fh *fh;
+	int32_t id = 0;
+	int r;
 
 	fh = fs_fh_new(req, FS_FH_CHUNK, ino);
 	if (!fh) {
@@ -296,8 +304,21 @@ void fs_open_chunk_reply(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	} else {
 		fi->direct_io = 1;
 	}
+	if (shadow && fs_pt_open(fs, ino, ns, key, c, &pt, &id)) {
+		fs_fh_free(fs, fh);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fh->pt = (int)pt;
 	__atomic_add_fetch(&p->opens, 1, __ATOMIC_RELAXED);
-	if (fuse_reply_open(req, fi))
+	if (pt == FS_PT_SHADOW) {
+		/* the kernel reads it: no READ will count its bytes */
+		tier_count_served(fs->tier, tier_chunk_size(c));
+		r = fs_pt_reply_open(req, fi, id);
+	} else {
+		r = fuse_reply_open(req, fi);
+	}
+	if (r)
 		fs_fh_free(fs, fh);
 }
 

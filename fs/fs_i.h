@@ -118,6 +118,7 @@ struct fs_fh {
 	bool has_key;
 	struct kvfs_key key;
 	struct tier_chunk *chunk; /* FS_FH_CHUNK: pinned until release */
+	int pt;                   /* FS_FH_CHUNK: enum fs_pt_mode (fs_pt.h) */
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
@@ -382,7 +383,10 @@ enum fs_req_kind {
 	FS_RQ_WRITE, FS_RQ_FLUSH, FS_RQ_RELEASE, FS_RQ_NR
 };
 
+struct fs_pt;
+
 struct fs_priv {
+	struct fs_pt *pt;          /* cache=passthrough (fs_pt.c), or NULL */
 	pthread_mutex_t lock;
 	struct htab itab;      /* lock: ino -> fs_inode.inode */
 	struct htab ntab;      /* lock: (kind, ns, key) -> fs_inode.nnode */
@@ -609,10 +613,13 @@ void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		  mode_t mode, struct fuse_file_info *fi);
 void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* Replies to a read-only open of chunk inode ino of (ns, key) with an fh
- * that owns pin c (its bytes: whichever publication c pins). */
+ * that owns pin c (its bytes: whichever publication c pins). shadow: the
+ * inode is publication c of a key namespace (FS_INO_CHUNK + its gen), so
+ * with cache=passthrough the kernel may read a shadow of it (fs_pt.h). */
 void fs_open_chunk_reply(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 			 uint32_t ns, const struct kvfs_key *key,
-			 struct tier_chunk *c, struct fuse_file_info *fi);
+			 struct tier_chunk *c, bool shadow,
+			 struct fuse_file_info *fi);
 void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi);
 void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf,

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_pt.h"
 
 #ifndef FUSE_EXPIRE_ONLY
 #define FUSE_EXPIRE_ONLY (1 << 0)
@@ -180,6 +181,9 @@ int fs_start(struct fs *fs, struct fuse_session *se)
 	int r;
 
 	fs->se = se;
+	r = fs_pt_start(fs);
+	if (r)
+		return r;
 	r = pthread_create(&p->thread, NULL, bg_main, fs);
 	if (r)
 		return -r;
@@ -233,4 +237,5 @@ void fs_stop(struct fs *fs)
 		pthread_join(p->thread, NULL);
 		p->thread_started = false;
 	}
+	fs_pt_stop(fs);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_pt.h"
 
 static uint64_t hash_ino(uint64_t ino)
 {
@@ -96,6 +97,8 @@ void fs_inode_free(struct fs *fs, struct fs_inode *in)
 	struct fs_priv *p = fs->priv;
 
 	htab_del(&p->itab, &in->inode);
+	if (in->kind == FS_K_CHUNK)
+		fs_pt_forget(fs, in->ino); /* its shadow, if any */
 	if (in->named)
 		htab_del(&p->ntab, &in->nnode);
 	if (in->kind == FS_K_WRITER && in->wr)

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_pt.h"
 #include "fs/fs_metrics.h"
 #include "fs/fs_wait.h"
 #include "tier/tier_wait.h"
@@ -108,6 +109,7 @@ struct snap {
 	struct fs_wait_counts fwait;
 	struct ev_stats ev;
 	struct fs_uring_counts uring;  /* the daemon's transport */
+	struct fs_pt_counts pt;        /* cache=passthrough's shadows */
 	const char *version, *ev_ep, *ev_replay;
 	uint64_t l3_on, ev_on;
 	/* derived (sums and unit changes of the rows above) */
@@ -132,6 +134,7 @@ static void snap_take(struct fs *fs, struct snap *s)
 	s->ev_on = fs_events_counts(fs, &s->ev, &s->ev_ep, &s->ev_replay);
 	if (fs->cfg.uring_counts)
 		fs->cfg.uring_counts(&s->uring);
+	fs_pt_counts(fs, &s->pt);
 	s->version = KVFS_VERSION_STRING;
 	s->l3_on = s->t.l3_on;
 	for (int i = 0; i < TIER_FROM_N; i++)
@@ -445,6 +448,29 @@ static const struct fs_metric metrics[] = {
 	C("fuse", "uring_foreign_replies", "fuse_uring_foreign_replies_total",
 	  NULL, "Ring requests replied to by another thread than the "
 	  "entry's", uring.foreign),
+	/* cache=passthrough (fs/fs_pt.c): the kernel reads shadows */
+	G("passthrough", "on", "passthrough_on", NULL,
+	  "1 when cache=passthrough and the kernel took FUSE passthrough at "
+	  "INIT", pt.on),
+	C("passthrough", "opens", "passthrough_opens_total", NULL,
+	  "Chunk opens the kernel reads from a shadow, with no READ to the "
+	  "daemon", pt.opens),
+	C("passthrough", "classic_opens", "passthrough_classic_opens_total",
+	  NULL, "Chunk opens read through the daemon: no shadow yet",
+	  pt.classic),
+	C("passthrough", "made", "passthrough_shadows_made_total", NULL,
+	  "Shadows made (sealed memfd copies of chunks in L1)", pt.made),
+	C("passthrough", "dropped", "passthrough_shadows_dropped_total", NULL,
+	  "Shadows dropped to stay within pt_mem", pt.dropped),
+	C("passthrough", "skipped", "passthrough_shadows_skipped_total", NULL,
+	  "Shadows not made: no room within pt_mem, queue full, or the chunk "
+	  "left L1 first", pt.skipped),
+	C("passthrough", "errors", "passthrough_errors_total", NULL,
+	  "Shadows that could not be made or registered", pt.errors),
+	G("passthrough", "shadows", "passthrough_shadows", NULL,
+	  "Shadows now", pt.shadows),
+	G("passthrough", "bytes", "passthrough_shadow_bytes", NULL,
+	  "Bytes of shadows now (at most pt_mem)", pt.bytes),
 	/* path namespaces */
 	G("paths", "dirs", "path_dirs", NULL,
 	  "Directories of path namespaces", paths.dirs),

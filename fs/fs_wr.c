@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_pt.h"
 
 static uint64_t hash_tmp(uint32_t ns, const char *name)
 {
@@ -219,8 +220,13 @@ static int publish_mode(struct fs *fs, struct fs_wr *w,
 	if (!err) {
 		const struct kvfs_key *k = key ? key : &w->key;
 
-		if (tier_stat(fs->tier, w->ns, k, &info) == 0)
+		if (tier_stat(fs->tier, w->ns, k, &info) == 0) {
 			w->final_gen = info.gen;
+			/* read soon, most likely: its shadow is made now */
+			if (!w->path)
+				fs_pt_published(fs, w->ns, k, info.gen,
+						info.size);
+		}
 		if (w->want_pin)
 			tier_set_user_pin(fs->tier, w->ns, k, true);
 		/*

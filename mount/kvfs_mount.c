@@ -293,7 +293,8 @@ static int serve(struct mopts *o, const char *mnt, struct tier_config *tc,
 	/* each online CPU's ring gets as many threads as the classic loop
 	 * has workers per CPU, waiters' included (mount_uring.c) */
 	r = mount_uring_install(se, (enum mount_uring_mode)fc->fuse_uring,
-				uring_per_cpu(fc->wait_max));
+				uring_per_cpu(fc->wait_max),
+				fc->cache == FS_CACHE_PASSTHROUGH);
 	if (r) {
 		fprintf(stderr, "kvfs-mount: fuse_uring: %s\n", strerror(-r));
 		goto out_unmount;

@@ -48,6 +48,7 @@ static const struct fuse_opt opt_spec[] = {
 	MOPT("max_chunk=%s", max_chunk),
 	MOPT("seed=%s", seed),
 	MOPT("cache=%s", cache),
+	MOPT("pt_mem=%s", pt_mem),
 	MOPT("lease_ms=%s", lease_ms),
 	MOPT("l1=%s", l1),
 	MOPT("l2_dir=%s", l2_dir),
@@ -153,8 +154,10 @@ void mopts_usage(FILE *f, const char *prog)
 "  -o policy=NAME     lru|fifo|s3fifo|prefix|s2lru (default prefix)\n"
 "  -o max_chunk=SIZE  largest chunk (default 64M, at most l1_size)\n"
 "  -o seed=N          key seed engines should use (shown in .kvfs/config)\n"
-"  -o cache=MODE      direct (default: reads served from the arena) or\n"
-"                     page (kernel page cache, keep_cache)\n"
+"  -o cache=MODE      direct (default: reads served from the arena),\n"
+"                     page (kernel page cache, keep_cache) or\n"
+"                     passthrough (the kernel reads shadow copies)\n"
+"  -o pt_mem=SIZE     cache=passthrough: bytes of shadows (l1_size/2)\n"
 "  -o lease_ms=MS     default lease of pinned lookups (30000)\n"
 "  -o l1=SPEC         host|pinned|cuda[:N]|auto (default auto: pinned\n"
 "                     where CUDA and a GPU are usable, else host)\n"
@@ -590,7 +593,8 @@ static int build_wait(struct mopts *o, struct tier_config *tc,
 int mopts_build(struct mopts *o, struct tier_config *tc,
 			struct fs_config *fc)
 {
-	static const char *const caches[] = { "direct", "page", NULL };
+	static const char *const caches[] = { "direct", "page",
+					      "passthrough", NULL };
 	static const char *const ingests[] = { "evicted", "all", "hot",
 					       "twice", NULL };
 	static const char *const l2pols[] = { "fifo", NULL };
@@ -654,7 +658,23 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 
 		if (c < 0)
 			return -1;
-		fc->cache = c ? FS_CACHE_PAGE : FS_CACHE_DIRECT;
+		fc->cache = c == 2 ? FS_CACHE_PASSTHROUGH :
+			    c ? FS_CACHE_PAGE : FS_CACHE_DIRECT;
+	}
+	fc->pt_mem = tc->l1_size / 2;
+	if (o->pt_mem) {
+		if (mopts_parse_size("pt_mem", o->pt_mem, &fc->pt_mem))
+			return -1;
+		if (!fc->pt_mem) {
+			fprintf(stderr, "kvfs-mount: pt_mem must be at least "
+				"1 byte\n");
+			return -1;
+		}
+		if (fc->cache != FS_CACHE_PASSTHROUGH) {
+			fprintf(stderr, "kvfs-mount: pt_mem needs "
+				"cache=passthrough\n");
+			return -1;
+		}
 	}
 	if (o->seed && mopts_parse_num("seed", o->seed, UINT64_MAX, &fc->seed))
 		return -1;
@@ -829,7 +849,10 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 	CFG("max_chunk=%" PRIu64 "\n", tc->max_chunk);
 	CFG("policy=%s\n", tc->policy ? tc->policy : "prefix");
 	CFG("l1=%s\n", tc->l1);
-	CFG("cache=%s\n", fc->cache == FS_CACHE_PAGE ? "page" : "direct");
+	CFG("cache=%s\n", fc->cache == FS_CACHE_PAGE ? "page" :
+	    fc->cache == FS_CACHE_PASSTHROUGH ? "passthrough" : "direct");
+	if (fc->cache == FS_CACHE_PASSTHROUGH)
+		CFG("pt_mem=%" PRIu64 "\n", fc->pt_mem);
 	CFG("seed=%" PRIu64 "\n", fc->seed);
 	CFG("lease_ms=%u\n", fc->lease_ms);
 	CFG("tmp_timeout=%u\n", fc->tmp_timeout_ms / 1000);
@@ -887,7 +910,7 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 void mopts_free(struct mopts *o)
 {
 	char **s[] = { &o->l1_size, &o->policy, &o->max_chunk, &o->seed,
-		       &o->cache, &o->lease_ms, &o->l1, &o->l2_dir,
+		       &o->cache, &o->pt_mem, &o->lease_ms, &o->l1, &o->l2_dir,
 		       &o->l2_size, &o->compress, &o->shuffle, &o->ingest,
 		       &o->hot_hits, &o->l2_checkpoint_s, &o->l2_policy,
 		       &o->flush_on_exit,

@@ -20,7 +20,8 @@
 
 /* What kvfs-mount was given, as strings until mopts_build checks them. */
 struct mopts {
-	char *l1_size, *policy, *max_chunk, *seed, *cache, *lease_ms, *l1;
+	char *l1_size, *policy, *max_chunk, *seed, *cache, *pt_mem, *lease_ms;
+	char *l1;
 	char *l2_dir, *l2_size, *compress, *shuffle, *ingest, *hot_hits;
 	char *l2_checkpoint_s;
 	char *l2_policy, *flush_on_exit, *tmp_timeout, *max_read;

@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/fs_pt.h"
 #include "mount/mount_uring.h"
 
 /* ---- the kernel's ABI (uapi/linux/fuse.h, protocol 7.42) ---- */
@@ -565,6 +566,7 @@ static ssize_t mu_read(int fd, void *buf, size_t len, void *userdata)
 	const struct fuse_in_header *ih = buf;
 
 	(void)userdata;
+	fs_pt_in(buf, r); /* cache=passthrough's INIT */
 	if (r >= (ssize_t)(sizeof(*ih) + sizeof(struct fuse_init_in)) &&
 	    ih->opcode == FUSE_INIT && mu.mode != MOUNT_URING_OFF) {
 		const struct fuse_init_in *in = (const void *)(ih + 1);
@@ -605,6 +607,7 @@ static ssize_t mu_writev(int fd, struct iovec *iov, int count, void *userdata)
 	ssize_t r;
 
 	(void)userdata;
+	fs_pt_out(iov, count); /* passthrough's INIT and OPEN replies */
 	if (__atomic_load_n(&mu.init_unique, __ATOMIC_ACQUIRE) &&
 	    oh->unique == mu.init_unique) {
 		__atomic_store_n(&mu.init_unique, 0, __ATOMIC_RELEASE);
@@ -650,7 +653,7 @@ static ssize_t mu_writev(int fd, struct iovec *iov, int count, void *userdata)
 }
 
 int mount_uring_install(struct fuse_session *se, enum mount_uring_mode mode,
-			unsigned per_cpu)
+			unsigned per_cpu, bool passthrough)
 {
 	static const struct fuse_custom_io io = {
 		.read = mu_read,
@@ -661,7 +664,8 @@ int mount_uring_install(struct fuse_session *se, enum mount_uring_mode mode,
 	mu.mode = mode;
 	mu.per_cpu = per_cpu ? per_cpu : 1;
 	mu.fd = fuse_session_fd(se);
-	if (mode == MOUNT_URING_OFF)
+	fs_pt_want(passthrough);
+	if (mode == MOUNT_URING_OFF && !passthrough)
 		return 0;
 	return fuse_session_custom_io(se, &io, mu.fd);
 }

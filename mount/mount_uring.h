@@ -20,6 +20,7 @@
 #ifndef KVFS_MOUNT_URING_H
 #define KVFS_MOUNT_URING_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "fs/fs.h"
@@ -46,11 +47,12 @@ int mount_uring_prepare(enum mount_uring_mode mode);
 /*
  * mount_uring_install - after fuse_session_mount, before the session loop:
  * routes se's messages through the custom io, which negotiates the ring
- * at INIT when the kernel offers it and mode is not OFF. per_cpu: threads
- * (ring entries) per online CPU's ring. Returns 0 or -errno.
+ * at INIT when the kernel offers it and mode is not OFF, and FUSE
+ * passthrough when passthrough (cache=passthrough: fs/fs_pt.h). per_cpu:
+ * threads (ring entries) per online CPU's ring. Returns 0 or -errno.
  */
 int mount_uring_install(struct fuse_session *se, enum mount_uring_mode mode,
-			unsigned per_cpu);
+			unsigned per_cpu, bool passthrough);
 
 /* mount_uring_stop - after the session loop returned: stops and joins the
  * ring threads (each finishes the request it serves first). */

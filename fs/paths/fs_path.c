@@ -862,7 +862,7 @@ static bool open_superseded(fuse_req_t req, fuse_ino_t ino,
 
 	if (fs_psuper_pin(fs, ino, &c, &ns, &key))
 		return false;
-	fs_open_chunk_reply(fs, req, ino, ns, &key, c, fi);
+	fs_open_chunk_reply(fs, req, ino, ns, &key, c, false, fi);
 	return true;
 }
 

@@ -1,0 +1,637 @@
+/*
+ * fs_pt.c - cache=passthrough (fs_pt.h): published chunks of key
+ * namespaces read by the kernel from shadows, sealed memfd copies of
+ * their bytes registered as backing files.
+ *
+ * Why a copy: the kernel reads a backing file at the FUSE file's own
+ * offsets, so a chunk must be a whole file of its own, and the arena is
+ * one mapping. Why never reused: a reader's mmap of a passthrough file
+ * maps the backing file and outlives the reader's release, so a shadow
+ * holds one publication's bytes for as long as anyone maps it (sealed:
+ * nothing can write it, the daemon included). The kernel holds the file
+ * while a backing id or an open refers to it; this table holds the id.
+ *
+ * When: a thread copies each chunk published through a key namespace
+ * from L1 (in the background, while it is still in L1), and each chunk
+ * opened without a shadow yet; the open itself never waits for a copy.
+ * Room: pt_mem bytes of shadows at most; past it the least recently
+ * opened shadow without opens goes, and a chunk that finds no room gets
+ * none (classic reads).
+ *
+ * The kernel's rule (fs/fuse/iomode.c): while an inode has an open file
+ * in passthrough mode, every open of it must be passthrough with the same
+ * backing file, or the open fails (EIO). So each inode's answers are
+ * counted from the decision to the release: a shadow answer only while
+ * no classic one is counted, a classic one only while no shadow one is
+ * (classic answers are direct_io, which takes no io mode of its own), and
+ * a shadow is never dropped while a shadow answer is counted.
+ *
+ * Path namespaces are not shadowed: an O_TRUNC open rewrites a path file
+ * through the same inode, as a classic writer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fs/fs_i.h"
+#include "fs/fs_pt.h"
+
+/* ---- the kernel's ABI (include/uapi/linux/fuse.h, protocol 7.40):
+ * Debian 12's headers and libfuse 3.14 predate passthrough ---- */
+#define PT_INIT2_PASSTHROUGH (1u << (37 - 32)) /* flags2 bit */
+#define PT_INIT_OUT_FLAGS 12
+#define PT_INIT_OUT_FLAGS2 32
+#define PT_INIT_OUT_STACK 36   /* max_stack_depth */
+#define PT_INIT_OUT_MIN 64
+#define PT_MINOR_MIN 40
+#define PT_FOPEN_DIRECT_IO (1u << 0)
+#define PT_FOPEN_PASSTHROUGH (1u << 7)
+#define PT_OPEN_OUT_FLAGS 8    /* fuse_open_out.open_flags */
+#define PT_OPEN_OUT_ID 12      /* fuse_open_out.backing_id */
+#define PT_OPEN_OUT_SZ 16
+struct pt_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define PT_BACKING_OPEN _IOW(229, 1, struct pt_backing_map)
+#define PT_BACKING_CLOSE _IOW(229, 2, uint32_t)
+
+#define PT_QUEUE_MAX 8192 /* shadows waiting to be made */
+#define PT_COPY_BUF (1u << 20)
+
+/* ------------------------------------------------------ the transport */
+
+static struct {
+	bool want;
+	uint64_t init_unique; /* INIT offered passthrough: its unique */
+	int on;
+} ptk;
+
+/* The backing id of the OPEN reply this thread is sending (0: none). */
+static __thread int32_t pt_reply_id;
+
+void fs_pt_want(bool on)
+{
+	ptk.want = on;
+}
+
+bool fs_pt_on(void)
+{
+	return __atomic_load_n(&ptk.on, __ATOMIC_ACQUIRE) != 0;
+}
+
+void fs_pt_in(const void *buf, ssize_t r)
+{
+	const struct fuse_in_header *ih = buf;
+	const struct fuse_init_in *in = (const void *)(ih + 1);
+
+	if (!ptk.want || r < (ssize_t)(sizeof(*ih) + sizeof(*in)) ||
+	    ih->opcode != FUSE_INIT)
+		return;
+	if (in->major == 7 && in->minor >= PT_MINOR_MIN &&
+	    (in->flags & FUSE_INIT_EXT) &&
+	    (in->flags2 & PT_INIT2_PASSTHROUGH))
+		__atomic_store_n(&ptk.init_unique, ih->unique,
+				 __ATOMIC_RELEASE);
+	else
+		fuse_log(FUSE_LOG_WARNING, "kvfs-mount: cache=passthrough: "
+			 "this kernel offers no FUSE passthrough (Linux 6.9 "
+			 "and later, CONFIG_FUSE_PASSTHROUGH): chunks are read "
+			 "through the daemon\n");
+}
+
+static void init_reply(struct iovec *iov, int count)
+{
+	unsigned char *o;
+	uint32_t flags, flags2, depth = 1;
+
+	if (count < 2 || iov[1].iov_len < PT_INIT_OUT_MIN)
+		return;
+	o = iov[1].iov_base;
+	memcpy(&flags, o + PT_INIT_OUT_FLAGS, 4);
+	memcpy(&flags2, o + PT_INIT_OUT_FLAGS2, 4);
+	/* the kernel refuses passthrough beside the writeback cache */
+	if (!(flags & FUSE_INIT_EXT) || (flags & FUSE_WRITEBACK_CACHE))
+		return;
+	flags2 |= PT_INIT2_PASSTHROUGH;
+	memcpy(o + PT_INIT_OUT_FLAGS2, &flags2, 4);
+	memcpy(o + PT_INIT_OUT_STACK, &depth, 4); /* shmem's depth is 0 */
+	__atomic_store_n(&ptk.on, 1, __ATOMIC_RELEASE);
+}
+
+void fs_pt_out(struct iovec *iov, int count)
+{
+	struct fuse_out_header *oh = iov[0].iov_base;
+	uint64_t u = __atomic_load_n(&ptk.init_unique, __ATOMIC_ACQUIRE);
+
+	if (u && oh->unique == u) {
+		__atomic_store_n(&ptk.init_unique, 0, __ATOMIC_RELEASE);
+		if (!oh->error)
+			init_reply(iov, count);
+		return;
+	}
+	if (pt_reply_id && !oh->error && count == 2 &&
+	    iov[1].iov_len == PT_OPEN_OUT_SZ) {
+		unsigned char *o = iov[1].iov_base;
+		uint32_t fl;
+
+		memcpy(&fl, o + PT_OPEN_OUT_FLAGS, 4);
+		fl = (fl & ~PT_FOPEN_DIRECT_IO) | PT_FOPEN_PASSTHROUGH;
+		memcpy(o + PT_OPEN_OUT_FLAGS, &fl, 4);
+		memcpy(o + PT_OPEN_OUT_ID, &pt_reply_id, 4);
+	}
+}
+
+int fs_pt_reply_open(struct fuse_req *req, struct fuse_file_info *fi,
+		     int32_t id)
+{
+	int r;
+
+	fi->direct_io = 0;
+	fi->keep_cache = 0;
+	pt_reply_id = id;
+	r = fuse_reply_open(req, fi);
+	pt_reply_id = 0;
+	return r;
+}
+
+/* ------------------------------------------------------- the shadows */
+
+struct pt_ent {
+	struct htab_node node;        /* fs_pt.tab, by inode number */
+	struct pt_ent *prev, *next;   /* lru while it has a shadow */
+	uint64_t ino;
+	uint32_t ns;
+	struct kvfs_key key;
+	uint64_t gen, size;
+	int32_t id;                   /* backing id, 0: no shadow */
+	bool queued;                  /* a copy is queued or running */
+	bool gone;                    /* the kernel forgot the inode */
+	uint32_t pt_opens;            /* shadow answers not yet closed */
+	uint32_t classic;             /* classic answers not yet closed */
+};
+
+struct pt_job {
+	uint64_t ino;
+};
+
+struct fs_pt {
+	struct fs *fs;
+	int fd;                       /* the session's /dev/fuse */
+	uint64_t budget;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct htab tab;
+	struct pt_ent lru;            /* most recently opened first */
+	struct pt_job *q;
+	unsigned qhead, qlen;
+	bool stop, started;
+	pthread_t thread;
+	bool warned;
+	bool refused;                 /* no backing files for this daemon */
+	struct fs_pt_counts n;        /* lock */
+};
+
+static uint64_t ino_hash(uint64_t ino)
+{
+	return htab_hash(0x7074, &ino, sizeof(ino));
+}
+
+static struct pt_ent *ent_find(struct fs_pt *pt, uint64_t ino)
+{
+	uint64_t h = ino_hash(ino);
+	struct htab_node *e;
+
+	htab_for_each_hash(&pt->tab, h, e) {
+		struct pt_ent *x = container_of(e, struct pt_ent, node);
+
+		if (x->ino == ino)
+			return x;
+	}
+	return NULL;
+}
+
+static void lru_del(struct pt_ent *e)
+{
+	if (!e->next)
+		return;
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	e->prev = e->next = NULL;
+}
+
+static void lru_front(struct fs_pt *pt, struct pt_ent *e)
+{
+	lru_del(e);
+	e->next = pt->lru.next;
+	e->prev = &pt->lru;
+	e->next->prev = e;
+	pt->lru.next = e;
+}
+
+/* Lets e's shadow go (no shadow answer counted). lock held. */
+static void shadow_close(struct fs_pt *pt, struct pt_ent *e)
+{
+	uint32_t id = (uint32_t)e->id;
+
+	if (!e->id)
+		return;
+	if (ioctl(pt->fd, PT_BACKING_CLOSE, &id) < 0)
+		pt->n.errors++; /* the connection is gone: so is the file */
+	e->id = 0;
+	pt->n.shadows--;
+	pt->n.bytes -= e->size;
+	lru_del(e);
+}
+
+/* Frees e when nothing refers to it any more. lock held. */
+static void ent_maybe_free(struct fs_pt *pt, struct pt_ent *e)
+{
+	if (e->gone && !e->pt_opens)
+		shadow_close(pt, e);
+	if (e->id || e->queued || e->pt_opens || e->classic)
+		return;
+	htab_del(&pt->tab, &e->node);
+	free(e);
+}
+
+static struct pt_ent *ent_get(struct fs_pt *pt, uint64_t ino, uint32_t ns,
+			      const struct kvfs_key *key, uint64_t gen,
+			      uint64_t size)
+{
+	struct pt_ent *e = ent_find(pt, ino);
+
+	if (e) {
+		e->gone = false; /* looked up again */
+		return e;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->ino = ino;
+	e->ns = ns;
+	e->key = *key;
+	e->gen = gen;
+	e->size = size;
+	if (htab_add(&pt->tab, &e->node, ino_hash(ino))) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/* Queues e's copy (no shadow, none queued). lock held. */
+static void enqueue(struct fs_pt *pt, struct pt_ent *e)
+{
+	if (e->id || e->queued)
+		return;
+	if (pt->qlen == PT_QUEUE_MAX || pt->stop) {
+		pt->n.skipped++;
+		return;
+	}
+	pt->q[(pt->qhead + pt->qlen++) % PT_QUEUE_MAX].ino = e->ino;
+	e->queued = true;
+	pthread_cond_signal(&pt->cond);
+}
+
+/* Makes room for size more bytes: drops the least recently opened
+ * shadows without shadow answers. lock held. */
+static bool make_room(struct fs_pt *pt, uint64_t size)
+{
+	struct pt_ent *e = pt->lru.prev, *prev;
+
+	while (pt->n.bytes + size > pt->budget && e != &pt->lru) {
+		prev = e->prev;
+		if (!e->pt_opens) {
+			shadow_close(pt, e);
+			pt->n.dropped++;
+			ent_maybe_free(pt, e);
+		}
+		e = prev;
+	}
+	return pt->n.bytes + size <= pt->budget;
+}
+
+/* A sealed memfd holding c's bytes, registered: its backing id, or
+ * -errno. Called without the lock. */
+static int shadow_make(struct fs_pt *pt, const struct tier_chunk *c)
+{
+	struct pt_backing_map m;
+	uint64_t size = tier_chunk_size(c), off = 0;
+	const char *src = tier_chunk_ptr(c);
+	char *bounce = NULL;
+	int fd, id, err = 0;
+
+	fd = memfd_create("kvfs-shadow", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (!src && !(bounce = malloc(PT_COPY_BUF)))
+		err = -ENOMEM;
+	while (!err && off < size) {
+		size_t n = size - off > PT_COPY_BUF ? PT_COPY_BUF :
+			   (size_t)(size - off);
+		const char *p = src ? src + off : bounce;
+		ssize_t w;
+
+		if (!src && tier_chunk_read(pt->fs->tier, c, bounce, n, off) !=
+			    (long)n) {
+			err = -EIO;
+			break;
+		}
+		w = pwrite(fd, p, n, (off_t)off);
+		if (w <= 0)
+			err = w < 0 ? -errno : -EIO;
+		else
+			off += (uint64_t)w;
+	}
+	free(bounce);
+	if (!err && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+			  F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		err = -errno;
+	if (err) {
+		close(fd);
+		return err;
+	}
+	memset(&m, 0, sizeof(m));
+	m.fd = fd;
+	id = ioctl(pt->fd, PT_BACKING_OPEN, &m);
+	if (id < 0)
+		err = -errno;
+	close(fd); /* the backing id holds the file */
+	if (!err && id <= 0)
+		err = -EIO;
+	return err ? err : id;
+}
+
+/* Makes e's shadow (the job of inode ino). */
+static void copy_one(struct fs_pt *pt, uint64_t ino)
+{
+	struct tier_chunk *c = NULL;
+	struct pt_ent *e;
+	uint32_t ns;
+	struct kvfs_key key;
+	uint64_t gen;
+	int id;
+
+	pthread_mutex_lock(&pt->lock);
+	e = ent_find(pt, ino);
+	if (!e) {
+		pthread_mutex_unlock(&pt->lock);
+		return;
+	}
+	ns = e->ns;
+	key = e->key;
+	gen = e->gen;
+	if (pt->refused || !make_room(pt, e->size)) {
+		pt->n.skipped++;
+		e->queued = false;
+		ent_maybe_free(pt, e);
+		pthread_mutex_unlock(&pt->lock);
+		return;
+	}
+	pthread_mutex_unlock(&pt->lock);
+
+	/* only while that publication is in L1: no promotion, no read
+	 * counted */
+	id = tier_pin_l1(pt->fs->tier, ns, &key, gen, &c);
+	if (!id) {
+		id = shadow_make(pt, c);
+		tier_put(pt->fs->tier, c);
+	}
+
+	pthread_mutex_lock(&pt->lock);
+	e = ent_find(pt, ino);
+	if (id > 0 && e && !e->id) {
+		e->id = id;
+		pt->n.made++;
+		pt->n.shadows++;
+		pt->n.bytes += e->size;
+		lru_front(pt, e);
+	} else if (id > 0) { /* forgotten meanwhile */
+		uint32_t u = (uint32_t)id;
+
+		(void)ioctl(pt->fd, PT_BACKING_CLOSE, &u);
+	} else if (id == -ENOENT) {
+		pt->n.skipped++; /* left L1, or replaced */
+	} else {
+		pt->n.errors++;
+		/* backing files need CAP_SYS_ADMIN: none will be made */
+		if (id == -EPERM)
+			pt->refused = true;
+		if (!pt->warned) {
+			pt->warned = true;
+			fs_log(pt->fs, "passthrough: cannot make a shadow "
+			       "file (%s%s): those chunks are read through the "
+			       "daemon", strerror(-id), id == -EPERM ?
+			       "; backing files need CAP_SYS_ADMIN" : "");
+		}
+	}
+	if (e) {
+		e->queued = false;
+		ent_maybe_free(pt, e);
+	}
+	pthread_mutex_unlock(&pt->lock);
+}
+
+static void *copier(void *arg)
+{
+	struct fs_pt *pt = arg;
+
+	pthread_mutex_lock(&pt->lock);
+	for (;;) {
+		uint64_t ino;
+
+		while (!pt->qlen && !pt->stop)
+			pthread_cond_wait(&pt->cond, &pt->lock);
+		if (pt->stop)
+			break;
+		ino = pt->q[pt->qhead].ino;
+		pt->qhead = (pt->qhead + 1) % PT_QUEUE_MAX;
+		pt->qlen--;
+		pthread_mutex_unlock(&pt->lock);
+		copy_one(pt, ino);
+		pthread_mutex_lock(&pt->lock);
+	}
+	pthread_mutex_unlock(&pt->lock);
+	return NULL;
+}
+
+int fs_pt_start(struct fs *fs)
+{
+	struct fs_pt *pt;
+	int r;
+
+	if (fs->cfg.cache != FS_CACHE_PASSTHROUGH || !fs->se)
+		return 0;
+	pt = calloc(1, sizeof(*pt));
+	if (!pt)
+		return -ENOMEM;
+	pt->q = calloc(PT_QUEUE_MAX, sizeof(*pt->q));
+	if (!pt->q) {
+		free(pt);
+		return -ENOMEM;
+	}
+	pt->fs = fs;
+	pt->fd = fuse_session_fd(fs->se);
+	pt->budget = fs->cfg.pt_mem;
+	pt->lru.next = pt->lru.prev = &pt->lru;
+	pthread_mutex_init(&pt->lock, NULL);
+	pthread_cond_init(&pt->cond, NULL);
+	r = pthread_create(&pt->thread, NULL, copier, pt);
+	if (r) {
+		pthread_cond_destroy(&pt->cond);
+		pthread_mutex_destroy(&pt->lock);
+		free(pt->q);
+		free(pt);
+		return -r;
+	}
+	pt->started = true;
+	fs->priv->pt = pt;
+	return 0;
+}
+
+void fs_pt_stop(struct fs *fs)
+{
+	struct fs_pt *pt = fs->priv->pt;
+
+	if (!pt || !pt->started)
+		return;
+	pthread_mutex_lock(&pt->lock);
+	pt->stop = true;
+	pthread_cond_signal(&pt->cond);
+	pthread_mutex_unlock(&pt->lock);
+	pthread_join(pt->thread, NULL);
+	pt->started = false;
+}
+
+void fs_pt_destroy(struct fs *fs)
+{
+	struct fs_pt *pt = fs->priv->pt;
+	struct htab_node *n, *nx;
+	uint64_t i;
+
+	if (!pt)
+		return;
+	fs_pt_stop(fs);
+	pthread_mutex_lock(&pt->lock);
+	htab_for_each_safe(&pt->tab, i, n, nx) {
+		struct pt_ent *e = container_of(n, struct pt_ent, node);
+
+		shadow_close(pt, e);
+		htab_del(&pt->tab, &e->node);
+		free(e);
+	}
+	pthread_mutex_unlock(&pt->lock);
+	htab_free(&pt->tab);
+	pthread_cond_destroy(&pt->cond);
+	pthread_mutex_destroy(&pt->lock);
+	free(pt->q);
+	free(pt);
+	fs->priv->pt = NULL;
+}
+
+void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
+		     uint64_t gen, uint64_t size)
+{
+	struct fs_pt *pt = fs->priv->pt;
+	struct pt_ent *e;
+
+	if (!pt || !fs_pt_on())
+		return;
+	pthread_mutex_lock(&pt->lock);
+	e = ent_get(pt, FS_INO_CHUNK + gen, ns, key, gen, size);
+	if (e)
+		enqueue(pt, e);
+	pthread_mutex_unlock(&pt->lock);
+}
+
+int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
+	       const struct kvfs_key *key, const struct tier_chunk *c,
+	       enum fs_pt_mode *mode, int32_t *id)
+{
+	struct fs_pt *pt = fs->priv->pt;
+	uint64_t gen = tier_chunk_gen(c), size = tier_chunk_size(c);
+	struct pt_ent *e;
+
+	*mode = FS_PT_NONE;
+	if (!pt || !fs_pt_on())
+		return 0;
+	pthread_mutex_lock(&pt->lock);
+	/* an answer that is not counted could meet a shadow answer of the
+	 * same inode in the kernel: none at all then */
+	e = ent_get(pt, ino, ns, key, gen, size);
+	if (!e) {
+		pthread_mutex_unlock(&pt->lock);
+		return -ENOMEM;
+	}
+	if (e->id && !e->classic) {
+		e->pt_opens++;
+		*id = e->id;
+		*mode = FS_PT_SHADOW;
+		pt->n.opens++;
+		lru_front(pt, e);
+	} else {
+		e->classic++;
+		*mode = FS_PT_CLASSIC;
+		pt->n.classic++;
+		enqueue(pt, e);
+	}
+	pthread_mutex_unlock(&pt->lock);
+	return 0;
+}
+
+void fs_pt_close(struct fs *fs, uint64_t ino, enum fs_pt_mode mode)
+{
+	struct fs_pt *pt = fs->priv->pt;
+	struct pt_ent *e;
+
+	if (!pt || mode == FS_PT_NONE)
+		return;
+	pthread_mutex_lock(&pt->lock);
+	e = ent_find(pt, ino);
+	if (e) {
+		if (mode == FS_PT_SHADOW && e->pt_opens)
+			e->pt_opens--;
+		else if (mode == FS_PT_CLASSIC && e->classic)
+			e->classic--;
+		ent_maybe_free(pt, e);
+	}
+	pthread_mutex_unlock(&pt->lock);
+}
+
+void fs_pt_forget(struct fs *fs, uint64_t ino)
+{
+	struct fs_pt *pt = fs->priv->pt;
+	struct pt_ent *e;
+
+	if (!pt)
+		return;
+	pthread_mutex_lock(&pt->lock);
+	e = ent_find(pt, ino);
+	if (e) {
+		/* a release may come after the forget: it lets go then */
+		e->gone = true;
+		ent_maybe_free(pt, e);
+	}
+	pthread_mutex_unlock(&pt->lock);
+}
+
+void fs_pt_counts(struct fs *fs, struct fs_pt_counts *c)
+{
+	struct fs_pt *pt = fs->priv->pt;
+
+	memset(c, 0, sizeof(*c));
+	if (!pt)
+		return;
+	pthread_mutex_lock(&pt->lock);
+	*c = pt->n;
+	pthread_mutex_unlock(&pt->lock);
+	c->on = fs_pt_on();
+}

@@ -1,0 +1,291 @@
+#!/usr/bin/python3
+"""cache=passthrough (fs/fs_pt.c; issue 26): the kernel reads published
+chunks of key namespaces from shadows (sealed memfd copies registered as
+FUSE backing files), with no READ request to the daemon.
+
+On real mounts: a read served from a shadow (no READ reaches the daemon,
+bytes right); a key unlinked and written again while an fd of the old
+version is open (each fd reads its own version); a MAP_SHARED mapping
+that outlives its fd, its file and a new version of the key (it keeps the
+old bytes: shadows are never reused); pt_mem's bound; chunks recovered
+from L2 after a restart, opened before and while their shadow is made,
+from eight threads at once (the kernel fails an open of an inode that has
+both kinds of open: none fails); a path namespace's files stay classic and
+an O_TRUNC rewrite under a reader works; bad options.
+
+Skips (77) where the kernel does not take FUSE passthrough (Linux before
+6.9, or built without CONFIG_FUSE_PASSTHROUGH), and when not run as root
+(backing files need CAP_SYS_ADMIN).
+"""
+import mmap
+import os
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pathmount  # noqa: E402
+
+pathmount.need("daemon")
+BIN = pathmount.MOUNT_BIN
+if os.geteuid() != 0:
+    print("skip: FUSE backing files need CAP_SYS_ADMIN (run as root)")
+    sys.exit(77)
+
+
+def key(i):
+    return "%032x" % (0x9a55000 + i)
+
+
+def data(i, n=300000):
+    return (i.to_bytes(4, "little") * (n // 4 + 1))[:n]
+
+
+def pt(mnt):
+    return pathmount.stats(mnt)["passthrough"]
+
+
+def reads(mnt):
+    return pathmount.stats(mnt)["requests"]["read"]
+
+
+def wait_for(mnt, what, want, secs=20):
+    """Waits until passthrough.what >= want; returns the counters."""
+    deadline = time.monotonic() + secs
+    while True:
+        p = pt(mnt)
+        if p[what] >= want or time.monotonic() > deadline:
+            return p
+        time.sleep(0.02)
+
+
+def write(path, b):
+    with open(path, "wb") as f:
+        f.write(b)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _probe():
+    m = pathmount.Mount(["l1_size=16M", "cache=passthrough"], l2=False)
+    try:
+        mnt = m.mount()
+        on = pt(mnt)["on"]
+    finally:
+        m.cleanup()
+    if not on:
+        print("skip: this kernel does not take FUSE passthrough (Linux 6.9 "
+              "and later, CONFIG_FUSE_PASSTHROUGH)")
+        sys.exit(77)
+
+
+_probe()
+
+
+class Shadows(unittest.TestCase):
+    """Key namespaces on one mount; pt_mem holds 8 MiB of shadows."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.m = pathmount.Mount(["l1_size=64M", "cache=passthrough",
+                                 "pt_mem=8M"], l2=False)
+        cls.mnt = cls.m.mount()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.m.cleanup()
+
+    def ns(self, name):
+        d = os.path.join(self.mnt, name)
+        os.mkdir(d)
+        return d
+
+    def test_read_from_shadow(self):
+        d = self.ns("read")
+        f = os.path.join(d, key(1))
+        made = pt(self.mnt)["made"]
+        write(f, data(1))
+        wait_for(self.mnt, "made", made + 1)
+        before, r0 = pt(self.mnt), reads(self.mnt)
+        self.assertEqual(read(f), data(1))
+        with open(f, "rb") as fd:  # reads at offsets, past the end
+            fd.seek(123457)
+            self.assertEqual(fd.read(1000), data(1)[123457:124457])
+            fd.seek(len(data(1)) - 10)
+            self.assertEqual(fd.read(100), data(1)[-10:])
+            self.assertEqual(fd.read(100), b"")
+        after = pt(self.mnt)
+        self.assertEqual(after["opens"], before["opens"] + 2)
+        self.assertEqual(reads(self.mnt), r0, "a READ reached the daemon")
+        self.assertEqual(after["errors"], 0)
+        self.assertEqual(os.stat(f).st_size, len(data(1)))
+
+    def test_new_version_while_old_open(self):
+        d = self.ns("versions")
+        f = os.path.join(d, key(2))
+        made = pt(self.mnt)["made"]
+        write(f, data(20))
+        wait_for(self.mnt, "made", made + 1)
+        old = open(f, "rb")
+        try:
+            os.unlink(f)
+            self.assertRaises(FileNotFoundError, open, f, "rb")
+            write(f, data(21))
+            wait_for(self.mnt, "made", made + 2)
+            self.assertEqual(read(f), data(21))
+            self.assertEqual(old.read(), data(20))
+        finally:
+            old.close()
+        self.assertEqual(read(f), data(21))
+
+    def test_mapping_outlives_file_and_version(self):
+        d = self.ns("mmap")
+        f = os.path.join(d, key(3))
+        made = pt(self.mnt)["made"]
+        write(f, data(30))
+        wait_for(self.mnt, "made", made + 1)
+        with open(f, "rb") as fd:
+            mp = mmap.mmap(fd.fileno(), 0, mmap.MAP_SHARED, mmap.PROT_READ)
+        try:
+            os.unlink(f)
+            write(f, data(31))
+            wait_for(self.mnt, "made", made + 2)
+            self.assertEqual(read(f), data(31))
+            # the old shadow is not reused for the new version
+            self.assertEqual(mp[:], data(30))
+        finally:
+            mp.close()
+
+    def test_pt_mem_bound(self):
+        d = self.ns("budget")
+        mib = 1 << 20
+        base = pt(self.mnt)
+        for i in range(12):
+            write(os.path.join(d, key(100 + i)), data(100 + i, mib))
+        # every queued copy ends as made or skipped
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            p = pt(self.mnt)
+            if p["made"] + p["skipped"] >= base["made"] + base["skipped"] + 12:
+                break
+            time.sleep(0.02)
+        p = pt(self.mnt)
+        self.assertLessEqual(p["bytes"], 8 * mib)
+        self.assertGreater(p["dropped"] + p["skipped"],
+                           base["dropped"] + base["skipped"])
+        for i in range(12):
+            self.assertEqual(read(os.path.join(d, key(100 + i))),
+                             data(100 + i, mib))
+        self.assertLessEqual(pt(self.mnt)["bytes"], 8 * mib)
+
+    def test_path_namespace_stays_classic(self):
+        d = self.ns("paths")
+        os.setxattr(d, "user.kvfs.names", b"paths")
+        f = os.path.join(d, "a", "b.bin")
+        os.makedirs(os.path.dirname(f))
+        write(f, data(40))
+        before = pt(self.mnt)
+        with open(f, "rb") as r:
+            self.assertEqual(r.read(4096), data(40)[:4096])
+            write(f, data(41))  # O_TRUNC through the same inode
+            self.assertEqual(r.read(), data(40)[4096:])
+        self.assertEqual(read(f), data(41))
+        after = pt(self.mnt)
+        self.assertEqual(after["opens"], before["opens"])
+        self.assertEqual(after["made"], before["made"])
+
+
+class Restart(unittest.TestCase):
+    """Chunks recovered from L2 have no shadow: their first opens are
+    classic, and the shadow is made meanwhile."""
+
+    N = 16
+
+    @classmethod
+    def setUpClass(cls):
+        cls.m = pathmount.Mount(["l1_size=64M", "cache=passthrough",
+                                 "max_chunk=4M", "l2_size=256M",
+                                 "flush_on_exit=1"])
+        cls.mnt = cls.m.mount()
+        os.mkdir(os.path.join(cls.mnt, "r"))
+        for i in range(cls.N):
+            write(os.path.join(cls.mnt, "r", key(200 + i)), data(200 + i))
+        cls.mnt = cls.m.remount()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.m.cleanup()
+
+    def f(self, i):
+        return os.path.join(self.mnt, "r", key(200 + i))
+
+    def test_a_classic_then_shadow(self):
+        before = pt(self.mnt)
+        first = open(self.f(0), "rb")  # classic: no shadow yet
+        try:
+            p = wait_for(self.mnt, "made", before["made"] + 1)
+            self.assertEqual(p["classic_opens"], before["classic_opens"] + 1)
+            # the shadow is there, but this inode has a classic open
+            # counted: the answer stays classic until it closes (the
+            # kernel fails a classic open of an inode with a passthrough
+            # one open, so the two kinds never overlap; test_b)
+            with open(self.f(0), "rb") as second:
+                self.assertEqual(second.read(), data(200))
+            self.assertEqual(pt(self.mnt)["opens"], before["opens"])
+            self.assertEqual(first.read(), data(200))
+        finally:
+            first.close()
+        time.sleep(0.2)  # the RELEASE of both reaches the daemon
+        self.assertEqual(read(self.f(0)), data(200))
+        self.assertEqual(pt(self.mnt)["opens"], before["opens"] + 1)
+
+    def test_b_many_readers(self):
+        errors = []
+
+        def reader(t):
+            try:
+                for r in range(20):
+                    for i in range(1, self.N):
+                        with open(self.f(i), "rb") as fd:
+                            if fd.read() != data(200 + i):
+                                errors.append("wrong bytes: %d" % i)
+            except OSError as e:
+                errors.append("thread %d: %s" % (t, e))
+
+        ts = [threading.Thread(target=reader, args=(t,)) for t in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(errors, [])
+        p = pt(self.mnt)
+        self.assertGreater(p["classic_opens"], 0)
+        self.assertGreater(p["opens"], 0)
+        self.assertEqual(p["errors"], 0)
+
+
+class Options(unittest.TestCase):
+    def refused(self, opts, says):
+        d = pathmount.tempfile.mkdtemp(prefix="kvfs-pt-opt.")
+        try:
+            r = subprocess.run([BIN, "-f", "-o", opts, d],
+                               capture_output=True, text=True, timeout=30)
+        finally:
+            os.rmdir(d)
+        self.assertNotEqual(r.returncode, 0, opts)
+        self.assertIn(says, r.stderr, opts)
+
+    def test_bad(self):
+        self.refused("cache=passthrough,pt_mem=0", "pt_mem must be")
+        self.refused("pt_mem=8M", "pt_mem needs cache=passthrough")
+        self.refused("cache=passthrough,pt_mem=lots", "bad pt_mem")
+        self.refused("cache=shadow", "cache")
+
+
+if __name__ == "__main__":
+    unittest.main()
