@@ -580,6 +580,30 @@ static const char *verdict(double v, double target, double aim)
 	return v >= target ? "met" : "MISSED";
 }
 
+/* With cache=passthrough: whether the kernel took it and how the opens
+ * were answered (kvfs(7) COUNTERS, passthrough.*), as .kvfs/stats says. */
+static void print_passthrough(const char *root)
+{
+	char path[PATH_MAX + 16], buf[1 << 16], *s, *e;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/.kvfs/stats", root);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	s = strstr(buf, "\"passthrough\"");
+	if (!s || !strstr(s, "\"on\": 1"))
+		return;
+	e = strchr(s, '}');
+	if (e)
+		*++e = 0;
+	printf("cache=passthrough: %s\n", s);
+}
+
 /*
  * The plain-path targets of issue 26 ("every path at the speed of the
  * medium beneath it"), on medians of the alternating trials: reads of
@@ -834,6 +858,7 @@ int main(int argc, char **argv)
 			    offsetof(struct row, best));
 
 	print_targets(rows, nt, threads, mib, trials);
+	print_passthrough(kvfs_root);
 	printf("every byte of the last trial verified on both; %.1f s in all\n",
 	       now_s() - t_start);
 

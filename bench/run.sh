@@ -5,6 +5,8 @@
 # Runs each benchmark that exists, in this order, and says which are
 # missing:
 #   BUILD/bench/kvfs_bench     mount vs tmpfs: 2 MiB / 256 KiB chunks
+#                              (and kvfs_bench_passthrough: the same with
+#                              -o cache=passthrough, after kvfs_evbench)
 #   BUILD/bench/kvfs_pbench    plain reads vs LD_PRELOAD=libkvfs_preload.so
 #                              vs tmpfs
 #   BUILD/bench/kvfs_ptprobe   not kvfs: FUSE passthrough against the
@@ -127,6 +129,12 @@ for b in kvfs_bench kvfs_pbench kvfs_ptprobe kvfs_meta kvfs_pmeta kvfs_l2bench k
 		printf '\n=== %s\n(not built: bench/%s.c does not exist yet)\n' "$b" "$b"
 	fi
 done
+# the plain rows again with cache=passthrough (kvfs-mount(8)): the kernel
+# reads chunks from their shadows
+if [ -x "$BUILD/bench/kvfs_bench" ]; then
+	run kvfs_bench_passthrough "$BUILD/bench/kvfs_bench" \
+		-o l1_size=1G,cache=passthrough
+fi
 # issue 26's batched-transfer row: one engine thread while the other core
 # runs a busy loop, into malloc'd buffers (4 KiB pages) and into buffers
 # from kvfs_buf_alloc (huge pages, what kvfs.h section 4a advises)

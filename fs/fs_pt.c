@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -443,7 +444,12 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 static void *copier(void *arg)
 {
 	struct fs_pt *pt = arg;
+	struct sched_param sp = { .sched_priority = 0 };
 
+	/* background work: only on a CPU nothing else wants, so writers
+	 * and readers never wait for it (an open without a shadow yet is
+	 * read through the daemon) */
+	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	pthread_mutex_lock(&pt->lock);
 	for (;;) {
 		uint64_t ino;
