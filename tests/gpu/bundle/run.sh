@@ -20,8 +20,9 @@
 #    1,2,4,8,16 threads, each against tmpfs in the same run; then issue
 #    26's benches of the other paths: kvfs_ibench (batched lookup against
 #    stat), kvfs_l2bench (L2 against O_DIRECT pread), kvfs_l3bench (L3
-#    against raw GETs; needs the bundled redis-server) and kvfs_pbench
-#    (the plain read path with and without the preload library).
+#    against raw GETs; needs the bundled redis-server), kvfs_pbench
+#    (the plain read path with and without the preload library) and
+#    kvfs_bench again with -o cache=passthrough (1, 2 and 4 threads).
 # Output: OUTDIR/checks.txt, OUTDIR/NN-step.txt per step (its command,
 # output, exit status and time: every table), OUTDIR/summary.txt (printed at
 # the end too): per step ok, FAILED (exit N), TIMEOUT or SKIPPED and why.
@@ -488,6 +489,11 @@ step ibench 90 fuse "$B/bin/kvfs_ibench" -i "$ibench_iters"
 step l2bench 150 fuse env TMPDIR="$l2_dir" "$B/bin/kvfs_l2bench" $l2_args
 step l3bench 120 fuse "$B/bin/kvfs_l3bench" $l3_args
 step pbench 120 fuse env KVFS_BUILD="$B/lib" "$B/bin/kvfs_pbench" $pb_args
+# the plain rows with -o cache=passthrough (kvfs-mount(8)): shadows made on
+# CPUs to spare; last, so it only takes what the budget has left
+step bench-passthrough 120 fuse "$B/bin/kvfs_bench" --threads 1,2,4 \
+	--mib "$bench_mib" --trials "$bench_trials" \
+	-o l1_size=1G,cache=passthrough
 
 {
 	echo "kvfs gpu-bundle run.sh summary ($(manifest COMMIT); $(( $(date +%s) - T0 ))s of ${budget}s)"
