@@ -71,9 +71,10 @@ static void invalidate(struct fs *fs, const struct fs_gone *g)
 	uint64_t nsino = 0, ino = 0;
 	bool keyns;
 
-	if (!g->published)
+	if (!g->published) {
 		fs_path_gone(fs, g->ns, &g->key); /* a path file vanishes */
-	else
+		fs_pt_gone(fs, g->ns, &g->key);   /* its shadows */
+	} else
 		fs_path_published(fs, g->ns, &g->key); /* its name's entry */
 	pthread_mutex_lock(&p->lock);
 	nsi = fs_ns_find(p, g->ns);

@@ -167,6 +167,7 @@ int fs_pt_reply_open(struct fuse_req *req, struct fuse_file_info *fi,
 
 struct pt_ent {
 	struct htab_node node;        /* fs_pt.tab, by inode number */
+	struct htab_node knode;       /* fs_pt.ktab, by (ns, key) */
 	struct pt_ent *prev, *next;   /* lru while it has a shadow */
 	uint64_t ino;
 	uint32_t ns;
@@ -174,7 +175,8 @@ struct pt_ent {
 	uint64_t gen, size;
 	int32_t id;                   /* backing id, 0: no shadow */
 	bool queued;                  /* a copy is queued or running */
-	bool gone;                    /* the kernel forgot the inode */
+	bool gone;                    /* the kernel forgot the inode, or
+				       * the chunk left the engine */
 	uint32_t pt_opens;            /* shadow answers not yet closed */
 	uint32_t classic;             /* classic answers not yet closed */
 };
@@ -190,6 +192,7 @@ struct fs_pt {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct htab tab;
+	struct htab ktab;
 	struct pt_ent lru;            /* most recently opened first */
 	struct pt_job *q;
 	unsigned qhead, qlen;
@@ -203,6 +206,11 @@ struct fs_pt {
 static uint64_t ino_hash(uint64_t ino)
 {
 	return htab_hash(0x7074, &ino, sizeof(ino));
+}
+
+static uint64_t key_hash(uint32_t ns, const struct kvfs_key *key)
+{
+	return htab_hash(ns, key, sizeof(*key));
 }
 
 static struct pt_ent *ent_find(struct fs_pt *pt, uint64_t ino)
@@ -260,6 +268,7 @@ static void ent_maybe_free(struct fs_pt *pt, struct pt_ent *e)
 	if (e->id || e->queued || e->pt_opens || e->classic)
 		return;
 	htab_del(&pt->tab, &e->node);
+	htab_del(&pt->ktab, &e->knode);
 	free(e);
 }
 
@@ -282,6 +291,11 @@ static struct pt_ent *ent_get(struct fs_pt *pt, uint64_t ino, uint32_t ns,
 	e->gen = gen;
 	e->size = size;
 	if (htab_add(&pt->tab, &e->node, ino_hash(ino))) {
+		free(e);
+		return NULL;
+	}
+	if (htab_add(&pt->ktab, &e->knode, key_hash(ns, key))) {
+		htab_del(&pt->tab, &e->node);
 		free(e);
 		return NULL;
 	}
@@ -390,7 +404,7 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 	ns = e->ns;
 	key = e->key;
 	gen = e->gen;
-	if (pt->refused || !make_room(pt, e->size)) {
+	if (e->gone || pt->refused || !make_room(pt, e->size)) {
 		pt->n.skipped++;
 		e->queued = false;
 		ent_maybe_free(pt, e);
@@ -532,10 +546,12 @@ void fs_pt_destroy(struct fs *fs)
 
 		shadow_close(pt, e);
 		htab_del(&pt->tab, &e->node);
+		htab_del(&pt->ktab, &e->knode);
 		free(e);
 	}
 	pthread_mutex_unlock(&pt->lock);
 	htab_free(&pt->tab);
+	htab_free(&pt->ktab);
 	pthread_cond_destroy(&pt->cond);
 	pthread_mutex_destroy(&pt->lock);
 	free(pt->q);
@@ -625,6 +641,28 @@ void fs_pt_forget(struct fs *fs, uint64_t ino)
 		/* a release may come after the forget: it lets go then */
 		e->gone = true;
 		ent_maybe_free(pt, e);
+	}
+	pthread_mutex_unlock(&pt->lock);
+}
+
+void fs_pt_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
+{
+	struct fs_pt *pt = fs->priv->pt;
+	uint64_t h = key_hash(ns, key);
+	struct htab_node *n, *next;
+
+	if (!pt)
+		return;
+	pthread_mutex_lock(&pt->lock);
+	for (n = htab_first(&pt->ktab, h); n; n = next) {
+		struct pt_ent *e = container_of(n, struct pt_ent, knode);
+
+		next = n->next; /* e may be freed */
+		if (n->h == h && e->ns == ns &&
+		    !memcmp(&e->key, key, sizeof(*key))) {
+			e->gone = true;
+			ent_maybe_free(pt, e);
+		}
 	}
 	pthread_mutex_unlock(&pt->lock);
 }

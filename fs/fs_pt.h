@@ -78,8 +78,11 @@ int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 	       enum fs_pt_mode *mode, int32_t *id);
 void fs_pt_close(struct fs *fs, uint64_t ino, enum fs_pt_mode mode);
 
-/* fs_pt_forget - inode ino left the kernel: its shadow goes. */
+/* fs_pt_forget - inode ino left the kernel: its shadow goes (at its last
+ * release, if later). fs_pt_gone - (ns, key) left the engine: the same for
+ * every publication of it (one the kernel never looked up included). */
 void fs_pt_forget(struct fs *fs, uint64_t ino);
+void fs_pt_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 
 /* fs_pt_reply_open - fuse_reply_open with backing id (FOPEN_PASSTHROUGH). */
 int fs_pt_reply_open(struct fuse_req *req, struct fuse_file_info *fi, int32_t id);

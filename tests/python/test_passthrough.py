@@ -7,7 +7,8 @@ On real mounts: a read served from a shadow (no READ reaches the daemon,
 bytes right); a key unlinked and written again while an fd of the old
 version is open (each fd reads its own version); a MAP_SHARED mapping
 that outlives its fd, its file and a new version of the key (it keeps the
-old bytes: shadows are never reused); pt_mem's bound; chunks recovered
+old bytes: shadows are never reused); pt_mem's bound; shadows of evicted
+chunks going with them; chunks recovered
 from L2 after a restart, opened before and while their shadow is made,
 from eight threads at once (the kernel fails an open of an inode that has
 both kinds of open: none fails); a path namespace's files stay classic and
@@ -198,6 +199,43 @@ class Shadows(unittest.TestCase):
         after = pt(self.mnt)
         self.assertEqual(after["opens"], before["opens"])
         self.assertEqual(after["made"], before["made"])
+
+
+class Gone(unittest.TestCase):
+    """Shadows of chunks that left the engine go with them, read or not
+    (L1 of 16 MiB, no L2: an eviction is the end; pt_mem far above)."""
+
+    def test_evicted_chunks_lose_their_shadows(self):
+        m = pathmount.Mount(["l1_size=16M", "max_chunk=2M",
+                             "cache=passthrough", "pt_mem=256M"], l2=False)
+        try:
+            mnt = m.mount()
+            d = os.path.join(mnt, "gone")
+            os.mkdir(d)
+            mib = 1 << 20
+            for i in range(48):  # three times L1
+                write(os.path.join(d, key(300 + i)), data(300 + i, mib))
+            wait_for(mnt, "made", 16)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                p = pt(mnt)
+                if p["made"] + p["skipped"] >= 48 and p["bytes"] <= 16 * mib:
+                    break
+                time.sleep(0.05)
+            p = pt(mnt)
+            self.assertGreaterEqual(p["made"] + p["skipped"], 48, p)
+            # without the drop on eviction: every shadow made (far more
+            # than L1 holds) would stay within pt_mem
+            self.assertLessEqual(p["bytes"], 16 * mib, p)
+            self.assertEqual(p["dropped"], 0, p)
+            present = [i for i in range(48)
+                       if os.path.exists(os.path.join(d, key(300 + i)))]
+            self.assertTrue(present)
+            for i in present:
+                self.assertEqual(read(os.path.join(d, key(300 + i))),
+                                 data(300 + i, mib))
+        finally:
+            m.cleanup()
 
 
 class Restart(unittest.TestCase):
