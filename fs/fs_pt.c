@@ -187,7 +187,8 @@ struct pt_job {
 
 struct fs_pt {
 	struct fs *fs;
-	int fd;                       /* the session's /dev/fuse */
+	int fd;                       /* a dup of the session's /dev/fuse
+				       * (libfuse closes its own first) */
 	uint64_t budget;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -200,6 +201,10 @@ struct fs_pt {
 	pthread_t thread;
 	bool warned;
 	bool refused;                 /* no backing files for this daemon */
+	uint32_t *closing;            /* backing ids to close (the copier
+				       * closes them, no lock held: freeing a
+				       * big shadow takes milliseconds) */
+	size_t nclosing, capclosing;
 	struct fs_pt_counts n;        /* lock */
 };
 
@@ -245,15 +250,47 @@ static void lru_front(struct fs_pt *pt, struct pt_ent *e)
 	pt->lru.next = e;
 }
 
-/* Lets e's shadow go (no shadow answer counted). lock held. */
+/* Closes backing ids (no lock held). */
+static void close_ids(struct fs_pt *pt, const uint32_t *ids, size_t n)
+{
+	unsigned errs = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = ids[i];
+
+		if (ioctl(pt->fd, PT_BACKING_CLOSE, &id) < 0)
+			errs++; /* the connection is gone: so is the file */
+	}
+	if (errs) {
+		pthread_mutex_lock(&pt->lock);
+		pt->n.errors += errs;
+		pthread_mutex_unlock(&pt->lock);
+	}
+}
+
+/* Lets e's shadow go (no shadow answer counted): its id is closed by the
+ * copier, off every lock (the caller may hold fs_priv.lock). lock held. */
 static void shadow_close(struct fs_pt *pt, struct pt_ent *e)
 {
 	uint32_t id = (uint32_t)e->id;
 
 	if (!e->id)
 		return;
-	if (ioctl(pt->fd, PT_BACKING_CLOSE, &id) < 0)
-		pt->n.errors++; /* the connection is gone: so is the file */
+	if (pt->nclosing == pt->capclosing) {
+		size_t cap = pt->capclosing ? pt->capclosing * 2 : 64;
+		uint32_t *a = realloc(pt->closing, cap * sizeof(*a));
+
+		if (a) {
+			pt->closing = a;
+			pt->capclosing = cap;
+		}
+	}
+	if (pt->nclosing < pt->capclosing) {
+		pt->closing[pt->nclosing++] = id;
+		pthread_cond_signal(&pt->cond);
+	} else if (ioctl(pt->fd, PT_BACKING_CLOSE, &id) < 0) {
+		pt->n.errors++; /* no memory to defer it: at once */
+	}
 	e->id = 0;
 	pt->n.shadows--;
 	pt->n.bytes -= e->size;
@@ -385,6 +422,24 @@ static int shadow_make(struct fs_pt *pt, const struct tier_chunk *c)
 	return err ? err : id;
 }
 
+/* The copier's scheduling: SCHED_IDLE while it copies (only a CPU nothing
+ * else wants), normal otherwise (closes and bookkeeping never starve). */
+static void copier_idle(bool idle)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+
+	(void)pthread_setschedparam(pthread_self(),
+				    idle ? SCHED_IDLE : SCHED_OTHER, &sp);
+}
+
+/* Ends job e without a shadow. lock held. */
+static void job_skip(struct fs_pt *pt, struct pt_ent *e)
+{
+	pt->n.skipped++;
+	e->queued = false;
+	ent_maybe_free(pt, e);
+}
+
 /* Makes e's shadow (the job of inode ino). */
 static void copy_one(struct fs_pt *pt, uint64_t ino)
 {
@@ -401,43 +456,54 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 		pthread_mutex_unlock(&pt->lock);
 		return;
 	}
-	ns = e->ns;
-	key = e->key;
-	gen = e->gen;
-	if (e->gone || pt->refused || !make_room(pt, e->size)) {
-		pt->n.skipped++;
-		e->queued = false;
-		ent_maybe_free(pt, e);
+	/* a chunk larger than pt_mem would empty it for nothing */
+	if (e->gone || pt->refused || e->size > pt->budget) {
+		job_skip(pt, e);
 		pthread_mutex_unlock(&pt->lock);
 		return;
 	}
+	ns = e->ns;
+	key = e->key;
+	gen = e->gen;
 	pthread_mutex_unlock(&pt->lock);
 
-	/* only while that publication is in L1: no promotion, no read
-	 * counted */
+	/* only while that publication is in L1 (no promotion, no read
+	 * counted), and pinned before any shadow goes for its room */
 	id = tier_pin_l1(pt->fs->tier, ns, &key, gen, &c);
-	if (!id) {
-		id = shadow_make(pt, c);
-		tier_put(pt->fs->tier, c);
-	}
-
 	pthread_mutex_lock(&pt->lock);
 	e = ent_find(pt, ino);
-	if (id > 0 && e && !e->id) {
+	if (!id && e && !e->gone && make_room(pt, e->size)) {
+		pthread_mutex_unlock(&pt->lock);
+		copier_idle(true);
+		id = shadow_make(pt, c);
+		copier_idle(false);
+		pthread_mutex_lock(&pt->lock);
+		e = ent_find(pt, ino);
+	} else if (!id) {
+		id = -ENOSPC; /* no room, or nobody wants it any more */
+	}
+	if (c) {
+		pthread_mutex_unlock(&pt->lock);
+		tier_put(pt->fs->tier, c);
+		pthread_mutex_lock(&pt->lock);
+		e = ent_find(pt, ino);
+	}
+	if (id > 0 && e && !e->id && !e->gone) {
 		e->id = id;
 		pt->n.made++;
 		pt->n.shadows++;
 		pt->n.bytes += e->size;
 		lru_front(pt, e);
-	} else if (id > 0) { /* forgotten meanwhile */
+	} else if (id > 0) { /* forgotten or gone meanwhile */
 		uint32_t u = (uint32_t)id;
 
 		(void)ioctl(pt->fd, PT_BACKING_CLOSE, &u);
-	} else if (id == -ENOENT) {
-		pt->n.skipped++; /* left L1, or replaced */
+	} else if (id == -ENOENT || id == -ENOSPC) {
+		pt->n.skipped++; /* left L1, replaced, or no room */
 	} else {
 		pt->n.errors++;
-		/* backing files need CAP_SYS_ADMIN: none will be made */
+		/* backing files need CAP_SYS_ADMIN (and the kernel's
+		 * passthrough): none will be made */
 		if (id == -EPERM)
 			pt->refused = true;
 		if (!pt->warned) {
@@ -455,21 +521,38 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 	pthread_mutex_unlock(&pt->lock);
 }
 
+/* Takes the backing ids waiting to be closed and closes them. lock held;
+ * dropped and taken again. */
+static void flush_closing(struct fs_pt *pt)
+{
+	uint32_t *ids = pt->closing;
+	size_t n = pt->nclosing;
+
+	pt->closing = NULL;
+	pt->nclosing = pt->capclosing = 0;
+	pthread_mutex_unlock(&pt->lock);
+	close_ids(pt, ids, n);
+	free(ids);
+	pthread_mutex_lock(&pt->lock);
+}
+
+/* The copier: closes what shadow_close deferred, and makes the queued
+ * shadows, copying at SCHED_IDLE (writers and readers never wait for it:
+ * an open without a shadow yet is read through the daemon). */
 static void *copier(void *arg)
 {
 	struct fs_pt *pt = arg;
-	struct sched_param sp = { .sched_priority = 0 };
 
-	/* background work: only on a CPU nothing else wants, so writers
-	 * and readers never wait for it (an open without a shadow yet is
-	 * read through the daemon) */
-	(void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	pthread_mutex_lock(&pt->lock);
 	for (;;) {
 		uint64_t ino;
 
-		while (!pt->qlen && !pt->stop)
+		while (!pt->qlen && !pt->nclosing && !pt->stop)
 			pthread_cond_wait(&pt->cond, &pt->lock);
+		if (pt->nclosing) {
+			flush_closing(pt);
+			continue;
+		}
 		if (pt->stop)
 			break;
 		ino = pt->q[pt->qhead].ino;
@@ -499,7 +582,13 @@ int fs_pt_start(struct fs *fs)
 		return -ENOMEM;
 	}
 	pt->fs = fs;
-	pt->fd = fuse_session_fd(fs->se);
+	pt->fd = fcntl(fuse_session_fd(fs->se), F_DUPFD_CLOEXEC, 3);
+	if (pt->fd < 0) {
+		r = -errno;
+		free(pt->q);
+		free(pt);
+		return r;
+	}
 	pt->budget = fs->cfg.pt_mem;
 	pt->lru.next = pt->lru.prev = &pt->lru;
 	pthread_mutex_init(&pt->lock, NULL);
@@ -508,6 +597,7 @@ int fs_pt_start(struct fs *fs)
 	if (r) {
 		pthread_cond_destroy(&pt->cond);
 		pthread_mutex_destroy(&pt->lock);
+		close(pt->fd);
 		free(pt->q);
 		free(pt);
 		return -r;
@@ -549,7 +639,10 @@ void fs_pt_destroy(struct fs *fs)
 		htab_del(&pt->ktab, &e->knode);
 		free(e);
 	}
+	flush_closing(pt);
 	pthread_mutex_unlock(&pt->lock);
+	close(pt->fd);
+	free(pt->closing);
 	htab_free(&pt->tab);
 	htab_free(&pt->ktab);
 	pthread_cond_destroy(&pt->cond);
@@ -569,8 +662,10 @@ void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		return;
 	pthread_mutex_lock(&pt->lock);
 	e = ent_get(pt, FS_INO_CHUNK + gen, ns, key, gen, size);
-	if (e)
+	if (e) {
 		enqueue(pt, e);
+		ent_maybe_free(pt, e); /* not queued: nothing refers to it */
+	}
 	pthread_mutex_unlock(&pt->lock);
 }
 
@@ -648,17 +743,22 @@ void fs_pt_forget(struct fs *fs, uint64_t ino)
 void fs_pt_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	struct fs_pt *pt = fs->priv->pt;
-	uint64_t h = key_hash(ns, key);
+	uint64_t h = key_hash(ns, key), cur = 0;
 	struct htab_node *n, *next;
+	struct tier_info info;
 
 	if (!pt)
 		return;
+	/* a late event of an older publication leaves the key's current
+	 * one (published again since) its shadow */
+	if (tier_stat(fs->tier, ns, key, &info) == 0)
+		cur = info.gen;
 	pthread_mutex_lock(&pt->lock);
 	for (n = htab_first(&pt->ktab, h); n; n = next) {
 		struct pt_ent *e = container_of(n, struct pt_ent, knode);
 
 		next = n->next; /* e may be freed */
-		if (n->h == h && e->ns == ns &&
+		if (n->h == h && e->ns == ns && e->gen != cur &&
 		    !memcmp(&e->key, key, sizeof(*key))) {
 			e->gone = true;
 			ent_maybe_free(pt, e);
@@ -676,6 +776,6 @@ void fs_pt_counts(struct fs *fs, struct fs_pt_counts *c)
 		return;
 	pthread_mutex_lock(&pt->lock);
 	*c = pt->n;
+	c->on = fs_pt_on() && !pt->refused;
 	pthread_mutex_unlock(&pt->lock);
-	c->on = fs_pt_on();
 }

@@ -184,6 +184,53 @@ class Shadows(unittest.TestCase):
                              data(100 + i, mib))
         self.assertLessEqual(pt(self.mnt)["bytes"], 8 * mib)
 
+    def test_chunk_larger_than_pt_mem(self):
+        d = self.ns("large")
+        mib = 1 << 20
+        for i in range(4):
+            write(os.path.join(d, key(400 + i)), data(400 + i, mib))
+        base = wait_for(self.mnt, "made", pt(self.mnt)["made"])
+        deadline = time.monotonic() + 20
+        while pt(self.mnt)["shadows"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        base = pt(self.mnt)
+        big = os.path.join(d, key(404))
+        write(big, data(404, 16 * mib))  # twice pt_mem
+        p = wait_for(self.mnt, "skipped", base["skipped"] + 1)
+        # refused on its own, without emptying pt_mem for nothing
+        self.assertEqual(p["dropped"], base["dropped"], p)
+        self.assertEqual(p["shadows"], base["shadows"], p)
+        self.assertEqual(read(big), data(404, 16 * mib))
+
+    def test_shadow_kept_while_open(self):
+        """pt_mem pushes shadows out, never one with an open answered
+        from it: the kernel would fail the inode's next open (EIO)."""
+        d = self.ns("kept")
+        mib = 1 << 20
+        a = os.path.join(d, key(500))
+        made = pt(self.mnt)["made"]
+        write(a, data(500, mib))
+        wait_for(self.mnt, "made", made + 1)
+        before = pt(self.mnt)
+        first = open(a, "rb")
+        try:
+            self.assertEqual(pt(self.mnt)["opens"], before["opens"] + 1)
+            for i in range(1, 13):  # 12 MiB more through 8 MiB
+                write(os.path.join(d, key(500 + i)), data(500 + i, mib))
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                p = pt(self.mnt)
+                if p["made"] + p["skipped"] >= \
+                        before["made"] + before["skipped"] + 12:
+                    break
+                time.sleep(0.02)
+            self.assertGreater(pt(self.mnt)["dropped"], before["dropped"])
+            with open(a, "rb") as second:
+                self.assertEqual(second.read(), data(500, mib))
+            self.assertEqual(first.read(), data(500, mib))
+        finally:
+            first.close()
+
     def test_path_namespace_stays_classic(self):
         d = self.ns("paths")
         os.setxattr(d, "user.kvfs.names", b"paths")
@@ -278,8 +325,15 @@ class Restart(unittest.TestCase):
             self.assertEqual(first.read(), data(200))
         finally:
             first.close()
-        time.sleep(0.2)  # the RELEASE of both reaches the daemon
-        self.assertEqual(read(self.f(0)), data(200))
+        # once both RELEASEs reached the daemon (sent after close
+        # returns), an open is answered with the shadow
+        deadline = time.monotonic() + 10
+        while True:
+            self.assertEqual(read(self.f(0)), data(200))
+            if pt(self.mnt)["opens"] > before["opens"] or \
+                    time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         self.assertEqual(pt(self.mnt)["opens"], before["opens"] + 1)
 
     def test_b_many_readers(self):
