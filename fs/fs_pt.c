@@ -93,10 +93,11 @@ void fs_pt_in(const void *buf, ssize_t r)
 	const struct fuse_in_header *ih = buf;
 	const struct fuse_init_in *in = (const void *)(ih + 1);
 
-	if (!ptk.want || r < (ssize_t)(sizeof(*ih) + sizeof(*in)) ||
-	    ih->opcode != FUSE_INIT)
+	if (!ptk.want || r < (ssize_t)sizeof(*ih) || ih->opcode != FUSE_INIT)
 		return;
-	if (in->major == 7 && in->minor >= PT_MINOR_MIN &&
+	/* (an INIT shorter than 7.36's predates passthrough) */
+	if (r >= (ssize_t)(sizeof(*ih) + sizeof(*in)) &&
+	    in->major == 7 && in->minor >= PT_MINOR_MIN &&
 	    (in->flags & FUSE_INIT_EXT) &&
 	    (in->flags2 & PT_INIT2_PASSTHROUGH))
 		__atomic_store_n(&ptk.init_unique, ih->unique,
