@@ -469,27 +469,26 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 	pthread_mutex_unlock(&pt->lock);
 
 	/* only while that publication is in L1 (no promotion, no read
-	 * counted), and pinned before any shadow goes for its room */
+	 * counted), and pinned before any shadow goes for its room; e
+	 * stays meanwhile (ent_maybe_free keeps a queued entry) */
 	id = tier_pin_l1(pt->fs->tier, ns, &key, gen, &c);
-	pthread_mutex_lock(&pt->lock);
-	e = ent_find(pt, ino);
-	if (!id && e && !e->gone && make_room(pt, e->size)) {
-		pthread_mutex_unlock(&pt->lock);
-		copier_idle(true);
-		id = shadow_make(pt, c);
-		copier_idle(false);
+	if (!id) {
+		bool room;
+
 		pthread_mutex_lock(&pt->lock);
-		e = ent_find(pt, ino);
-	} else if (!id) {
-		id = -ENOSPC; /* no room, or nobody wants it any more */
-	}
-	if (c) {
+		room = !e->gone && make_room(pt, e->size);
 		pthread_mutex_unlock(&pt->lock);
+		if (room) {
+			copier_idle(true);
+			id = shadow_make(pt, c);
+			copier_idle(false);
+		} else {
+			id = -ENOSPC; /* no room, or nobody wants it now */
+		}
 		tier_put(pt->fs->tier, c);
-		pthread_mutex_lock(&pt->lock);
-		e = ent_find(pt, ino);
 	}
-	if (id > 0 && e && !e->id && !e->gone) {
+	pthread_mutex_lock(&pt->lock);
+	if (id > 0 && !e->id && !e->gone) {
 		e->id = id;
 		pt->n.made++;
 		pt->n.shadows++;
@@ -515,10 +514,8 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 			       "; backing files need CAP_SYS_ADMIN" : "");
 		}
 	}
-	if (e) {
-		e->queued = false;
-		ent_maybe_free(pt, e);
-	}
+	e->queued = false;
+	ent_maybe_free(pt, e);
 	pthread_mutex_unlock(&pt->lock);
 }
 

@@ -28,6 +28,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pathmount  # noqa: E402
+from pathmount import put as write  # noqa: E402
 
 pathmount.need("daemon")
 BIN = pathmount.MOUNT_BIN
@@ -60,11 +61,6 @@ def wait_for(mnt, what, want, secs=20):
         if p[what] >= want or time.monotonic() > deadline:
             return p
         time.sleep(0.02)
-
-
-def write(path, b):
-    with open(path, "wb") as f:
-        f.write(b)
 
 
 def read(path):
