@@ -97,8 +97,6 @@ void fs_inode_free(struct fs *fs, struct fs_inode *in)
 	struct fs_priv *p = fs->priv;
 
 	htab_del(&p->itab, &in->inode);
-	if (in->kind == FS_K_CHUNK)
-		fs_pt_forget(fs, in->ino); /* its shadow, if any */
 	if (in->named)
 		htab_del(&p->ntab, &in->nnode);
 	if (in->kind == FS_K_WRITER && in->wr)

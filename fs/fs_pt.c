@@ -27,7 +27,16 @@
  * a shadow is never dropped while a shadow answer is counted.
  *
  * Path namespaces are not shadowed: an O_TRUNC open rewrites a path file
- * through the same inode, as a classic writer.
+ * through the inode of the version it replaces, a classic writer the
+ * kernel would refuse (EIO) beside a reader of that version's shadow; a
+ * path file's readers keep that rewrite working (tools copy over files
+ * so), and shadows measured no faster for vLLM's 2 MiB loads here.
+ *
+ * A forgotten inode keeps its shadow: the kernel forgets an inode whose
+ * dentry it revalidates and then looks the same inode up again (a LOOKUP
+ * answering another node than the dentry's: the writer's, just after
+ * the publication). Shadows go with their chunk (fs_pt_gone), with a new
+ * version of their key (fs_pt_published), or for room.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -176,7 +185,7 @@ struct pt_ent {
 	uint64_t gen, size;
 	int32_t id;                   /* backing id, 0: no shadow */
 	bool queued;                  /* a copy is queued or running */
-	bool gone;                    /* the kernel forgot the inode, or
+	bool gone;                    /* replaced by a new version, or
 				       * the chunk left the engine */
 	uint32_t pt_opens;            /* shadow answers not yet closed */
 	uint32_t classic;             /* classic answers not yet closed */
@@ -494,7 +503,7 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 		pt->n.shadows++;
 		pt->n.bytes += e->size;
 		lru_front(pt, e);
-	} else if (id > 0) { /* forgotten or gone meanwhile */
+	} else if (id > 0) { /* gone meanwhile */
 		uint32_t u = (uint32_t)id;
 
 		(void)ioctl(pt->fd, PT_BACKING_CLOSE, &u);
@@ -650,6 +659,26 @@ void fs_pt_destroy(struct fs *fs)
 	fs->priv->pt = NULL;
 }
 
+/* Every publication of (ns, key) but keep's has left the engine: their
+ * shadows go (at their last release, if later). lock held. */
+static void key_gone(struct fs_pt *pt, uint32_t ns, const struct kvfs_key *key,
+		     uint64_t keep)
+{
+	uint64_t h = key_hash(ns, key);
+	struct htab_node *n, *next;
+
+	for (n = htab_first(&pt->ktab, h); n; n = next) {
+		struct pt_ent *e = container_of(n, struct pt_ent, knode);
+
+		next = n->next; /* e may be freed */
+		if (n->h == h && e->ns == ns && e->gen != keep &&
+		    !memcmp(&e->key, key, sizeof(*key))) {
+			e->gone = true;
+			ent_maybe_free(pt, e);
+		}
+	}
+}
+
 void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		     uint64_t gen, uint64_t size)
 {
@@ -659,6 +688,7 @@ void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	if (!pt || !fs_pt_on())
 		return;
 	pthread_mutex_lock(&pt->lock);
+	key_gone(pt, ns, key, gen); /* the versions this one replaced */
 	e = ent_get(pt, FS_INO_CHUNK + gen, ns, key, gen, size);
 	if (e) {
 		enqueue(pt, e);
@@ -721,29 +751,11 @@ void fs_pt_close(struct fs *fs, uint64_t ino, enum fs_pt_mode mode)
 	pthread_mutex_unlock(&pt->lock);
 }
 
-void fs_pt_forget(struct fs *fs, uint64_t ino)
-{
-	struct fs_pt *pt = fs->priv->pt;
-	struct pt_ent *e;
-
-	if (!pt)
-		return;
-	pthread_mutex_lock(&pt->lock);
-	e = ent_find(pt, ino);
-	if (e) {
-		/* a release may come after the forget: it lets go then */
-		e->gone = true;
-		ent_maybe_free(pt, e);
-	}
-	pthread_mutex_unlock(&pt->lock);
-}
-
 void fs_pt_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	struct fs_pt *pt = fs->priv->pt;
-	uint64_t h = key_hash(ns, key), cur = 0;
-	struct htab_node *n, *next;
 	struct tier_info info;
+	uint64_t cur = 0;
 
 	if (!pt)
 		return;
@@ -752,16 +764,7 @@ void fs_pt_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 	if (tier_stat(fs->tier, ns, key, &info) == 0)
 		cur = info.gen;
 	pthread_mutex_lock(&pt->lock);
-	for (n = htab_first(&pt->ktab, h); n; n = next) {
-		struct pt_ent *e = container_of(n, struct pt_ent, knode);
-
-		next = n->next; /* e may be freed */
-		if (n->h == h && e->ns == ns && e->gen != cur &&
-		    !memcmp(&e->key, key, sizeof(*key))) {
-			e->gone = true;
-			ent_maybe_free(pt, e);
-		}
-	}
+	key_gone(pt, ns, key, cur);
 	pthread_mutex_unlock(&pt->lock);
 }
 

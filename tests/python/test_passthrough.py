@@ -7,7 +7,8 @@ On real mounts: a read served from a shadow (no READ reaches the daemon,
 bytes right); a key unlinked and written again while an fd of the old
 version is open (each fd reads its own version); a MAP_SHARED mapping
 that outlives its fd, its file and a new version of the key (it keeps the
-old bytes: shadows are never reused); pt_mem's bound; shadows of evicted
+old bytes: shadows are never reused); a shadow kept across the kernel's
+FORGET of its inode; pt_mem's bound; shadows of evicted
 chunks going with them; chunks recovered
 from L2 after a restart, opened before and while their shadow is made,
 from eight threads at once (the kernel fails an open of an inode that has
@@ -226,6 +227,31 @@ class Shadows(unittest.TestCase):
             self.assertEqual(first.read(), data(500, mib))
         finally:
             first.close()
+
+    def test_shadow_outlives_forget(self):
+        """The kernel forgetting an inode (drop_caches here; also when it
+        revalidates a dentry) leaves its shadow: the next open of the
+        same publication reads from it, with no copy made again."""
+        d = self.ns("forget")
+        f = os.path.join(d, key(7))
+        made = pt(self.mnt)["made"]
+        write(f, data(7))
+        wait_for(self.mnt, "made", made + 1)
+        self.assertEqual(read(f), data(7))
+        before = pt(self.mnt)
+        with open("/proc/sys/vm/drop_caches", "w") as dc:
+            dc.write("2")  # dentries and inodes: FORGET of ours
+        self.assertEqual(read(f), data(7))
+        after = pt(self.mnt)
+        self.assertEqual(after["opens"], before["opens"] + 1)
+        self.assertEqual(after["classic_opens"], before["classic_opens"])
+        self.assertEqual(after["made"], before["made"])
+        # a new publication of the key lets the old one's shadow go
+        os.unlink(f)
+        write(f, data(8))
+        wait_for(self.mnt, "made", after["made"] + 1)
+        self.assertEqual(read(f), data(8))
+        self.assertLessEqual(pt(self.mnt)["shadows"], after["shadows"])
 
     def test_path_namespace_stays_classic(self):
         d = self.ns("paths")
