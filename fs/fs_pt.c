@@ -47,6 +47,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs/fs_i.h"
@@ -74,6 +75,13 @@ struct pt_backing_map {
 #define PT_BACKING_CLOSE _IOW(229, 2, uint32_t)
 
 #define PT_QUEUE_MAX 8192 /* shadows waiting to be made */
+/* A shadow made or opened this recently is not dropped for the room of
+ * a copy an open queued: a reader cycling through more chunks than
+ * pt_mem holds keeps the shadows it has instead of each miss copying a
+ * chunk over the next one it wants (review 26); the rest are read
+ * classic. A chunk just published may take any shadow's room (the newest
+ * chunks are the likeliest read). */
+#define PT_KEEP_NS 1000000000ull
 #define PT_COPY_BUF (1u << 20)
 
 /* ------------------------------------------------------ the transport */
@@ -183,6 +191,7 @@ struct pt_ent {
 	uint32_t ns;
 	struct kvfs_key key;
 	uint64_t gen, size;
+	uint64_t used_ns;             /* shadow made, or last opened */
 	int32_t id;                   /* backing id, 0: no shadow */
 	bool queued;                  /* a copy is queued or running */
 	bool gone;                    /* replaced by a new version, or
@@ -193,6 +202,7 @@ struct pt_ent {
 
 struct pt_job {
 	uint64_t ino;
+	bool opened;                  /* queued by a classic open */
 };
 
 struct fs_pt {
@@ -217,6 +227,14 @@ struct fs_pt {
 	size_t nclosing, capclosing;
 	struct fs_pt_counts n;        /* lock */
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t ino_hash(uint64_t ino)
 {
@@ -325,10 +343,9 @@ static struct pt_ent *ent_get(struct fs_pt *pt, uint64_t ino, uint32_t ns,
 {
 	struct pt_ent *e = ent_find(pt, ino);
 
-	if (e) {
-		e->gone = false; /* looked up again */
-		return e;
-	}
+	if (e)
+		return e; /* (gone stays: an open of a publication that went
+			   * meanwhile, its pin taken before) */
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return NULL;
@@ -349,28 +366,38 @@ static struct pt_ent *ent_get(struct fs_pt *pt, uint64_t ino, uint32_t ns,
 	return e;
 }
 
-/* Queues e's copy (no shadow, none queued). lock held. */
-static void enqueue(struct fs_pt *pt, struct pt_ent *e)
+/* Queues e's copy (no shadow, none queued); opened: by an open.
+ * lock held. */
+static void enqueue(struct fs_pt *pt, struct pt_ent *e, bool opened)
 {
+	struct pt_job *j;
+
 	if (e->id || e->queued)
 		return;
 	if (pt->qlen == PT_QUEUE_MAX || pt->stop) {
 		pt->n.skipped++;
 		return;
 	}
-	pt->q[(pt->qhead + pt->qlen++) % PT_QUEUE_MAX].ino = e->ino;
+	j = &pt->q[(pt->qhead + pt->qlen++) % PT_QUEUE_MAX];
+	j->ino = e->ino;
+	j->opened = opened;
 	e->queued = true;
 	pthread_cond_signal(&pt->cond);
 }
 
 /* Makes room for size more bytes: drops the least recently opened
- * shadows without shadow answers. lock held. */
-static bool make_room(struct fs_pt *pt, uint64_t size)
+ * shadows without shadow answers; with keep, none made or opened within
+ * PT_KEEP_NS (the list is in that order: the walk stops at the first).
+ * lock held. */
+static bool make_room(struct fs_pt *pt, uint64_t size, bool keep)
 {
 	struct pt_ent *e = pt->lru.prev, *prev;
+	uint64_t now = keep ? now_ns() : 0;
 
 	while (pt->n.bytes + size > pt->budget && e != &pt->lru) {
 		prev = e->prev;
+		if (keep && now - e->used_ns < PT_KEEP_NS)
+			break;
 		if (!e->pt_opens) {
 			shadow_close(pt, e);
 			pt->n.dropped++;
@@ -450,8 +477,8 @@ static void job_skip(struct fs_pt *pt, struct pt_ent *e)
 	ent_maybe_free(pt, e);
 }
 
-/* Makes e's shadow (the job of inode ino). */
-static void copy_one(struct fs_pt *pt, uint64_t ino)
+/* Makes e's shadow (the job of inode ino; opened: an open queued it). */
+static void copy_one(struct fs_pt *pt, uint64_t ino, bool opened)
 {
 	struct tier_chunk *c = NULL;
 	struct pt_ent *e;
@@ -485,7 +512,7 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 		bool room;
 
 		pthread_mutex_lock(&pt->lock);
-		room = !e->gone && make_room(pt, e->size);
+		room = !e->gone && make_room(pt, e->size, opened);
 		pthread_mutex_unlock(&pt->lock);
 		if (room) {
 			copier_idle(true);
@@ -499,6 +526,7 @@ static void copy_one(struct fs_pt *pt, uint64_t ino)
 	pthread_mutex_lock(&pt->lock);
 	if (id > 0 && !e->id && !e->gone) {
 		e->id = id;
+		e->used_ns = now_ns();
 		pt->n.made++;
 		pt->n.shadows++;
 		pt->n.bytes += e->size;
@@ -553,6 +581,7 @@ static void *copier(void *arg)
 	pthread_mutex_lock(&pt->lock);
 	for (;;) {
 		uint64_t ino;
+		bool opened;
 
 		while (!pt->qlen && !pt->nclosing && !pt->stop)
 			pthread_cond_wait(&pt->cond, &pt->lock);
@@ -563,10 +592,11 @@ static void *copier(void *arg)
 		if (pt->stop)
 			break;
 		ino = pt->q[pt->qhead].ino;
+		opened = pt->q[pt->qhead].opened;
 		pt->qhead = (pt->qhead + 1) % PT_QUEUE_MAX;
 		pt->qlen--;
 		pthread_mutex_unlock(&pt->lock);
-		copy_one(pt, ino);
+		copy_one(pt, ino, opened);
 		pthread_mutex_lock(&pt->lock);
 	}
 	pthread_mutex_unlock(&pt->lock);
@@ -691,7 +721,7 @@ void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	key_gone(pt, ns, key, gen); /* the versions this one replaced */
 	e = ent_get(pt, FS_INO_CHUNK + gen, ns, key, gen, size);
 	if (e) {
-		enqueue(pt, e);
+		enqueue(pt, e, false);
 		ent_maybe_free(pt, e); /* not queued: nothing refers to it */
 	}
 	pthread_mutex_unlock(&pt->lock);
@@ -721,12 +751,13 @@ int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 		*id = e->id;
 		*mode = FS_PT_SHADOW;
 		pt->n.opens++;
+		e->used_ns = now_ns();
 		lru_front(pt, e);
 	} else {
 		e->classic++;
 		*mode = FS_PT_CLASSIC;
 		pt->n.classic++;
-		enqueue(pt, e);
+		enqueue(pt, e, true);
 	}
 	pthread_mutex_unlock(&pt->lock);
 	return 0;

@@ -10,12 +10,15 @@
 #include <string.h>
 
 #include "fs/fs_i.h"
+#include "fs/fs_pt.h"
 
 void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
+	struct fs_inode *in;
 	struct kvfs_key key;
+	bool was;
 	uint32_t ns;
 	int err, r;
 
@@ -39,16 +42,27 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, w ? 0 : ENOENT);
 		return;
 	}
+	/* marked first: a GETATTR of an fd's inode (fstat) between the
+	 * engine's unlink and the mark would find neither the chunk nor the
+	 * mark (ENOENT: review 26); marked, it is the open file's, with no
+	 * links */
+	pthread_mutex_lock(&p->lock);
+	in = fs_chunk_find(p, ns, &key);
+	was = in ? in->unlinked : false;
+	if (in)
+		in->unlinked = true;
+	pthread_mutex_unlock(&p->lock);
 	err = tier_unlink(fs->tier, ns, &key);
-	if (!err) {
-		struct fs_inode *in;
-
+	if (err && err != -ENOENT) {
 		pthread_mutex_lock(&p->lock);
 		in = fs_chunk_find(p, ns, &key);
 		if (in)
-			in->unlinked = true;
+			in->unlinked = was;
 		pthread_mutex_unlock(&p->lock);
 	}
+	if (!err) /* an unlink makes no on_gone call: its shadow goes here
+		   * (once no reader has it open) */
+		fs_pt_gone(fs, ns, &key);
 	fuse_reply_err(req, -err);
 }
 
