@@ -32,11 +32,14 @@
  * path file's readers keep that rewrite working (tools copy over files
  * so), and shadows measured no faster for vLLM's 2 MiB loads here.
  *
- * A forgotten inode keeps its shadow: the kernel forgets an inode whose
- * dentry it revalidates and then looks the same inode up again (a LOOKUP
- * answering another node than the dentry's: the writer's, just after
- * the publication). Shadows go with their chunk (fs_pt_gone), with a new
- * version of their key (fs_pt_published), or for room.
+ * A forgotten inode keeps its shadow: the kernel may look the same
+ * publication up again. (A revalidating LOOKUP that answers another node
+ * than the dentry's, as for a name whose dentry still holds its writer
+ * just after the publication, makes the kernel forget the node answered
+ * and look the name up anew; drop_caches forgets every unused inode.)
+ * Shadows go with their chunk (fs_pt_gone: the engine's gone events and
+ * unlinks), with a newer publication of their key (fs_pt_published), or
+ * for room; so at most pt_mem of them stay.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -226,6 +229,7 @@ struct fs_pt {
 				       * big shadow takes milliseconds) */
 	size_t nclosing, capclosing;
 	struct fs_pt_counts n;        /* lock */
+	uint64_t max_gen;             /* of every entry made (fs_pt_gone) */
 };
 
 static uint64_t now_ns(void)
@@ -297,7 +301,7 @@ static void close_ids(struct fs_pt *pt, const uint32_t *ids, size_t n)
 }
 
 /* Lets e's shadow go (no shadow answer counted): its id is closed by the
- * copier, off every lock (the caller may hold fs_priv.lock). lock held. */
+ * copier, off every lock. lock held. */
 static void shadow_close(struct fs_pt *pt, struct pt_ent *e)
 {
 	uint32_t id = (uint32_t)e->id;
@@ -354,6 +358,8 @@ static struct pt_ent *ent_get(struct fs_pt *pt, uint64_t ino, uint32_t ns,
 	e->key = *key;
 	e->gen = gen;
 	e->size = size;
+	if (gen > pt->max_gen)
+		pt->max_gen = gen;
 	if (htab_add(&pt->tab, &e->node, ino_hash(ino))) {
 		free(e);
 		return NULL;
@@ -387,12 +393,21 @@ static void enqueue(struct fs_pt *pt, struct pt_ent *e, bool opened)
 
 /* Makes room for size more bytes: drops the least recently opened
  * shadows without shadow answers; with keep, none made or opened within
- * PT_KEEP_NS (the list is in that order: the walk stops at the first).
- * lock held. */
+ * PT_KEEP_NS (the list is in that order: the walk stops at the first),
+ * and none at all unless that frees enough. lock held. */
 static bool make_room(struct fs_pt *pt, uint64_t size, bool keep)
 {
 	struct pt_ent *e = pt->lru.prev, *prev;
-	uint64_t now = keep ? now_ns() : 0;
+	uint64_t now = keep ? now_ns() : 0, can = 0;
+
+	if (keep && pt->n.bytes + size > pt->budget) {
+		for (prev = e; prev != &pt->lru &&
+		     now - prev->used_ns >= PT_KEEP_NS; prev = prev->prev)
+			if (!prev->pt_opens)
+				can += prev->size;
+		if (pt->n.bytes + size > pt->budget + can)
+			return false;
+	}
 
 	while (pt->n.bytes + size > pt->budget && e != &pt->lru) {
 		prev = e->prev;
@@ -689,10 +704,11 @@ void fs_pt_destroy(struct fs *fs)
 	fs->priv->pt = NULL;
 }
 
-/* Every publication of (ns, key) but keep's has left the engine: their
- * shadows go (at their last release, if later). lock held. */
+/* The publications of (ns, key) older than below (gens only grow), but
+ * keep's, have left the engine: their shadows go (at their last release,
+ * if later). lock held. */
 static void key_gone(struct fs_pt *pt, uint32_t ns, const struct kvfs_key *key,
-		     uint64_t keep)
+		     uint64_t below, uint64_t keep)
 {
 	uint64_t h = key_hash(ns, key);
 	struct htab_node *n, *next;
@@ -701,8 +717,8 @@ static void key_gone(struct fs_pt *pt, uint32_t ns, const struct kvfs_key *key,
 		struct pt_ent *e = container_of(n, struct pt_ent, knode);
 
 		next = n->next; /* e may be freed */
-		if (n->h == h && e->ns == ns && e->gen != keep &&
-		    !memcmp(&e->key, key, sizeof(*key))) {
+		if (n->h == h && e->ns == ns && e->gen < below &&
+		    e->gen != keep && !memcmp(&e->key, key, sizeof(*key))) {
 			e->gone = true;
 			ent_maybe_free(pt, e);
 		}
@@ -718,7 +734,7 @@ void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	if (!pt || !fs_pt_on())
 		return;
 	pthread_mutex_lock(&pt->lock);
-	key_gone(pt, ns, key, gen); /* the versions this one replaced */
+	key_gone(pt, ns, key, gen, 0); /* the versions before this one */
 	e = ent_get(pt, FS_INO_CHUNK + gen, ns, key, gen, size);
 	if (e) {
 		enqueue(pt, e, false);
@@ -786,16 +802,20 @@ void fs_pt_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key)
 {
 	struct fs_pt *pt = fs->priv->pt;
 	struct tier_info info;
-	uint64_t cur = 0;
+	uint64_t cur = 0, seen;
 
 	if (!pt)
 		return;
 	/* a late event of an older publication leaves the key's current
-	 * one (published again since) its shadow */
+	 * one (published again since) its shadow, and one published after
+	 * the look (its entry's gen is past every gen seen before it) */
+	pthread_mutex_lock(&pt->lock);
+	seen = pt->max_gen;
+	pthread_mutex_unlock(&pt->lock);
 	if (tier_stat(fs->tier, ns, key, &info) == 0)
 		cur = info.gen;
 	pthread_mutex_lock(&pt->lock);
-	key_gone(pt, ns, key, cur);
+	key_gone(pt, ns, key, seen + 1, cur);
 	pthread_mutex_unlock(&pt->lock);
 }
 

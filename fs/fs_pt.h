@@ -61,7 +61,7 @@ void fs_pt_destroy(struct fs *fs);
 
 /* fs_pt_published - publication gen (size bytes) of (ns, key) of a key
  * namespace: queued for a shadow; the shadows of the key's earlier
- * publications go. */
+ * publications (smaller gens) go. */
 void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 		     uint64_t gen, uint64_t size);
 
@@ -79,12 +79,14 @@ int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 	       enum fs_pt_mode *mode, int32_t *id);
 void fs_pt_close(struct fs *fs, uint64_t ino, enum fs_pt_mode mode);
 
-/* fs_pt_gone - (ns, key) left the engine: the shadows of every
- * publication of it go (at their last release, if later). A forgotten
- * inode keeps its shadow: the kernel may look the same publication up
- * again (it forgets an inode whose dentry it revalidates, then looks it
- * up anew); fs_pt_published lets the versions a new one replaced go, and
- * pt_mem bounds the rest. */
+/* fs_pt_gone - (ns, key) left the engine (an on_gone event, or an
+ * unlink): the shadows of its publications go (at their last release, if
+ * later), but the current one's, if it was published again meanwhile. A
+ * forgotten inode keeps its shadow: the kernel may look the same
+ * publication up again (a revalidating LOOKUP that answers another node
+ * than the dentry's makes it forget that node and look the name up anew;
+ * drop_caches forgets unused inodes); fs_pt_published lets older versions
+ * go, and pt_mem bounds the rest. */
 void fs_pt_gone(struct fs *fs, uint32_t ns, const struct kvfs_key *key);
 
 /* fs_pt_reply_open - fuse_reply_open with backing id (FOPEN_PASSTHROUGH). */

@@ -12,13 +12,24 @@
 #include "fs/fs_i.h"
 #include "fs/fs_pt.h"
 
+/* The kernel's inode of (ns, key), if any, is an unlinked file's. */
+static void mark_unlinked(struct fs *fs, uint32_t ns,
+			  const struct kvfs_key *key)
+{
+	struct fs_inode *in;
+
+	pthread_mutex_lock(&fs->priv->lock);
+	in = fs_chunk_find(fs->priv, ns, key);
+	if (in)
+		in->unlinked = true;
+	pthread_mutex_unlock(&fs->priv->lock);
+}
+
 void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_req(req);
 	struct fs_priv *p = fs->priv;
-	struct fs_inode *in;
 	struct kvfs_key key;
-	bool was;
 	uint32_t ns;
 	int err, r;
 
@@ -45,21 +56,11 @@ void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	/* marked first: a GETATTR of an fd's inode (fstat) between the
 	 * engine's unlink and the mark would find neither the chunk nor the
 	 * mark (ENOENT: review 26); marked, it is the open file's, with no
-	 * links */
-	pthread_mutex_lock(&p->lock);
-	in = fs_chunk_find(p, ns, &key);
-	was = in ? in->unlinked : false;
-	if (in)
-		in->unlinked = true;
-	pthread_mutex_unlock(&p->lock);
+	 * links. (No lookup of the name runs meanwhile: the kernel holds the
+	 * directory for the unlink. tier_unlink fails only with ENOENT: the
+	 * chunk went already, and the mark stays.) */
+	mark_unlinked(fs, ns, &key);
 	err = tier_unlink(fs->tier, ns, &key);
-	if (err && err != -ENOENT) {
-		pthread_mutex_lock(&p->lock);
-		in = fs_chunk_find(p, ns, &key);
-		if (in)
-			in->unlinked = was;
-		pthread_mutex_unlock(&p->lock);
-	}
 	if (!err) /* an unlink makes no on_gone call: its shadow goes here
 		   * (once no reader has it open) */
 		fs_pt_gone(fs, ns, &key);

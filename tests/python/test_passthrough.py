@@ -240,24 +240,25 @@ class Shadows(unittest.TestCase):
             first.close()
 
     def test_shadow_outlives_forget(self):
-        """The kernel forgetting an inode (drop_caches here; also when it
-        revalidates a dentry) leaves its shadow: the next open of the
-        same publication reads from it, with no copy made again."""
+        """The kernel forgetting an inode (drop_caches here; also after a
+        revalidating LOOKUP that answered another node) leaves its
+        shadow: the next open of the same publication reads from it,
+        with no copy made again."""
+        if not os.access("/proc/sys/vm/drop_caches", os.W_OK):
+            self.skipTest("/proc/sys/vm/drop_caches is not writable here")
         f = self.shadowed("forget", 7)
         before = pt(self.mnt)
+        lookups = pathmount.stats(self.mnt)["requests"]["lookup"]
         with open("/proc/sys/vm/drop_caches", "w") as dc:
-            dc.write("2")  # dentries and inodes: FORGET of ours
+            dc.write("2")  # unused dentries and inodes: FORGET of ours
         self.assertEqual(read(f), data(7))
+        # the name was looked up again: the kernel had let the inode go
+        self.assertGreater(pathmount.stats(self.mnt)["requests"]["lookup"],
+                           lookups)
         after = pt(self.mnt)
         self.assertEqual(after["opens"], before["opens"] + 1)
         self.assertEqual(after["classic_opens"], before["classic_opens"])
         self.assertEqual(after["made"], before["made"])
-        # a new publication of the key lets the old one's shadow go
-        os.unlink(f)
-        write(f, data(8))
-        wait_for(self.mnt, "made", after["made"] + 1)
-        self.assertEqual(read(f), data(8))
-        self.assertLessEqual(pt(self.mnt)["shadows"], after["shadows"])
 
     def test_unlink_drops_shadow(self):
         """An unlinked chunk's shadow goes (once its reader closed), with
@@ -316,6 +317,18 @@ class Room(unittest.TestCase):
                 if p["made"] + p["skipped"] >= 6 and p["shadows"] == 4:
                     break
                 time.sleep(0.01)
+            self.assertEqual(pt(mnt)["shadows"], 4, pt(mnt))
+            for i, f in enumerate(names):  # a first pass, then settled:
+                self.assertEqual(read(f), data(600 + i, mib))
+            deadline, last, since = time.monotonic() + 20, None, 0
+            while time.monotonic() < deadline:  # the copier idle 0.2 s
+                p = pt(mnt)
+                now = (p["made"], p["skipped"])
+                if now != last:
+                    last, since = now, time.monotonic()
+                elif time.monotonic() - since > 0.2:
+                    break
+                time.sleep(0.01)
             base = pt(mnt)
             self.assertEqual(base["shadows"], 4, base)
             t0 = time.monotonic()
@@ -326,12 +339,12 @@ class Room(unittest.TestCase):
             after = pt(mnt)
             self.assertEqual(after["opens"] + after["classic_opens"],
                              base["opens"] + base["classic_opens"] + 18)
-            if took < 0.8:  # every shadow opened within PT_KEEP_NS
-                self.assertEqual(after["dropped"], base["dropped"], after)
-                self.assertEqual(after["opens"], base["opens"] + 12, after)
-            else:
-                print("(reads took %.1f s: the 1 s window is not checked)"
-                      % took)
+            if took >= 0.8:  # shadows older than PT_KEEP_NS may go
+                self.skipTest("three passes took %.1f s: the 1 s window "
+                              "cannot be checked on a machine this slow"
+                              % took)
+            self.assertEqual(after["dropped"], base["dropped"], after)
+            self.assertEqual(after["opens"], base["opens"] + 12, after)
         finally:
             m.cleanup()
 
