@@ -392,9 +392,10 @@ static void enqueue(struct fs_pt *pt, struct pt_ent *e, bool opened)
 }
 
 /* Makes room for size more bytes: drops the least recently opened
- * shadows without shadow answers; with keep, none made or opened within
- * PT_KEEP_NS (the list is in that order: the walk stops at the first),
- * and none at all unless that frees enough. lock held. */
+ * shadows without shadow answers; with keep, none at all unless those
+ * made or opened before PT_KEEP_NS free enough (the list is in that
+ * order, so the drops below then end before the first younger one).
+ * lock held. */
 static bool make_room(struct fs_pt *pt, uint64_t size, bool keep)
 {
 	struct pt_ent *e = pt->lru.prev, *prev;
@@ -411,8 +412,6 @@ static bool make_room(struct fs_pt *pt, uint64_t size, bool keep)
 
 	while (pt->n.bytes + size > pt->budget && e != &pt->lru) {
 		prev = e->prev;
-		if (keep && now - e->used_ns < PT_KEEP_NS)
-			break;
 		if (!e->pt_opens) {
 			shadow_close(pt, e);
 			pt->n.dropped++;
