@@ -675,6 +675,16 @@ int mopts_build(struct mopts *o, struct tier_config *tc,
 				"cache=passthrough\n");
 			return -1;
 		}
+		/* shadows are host memory the daemon allocates as chunks
+		 * come: a bound past the machine's would hold only until
+		 * the OOM killer came */
+		v = mem_total();
+		if (v && fc->pt_mem > v) {
+			fprintf(stderr, "kvfs-mount: pt_mem %s is more than "
+				"this machine's memory (%" PRIu64 " MiB)\n",
+				o->pt_mem, v >> 20);
+			return -1;
+		}
 	}
 	if (o->seed && mopts_parse_num("seed", o->seed, UINT64_MAX, &fc->seed))
 		return -1;

@@ -493,6 +493,8 @@ class Options(unittest.TestCase):
         self.refused("cache=passthrough,pt_mem=0", "pt_mem must be")
         self.refused("pt_mem=8M", "pt_mem needs cache=passthrough")
         self.refused("cache=passthrough,pt_mem=lots", "bad pt_mem")
+        self.refused("cache=passthrough,pt_mem=4096T",
+                     "more than this machine's memory")
         self.refused("cache=shadow", "cache")
 
 
