@@ -206,6 +206,8 @@ int fs_create(const struct fs_config *fc, struct tier_config *tc,
 	tc->pattr_get = fs_path_pattr_get; /* path files' modes in L3 */
 	tc->pattr_found = fs_path_pattr_found;
 	tc->pattr_arg = fs;
+	tc->held_elsewhere = fs_pt_held; /* shadows need no readahead */
+	tc->held_arg = fs;
 	if (!tc->log) {
 		tc->log = tier_log_cb;
 		tc->log_arg = fs;

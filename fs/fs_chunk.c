@@ -247,11 +247,16 @@ static void open_published(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 {
 	struct fs_priv *p = fs->priv;
 	struct tier_chunk *c;
+	unsigned flags = 0;
 	int err;
 
+	/* a shadow's reader needs no copy in L1: a chunk in L2 is pinned
+	 * there, not read and promoted for nothing */
+	if (!paths && fs_pt_ready(fs, ino, gen))
+		flags = TIER_GET_NOFILL;
 	/* the opener's thread: readahead follows each reader's order */
-	err = tier_get_by(fs->tier, ns, key,
-			  (uint64_t)fuse_req_ctx(req)->pid, &c);
+	err = tier_get_flags_by(fs->tier, ns, key, flags,
+				(uint64_t)fuse_req_ctx(req)->pid, &c);
 	/* a path namespace's name may stand for a new version (or a new
 	 * file) by now: a new lookup decides (fs_path.c) */
 	if (err == -ENOENT && paths)
@@ -304,9 +309,30 @@ void fs_open_chunk_reply(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	} else {
 		fi->direct_io = 1;
 	}
-	if (shadow && fs_pt_open(fs, ino, ns, key, c, &pt, &id)) {
+	r = shadow ? fs_pt_open(fs, ino, ns, key, c, &pt, &id) : 0;
+	if (r == -EAGAIN) {
+		/* pinned without its bytes, and the shadow went meanwhile:
+		 * the bytes after all (already counted as a read) */
+		uint64_t gen = tier_chunk_gen(c);
+
+		fh->chunk = NULL;
+		tier_put(fs->tier, c);
+		r = tier_get_flags(fs->tier, ns, key, TIER_GET_NOCOUNT, &c);
+		if (!r && tier_chunk_gen(c) != gen) {
+			tier_put(fs->tier, c);
+			r = -ESTALE; /* published again: a new lookup */
+		}
+		if (r) {
+			fs_fh_free(fs, fh);
+			fuse_reply_err(req, -r);
+			return;
+		}
+		fh->chunk = c;
+		r = fs_pt_open(fs, ino, ns, key, c, &pt, &id);
+	}
+	if (r) {
 		fs_fh_free(fs, fh);
-		fuse_reply_err(req, ENOMEM);
+		fuse_reply_err(req, -r);
 		return;
 	}
 	fh->pt = (int)pt;

@@ -13,8 +13,9 @@
  *           attributes are read with the journal's lock held)
  *   fs_priv.qlock and fs_fh.ioctl_lock: leaves (nothing taken inside)
  *   fs_pt.lock (fs_pt.c, cache=passthrough's shadows): a leaf, taken
- *           under fs_wr.lock (a publication); nothing else is taken or
- *           called into the engine while it is held
+ *           under fs_wr.lock (a publication) and under tier.lock (the
+ *           engine's readahead asks fs_pt_held); nothing else is taken
+ *           or called into the engine while it is held
  *
  *   fs_priv.lock (mutex) protects the three tables (inodes by number,
  *           names, temporaries), the temporary list, the open-handle list,

@@ -752,8 +752,17 @@ int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 
 	*mode = FS_PT_NONE;
 	if (!pt || !fs_pt_on())
-		return 0;
+		return tier_chunk_has_bytes(c) ? 0 : -EAGAIN;
 	pthread_mutex_lock(&pt->lock);
+	if (!tier_chunk_has_bytes(c)) {
+		/* pinned without its bytes for the shadow fs_pt_ready saw:
+		 * gone since (room), or a classic open came first */
+		e = ent_find(pt, ino);
+		if (!e || !e->id || e->classic || e->gen != gen) {
+			pthread_mutex_unlock(&pt->lock);
+			return -EAGAIN;
+		}
+	}
 	/* an answer that is not counted could meet a shadow answer of the
 	 * same inode in the kernel: none at all then */
 	e = ent_get(pt, ino, ns, key, gen, size);
@@ -776,6 +785,45 @@ int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 	}
 	pthread_mutex_unlock(&pt->lock);
 	return 0;
+}
+
+bool fs_pt_held(void *arg, uint32_t ns, const struct kvfs_key *key,
+		uint64_t gen)
+{
+	struct fs *fs = arg;
+	struct fs_pt *pt = fs->priv ? fs->priv->pt : NULL;
+	struct htab_node *n;
+	bool held = false;
+
+	if (!pt || !fs_pt_on())
+		return false;
+	pthread_mutex_lock(&pt->lock);
+	htab_for_each_hash(&pt->ktab, key_hash(ns, key), n) {
+		struct pt_ent *x = container_of(n, struct pt_ent, knode);
+
+		if (x->ns == ns && x->gen == gen && x->id && !x->gone &&
+		    !x->classic && !memcmp(&x->key, key, sizeof(*key))) {
+			held = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pt->lock);
+	return held;
+}
+
+bool fs_pt_ready(struct fs *fs, uint64_t ino, uint64_t gen)
+{
+	struct fs_pt *pt = fs->priv->pt;
+	struct pt_ent *e;
+	bool ready;
+
+	if (!pt || !fs_pt_on())
+		return false;
+	pthread_mutex_lock(&pt->lock);
+	e = ent_find(pt, ino);
+	ready = e && e->id && !e->classic && e->gen == gen;
+	pthread_mutex_unlock(&pt->lock);
+	return ready;
 }
 
 void fs_pt_close(struct fs *fs, uint64_t ino, enum fs_pt_mode mode)

@@ -73,11 +73,25 @@ void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
  * it has a passthrough one, and the reverse: each answer is counted until
  * fs_pt_close (its fh's release, or a reply the kernel never got), and
  * an inode gets a shadow answer only while no classic one is counted.
+ * A chunk pinned without its bytes (TIER_GET_NOFILL, after fs_pt_ready)
+ * gets a shadow answer or -EAGAIN, nothing counted: the caller then
+ * pins it with its bytes and asks again.
  */
 int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 	       const struct kvfs_key *key, const struct tier_chunk *c,
 	       enum fs_pt_mode *mode, int32_t *id);
 void fs_pt_close(struct fs *fs, uint64_t ino, enum fs_pt_mode mode);
+
+/* fs_pt_ready - inode ino (publication gen) has a shadow an open would
+ * be answered with now: its chunk need not be read into L1 for the open
+ * (TIER_GET_NOFILL); fs_pt_open says for sure. */
+bool fs_pt_ready(struct fs *fs, uint64_t ino, uint64_t gen);
+
+/* fs_pt_held - tier_config.held_elsewhere (arg: the fs): publication gen
+ * of (ns, key) has a shadow its opens are answered with, so readahead
+ * need not promote it. Takes only fs_pt.lock (a leaf). */
+bool fs_pt_held(void *arg, uint32_t ns, const struct kvfs_key *key,
+		uint64_t gen);
 
 /* fs_pt_gone - (ns, key) left the engine (an on_gone event, or an
  * unlink): the shadows of its publications go (at their last release, if

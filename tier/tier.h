@@ -142,6 +142,17 @@ struct tier_config {
 			    const struct tier_pattr *a);
 	void *pattr_arg;
 
+	/*
+	 * Whether publication gen of (ns, key) is read from a copy of the
+	 * caller's own (a passthrough shadow, fs/fs_pt.c): readahead then
+	 * leaves it in L2 and goes on past it, as past a chunk in L1
+	 * (tier.lock held: it may take only a leaf lock of its own). NULL:
+	 * never.
+	 */
+	bool (*held_elsewhere)(void *arg, uint32_t ns,
+			       const struct kvfs_key *key, uint64_t gen);
+	void *held_arg;
+
 	/* Where every published chunk is, as it changes (tier_events.h):
 	 * silent until tier_events_start. */
 	struct tier_event_sink events;
@@ -470,8 +481,13 @@ enum tier_from { TIER_FROM_L1, TIER_FROM_L2, TIER_FROM_L3, TIER_FROM_N };
 
 /* tier_get_flags: TIER_GET_NOCOUNT = not an engine's read (a further
  * reference to a chunk already opened, a copy-up): no read hit or miss,
- * no namespace hit. */
+ * no namespace hit. TIER_GET_NOFILL = the reader's bytes come from
+ * elsewhere (a passthrough shadow of the publication, fs/fs_pt.c): a
+ * chunk not in L1 is pinned where it is, neither read from L2 nor
+ * promoted, and handed out without bytes (tier_chunk_has_bytes false);
+ * the access is told as any read's. */
 #define TIER_GET_NOCOUNT 1u
+#define TIER_GET_NOFILL 2u
 
 /*
  * tier_get - pins a published chunk for reading and counts a read hit (by
@@ -493,12 +509,19 @@ int tier_get(struct tier *t, uint32_t ns, const struct kvfs_key *key,
  * reader's order on its own. */
 int tier_get_by(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 		uint64_t reader, struct tier_chunk **out);
+int tier_get_flags_by(struct tier *t, uint32_t ns,
+		      const struct kvfs_key *key, unsigned flags,
+		      uint64_t reader, struct tier_chunk **out);
 
 /* tier_chunk_ptr - host address of a pinned chunk's bytes, or NULL when the
  * arena is device memory (then use tier_chunk_read). Valid until tier_put. */
 const void *tier_chunk_ptr(const struct tier_chunk *c);
 uint64_t tier_chunk_size(const struct tier_chunk *c);
 uint64_t tier_chunk_gen(const struct tier_chunk *c);
+
+/* tier_chunk_has_bytes - false for a chunk TIER_GET_NOFILL pinned in L2:
+ * tier_chunk_ptr is NULL and tier_chunk_read fails (-EIO). */
+bool tier_chunk_has_bytes(const struct tier_chunk *c);
 
 /* tier_chunk_read - copies bytes of a pinned chunk; returns bytes copied,
  * 0 at or past the end. */
@@ -753,7 +776,7 @@ struct tier_arena_info {
 void tier_arena_info(struct tier *t, struct tier_arena_info *info);
 
 /* tier_chunk_offset - the chunk's offset in the L1 arena, or -ENODATA when
- * it is served from a temporary buffer. */
+ * it is served from a temporary buffer or has no bytes (TIER_GET_NOFILL). */
 long long tier_chunk_offset(const struct tier_chunk *c);
 
 /* tier_arena_export - an IPC handle (64 bytes, e.g. cudaIpcMemHandle_t) for

@@ -179,7 +179,7 @@ void tier_arena_info(struct tier *t, struct tier_arena_info *info)
 
 long long tier_chunk_offset(const struct tier_chunk *c)
 {
-	if (c->tmp)
+	if (c->tmp || c->nobytes)
 		return -ENODATA;
 	return (long long)c->off;
 }

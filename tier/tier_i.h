@@ -252,6 +252,7 @@ struct tier_chunk {
 	uint64_t off;        /* arena offset */
 	uint64_t size, gen;
 	void *tmp;           /* temporary buffer (L2 reads), or NULL */
+	bool nobytes;        /* TIER_GET_NOFILL of a chunk not in L1 */
 };
 
 /* An on_gone call to make after tier.lock is dropped. */

@@ -138,6 +138,13 @@ int tier_get_by(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 	return get(t, ns, key, 0, reader, out);
 }
 
+int tier_get_flags_by(struct tier *t, uint32_t ns,
+		      const struct kvfs_key *key, unsigned flags,
+		      uint64_t reader, struct tier_chunk **out)
+{
+	return get(t, ns, key, flags, reader, out);
+}
+
 /* c pins r (tier.lock held). */
 static void hand_out(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
 {
@@ -150,6 +157,7 @@ static void hand_out(struct tier *t, struct tier_rec *r, struct tier_chunk *c)
 	c->size = r->size;
 	c->gen = r->gen;
 	c->tmp = NULL;
+	c->nobytes = false;
 }
 
 /* tier_get_flags for reader (0: not known). */
@@ -194,7 +202,12 @@ again:
 	n->hits += count;
 	t->read_hits[from] += count;
 	hand_out(t, r, c);
-	if (r->where != TIER_L1) {
+	if (r->where != TIER_L1 && (flags & TIER_GET_NOFILL)) {
+		/* pinned in L2 as a lookup's pin is: the bytes are the
+		 * caller's own copy's */
+		c->ptr = NULL;
+		c->nobytes = true;
+	} else if (r->where != TIER_L1) {
 		int rc = tier_l2_fill(t, r, c);
 
 		if (rc < 0) {
@@ -225,6 +238,11 @@ const void *tier_chunk_ptr(const struct tier_chunk *c)
 	return c->tmp ? c->tmp : c->ptr;
 }
 
+bool tier_chunk_has_bytes(const struct tier_chunk *c)
+{
+	return !c->nobytes;
+}
+
 uint64_t tier_chunk_size(const struct tier_chunk *c)
 {
 	return c->size;
@@ -240,6 +258,8 @@ long tier_chunk_read(struct tier *t, const struct tier_chunk *c, void *buf,
 {
 	int rc;
 
+	if (c->nobytes)
+		return -EIO;
 	if (off >= c->size)
 		return 0;
 	if (len > c->size - off)

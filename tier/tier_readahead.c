@@ -555,7 +555,10 @@ static void top_up(struct tier *t, int si)
 			break;
 		k = e->to;
 		r = tier_idx_find(t, s->ns, &k);
-		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO)) {
+		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO) &&
+		    !(t->cfg.held_elsewhere &&
+		      t->cfg.held_elsewhere(t->cfg.held_arg, r->ns, &r->key,
+					    r->gen))) {
 			if (ra_paused(t, r->size) ||
 			    !queue_job(t, si, s->ns, &k, r->size))
 				break;

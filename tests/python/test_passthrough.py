@@ -10,7 +10,8 @@ that outlives its fd, its file and a new version of the key (it keeps the
 old bytes: shadows are never reused); a shadow kept across the kernel's
 FORGET of its inode; an unlinked chunk's shadow going; pt_mem's bound,
 and a reader cycling through more chunks than it holds; shadows of evicted
-chunks going with them; chunks recovered
+chunks going with them; a chunk in L2 with its shadow opened and read
+ahead of without being promoted; chunks recovered
 from L2 after a restart, opened before and while their shadow is made,
 from eight threads at once (the kernel fails an open of an inode that has
 both kinds of open: none fails); a path namespace's files stay classic and
@@ -68,6 +69,19 @@ def wait_for(mnt, what, want, secs=20):
 def read(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def mount_with_chunks(m, name, first, n):
+    """Mounts m, writes keys first.. first+n-1 (1 MiB each, data(i))
+    into a new namespace name: the mount point, the namespace, the
+    paths."""
+    mnt = m.mount()
+    d = os.path.join(mnt, name)
+    os.mkdir(d)
+    names = [os.path.join(d, key(first + i)) for i in range(n)]
+    for i, f in enumerate(names):
+        write(f, data(first + i, 1 << 20))
+    return mnt, d, names
 
 
 def _probe():
@@ -304,13 +318,8 @@ class Room(unittest.TestCase):
         m = pathmount.Mount(["l1_size=64M", "cache=passthrough",
                              "pt_mem=4M"], l2=False)
         try:
-            mnt = m.mount()
-            d = os.path.join(mnt, "cycle")
-            os.mkdir(d)
+            mnt, d, names = mount_with_chunks(m, "cycle", 600, 6)
             mib = 1 << 20
-            names = [os.path.join(d, key(600 + i)) for i in range(6)]
-            for i, f in enumerate(names):
-                write(f, data(600 + i, mib))
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 p = pt(mnt)
@@ -384,6 +393,53 @@ class Gone(unittest.TestCase):
             for i in present:
                 self.assertEqual(read(os.path.join(d, key(300 + i))),
                                  data(300 + i, mib))
+        finally:
+            m.cleanup()
+
+
+class InL2(unittest.TestCase):
+    """A chunk evicted to L2 whose shadow stays is opened from the shadow
+    without being read from L2 and promoted (its reader never reads L1),
+    and readahead following its readers leaves it in L2 too."""
+
+    def test_shadowed_chunk_stays_in_l2(self):
+        m = pathmount.Mount(["l1_size=16M", "max_chunk=2M", "l2_size=256M",
+                             "cache=passthrough", "pt_mem=64M"])
+        try:
+            mnt, d, old = mount_with_chunks(m, "inl2", 500, 6)
+            mib = 1 << 20
+            wait_for(mnt, "made", len(old))
+            # 24 MiB more push the six out of L1's 16 MiB into L2
+            for i in range(24):
+                write(os.path.join(d, key(600 + i)), data(600 + i, mib))
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                where = [os.getxattr(f, "user.kvfs.tier") for f in old]
+                if where == [b"l2"] * len(old):
+                    break
+                time.sleep(0.05)
+            self.assertEqual(where, [b"l2"] * len(old))
+            p0 = pt(mnt)
+            self.assertEqual(p0["dropped"], 0, p0)
+            s0 = pathmount.stats(mnt)
+            for _ in range(3):  # in order: readahead learns the chain
+                for i, f in enumerate(old):
+                    self.assertEqual(read(f), data(500 + i, mib))
+            s1 = pathmount.stats(mnt)
+            p1 = s1["passthrough"]
+            self.assertEqual(p1["opens"], p0["opens"] + 3 * len(old), p1)
+            self.assertEqual(s1["promotions"], s0["promotions"])
+            self.assertEqual(s1["l2"]["reads"], s0["l2"]["reads"])
+            self.assertEqual(s1["readahead"]["promotions"],
+                             s0["readahead"]["promotions"])
+            self.assertEqual(s1["read"]["hits_l2"],
+                             s0["read"]["hits_l2"] + 3 * len(old))
+            self.assertEqual([os.getxattr(f, "user.kvfs.tier") for f in old],
+                             [b"l2"] * len(old))
+            # a classic reader of one still gets its bytes from L2
+            os.unlink(old[0])
+            self.assertFalse(os.path.exists(old[0]))
+            self.assertEqual(read(old[1]), data(501, mib))
         finally:
             m.cleanup()
 
