@@ -483,9 +483,10 @@ enum tier_from { TIER_FROM_L1, TIER_FROM_L2, TIER_FROM_L3, TIER_FROM_N };
  * reference to a chunk already opened, a copy-up): no read hit or miss,
  * no namespace hit. TIER_GET_NOFILL = the reader's bytes come from
  * elsewhere (a passthrough shadow of the publication, fs/fs_pt.c): a
- * chunk not in L1 is pinned where it is, neither read from L2 nor
- * promoted, and handed out without bytes (tier_chunk_has_bytes false);
- * the access is told as any read's. */
+ * chunk not in L1 is neither read from L2 nor promoted, and handed out
+ * without bytes (tier_chunk_has_bytes false) and without a pin (it may
+ * leave L2 meanwhile; its size and gen stay); the access is told as any
+ * read's. */
 #define TIER_GET_NOCOUNT 1u
 #define TIER_GET_NOFILL 2u
 
@@ -519,8 +520,9 @@ const void *tier_chunk_ptr(const struct tier_chunk *c);
 uint64_t tier_chunk_size(const struct tier_chunk *c);
 uint64_t tier_chunk_gen(const struct tier_chunk *c);
 
-/* tier_chunk_has_bytes - false for a chunk TIER_GET_NOFILL pinned in L2:
- * tier_chunk_ptr is NULL and tier_chunk_read fails (-EIO). */
+/* tier_chunk_has_bytes - false for a chunk TIER_GET_NOFILL found in L2:
+ * tier_chunk_ptr is NULL, tier_chunk_read fails (-EIO), tier_chunk_dup
+ * (-EINVAL); tier_put frees it. */
 bool tier_chunk_has_bytes(const struct tier_chunk *c);
 
 /* tier_chunk_read - copies bytes of a pinned chunk; returns bytes copied,

@@ -201,13 +201,19 @@ again:
 		r->l2_heat++;
 	n->hits += count;
 	t->read_hits[from] += count;
-	hand_out(t, r, c);
 	if (r->where != TIER_L1 && (flags & TIER_GET_NOFILL)) {
-		/* pinned in L2 as a lookup's pin is: the bytes are the
-		 * caller's own copy's */
-		c->ptr = NULL;
+		/* not pinned: the reader's bytes are the caller's own copy's,
+		 * so the chunk may leave L2 meanwhile (a pin here would hold
+		 * L2's room for bytes nobody reads from it: held opens of
+		 * such chunks filled L2 and stalled its appends, review 28) */
+		memset(c, 0, sizeof(*c));
+		c->size = r->size;
+		c->gen = r->gen;
 		c->nobytes = true;
-	} else if (r->where != TIER_L1) {
+	} else {
+		hand_out(t, r, c);
+	}
+	if (r->where != TIER_L1 && !c->nobytes) {
 		int rc = tier_l2_fill(t, r, c);
 
 		if (rc < 0) {
@@ -222,7 +228,7 @@ again:
 			free(c);
 			return rc == -ENOMEM ? rc : -ENOENT;
 		}
-	} else {
+	} else if (r->where == TIER_L1) {
 		tier_l2_on_hit(t, r);
 		tier_l3_on_hit(t, r);
 	}
@@ -296,8 +302,11 @@ int tier_pin_l1(struct tier *t, uint32_t ns, const struct kvfs_key *key,
 int tier_chunk_dup(struct tier *t, const struct tier_chunk *c,
 		   struct tier_chunk **out)
 {
-	struct tier_chunk *d = malloc(sizeof(*d));
+	struct tier_chunk *d;
 
+	if (c->nobytes)
+		return -EINVAL; /* pins nothing: nothing to pin again */
+	d = malloc(sizeof(*d));
 	if (!d)
 		return -ENOMEM;
 	*d = *c;
@@ -321,10 +330,12 @@ void tier_put(struct tier *t, struct tier_chunk *c)
 {
 	if (!c)
 		return;
-	tier_lock(t);
-	tier_unref(t, c->rec);
-	t->nchunks_handed--;
-	tier_unlock(t);
+	if (c->rec) { /* (TIER_GET_NOFILL's chunks pin nothing) */
+		tier_lock(t);
+		tier_unref(t, c->rec);
+		t->nchunks_handed--;
+		tier_unlock(t);
+	}
 	free(c->tmp);
 	free(c);
 }

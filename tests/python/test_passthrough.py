@@ -436,6 +436,13 @@ class InL2(unittest.TestCase):
                              s0["read"]["hits_l2"] + 3 * len(old))
             self.assertEqual([os.getxattr(f, "user.kvfs.tier") for f in old],
                              [b"l2"] * len(old))
+            # a held reader pins nothing in L2 (its bytes are the
+            # shadow's: pins there filled L2, review 28), and keeps them
+            with open(old[2], "rb") as held:
+                self.assertEqual(os.getxattr(old[2], "user.kvfs.refs"), b"0")
+                os.unlink(old[2])
+                self.assertEqual(held.read(), data(502, mib))
+                self.assertEqual(os.fstat(held.fileno()).st_size, mib)
             # a classic reader of one still gets its bytes from L2
             os.unlink(old[0])
             self.assertFalse(os.path.exists(old[0]))
