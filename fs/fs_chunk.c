@@ -250,8 +250,8 @@ static void open_published(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	unsigned flags = 0;
 	int err;
 
-	/* a shadow's reader needs no copy in L1: a chunk in L2 is pinned
-	 * there, not read and promoted for nothing */
+	/* a shadow's reader needs no copy in L1: a chunk in L2 is left
+	 * there (no bytes, no pin), not read and promoted for nothing */
 	if (!paths && fs_pt_ready(fs, ino, gen))
 		flags = TIER_GET_NOFILL;
 	/* the opener's thread: readahead follows each reader's order */
@@ -311,8 +311,8 @@ void fs_open_chunk_reply(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 	}
 	r = shadow ? fs_pt_open(fs, ino, ns, key, c, &pt, &id) : 0;
 	if (r == -EAGAIN) {
-		/* pinned without its bytes, and the shadow went meanwhile:
-		 * the bytes after all (already counted as a read) */
+		/* taken without its bytes, and the shadow went meanwhile:
+		 * the bytes and a pin after all (counted as a read once) */
 		uint64_t gen = tier_chunk_gen(c);
 
 		fh->chunk = NULL;

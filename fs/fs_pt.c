@@ -755,7 +755,7 @@ int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 		return tier_chunk_has_bytes(c) ? 0 : -EAGAIN;
 	pthread_mutex_lock(&pt->lock);
 	if (!tier_chunk_has_bytes(c)) {
-		/* pinned without its bytes for the shadow fs_pt_ready saw:
+		/* taken without its bytes for the shadow fs_pt_ready saw:
 		 * gone since (room), or a classic open came first */
 		e = ent_find(pt, ino);
 		if (!e || !e->id || e->classic || e->gen != gen) {

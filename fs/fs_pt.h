@@ -67,15 +67,15 @@ void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 
 /*
  * fs_pt_open - how to answer a read-only open of inode ino (publication
- * gen of (ns, key), size bytes, whose chunk the caller pinned): *mode
+ * gen of (ns, key), size bytes, whose chunk the caller holds): *mode
  * FS_PT_SHADOW with *id, or FS_PT_CLASSIC (a shadow is then queued), or
  * FS_PT_NONE when passthrough is off. 0, or -ENOMEM. The kernel refuses an inode's classic open while
  * it has a passthrough one, and the reverse: each answer is counted until
  * fs_pt_close (its fh's release, or a reply the kernel never got), and
  * an inode gets a shadow answer only while no classic one is counted.
- * A chunk pinned without its bytes (TIER_GET_NOFILL, after fs_pt_ready)
- * gets a shadow answer or -EAGAIN, nothing counted: the caller then
- * pins it with its bytes and asks again.
+ * A chunk taken without its bytes (TIER_GET_NOFILL, after fs_pt_ready:
+ * no pin either) gets a shadow answer or -EAGAIN, nothing counted: the
+ * caller then pins it with its bytes and asks again.
  */
 int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 	       const struct kvfs_key *key, const struct tier_chunk *c,
