@@ -321,6 +321,7 @@ void fs_open_chunk_reply(struct fs *fs, fuse_req_t req, fuse_ino_t ino,
 		if (!r && tier_chunk_gen(c) != gen) {
 			tier_put(fs->tier, c);
 			r = -ESTALE; /* published again: a new lookup */
+			__atomic_add_fetch(&p->stale, 1, __ATOMIC_RELAXED);
 		}
 		if (r) {
 			fs_fh_free(fs, fh);

@@ -144,7 +144,8 @@ struct tier_config {
 
 	/*
 	 * Whether publication gen of (ns, key) is read from a copy of the
-	 * caller's own (a passthrough shadow, fs/fs_pt.c): readahead then
+	 * caller's own (a passthrough shadow, fs/fs_pt.c): readahead for a
+	 * reader whose last read was such a copy's (TIER_GET_NOFILL) then
 	 * leaves it in L2 and goes on past it, as past a chunk in L1
 	 * (tier.lock held: it may take only a leaf lock of its own). NULL:
 	 * never.

@@ -716,7 +716,8 @@ void tier_ra_close(struct tier *t);
 /* The rest: tier.lock held, no-ops when readahead is off. */
 /* r (indexed, pinned) was just handed to reader (tier_get_by): follows
  * its stream and queues the window ahead. */
-void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader);
+void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader,
+		     bool shadowed);
 /* child was published (or stamped) with parent as its parent. */
 void tier_ra_link(struct tier *t, uint32_t ns, const struct kvfs_key *parent,
 		  const struct kvfs_key *child);

@@ -233,7 +233,7 @@ again:
 		tier_l3_on_hit(t, r);
 	}
 	if (count) /* an engine's read: readahead follows it */
-		tier_ra_on_read(t, r, reader);
+		tier_ra_on_read(t, r, reader, flags & TIER_GET_NOFILL);
 	tier_unlock(t);
 	*out = c;
 	return 0;

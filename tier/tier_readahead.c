@@ -150,6 +150,9 @@ struct tra_stream {
 	uint32_t ahead;            /* chunks queued ahead of last */
 	uint32_t hits;             /* hits since the window last grew */
 	uint64_t used_at;          /* tier.clock of the last read */
+	bool shadowed;             /* its last read was a shadow's open
+				    * (TIER_GET_NOFILL): what has a shadow
+				    * needs no promotion for it */
 };
 
 /* The chunk published last in a namespace. */
@@ -556,7 +559,7 @@ static void top_up(struct tier *t, int si)
 		k = e->to;
 		r = tier_idx_find(t, s->ns, &k);
 		if (r && r->where == TIER_L2 && !(r->flags & TREC_PROMO) &&
-		    !(t->cfg.held_elsewhere &&
+		    !(s->shadowed && t->cfg.held_elsewhere &&
 		      t->cfg.held_elsewhere(t->cfg.held_arg, r->ns, &r->key,
 					    r->gen))) {
 			if (ra_paused(t, r->size) ||
@@ -645,7 +648,8 @@ static int stream_new(struct tier_ra *ra)
 	return best;
 }
 
-static void on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
+static void on_read(struct tier *t, struct tier_rec *r, uint64_t reader,
+		    bool shadowed)
 {
 	struct tier_ra *ra = t->ra;
 	struct tra_stream *s;
@@ -678,6 +682,7 @@ static void on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 		s->reader = reader;
 		s->last = s->tail = r->key;
 		s->used_at = t->clock;
+		s->shadowed = shadowed;
 		if (!chain_head(ra, r))
 			return;
 		/* the head of a chain: its reader starts there, as a read at
@@ -691,6 +696,7 @@ static void on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 	succ_set(ra, r->ns, &s->last, &r->key, TRA_FOLLOWED);
 	s->last = r->key;
 	s->used_at = t->clock;
+	s->shadowed = shadowed;
 	if (s->ahead)
 		s->ahead--;
 	else
@@ -705,11 +711,12 @@ static void on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
 	top_up(t, si);
 }
 
-void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader)
+void tier_ra_on_read(struct tier *t, struct tier_rec *r, uint64_t reader,
+		     bool shadowed)
 {
 	if (!t->ra || (r->flags & TREC_ZOMBIE))
 		return;
-	on_read(t, r, reader);
+	on_read(t, r, reader, shadowed);
 	ra_tell_l2(t);
 }
 

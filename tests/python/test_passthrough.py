@@ -443,7 +443,7 @@ class InL2(unittest.TestCase):
                 os.unlink(old[2])
                 self.assertEqual(held.read(), data(502, mib))
                 self.assertEqual(os.fstat(held.fileno()).st_size, mib)
-            # a classic reader of one still gets its bytes from L2
+            # an unlinked one goes; another still reads right
             os.unlink(old[0])
             self.assertFalse(os.path.exists(old[0]))
             self.assertEqual(read(old[1]), data(501, mib))
