@@ -742,6 +742,13 @@ void fs_pt_published(struct fs *fs, uint32_t ns, const struct kvfs_key *key,
 	pthread_mutex_unlock(&pt->lock);
 }
 
+/* Whether e (or NULL) is publication gen's with a shadow an open would
+ * be answered with now (no classic answer counted). lock held. */
+static bool shadow_answers(const struct pt_ent *e, uint64_t gen)
+{
+	return e && e->id && !e->classic && e->gen == gen;
+}
+
 int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 	       const struct kvfs_key *key, const struct tier_chunk *c,
 	       enum fs_pt_mode *mode, int32_t *id)
@@ -758,7 +765,7 @@ int fs_pt_open(struct fs *fs, uint64_t ino, uint32_t ns,
 		/* taken without its bytes for the shadow fs_pt_ready saw:
 		 * gone since (room), or a classic open came first */
 		e = ent_find(pt, ino);
-		if (!e || !e->id || e->classic || e->gen != gen) {
+		if (!shadow_answers(e, gen)) {
 			pthread_mutex_unlock(&pt->lock);
 			return -EAGAIN;
 		}
@@ -801,8 +808,8 @@ bool fs_pt_held(void *arg, uint32_t ns, const struct kvfs_key *key,
 	htab_for_each_hash(&pt->ktab, key_hash(ns, key), n) {
 		struct pt_ent *x = container_of(n, struct pt_ent, knode);
 
-		if (x->ns == ns && x->gen == gen && x->id && !x->gone &&
-		    !x->classic && !memcmp(&x->key, key, sizeof(*key))) {
+		if (x->ns == ns && shadow_answers(x, gen) && !x->gone &&
+		    !memcmp(&x->key, key, sizeof(*key))) {
 			held = true;
 			break;
 		}
@@ -821,7 +828,7 @@ bool fs_pt_ready(struct fs *fs, uint64_t ino, uint64_t gen)
 		return false;
 	pthread_mutex_lock(&pt->lock);
 	e = ent_find(pt, ino);
-	ready = e && e->id && !e->classic && e->gen == gen;
+	ready = shadow_answers(e, gen);
 	pthread_mutex_unlock(&pt->lock);
 	return ready;
 }
